@@ -1,0 +1,175 @@
+/**
+ * The ContainerRuntime contract, as tests every adapter must pass (DESIGN §6, style L5).
+ * Usage from an adapter's test file:
+ *
+ *   runtimeContract('process', async () => ({ runtime, engine, root, cleanup }));
+ *
+ * `engine` is the catalogue entry to run, `root` a scratch directory for data dirs.
+ * The suite runs real servers; every node it creates is removed in afterAll.
+ */
+import { createServer } from 'node:net';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import mysql from 'mysql2/promise';
+import {
+  LABEL_AGENT,
+  LABEL_DATABASE,
+  LABEL_MANAGED,
+  LABEL_NODE,
+  type ContainerRuntime,
+  type NodeSpec,
+} from '../../../agent/runtime/container-runtime.js';
+
+export interface RuntimeFixture {
+  runtime: ContainerRuntime;
+  engine: NodeSpec['engine'];
+  root: string;
+  /** Builds a second runtime instance over the same state, as a restarted agent would. */
+  reopen: () => Promise<ContainerRuntime>;
+  cleanup?: () => Promise<void>;
+}
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function query(runtime: ContainerRuntime, name: string, sql: string): Promise<any[]> {
+  const c = await runtime.connection(name);
+  const conn = await mysql.createConnection({ socketPath: c.socketPath, user: 'root', password: '' });
+  try {
+    const [rows] = await conn.query(sql);
+    return rows as any[];
+  } finally {
+    await conn.end();
+  }
+}
+
+export function runtimeContract(adapter: string, makeFixture: () => Promise<RuntimeFixture>): void {
+  describe(`ContainerRuntime contract: ${adapter}`, () => {
+    let fx: RuntimeFixture;
+    let spec: NodeSpec;
+    const agentId = `contract-${process.pid}-${Date.now() % 100000}`;
+    const name = `fulcrum-ct${Date.now() % 100000}-n1`;
+
+    beforeAll(async () => {
+      fx = await makeFixture();
+      mkdirSync(fx.root, { recursive: true });
+      spec = {
+        name,
+        labels: { [LABEL_MANAGED]: 'true', [LABEL_AGENT]: agentId, [LABEL_DATABASE]: '990', [LABEL_NODE]: '1' },
+        engine: fx.engine,
+        dataDir: join(fx.root, name, 'data'),
+        config: '[mysqld]\nserver_id=7\nskip_name_resolve=ON\ninnodb_buffer_pool_size=32M\n',
+        files: { 'note.txt': 'data dir is {{DATA_DIR}}\n' },
+        host: '127.0.0.1',
+        port: await freePort(),
+        memoryMb: 512,
+        cpus: 1,
+      };
+    });
+
+    afterAll(async () => {
+      if (!fx) return;
+      await fx.runtime.remove(name, { withData: true }).catch(() => undefined);
+      await fx.runtime.close();
+      await fx.cleanup?.();
+    });
+
+    it('inspect of an unknown node says missing', async () => {
+      expect((await fx.runtime.inspect('fulcrum-nothing-n9')).state).toBe('missing');
+    });
+
+    it('ensure initialises an empty data dir and starts a server reachable on socket and TCP', async () => {
+      const st = await fx.runtime.ensure(spec);
+      expect(st.state).toBe('running');
+      expect(st.labels[LABEL_DATABASE]).toBe('990');
+      const rows = await query(fx.runtime, name, 'SELECT @@server_id AS id, @@port AS port');
+      expect(rows[0].id).toBe(7);
+      expect(rows[0].port).toBe(spec.port);
+      const c = await fx.runtime.connection(name);
+      expect(c.host).toBe(spec.host);
+      // The TCP listener exists (root@localhost is socket-only, so an access error proves it).
+      const err = await mysql
+        .createConnection({ host: c.host, port: c.port, user: 'nobody', password: 'x' })
+        .then(() => null, (e: Error) => e);
+      expect(String(err)).toMatch(/Access denied/);
+    });
+
+    it('ensure with an equal spec is a no-op (same process or container)', async () => {
+      const before = await fx.runtime.inspect(name);
+      const again = await fx.runtime.ensure(spec);
+      expect(again.ref).toBe(before.ref);
+      expect((await fx.runtime.list({ [LABEL_AGENT]: agentId })).length).toBe(1);
+    });
+
+    it('list finds the node by labels, also from a fresh runtime instance (agent restart)', async () => {
+      await query(fx.runtime, name, 'CREATE DATABASE IF NOT EXISTS contract');
+      const reopened = await fx.reopen();
+      const found = await reopened.list({ [LABEL_AGENT]: agentId, [LABEL_DATABASE]: '990' });
+      expect(found.map((n) => n.name)).toEqual([name]);
+      expect(found[0]!.state).toBe('running');
+      expect(found[0]!.spec?.port).toBe(spec.port);
+      expect(await reopened.list({ [LABEL_AGENT]: 'someone-else' })).toEqual([]);
+      await reopened.close();
+    });
+
+    it('stop keeps data; start brings it back', async () => {
+      await query(fx.runtime, name, 'CREATE TABLE IF NOT EXISTS contract.t (v INT)');
+      await query(fx.runtime, name, 'INSERT INTO contract.t VALUES (42)');
+      await fx.runtime.stop(name);
+      expect((await fx.runtime.inspect(name)).state).toBe('stopped');
+      await fx.runtime.start(name);
+      expect((await fx.runtime.inspect(name)).state).toBe('running');
+      const rows = await query(fx.runtime, name, 'SELECT v FROM contract.t');
+      expect(rows.map((r) => r.v)).toContain(42);
+    });
+
+    it('kill crashes the node; ensure restarts it with its data', async () => {
+      await fx.runtime.kill(name);
+      expect((await fx.runtime.inspect(name)).state).toBe('stopped');
+      await fx.runtime.ensure(spec);
+      const rows = await query(fx.runtime, name, 'SELECT v FROM contract.t');
+      expect(rows.map((r) => r.v)).toContain(42);
+    });
+
+    it('ensure with a changed spec restarts the node with the new config', async () => {
+      const before = await fx.runtime.inspect(name);
+      spec = { ...spec, config: spec.config.replace('server_id=7', 'server_id=8') };
+      const st = await fx.runtime.ensure(spec);
+      expect(st.ref).not.toBe(before.ref);
+      const rows = await query(fx.runtime, name, 'SELECT @@server_id AS id');
+      expect(rows[0].id).toBe(8);
+    });
+
+    it('exec runs the engine client tools against the node', async () => {
+      const res = await fx.runtime.exec(name, ['mariadb-dump', '--no-create-info', '--skip-extended-insert', 'contract', 't']);
+      expect(res.exitCode).toBe(0);
+      expect(res.stdout).toMatch(/INSERT INTO `t` VALUES \(42\)/);
+    });
+
+    it('logs returns the server error log', async () => {
+      expect(await fx.runtime.logs(name, 200)).toMatch(/ready for connections/);
+    });
+
+    it('remove with data leaves nothing: no node, no listener, no data dir', async () => {
+      await fx.runtime.remove(name, { withData: true });
+      expect((await fx.runtime.inspect(name)).state).toBe('missing');
+      expect(await fx.runtime.list({ [LABEL_AGENT]: agentId })).toEqual([]);
+      expect(existsSync(spec.dataDir)).toBe(false);
+      const err = await mysql.createConnection({ host: spec.host, port: spec.port, user: 'x' }).then(() => null, (e: Error) => e);
+      expect(String(err)).toMatch(/ECONNREFUSED/);
+      const left = existsSync(join(fx.root, name)) ? readdirSync(join(fx.root, name)) : [];
+      expect(left).toEqual([]);
+      await fx.runtime.remove(name, { withData: true });
+    });
+  });
+}
