@@ -140,13 +140,17 @@ export interface ContainerRuntime {
 
   /**
    * Runs a client tool of the node's engine (`mariadb-dump`, `mariadb`) against the node, with
-   * the same binaries the node runs (for docker: inside the container). `stdin` is piped in,
-   * stdout is returned or streamed to `stdout` when given. Never uses a shell.
+   * the same binaries the node runs (for docker: inside the container). The adapter inserts
+   * `--socket=<SOCKET>` as the first option after the program name; the caller passes
+   * credentials (`--user`, and the password in `env.MYSQL_PWD`, never on the command line).
+   * `stdin` is piped in; stdout is returned, or streamed to `stdout` when given (then the
+   * returned stdout is empty). Never uses a shell. Resolves with the exit code; rejects only
+   * when the program cannot be started.
    */
   exec(
     name: string,
     argv: string[],
-    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream },
+    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string> },
   ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 
   /** Releases adapter resources (never stops nodes: they outlive the agent). */

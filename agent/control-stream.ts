@@ -1,0 +1,143 @@
+import { backoffDelay } from '../lib/backoff.js';
+import type { Clock } from '../lib/clock.js';
+import { channelOptions, grpc, loadAgentProto } from '../lib/grpc.js';
+import type { Logger } from '../lib/logger.js';
+import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
+import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
+import type { AgentServiceClient } from '../proto/gen/fulcrum/v1/AgentService.js';
+
+export interface ControlStreamOptions {
+  /** Control plane gRPC address, host:port. */
+  target: string;
+  agentId: string;
+  region: string;
+  logger: Logger;
+  clock: Clock;
+  /** Interval of heartbeat reports. */
+  heartbeatMs?: number;
+  /** The current observation, without the envelope fields (agentId, region, atMs, hello, heartbeat). */
+  observe: () => Omit<AgentReport, 'agentId' | 'region' | 'atMs' | 'hello' | 'heartbeat'>;
+  /** Called with every desired-state message, in order. */
+  onDesired: (desired: AgentDesired__Output) => void;
+  onConnectedChange?: (connected: boolean) => void;
+}
+
+export interface ControlStream {
+  /** Sends a full (non-heartbeat) report soon; coalesces bursts of calls. */
+  notify(): void;
+  readonly connected: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * The agent's end of AgentService.Stream: hello, reports on change, heartbeats, and a
+ * jittered reconnect (lib/backoff) when the control plane goes away. While disconnected the
+ * agent keeps converging on its last desired state (static stability).
+ */
+export function createControlStream(opts: ControlStreamOptions): ControlStream {
+  const proto = loadAgentProto();
+  const client = new proto.fulcrum.v1.AgentService(opts.target, grpc.credentials.createInsecure(), channelOptions) as AgentServiceClient;
+  const log = opts.logger.child({ component: 'control-stream' });
+  const heartbeatMs = opts.heartbeatMs ?? 3000;
+  let call: grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> | undefined;
+  let connected = false;
+  let closed = false;
+  let attempt = 0;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let notifyTimer: NodeJS.Timeout | undefined;
+
+  const envelope = (hello: boolean, heartbeat: boolean): AgentReport => ({
+    ...opts.observe(),
+    agentId: opts.agentId,
+    region: opts.region,
+    atMs: opts.clock.now(),
+    hello,
+    heartbeat,
+  });
+
+  const setConnected = (v: boolean) => {
+    if (connected === v) return;
+    connected = v;
+    opts.onConnectedChange?.(v);
+  };
+
+  const send = (hello: boolean, heartbeat: boolean) => {
+    if (!call) return;
+    try {
+      call.write(envelope(hello, heartbeat));
+    } catch (err) {
+      log.warn({ err }, 'report not sent');
+    }
+  };
+
+  const scheduleReconnect = () => {
+    if (closed || reconnectTimer) return;
+    const delay = backoffDelay(attempt++);
+    log.info({ delayMs: delay, attempt }, 'control plane stream lost; reconnecting');
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = undefined;
+      open();
+    }, delay);
+    reconnectTimer.unref();
+  };
+
+  const open = () => {
+    if (closed) return;
+    const c = client.Stream();
+    call = c;
+    let dead = false;
+    const onGone = (why: string, err?: unknown) => {
+      if (dead) return;
+      dead = true;
+      if (call === c) call = undefined;
+      setConnected(false);
+      if (!closed) log.debug({ why, err }, 'stream ended');
+      scheduleReconnect();
+    };
+    c.on('data', (msg: AgentDesired__Output) => {
+      attempt = 0;
+      setConnected(true);
+      try {
+        opts.onDesired(msg);
+      } catch (err) {
+        log.error({ err }, 'desired state handler failed');
+      }
+    });
+    c.on('error', (err) => onGone('error', err));
+    c.on('end', () => onGone('end'));
+    c.on('close', () => onGone('close'));
+    c.on('metadata', () => setConnected(true));
+    send(true, false);
+  };
+
+  const heartbeat = setInterval(() => send(false, true), heartbeatMs);
+  heartbeat.unref();
+  open();
+
+  return {
+    notify() {
+      if (notifyTimer) return;
+      notifyTimer = setTimeout(() => {
+        notifyTimer = undefined;
+        send(false, false);
+      }, 50);
+      notifyTimer.unref();
+    },
+    get connected() {
+      return connected;
+    },
+    async close() {
+      closed = true;
+      clearInterval(heartbeat);
+      if (reconnectTimer) clearTimeout(reconnectTimer);
+      if (notifyTimer) clearTimeout(notifyTimer);
+      try {
+        call?.end();
+        call?.cancel();
+      } catch {
+        // The stream may already be gone.
+      }
+      client.close();
+    },
+  };
+}

@@ -1,0 +1,103 @@
+import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import { systemClock, type Clock } from '../lib/clock.js';
+import { createLogger, type Logger } from '../lib/logger.js';
+import { createRegistry, serveMetrics } from '../lib/metrics.js';
+import { createAgent, type Agent } from './agent.js';
+import { detectLocalCatalogue, type Catalogue } from './catalogue.js';
+import { createControlStream } from './control-stream.js';
+import type { ContainerRuntime } from './runtime/container-runtime.js';
+import { createProcessRuntime } from './runtime/process-runtime.js';
+
+export interface StartAgentOptions {
+  id: string;
+  region: string;
+  /** Control plane gRPC address, host:port. */
+  controlPlane: string;
+  /** Everything the agent keeps: desired state, secrets, node data, backups. */
+  stateDir: string;
+  /** `process` (local mariadbd) or `docker`; or a ready ContainerRuntime (tests). */
+  runtime: 'process' | 'docker' | ContainerRuntime;
+  /** Engines this agent can run; default: the local server binaries it finds (process runtime). */
+  catalogue?: Catalogue;
+  /** Pool of loopback addresses for nodes (each node listens on its own address, port 3306). */
+  nodeAddressPool?: string;
+  metricsHost?: string;
+  metricsPort?: number;
+  logger?: Logger;
+  registry?: Registry;
+  clock?: Clock;
+  heartbeatMs?: number;
+  /** Period of the observe/reconcile loop (also the failover detection period). */
+  reconcileIntervalMs?: number;
+}
+
+export interface RunningAgent {
+  agent: Agent;
+  runtime: ContainerRuntime;
+  /** Stops the agent's own work (stream, loops, front proxies). Database nodes keep running. */
+  close(): Promise<void>;
+}
+
+async function makeRuntime(kind: 'process' | 'docker', stateDir: string, logger: Logger): Promise<ContainerRuntime> {
+  if (kind === 'process') return createProcessRuntime({ root: `${stateDir}/runtime`, logger });
+  // The docker adapter is loaded lazily so that a process-only host needs no Docker socket.
+  const path = './runtime/docker-runtime.js';
+  const mod = (await import(path)) as { createDockerRuntime: (o: { stateDir: string; logger: Logger }) => ContainerRuntime };
+  return mod.createDockerRuntime({ stateDir, logger });
+}
+
+/** The agent's composition root. */
+export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent> {
+  const logger = opts.logger ?? createLogger('agent');
+  const clock = opts.clock ?? systemClock;
+  const registry = opts.registry ?? createRegistry('agent');
+  mkdirSync(opts.stateDir, { recursive: true });
+  const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
+  const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
+  const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : []);
+
+  const agent = createAgent({
+    id: opts.id,
+    stateDir: opts.stateDir,
+    runtime,
+    runtimeKind,
+    catalogue,
+    logger,
+    registry,
+    clock,
+    nodeAddressPool: opts.nodeAddressPool,
+    reconcileIntervalMs: opts.reconcileIntervalMs,
+  });
+  await agent.start();
+
+  const stream = createControlStream({
+    target: opts.controlPlane,
+    agentId: opts.id,
+    region: opts.region,
+    logger,
+    clock,
+    heartbeatMs: opts.heartbeatMs,
+    observe: () => agent.report(),
+    onDesired: (d) => agent.setDesired(d),
+  });
+  agent.onChange(() => stream.notify());
+
+  let metricsServer: Server | undefined;
+  if (opts.metricsPort !== undefined) {
+    metricsServer = await serveMetrics(registry, opts.metricsHost ?? '127.0.0.1', opts.metricsPort);
+  }
+  logger.info({ agent: opts.id, region: opts.region, runtime: runtime.kind, engines: catalogue.map((e) => e.id) }, 'agent started');
+
+  return {
+    agent,
+    runtime,
+    async close() {
+      await stream.close();
+      await agent.close();
+      await runtime.close();
+      await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
+    },
+  };
+}

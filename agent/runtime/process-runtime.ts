@@ -1,0 +1,315 @@
+import { execFile, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { basename, dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { FulcrumError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+import { sameSpec, substitutePaths, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+
+const execFileP = promisify(execFile);
+
+interface NodeMeta {
+  spec: NodeSpec;
+  pid?: number;
+  startedAt?: number;
+}
+
+/**
+ * ContainerRuntime adapter running each node as a local `mariadbd` process (DESIGN §6).
+ *
+ * Layout under `root`: `nodes/<name>/{node.json, my.cnf, conf/, run/, error.log}` and
+ * `templates/<version>/` (a data dir made once by mariadb-install-db and copied per node,
+ * which turns a 2-3 s initialisation into a file copy). Processes are spawned detached in their
+ * own session so that they outlive the agent; `node.json` records the pid, and a pid counts as
+ * ours only while its command line names our option file (pids are reused).
+ *
+ * Limits: `memoryMb` is applied through the rendered server config (buffer pool), not by the
+ * kernel; `cpus` is not enforced. The docker adapter enforces both.
+ */
+export function createProcessRuntime(opts: { root: string; logger: Logger }): ContainerRuntime {
+  const log = opts.logger.child({ component: 'process-runtime' });
+  const nodesDir = join(opts.root, 'nodes');
+  const templates = new Map<string, Promise<string>>();
+  const locks = new Map<string, Promise<unknown>>();
+
+  const nodeDir = (name: string) => join(nodesDir, name);
+  const paths = (spec: NodeSpec) => {
+    const dir = nodeDir(spec.name);
+    return { dataDir: spec.dataDir, confDir: join(dir, 'conf'), runDir: join(dir, 'run'), socket: join(dir, 'run', 'mysqld.sock') };
+  };
+
+  function validateName(name: string): void {
+    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(name)) throw new FulcrumError('validation', `invalid node name ${JSON.stringify(name)}`);
+  }
+
+  /** Serialises operations per node so that concurrent ensure/stop calls cannot interleave. */
+  function locked<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = locks.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    locks.set(name, next.catch(() => undefined));
+    return next;
+  }
+
+  async function readMeta(name: string): Promise<NodeMeta | undefined> {
+    try {
+      return JSON.parse(await readFile(join(nodeDir(name), 'node.json'), 'utf8')) as NodeMeta;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function writeMeta(meta: NodeMeta): Promise<void> {
+    const file = join(nodeDir(meta.spec.name), 'node.json');
+    await writeFile(`${file}.tmp`, JSON.stringify(meta, null, 1));
+    await rename(`${file}.tmp`, file);
+  }
+
+  function alive(meta: NodeMeta | undefined): boolean {
+    if (!meta?.pid) return false;
+    try {
+      const stat = readFileSync(`/proc/${meta.pid}/stat`, 'utf8');
+      if (/^\d+ \(.*\) Z/.test(stat)) return false;
+      const cmd = readFileSync(`/proc/${meta.pid}/cmdline`, 'utf8');
+      return cmd.includes(join(nodeDir(meta.spec.name), 'my.cnf'));
+    } catch {
+      return false;
+    }
+  }
+
+  function toolPath(binary: string, tool: string): string {
+    const candidate = join(dirname(dirname(binary)), 'bin', tool);
+    return existsSync(candidate) ? candidate : tool;
+  }
+
+  async function template(spec: NodeSpec): Promise<string> {
+    const binary = spec.engine.binary!;
+    const key = `${basename(binary)}-${spec.engine.version}`.replace(/[^A-Za-z0-9.-]/g, '_');
+    let p = templates.get(key);
+    if (!p) {
+      p = (async () => {
+        const dir = join(opts.root, 'templates', key);
+        if (existsSync(join(dir, 'mysql'))) return dir;
+        const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
+        await mkdir(tmp, { recursive: true });
+        const installDb = toolPath(binary, 'mariadb-install-db');
+        const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve'];
+        if (process.getuid?.() === 0) args.push('--user=root');
+        await execFileP(installDb, args, { timeout: 120_000 });
+        await rm(dir, { recursive: true, force: true });
+        await rename(tmp, dir);
+        return dir;
+      })();
+      templates.set(key, p);
+      p.catch(() => templates.delete(key));
+    }
+    return p;
+  }
+
+  async function tail(name: string, lines = 50): Promise<string> {
+    try {
+      const text = await readFile(join(nodeDir(name), 'error.log'), 'utf8');
+      return text.split('\n').slice(-lines - 1).join('\n');
+    } catch {
+      return '';
+    }
+  }
+
+  /** A server is ready when its Unix socket answers with a protocol greeting. */
+  function greets(socket: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const s = connect(socket);
+      const done = (v: boolean) => {
+        s.destroy();
+        resolve(v);
+      };
+      s.setTimeout(1000, () => done(false));
+      s.once('data', () => done(true));
+      s.once('error', () => done(false));
+    });
+  }
+
+  async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 50): Promise<boolean> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      if (await cond()) return true;
+      await new Promise((r) => setTimeout(r, stepMs));
+    }
+    return cond();
+  }
+
+  async function launch(spec: NodeSpec, timeoutMs: number): Promise<NodeMeta> {
+    const p = paths(spec);
+    const dir = nodeDir(spec.name);
+    await mkdir(p.confDir, { recursive: true });
+    await mkdir(p.runDir, { recursive: true });
+    for (const [file, content] of Object.entries(spec.files)) {
+      await writeFile(join(p.confDir, file), substitutePaths(content, p), { mode: 0o600 });
+    }
+    const cnf = join(dir, 'my.cnf');
+    await writeFile(cnf, substitutePaths(spec.config, p), { mode: 0o600 });
+    if (!existsSync(join(spec.dataDir, 'mysql'))) {
+      await mkdir(spec.dataDir, { recursive: true });
+      await cp(await template(spec), spec.dataDir, { recursive: true });
+    }
+    const errLog = join(dir, 'error.log');
+    const args = [
+      `--defaults-file=${cnf}`,
+      `--datadir=${spec.dataDir}`,
+      `--socket=${p.socket}`,
+      `--pid-file=${join(p.runDir, 'mysqld.pid')}`,
+      `--port=${spec.port}`,
+      `--bind-address=${spec.host}`,
+      `--log-error=${errLog}`,
+    ];
+    if (process.getuid?.() === 0) args.push('--user=root');
+    const out = openSync(errLog, 'a');
+    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out] });
+    closeSync(out);
+    child.unref();
+    const meta: NodeMeta = { spec, pid: child.pid, startedAt: Date.now() };
+    await writeMeta(meta);
+    let exited = false;
+    child.once('exit', () => (exited = true));
+    const ok = await waitFor(async () => exited || (await greets(p.socket)), timeoutMs);
+    if (!ok || exited || !alive(meta)) {
+      if (!exited && child.pid) {
+        try {
+          process.kill(child.pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
+      }
+      throw new FulcrumError('internal', `node ${spec.name} did not start: ${(await tail(spec.name, 15)).trim()}`);
+    }
+    log.debug({ node: spec.name, pid: child.pid }, 'node started');
+    return meta;
+  }
+
+  async function terminate(meta: NodeMeta, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+    if (!alive(meta)) return;
+    try {
+      process.kill(meta.pid!, signal);
+    } catch {
+      return;
+    }
+    if (!(await waitFor(() => !alive(meta), graceMs))) {
+      try {
+        process.kill(meta.pid!, 'SIGKILL');
+      } catch {
+        // Gone between the check and the kill.
+      }
+      await waitFor(() => !alive(meta), 10_000);
+    }
+  }
+
+  function status(name: string, meta: NodeMeta | undefined): NodeStatus {
+    if (!meta) return { name, state: 'missing', labels: {} };
+    const running = alive(meta);
+    return { name, state: running ? 'running' : 'stopped', labels: meta.spec.labels, spec: meta.spec, ref: running ? String(meta.pid) : undefined };
+  }
+
+  return {
+    kind: 'process',
+
+    ensure(spec, o) {
+      validateName(spec.name);
+      if (!spec.engine.binary) throw new FulcrumError('invalid_config', `engine ${spec.engine.id} has no binary for the process runtime`);
+      return locked(spec.name, async () => {
+        const meta = await readMeta(spec.name);
+        if (meta && alive(meta)) {
+          if (sameSpec(meta.spec, spec)) return status(spec.name, meta);
+          await terminate(meta, 'SIGTERM', 30_000);
+        }
+        return status(spec.name, await launch(spec, o?.timeoutMs ?? 60_000));
+      });
+    },
+
+    start(name, o) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        if (!meta) throw FulcrumError.notFound();
+        if (!alive(meta)) await launch(meta.spec, o?.timeoutMs ?? 60_000);
+      });
+    },
+
+    stop(name, o) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        if (meta) await terminate(meta, 'SIGTERM', o?.graceMs ?? 30_000);
+      });
+    },
+
+    kill(name) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        if (meta) await terminate(meta, 'SIGKILL', 5_000);
+      });
+    },
+
+    remove(name, o) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        if (meta) await terminate(meta, 'SIGTERM', 30_000);
+        if (meta && o?.withData) await rm(meta.spec.dataDir, { recursive: true, force: true });
+        await rm(nodeDir(name), { recursive: true, force: true });
+      });
+    },
+
+    async inspect(name) {
+      return status(name, await readMeta(name));
+    },
+
+    async list(labels) {
+      let names: string[] = [];
+      try {
+        names = await readdir(nodesDir);
+      } catch {
+        return [];
+      }
+      const out: NodeStatus[] = [];
+      for (const name of names.sort()) {
+        const meta = await readMeta(name);
+        if (!meta) continue;
+        if (Object.entries(labels).every(([k, v]) => meta.spec.labels[k] === v)) out.push(status(name, meta));
+      }
+      return out;
+    },
+
+    async connection(name) {
+      const meta = await readMeta(name);
+      if (!meta) throw FulcrumError.notFound();
+      return { host: meta.spec.host, port: meta.spec.port, socketPath: paths(meta.spec).socket };
+    },
+
+    logs: tail,
+
+    async exec(name, argv, io) {
+      const meta = await readMeta(name);
+      if (!meta) throw FulcrumError.notFound();
+      const [tool, ...rest] = argv;
+      if (!tool) throw new FulcrumError('validation', 'exec needs a program');
+      const child = spawn(toolPath(meta.spec.engine.binary!, tool), [`--socket=${paths(meta.spec).socket}`, ...rest], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+        env: { ...process.env, ...(io?.env ?? {}) },
+      });
+      let stdout = '';
+      let stderr = '';
+      if (io?.stdout) child.stdout.pipe(io.stdout);
+      else child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      if (io?.stdin) io.stdin.pipe(child.stdin);
+      else child.stdin.end();
+      const exitCode = await new Promise<number>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('close', (code) => resolve(code ?? 1));
+      });
+      return { exitCode, stdout, stderr };
+    },
+
+    async close() {
+      // Nodes outlive the agent by design; nothing to release.
+    },
+  };
+}
