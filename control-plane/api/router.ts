@@ -1,0 +1,99 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { FulcrumError } from '../../lib/errors.js';
+import type { Actor, AuthService } from '../domain/auth/auth-service.js';
+import { hasScope, parseRequired } from '../domain/auth/scopes.js';
+
+export interface RequestContext {
+  /** Undefined only on public routes called without a token. */
+  actor: Actor | undefined;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** A route returns the JSON body to send with 200. */
+export type Handler = (ctx: RequestContext & { actor: Actor }) => unknown;
+export type PublicHandler = (ctx: RequestContext) => unknown;
+
+export interface RouteOptions {
+  /** e.g. `nodebalancers:read_only`; sent back in X-Accepted-OAuth-Scopes. */
+  scope: string;
+}
+
+/**
+ * Registers routes on both /v4 and /v4beta (identical behaviour, as on the real service),
+ * authenticates, checks the token's scope, and stores the caller for the header hook.
+ * Handlers stay thin: parse, call one domain service, return the wire object.
+ */
+export class Router {
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly auth: AuthService,
+  ) {}
+
+  get(path: string, scope: string, h: Handler): void { this.add('GET', path, scope, h); }
+  post(path: string, scope: string, h: Handler): void { this.add('POST', path, scope, h); }
+  put(path: string, scope: string, h: Handler): void { this.add('PUT', path, scope, h); }
+  delete(path: string, scope: string, h: Handler): void { this.add('DELETE', path, scope, h); }
+
+  /** A route anyone may call; a token, when sent, must still be valid. */
+  publicGet(path: string, h: PublicHandler): void {
+    this.register('GET', path, '*', async (req) => {
+      const actor = req.headers.authorization ? this.authenticate(req) : undefined;
+      return h(this.context(req, actor));
+    });
+  }
+
+  private add(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: string, h: Handler): void {
+    const required = parseRequired(scope);
+    this.register(method, path, scope, async (req) => {
+      const actor = this.authenticate(req);
+      if (!hasScope(actor.scopes, required)) {
+        throw new FulcrumError('scope_missing', 'Your OAuth token is not authorized to use this endpoint.');
+      }
+      return h({ ...this.context(req, actor), actor });
+    });
+  }
+
+  private authenticate(req: FastifyRequest): Actor {
+    const actor = this.auth.authenticate(req.headers.authorization);
+    (req as any).fulcrumScopes = actor.scopes;
+    return actor;
+  }
+
+  private context(req: FastifyRequest, actor: Actor | undefined): RequestContext {
+    const body = req.body;
+    if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) {
+      throw FulcrumError.validation([{ reason: 'The request body must be a JSON object' }]);
+    }
+    return {
+      actor,
+      params: req.params as Record<string, string>,
+      query: req.query as Record<string, unknown>,
+      body: (body ?? {}) as Record<string, unknown>,
+      headers: req.headers,
+    };
+  }
+
+  private register(method: string, path: string, scope: string, run: (req: FastifyRequest) => Promise<unknown>): void {
+    for (const prefix of ['/v4', '/v4beta']) {
+      this.app.route({
+        method: method as any,
+        url: prefix + path,
+        handler: async (req: FastifyRequest, reply: FastifyReply) => {
+          (req as any).fulcrumAccepted = scope;
+          const out = await run(req);
+          return reply.code(200).send(JSON.stringify(out ?? {}));
+        },
+      });
+    }
+  }
+}
+
+/** Parses an id path parameter; anything but a positive integer is simply not found. */
+export function idParam(params: Record<string, string>, name: string): number {
+  const raw = params[name] ?? '';
+  if (!/^[1-9]\d{0,15}$/.test(raw)) throw FulcrumError.notFound();
+  return Number(raw);
+}

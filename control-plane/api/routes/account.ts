@@ -1,0 +1,70 @@
+import { wireTime } from '../../../lib/clock.js';
+import { FulcrumError } from '../../../lib/errors.js';
+import type { Router } from '../router.js';
+import { idParam } from '../router.js';
+import { applyFilter, parseFilter } from '../filter.js';
+import { paginate, parsePage } from '../pagination.js';
+import type { AuthService } from '../../domain/auth/auth-service.js';
+import { eventToWire, type EventService } from '../../domain/events/event-service.js';
+import type { RegionCatalogue } from '../../domain/regions.js';
+import type { TokenRecord } from '../../store/ports.js';
+
+function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
+  return {
+    id: t.id,
+    label: t.label,
+    scopes: t.scopes,
+    created: wireTime(t.created),
+    expiry: t.expiry === null ? null : wireTime(t.expiry),
+    // The full token is shown once, on create; afterwards only its first 16 characters.
+    token: secret ?? t.tokenPrefix,
+  };
+}
+
+/** /account/events, /profile/tokens, /regions: the account-level endpoints clients need. */
+export function accountRoutes(r: Router, d: { auth: AuthService; events: EventService; regions: RegionCatalogue }): void {
+  r.get('/account/events', 'events:read_only', (c) => {
+    const page = parsePage(c.query);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['id', 'action', 'created', 'entity.id', 'entity.type', 'read']);
+    const visible = d.events.list().filter((e) => !e.entity || c.actor.user.restricted === false ||
+      d.auth.canRead(c.actor, e.entity.type === 'database' ? 'database' : 'nodebalancer', e.entity.id));
+    return paginate(applyFilter(visible.map(eventToWire), filter), page);
+  });
+  r.get('/account/events/:eventId', 'events:read_only', (c) => {
+    const e = d.events.get(idParam(c.params, 'eventId'));
+    if (!e) throw FulcrumError.notFound();
+    return eventToWire(e);
+  });
+  r.post('/account/events/:eventId/seen', 'events:read_write', (c) => {
+    const id = idParam(c.params, 'eventId');
+    if (!d.events.get(id)) throw FulcrumError.notFound();
+    d.events.markSeen(id);
+    return {};
+  });
+  r.post('/account/events/:eventId/read', 'events:read_write', (c) => {
+    const id = idParam(c.params, 'eventId');
+    if (!d.events.get(id)) throw FulcrumError.notFound();
+    d.events.markRead(id);
+    return {};
+  });
+
+  r.get('/profile/tokens', 'account:read_only', (c) => {
+    const page = parsePage(c.query);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['created', 'label']);
+    return paginate(applyFilter(d.auth.listTokens(c.actor).map((t) => tokenToWire(t)), filter), page);
+  });
+  r.post('/profile/tokens', 'account:read_write', (c) => {
+    const { record, secret } = d.auth.createTokenFromRequest(c.actor, c.body);
+    return tokenToWire(record, secret);
+  });
+  r.get('/profile/tokens/:tokenId', 'account:read_only', (c) => tokenToWire(d.auth.getToken(c.actor, idParam(c.params, 'tokenId'))));
+  r.put('/profile/tokens/:tokenId', 'account:read_write', (c) => tokenToWire(d.auth.updateToken(c.actor, idParam(c.params, 'tokenId'), c.body)));
+  r.delete('/profile/tokens/:tokenId', 'account:read_write', (c) => (d.auth.revokeToken(c.actor, idParam(c.params, 'tokenId')), {}));
+
+  r.publicGet('/regions', (c) => paginate(d.regions.list(), parsePage(c.query)));
+  r.publicGet('/regions/:regionId', (c) => {
+    const region = d.regions.get(c.params.regionId ?? '');
+    if (!region) throw FulcrumError.notFound();
+    return region;
+  });
+}

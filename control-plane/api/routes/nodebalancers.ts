@@ -1,0 +1,75 @@
+import type { Router } from '../router.js';
+import { idParam } from '../router.js';
+import { applyFilter, parseFilter } from '../filter.js';
+import { paginate, parsePage } from '../pagination.js';
+import type { NodeBalancerService } from '../../domain/nodebalancers/nodebalancer-service.js';
+import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { NodeBalancer } from '../../domain/nodebalancers/model.js';
+import { configToWire, nodeBalancerToWire, nodeToWire, type Transfer } from '../wire/nodebalancers.js';
+import type { StatsService } from '../../domain/nodebalancers/stats-service.js';
+
+const R = 'nodebalancers:read_only';
+const W = 'nodebalancers:read_write';
+
+export interface NodeBalancerRouteDeps {
+  service: NodeBalancerService;
+  repo: NodeBalancerRepository;
+  stats: StatsService;
+  hostnameSuffix: string;
+}
+
+/** /nodebalancers and everything under it. */
+export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
+  const nbWire = (nb: NodeBalancer) => nodeBalancerToWire(nb, d.stats.transfer(nb.id) as Transfer, d.hostnameSuffix);
+  const configWire = (c: Parameters<typeof configToWire>[0]) => configToWire(c, d.repo.nodes(c.id));
+  const nb = (p: Record<string, string>) => idParam(p, 'nodeBalancerId');
+  const cfg = (p: Record<string, string>) => idParam(p, 'configId');
+
+  r.get('/nodebalancers', R, (c) => {
+    const page = parsePage(c.query);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['label', 'region', 'ipv4', 'tags']);
+    return paginate(applyFilter(d.service.list(c.actor).map(nbWire), filter), page);
+  });
+  r.post('/nodebalancers', W, (c) => nbWire(d.service.create(c.actor, c.body)));
+  r.get('/nodebalancers/:nodeBalancerId', R, (c) => nbWire(d.service.get(c.actor, nb(c.params))));
+  r.put('/nodebalancers/:nodeBalancerId', W, (c) => nbWire(d.service.update(c.actor, nb(c.params), c.body)));
+  r.delete('/nodebalancers/:nodeBalancerId', W, (c) => (d.service.delete(c.actor, nb(c.params)), {}));
+
+  r.get('/nodebalancers/:nodeBalancerId/stats', R, (c) => d.stats.stats(d.service.get(c.actor, nb(c.params))));
+  r.get('/nodebalancers/:nodeBalancerId/firewalls', R, (c) => {
+    const page = parsePage(c.query);
+    d.service.get(c.actor, nb(c.params));
+    return paginate([], page);
+  });
+
+  r.get('/nodebalancers/:nodeBalancerId/configs', R, (c) => {
+    const page = parsePage(c.query);
+    return paginate(d.service.configs(c.actor, nb(c.params)).map(configWire), page);
+  });
+  r.post('/nodebalancers/:nodeBalancerId/configs', W, (c) => configWire(d.service.createConfig(c.actor, nb(c.params), c.body)));
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId', R, (c) => configWire(d.service.config(c.actor, nb(c.params), cfg(c.params))));
+  r.put('/nodebalancers/:nodeBalancerId/configs/:configId', W, (c) =>
+    configWire(d.service.updateConfig(c.actor, nb(c.params), cfg(c.params), c.body)),
+  );
+  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId', W, (c) => (d.service.deleteConfig(c.actor, nb(c.params), cfg(c.params)), {}));
+  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/rebuild', W, (c) =>
+    configWire(d.service.rebuild(c.actor, nb(c.params), cfg(c.params), c.body)),
+  );
+
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', R, (c) => {
+    const page = parsePage(c.query);
+    return paginate(d.service.nodes(c.actor, nb(c.params), cfg(c.params)).map(nodeToWire), page);
+  });
+  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', W, (c) =>
+    nodeToWire(d.service.createNode(c.actor, nb(c.params), cfg(c.params), c.body)),
+  );
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', R, (c) =>
+    nodeToWire(d.service.node(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'))),
+  );
+  r.put('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, (c) =>
+    nodeToWire(d.service.updateNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'), c.body)),
+  );
+  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, (c) =>
+    (d.service.deleteNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId')), {}),
+  );
+}

@@ -1,0 +1,82 @@
+import Fastify, { type FastifyInstance, type FastifyError } from 'fastify';
+import type { Logger } from '../../lib/logger.js';
+import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
+import { errorBody, httpStatus } from './errors.js';
+
+export const SPEC_VERSION = '4.176.0';
+
+/**
+ * Builds the fastify instance with the real API's wire format: every response is exactly
+ * `Content-Type: application/json` (linodego compares it string for string on errors), carries
+ * the headers real responses carry, and every error is `{"errors":[{reason, field?}]}`.
+ */
+export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = {}): FastifyInstance {
+  const app = Fastify({
+    // Per-request logs only at debug: an API under a polling client would drown the rest.
+    loggerInstance: logger.child({ component: 'api' }, { level: logger.level === 'debug' || logger.level === 'trace' ? logger.level : 'warn' }) as any,
+    bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    routerOptions: { maxParamLength: 500, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
+    return503OnClosing: false,
+  });
+
+  // Clients send JSON with any or no content type (curl's default is form-encoded):
+  // parse every body as JSON and answer a malformed one with a 400.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(FulcrumError.validation([{ reason: 'The request body is not valid JSON' }]), undefined);
+    }
+  });
+
+  app.addHook('onSend', async (req, reply, payload) => {
+    const accepted = (req as any).fulcrumAccepted as string | undefined;
+    const scopes = (req as any).fulcrumScopes as string | undefined;
+    reply.headers({
+      'content-type': 'application/json',
+      'access-control-allow-credentials': 'true',
+      'access-control-allow-headers': 'Authorization, Origin, X-Requested-With, Content-Type, Accept, X-Filter',
+      'access-control-allow-methods': 'HEAD, GET, OPTIONS, POST, PUT, DELETE',
+      'access-control-allow-origin': '*',
+      'access-control-expose-headers': 'X-OAuth-Scopes, X-Accepted-OAuth-Scopes, X-Status',
+      'cache-control': 'max-age=0, no-cache, no-store',
+      'content-security-policy': "default-src 'none'",
+      pragma: 'no-cache',
+      'strict-transport-security': 'max-age=31536000',
+      vary: 'Authorization, X-Filter',
+      'x-accepted-oauth-scopes': accepted ?? '*',
+      'x-oauth-scopes': scopes ?? 'unknown',
+      'x-content-type-options': 'nosniff',
+      'x-frame-options': 'DENY',
+      'x-xss-protection': '1; mode=block',
+      'x-ratelimit-limit': req.url.includes('/stats') ? '50' : '400',
+      'x-spec-version': SPEC_VERSION,
+    });
+    return payload;
+  });
+
+  app.setNotFoundHandler((_req, reply) => {
+    reply.code(404).send(JSON.stringify({ errors: [{ reason: 'Not found' }] }));
+  });
+
+  app.setErrorHandler((err: FastifyError | FulcrumError | Error, req, reply) => {
+    if (isFulcrumError(err)) {
+      const status = httpStatus(err);
+      if (status >= 500) req.log.error({ err }, 'internal error');
+      return reply.code(status).send(JSON.stringify(errorBody(err)));
+    }
+    const statusCode = (err as FastifyError).statusCode;
+    if (statusCode && statusCode >= 400 && statusCode < 500) {
+      // fastify's own client errors (body too large, bad URL encoding, ...) keep the API's shape.
+      const reason = statusCode === 413 ? 'The request body is too large' : err.message || 'Bad request';
+      return reply.code(400).send(JSON.stringify({ errors: [{ reason }] }));
+    }
+    req.log.error({ err }, 'unhandled error');
+    return reply.code(500).send(JSON.stringify({ errors: [{ reason: 'Internal server error' }] }));
+  });
+
+  return app;
+}

@@ -1,0 +1,70 @@
+import { wireTime } from '../../../lib/clock.js';
+import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
+
+/** Transfer in MB for the current month; all null until the NodeBalancer has seen traffic. */
+export interface Transfer {
+  in: number | null;
+  out: number | null;
+  total: number | null;
+}
+
+export function hostnameFor(ipv4: string, suffix: string): string {
+  return `${ipv4.replace(/\./g, '-')}${suffix}`;
+}
+
+export function nodeBalancerToWire(nb: NodeBalancer, transfer: Transfer, hostnameSuffix: string): Record<string, unknown> {
+  return {
+    id: nb.id,
+    label: nb.label,
+    region: nb.region,
+    hostname: hostnameFor(nb.ipv4, hostnameSuffix),
+    ipv4: nb.ipv4,
+    ipv6: null,
+    created: wireTime(nb.created),
+    updated: wireTime(nb.updated),
+    client_conn_throttle: nb.clientConnThrottle,
+    tags: nb.tags,
+    transfer,
+  };
+}
+
+export function configToWire(c: NbConfig, nodes: NbNode[]): Record<string, unknown> {
+  return {
+    id: c.id,
+    port: c.port,
+    protocol: c.protocol,
+    algorithm: c.algorithm,
+    stickiness: c.stickiness,
+    check: c.check,
+    check_interval: c.checkInterval,
+    check_timeout: c.checkTimeout,
+    check_attempts: c.checkAttempts,
+    check_path: c.checkPath,
+    check_body: c.checkBody,
+    check_passive: c.checkPassive,
+    proxy_protocol: c.proxyProtocol,
+    cipher_suite: c.cipherSuite,
+    nodebalancer_id: c.nodebalancerId,
+    ssl_commonname: c.sslCommonname,
+    ssl_fingerprint: c.sslFingerprint,
+    ssl_cert: c.sslCert ? '<REDACTED>' : null,
+    ssl_key: c.sslKey ? '<REDACTED>' : null,
+    nodes_status: {
+      up: nodes.filter((n) => n.status === 'UP').length,
+      down: nodes.filter((n) => n.status === 'DOWN').length,
+    },
+  };
+}
+
+export function nodeToWire(n: NbNode): Record<string, unknown> {
+  return {
+    id: n.id,
+    address: n.address,
+    label: n.label,
+    status: n.status,
+    weight: n.weight,
+    mode: n.mode,
+    config_id: n.configId,
+    nodebalancer_id: n.nodebalancerId,
+  };
+}

@@ -1,0 +1,152 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { FulcrumError, ErrorCollector } from '../../../lib/errors.js';
+import type { Clock } from '../../../lib/clock.js';
+import { parseWireTime } from '../../../lib/clock.js';
+import type { Grants, TokenRecord, TokenRepository, User, UserRepository } from '../../store/ports.js';
+import { normaliseScopes, validateScopes } from './scopes.js';
+
+/** Who is calling: the user behind the token and what the token may do. */
+export interface Actor {
+  user: User;
+  token: TokenRecord;
+  scopes: string;
+}
+
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+export type EntityKind = 'nodebalancer' | 'database';
+
+/**
+ * Tokens (stored only as SHA-256 hashes) and the grants of restricted users.
+ * Unrestricted users may do anything their token's scopes allow; restricted users additionally
+ * need a global grant to create (add_nodebalancers, add_databases) and a per-entity grant to
+ * read or change an entity.
+ */
+export class AuthService {
+  constructor(
+    private readonly users: UserRepository,
+    private readonly tokens: TokenRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  authenticate(authorization: string | undefined): Actor {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    if (!m) throw new FulcrumError('invalid_token', 'Invalid Token');
+    const token = this.tokens.byHash(hashToken(m[1]!));
+    if (!token || (token.expiry !== null && token.expiry <= this.clock.now())) throw new FulcrumError('invalid_token', 'Invalid Token');
+    const user = this.users.get(token.userId);
+    if (!user) throw new FulcrumError('invalid_token', 'Invalid Token');
+    return { user, token, scopes: token.scopes };
+  }
+
+  ensureAdmin(username = 'admin'): User {
+    return this.users.byUsername(username) ?? this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
+  }
+
+  createUser(username: string, restricted: boolean, grants: Grants): User {
+    return this.users.create({ username, email: `${username}@localhost`, restricted, grants });
+  }
+
+  /** Issues a token; the secret is returned once and only its hash is stored. */
+  issueToken(userId: number, input: { label: string; scopes: string; expiry: number | null }): { record: TokenRecord; secret: string } {
+    const secret = randomBytes(32).toString('hex');
+    const record = this.tokens.create({
+      userId,
+      label: input.label,
+      scopes: normaliseScopes(input.scopes),
+      tokenHash: hashToken(secret),
+      tokenPrefix: secret.slice(0, 16),
+      created: Math.floor(this.clock.now() / 1000) * 1000,
+      expiry: input.expiry,
+    });
+    return { record, secret };
+  }
+
+  /** Validates a POST /profile/tokens body and issues the token for the caller's user. */
+  createTokenFromRequest(actor: Actor, body: Record<string, unknown>): { record: TokenRecord; secret: string } {
+    const errs = new ErrorCollector();
+    const label = body.label ?? '';
+    if (typeof label !== 'string') errs.add('label', 'label must be a string');
+    else if (label.length > 100) errs.add('label', 'label must be 100 characters or fewer');
+    let scopes = '*';
+    if (body.scopes !== undefined && body.scopes !== null) {
+      if (typeof body.scopes !== 'string') errs.add('scopes', 'scopes must be a string');
+      else {
+        const e = validateScopes(body.scopes);
+        if (e) errs.add('scopes', e);
+        else scopes = body.scopes;
+      }
+    }
+    let expiry: number | null = null;
+    if (body.expiry !== undefined && body.expiry !== null) {
+      const t = typeof body.expiry === 'string' ? parseWireTime(body.expiry.replace(/Z$/, '').slice(0, 19)) : Number.NaN;
+      if (Number.isNaN(t)) errs.add('expiry', 'expiry must be a datetime like 2030-01-01T00:00:00');
+      else if (t <= this.clock.now()) errs.add('expiry', 'expiry must be in the future');
+      else expiry = t;
+    }
+    errs.throwIfAny();
+    // A token cannot carry more than the token that creates it.
+    if (actor.scopes !== '*' && normaliseScopes(scopes) === '*') scopes = actor.scopes;
+    return this.issueToken(actor.user.id, { label: label as string, scopes, expiry });
+  }
+
+  listTokens(actor: Actor): TokenRecord[] {
+    return this.tokens.listByUser(actor.user.id);
+  }
+
+  getToken(actor: Actor, id: number): TokenRecord {
+    const t = this.tokens.get(id);
+    if (!t || t.userId !== actor.user.id) throw FulcrumError.notFound();
+    return t;
+  }
+
+  updateToken(actor: Actor, id: number, body: Record<string, unknown>): TokenRecord {
+    const t = this.getToken(actor, id);
+    if (body.label !== undefined) {
+      if (typeof body.label !== 'string' || body.label.length > 100) throw FulcrumError.field('label', 'label must be a string of at most 100 characters');
+      this.tokens.update(id, { label: body.label });
+    }
+    return this.tokens.get(t.id)!;
+  }
+
+  revokeToken(actor: Actor, id: number): void {
+    this.getToken(actor, id);
+    this.tokens.delete(id);
+  }
+
+  /** 403 unless the user may create entities of this kind. */
+  requireAddGrant(actor: Actor, kind: EntityKind): void {
+    if (!actor.user.restricted) return;
+    const grant = kind === 'nodebalancer' ? 'add_nodebalancers' : 'add_databases';
+    if (!actor.user.grants.global[grant]) throw new FulcrumError('forbidden', 'Unauthorized');
+  }
+
+  /** Whether the user can see the entity at all (restricted users see only granted ones). */
+  canRead(actor: Actor, kind: EntityKind, id: number): boolean {
+    if (!actor.user.restricted) return true;
+    return actor.user.grants[kind][String(id)] !== undefined;
+  }
+
+  /** 404 when the user cannot see the entity, 403 when they can see but not change it. */
+  requireAccess(actor: Actor, kind: EntityKind, id: number, access: 'read_only' | 'read_write'): void {
+    if (!actor.user.restricted) return;
+    const g = actor.user.grants[kind][String(id)];
+    if (g === undefined) throw new FulcrumError('forbidden', 'Unauthorized');
+    if (access === 'read_write' && g !== 'read_write') throw new FulcrumError('forbidden', 'Unauthorized');
+  }
+
+  /** A restricted user who creates an entity gets read_write on it, as on the real service. */
+  grantCreator(actor: Actor, kind: EntityKind, id: number): void {
+    if (!actor.user.restricted) return;
+    const grants = structuredClone(actor.user.grants);
+    grants[kind][String(id)] = 'read_write';
+    this.users.setGrants(actor.user.id, grants);
+    actor.user.grants = grants;
+  }
+
+  requireUnrestricted(actor: Actor): void {
+    if (actor.user.restricted) throw new FulcrumError('forbidden', 'Unauthorized');
+  }
+}

@@ -1,0 +1,71 @@
+/** Stored shapes of NodeBalancers, Configs and Nodes (domain side, not the wire format). */
+
+export interface NodeBalancer {
+  id: number;
+  label: string;
+  region: string;
+  ipv4: string;
+  clientConnThrottle: number;
+  tags: string[];
+  created: number;
+  updated: number;
+}
+
+export interface NbConfig {
+  id: number;
+  nodebalancerId: number;
+  port: number;
+  protocol: 'tcp' | 'http' | 'https';
+  algorithm: 'roundrobin' | 'leastconn' | 'source';
+  stickiness: 'none' | 'table' | 'http_cookie';
+  check: 'none' | 'connection' | 'http' | 'http_body';
+  checkInterval: number;
+  checkTimeout: number;
+  checkAttempts: number;
+  checkPath: string;
+  checkBody: string;
+  checkPassive: boolean;
+  proxyProtocol: 'none' | 'v1' | 'v2';
+  cipherSuite: 'recommended' | 'legacy';
+  sslCert: string | null;
+  sslKey: string | null;
+  sslCommonname: string;
+  sslFingerprint: string;
+}
+
+export type NodeMode = 'accept' | 'reject' | 'drain' | 'backup';
+export type NodeStatus = 'unknown' | 'UP' | 'DOWN';
+
+export interface NbNode {
+  id: number;
+  configId: number;
+  nodebalancerId: number;
+  label: string;
+  address: string;
+  weight: number;
+  mode: NodeMode;
+  status: NodeStatus;
+}
+
+export type NewConfig = Omit<NbConfig, 'id' | 'nodebalancerId'>;
+export type NewNode = Pick<NbNode, 'label' | 'address' | 'weight' | 'mode'>;
+
+export const configDefaults: NewConfig = {
+  port: 80,
+  protocol: 'http',
+  algorithm: 'roundrobin',
+  stickiness: 'none',
+  check: 'none',
+  checkInterval: 31,
+  checkTimeout: 30,
+  checkAttempts: 3,
+  checkPath: '',
+  checkBody: '',
+  checkPassive: true,
+  proxyProtocol: 'none',
+  cipherSuite: 'recommended',
+  sslCert: null,
+  sslKey: null,
+  sslCommonname: '',
+  sslFingerprint: '',
+};

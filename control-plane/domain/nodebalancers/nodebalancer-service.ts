@@ -1,0 +1,273 @@
+import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
+import type { Clock } from '../../../lib/clock.js';
+import type { AddressRepository } from '../../store/ports.js';
+import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { Actor, AuthService } from '../auth/auth-service.js';
+import type { EventService, EntityRef } from '../events/event-service.js';
+import type { RegionCatalogue } from '../regions.js';
+import type { NbConfig, NbNode, NewConfig, NewNode, NodeBalancer } from './model.js';
+import { validateConfig, validateNbLabel, validateNode, validateTags, validateThrottle } from './validation.js';
+
+type Body = Record<string, unknown>;
+
+export interface NodeBalancerServiceDeps {
+  repo: NodeBalancerRepository;
+  addresses: AddressRepository;
+  auth: AuthService;
+  events: EventService;
+  regions: RegionCatalogue;
+  clock: Clock;
+  /** The IPv4 pool NodeBalancer addresses come from, e.g. 127.77.0.0/16. */
+  pool: string;
+  /** Called after every committed change; the push server coalesces these into snapshots. */
+  onChange: () => void;
+}
+
+/**
+ * NodeBalancers, their Configs and Nodes. Every write validates the whole request first, then
+ * changes the store in one transaction, then records the event and notifies the push server.
+ */
+export class NodeBalancerService {
+  constructor(private readonly d: NodeBalancerServiceDeps) {}
+
+  private now(): number {
+    return Math.floor(this.d.clock.now() / 1000) * 1000;
+  }
+
+  private ref(nb: NodeBalancer): EntityRef {
+    return { id: nb.id, type: 'nodebalancer', label: nb.label, url: `/v4/nodebalancers/${nb.id}` };
+  }
+
+  private changed(actor: Actor, action: string, nb: NodeBalancer): void {
+    this.d.events.record(action, this.ref(nb), { username: actor.user.username });
+    this.d.onChange();
+  }
+
+  list(actor: Actor): NodeBalancer[] {
+    return this.d.repo.list().filter((nb) => this.d.auth.canRead(actor, 'nodebalancer', nb.id));
+  }
+
+  get(actor: Actor, id: number, access: 'read_only' | 'read_write' = 'read_only'): NodeBalancer {
+    const nb = this.d.repo.get(id);
+    if (!nb) throw FulcrumError.notFound();
+    this.d.auth.requireAccess(actor, 'nodebalancer', id, access);
+    return nb;
+  }
+
+  create(actor: Actor, body: Body): NodeBalancer {
+    this.d.auth.requireAddGrant(actor, 'nodebalancer');
+    const errs = new ErrorCollector();
+    if (body.region === undefined || body.region === null) errs.add('region', 'Region is required.');
+    else if (typeof body.region !== 'string' || !this.d.regions.has(body.region, 'NodeBalancers')) errs.add('region', 'region is not valid');
+    let label: string | undefined;
+    if (body.label !== undefined && body.label !== null) {
+      label = validateNbLabel(errs, body.label);
+      if (label && this.d.repo.byLabel(label)) errs.add('label', 'Label must be unique among your NodeBalancers');
+    }
+    const throttle = validateThrottle(errs, body) ?? 0;
+    const tags = validateTags(errs, body.tags) ?? [];
+    if (body.firewall_id !== undefined && body.firewall_id !== null) errs.add('firewall_id', 'Firewalls are not supported by this server');
+    const configs: { config: NewConfig; nodes: NewNode[] }[] = [];
+    if (body.configs !== undefined && body.configs !== null) {
+      if (!Array.isArray(body.configs)) errs.add('configs', 'configs must be an array');
+      else if (body.configs.length > 50) errs.add('configs', 'A NodeBalancer may have at most 50 configs');
+      else {
+        const ports: number[] = [];
+        body.configs.forEach((c, i) => {
+          const cfg = validateConfig(errs, c, `configs[${i}]`, ports);
+          const rawNodes = c && typeof c === 'object' ? (c as Body).nodes : undefined;
+          const nodes: NewNode[] = [];
+          if (rawNodes !== undefined && rawNodes !== null) {
+            if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, 'nodes must be an array');
+            else if (rawNodes.length > 255) errs.add(`configs[${i}].nodes`, 'A config may have at most 255 nodes');
+            else rawNodes.forEach((n, j) => {
+              const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`);
+              if (node) nodes.push(node);
+            });
+          }
+          if (cfg) {
+            ports.push(cfg.port);
+            configs.push({ config: cfg, nodes });
+          }
+        });
+      }
+    }
+    errs.throwIfAny();
+
+    const nb = this.d.repo.transaction(() => {
+      const now = this.now();
+      const provisional = label ?? `balancer-pending-${this.d.repo.nextId()}-${now}`;
+      const created = this.d.repo.create({ label: provisional, region: body.region as string, ipv4: '0.0.0.0', clientConnThrottle: throttle, tags, created: now, updated: now });
+      const ipv4 = this.d.addresses.allocate(this.d.pool, 'nodebalancer', created.id);
+      if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
+      // The label defaults to balancer<ID>, known only once the row exists.
+      const finalLabel = label ?? `balancer${created.id}`;
+      if (!label && this.d.repo.byLabel(finalLabel)) throw FulcrumError.conflict('Could not generate a unique label; send one');
+      this.d.repo.update(created.id, { label: finalLabel });
+      this.setIpv4(created.id, ipv4);
+      for (const c of configs) {
+        const cfg = this.d.repo.createConfig(created.id, c.config);
+        for (const n of c.nodes) this.d.repo.createNode(created.id, cfg.id, n);
+      }
+      return this.d.repo.get(created.id)!;
+    });
+    this.d.auth.grantCreator(actor, 'nodebalancer', nb.id);
+    this.changed(actor, 'nodebalancer_create', nb);
+    return nb;
+  }
+
+  private setIpv4(id: number, ipv4: string): void {
+    this.d.repo.setIpv4(id, ipv4);
+  }
+
+  update(actor: Actor, id: number, body: Body): NodeBalancer {
+    const nb = this.get(actor, id, 'read_write');
+    const errs = new ErrorCollector();
+    const patch: Partial<NodeBalancer> = {};
+    if (body.label !== undefined && body.label !== null) {
+      const label = validateNbLabel(errs, body.label);
+      if (label && label !== nb.label && this.d.repo.byLabel(label)) errs.add('label', 'Label must be unique among your NodeBalancers');
+      if (label) patch.label = label;
+    }
+    const throttle = validateThrottle(errs, body);
+    if (throttle !== undefined) patch.clientConnThrottle = throttle;
+    const tags = validateTags(errs, body.tags);
+    if (tags !== undefined) patch.tags = tags;
+    errs.throwIfAny();
+    this.d.repo.update(id, { ...patch, updated: this.now() });
+    const next = this.d.repo.get(id)!;
+    this.changed(actor, 'nodebalancer_update', next);
+    return next;
+  }
+
+  delete(actor: Actor, id: number): void {
+    const nb = this.get(actor, id, 'read_write');
+    this.d.repo.transaction(() => {
+      this.d.repo.delete(id);
+      this.d.addresses.release('nodebalancer', id);
+    });
+    this.changed(actor, 'nodebalancer_delete', nb);
+  }
+
+  configs(actor: Actor, nbId: number): NbConfig[] {
+    this.get(actor, nbId);
+    return this.d.repo.configs(nbId);
+  }
+
+  config(actor: Actor, nbId: number, configId: number, access: 'read_only' | 'read_write' = 'read_only'): NbConfig {
+    this.get(actor, nbId, access);
+    const c = this.d.repo.config(nbId, configId);
+    if (!c) throw FulcrumError.notFound();
+    return c;
+  }
+
+  /** Config create ignores `nodes`, as the real API does (Cloud Manager adds them one by one after). */
+  createConfig(actor: Actor, nbId: number, body: Body): NbConfig {
+    const nb = this.get(actor, nbId, 'read_write');
+    const errs = new ErrorCollector();
+    const used = this.d.repo.configs(nbId).map((c) => c.port);
+    const cfg = validateConfig(errs, body, '', used);
+    errs.throwIfAny();
+    const created = this.d.repo.createConfig(nbId, cfg!);
+    this.changed(actor, 'nodebalancer_config_create', nb);
+    return created;
+  }
+
+  updateConfig(actor: Actor, nbId: number, configId: number, body: Body): NbConfig {
+    const cur = this.config(actor, nbId, configId, 'read_write');
+    const errs = new ErrorCollector();
+    const used = this.d.repo.configs(nbId).filter((c) => c.id !== configId).map((c) => c.port);
+    const cfg = validateConfig(errs, body, '', used, cur);
+    errs.throwIfAny();
+    this.d.repo.updateConfig(configId, cfg!);
+    this.changed(actor, 'nodebalancer_config_update', this.d.repo.get(nbId)!);
+    return this.d.repo.config(nbId, configId)!;
+  }
+
+  deleteConfig(actor: Actor, nbId: number, configId: number): void {
+    this.config(actor, nbId, configId, 'read_write');
+    this.d.repo.deleteConfig(configId);
+    this.changed(actor, 'nodebalancer_config_delete', this.d.repo.get(nbId)!);
+  }
+
+  /**
+   * Replaces the config and its node set in one transaction: listed nodes with an id are updated,
+   * without one are created, and stored nodes left out are deleted. Nothing changes on any error.
+   */
+  rebuild(actor: Actor, nbId: number, configId: number, body: Body): NbConfig {
+    const cur = this.config(actor, nbId, configId, 'read_write');
+    const errs = new ErrorCollector();
+    const used = this.d.repo.configs(nbId).filter((c) => c.id !== configId).map((c) => c.port);
+    const cfg = validateConfig(errs, body, '', used, cur);
+    const existing = new Map(this.d.repo.nodes(configId).map((n) => [n.id, n]));
+    const updates: { id: number; node: NewNode }[] = [];
+    const creates: NewNode[] = [];
+    if (!Array.isArray(body.nodes)) errs.add('nodes', 'nodes is required and must be an array');
+    else {
+      const seen = new Set<number>();
+      body.nodes.forEach((n, i) => {
+        const prefix = `nodes[${i}]`;
+        const id = n && typeof n === 'object' ? (n as Body).id : undefined;
+        if (id !== undefined && id !== null) {
+          const base = typeof id === 'number' ? existing.get(id) : undefined;
+          if (!base) return errs.add(`${prefix}.id`, 'Node not found in this config');
+          if (seen.has(base.id)) return errs.add(`${prefix}.id`, 'Node listed twice');
+          seen.add(base.id);
+          const node = validateNode(errs, n, prefix, base);
+          if (node) updates.push({ id: base.id, node });
+        } else {
+          const node = validateNode(errs, n, prefix);
+          if (node) creates.push(node);
+        }
+      });
+    }
+    errs.throwIfAny();
+    this.d.repo.transaction(() => {
+      this.d.repo.updateConfig(configId, cfg!);
+      const keep = new Set(updates.map((u) => u.id));
+      for (const id of existing.keys()) if (!keep.has(id)) this.d.repo.deleteNode(id);
+      for (const u of updates) this.d.repo.updateNode(u.id, u.node);
+      for (const c of creates) this.d.repo.createNode(nbId, configId, c);
+    });
+    this.changed(actor, 'nodebalancer_config_update', this.d.repo.get(nbId)!);
+    return this.d.repo.config(nbId, configId)!;
+  }
+
+  nodes(actor: Actor, nbId: number, configId: number): NbNode[] {
+    this.config(actor, nbId, configId);
+    return this.d.repo.nodes(configId);
+  }
+
+  node(actor: Actor, nbId: number, configId: number, nodeId: number, access: 'read_only' | 'read_write' = 'read_only'): NbNode {
+    this.config(actor, nbId, configId, access);
+    const n = this.d.repo.node(configId, nodeId);
+    if (!n) throw FulcrumError.notFound();
+    return n;
+  }
+
+  createNode(actor: Actor, nbId: number, configId: number, body: Body): NbNode {
+    this.config(actor, nbId, configId, 'read_write');
+    const errs = new ErrorCollector();
+    const node = validateNode(errs, body, '');
+    errs.throwIfAny();
+    const created = this.d.repo.createNode(nbId, configId, node!);
+    this.changed(actor, 'nodebalancer_node_create', this.d.repo.get(nbId)!);
+    return created;
+  }
+
+  updateNode(actor: Actor, nbId: number, configId: number, nodeId: number, body: Body): NbNode {
+    const cur = this.node(actor, nbId, configId, nodeId, 'read_write');
+    const errs = new ErrorCollector();
+    const node = validateNode(errs, body, '', cur);
+    errs.throwIfAny();
+    this.d.repo.updateNode(nodeId, node!);
+    this.changed(actor, 'nodebalancer_node_update', this.d.repo.get(nbId)!);
+    return this.d.repo.node(configId, nodeId)!;
+  }
+
+  deleteNode(actor: Actor, nbId: number, configId: number, nodeId: number): void {
+    this.node(actor, nbId, configId, nodeId, 'read_write');
+    this.d.repo.deleteNode(nodeId);
+    this.changed(actor, 'nodebalancer_node_delete', this.d.repo.get(nbId)!);
+  }
+}

@@ -1,0 +1,135 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Registry } from 'prom-client';
+import { createLogger, type Logger } from '../lib/logger.js';
+import { createRegistry } from '../lib/metrics.js';
+import { systemClock, type Clock } from '../lib/clock.js';
+import { grpc, serverOptions } from '../lib/grpc.js';
+import { openDatabase } from './store/sqlite/database.js';
+import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './store/sqlite/core-repositories.js';
+import { sqliteNodeBalancers } from './store/sqlite/nodebalancer-repository.js';
+import { AuthService } from './domain/auth/auth-service.js';
+import { EventService } from './domain/events/event-service.js';
+import { RegionCatalogue, type Region } from './domain/regions.js';
+import { NodeBalancerService } from './domain/nodebalancers/nodebalancer-service.js';
+import { StatsService } from './domain/nodebalancers/stats-service.js';
+import { createHttpServer } from './api/server.js';
+import { Router } from './api/router.js';
+import { nodeBalancerRoutes } from './api/routes/nodebalancers.js';
+import { accountRoutes } from './api/routes/account.js';
+import { ConfigPushServer } from './push/config-server.js';
+import { registerExtensions, type ControlPlaneContext } from './extensions.js';
+
+export interface ControlPlaneOptions {
+  stateDir: string;
+  apiHost?: string;
+  apiPort?: number; // 0 = random
+  grpcHost?: string;
+  grpcPort?: number; // 0 = random
+  nodebalancerPool?: string;
+  databasePool?: string;
+  hostnameSuffix?: string;
+  regions?: Region[];
+  logger?: Logger;
+  registry?: Registry;
+  clock?: Clock;
+}
+
+export interface ControlPlane {
+  apiUrl: string;
+  /** The bootstrap admin token (full scopes), kept in <stateDir>/admin-token with mode 0600. */
+  adminToken: string;
+  grpcAddress: string;
+  context: ControlPlaneContext;
+  close(): Promise<void>;
+}
+
+/**
+ * The control plane's composition root: opens the store, builds the domain services, and serves
+ * the REST API (fastify) and the gRPC push services. Nothing else in control-plane/ constructs
+ * its own dependencies.
+ */
+export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
+  mkdirSync(opts.stateDir, { recursive: true });
+  const logger = opts.logger ?? createLogger('control-plane');
+  const registry = opts.registry ?? createRegistry('control-plane');
+  const clock = opts.clock ?? systemClock;
+  const db = openDatabase(join(opts.stateDir, 'control-plane.sqlite'));
+
+  const users = sqliteUsers(db);
+  const tokens = sqliteTokens(db);
+  const kv = sqliteKeyValue(db);
+  const nbRepo = sqliteNodeBalancers(db);
+  const addresses = sqliteAddresses(db);
+  const dataplanes = sqliteDataplanes(db);
+  const auth = new AuthService(users, tokens, clock);
+  const events = new EventService(sqliteEvents(db), clock);
+  const regions = new RegionCatalogue(opts.regions);
+  const stats = new StatsService(nbRepo, clock);
+
+  const push = new ConfigPushServer({ repo: nbRepo, dataplanes, kv, stats, clock, logger, registry });
+  const nodebalancers = new NodeBalancerService({
+    repo: nbRepo, addresses, auth, events, regions, clock,
+    pool: opts.nodebalancerPool ?? '127.77.0.0/16',
+    onChange: () => push.notifyChanged(),
+  });
+
+  const app = createHttpServer(logger);
+  const router = new Router(app, auth);
+  nodeBalancerRoutes(router, { service: nodebalancers, repo: nbRepo, stats, hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com' });
+  accountRoutes(router, { auth, events, regions });
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', registry.contentType);
+    return reply.send(await registry.metrics());
+  });
+  // Data-plane status (connected, applied version, last NACK), for operators and tests.
+  router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', () => ({ data: dataplanes.list() }));
+
+  const grpcServer = new grpc.Server(serverOptions);
+  push.register(grpcServer);
+
+  const context: ControlPlaneContext = { db, router, app, grpcServer, auth, events, regions, addresses, kv, clock, logger, registry, stateDir: opts.stateDir, databasePool: opts.databasePool ?? '127.78.0.0/16', hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com', closers: [] };
+  await registerExtensions(context);
+
+  const grpcPort = await new Promise<number>((resolve, reject) =>
+    grpcServer.bindAsync(`${opts.grpcHost ?? '127.0.0.1'}:${opts.grpcPort ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
+      err ? reject(err) : resolve(port),
+    ),
+  );
+  const apiHost = opts.apiHost ?? '127.0.0.1';
+  await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
+  const address = app.server.address();
+  const apiPort = typeof address === 'object' && address ? address.port : 0;
+  const apiUrl = `http://${apiHost}:${apiPort}`;
+  logger.info({ apiUrl, grpc: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}` }, 'control plane ready');
+
+  const adminToken = bootstrapAdmin(auth, opts.stateDir, users.count() === 0);
+
+  return {
+    apiUrl,
+    adminToken,
+    grpcAddress: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`,
+    context,
+    async close() {
+      push.close();
+      for (const c of context.closers.reverse()) await c();
+      await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      await app.close();
+      db.close();
+    },
+  };
+}
+
+/**
+ * On first start, creates the unrestricted `admin` user and a token with all scopes, and keeps
+ * the secret in the state folder (mode 0600) so later starts and scripts can read it back.
+ */
+function bootstrapAdmin(auth: AuthService, stateDir: string, fresh: boolean): string {
+  const file = join(stateDir, 'admin-token');
+  if (!fresh && existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const admin = auth.ensureAdmin();
+  const { secret } = auth.issueToken(admin.id, { label: 'fulcrum-bootstrap', scopes: '*', expiry: null });
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return secret;
+}

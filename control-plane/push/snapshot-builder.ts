@@ -1,0 +1,43 @@
+import { createHash } from 'node:crypto';
+import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
+
+/**
+ * Builds the list of NodeBalancers a data plane serves, in the proto shape, and a content hash
+ * so that unchanged state is not resent. A data plane whose region is `*` serves every region
+ * (the lab runs one data plane for everything).
+ */
+export function buildNodeBalancers(repo: NodeBalancerRepository, region: string): NbProto[] {
+  return repo
+    .list()
+    .filter((nb) => region === '*' || nb.region === region)
+    .map((nb) => ({
+      id: nb.id,
+      label: nb.label,
+      ipv4: nb.ipv4,
+      clientConnThrottle: nb.clientConnThrottle,
+      configs: repo.configs(nb.id).map((c) => ({
+        id: c.id,
+        port: c.port,
+        protocol: c.protocol,
+        algorithm: c.algorithm,
+        stickiness: c.stickiness,
+        check: c.check,
+        checkInterval: c.checkInterval,
+        checkTimeout: c.checkTimeout,
+        checkAttempts: c.checkAttempts,
+        checkPath: c.checkPath,
+        checkBody: c.checkBody,
+        checkPassive: c.checkPassive,
+        proxyProtocol: c.proxyProtocol,
+        cipherSuite: c.cipherSuite,
+        sslCert: c.sslCert ?? '',
+        sslKey: c.sslKey ?? '',
+        nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
+      })),
+    }));
+}
+
+export function hashNodeBalancers(nbs: NbProto[]): string {
+  return createHash('sha256').update(JSON.stringify(nbs)).digest('hex');
+}

@@ -1,0 +1,99 @@
+/**
+ * Repository ports: what the domain layer needs from storage, nothing about SQL.
+ * The SQLite adapters in store/sqlite implement them; an external SQL adapter can too.
+ * All methods are synchronous because the embedded adapter is; an asynchronous adapter
+ * would wrap the domain services, not change them.
+ */
+
+export interface Grants {
+  global: Record<string, boolean>; // add_nodebalancers, add_databases, ...
+  nodebalancer: Record<string, 'read_only' | 'read_write'>;
+  database: Record<string, 'read_only' | 'read_write'>;
+}
+
+export interface User {
+  id: number;
+  username: string;
+  email: string;
+  restricted: boolean;
+  grants: Grants;
+}
+
+export interface TokenRecord {
+  id: number;
+  userId: number;
+  label: string;
+  scopes: string;
+  tokenPrefix: string;
+  created: number;
+  expiry: number | null;
+}
+
+export interface UserRepository {
+  get(id: number): User | undefined;
+  byUsername(username: string): User | undefined;
+  create(u: Omit<User, 'id'>): User;
+  setGrants(id: number, grants: Grants): void;
+  count(): number;
+}
+
+export interface TokenRepository {
+  byHash(hash: string): TokenRecord | undefined;
+  get(id: number): TokenRecord | undefined;
+  listByUser(userId: number): TokenRecord[];
+  create(t: Omit<TokenRecord, 'id'> & { tokenHash: string }): TokenRecord;
+  update(id: number, patch: { label?: string }): void;
+  delete(id: number): void;
+}
+
+export interface EventRecord {
+  id: number;
+  created: number;
+  action: string;
+  username: string | null;
+  entity: { id: number; type: string; label: string; url: string } | null;
+  secondaryEntity: { id: number; type: string; label: string; url: string } | null;
+  status: 'failed' | 'finished' | 'notification' | 'scheduled' | 'started';
+  percentComplete: number | null;
+  duration: number | null;
+  message: string | null;
+  seen: boolean;
+  read: boolean;
+}
+
+export interface EventRepository {
+  create(e: Omit<EventRecord, 'id'>): EventRecord;
+  get(id: number): EventRecord | undefined;
+  update(id: number, patch: Partial<Pick<EventRecord, 'status' | 'percentComplete' | 'duration' | 'message' | 'seen' | 'read'>>): void;
+  /** Newest first. */
+  list(): EventRecord[];
+  markSeenUpTo(id: number): void;
+}
+
+export interface AddressRepository {
+  /** Allocates the lowest free address of `cidr` to the owner; undefined when the pool is full. */
+  allocate(cidr: string, ownerType: string, ownerId: number): string | undefined;
+  release(ownerType: string, ownerId: number): void;
+  owned(ownerType: string, ownerId: number): string[];
+}
+
+export interface DataplaneStatus {
+  id: string;
+  region: string;
+  connected: boolean;
+  versionApplied: number;
+  lastError: string | null;
+  lastErrorAt: number | null;
+  lastSeen: number | null;
+}
+
+export interface DataplaneRepository {
+  upsert(s: DataplaneStatus): void;
+  get(id: string): DataplaneStatus | undefined;
+  list(): DataplaneStatus[];
+}
+
+export interface KeyValueRepository {
+  get(k: string): string | undefined;
+  set(k: string, v: string): void;
+}

@@ -1,0 +1,159 @@
+import type { Db } from './database.js';
+import type {
+  AddressRepository, DataplaneRepository, DataplaneStatus, EventRecord, EventRepository, Grants,
+  KeyValueRepository, TokenRecord, TokenRepository, User, UserRepository,
+} from '../ports.js';
+
+const emptyGrants = (): Grants => ({ global: {}, nodebalancer: {}, database: {} });
+
+function parseGrants(s: string): Grants {
+  try {
+    return { ...emptyGrants(), ...(JSON.parse(s) as Partial<Grants>) };
+  } catch {
+    return emptyGrants();
+  }
+}
+
+export function sqliteUsers(db: Db): UserRepository {
+  const row = (r: any): User | undefined =>
+    r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, grants: parseGrants(r.grants) };
+  return {
+    get: (id) => row(db.prepare('SELECT * FROM users WHERE id = ?').get(id)),
+    byUsername: (u) => row(db.prepare('SELECT * FROM users WHERE username = ?').get(u)),
+    create(u) {
+      const info = db
+        .prepare('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?)')
+        .run(u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants));
+      return { ...u, id: Number(info.lastInsertRowid) };
+    },
+    setGrants: (id, g) => void db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(g), id),
+    count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
+  };
+}
+
+export function sqliteTokens(db: Db): TokenRepository {
+  const row = (r: any): TokenRecord | undefined =>
+    r && { id: r.id, userId: r.user_id, label: r.label, scopes: r.scopes, tokenPrefix: r.token_prefix, created: r.created, expiry: r.expiry };
+  return {
+    byHash: (h) => row(db.prepare('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
+    get: (id) => row(db.prepare('SELECT * FROM tokens WHERE id = ?').get(id)),
+    listByUser: (uid) => (db.prepare('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid) as any[]).map((r) => row(r)!),
+    create(t) {
+      const info = db
+        .prepare('INSERT INTO tokens (user_id, label, scopes, token_hash, token_prefix, created, expiry) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(t.userId, t.label, t.scopes, t.tokenHash, t.tokenPrefix, t.created, t.expiry);
+      return { id: Number(info.lastInsertRowid), userId: t.userId, label: t.label, scopes: t.scopes, tokenPrefix: t.tokenPrefix, created: t.created, expiry: t.expiry };
+    },
+    update(id, patch) {
+      if (patch.label !== undefined) db.prepare('UPDATE tokens SET label = ? WHERE id = ?').run(patch.label, id);
+    },
+    delete: (id) => void db.prepare('DELETE FROM tokens WHERE id = ?').run(id),
+  };
+}
+
+export function sqliteEvents(db: Db): EventRepository {
+  const row = (r: any): EventRecord | undefined =>
+    r && {
+      id: r.id,
+      created: r.created,
+      action: r.action,
+      username: r.username,
+      entity: r.entity_type ? { id: r.entity_id, type: r.entity_type, label: r.entity_label, url: r.entity_url } : null,
+      secondaryEntity: r.secondary_entity ? JSON.parse(r.secondary_entity) : null,
+      status: r.status,
+      percentComplete: r.percent_complete,
+      duration: r.duration,
+      message: r.message,
+      seen: r.seen === 1,
+      read: r.read === 1,
+    };
+  return {
+    create(e) {
+      const info = db
+        .prepare(
+          `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity,
+             status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        )
+        .run(
+          e.created, e.action, e.username, e.entity?.id ?? null, e.entity?.type ?? null, e.entity?.label ?? null,
+          e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.status,
+          e.percentComplete, e.duration, e.message, e.seen ? 1 : 0, e.read ? 1 : 0,
+        );
+      return { ...e, id: Number(info.lastInsertRowid) };
+    },
+    get: (id) => row(db.prepare('SELECT * FROM events WHERE id = ?').get(id)),
+    update(id, p) {
+      const cols: string[] = [];
+      const vals: unknown[] = [];
+      if (p.status !== undefined) (cols.push('status = ?'), vals.push(p.status));
+      if (p.percentComplete !== undefined) (cols.push('percent_complete = ?'), vals.push(p.percentComplete));
+      if (p.duration !== undefined) (cols.push('duration = ?'), vals.push(p.duration));
+      if (p.message !== undefined) (cols.push('message = ?'), vals.push(p.message));
+      if (p.seen !== undefined) (cols.push('seen = ?'), vals.push(p.seen ? 1 : 0));
+      if (p.read !== undefined) (cols.push('read = ?'), vals.push(p.read ? 1 : 0));
+      if (cols.length === 0) return;
+      db.prepare(`UPDATE events SET ${cols.join(', ')} WHERE id = ?`).run(...vals, id);
+    },
+    list: () => (db.prepare('SELECT * FROM events ORDER BY id DESC').all() as any[]).map((r) => row(r)!),
+    markSeenUpTo: (id) => void db.prepare('UPDATE events SET seen = 1 WHERE id <= ?').run(id),
+  };
+}
+
+function ipToInt(ip: string): number {
+  return ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
+}
+function intToIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+export function sqliteAddresses(db: Db): AddressRepository {
+  return {
+    allocate(cidr, ownerType, ownerId) {
+      const [base, bitsStr] = cidr.split('/');
+      const bits = Number(bitsStr);
+      const start = ipToInt(base!) >>> 0;
+      const size = 2 ** (32 - bits);
+      const used = new Set(db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]);
+      // Skip the network address and the one after it (.0 and .1 of the pool) so that a pool on
+      // loopback never hands out an address that something else on the host already uses.
+      for (let i = 2; i < size - 1; i++) {
+        const ip = intToIp((start + i) >>> 0);
+        if (ip.endsWith('.0') || ip.endsWith('.255')) continue;
+        if (used.has(ip)) continue;
+        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
+        return ip;
+      }
+      return undefined;
+    },
+    release: (t, id) => void db.prepare('DELETE FROM addresses WHERE owner_type = ? AND owner_id = ?').run(t, id),
+    owned: (t, id) => db.prepare('SELECT ip FROM addresses WHERE owner_type = ? AND owner_id = ? ORDER BY ip').pluck().all(t, id) as string[],
+  };
+}
+
+export function sqliteDataplanes(db: Db): DataplaneRepository {
+  const row = (r: any): DataplaneStatus | undefined =>
+    r && {
+      id: r.id, region: r.region, connected: r.connected === 1, versionApplied: r.version_applied,
+      lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
+    };
+  return {
+    upsert(s) {
+      db.prepare(
+        `INSERT INTO dataplanes (id, region, connected, version_applied, last_error, last_error_at, last_seen)
+         VALUES (@id, @region, @connected, @versionApplied, @lastError, @lastErrorAt, @lastSeen)
+         ON CONFLICT(id) DO UPDATE SET region = excluded.region, connected = excluded.connected,
+           version_applied = excluded.version_applied, last_error = excluded.last_error,
+           last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
+      ).run({ ...s, connected: s.connected ? 1 : 0 });
+    },
+    get: (id) => row(db.prepare('SELECT * FROM dataplanes WHERE id = ?').get(id)),
+    list: () => (db.prepare('SELECT * FROM dataplanes ORDER BY id').all() as any[]).map((r) => row(r)!),
+  };
+}
+
+export function sqliteKeyValue(db: Db): KeyValueRepository {
+  return {
+    get: (k) => db.prepare('SELECT v FROM kv WHERE k = ?').pluck().get(k) as string | undefined,
+    set: (k, v) => void db.prepare('INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v),
+  };
+}

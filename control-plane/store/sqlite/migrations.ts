@@ -1,0 +1,128 @@
+/**
+ * Schema migrations. Ids sort lexically and never change once released; each domain keeps its
+ * own range (0xx core, 1xx nodebalancers, 2xx databases) so parallel work does not collide.
+ */
+export interface Migration {
+  id: string;
+  sql: string;
+}
+
+import { databaseMigrations } from './migrations-databases.js';
+
+export const coreMigrations: Migration[] = [
+  {
+    id: '001-core',
+    sql: `
+      CREATE TABLE users (
+        id INTEGER PRIMARY KEY,
+        username TEXT NOT NULL UNIQUE,
+        email TEXT NOT NULL DEFAULT '',
+        restricted INTEGER NOT NULL DEFAULT 0,
+        -- JSON: {"global": {"add_nodebalancers": true, ...}, "nodebalancer": {"<id>": "read_only"}, "database": {...}}
+        grants TEXT NOT NULL DEFAULT '{}'
+      );
+      CREATE TABLE tokens (
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        token_prefix TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expiry INTEGER
+      );
+      CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        created INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        username TEXT,
+        entity_id INTEGER,
+        entity_type TEXT,
+        entity_label TEXT,
+        entity_url TEXT,
+        secondary_entity TEXT,
+        status TEXT NOT NULL,
+        percent_complete INTEGER,
+        duration REAL,
+        message TEXT,
+        seen INTEGER NOT NULL DEFAULT 0,
+        read INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX events_entity ON events(entity_type, entity_id);
+      CREATE TABLE addresses (
+        ip TEXT PRIMARY KEY,
+        pool TEXT NOT NULL,
+        owner_type TEXT NOT NULL,
+        owner_id INTEGER NOT NULL
+      );
+      CREATE TABLE dataplanes (
+        id TEXT PRIMARY KEY,
+        region TEXT NOT NULL,
+        connected INTEGER NOT NULL DEFAULT 0,
+        version_applied INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        last_error_at INTEGER,
+        last_seen INTEGER
+      );
+      CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+    `,
+  },
+  {
+    id: '101-nodebalancers',
+    sql: `
+      CREATE TABLE nodebalancers (
+        id INTEGER PRIMARY KEY,
+        label TEXT NOT NULL UNIQUE,
+        region TEXT NOT NULL,
+        ipv4 TEXT NOT NULL,
+        client_conn_throttle INTEGER NOT NULL DEFAULT 0,
+        tags TEXT NOT NULL DEFAULT '[]',
+        created INTEGER NOT NULL,
+        updated INTEGER NOT NULL
+      );
+      CREATE TABLE nb_configs (
+        id INTEGER PRIMARY KEY,
+        nodebalancer_id INTEGER NOT NULL REFERENCES nodebalancers(id) ON DELETE CASCADE,
+        port INTEGER NOT NULL,
+        protocol TEXT NOT NULL,
+        algorithm TEXT NOT NULL,
+        stickiness TEXT NOT NULL,
+        "check" TEXT NOT NULL,
+        check_interval INTEGER NOT NULL,
+        check_timeout INTEGER NOT NULL,
+        check_attempts INTEGER NOT NULL,
+        check_path TEXT NOT NULL,
+        check_body TEXT NOT NULL,
+        check_passive INTEGER NOT NULL,
+        proxy_protocol TEXT NOT NULL,
+        cipher_suite TEXT NOT NULL,
+        ssl_cert TEXT,
+        ssl_key TEXT,
+        ssl_commonname TEXT NOT NULL DEFAULT '',
+        ssl_fingerprint TEXT NOT NULL DEFAULT '',
+        UNIQUE (nodebalancer_id, port)
+      );
+      CREATE TABLE nb_nodes (
+        id INTEGER PRIMARY KEY,
+        config_id INTEGER NOT NULL REFERENCES nb_configs(id) ON DELETE CASCADE,
+        nodebalancer_id INTEGER NOT NULL REFERENCES nodebalancers(id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        address TEXT NOT NULL,
+        weight INTEGER NOT NULL,
+        mode TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'unknown'
+      );
+      CREATE TABLE nb_traffic (
+        nodebalancer_id INTEGER NOT NULL,
+        config_id INTEGER NOT NULL,
+        bucket INTEGER NOT NULL, -- start of the 5-minute bucket, ms
+        bytes_in INTEGER NOT NULL DEFAULT 0,
+        bytes_out INTEGER NOT NULL DEFAULT 0,
+        connections INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (nodebalancer_id, config_id, bucket)
+      );
+    `,
+  },
+];
+
+export const migrations: Migration[] = [...coreMigrations, ...databaseMigrations];

@@ -1,0 +1,117 @@
+import type { Db } from './database.js';
+import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
+import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
+
+const BUCKET_MS = 5 * 60 * 1000;
+
+function nbRow(r: any): NodeBalancer | undefined {
+  if (!r) return undefined;
+  return {
+    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, clientConnThrottle: r.client_conn_throttle,
+    tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
+  };
+}
+
+function configRow(r: any): NbConfig | undefined {
+  if (!r) return undefined;
+  return {
+    id: r.id, nodebalancerId: r.nodebalancer_id, port: r.port, protocol: r.protocol, algorithm: r.algorithm,
+    stickiness: r.stickiness, check: r.check, checkInterval: r.check_interval, checkTimeout: r.check_timeout,
+    checkAttempts: r.check_attempts, checkPath: r.check_path, checkBody: r.check_body, checkPassive: r.check_passive === 1,
+    proxyProtocol: r.proxy_protocol, cipherSuite: r.cipher_suite, sslCert: r.ssl_cert, sslKey: r.ssl_key,
+    sslCommonname: r.ssl_commonname, sslFingerprint: r.ssl_fingerprint,
+  };
+}
+
+function nodeRow(r: any): NbNode | undefined {
+  if (!r) return undefined;
+  return {
+    id: r.id, configId: r.config_id, nodebalancerId: r.nodebalancer_id, label: r.label, address: r.address,
+    weight: r.weight, mode: r.mode, status: r.status,
+  };
+}
+
+function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>) {
+  return {
+    port: c.port, protocol: c.protocol, algorithm: c.algorithm, stickiness: c.stickiness, check: c.check,
+    check_interval: c.checkInterval, check_timeout: c.checkTimeout, check_attempts: c.checkAttempts,
+    check_path: c.checkPath, check_body: c.checkBody, check_passive: c.checkPassive ? 1 : 0,
+    proxy_protocol: c.proxyProtocol, cipher_suite: c.cipherSuite, ssl_cert: c.sslCert, ssl_key: c.sslKey,
+    ssl_commonname: c.sslCommonname, ssl_fingerprint: c.sslFingerprint,
+  };
+}
+
+export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
+  const configCols =
+    'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint';
+  const configVals =
+    '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint';
+  const insertConfig = db.prepare(`INSERT INTO nb_configs (nodebalancer_id, ${configCols}) VALUES (@nodebalancer_id, ${configVals})`);
+  const updateConfig = db.prepare(
+    `UPDATE nb_configs SET ${configCols.split(', ').map((c) => `${c} = @${c.replace(/"/g, '')}`).join(', ')} WHERE id = @id`,
+  );
+
+  return {
+    transaction: <T>(fn: () => T): T => db.transaction(fn)(),
+    list: () => (db.prepare('SELECT * FROM nodebalancers ORDER BY id').all() as any[]).map((r) => nbRow(r)!),
+    get: (id) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
+    byLabel: (label) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE label = ?').get(label)),
+    nextId: () => ((db.prepare('SELECT MAX(id) FROM nodebalancers').pluck().get() as number | null) ?? 0) + 1,
+    create(nb) {
+      const info = db
+        .prepare('INSERT INTO nodebalancers (label, region, ipv4, client_conn_throttle, tags, created, updated) VALUES (?,?,?,?,?,?,?)')
+        .run(nb.label, nb.region, nb.ipv4, nb.clientConnThrottle, JSON.stringify(nb.tags), nb.created, nb.updated);
+      return { ...nb, id: Number(info.lastInsertRowid) };
+    },
+    update(id, p) {
+      const cur = nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id));
+      if (!cur) return;
+      const next = { ...cur, ...p };
+      db.prepare('UPDATE nodebalancers SET label = ?, client_conn_throttle = ?, tags = ?, updated = ? WHERE id = ?').run(
+        next.label, next.clientConnThrottle, JSON.stringify(next.tags), next.updated, id,
+      );
+    },
+    delete: (id) => void db.prepare('DELETE FROM nodebalancers WHERE id = ?').run(id),
+    setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
+
+    configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r)!),
+    config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id)),
+    createConfig(nbId, c) {
+      const info = insertConfig.run({ nodebalancer_id: nbId, ...configParams(c) });
+      return { ...c, id: Number(info.lastInsertRowid), nodebalancerId: nbId };
+    },
+    updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c) }),
+    deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
+
+    nodes: (cid) => (db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid) as any[]).map((r) => nodeRow(r)!),
+    nodesOfNodeBalancer: (nbId) =>
+      (db.prepare('SELECT * FROM nb_nodes WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => nodeRow(r)!),
+    node: (cid, id) => nodeRow(db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? AND id = ?').get(cid, id)),
+    createNode(nbId, cid, n) {
+      const info = db
+        .prepare('INSERT INTO nb_nodes (config_id, nodebalancer_id, label, address, weight, mode, status) VALUES (?,?,?,?,?,?,?)')
+        .run(cid, nbId, n.label, n.address, n.weight, n.mode, 'unknown');
+      return { ...n, id: Number(info.lastInsertRowid), configId: cid, nodebalancerId: nbId, status: 'unknown' };
+    },
+    updateNode: (id, n) =>
+      void db.prepare('UPDATE nb_nodes SET label = ?, address = ?, weight = ?, mode = ? WHERE id = ?').run(n.label, n.address, n.weight, n.mode, id),
+    deleteNode: (id) => void db.prepare('DELETE FROM nb_nodes WHERE id = ?').run(id),
+    setNodeStatus: (id, status) => db.prepare('UPDATE nb_nodes SET status = ? WHERE id = ? AND status != ?').run(status, id, status).changes > 0,
+
+    addTraffic(nbId, cid, atMs, d) {
+      const bucket = Math.floor(atMs / BUCKET_MS) * BUCKET_MS;
+      db.prepare(
+        `INSERT INTO nb_traffic (nodebalancer_id, config_id, bucket, bytes_in, bytes_out, connections) VALUES (?,?,?,?,?,?)
+         ON CONFLICT(nodebalancer_id, config_id, bucket) DO UPDATE SET bytes_in = bytes_in + excluded.bytes_in,
+           bytes_out = bytes_out + excluded.bytes_out, connections = connections + excluded.connections`,
+      ).run(nbId, cid, bucket, d.bytesIn, d.bytesOut, d.connections);
+    },
+    traffic: (nbId, since) =>
+      (db
+        .prepare(
+          `SELECT bucket, SUM(bytes_in) AS bytesIn, SUM(bytes_out) AS bytesOut, SUM(connections) AS connections
+           FROM nb_traffic WHERE nodebalancer_id = ? AND bucket >= ? GROUP BY bucket ORDER BY bucket`,
+        )
+        .all(nbId, since) as any[]),
+  };
+}
