@@ -1,0 +1,102 @@
+import { grpc, loadConfigProto, channelOptions } from '../../lib/grpc.js';
+import { backoffDelay } from '../../lib/backoff.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
+import type { ConfigAck } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
+import type { ConfigServiceClient } from '../../proto/gen/fulcrum/v1/ConfigService.js';
+
+export interface ConfigClientOptions {
+  id: string;
+  region: string;
+  address: string;
+  logger: Logger;
+  /** Version being served now (sent in the hello and in NACKs). */
+  version(): number;
+  /** Applies a snapshot; throws to NACK with the error's message. */
+  apply(snapshot: ConfigSnapshot__Output): Promise<void>;
+  onConnected?(connected: boolean): void;
+}
+
+/**
+ * The data plane's side of ConfigService.Stream: says hello, applies each snapshot, ACKs or NACKs
+ * it by nonce, and reconnects with jittered backoff for as long as it runs. Snapshots that arrive
+ * while one is being applied are coalesced: only the newest is applied and answered (xDS: a newer
+ * response supersedes older ones).
+ */
+export class ConfigClient {
+  private readonly client: ConfigServiceClient;
+  private call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> | null = null;
+  private attempt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private pending: ConfigSnapshot__Output | null = null;
+  private applying = false;
+
+  constructor(private readonly o: ConfigClientOptions) {
+    const proto = loadConfigProto();
+    this.client = new proto.fulcrum.v1.ConfigService(o.address, grpc.credentials.createInsecure(), channelOptions) as unknown as ConfigServiceClient;
+  }
+
+  start(): void {
+    this.open();
+  }
+
+  private open(): void {
+    if (this.stopped) return;
+    const call = this.client.Stream();
+    this.call = call;
+    let gotData = false;
+    call.on('data', (snap: ConfigSnapshot__Output) => {
+      if (!gotData) {
+        gotData = true;
+        this.attempt = 0;
+        this.o.onConnected?.(true);
+      }
+      this.pending = snap;
+      void this.drain(call);
+    });
+    const retry = (why: string) => {
+      if (this.call !== call) return;
+      this.call = null;
+      this.o.onConnected?.(false);
+      if (this.stopped) return;
+      const delay = backoffDelay(this.attempt++);
+      this.o.logger.warn({ why, delay }, 'config stream lost; reconnecting');
+      this.timer = setTimeout(() => this.open(), delay);
+    };
+    call.on('error', (e: Error) => retry(e.message));
+    call.on('end', () => retry('stream ended'));
+    call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '' });
+  }
+
+  private async drain(call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>): Promise<void> {
+    if (this.applying) return;
+    this.applying = true;
+    try {
+      while (this.pending !== null) {
+        const snap = this.pending;
+        this.pending = null;
+        let ack: ConfigAck;
+        try {
+          await this.o.apply(snap);
+          ack = { dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: snap.nonce };
+        } catch (e) {
+          const detail = (e as Error).message || String(e);
+          this.o.logger.warn({ version: snap.version, detail }, 'snapshot rejected (NACK)');
+          ack = { dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: snap.nonce, errorDetail: detail };
+        }
+        if (this.call === call && this.pending === null) call.write(ack);
+      }
+    } finally {
+      this.applying = false;
+    }
+  }
+
+  close(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.call?.cancel();
+    this.call = null;
+    this.client.close();
+  }
+}

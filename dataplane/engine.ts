@@ -1,0 +1,189 @@
+import type { Registry } from 'prom-client';
+import { systemClock, type Clock } from '../lib/clock.js';
+import { FulcrumError } from '../lib/errors.js';
+import { silentLogger, type Logger } from '../lib/logger.js';
+import type { ConfigSpec } from './config/model.js';
+import { validateSnapshot, type SnapshotInput } from './config/validate.js';
+import { Listener } from './listeners/listener.js';
+import { ConfigRuntime, type HealthEvent } from './runtime/config-runtime.js';
+import { ConnThrottle } from './throttle/conn-throttle.js';
+import { registerDataplaneMetrics } from './telemetry/metrics.js';
+
+export type { HealthEvent };
+
+export interface CounterDelta {
+  nodebalancerId: number;
+  configId: number;
+  bytesIn: number;
+  bytesOut: number;
+  connections: number;
+  atMs: number;
+}
+
+/**
+ * The proxy without any control-plane wiring: give it snapshots, read health and counters.
+ * Contract:
+ * - apply() validates the whole snapshot, binds any new listener, then swaps atomically; on any
+ *   problem it throws FulcrumError('invalid_config') and the previous snapshot keeps serving.
+ *   Applies are serialised.
+ * - onHealth() callbacks receive every node UP/DOWN transition as it happens.
+ * - drainCounters() returns per-config deltas since the previous call (and resets them).
+ * - close() stops everything; idempotent.
+ */
+export interface ProxyEngine {
+  apply(snapshot: SnapshotInput): Promise<void>;
+  /** Version of the snapshot being served (0 = none yet). */
+  version(): number;
+  onHealth(cb: (ev: HealthEvent) => void): () => void;
+  /** Current status of every node that has one, for a full report after (re)connecting. */
+  healthSnapshot(): HealthEvent[];
+  drainCounters(): CounterDelta[];
+  close(): Promise<void>;
+}
+
+export interface EngineOptions {
+  logger?: Logger;
+  registry?: Registry;
+  clock?: Clock;
+  /** How long a removed listener's open connections may run on (default 30 s). */
+  drainTimeoutMs?: number;
+}
+
+export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
+  const log = (opts.logger ?? silentLogger()).child({ component: 'engine' });
+  const clock = opts.clock ?? systemClock;
+  const drainTimeoutMs = opts.drainTimeoutMs ?? 30_000;
+  const listeners = new Map<string, Listener>();
+  const runtimes = new Map<number, ConfigRuntime>();
+  const throttles = new Map<number, ConnThrottle>();
+  const healthSubs = new Set<(ev: HealthEvent) => void>();
+  // Removed configs whose connections still run: their bytes are still reported.
+  const retired = new Set<ConfigRuntime>();
+  let version = 0;
+  let chain: Promise<void> = Promise.resolve();
+  let closed = false;
+
+  const emit = (ev: HealthEvent): void => {
+    for (const cb of healthSubs) {
+      try {
+        cb(ev);
+      } catch (err) {
+        log.error({ err }, 'health subscriber failed');
+      }
+    }
+  };
+
+  const takeDelta = (rt: ConfigRuntime): CounterDelta | null => {
+    if (rt.deltaIn === 0 && rt.deltaOut === 0 && rt.deltaConns === 0) return null;
+    const d = { nodebalancerId: rt.spec.nodebalancerId, configId: rt.spec.id, bytesIn: rt.deltaIn, bytesOut: rt.deltaOut, connections: rt.deltaConns, atMs: clock.now() };
+    rt.deltaIn = rt.deltaOut = rt.deltaConns = 0;
+    return d;
+  };
+
+  async function applyNow(input: SnapshotInput): Promise<void> {
+    if (closed) throw new FulcrumError('invalid_config', 'engine is closed');
+    const snap = validateSnapshot(input);
+    const wanted = new Map<string, ConfigSpec>();
+    for (const nb of snap.nodebalancers) for (const c of nb.configs) wanted.set(c.listenKey, c);
+
+    // Bind every new address first; if one fails nothing changes.
+    const fresh: Listener[] = [];
+    try {
+      for (const [key, c] of wanted) {
+        if (listeners.has(key)) continue;
+        const l = new Listener(c.ip, c.port, log);
+        fresh.push(l);
+        await l.listen();
+      }
+    } catch (e) {
+      for (const l of fresh) l.destroy();
+      const err = e as NodeJS.ErrnoException;
+      const bad = fresh[fresh.length - 1];
+      throw new FulcrumError('invalid_config', `cannot listen on ${bad?.key}: ${err.code ?? err.message}`);
+    }
+
+    // Swap (synchronous from here: no connection sees a half-applied snapshot).
+    for (const l of fresh) listeners.set(l.key, l);
+    const seenNb = new Set<number>();
+    for (const nb of snap.nodebalancers) {
+      seenNb.add(nb.id);
+      const t = throttles.get(nb.id);
+      if (t) t.limit = nb.clientConnThrottle;
+      else throttles.set(nb.id, new ConnThrottle(nb.clientConnThrottle, clock));
+    }
+    for (const id of throttles.keys()) if (!seenNb.has(id)) throttles.delete(id);
+    const seenCfg = new Set<number>();
+    for (const nb of snap.nodebalancers) {
+      for (const c of nb.configs) {
+        seenCfg.add(c.id);
+        let rt = runtimes.get(c.id);
+        if (rt && rt.spec.nodebalancerId === c.nodebalancerId) {
+          rt.update(c);
+        } else {
+          if (rt) retire(rt);
+          rt = new ConfigRuntime(c, throttles.get(nb.id)!, clock, log.child({ configId: c.id }), emit);
+          runtimes.set(c.id, rt);
+        }
+        if (rt.tls) Listener.attachTls(rt);
+        listeners.get(c.listenKey)!.rt = rt;
+      }
+    }
+    for (const [id, rt] of runtimes) if (!seenCfg.has(id)) retire(rt);
+    for (const [key, l] of listeners) {
+      if (wanted.has(key)) continue;
+      listeners.delete(key);
+      l.rt = null;
+      void l.drain(drainTimeoutMs);
+    }
+    version = snap.version;
+    log.info({ version, listeners: listeners.size, configs: runtimes.size }, 'snapshot applied');
+  }
+
+  function retire(rt: ConfigRuntime): void {
+    rt.retire();
+    runtimes.delete(rt.spec.id);
+    retired.add(rt);
+  }
+
+  const engine: ProxyEngine = {
+    apply(snapshot) {
+      const run = chain.then(() => applyNow(snapshot));
+      chain = run.catch(() => undefined);
+      return run;
+    },
+    version: () => version,
+    onHealth(cb) {
+      healthSubs.add(cb);
+      return () => healthSubs.delete(cb);
+    },
+    healthSnapshot() {
+      const out: HealthEvent[] = [];
+      for (const rt of runtimes.values()) out.push(...rt.statuses());
+      return out;
+    },
+    drainCounters() {
+      const out: CounterDelta[] = [];
+      for (const rt of retired) {
+        const d = takeDelta(rt);
+        if (d) out.push(d);
+        if (rt.activeConns <= 0) retired.delete(rt);
+      }
+      for (const rt of runtimes.values()) {
+        const d = takeDelta(rt);
+        if (d) out.push(d);
+      }
+      return out;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await chain;
+      for (const rt of runtimes.values()) rt.retire();
+      for (const l of listeners.values()) l.destroy();
+      listeners.clear();
+      runtimes.clear();
+    },
+  };
+  if (opts.registry) registerDataplaneMetrics(opts.registry, { runtimes: () => runtimes.values(), version: () => version });
+  return engine;
+}

@@ -1,0 +1,69 @@
+import type { Logger } from '../../lib/logger.js';
+import type { ConfigSpec } from '../config/model.js';
+import type { NodeState } from '../runtime/node-state.js';
+import { probe, type ProbeSpec } from './probe.js';
+
+/** Interval used to bring back a node that passive checks took down when check is `none`. */
+const RECOVERY_INTERVAL_MS = 5_000;
+const RECOVERY_TIMEOUT_MS = 3_000;
+
+/**
+ * Runs the active checks of one config: one timer chain per node (reject nodes are not checked).
+ * It only reports results; rise/fall decisions are the owner's (`report`). With check `none` it
+ * probes only nodes that passive checks marked DOWN, so they can come back.
+ */
+export class HealthChecker {
+  private readonly timers = new Map<NodeState, NodeJS.Timeout>();
+  private stopped = false;
+
+  constructor(
+    private readonly spec: ConfigSpec,
+    private readonly nodes: () => readonly NodeState[],
+    private readonly report: (node: NodeState, failure: string | null) => void,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    for (const node of this.nodes()) this.schedule(node, Math.floor(Math.random() * 200));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  private schedule(node: NodeState, delay: number): void {
+    if (this.stopped || node.spec.mode === 'reject') return;
+    const t = setTimeout(() => void this.run(node), delay);
+    t.unref();
+    this.timers.set(node, t);
+  }
+
+  private async run(node: NodeState): Promise<void> {
+    if (this.stopped || node.retired) return;
+    const s = this.spec;
+    const started = Date.now();
+    if (s.check === 'none') {
+      if (node.status === 'DOWN') {
+        const failure = await probe(this.probeSpec(node, 'connection', RECOVERY_TIMEOUT_MS));
+        if (!this.stopped) this.report(node, failure);
+      }
+      this.schedule(node, RECOVERY_INTERVAL_MS);
+      return;
+    }
+    const failure = await probe(this.probeSpec(node, s.check, s.checkTimeoutMs));
+    if (this.stopped) return;
+    if (failure) this.log.debug({ node: node.id, failure }, 'health check failed');
+    this.report(node, failure);
+    // The interval runs from the start of one probe to the start of the next.
+    this.schedule(node, Math.max(0, s.checkIntervalMs - (Date.now() - started)));
+  }
+
+  private probeSpec(node: NodeState, type: ProbeSpec['type'], timeoutMs: number): ProbeSpec {
+    return {
+      type, host: node.spec.host, port: node.spec.port, timeoutMs,
+      path: this.spec.checkPath, body: this.spec.checkBody, proxyProtocol: this.spec.proxyProtocol,
+    };
+  }
+}

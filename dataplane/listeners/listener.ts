@@ -1,0 +1,109 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from '../../lib/logger.js';
+import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import { TcpSession } from './tcp-session.js';
+import { HttpSession } from './http-session.js';
+
+/**
+ * One listening socket per (NodeBalancer ipv4, config port). The socket is bound once and kept
+ * while any config uses the address; which config (and protocol) it serves is the `rt` pointer,
+ * swapped atomically by the engine. Connections keep the runtime they were accepted with.
+ * https: the raw socket is handed to the config's (never listening) tls.Server, whose secure
+ * context can be replaced without rebinding.
+ */
+export class Listener {
+  readonly server: Server;
+  rt: ConfigRuntime | null = null;
+  private readonly sockets = new Set<Socket>();
+  private draining = false;
+
+  constructor(readonly ip: string, readonly port: number, private readonly log: Logger) {
+    this.server = createServer({ allowHalfOpen: true, noDelay: true }, (s) => this.onConnection(s));
+    this.server.on('error', (e) => this.log.error({ err: e, ip, port }, 'listener error'));
+  }
+
+  get key(): string {
+    return `${this.ip}:${this.port}`;
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onErr = (e: Error) => reject(e);
+      this.server.once('error', onErr);
+      this.server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: true }, () => {
+        this.server.removeListener('error', onErr);
+        resolve();
+      });
+    });
+  }
+
+  private onConnection(sock: Socket): void {
+    const rt = this.rt;
+    if (rt === null || this.draining) {
+      sock.destroy();
+      return;
+    }
+    if (!rt.throttle.allow(sock.remoteAddress ?? '')) {
+      // Over client_conn_throttle: refused at once, before a byte is read.
+      sock.resetAndDestroy();
+      return;
+    }
+    this.sockets.add(sock);
+    rt.activeConns++;
+    rt.deltaConns++;
+    rt.totalConns++;
+    sock.once('close', () => {
+      this.sockets.delete(sock);
+      rt.activeConns--;
+    });
+    const protocol = rt.spec.protocol;
+    if (protocol === 'tcp') {
+      new TcpSession(rt, sock);
+    } else if (protocol === 'http') {
+      new HttpSession(rt, sock, false);
+    } else {
+      sock.on('error', () => sock.destroy());
+      rt.tls!.emit('connection', sock);
+    }
+  }
+
+  /** Hooks a runtime's tls.Server so its handshakes become https sessions. */
+  static attachTls(rt: ConfigRuntime): void {
+    const tls = rt.tls!;
+    if (tls.listenerCount('secureConnection') > 0) return;
+    tls.on('secureConnection', (s: TLSSocket) => new HttpSession(rt, s, true));
+    tls.on('tlsClientError', (_e: Error, s: TLSSocket) => s.destroy());
+  }
+
+  /**
+   * Stops accepting; open connections get until the deadline to finish, then are cut.
+   * Resolves when none are left.
+   */
+  drain(deadlineMs: number): Promise<void> {
+    this.draining = true;
+    return new Promise((resolve) => {
+      this.server.close();
+      if (this.sockets.size === 0) return resolve();
+      const timer = setTimeout(() => {
+        for (const s of this.sockets) s.destroy();
+      }, deadlineMs);
+      timer.unref();
+      const check = setInterval(() => {
+        if (this.sockets.size === 0) {
+          clearInterval(check);
+          clearTimeout(timer);
+          resolve();
+        }
+      }, 50);
+      check.unref();
+    });
+  }
+
+  /** Immediate stop (engine close). */
+  destroy(): void {
+    this.draining = true;
+    this.server.close();
+    for (const s of this.sockets) s.destroy();
+  }
+}

@@ -1,0 +1,131 @@
+import { connect, type Socket } from 'node:net';
+import { proxyV1, proxyV2 } from '../../lib/proxy-protocol.js';
+import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import type { NodeState } from '../runtime/node-state.js';
+import { hashString } from '../balancing/picker.js';
+
+export const CONNECT_TIMEOUT_MS = 5_000;
+const MAX_ATTEMPTS = 3;
+
+/**
+ * tcp protocol: one backend connection per client connection, bytes piped both ways with
+ * backpressure, half-close passed on (a client that shuts its write side still gets the rest of
+ * the response). The client socket is not read until the backend is connected, so a failed connect
+ * can be retried on another node with nothing sent, and a PROXY header is the first write.
+ */
+export class TcpSession {
+  private backend: Socket | null = null;
+  private node: NodeState | null = null;
+  private tried: Set<NodeState> | null = null;
+  private attempts = 0;
+  private clientEnded = false;
+  private backendEnded = false;
+  private closed = false;
+  private readonly ip: string;
+  private readonly hash: number;
+
+  constructor(private readonly rt: ConfigRuntime, private readonly client: Socket) {
+    this.ip = client.remoteAddress ?? '';
+    this.hash = hashString(this.ip);
+    client.setNoDelay(true);
+    client.on('error', () => this.close());
+    client.on('close', () => this.close());
+    this.connectNext();
+  }
+
+  private connectNext(): void {
+    const rt = this.rt;
+    const node = rt.choose(this.ip, this.hash, undefined, this.tried);
+    if (node === undefined || this.attempts >= MAX_ATTEMPTS) {
+      // Nothing can serve: close, as HAProxy does in tcp mode.
+      this.client.destroy();
+      return;
+    }
+    this.attempts++;
+    this.node = node;
+    node.active++;
+    const b = connect({ host: node.spec.host, port: node.spec.port, allowHalfOpen: true });
+    this.backend = b;
+    b.setNoDelay(true);
+    b.setTimeout(CONNECT_TIMEOUT_MS);
+    b.once('timeout', this.onConnectTimeout);
+    b.once('connect', this.onConnect);
+    b.on('error', this.onBackendError);
+  }
+
+  private readonly onConnectTimeout = (): void => this.connectFailed('connect timeout');
+
+  private readonly onBackendError = (err: Error): void => {
+    if (this.backend !== null && this.backend.connecting) this.connectFailed(err.message);
+    else this.close();
+  };
+
+  private connectFailed(reason: string): void {
+    const node = this.node!;
+    const b = this.backend!;
+    b.removeAllListeners();
+    b.on('error', () => {});
+    b.destroy();
+    node.active--;
+    this.backend = null;
+    this.node = null;
+    if (this.closed) return;
+    this.rt.passiveFailure(node, `connect failed: ${reason}`);
+    (this.tried ??= new Set()).add(node);
+    this.connectNext();
+  }
+
+  private readonly onConnect = (): void => {
+    const b = this.backend!;
+    const c = this.client;
+    b.setTimeout(0);
+    b.removeListener('timeout', this.onConnectTimeout);
+    if (this.closed) return this.close();
+    const pp = this.rt.spec.proxyProtocol;
+    if (pp !== 'none') {
+      const ends = { srcIp: c.remoteAddress ?? '', srcPort: c.remotePort ?? 0, dstIp: c.localAddress ?? '', dstPort: c.localPort ?? 0 };
+      b.write(pp === 'v1' ? proxyV1(ends) : proxyV2(ends));
+    }
+    const rt = this.rt;
+    c.on('data', (d: Buffer) => {
+      rt.deltaIn += d.length;
+      rt.totalIn += d.length;
+      if (!b.write(d)) c.pause();
+    });
+    b.on('data', (d: Buffer) => {
+      rt.deltaOut += d.length;
+      rt.totalOut += d.length;
+      if (!c.write(d)) b.pause();
+    });
+    b.on('drain', () => c.resume());
+    c.on('drain', () => b.resume());
+    c.on('end', () => {
+      this.clientEnded = true;
+      b.end();
+      if (this.backendEnded) this.close();
+    });
+    b.on('end', () => {
+      this.backendEnded = true;
+      c.end();
+      if (this.clientEnded) this.close();
+    });
+    b.on('close', () => this.close());
+  };
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.rt.activeConns--;
+    if (this.node !== null) this.node.active--;
+    this.node = null;
+    // Let queued bytes flush on a clean close; destroy when either side errored.
+    if (this.backend !== null && !this.backend.destroyed) {
+      if (this.backendEnded && this.clientEnded) this.backend.end();
+      else this.backend.destroy();
+    }
+    if (!this.client.destroyed) {
+      if (this.backendEnded && this.clientEnded) this.client.end();
+      else this.client.destroy();
+    }
+  }
+}

@@ -1,0 +1,92 @@
+import type { Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import { createRegistry, serveMetrics } from '../lib/metrics.js';
+import { createLogger, type Logger } from '../lib/logger.js';
+import { createProxyEngine } from './engine.js';
+import { SnapshotStore } from './config/persist.js';
+import { ConfigClient } from './control/config-client.js';
+import { TelemetryClient } from './telemetry/telemetry-client.js';
+
+export { createProxyEngine } from './engine.js';
+export type { ProxyEngine, CounterDelta, HealthEvent, EngineOptions } from './engine.js';
+
+export interface DataplaneOptions {
+  id: string;
+  region: string;
+  /** host:port of the control plane's gRPC server. */
+  controlPlane: string;
+  stateDir: string;
+  metricsHost?: string;
+  /** 0 = a random port, undefined = no metrics endpoint. */
+  metricsPort?: number;
+  logger?: Logger;
+  registry?: Registry;
+  /** Counter report interval (default 2 s). */
+  telemetryIntervalMs?: number;
+}
+
+export interface Dataplane {
+  close(): Promise<void>;
+  metricsPort?: number;
+}
+
+/**
+ * Composition root of the data plane: engine + persisted last good snapshot + config stream +
+ * telemetry stream + /metrics. Serves the persisted snapshot before the control plane answers.
+ */
+export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
+  const logger = (opts.logger ?? createLogger('dataplane')).child({ dataplane: opts.id });
+  const registry = opts.registry ?? createRegistry('dataplane');
+  const engine = createProxyEngine({ logger, registry });
+  const store = new SnapshotStore(opts.stateDir, opts.id);
+
+  try {
+    const saved = await store.load();
+    if (saved) {
+      await engine.apply(saved);
+      logger.info({ version: engine.version() }, 'serving persisted snapshot');
+    }
+  } catch (err) {
+    logger.error({ err }, 'persisted snapshot could not be applied; waiting for the control plane');
+  }
+
+  const config = new ConfigClient({
+    id: opts.id,
+    region: opts.region,
+    address: opts.controlPlane,
+    logger: logger.child({ component: 'config-client' }),
+    version: () => engine.version(),
+    apply: async (snap) => {
+      await engine.apply(snap);
+      await store.save(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
+    },
+  });
+  const telemetry = new TelemetryClient({
+    id: opts.id,
+    address: opts.controlPlane,
+    engine,
+    logger: logger.child({ component: 'telemetry' }),
+    intervalMs: opts.telemetryIntervalMs,
+  });
+  config.start();
+  telemetry.start();
+
+  let metricsServer: Server | undefined;
+  if (opts.metricsPort !== undefined) {
+    metricsServer = await serveMetrics(registry, opts.metricsHost ?? '127.0.0.1', opts.metricsPort);
+  }
+  const addr = metricsServer?.address();
+  let closing: Promise<void> | undefined;
+  return {
+    metricsPort: addr && typeof addr === 'object' ? addr.port : undefined,
+    close() {
+      closing ??= (async () => {
+        config.close();
+        telemetry.close();
+        await engine.close();
+        if (metricsServer) await new Promise<void>((r) => metricsServer!.close(() => r()));
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,206 @@
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ConfigSpec } from '../config/model.js';
+import { emptyPicker, policies, type Picker } from '../balancing/picker.js';
+import { HealthChecker } from '../health/checker.js';
+import { StickyTable } from '../sticky/sticky-table.js';
+import type { ConnThrottle } from '../throttle/conn-throttle.js';
+import { cipherList } from '../listeners/cipher-suites.js';
+import { NodeState } from './node-state.js';
+
+export interface HealthEvent {
+  nodebalancerId: number;
+  configId: number;
+  nodeId: number;
+  status: 'UP' | 'DOWN';
+  atMs: number;
+}
+
+/** Rises needed for a DOWN node to come back (HAProxy's default `rise 2`). */
+const RISE = 2;
+
+/**
+ * Everything one config needs at run time: its nodes' live state, the current picker, stickiness,
+ * counters and (https) its TLS context. Sessions hold a reference to the runtime they started on,
+ * so a config change never disturbs connections already open.
+ */
+export class ConfigRuntime {
+  spec: ConfigSpec;
+  nodes = new Map<number, NodeState>();
+  picker: Picker<NodeState> = emptyPicker;
+  byCookie = new Map<string, NodeState>();
+  table: StickyTable<NodeState> | null = null;
+  tls: TlsServer | null = null;
+  removed = false;
+  // Telemetry deltas (drained every report) and totals (metrics).
+  deltaIn = 0;
+  deltaOut = 0;
+  deltaConns = 0;
+  totalIn = 0;
+  totalOut = 0;
+  totalConns = 0;
+  activeConns = 0;
+  readonly requests = [0, 0, 0, 0, 0, 0];
+  private checker: HealthChecker | null = null;
+
+  constructor(
+    spec: ConfigSpec,
+    readonly throttle: ConnThrottle,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly emit: (ev: HealthEvent) => void,
+  ) {
+    this.spec = spec;
+    this.update(spec, true);
+  }
+
+  /** Applies a new spec for the same config id; node state survives where id and address match. */
+  update(spec: ConfigSpec, first = false): void {
+    const old = this.spec;
+    this.spec = spec;
+    const next = new Map<number, NodeState>();
+    const fresh: NodeState[] = [];
+    for (const n of spec.nodes) {
+      let st = this.nodes.get(n.id);
+      if (st && st.spec.address === n.address) {
+        const wasReject = st.spec.mode === 'reject';
+        st.spec = n;
+        if (wasReject && n.mode !== 'reject') {
+          st.status = 'unknown';
+          st.fails = st.passes = 0;
+          fresh.push(st);
+        }
+      } else {
+        st = new NodeState(n, spec.id);
+        fresh.push(st);
+      }
+      next.set(n.id, st);
+    }
+    for (const [id, st] of this.nodes) {
+      if (next.get(id) !== st) {
+        st.retired = true;
+        st.closeIdle();
+      }
+    }
+    this.nodes = next;
+    this.byCookie = new Map([...next.values()].map((s) => [s.cookie, s]));
+    if (spec.stickiness === 'table') this.table ??= new StickyTable(this.clock);
+    else this.table = null;
+    this.setupTls(old, first);
+    // Statuses the health checker does not produce: reject is DOWN, check none is UP.
+    for (const st of next.values()) {
+      if (st.spec.mode === 'reject') this.setStatus(st, 'DOWN');
+      else if (spec.check === 'none' && fresh.includes(st)) this.setStatus(st, 'UP');
+    }
+    this.rebuild();
+    if (first || old.checkKey !== spec.checkKey) {
+      this.checker?.stop();
+      this.checker = new HealthChecker(spec, () => [...this.nodes.values()], (n, f) => this.onCheck(n, f), this.log);
+      this.checker.start();
+    }
+  }
+
+  private setupTls(old: ConfigSpec, first: boolean): void {
+    const s = this.spec;
+    if (s.protocol !== 'https') {
+      this.tls = null;
+      return;
+    }
+    const ctx = { cert: s.sslCert, key: s.sslKey, ciphers: cipherList(s.cipherSuite), minVersion: 'TLSv1.2' as const, honorCipherOrder: true };
+    if (!this.tls) {
+      this.tls = createTlsServer({ ...ctx, handshakeTimeout: 10_000 });
+    } else if (first || old.sslCert !== s.sslCert || old.sslKey !== s.sslKey || old.cipherSuite !== s.cipherSuite) {
+      // New handshakes use the new certificate; the listening socket is never rebound.
+      this.tls.setSecureContext(ctx);
+    }
+  }
+
+  /** Rebuilds the immutable picker: healthy accept nodes, else healthy backups. */
+  rebuild(): void {
+    const accept: NodeState[] = [];
+    const backup: NodeState[] = [];
+    for (const st of this.nodes.values()) {
+      if (st.status === 'DOWN') continue;
+      if (st.spec.mode === 'accept') accept.push(st);
+      else if (st.spec.mode === 'backup') backup.push(st);
+    }
+    const policy = policies[this.spec.algorithm];
+    this.picker = accept.length > 0 ? policy.build(accept) : policy.build(backup);
+  }
+
+  /**
+   * Chooses a node for a new connection (tcp) or request (http): a pinned node first (table
+   * entry or NB_SRVID cookie) while it can serve, else the picker. Returns undefined when
+   * nothing can serve.
+   */
+  choose(ip: string, hash: number, pinned: NodeState | undefined, exclude: ReadonlySet<NodeState> | null): NodeState | undefined {
+    const table = this.table;
+    if (table !== null) {
+      const entry = table.get(ip);
+      if (entry !== undefined) {
+        if (entry.servesPinned && (exclude === null || !exclude.has(entry))) return entry;
+        table.delete(ip);
+      }
+    } else if (pinned !== undefined && pinned.servesPinned && (exclude === null || !exclude.has(pinned))) {
+      return pinned;
+    }
+    const node = this.picker.pick(hash, exclude);
+    if (node !== undefined && table !== null) table.set(ip, node);
+    return node;
+  }
+
+  /** Passive check: a real connection or request failed on this node. */
+  passiveFailure(node: NodeState, reason: string): void {
+    if (!this.spec.checkPassive || node.retired || node.status === 'DOWN') return;
+    this.log.warn({ configId: this.spec.id, node: node.id, reason }, 'passive check marks node DOWN');
+    node.fails = this.spec.checkAttempts;
+    node.passes = 0;
+    this.setStatus(node, 'DOWN');
+    this.rebuild();
+  }
+
+  private onCheck(node: NodeState, failure: string | null): void {
+    if (node.retired || this.removed) return;
+    const before = node.status;
+    if (failure === null) {
+      node.passes++;
+      node.fails = 0;
+      if (before === 'unknown' || (before === 'DOWN' && node.passes >= RISE)) this.setStatus(node, 'UP');
+    } else {
+      node.fails++;
+      node.passes = 0;
+      if (before !== 'DOWN' && node.fails >= this.spec.checkAttempts) this.setStatus(node, 'DOWN');
+    }
+    if (node.status !== before) this.rebuild();
+  }
+
+  private setStatus(node: NodeState, status: 'UP' | 'DOWN'): void {
+    if (node.status === status) return;
+    node.status = status;
+    if (status === 'DOWN') {
+      this.table?.dropNode(node);
+      node.closeIdle();
+    }
+    this.emit({ nodebalancerId: this.spec.nodebalancerId, configId: this.spec.id, nodeId: node.id, status, atMs: this.clock.now() });
+  }
+
+  /** Current status of every node that has one (for a full telemetry report). */
+  statuses(): HealthEvent[] {
+    const out: HealthEvent[] = [];
+    for (const st of this.nodes.values()) {
+      if (st.status !== 'unknown') out.push({ nodebalancerId: this.spec.nodebalancerId, configId: this.spec.id, nodeId: st.id, status: st.status, atMs: this.clock.now() });
+    }
+    return out;
+  }
+
+  /** The config left the snapshot: stop checks, drop pools; open sessions finish on their own. */
+  retire(): void {
+    this.removed = true;
+    this.checker?.stop();
+    for (const st of this.nodes.values()) {
+      st.retired = true;
+      st.closeIdle();
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import { createHash } from 'node:crypto';
+import type { NodeSpec } from '../config/model.js';
+import type { Balanced } from '../balancing/picker.js';
+
+export type NodeStatus = 'unknown' | 'UP' | 'DOWN';
+
+/** A pooled keep-alive backend connection as the node sees it (see listeners/backend-conn.ts). */
+export interface Pooled {
+  destroy(): void;
+}
+
+/**
+ * Live state of one node of one config: health, in-flight count (for leastconn) and the pool of
+ * idle keep-alive backend connections. It survives snapshots while the node keeps its id and
+ * address, so health and pools are not reset by unrelated edits; connections that picked it keep
+ * their reference even after it leaves the config (`retired`).
+ */
+export class NodeState implements Balanced {
+  status: NodeStatus = 'unknown';
+  active = 0;
+  fails = 0;
+  passes = 0;
+  retired = false;
+  readonly idle: Pooled[] = [];
+  /** Opaque NB_SRVID value: names the node without revealing its address. */
+  readonly cookie: string;
+
+  constructor(public spec: NodeSpec, configId: number) {
+    this.cookie = createHash('sha256').update(`fulcrum:${configId}:${spec.id}:${spec.address}`).digest('hex').slice(0, 16);
+  }
+
+  get weight(): number {
+    return this.spec.weight;
+  }
+
+  get id(): number {
+    return this.spec.id;
+  }
+
+  /** May this node serve a client that is pinned to it (stickiness)? drain and backup may. */
+  get servesPinned(): boolean {
+    return !this.retired && this.spec.mode !== 'reject' && this.status !== 'DOWN';
+  }
+
+  closeIdle(): void {
+    while (this.idle.length > 0) this.idle.pop()!.destroy();
+  }
+}

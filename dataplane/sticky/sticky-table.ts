@@ -1,0 +1,52 @@
+import type { Clock } from '../../lib/clock.js';
+
+const TTL_MS = 30 * 60 * 1000;
+const MAX_ENTRIES = 1_000_000;
+
+/**
+ * Stickiness `table`: client IP -> node, valid for 30 minutes from when the entry was added (not
+ * refreshed on use, as the NodeBalancer documents). Entries for a node that goes down or is set to
+ * reject are dropped by the owner (dropNode).
+ */
+export class StickyTable<N> {
+  private readonly entries = new Map<string, { node: N; added: number }>();
+
+  constructor(private readonly clock: Clock, private readonly ttlMs = TTL_MS) {}
+
+  get(ip: string): N | undefined {
+    const e = this.entries.get(ip);
+    if (!e) return undefined;
+    if (this.clock.now() - e.added >= this.ttlMs) {
+      this.entries.delete(ip);
+      return undefined;
+    }
+    return e.node;
+  }
+
+  set(ip: string, node: N): void {
+    if (this.entries.size >= MAX_ENTRIES) this.sweep();
+    this.entries.set(ip, { node, added: this.clock.now() });
+  }
+
+  delete(ip: string): void {
+    this.entries.delete(ip);
+  }
+
+  dropNode(node: N): void {
+    for (const [ip, e] of this.entries) if (e.node === node) this.entries.delete(ip);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  sweep(): void {
+    const now = this.clock.now();
+    for (const [ip, e] of this.entries) if (now - e.added >= this.ttlMs) this.entries.delete(ip);
+    // Still full: drop the oldest (Map keeps insertion order).
+    for (const ip of this.entries.keys()) {
+      if (this.entries.size < MAX_ENTRIES) break;
+      this.entries.delete(ip);
+    }
+  }
+}

@@ -1,0 +1,115 @@
+import { grpc, loadConfigProto, channelOptions } from '../../lib/grpc.js';
+import { backoffDelay } from '../../lib/backoff.js';
+import type { Logger } from '../../lib/logger.js';
+import type { TelemetryServiceClient } from '../../proto/gen/fulcrum/v1/TelemetryService.js';
+import type { TelemetryReport } from '../../proto/gen/fulcrum/v1/TelemetryReport.js';
+import type { ProxyEngine, HealthEvent } from '../engine.js';
+
+export interface TelemetryClientOptions {
+  id: string;
+  address: string;
+  engine: ProxyEngine;
+  logger: Logger;
+  /** How often counter deltas are sent (default 2 s). */
+  intervalMs?: number;
+}
+
+/**
+ * TelemetryService.Report: health transitions go out as they happen (batched per tick of the
+ * event loop), counter deltas every interval. On every (re)connect the full set of node statuses
+ * is sent first. Counters are only drained while a stream is open, so deltas accumulate in the
+ * engine while the control plane is away instead of being lost.
+ */
+export class TelemetryClient {
+  private readonly client: TelemetryServiceClient;
+  private call: grpc.ClientWritableStream<TelemetryReport> | null = null;
+  private attempt = 0;
+  private stopped = false;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private readonly tick: NodeJS.Timeout;
+  private pendingHealth: HealthEvent[] = [];
+  private flushScheduled = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly o: TelemetryClientOptions) {
+    const proto = loadConfigProto();
+    this.client = new proto.fulcrum.v1.TelemetryService(o.address, grpc.credentials.createInsecure(), channelOptions) as unknown as TelemetryServiceClient;
+    this.unsubscribe = o.engine.onHealth((ev) => {
+      this.pendingHealth.push(ev);
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flushHealth());
+      }
+    });
+    this.tick = setInterval(() => this.sendCounters(), o.intervalMs ?? 2000);
+    this.tick.unref();
+  }
+
+  start(): void {
+    this.open();
+  }
+
+  private open(): void {
+    if (this.stopped) return;
+    const call = this.client.Report((err) => {
+      if (this.call !== call) return;
+      this.call = null;
+      if (this.stopped) return;
+      const delay = backoffDelay(this.attempt++);
+      this.o.logger.warn({ why: err?.message ?? 'ended', delay }, 'telemetry stream lost; reconnecting');
+      this.reconnectTimer = setTimeout(() => this.open(), delay);
+    });
+    this.call = call;
+    call.on('error', () => undefined);
+    this.pendingHealth = [];
+    this.write({ dataplaneId: this.o.id, health: this.o.engine.healthSnapshot().map(toWire), counters: [] });
+    // The stream counts as healthy once a report got through; reset backoff then.
+    setTimeout(() => { if (this.call === call) this.attempt = 0; }, 1000).unref();
+  }
+
+  private write(report: TelemetryReport): void {
+    this.call?.write(report);
+  }
+
+  private flushHealth(): void {
+    this.flushScheduled = false;
+    if (this.call === null || this.pendingHealth.length === 0) {
+      this.pendingHealth = [];
+      return;
+    }
+    const health = this.pendingHealth.map(toWire);
+    this.pendingHealth = [];
+    this.write({ dataplaneId: this.o.id, health, counters: [] });
+  }
+
+  private sendCounters(): void {
+    if (this.call === null) return;
+    const deltas = this.o.engine.drainCounters();
+    if (deltas.length === 0) return;
+    this.write({
+      dataplaneId: this.o.id,
+      health: [],
+      counters: deltas.map((d) => ({ nodebalancerId: d.nodebalancerId, configId: d.configId, bytesIn: d.bytesIn, bytesOut: d.bytesOut, connections: d.connections, atMs: d.atMs })),
+    });
+  }
+
+  close(): void {
+    this.stopped = true;
+    this.unsubscribe();
+    clearInterval(this.tick);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    const call = this.call;
+    this.call = null;
+    if (call) {
+      // Send what is left before going.
+      const deltas = this.o.engine.drainCounters();
+      if (deltas.length > 0) call.write({ dataplaneId: this.o.id, health: [], counters: deltas });
+      call.end();
+    }
+    this.client.close();
+  }
+}
+
+function toWire(ev: HealthEvent) {
+  return { nodebalancerId: ev.nodebalancerId, configId: ev.configId, nodeId: ev.nodeId, status: ev.status, atMs: ev.atMs };
+}
