@@ -1,0 +1,56 @@
+/**
+ * The `fulcrum` command: `lab` (everything on one machine), `control-plane`, `dataplane`,
+ * `agent` (each on its own for multi-host installs) and `token create`.
+ */
+import { runLab } from './lab.js';
+import { parseFlags } from '../lib/args.js';
+
+const usage = `usage: fulcrum <command> [options]
+
+  lab            start control plane, data plane and agent on this machine
+                 --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
+                 --runtime process|docker (default process)
+  control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
+  dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
+  agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
+  token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
+                 [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]]
+`;
+
+async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'lab':
+      return runLab(parseFlags(rest, { state: 'string', 'api-port': 'number', 'api-host': 'string', runtime: 'string' }) as any);
+    case 'control-plane': {
+      const { runControlPlaneCommand } = await import('./commands.js');
+      return runControlPlaneCommand(rest);
+    }
+    case 'dataplane': {
+      const { runDataplaneCommand } = await import('./commands.js');
+      return runDataplaneCommand(rest);
+    }
+    case 'agent': {
+      const { runAgentCommand } = await import('./commands.js');
+      return runAgentCommand(rest);
+    }
+    case 'token': {
+      if (rest[0] !== 'create') throw new Error('usage: fulcrum token create --state DIR [...]');
+      const { runTokenCreate } = await import('./commands.js');
+      return runTokenCreate(rest.slice(1));
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(usage);
+      return;
+    default:
+      throw new Error(`unknown command ${cmd}\n${usage}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: Error) => {
+  process.stderr.write(`fulcrum: ${err.message}\n`);
+  process.exit(2);
+});

@@ -1,0 +1,89 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const repoRoot = resolve(import.meta.dirname, '..', '..');
+const cli = join(repoRoot, 'bin', 'fulcrum.js');
+
+export interface LabInfo {
+  apiUrl: string;
+  grpcAddress: string;
+  adminToken: string;
+  stateDir: string;
+  pids: { lab: number; controlPlane: number; dataplane: number; agent: number };
+}
+
+export interface RunningLab {
+  info: LabInfo;
+  proc: ChildProcess;
+  output: () => string;
+  stop(): Promise<void>;
+}
+
+/** Polls `fn` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Runs `fulcrum <args>` from the TypeScript sources (no stale build can be tested). */
+export function runFulcrum(args: string[]): ChildProcess {
+  return spawn(process.execPath, [cli, ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** Starts `fulcrum lab` on random ports in a fresh (or given) state folder and waits for lab.json. */
+export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 'docker' } = {}): Promise<RunningLab> {
+  const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'fulcrum-lab-'));
+  const proc = runFulcrum(['lab', '--state', stateDir, '--api-port', '0', '--runtime', opts.runtime ?? 'process']);
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  const info = await until('lab.json', () => {
+    if (proc.exitCode !== null) throw new Error(`lab exited early: ${out}`);
+    try {
+      const j = JSON.parse(readFileSync(join(stateDir, 'lab.json'), 'utf8')) as LabInfo;
+      return j.pids.lab === proc.pid ? j : undefined;
+    } catch {
+      return undefined;
+    }
+  }, 90_000, 100);
+  return {
+    info,
+    proc,
+    output: () => out,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGINT');
+      await exited;
+    },
+  };
+}
+
+/** A minimal JSON client for the REST API. */
+export function api(baseUrl: string, token: string) {
+  return async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+  };
+}
