@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): installs what the tests need, type-checks, lints,
+# then runs the unit, integration and e2e projects in turn and prints one summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -d node_modules ] || npm ci --no-audit --no-fund
+bash scripts/install-system-deps.sh
+bash scripts/start-dockerd.sh
+if [ -f scripts/build-mysql-image.sh ]; then bash scripts/build-mysql-image.sh; fi
+
+npm run --silent build
+npx eslint .
+
+results="$(mktemp -d)"
+status=0
+for project in unit integration e2e; do
+  echo "== vitest project: $project"
+  npx vitest run --project "$project" --reporter=default --reporter=json --outputFile.json="$results/$project.json" || status=1
+done
+
+node -e '
+  const fs = require("fs");
+  let passed = 0, failed = 0, skipped = 0;
+  for (const p of ["unit", "integration", "e2e"]) {
+    const f = process.argv[1] + "/" + p + ".json";
+    if (!fs.existsSync(f)) { failed++; console.log(`project ${p}: no results`); continue; }
+    const r = JSON.parse(fs.readFileSync(f, "utf8"));
+    passed += r.numPassedTests; failed += r.numFailedTests + (r.numFailedTestSuites || 0);
+    skipped += r.numPendingTests + (r.numTodoTests || 0);
+  }
+  // A skipped test is a failing test in disguise: count it as one.
+  console.log(`tests: ${passed} passed, ${failed + skipped} failed`);
+  if (failed + skipped > 0) process.exitCode = 1;
+' "$results" || status=1
+exit $status
