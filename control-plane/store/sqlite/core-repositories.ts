@@ -85,12 +85,16 @@ export function sqliteEvents(db: Db): EventRepository {
     update(id, p) {
       const cols: string[] = [];
       const vals: unknown[] = [];
-      if (p.status !== undefined) (cols.push('status = ?'), vals.push(p.status));
-      if (p.percentComplete !== undefined) (cols.push('percent_complete = ?'), vals.push(p.percentComplete));
-      if (p.duration !== undefined) (cols.push('duration = ?'), vals.push(p.duration));
-      if (p.message !== undefined) (cols.push('message = ?'), vals.push(p.message));
-      if (p.seen !== undefined) (cols.push('seen = ?'), vals.push(p.seen ? 1 : 0));
-      if (p.read !== undefined) (cols.push('read = ?'), vals.push(p.read ? 1 : 0));
+      const set = (col: string, v: unknown) => {
+        cols.push(`${col} = ?`);
+        vals.push(v);
+      };
+      if (p.status !== undefined) set('status', p.status);
+      if (p.percentComplete !== undefined) set('percent_complete', p.percentComplete);
+      if (p.duration !== undefined) set('duration', p.duration);
+      if (p.message !== undefined) set('message', p.message);
+      if (p.seen !== undefined) set('seen', p.seen ? 1 : 0);
+      if (p.read !== undefined) set('read', p.read ? 1 : 0);
       if (cols.length === 0) return;
       db.prepare(`UPDATE events SET ${cols.join(', ')} WHERE id = ?`).run(...vals, id);
     },
