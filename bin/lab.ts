@@ -6,7 +6,21 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+
+/** Asks the kernel for a free TCP port on host (for the children's /metrics endpoints). */
+function freePort(host: string): Promise<number> {
+  return new Promise((ok, fail) => {
+    const srv = createServer();
+    srv.once('error', fail);
+    srv.listen(0, host, () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => ok(port));
+    });
+  });
+}
 
 export interface LabOptions {
   state?: string;
@@ -89,9 +103,10 @@ export async function runLab(opts: LabOptions): Promise<void> {
     }, cp);
     const adminToken = readFileSync(join(dirs.cp, 'admin-token'), 'utf8').trim();
 
-    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', '0'], dirs.logs);
+    const [dpMetrics, agentMetrics] = [await freePort('127.0.0.1'), await freePort('127.0.0.1')];
+    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics)], dirs.logs);
     children.push(dp);
-    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', '0', '--stop-nodes-on-exit'], dirs.logs);
+    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit'], dirs.logs);
     children.push(agent);
     await waitFor('the data plane', () => (readJson(join(dirs.dp, 'dataplane.json'))?.pid === dp.proc.pid ? true : undefined), dp);
     await waitFor('the agent', () => (readJson(join(dirs.agent, 'agent.json'))?.pid === agent.proc.pid ? true : undefined), agent);
@@ -101,6 +116,11 @@ export async function runLab(opts: LabOptions): Promise<void> {
       grpcAddress: cpInfo.grpcAddress,
       adminToken,
       stateDir: state,
+      metrics: {
+        controlPlane: `${cpInfo.apiUrl}/metrics`,
+        dataplane: `http://127.0.0.1:${dpMetrics}/metrics`,
+        agent: `http://127.0.0.1:${agentMetrics}/metrics`,
+      },
       pids: { lab: process.pid, controlPlane: cp.proc.pid, dataplane: dp.proc.pid, agent: agent.proc.pid },
       logs: dirs.logs,
     };

@@ -26,6 +26,15 @@ describe('fulcrum lab: one NodeBalancer end to end', () => {
     await Promise.all(backends.map((b) => b.close()));
   });
 
+  it('serves prom-client /metrics on every process', async () => {
+    for (const [name, url] of Object.entries(lab.info.metrics)) {
+      const res = await fetch(url);
+      expect(res.status, name).toBe(200);
+      const text = await res.text();
+      expect(text, name).toMatch(/^fulcrum_process_cpu_seconds_total/m);
+    }
+  });
+
   let nb: { id: number; ipv4: string; label: string };
   const port = 7001;
 

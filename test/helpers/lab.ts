@@ -12,6 +12,7 @@ export interface LabInfo {
   adminToken: string;
   stateDir: string;
   pids: { lab: number; controlPlane: number; dataplane: number; agent: number };
+  metrics: { controlPlane: string; dataplane: string; agent: string };
 }
 
 export interface RunningLab {
