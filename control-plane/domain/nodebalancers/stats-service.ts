@@ -34,23 +34,33 @@ export class StatsService {
     return { in: round(bin), out: round(bout), total: round(bin + bout) };
   }
 
+  /**
+   * The day graph: one point per 5-minute bucket from 24 hours ago up to the current bucket,
+   * each `[bucket start in ms, value]`, zero where nothing was reported. Traffic is the average
+   * in bits per second over the bucket and connections the average new connections per second,
+   * as the "(5 min avg)" title says. 400 until the NodeBalancer has reported any traffic that day.
+   */
   stats(nb: NodeBalancer): Record<string, unknown> {
     const now = this.clock.now();
-    const since = Math.floor((now - DAY_MS) / BUCKET_MS) * BUCKET_MS;
+    const current = Math.floor(now / BUCKET_MS) * BUCKET_MS;
+    const since = current - DAY_MS + BUCKET_MS;
     const rows = this.repo.traffic(nb.id, since);
     if (rows.length === 0) throw FulcrumError.conflict('Stats are unavailable at this time.');
-    // Traffic points are average bits per second over the bucket, as the real graphs show;
-    // connections are the count of new connections in the bucket.
+    const byBucket = new Map(rows.map((r) => [r.bucket, r]));
     const secs = BUCKET_MS / 1000;
+    const round = (x: number) => Math.round(x * 1000) / 1000;
+    const connections: [number, number][] = [];
+    const tin: [number, number][] = [];
+    const tout: [number, number][] = [];
+    for (let b = since; b <= current; b += BUCKET_MS) {
+      const r = byBucket.get(b);
+      connections.push([b, round((r?.connections ?? 0) / secs)]);
+      tin.push([b, round(((r?.bytesIn ?? 0) * 8) / secs)]);
+      tout.push([b, round(((r?.bytesOut ?? 0) * 8) / secs)]);
+    }
     return {
       title: `${nb.label} (${nb.id}) - day (5 min avg)`,
-      data: {
-        connections: rows.map((r) => [r.bucket, r.connections]),
-        traffic: {
-          in: rows.map((r) => [r.bucket, (r.bytesIn * 8) / secs]),
-          out: rows.map((r) => [r.bucket, (r.bytesOut * 8) / secs]),
-        },
-      },
+      data: { connections, traffic: { in: tin, out: tout } },
     };
   }
 }

@@ -1,0 +1,35 @@
+import { grpc, loadConfigProto } from '../../lib/grpc.js';
+
+export interface TrafficSample {
+  nodebalancerId: number;
+  configId: number;
+  bytesIn: number;
+  bytesOut: number;
+  connections: number;
+  atMs: number;
+}
+
+/**
+ * Reports traffic counters and node health to the control plane over its real gRPC telemetry
+ * service, as a data plane does; resolves once the control plane has acknowledged the stream.
+ */
+export async function reportTelemetry(
+  grpcAddress: string,
+  r: { counters?: TrafficSample[]; health?: { nodebalancerId: number; configId: number; nodeId: number; status: 'UP' | 'DOWN' }[] },
+): Promise<void> {
+  const proto = loadConfigProto();
+  const client = new proto.fulcrum.v1.TelemetryService(grpcAddress, grpc.credentials.createInsecure());
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const call = client.Report((err: grpc.ServiceError | null) => (err ? reject(err) : resolve()));
+      call.write({
+        dataplaneId: 'test-telemetry',
+        counters: r.counters ?? [],
+        health: (r.health ?? []).map((h) => ({ ...h, atMs: Date.now() })),
+      });
+      call.end();
+    });
+  } finally {
+    client.close();
+  }
+}
