@@ -1,0 +1,124 @@
+import { connect, type Socket } from 'node:net';
+import type { NodeState, Pooled } from '../runtime/node-state.js';
+
+/** Idle pooled connections are closed after this long (below common backend keep-alive timeouts). */
+export const POOL_IDLE_MS = 15_000;
+/** At most this many idle connections are kept per node. */
+export const POOL_MAX_IDLE = 256;
+
+/** What a backend connection reports to the HTTP session that currently owns it. */
+export interface BackendOwner {
+  onBackendConnect(conn: BackendConn): void;
+  onBackendData(conn: BackendConn, chunk: Buffer): void;
+  onBackendEnd(conn: BackendConn): void;
+  onBackendClose(conn: BackendConn, error: Error | null): void;
+  onBackendDrain(): void;
+  onBackendTimeout(conn: BackendConn): void;
+}
+
+/**
+ * One keep-alive connection to a node, owned by at most one HTTP session at a time and parked in
+ * the node's idle pool between requests. Socket handlers are bound once per connection and
+ * dispatch to the current owner, so a request costs no new closures.
+ */
+export class BackendConn implements Pooled {
+  readonly socket: Socket;
+  owner: BackendOwner | null;
+  connected = false;
+  /** True once it has carried a complete exchange (a failure on it may be a keep-alive race). */
+  reused = false;
+  private dead = false;
+
+  constructor(readonly node: NodeState, owner: BackendOwner) {
+    this.owner = owner;
+    const s = connect({ host: node.spec.host, port: node.spec.port, noDelay: true });
+    this.socket = s;
+    s.on('connect', this.onConnect);
+    s.on('data', this.onData);
+    s.on('end', this.onEnd);
+    s.on('error', this.onError);
+    s.on('close', this.onClose);
+    s.on('drain', this.onDrain);
+    s.on('timeout', this.onTimeout);
+  }
+
+  private readonly onConnect = (): void => {
+    this.connected = true;
+    this.owner?.onBackendConnect(this);
+  };
+
+  private readonly onData = (chunk: Buffer): void => {
+    if (this.owner !== null) this.owner.onBackendData(this, chunk);
+    else this.destroy(); // bytes while idle: the peer is not speaking HTTP to us any more
+  };
+
+  private readonly onEnd = (): void => {
+    if (this.owner !== null) this.owner.onBackendEnd(this);
+    else this.destroy();
+  };
+
+  private lastError: Error | null = null;
+  private readonly onError = (err: Error): void => {
+    this.lastError = err;
+  };
+
+  private readonly onClose = (): void => {
+    this.dead = true;
+    this.unpool();
+    const o = this.owner;
+    this.owner = null;
+    o?.onBackendClose(this, this.lastError);
+  };
+
+  private readonly onDrain = (): void => {
+    this.owner?.onBackendDrain();
+  };
+
+  private readonly onTimeout = (): void => {
+    if (this.owner !== null) this.owner.onBackendTimeout(this);
+    else this.destroy();
+  };
+
+  get alive(): boolean {
+    return !this.dead && !this.socket.destroyed;
+  }
+
+  /** Back to the node's idle pool, or closed when the pool cannot take it. */
+  release(): void {
+    this.owner = null;
+    this.reused = true;
+    const node = this.node;
+    if (!this.alive || node.retired || node.status === 'DOWN' || node.idle.length >= POOL_MAX_IDLE) {
+      this.destroy();
+      return;
+    }
+    this.socket.setTimeout(POOL_IDLE_MS);
+    if (this.socket.isPaused()) this.socket.resume();
+    node.idle.push(this);
+  }
+
+  /** Takes a live idle connection from `node`'s pool, or null. */
+  static take(node: NodeState, owner: BackendOwner): BackendConn | null {
+    const idle = node.idle as BackendConn[];
+    while (idle.length > 0) {
+      const c = idle.pop()!;
+      if (c.alive) {
+        c.owner = owner;
+        return c;
+      }
+    }
+    return null;
+  }
+
+  private unpool(): void {
+    const idle = this.node.idle as BackendConn[];
+    const i = idle.indexOf(this);
+    if (i >= 0) idle.splice(i, 1);
+  }
+
+  destroy(): void {
+    this.owner = null;
+    this.unpool();
+    this.socket.destroy();
+  }
+}
