@@ -1,10 +1,19 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Registry } from 'prom-client';
+import { Gauge } from 'prom-client';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
+import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
+import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
 import type { Catalogue } from './catalogue.js';
-import type { ContainerRuntime } from './runtime/container-runtime.js';
+import { DatabaseController, type ControllerExtras } from './database-controller.js';
+import { LABEL_AGENT, LABEL_DATABASE, type ContainerRuntime } from './runtime/container-runtime.js';
+import { createOperations } from './operations.js';
 
 export interface AgentOptions {
   id: string;
@@ -17,33 +26,118 @@ export interface AgentOptions {
   clock: Clock;
   nodeAddressPool?: string;
   reconcileIntervalMs?: number;
+  /** Day-two hooks (backups, maintenance windows); see agent/day-two.ts. */
+  extras?: (agent: Agent) => ControllerExtras & { tick?: () => void; close?: () => Promise<void> };
 }
 
 export type AgentObservation = Omit<AgentReport, 'agentId' | 'region' | 'atMs' | 'hello' | 'heartbeat'>;
 
 export interface Agent {
+  readonly stateDir: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly runtime: ContainerRuntime;
   start(): Promise<void>;
   setDesired(desired: AgentDesired__Output): void;
   report(): AgentObservation;
   onChange(listener: () => void): void;
+  /** The controller of a database, if the agent knows it. */
+  database(id: number): DatabaseController | undefined;
+  databases(): DatabaseController[];
+  /** Runs one reconcile round now and waits for the actions it started. */
+  reconcileNow(): Promise<void>;
   close(): Promise<void>;
 }
 
-/** Placeholder core: reports the catalogue and no databases (databases arrive with issue 7). */
+/**
+ * The agent's core: keeps the desired state (persisted for static stability), one controller
+ * per database, the reconcile loop, and the operation results. See docs/agent.md.
+ */
 export function createAgent(opts: AgentOptions): Agent {
-  let version = 0;
+  const log = opts.logger.child({ component: 'agent' });
+  const controllers = new Map<number, DatabaseController>();
   const listeners: (() => void)[] = [];
-  return {
-    async start() {},
+  const desiredFile = join(opts.stateDir, 'desired.json');
+  const agentKey = createHash('sha256').update(opts.id).digest('hex').slice(0, 6);
+  let desired: AgentDesired__Output | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let lastReport = '';
+  let closed = false;
+  const inflight = new Set<Promise<void>>();
+
+  const dbGauge = new Gauge({ name: 'fulcrum_agent_databases', help: 'Databases by observed status', labelNames: ['status'], registers: [opts.registry] });
+
+  const changed = () => {
+    for (const l of listeners) l();
+  };
+
+  const controller = (id: number): DatabaseController => {
+    let c = controllers.get(id);
+    if (!c) {
+      c = new DatabaseController({
+        id,
+        agentId: opts.id,
+        agentKey,
+        stateDir: opts.stateDir,
+        runtime: opts.runtime,
+        runtimeKind: opts.runtimeKind,
+        catalogue: opts.catalogue,
+        logger: opts.logger,
+        clock: opts.clock,
+        nodeAddressPool: opts.nodeAddressPool ?? '127.79.0.0/16',
+        takenAddresses: () => new Set([...controllers.values()].flatMap((x) => x.state?.addresses ?? [])),
+        onChange: changed,
+      });
+      c.extras = extras;
+      controllers.set(id, c);
+    }
+    return c;
+  };
+
+  let extras: ControllerExtras | undefined;
+  let extraHooks: ReturnType<NonNullable<AgentOptions['extras']>> | undefined;
+
+  const agent: Agent = {
+    stateDir: opts.stateDir,
+    clock: opts.clock,
+    logger: opts.logger,
+    runtime: opts.runtime,
+    async start() {
+      await mkdir(join(opts.stateDir, 'databases'), { recursive: true });
+      extraHooks = opts.extras?.(agent);
+      extras = extraHooks;
+      for (const dir of readdirSync(join(opts.stateDir, 'databases'))) {
+        if (/^\d+$/.test(dir) && existsSync(join(opts.stateDir, 'databases', dir, 'state.json'))) controller(Number(dir));
+      }
+      // Nodes labelled as ours whose database the agent has no state for are leftovers of an
+      // interrupted create or delete: nothing may be orphaned.
+      for (const n of await opts.runtime.list({ [LABEL_AGENT]: opts.id })) {
+        const id = Number(n.labels[LABEL_DATABASE]);
+        if (!controllers.has(id)) {
+          log.warn({ node: n.name }, 'removing orphaned node');
+          await opts.runtime.remove(n.name, { withData: true });
+        }
+      }
+      if (existsSync(desiredFile)) {
+        try {
+          applyDesired(JSON.parse(readFileSync(desiredFile, 'utf8')) as AgentDesired__Output, false);
+        } catch (err) {
+          log.error({ err }, 'persisted desired state unreadable; waiting for the control plane');
+        }
+      }
+      const every = opts.reconcileIntervalMs ?? 1000;
+      timer = setInterval(() => void agent.reconcileNow(), every);
+      timer.unref();
+      void agent.reconcileNow();
+    },
     setDesired(d) {
-      version = Math.max(version, d.version);
-      listeners.forEach((l) => l());
+      applyDesired(d, true);
     },
     report() {
       return {
-        appliedVersion: version,
-        databases: [],
-        operationResults: [],
+        appliedVersion: desired?.version ?? 0,
+        databases: [...controllers.values()].filter((c) => c.state || c.desired).map((c) => c.report()),
+        operationResults: ops.results(),
         runtime: opts.runtimeKind,
         engines: opts.catalogue.map((e) => ({ id: e.id, engine: e.engine, version: e.version, image: e.image ?? '', binary: e.binary ?? '' })),
       };
@@ -51,6 +145,64 @@ export function createAgent(opts: AgentOptions): Agent {
     onChange(l) {
       listeners.push(l);
     },
-    async close() {},
+    database: (id) => controllers.get(id),
+    databases: () => [...controllers.values()],
+    async reconcileNow() {
+      if (closed || !desired) return;
+      const round = Promise.all([...controllers.values()].map((c) => c.tick())).then(() => undefined);
+      inflight.add(round);
+      try {
+        await round;
+      } finally {
+        inflight.delete(round);
+      }
+      for (const [id, c] of controllers) if (c.deleted && !c.busy) controllers.delete(id);
+      extraHooks?.tick?.();
+      const r = agent.report();
+      const counts: Record<string, number> = {};
+      for (const d of r.databases ?? []) counts[d.status ?? ''] = (counts[d.status ?? ''] ?? 0) + 1;
+      dbGauge.reset();
+      for (const [s, n] of Object.entries(counts)) dbGauge.set({ status: s }, n);
+      const json = JSON.stringify({ ...r, databases: r.databases?.map((d) => ({ ...d, nodes: undefined })) });
+      if (json !== lastReport) {
+        lastReport = json;
+        changed();
+      }
+    },
+    async close() {
+      closed = true;
+      if (timer) clearInterval(timer);
+      await Promise.allSettled([...inflight]);
+      await extraHooks?.close?.();
+      for (const c of controllers.values()) await c.closeProxies();
+    },
   };
+
+  const ops = createOperations({ agent, stateDir: opts.stateDir, logger: log });
+
+  function applyDesired(d: AgentDesired__Output, persist: boolean): void {
+    desired = d;
+    const want = new Set<number>();
+    for (const db of d.databases) {
+      want.add(db.id);
+      const c = controller(db.id);
+      c.desired = db;
+      if (c.pendingPassword && c.pendingPassword === db.rootPassword) c.pendingPassword = undefined;
+    }
+    for (const [id, c] of controllers) if (!want.has(id)) c.desired = undefined;
+    ops.accept(d.operations);
+    if (persist) {
+      void (async () => {
+        await mkdir(opts.stateDir, { recursive: true });
+        await writeFile(`${desiredFile}.tmp`, JSON.stringify(d));
+        await rename(`${desiredFile}.tmp`, desiredFile);
+      })().catch((err) => log.error({ err }, 'could not persist desired state'));
+    }
+    changed();
+    void agent.reconcileNow();
+  }
+
+  return agent;
 }
+
+export type { Operation__Output, OperationResult };

@@ -1,0 +1,602 @@
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import type { DesiredDatabase__Output } from '../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import type { ObservedDatabase } from '../proto/gen/fulcrum/v1/ObservedDatabase.js';
+import type { AgentEvent } from '../proto/gen/fulcrum/v1/AgentEvent.js';
+import type { NodeObservation } from '../proto/gen/fulcrum/v1/NodeObservation.js';
+import { resolveEngine, type Catalogue } from './catalogue.js';
+import { accountsKey, databaseDir, loadDbState, newDbState, saveDbState, type DbState } from './database-state.js';
+import { allocateAddresses } from './address-pool.js';
+import { createFrontProxy, type FrontProxy } from './endpoints/front-proxy.js';
+import { failover, switchover, type ClusterNode } from './failover/promotion.js';
+import { ensureReplicationUser, syncAdminAccounts } from './mysql/accounts.js';
+import { globalStatus, q, secureRoot, withAdmin, type AdminTarget } from './mysql/admin.js';
+import { renderNodeConfig } from './mysql/config-render.js';
+import { configureReplica, gtidCurrentPos, promote, replicaStatus, waitForGtid } from './mysql/replication.js';
+import { ensureClusterTls, ensureKeyFile, type ClusterTls } from './mysql/tls.js';
+import { plan, observedStatus, type Action, type DbObs, type NodeObs } from './reconcile.js';
+import {
+  LABEL_AGENT, LABEL_DATABASE, LABEL_MANAGED, LABEL_NODE, sameSpec,
+  type ContainerRuntime, type NodeSpec,
+} from './runtime/container-runtime.js';
+
+export const NODE_PORT = 3306;
+
+export interface ControllerDeps {
+  id: number;
+  agentId: string;
+  /** Short stable token of the agent id, part of node names. */
+  agentKey: string;
+  stateDir: string;
+  runtime: ContainerRuntime;
+  runtimeKind: 'process' | 'docker';
+  catalogue: Catalogue;
+  logger: Logger;
+  clock: Clock;
+  nodeAddressPool: string;
+  takenAddresses: () => Set<string>;
+  onChange: () => void;
+}
+
+/** Hooks the day-two services (backups, maintenance) plug into; see agent.ts. */
+export interface ControllerExtras {
+  windowOpen: (c: DatabaseController) => boolean;
+  extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
+}
+
+interface NodeDetail extends NodeObs {
+  address: string;
+  gtid: string;
+  lastError: string;
+}
+
+/**
+ * Runs one database: observes its nodes, asks `plan` what to do, and executes one action at a
+ * time (never two at once for the same database). Day-two work (operations) goes through
+ * `runExclusive`, so it never overlaps a heal or a rolling restart either.
+ */
+export class DatabaseController {
+  desired?: DesiredDatabase__Output;
+  state?: DbState;
+  busy?: string;
+  readonly log: Logger;
+  private tls?: ClusterTls;
+  private keyfile?: string;
+  private details: NodeDetail[] = [];
+  private lastObs?: DbObs;
+  private primaryDown = 0;
+  private proxies = new Map<'primary' | 'secondary', FrontProxy>();
+  private proxyKey = '';
+  private retryAt = 0;
+  private rejoinFailures = new Map<number, number>();
+  private events: AgentEvent[] = [];
+  /** Set by a PatchOp; cleared when a rolling patch completes. */
+  patchRequested?: { resolve: (err?: string) => void };
+  /** Overrides the desired password while a credentials reset is being applied. */
+  pendingPassword?: string;
+  extras?: ControllerExtras;
+  deleted = false;
+
+  constructor(readonly deps: ControllerDeps) {
+    this.log = deps.logger.child({ component: 'database', database: deps.id });
+    this.state = loadDbState(deps.stateDir, deps.id);
+  }
+
+  get id(): number {
+    return this.deps.id;
+  }
+  get dir(): string {
+    return databaseDir(this.deps.stateDir, this.deps.id);
+  }
+  get clusterSize(): number {
+    return this.state?.addresses.length || this.desired?.clusterSize || 1;
+  }
+  nodeName(k: number): string {
+    return `f${this.deps.agentKey}-db${this.id}-n${k}`;
+  }
+  nodeIndexes(): number[] {
+    return Array.from({ length: this.clusterSize }, (_, i) => i + 1);
+  }
+  async adminTarget(k: number): Promise<AdminTarget> {
+    const c = await this.deps.runtime.connection(this.nodeName(k));
+    return { socketPath: c.socketPath, password: this.state!.adminPassword };
+  }
+  clusterNode = async (k: number): Promise<ClusterNode> => ({
+    index: k,
+    address: this.state!.addresses[k - 1]!,
+    port: NODE_PORT,
+    admin: await this.adminTarget(k),
+  });
+  primaryAddress(): string {
+    return this.state?.addresses[(this.state?.primary ?? 1) - 1] ?? '';
+  }
+
+  emit(action: string, message: string, status = 'finished'): void {
+    this.events.push({ id: randomUUID(), action, message, atMs: this.deps.clock.now(), status });
+    if (this.events.length > 20) this.events.splice(0, this.events.length - 20);
+    this.log.info({ action }, message);
+    this.deps.onChange();
+  }
+
+  /** The node spec the desired state calls for (with the binary/image in state.running). */
+  nodeSpec(k: number): NodeSpec {
+    const d = this.desired ?? this.state!.desired!;
+    const s = this.state!;
+    const files: Record<string, string> = {
+      'ca.pem': this.tls!.caPem,
+      'server.pem': this.tls!.serverCertPem,
+      'server-key.pem': this.tls!.serverKeyPem,
+    };
+    if (d.encrypted && this.keyfile) files['keyfile'] = this.keyfile;
+    return {
+      name: this.nodeName(k),
+      labels: {
+        [LABEL_MANAGED]: 'true',
+        [LABEL_AGENT]: this.deps.agentId,
+        [LABEL_DATABASE]: String(this.id),
+        [LABEL_NODE]: String(k),
+      },
+      engine: { id: d.engineId, version: s.running.version, binary: s.running.binary, image: s.running.image },
+      dataDir: join(this.dir, `n${k}`, 'data'),
+      config: renderNodeConfig({
+        databaseId: this.id,
+        index: k,
+        memoryMb: d.type?.memoryMb || 1024,
+        semiSync: d.replicationType === 'semi_synch' && this.clusterSize > 1,
+        ssl: d.sslConnection,
+        encrypted: d.encrypted,
+        proxyNetworks: [d.hostPrimary, d.hostSecondary].filter(Boolean),
+      }),
+      files,
+      host: s.addresses[k - 1]!,
+      port: NODE_PORT,
+      memoryMb: d.type?.memoryMb || 1024,
+      cpus: d.type?.vcpus || 1,
+    };
+  }
+
+  private resolveTarget(): DbState['running'] {
+    const d = this.desired!;
+    const e = resolveEngine(this.deps.catalogue, { engineId: d.engineId, binary: d.binary || undefined, image: d.image || undefined }, this.deps.runtimeKind);
+    return { binary: e.binary, image: e.image, version: e.version };
+  }
+
+  private async ensureTls(): Promise<void> {
+    const d = this.desired ?? this.state!.desired!;
+    this.tls = await ensureClusterTls(join(this.dir, 'tls'), this.id, [...this.state!.addresses, d.hostPrimary, d.hostSecondary]);
+    if (d.encrypted) this.keyfile = await ensureKeyFile(join(this.dir, 'tls'));
+  }
+
+  async save(): Promise<void> {
+    if (this.state && !this.deleted) await saveDbState(this.deps.stateDir, this.state);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Observation
+
+  async observe(): Promise<DbObs> {
+    const s = this.state;
+    const d = this.desired;
+    const base: DbObs = {
+      known: !!s,
+      provisioned: !!s?.provisioned,
+      clusterSize: s?.addresses.length ?? 0,
+      primary: s?.primary ?? 1,
+      nodes: [],
+      rebuild: s?.rebuild ?? [],
+      accountsCurrent: true,
+      proxiesCurrent: true,
+      suspended: !!s?.suspended,
+      patchPending: false,
+      patchRequested: !!this.patchRequested,
+      windowOpen: false,
+      primaryDownCount: this.primaryDown,
+    };
+    if (!s || !s.provisioned || !d) {
+      this.lastObs = base;
+      return base;
+    }
+    if (!this.tls) await this.ensureTls();
+    const details: NodeDetail[] = [];
+    await Promise.all(
+      this.nodeIndexes().map(async (k) => {
+        const st = await this.deps.runtime.inspect(this.nodeName(k));
+        const n: NodeDetail = {
+          index: k, state: st.state, specCurrent: false, reachable: false, readOnly: true, replicating: false,
+          address: s.addresses[k - 1]!, gtid: '', lastError: '',
+        };
+        if (st.state === 'missing') return details.push(n);
+        n.specCurrent = !!st.spec && sameSpec(st.spec, this.nodeSpec(k));
+        if (st.state === 'running') {
+          try {
+            await withAdmin(await this.adminTarget(k), async (c) => {
+              const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g');
+              n.readOnly = Number(rows[0]?.ro) === 1;
+              n.gtid = String(rows[0]?.g ?? '');
+              const rs = await replicaStatus(c);
+              n.replicating = !!rs && rs.ioRunning && rs.sqlRunning && rs.masterHost === this.primaryAddress();
+              n.lastError = rs?.lastError ?? '';
+            });
+            n.reachable = true;
+          } catch (err) {
+            n.lastError = (err as Error).message;
+          }
+        }
+        details.push(n);
+      }),
+    );
+    details.sort((a, b) => a.index - b.index);
+    this.details = details;
+    const primary = details.find((n) => n.index === s.primary);
+    this.primaryDown = primary?.state === 'running' && primary.reachable ? 0 : this.primaryDown + 1;
+    const want = this.pendingPassword ?? d.rootPassword;
+    let patchPending = false;
+    try {
+      const t = this.resolveTarget();
+      patchPending = t.binary !== s.running.binary || t.image !== s.running.image;
+    } catch {
+      // An engine gone from the catalogue cannot be patched to.
+    }
+    const obs: DbObs = {
+      ...base,
+      nodes: details,
+      primaryDownCount: this.primaryDown,
+      accountsCurrent: s.accountsKey === accountsKey(d.allowList, want),
+      proxiesCurrent: this.proxyKey === this.wantProxyKey(),
+      patchPending,
+      windowOpen: this.extras?.windowOpen(this) ?? false,
+    };
+    this.lastObs = obs;
+    return obs;
+  }
+
+  private secondaryBackends(): string[] {
+    const reps = this.details.filter((n) => n.index !== this.state!.primary && n.state === 'running' && n.replicating);
+    return reps.length > 0 ? reps.map((n) => n.address) : [this.primaryAddress()];
+  }
+
+  private wantProxyKey(): string {
+    const d = this.desired!;
+    return JSON.stringify([d.hostPrimary, d.hostSecondary, d.port, [...d.allowList].sort(), this.primaryAddress(), this.secondaryBackends()]);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Loop
+
+  /** One observe-plan-act round; does nothing while an action runs. */
+  async tick(): Promise<void> {
+    if (this.busy || this.deleted) return;
+    if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
+    let actions: Action[];
+    try {
+      const obs = await this.observe();
+      const d = this.desired;
+      actions = plan(d ? { clusterSize: d.clusterSize, state: d.state === 'suspended' ? 'suspended' : 'running' } : undefined, obs);
+    } catch (err) {
+      this.log.warn({ err }, 'observation failed');
+      return;
+    }
+    const next = actions[0];
+    if (!next) return;
+    await this.runExclusive(next.kind, () => this.execute(next));
+  }
+
+  /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
+  async runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
+    while (this.busy) await new Promise((r) => setTimeout(r, 50));
+    this.busy = label;
+    this.deps.onChange();
+    try {
+      return await fn();
+    } finally {
+      this.busy = undefined;
+      this.deps.onChange();
+    }
+  }
+
+  private async execute(a: Action): Promise<void> {
+    try {
+      switch (a.kind) {
+        case 'provision': return await this.provision();
+        case 'delete': return await this.remove();
+        case 'suspend': return await this.suspend();
+        case 'resume': return await this.resume();
+        case 'restart-primary': return await this.restartPrimary();
+        case 'promote-primary': return await withAdmin(await this.adminTarget(this.state!.primary), (c) => promote(c));
+        case 'failover': return await this.doFailover();
+        case 'rejoin': return await this.rejoin(a.index, a.rebuild);
+        case 'rolling': return await this.rolling(a.reason);
+        case 'sync-accounts': return await this.syncAccounts();
+        case 'sync-proxies': return await this.syncProxies();
+      }
+    } catch (err) {
+      const msg = (err as Error).message;
+      this.log.error({ err, action: a.kind }, 'action failed');
+      if (a.kind === 'provision' && this.state) {
+        this.state.error = `provisioning failed: ${msg}`;
+        this.retryAt = this.deps.clock.now() + 15_000;
+        await this.save();
+        this.emit('database_create', this.state.error, 'failed');
+      }
+      if (a.kind === 'rejoin') this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
+      if (a.kind === 'rolling' && a.reason === 'patch' && this.patchRequested) {
+        this.patchRequested.resolve(msg);
+        this.patchRequested = undefined;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Actions
+
+  private async provision(): Promise<void> {
+    const d = this.desired!;
+    if (!d.hostPrimary || !d.hostSecondary) throw new Error('the control plane assigned no endpoint addresses');
+    const started = Date.now();
+    if (!this.state) this.state = newDbState(this.id);
+    const s = this.state;
+    if (s.addresses.length !== d.clusterSize) {
+      s.addresses = await allocateAddresses(this.deps.nodeAddressPool, d.clusterSize, this.deps.takenAddresses());
+    }
+    if (!s.running.binary && !s.running.image) s.running = this.resolveTarget();
+    s.desired = d;
+    await this.save();
+    await this.ensureTls();
+    const ks = this.nodeIndexes();
+    await Promise.all(ks.map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
+    await Promise.all(
+      ks.map(async (k) => {
+        const t = await this.adminTarget(k);
+        await secureRoot(t.socketPath, s.adminPassword);
+        await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+      }),
+    );
+    const p = s.primary;
+    await withAdmin(await this.adminTarget(p), (c) => promote(c));
+    const replicas = ks.filter((k) => k !== p);
+    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), (c) =>
+      configureReplica(c, { primaryHost: s.addresses[p - 1]!, primaryPort: NODE_PORT, password: s.replPassword }))));
+    if (replicas.length > 0 && d.replicationType === 'semi_synch') {
+      // Writes on a semi-sync primary wait for an ack; make sure replicas are attached first.
+      await this.waitUntil(async () =>
+        withAdmin(await this.adminTarget(p), async (c) => Number(await globalStatus(c, 'Rpl_semi_sync_master_clients')) >= replicas.length), 15_000);
+    }
+    await this.syncAccounts();
+    const pos = await withAdmin(await this.adminTarget(p), async (c) => gtidCurrentPos(c));
+    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), (c) => waitForGtid(c, pos, 15))));
+    await this.observe();
+    await this.syncProxies();
+    s.provisioned = true;
+    s.error = undefined;
+    await this.save();
+    this.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
+  }
+
+  async waitUntil(cond: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        if (await cond()) return;
+      } catch {
+        // Retry until the deadline.
+      }
+      if (Date.now() > end) throw new Error('timed out waiting for the cluster');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async syncAccounts(): Promise<void> {
+    const d = this.desired!;
+    const password = this.pendingPassword ?? d.rootPassword;
+    await withAdmin(await this.adminTarget(this.state!.primary), (c) => syncAdminAccounts(c, d.allowList, password));
+    this.state!.accountsKey = accountsKey(d.allowList, password);
+    await this.save();
+  }
+
+  async syncProxies(): Promise<void> {
+    const d = this.desired!;
+    const want = { primary: d.hostPrimary, secondary: d.hostSecondary };
+    for (const role of ['primary', 'secondary'] as const) {
+      let p = this.proxies.get(role);
+      if (p && (p.host !== want[role] || p.port !== d.port)) {
+        await p.close();
+        p = undefined;
+      }
+      if (!p) {
+        p = createFrontProxy({ host: want[role], port: d.port || 3306, logger: this.log, name: `db${this.id}-${role}` });
+        await p.listen();
+        this.proxies.set(role, p);
+      }
+      p.setAllowList(d.allowList);
+      const addrs = role === 'primary' ? [this.primaryAddress()] : this.secondaryBackends();
+      p.setBackends(addrs.map((host) => ({ host, port: NODE_PORT })));
+    }
+    this.proxyKey = this.wantProxyKey();
+  }
+
+  async closeProxies(): Promise<void> {
+    for (const p of this.proxies.values()) await p.close();
+    this.proxies.clear();
+    this.proxyKey = '';
+  }
+
+  private async remove(): Promise<void> {
+    this.deleted = true;
+    await this.closeProxies();
+    const names = new Set(this.nodeIndexes().map((k) => this.nodeName(k)));
+    for (const n of await this.deps.runtime.list({ [LABEL_AGENT]: this.deps.agentId, [LABEL_DATABASE]: String(this.id) })) names.add(n.name);
+    await Promise.all([...names].map((n) => this.deps.runtime.remove(n, { withData: true })));
+    await rm(this.dir, { recursive: true, force: true });
+    await rm(join(this.deps.stateDir, 'backups', String(this.id)), { recursive: true, force: true });
+    this.state = undefined;
+    this.log.info('deleted');
+  }
+
+  private async suspend(): Promise<void> {
+    await this.closeProxies();
+    await Promise.all(this.nodeIndexes().map((k) => this.deps.runtime.stop(this.nodeName(k))));
+    this.state!.suspended = true;
+    await this.save();
+  }
+
+  private async resume(): Promise<void> {
+    await this.ensureTls();
+    await Promise.all(this.nodeIndexes().map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
+    this.state!.suspended = false;
+    await this.save();
+  }
+
+  private async restartPrimary(): Promise<void> {
+    const p = this.state!.primary;
+    await this.ensureTls();
+    await this.deps.runtime.ensure(this.nodeSpec(p));
+    await withAdmin(await this.adminTarget(p), (c) => promote(c));
+  }
+
+  private async doFailover(): Promise<void> {
+    const s = this.state!;
+    const old = s.primary;
+    const alive = this.details.filter((n) => n.index !== old && n.state === 'running' && n.reachable);
+    const winner = await failover(await Promise.all(alive.map((n) => this.clusterNode(n.index))), s.replPassword, this.log);
+    s.primary = winner;
+    if (!s.rebuild.includes(old)) s.rebuild.push(old);
+    await this.save();
+    this.primaryDown = 0;
+    await this.observe();
+    await this.syncProxies();
+    this.emit('database_failover', `primary node ${old} (${s.addresses[old - 1]}) failed; node ${winner} (${s.addresses[winner - 1]}) promoted`);
+    // The dead primary is stopped for good before it is rebuilt, so it can never come back writable.
+    await this.deps.runtime.kill(this.nodeName(old)).catch(() => undefined);
+  }
+
+  private async rejoin(k: number, rebuildIn: boolean): Promise<void> {
+    const s = this.state!;
+    const rebuild = rebuildIn || (this.rejoinFailures.get(k) ?? 0) >= 3;
+    await this.ensureTls();
+    const name = this.nodeName(k);
+    if (rebuild) {
+      // Replaying the primary's binlog from the first GTID rebuilds the node exactly: the binlog
+      // holds the whole history (nothing is purged for expire_logs_days).
+      await this.deps.runtime.remove(name, { withData: true });
+    }
+    await this.deps.runtime.ensure(this.nodeSpec(k));
+    const t = await this.adminTarget(k);
+    if (rebuild) {
+      await secureRoot(t.socketPath, s.adminPassword);
+      await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+    }
+    await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+    await this.waitUntil(async () => withAdmin(t, async (c) => {
+      const rs = await replicaStatus(c);
+      return !!rs && rs.ioRunning && rs.sqlRunning;
+    }), 15_000);
+    s.rebuild = s.rebuild.filter((i) => i !== k);
+    this.rejoinFailures.delete(k);
+    await this.save();
+    await this.observe();
+    await this.syncProxies();
+    if (rebuild) this.emit('database_update', `node ${k} rebuilt and rejoined as a replica`);
+  }
+
+  /**
+   * Restarts every node with its current spec (resize) or the new binary/image (patch):
+   * replicas one at a time, then a switchover, then the old primary. A 1-node database simply
+   * restarts (downtime).
+   */
+  private async rolling(reason: 'resize' | 'patch'): Promise<void> {
+    const s = this.state!;
+    if (reason === 'patch') {
+      s.running = this.resolveTarget();
+      await this.save();
+    }
+    await this.ensureTls();
+    const restart = async (k: number) => {
+      await this.deps.runtime.stop(this.nodeName(k));
+      await this.deps.runtime.ensure(this.nodeSpec(k));
+    };
+    const p = s.primary;
+    if (this.clusterSize === 1) {
+      await restart(p);
+      await withAdmin(await this.adminTarget(p), (c) => promote(c));
+    } else {
+      const replicas = this.nodeIndexes().filter((k) => k !== p);
+      for (const k of replicas) {
+        await restart(k);
+        const t = await this.adminTarget(k);
+        await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+        const pos = await withAdmin(await this.adminTarget(p), (c) => gtidCurrentPos(c));
+        await withAdmin(t, (c) => waitForGtid(c, pos, 30));
+      }
+      const target = replicas[0]!;
+      await switchover(await this.clusterNode(p), await this.clusterNode(target), await Promise.all(replicas.slice(1).map(this.clusterNode)), s.replPassword);
+      s.primary = target;
+      await this.save();
+      await this.observe();
+      await this.syncProxies();
+      await restart(p);
+      await withAdmin(await this.adminTarget(p), (c) =>
+        configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+    }
+    await this.observe();
+    await this.syncProxies();
+    if (reason === 'patch') {
+      this.emit('database_update', `patched: nodes restarted with ${s.running.binary ?? s.running.image}`);
+      this.patchRequested?.resolve();
+      this.patchRequested = undefined;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Report
+
+  report(): ObservedDatabase {
+    const s = this.state;
+    const d = this.desired ?? s?.desired;
+    const primaryOk = this.details.some((n) => n.index === s?.primary && n.state === 'running' && n.reachable && !n.readOnly);
+    const healthy = !!this.lastObs && primaryOk && plan({ clusterSize: d?.clusterSize ?? 1, state: 'running' }, this.lastObs).length === 0;
+    const status = observedStatus({
+      busy: this.busy,
+      provisioned: !!s?.provisioned,
+      error: s?.error,
+      suspended: !!s?.suspended,
+      desiredSuspended: d?.state === 'suspended',
+      healthy,
+      primaryOk,
+    });
+    const members: Record<string, string> = {};
+    if (s?.provisioned) {
+      for (const n of this.details) if (n.state !== 'missing') members[n.address] = n.index === s.primary ? 'primary' : 'failover';
+    }
+    const listening = this.proxies.size === 2;
+    const nodes: NodeObservation[] = this.details.map((n) => ({
+      name: this.nodeName(n.index),
+      address: n.address,
+      port: NODE_PORT,
+      role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? 'primary' : 'replica',
+      state: n.state,
+      replicationOk: n.index === s?.primary ? true : n.replicating,
+      gtidCurrentPos: n.gtid,
+      lastError: n.lastError,
+    }));
+    return {
+      id: this.id,
+      status,
+      members,
+      hostPrimary: listening ? d?.hostPrimary ?? '' : '',
+      hostSecondary: listening ? d?.hostSecondary ?? '' : '',
+      port: listening ? d?.port ?? NODE_PORT : 0,
+      caCertPem: this.tls?.caPem ?? '',
+      error: s?.error ?? (status === 'degraded' ? this.details.find((n) => n.lastError)?.lastError ?? '' : ''),
+      engineVersion: s?.running.version ?? '',
+      currentPrimary: s?.provisioned ? this.primaryAddress() : '',
+      events: this.events,
+      nodes,
+      patchPending: !!this.lastObs?.patchPending,
+      convergedGeneration: healthy && !this.busy ? d?.generation ?? 0 : 0,
+      ...(this.extras?.extraReport(this) ?? {}),
+    };
+  }
+}

@@ -1,0 +1,75 @@
+import { randomBytes, createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { DesiredDatabase__Output } from '../proto/gen/fulcrum/v1/DesiredDatabase.js';
+
+/**
+ * What the agent remembers about one database between restarts, in
+ * `<stateDir>/databases/<id>/state.json`. Secrets here are the agent's own (root@localhost,
+ * replication); linroot's password comes from the desired state.
+ */
+export interface DbState {
+  id: number;
+  adminPassword: string;
+  replPassword: string;
+  /** Node addresses, index 0 = node 1. */
+  addresses: string[];
+  /** 1-based index of the node that is primary. */
+  primary: number;
+  /** Reached `active` once: from then on, missing nodes are healed instead of provisioned. */
+  provisioned: boolean;
+  /** The binary or image the nodes run (a different desired one is a pending patch). */
+  running: { binary?: string; image?: string; version: string };
+  /** Key of the allow_list + password last applied to the accounts. */
+  accountsKey: string;
+  /** Nodes that were primary before a failover and must be rebuilt before they rejoin. */
+  rebuild: number[];
+  suspended: boolean;
+  nextBackupId: number;
+  /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */
+  lastAutoBackupDay?: string;
+  error?: string;
+  /** The last desired spec acted on (used when the control plane is away). */
+  desired?: DesiredDatabase__Output;
+}
+
+export function databaseDir(stateDir: string, id: number): string {
+  return join(stateDir, 'databases', String(id));
+}
+
+export function newDbState(id: number): DbState {
+  const secret = () => randomBytes(18).toString('base64url');
+  return {
+    id,
+    adminPassword: secret(),
+    replPassword: secret(),
+    addresses: [],
+    primary: 1,
+    provisioned: false,
+    running: { version: '' },
+    accountsKey: '',
+    rebuild: [],
+    suspended: false,
+    nextBackupId: 1,
+  };
+}
+
+export function loadDbState(stateDir: string, id: number): DbState | undefined {
+  const file = join(databaseDir(stateDir, id), 'state.json');
+  if (!existsSync(file)) return undefined;
+  return { ...newDbState(id), ...(JSON.parse(readFileSync(file, 'utf8')) as DbState) };
+}
+
+export async function saveDbState(stateDir: string, s: DbState): Promise<void> {
+  const dir = databaseDir(stateDir, s.id);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, 'state.json');
+  await writeFile(`${file}.tmp`, JSON.stringify(s, null, 1), { mode: 0o600 });
+  await rename(`${file}.tmp`, file);
+}
+
+/** A digest of what the linroot accounts must look like, so a change is detected without SQL. */
+export function accountsKey(allowList: string[], password: string): string {
+  return createHash('sha256').update(JSON.stringify([[...allowList].sort(), password])).digest('hex');
+}

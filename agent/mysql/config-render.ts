@@ -1,0 +1,78 @@
+/**
+ * Renders a node's server options (DESIGN §6, reference mysql-dbaas §9b). Pure: the same
+ * input always gives the same text, so the runtime's spec comparison detects real changes only.
+ *
+ * Every node gets the same replication settings whatever its role, so that any node can be
+ * promoted: binlog with GTIDs, log_slave_updates, gtid_strict_mode, and read_only at boot with
+ * skip_slave_start, so that a crashed primary comes back read-only and no stale replication
+ * configuration starts before the agent has decided the roles.
+ */
+export interface NodeConfigInput {
+  databaseId: number;
+  /** 1-based node index; also the server_id. */
+  index: number;
+  memoryMb: number;
+  semiSync: boolean;
+  ssl: boolean;
+  encrypted: boolean;
+  /** Addresses allowed to send a PROXY protocol header (the front proxy's endpoint addresses). */
+  proxyNetworks: string[];
+}
+
+/** A small fraction of the plan's memory goes to the buffer pool: lab hosts run many nodes. */
+export function bufferPoolMb(memoryMb: number): number {
+  return Math.max(32, Math.min(Math.floor(memoryMb / 8), 4096));
+}
+
+export function renderNodeConfig(c: NodeConfigInput): string {
+  const lines = [
+    '[mysqld]',
+    `server_id=${c.index}`,
+    `log_basename=db${c.databaseId}-n${c.index}`,
+    'log_bin',
+    'binlog_format=ROW',
+    'log_slave_updates=ON',
+    'gtid_strict_mode=ON',
+    'sync_binlog=1',
+    'innodb_flush_log_at_trx_commit=1',
+    'read_only=ON',
+    'skip_slave_start=ON',
+    'skip_name_resolve=ON',
+    'slave_net_timeout=4',
+    'character_set_server=utf8mb4',
+    `innodb_buffer_pool_size=${bufferPoolMb(c.memoryMb)}M`,
+    'max_connections=200',
+    'performance_schema=OFF',
+    'expire_logs_days=7',
+  ];
+  if (c.proxyNetworks.length > 0) lines.push(`proxy_protocol_networks=${c.proxyNetworks.join(',')}`);
+  if (c.semiSync) {
+    lines.push(
+      'rpl_semi_sync_master_enabled=ON',
+      'rpl_semi_sync_slave_enabled=ON',
+      'rpl_semi_sync_master_wait_point=AFTER_SYNC',
+      'rpl_semi_sync_master_timeout=5000',
+      'sync_relay_log=1',
+    );
+  }
+  // Certificates are always installed (replication uses TLS too); ssl_connection only decides
+  // whether clients may skip it.
+  lines.push('ssl_ca={{CONF_DIR}}/ca.pem', 'ssl_cert={{CONF_DIR}}/server.pem', 'ssl_key={{CONF_DIR}}/server-key.pem');
+  lines.push(`require_secure_transport=${c.ssl ? 'ON' : 'OFF'}`);
+  if (c.encrypted) {
+    lines.push(
+      'plugin_load_add=file_key_management',
+      'file_key_management_filename={{CONF_DIR}}/keyfile',
+      'file_key_management_encryption_algorithm=AES_CTR',
+      'innodb_encrypt_tables=ON',
+      'innodb_encrypt_log=ON',
+      'innodb_encrypt_temporary_tables=ON',
+      'innodb_encryption_threads=2',
+      'encrypt_binlog=ON',
+      'encrypt_tmp_disk_tables=ON',
+      'encrypt_tmp_files=ON',
+      'aria_encrypt_tables=ON',
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,88 @@
+import { q, type AdminConnection } from './admin.js';
+import { REPL_USER } from './accounts.js';
+
+/** What SHOW SLAVE STATUS says, in the agent's words (undefined when not a replica). */
+export interface ReplicaStatus {
+  masterHost: string;
+  ioRunning: boolean;
+  sqlRunning: boolean;
+  secondsBehind: number | null;
+  lastError: string;
+  gtidIoPos: string;
+}
+
+export async function replicaStatus(c: AdminConnection): Promise<ReplicaStatus | undefined> {
+  const rows = await q(c, 'SHOW SLAVE STATUS');
+  const r = rows[0];
+  if (!r || !r.Master_Host) return undefined;
+  return {
+    masterHost: String(r.Master_Host),
+    ioRunning: r.Slave_IO_Running === 'Yes',
+    sqlRunning: r.Slave_SQL_Running === 'Yes',
+    secondsBehind: r.Seconds_Behind_Master === null ? null : Number(r.Seconds_Behind_Master),
+    lastError: String(r.Last_IO_Error || r.Last_SQL_Error || ''),
+    gtidIoPos: String(r.Gtid_IO_Pos ?? ''),
+  };
+}
+
+export async function gtidCurrentPos(c: AdminConnection): Promise<string> {
+  const rows = await q(c, 'SELECT @@gtid_current_pos AS p');
+  return String(rows[0]?.p ?? '');
+}
+
+/** Highest sequence number in a GTID position (single replication domain 0 in our clusters). */
+export function gtidSeq(pos: string): number {
+  let best = 0;
+  for (const part of pos.split(',')) {
+    const seq = Number(part.trim().split('-')[2] ?? 0);
+    if (Number.isFinite(seq) && seq > best) best = seq;
+  }
+  return best;
+}
+
+/**
+ * Points a node at `primary` and starts replicating with GTIDs. `demote` is for a node that
+ * has its own binlog history (an old primary): MASTER_DEMOTE_TO_SLAVE makes its current
+ * position the starting point instead of failing with error 1236 (reference mysql-dbaas §9).
+ * TLS: the replica verifies the primary against the cluster CA it uses for itself (@@ssl_ca);
+ * the server certificate names every node address.
+ */
+export async function configureReplica(
+  c: AdminConnection,
+  opts: { primaryHost: string; primaryPort: number; password: string; demote?: boolean },
+): Promise<void> {
+  await c.query('SET GLOBAL read_only=ON');
+  await c.query('STOP SLAVE');
+  const ca = String((await q(c, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? '');
+  const parts = [
+    'MASTER_HOST=?', 'MASTER_PORT=?', 'MASTER_USER=?', 'MASTER_PASSWORD=?', 'MASTER_CONNECT_RETRY=1',
+    opts.demote ? 'MASTER_DEMOTE_TO_SLAVE=1' : 'MASTER_USE_GTID=slave_pos',
+  ];
+  const params: unknown[] = [opts.primaryHost, opts.primaryPort, REPL_USER, opts.password];
+  if (ca) {
+    parts.push('MASTER_SSL=1', 'MASTER_SSL_CA=?', 'MASTER_SSL_VERIFY_SERVER_CERT=1');
+    params.push(ca);
+  }
+  await c.query(`CHANGE MASTER TO ${parts.join(', ')}`, params);
+  await c.query('START SLAVE');
+}
+
+/** Makes a node the writable primary: no replication configuration left, read_only off. */
+export async function promote(c: AdminConnection): Promise<void> {
+  await c.query('STOP SLAVE');
+  await c.query('RESET SLAVE ALL');
+  await c.query('SET GLOBAL read_only=OFF');
+}
+
+/** Waits until this node has applied `pos`; false on timeout. */
+export async function waitForGtid(c: AdminConnection, pos: string, timeoutSec: number): Promise<boolean> {
+  if (!pos) return true;
+  const rows = await q(c, 'SELECT MASTER_GTID_WAIT(?, ?) AS r', [pos, timeoutSec]);
+  return Number(rows[0]?.r) === 0;
+}
+
+/** Restarts the IO thread so a changed rpl_semi_sync_slave_enabled takes effect. */
+export async function restartIoThread(c: AdminConnection): Promise<void> {
+  await c.query('STOP SLAVE IO_THREAD');
+  await c.query('START SLAVE IO_THREAD');
+}

@@ -1,0 +1,136 @@
+/**
+ * The agent's decisions as a pure function (DESIGN §6): `plan(desired, observed)` says what to
+ * do next for one database. The controller observes, plans, executes the first action, and
+ * observes again; nothing here does I/O, so every branch is unit tested
+ * (test/unit/agent/reconcile.test.ts).
+ */
+
+export interface NodeObs {
+  index: number;
+  /** Runtime state. */
+  state: 'running' | 'stopped' | 'missing';
+  /** The node runs with the spec the desired state calls for (limits, config, certificates). */
+  specCurrent: boolean;
+  /** The agent's admin session works. */
+  reachable: boolean;
+  readOnly: boolean;
+  /** Replicating from the current primary with both threads running. */
+  replicating: boolean;
+}
+
+export interface DbObs {
+  /** The agent has state for this database (nodes may or may not exist). */
+  known: boolean;
+  provisioned: boolean;
+  /** Node count the database was built with (0 when unknown). */
+  clusterSize: number;
+  primary: number;
+  nodes: NodeObs[];
+  /** Nodes to rebuild from scratch before they rejoin (old primaries after failover). */
+  rebuild: number[];
+  accountsCurrent: boolean;
+  proxiesCurrent: boolean;
+  suspended: boolean;
+  /** The desired binary/image differs from what runs. */
+  patchPending: boolean;
+  /** A patch was asked for now (PatchOp): it runs whatever the window says. */
+  patchRequested: boolean;
+  /** The maintenance window is open now (maintenance/window.ts). */
+  windowOpen: boolean;
+  /** Consecutive observations in which the primary was unusable. */
+  primaryDownCount: number;
+}
+
+export interface DesiredObs {
+  clusterSize: number;
+  state: 'running' | 'suspended';
+}
+
+export type Action =
+  | { kind: 'provision' }
+  | { kind: 'delete' }
+  | { kind: 'suspend' }
+  | { kind: 'resume' }
+  | { kind: 'restart-primary' }
+  | { kind: 'failover' }
+  | { kind: 'promote-primary' }
+  | { kind: 'rejoin'; index: number; rebuild: boolean }
+  | { kind: 'rolling'; reason: 'resize' | 'patch' }
+  | { kind: 'sync-accounts' }
+  | { kind: 'sync-proxies' };
+
+/** Observations of a dead primary needed before a failover (one tick is a restart blip). */
+export const FAILOVER_AFTER = 2;
+
+export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
+  if (!desired) return o.known ? [{ kind: 'delete' }] : [];
+  if (desired.state === 'suspended') {
+    return o.known && o.nodes.some((n) => n.state === 'running') ? [{ kind: 'suspend' }] : [];
+  }
+  if (o.suspended) return [{ kind: 'resume' }];
+  if (!o.known || !o.provisioned) return [{ kind: 'provision' }];
+
+  const actions: Action[] = [];
+  const primary = o.nodes.find((n) => n.index === o.primary);
+  const primaryOk = !!primary && primary.state === 'running' && primary.reachable;
+  if (!primaryOk) {
+    const candidates = o.nodes.filter((n) => n.index !== o.primary && n.state === 'running' && n.reachable);
+    if (o.clusterSize > 1 && candidates.length > 0) {
+      if (o.primaryDownCount >= FAILOVER_AFTER) actions.push({ kind: 'failover' });
+      return actions;
+    }
+    return [{ kind: 'restart-primary' }];
+  }
+  if (primary.readOnly) actions.push({ kind: 'promote-primary' });
+  for (const n of o.nodes) {
+    if (n.index === o.primary) continue;
+    const rebuild = o.rebuild.includes(n.index) || n.state === 'missing';
+    if (rebuild || n.state !== 'running' || !n.reachable || !n.replicating) {
+      actions.push({ kind: 'rejoin', index: n.index, rebuild });
+    }
+  }
+  for (let i = 1; i <= o.clusterSize; i++) {
+    if (!o.nodes.some((n) => n.index === i) && !actions.some((a) => a.kind === 'rejoin' && a.index === i)) {
+      actions.push(i === o.primary ? { kind: 'restart-primary' } : { kind: 'rejoin', index: i, rebuild: true });
+    }
+  }
+  if (actions.length > 0) return actions;
+  if (o.nodes.some((n) => !n.specCurrent)) actions.push({ kind: 'rolling', reason: 'resize' });
+  else if (o.patchRequested || (o.patchPending && o.windowOpen)) actions.push({ kind: 'rolling', reason: 'patch' });
+  if (!o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
+  if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
+  return actions;
+}
+
+/** The observed status reported for a database (the control plane owns the API status). */
+export function observedStatus(input: {
+  busy?: string;
+  provisioned: boolean;
+  error?: string;
+  suspended: boolean;
+  desiredSuspended: boolean;
+  healthy: boolean;
+  primaryOk: boolean;
+}): string {
+  const busyStatus: Record<string, string> = {
+    provision: 'provisioning',
+    delete: 'deleting',
+    suspend: 'suspending',
+    resume: 'resuming',
+    rolling: 'updating',
+    'sync-accounts': 'updating',
+    snapshot: 'backing_up',
+    restore: 'restoring',
+    failover: 'degraded',
+    rejoin: 'degraded',
+    'restart-primary': 'failed',
+  };
+  if (input.busy && busyStatus[input.busy]) {
+    if (input.busy === 'sync-accounts' && !input.provisioned) return 'provisioning';
+    return busyStatus[input.busy]!;
+  }
+  if (!input.provisioned) return input.error ? 'failed' : 'provisioning';
+  if (input.suspended || input.desiredSuspended) return input.suspended ? 'suspended' : 'suspending';
+  if (input.healthy) return 'active';
+  return input.primaryOk ? 'degraded' : 'failed';
+}

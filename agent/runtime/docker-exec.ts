@@ -1,0 +1,113 @@
+import type Docker from 'dockerode';
+import type { Duplex, Readable } from 'node:stream';
+
+export interface ExecIo {
+  stdin?: NodeJS.ReadableStream;
+  stdout?: NodeJS.WritableStream;
+  env?: Record<string, string>;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a program in a running container without a shell (docker exec), the way a child process
+ * would run: stdin piped in, stdout collected or streamed to `io.stdout` (ended afterwards, as
+ * `pipe()` does for a child process), stderr collected. Rejects only when docker refuses to create
+ * the exec (container gone or stopped); a missing program inside the container surfaces as exit
+ * code 126/127 with docker's message in stderr, like a shell would report it.
+ *
+ * Docker multiplexes stdout and stderr on one connection (8-byte frame headers). The frames are
+ * split here rather than with modem.demuxStream because a dump can be gigabytes: writing to a
+ * slow `io.stdout` must pause the connection instead of buffering everything in memory.
+ */
+export async function dockerExec(
+  container: Docker.Container,
+  cmd: string[],
+  opts: ExecIo & { user?: string } = {},
+): Promise<ExecResult> {
+  const env = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
+  const exec = await container.exec({
+    Cmd: cmd,
+    Env: env,
+    User: opts.user,
+    AttachStdin: Boolean(opts.stdin),
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+  });
+  const stream = (await exec.start({ hijack: Boolean(opts.stdin), stdin: Boolean(opts.stdin) })) as Duplex;
+
+  let stdout = '';
+  let stderr = '';
+  const sink = opts.stdout;
+  const onStdout = (chunk: Buffer): boolean => {
+    if (sink) return sink.write(chunk);
+    stdout += chunk.toString();
+    return true;
+  };
+  const onStderr = (chunk: Buffer): void => {
+    stderr += chunk.toString();
+  };
+
+  if (opts.stdin) {
+    const input = opts.stdin as Readable;
+    // End of input half-closes the hijacked connection, which docker turns into EOF on stdin.
+    input.pipe(stream);
+  }
+
+  await demux(stream, onStdout, onStderr, sink);
+  if (sink) await endSink(sink);
+
+  // The exec can report "running" for a moment after its stream closed.
+  for (let i = 0; i < 100; i++) {
+    const info = await exec.inspect();
+    if (!info.Running) return { exitCode: info.ExitCode ?? 1, stdout, stderr };
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`exec of ${cmd[0]} did not finish after its output closed`);
+}
+
+function demux(
+  stream: Duplex,
+  onStdout: (b: Buffer) => boolean,
+  onStderr: (b: Buffer) => void,
+  sink?: NodeJS.WritableStream,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let pending: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      let ok = true;
+      while (pending.length >= 8) {
+        const size = pending.readUInt32BE(4);
+        if (pending.length < 8 + size) break;
+        const payload = pending.subarray(8, 8 + size);
+        if (pending[0] === 2) onStderr(payload);
+        else ok = onStdout(payload) && ok;
+        pending = pending.subarray(8 + size);
+      }
+      if (!ok && sink) {
+        stream.pause();
+        sink.once('drain', () => stream.resume());
+      }
+    };
+    stream.on('data', onData);
+    stream.once('end', () => resolve());
+    stream.once('close', () => resolve());
+    // The program may exit before reading all of stdin; the broken pipe is not our failure.
+    stream.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EPIPE' || e.code === 'ECONNRESET' ? resolve() : reject(e)));
+  });
+}
+
+function endSink(sink: NodeJS.WritableStream): Promise<void> {
+  if (sink === process.stdout || sink === process.stderr) return Promise.resolve();
+  return new Promise((resolve) => {
+    sink.once('finish', () => resolve());
+    sink.once('error', () => resolve());
+    sink.end();
+  });
+}

@@ -1,0 +1,442 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { FulcrumError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+import { substitutePaths, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+import { dockerExec } from './docker-exec.js';
+
+/** Adapter-owned labels, next to the spec's own labels on every container. */
+const LABEL_RUNTIME = 'fulcrum.runtime';
+const LABEL_ROOT = 'fulcrum.runtime-root';
+const LABEL_SPEC_HASH = 'fulcrum.spec-hash';
+
+/** Where the node's host directories appear inside its container. */
+const IN = { dataDir: '/var/lib/mysql', nodeDir: '/fulcrum', confDir: '/fulcrum/conf', runDir: '/fulcrum/run', socket: '/fulcrum/run/mysqld.sock' };
+
+/** Client tools under their MySQL names, for images (mysql:8.0) that lack the MariaDB names. */
+const TOOL_ALIASES: Record<string, string> = { 'mariadb-dump': 'mysqldump', mariadb: 'mysql', 'mariadb-admin': 'mysqladmin' };
+
+/**
+ * Container entrypoint, used instead of the image's own so that official MariaDB and MySQL
+ * images and the lab image all start the same way: initialise an empty data dir with
+ * root@localhost (empty password, socket only; the agent secures it), then exec the server so
+ * that it is pid 1 and receives docker's SIGTERM directly.
+ */
+const ENTRY = `set -e
+d=${IN.dataDir}
+srv="$(command -v mariadbd || command -v mysqld)" || { echo "fulcrum: no mariadbd or mysqld in this image" >&2; exit 127; }
+if [ ! -d "$d/mysql" ]; then
+  echo "fulcrum: initialising empty data dir" >&2
+  if command -v mariadb-install-db >/dev/null 2>&1; then
+    mariadb-install-db --no-defaults --datadir="$d" --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve $FULCRUM_USER_OPT >&2
+  elif "$srv" --version | grep -q MariaDB; then
+    mysql_install_db --no-defaults --datadir="$d" --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve $FULCRUM_USER_OPT >&2
+  else
+    "$srv" --no-defaults --initialize-insecure --datadir="$d" $FULCRUM_USER_OPT >&2
+  fi
+fi
+exec "$srv" "$@"`;
+
+interface NodeMeta {
+  spec: NodeSpec;
+}
+
+/**
+ * ContainerRuntime adapter running each node as one Docker container (DESIGN §6, docs/docker.md).
+ *
+ * The container is named `spec.name` and carries the spec labels plus the adapter's own
+ * (runtime, root, spec hash), uses host networking so that the server listens on
+ * `spec.host:spec.port` exactly like a local process, bind-mounts `spec.dataDir` and a node
+ * directory `root/nodes/<name>` (option file, CONF_DIR, RUN_DIR with the Unix socket, error log)
+ * and runs as the agent's uid:gid, so that every file it writes belongs to the agent. Memory
+ * and CPU limits are enforced by the kernel (cgroups); the restart policy is `no` because the
+ * agent reconciles. `node.json` in the node directory keeps the full spec (it holds key
+ * material, so it stays on the host with mode 0600 rather than in container labels).
+ */
+export function createDockerRuntime(opts: { root: string; logger: Logger; docker?: Docker }): ContainerRuntime {
+  const log = opts.logger.child({ component: 'docker-runtime' });
+  const docker = opts.docker ?? new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  const nodesDir = join(opts.root, 'nodes');
+  const locks = new Map<string, Promise<unknown>>();
+  const toolNames = new Map<string, string>();
+  let hostCpus: Promise<number> | undefined;
+  const uid = process.getuid?.() ?? 0;
+  const gid = process.getgid?.() ?? 0;
+
+  const nodeDir = (name: string) => join(nodesDir, name);
+  const hostPaths = (name: string) => ({ confDir: join(nodeDir(name), 'conf'), runDir: join(nodeDir(name), 'run'), socket: join(nodeDir(name), 'run', 'mysqld.sock') });
+
+  function validateName(name: string): void {
+    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(name)) throw new FulcrumError('validation', `invalid node name ${JSON.stringify(name)}`);
+  }
+
+  function locked<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = locks.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    locks.set(name, next.catch(() => undefined));
+    return next;
+  }
+
+  function specHash(spec: NodeSpec): string {
+    const sorted = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
+    const norm = { ...spec, labels: sorted(spec.labels), files: sorted(spec.files), engine: { ...spec.engine } };
+    return createHash('sha256').update(JSON.stringify(norm)).digest('hex').slice(0, 32);
+  }
+
+  async function readMeta(name: string): Promise<NodeMeta | undefined> {
+    try {
+      return JSON.parse(await readFile(join(nodeDir(name), 'node.json'), 'utf8')) as NodeMeta;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function writeMeta(meta: NodeMeta): Promise<void> {
+    const file = join(nodeDir(meta.spec.name), 'node.json');
+    await writeFile(`${file}.tmp`, JSON.stringify(meta, null, 1), { mode: 0o600 });
+    await rename(`${file}.tmp`, file);
+  }
+
+  /** The container's inspect data, or undefined when there is none under that name. */
+  async function inspectContainer(name: string): Promise<Docker.ContainerInspectInfo | undefined> {
+    try {
+      return await docker.getContainer(name).inspect();
+    } catch (e) {
+      if ((e as { statusCode?: number }).statusCode === 404) return undefined;
+      throw new FulcrumError('unavailable', `docker: cannot inspect ${name}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  function maxCpus(): Promise<number> {
+    hostCpus ??= docker.info().then((i: { NCPU?: number }) => i.NCPU ?? 1);
+    return hostCpus;
+  }
+
+  async function tail(name: string, lines = 50): Promise<string> {
+    let text = '';
+    try {
+      text = await readFile(join(nodeDir(name), 'error.log'), 'utf8');
+    } catch {
+      // No error log yet: the server may have failed before opening it.
+    }
+    if (!text.trim()) {
+      try {
+        const buf = (await docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines })) as unknown as Buffer;
+        text = stripFrames(buf);
+      } catch {
+        return '';
+      }
+    }
+    return text.split('\n').slice(-lines - 1).join('\n');
+  }
+
+  function greets(socket: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const s = connect(socket);
+      const done = (v: boolean) => {
+        s.destroy();
+        resolve(v);
+      };
+      s.setTimeout(1000, () => done(false));
+      s.once('data', () => done(true));
+      s.once('error', () => done(false));
+    });
+  }
+
+  /** Waits for the server's greeting on its socket, giving up early if the container exits. */
+  async function waitReady(name: string, timeoutMs: number): Promise<void> {
+    const socket = hostPaths(name).socket;
+    const end = Date.now() + timeoutMs;
+    let nextInspect = 0;
+    while (Date.now() < end) {
+      if (await greets(socket)) return;
+      if (Date.now() >= nextInspect) {
+        const info = await inspectContainer(name);
+        if (!info?.State.Running) break;
+        nextInspect = Date.now() + 500;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (await greets(socket)) return;
+    const logs = (await tail(name, 15)).trim();
+    // The contract leaves a node that failed to start stopped, not half-running.
+    await docker.getContainer(name).kill().catch(() => undefined);
+    await docker.getContainer(name).wait({ condition: 'not-running' }).catch(() => undefined);
+    throw new FulcrumError('internal', `node ${name} did not start: ${logs || 'no log output'}`);
+  }
+
+  async function writeNodeFiles(spec: NodeSpec): Promise<void> {
+    const hp = hostPaths(spec.name);
+    await mkdir(hp.confDir, { recursive: true, mode: 0o700 });
+    await mkdir(hp.runDir, { recursive: true });
+    await mkdir(spec.dataDir, { recursive: true });
+    const inside = { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket };
+    for (const [file, content] of Object.entries(spec.files)) {
+      await writeFile(join(hp.confDir, file), substitutePaths(content, inside), { mode: 0o600 });
+    }
+    await writeFile(join(nodeDir(spec.name), 'my.cnf'), substitutePaths(spec.config, inside), { mode: 0o600 });
+    await writeMeta({ spec });
+  }
+
+  async function createContainer(spec: NodeSpec): Promise<Docker.Container> {
+    const image = spec.engine.image!;
+    const userOpt = uid === 0 ? ['--user=root'] : [];
+    const cpus = Math.min(spec.cpus, await maxCpus());
+    if (cpus < spec.cpus) log.warn({ node: spec.name, cpus: spec.cpus, granted: cpus }, 'cpu limit capped at the host cpu count');
+    const options: Docker.ContainerCreateOptions = {
+      name: spec.name,
+      Image: image,
+      Entrypoint: ['sh', '-c', ENTRY, 'fulcrum-entry'],
+      Cmd: [
+        `--defaults-file=${IN.nodeDir}/my.cnf`,
+        `--datadir=${IN.dataDir}`,
+        `--socket=${IN.socket}`,
+        `--pid-file=${IN.runDir}/mysqld.pid`,
+        `--port=${spec.port}`,
+        `--bind-address=${spec.host}`,
+        `--log-error=${IN.nodeDir}/error.log`,
+        ...userOpt,
+      ],
+      Env: [`FULCRUM_USER_OPT=${userOpt.join(' ')}`, 'TZ=UTC'],
+      User: `${uid}:${gid}`,
+      Labels: { ...spec.labels, [LABEL_RUNTIME]: 'docker', [LABEL_ROOT]: opts.root, [LABEL_SPEC_HASH]: specHash(spec) },
+      StopTimeout: 30,
+      HostConfig: {
+        NetworkMode: 'host',
+        Binds: [`${spec.dataDir}:${IN.dataDir}`, `${nodeDir(spec.name)}:${IN.nodeDir}`],
+        Memory: spec.memoryMb * 1024 * 1024,
+        MemorySwap: spec.memoryMb * 1024 * 1024,
+        NanoCpus: Math.max(1, Math.round(cpus * 1e9)),
+        RestartPolicy: { Name: 'no' },
+        LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '2' } },
+      },
+    };
+    try {
+      return await docker.createContainer(options);
+    } catch (e) {
+      if ((e as { statusCode?: number }).statusCode !== 404) throw dockerError(`cannot create container ${spec.name}`, e);
+    }
+    // Image absent locally: production catalogues name registry images (mysql:8.0, mariadb:10.11).
+    log.info({ node: spec.name, image }, 'pulling image');
+    try {
+      await new Promise<void>((resolve, reject) => {
+        docker.pull(image, (err: Error | null, stream: NodeJS.ReadableStream) => {
+          if (err) return reject(err);
+          docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve()));
+        });
+      });
+    } catch (e) {
+      throw new FulcrumError('invalid_config', `image ${image} of engine ${spec.engine.id} is not present and could not be pulled: ${(e as Error).message}`, { cause: e });
+    }
+    return docker.createContainer(options).catch((e) => {
+      throw dockerError(`cannot create container ${spec.name}`, e);
+    });
+  }
+
+  async function launch(spec: NodeSpec, timeoutMs: number): Promise<void> {
+    await writeNodeFiles(spec);
+    const c = await createContainer(spec);
+    await c.start().catch((e) => {
+      throw dockerError(`cannot start container ${spec.name}`, e);
+    });
+    await waitReady(spec.name, timeoutMs);
+    log.debug({ node: spec.name, id: c.id }, 'node started');
+  }
+
+  async function stopContainer(name: string, graceMs: number): Promise<void> {
+    const info = await inspectContainer(name);
+    if (!info?.State.Running) return;
+    try {
+      await docker.getContainer(name).stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) });
+    } catch (e) {
+      const code = (e as { statusCode?: number }).statusCode;
+      if (code !== 304 && code !== 404) throw dockerError(`cannot stop ${name}`, e);
+    }
+  }
+
+  async function removeContainer(name: string): Promise<void> {
+    try {
+      await docker.getContainer(name).remove({ force: true, v: true });
+    } catch (e) {
+      if ((e as { statusCode?: number }).statusCode !== 404) throw dockerError(`cannot remove ${name}`, e);
+    }
+  }
+
+  function status(name: string, info: Docker.ContainerInspectInfo | undefined, meta: NodeMeta | undefined): NodeStatus {
+    if (!info && !meta) return { name, state: 'missing', labels: {} };
+    const running = Boolean(info?.State.Running);
+    const labels = meta?.spec.labels ?? ownLabelsRemoved(info?.Config.Labels ?? {});
+    let detail: string | undefined;
+    if (info && !running && info.State.FinishedAt && !info.State.FinishedAt.startsWith('0001')) {
+      detail = info.State.OOMKilled ? 'killed: out of memory' : `exited with code ${info.State.ExitCode}`;
+    }
+    return { name, state: running ? 'running' : 'stopped', labels, spec: meta?.spec, ref: info?.Id, ...(detail ? { detail } : {}) };
+  }
+
+  /** The tool's name in this node's image (probed once per image). */
+  async function toolFor(name: string, imageId: string, tool: string, user: string): Promise<string> {
+    const alias = TOOL_ALIASES[tool];
+    if (!alias) return tool;
+    const key = `${imageId} ${tool}`;
+    let chosen = toolNames.get(key);
+    if (!chosen) {
+      const probe = await dockerExec(docker.getContainer(name), [tool, '--version'], { user });
+      chosen = probe.exitCode === 126 || probe.exitCode === 127 ? alias : tool;
+      toolNames.set(key, chosen);
+    }
+    return chosen;
+  }
+
+  return {
+    kind: 'docker',
+
+    ensure(spec, o) {
+      validateName(spec.name);
+      if (!spec.engine.image) throw new FulcrumError('invalid_config', `engine ${spec.engine.id} has no image for the docker runtime`);
+      return locked(spec.name, async () => {
+        const timeoutMs = o?.timeoutMs ?? 60_000;
+        const info = await inspectContainer(spec.name);
+        if (info && info.Config.Labels?.[LABEL_SPEC_HASH] === specHash(spec)) {
+          if (!info.State.Running) {
+            await writeNodeFiles(spec);
+            await docker.getContainer(spec.name).start().catch((e) => {
+              throw dockerError(`cannot start container ${spec.name}`, e);
+            });
+            await waitReady(spec.name, timeoutMs);
+          }
+        } else {
+          if (info) {
+            await stopContainer(spec.name, 30_000);
+            await removeContainer(spec.name);
+          }
+          await launch(spec, timeoutMs);
+        }
+        return status(spec.name, await inspectContainer(spec.name), await readMeta(spec.name));
+      });
+    },
+
+    start(name, o) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        if (!meta) throw FulcrumError.notFound();
+        const info = await inspectContainer(name);
+        if (info?.State.Running) return;
+        if (!info) return launch(meta.spec, o?.timeoutMs ?? 60_000);
+        await docker.getContainer(name).start().catch((e) => {
+          throw dockerError(`cannot start container ${name}`, e);
+        });
+        await waitReady(name, o?.timeoutMs ?? 60_000);
+      });
+    },
+
+    stop(name, o) {
+      return locked(name, () => stopContainer(name, o?.graceMs ?? 30_000));
+    },
+
+    kill(name) {
+      return locked(name, async () => {
+        const info = await inspectContainer(name);
+        if (!info?.State.Running) return;
+        await docker
+          .getContainer(name)
+          .kill({ signal: 'SIGKILL' })
+          .catch((e) => {
+            if (![404, 409].includes((e as { statusCode?: number }).statusCode ?? 0)) throw dockerError(`cannot kill ${name}`, e);
+          });
+        // kill returns once the signal is sent; the contract resolves only when the node is down.
+        await docker.getContainer(name).wait({ condition: 'not-running' }).catch(() => undefined);
+      });
+    },
+
+    remove(name, o) {
+      return locked(name, async () => {
+        const meta = await readMeta(name);
+        await stopContainer(name, 30_000);
+        await removeContainer(name);
+        if (meta && o?.withData) await rm(meta.spec.dataDir, { recursive: true, force: true });
+        await rm(nodeDir(name), { recursive: true, force: true });
+      });
+    },
+
+    async inspect(name) {
+      return status(name, await inspectContainer(name), await readMeta(name));
+    },
+
+    async list(labels) {
+      const filters = { label: [`${LABEL_ROOT}=${opts.root}`, ...Object.entries(labels).map(([k, v]) => `${k}=${v}`)] };
+      const containers = await docker.listContainers({ all: true, filters: JSON.stringify(filters) }).catch((e) => {
+        throw dockerError('cannot list containers', e);
+      });
+      const names = new Set(containers.map((c) => (c.Names[0] ?? '').replace(/^\//, '')).filter(Boolean));
+      // A node whose container vanished (docker rm by hand) is still ours: it is stopped, not gone.
+      let dirs: string[] = [];
+      try {
+        dirs = await readdir(nodesDir);
+      } catch {
+        // No node yet.
+      }
+      for (const dir of dirs) {
+        if (names.has(dir)) continue;
+        const meta = await readMeta(dir);
+        if (meta && Object.entries(labels).every(([k, v]) => meta.spec.labels[k] === v)) names.add(dir);
+      }
+      const out: NodeStatus[] = [];
+      for (const name of [...names].sort()) out.push(status(name, await inspectContainer(name), await readMeta(name)));
+      return out;
+    },
+
+    async connection(name) {
+      const meta = await readMeta(name);
+      if (!meta) throw FulcrumError.notFound();
+      return { host: meta.spec.host, port: meta.spec.port, socketPath: hostPaths(name).socket };
+    },
+
+    logs: tail,
+
+    async exec(name, argv, io) {
+      const [tool, ...rest] = argv;
+      if (!tool) throw new FulcrumError('validation', 'exec needs a program');
+      const info = await inspectContainer(name);
+      if (!info) throw FulcrumError.notFound();
+      if (!info.State.Running) throw new FulcrumError('conflict', `node ${name} is not running`);
+      const user = `${uid}:${gid}`;
+      const program = await toolFor(name, info.Image, tool, user);
+      try {
+        return await dockerExec(docker.getContainer(name), [program, `--socket=${IN.socket}`, ...rest], { ...io, user });
+      } catch (e) {
+        throw dockerError(`cannot exec ${program} in ${name}`, e);
+      }
+    },
+
+    async close() {
+      // Nodes outlive the agent by design; dockerode holds no persistent connection.
+    },
+  };
+}
+
+function ownLabelsRemoved(labels: Record<string, string>): Record<string, string> {
+  const { [LABEL_RUNTIME]: _r, [LABEL_ROOT]: _o, [LABEL_SPEC_HASH]: _h, ...rest } = labels;
+  return rest;
+}
+
+function dockerError(what: string, e: unknown): FulcrumError {
+  if (e instanceof FulcrumError) return e;
+  const msg = (e as { json?: { message?: string } }).json?.message ?? (e as Error).message ?? String(e);
+  return new FulcrumError('unavailable', `docker: ${what}: ${msg}`, { cause: e });
+}
+
+/** Docker log output without a TTY is framed (8-byte headers); keep only the text. */
+function stripFrames(buf: Buffer): string {
+  if (!Buffer.isBuffer(buf)) return String(buf);
+  const parts: Buffer[] = [];
+  let i = 0;
+  while (i + 8 <= buf.length && (buf[i] === 1 || buf[i] === 2) && buf[i + 1] === 0) {
+    const size = buf.readUInt32BE(i + 4);
+    parts.push(buf.subarray(i + 8, i + 8 + size));
+    i += 8 + size;
+  }
+  return i === 0 ? buf.toString() : Buffer.concat(parts).toString();
+}

@@ -1,0 +1,142 @@
+/**
+ * A minimal AgentService server for agent integration tests: it records the agent's reports
+ * and pushes the desired state a test sets. It stands in for the control plane's push layer
+ * only; the agent, the servers and the clients are all real.
+ */
+import { loadAgentProto, grpc, serverOptions } from '../../../lib/grpc.js';
+import type { AgentDesired } from '../../../proto/gen/fulcrum/v1/AgentDesired.js';
+import type { AgentReport__Output } from '../../../proto/gen/fulcrum/v1/AgentReport.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import type { Operation } from '../../../proto/gen/fulcrum/v1/Operation.js';
+import type { ObservedDatabase__Output } from '../../../proto/gen/fulcrum/v1/ObservedDatabase.js';
+
+export interface Driver {
+  target: string;
+  reports: AgentReport__Output[];
+  last(): AgentReport__Output | undefined;
+  db(id: number): ObservedDatabase__Output | undefined;
+  setDatabases(dbs: DesiredDatabase[]): void;
+  addOperation(op: Operation): void;
+  ackOperation(id: string): void;
+  waitFor<T>(fn: () => T | undefined | false, timeoutMs?: number, what?: string): Promise<T>;
+  close(): Promise<void>;
+}
+
+export async function startDriver(): Promise<Driver> {
+  const proto = loadAgentProto();
+  const server = new grpc.Server(serverOptions);
+  const streams = new Set<grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
+  const reports: AgentReport__Output[] = [];
+  let version = 0;
+  let databases: DesiredDatabase[] = [];
+  let operations: Operation[] = [];
+  const current = (): AgentDesired => ({ version, databases, operations });
+  const push = () => {
+    version++;
+    for (const s of streams) s.write(current());
+  };
+  server.addService(proto.fulcrum.v1.AgentService.service, {
+    Stream: (call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>) => {
+      streams.add(call);
+      call.on('data', (r: AgentReport__Output) => {
+        reports.push(r);
+        if (reports.length > 2000) reports.splice(0, 1000);
+        if (r.hello) call.write(current());
+      });
+      const gone = () => streams.delete(call);
+      call.on('end', () => {
+        gone();
+        call.end();
+      });
+      call.on('error', gone);
+      call.on('cancelled', gone);
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const driver: Driver = {
+    target: `127.0.0.1:${port}`,
+    reports,
+    last: () => reports[reports.length - 1],
+    db: (id) => reports[reports.length - 1]?.databases.find((d) => d.id === id),
+    setDatabases(dbs) {
+      databases = dbs;
+      push();
+    },
+    addOperation(op) {
+      operations = [...operations, op];
+      push();
+    },
+    ackOperation(id) {
+      operations = operations.filter((o) => o.operationId !== id);
+      push();
+    },
+    async waitFor(fn, timeoutMs = 30_000, what = 'condition') {
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        const v = fn();
+        if (v) return v as any;
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last report: ${JSON.stringify(driver.last()?.databases.map((d) => ({ id: d.id, status: d.status, error: d.error, nodes: d.nodes })))}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async close() {
+      for (const s of streams) s.end();
+      server.forceShutdown();
+    },
+  };
+  return driver;
+}
+
+/** A random /24 inside a /16 so that parallel test files never share addresses. */
+export function randomNet(prefix: string): string {
+  return `${prefix}.${10 + Math.floor(Math.random() * 240)}`;
+}
+
+export function desiredDb(over: Partial<DesiredDatabase> & { id: number; hostPrimary: string; hostSecondary: string }): DesiredDatabase {
+  return {
+    label: `db-${over.id}`,
+    engineId: '',
+    version: '',
+    type: { id: 'g6-nanode-1', memoryMb: 1024, vcpus: 1, diskMb: 25600 },
+    clusterSize: 1,
+    replicationType: 'none',
+    sslConnection: true,
+    encrypted: false,
+    allowList: [],
+    updates: { frequency: 'weekly', duration: 3, hourOfDay: 0, dayOfWeek: 7, weekOfMonth: 0 },
+    rootPassword: 'Initial.Pass_01',
+    state: 'running',
+    port: 3306,
+    generation: 1,
+    ...over,
+  };
+}
+
+/**
+ * mysql2 3.x accepts `localAddress` but does not use it (it calls net.connect(port, host)), so
+ * a client with a chosen source address must hand mysql2 its own socket.
+ */
+export async function connectFrom(opts: {
+  source: string;
+  host: string;
+  port: number;
+  user: string;
+  password: string;
+  ca?: string;
+  timeoutMs?: number;
+}): Promise<import('mysql2/promise').Connection> {
+  const { connect } = await import('node:net');
+  const mysql = (await import('mysql2/promise')).default;
+  const sock = connect({ host: opts.host, port: opts.port, localAddress: opts.source });
+  return mysql.createConnection({
+    stream: sock,
+    host: opts.host,
+    port: opts.port,
+    user: opts.user,
+    password: opts.password,
+    connectTimeout: opts.timeoutMs ?? 3000,
+    ...(opts.ca ? { ssl: { ca: opts.ca } } : {}),
+  });
+}
