@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../lib/logger.js';
@@ -9,6 +10,12 @@ import type { AuthService } from './domain/auth/auth-service.js';
 import type { EventService } from './domain/events/event-service.js';
 import type { RegionCatalogue } from './domain/regions.js';
 import type { AddressRepository, KeyValueRepository } from './store/ports.js';
+import { sqliteDatabaseRepository } from './store/sqlite/database-repository.js';
+import { EngineCatalogue, detectLocalEngines, loadConfiguredEngines, parseEngineId, type EngineEntry } from './domain/databases/catalogue.js';
+import { DatabaseService } from './domain/databases/database-service.js';
+import { DatabaseObserver } from './domain/databases/observer.js';
+import { AgentPushServer } from './push/agent-server.js';
+import { databaseRoutes } from './api/routes/databases.js';
 
 /** What the composition root hands to each product area when wiring it in. */
 export interface ControlPlaneContext {
@@ -30,6 +37,8 @@ export interface ControlPlaneContext {
   hostnameSuffix: string;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
+  /** Set by registerExtensions: the Managed Databases parts, for tests and operators. */
+  databases?: { service: DatabaseService; engines: EngineCatalogue; agents: AgentPushServer };
 }
 
 /**
@@ -37,6 +46,29 @@ export interface ControlPlaneContext {
  * composition root does not grow with every area. Each registers routes on `router`, services
  * on `grpcServer`, and its own closers.
  */
-export async function registerExtensions(_ctx: ControlPlaneContext): Promise<void> {
-  // Managed Databases registers here (control-plane/domain/databases).
+export async function registerExtensions(ctx: ControlPlaneContext): Promise<void> {
+  const repo = sqliteDatabaseRepository(ctx.db);
+  // Engine catalogue: the operator's file wins; else what agents report plus the local servers.
+  const configured = loadConfiguredEngines(join(ctx.stateDir, 'database-engines.json'));
+  const detected = configured.length > 0 ? [] : await detectLocalEngines();
+  const reported = (): EngineEntry[] =>
+    repo.agents().flatMap((a) => a.engines)
+      .filter((e) => parseEngineId(e.id))
+      .map((e) => ({ id: e.id, engine: 'mysql' as const, version: parseEngineId(e.id)!.version, image: e.image, binary: e.binary }));
+  const engines = new EngineCatalogue(configured, detected, reported);
+
+  let agents: AgentPushServer | undefined;
+  const service = new DatabaseService({
+    repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, engines, clock: ctx.clock,
+    pool: ctx.databasePool, onChange: () => agents?.notifyChanged(),
+  });
+  const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
+  agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  agents.register(ctx.grpcServer);
+  ctx.closers.push(() => agents.close());
+
+  databaseRoutes(ctx.router, { service, engines });
+  // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', () => ({ data: agents.connectedAgents() }));
+  ctx.databases = { service, engines, agents };
 }

@@ -1,4 +1,83 @@
 import type { Migration } from './migrations.js';
 
 /** Managed database schema (ids 2xx). Owned by the databases domain. */
-export const databaseMigrations: Migration[] = [];
+export const databaseMigrations: Migration[] = [
+  {
+    id: '201-databases',
+    sql: `
+      CREATE TABLE databases (
+        id INTEGER PRIMARY KEY,
+        label TEXT NOT NULL,
+        region TEXT NOT NULL,
+        type TEXT NOT NULL,
+        engine_id TEXT NOT NULL,
+        version TEXT NOT NULL,
+        image TEXT NOT NULL DEFAULT '',
+        binary TEXT NOT NULL DEFAULT '',
+        cluster_size INTEGER NOT NULL,
+        replication_type TEXT NOT NULL,
+        encrypted INTEGER NOT NULL,
+        ssl_connection INTEGER NOT NULL,
+        allow_list TEXT NOT NULL,      -- JSON array, echoed as sent
+        updates TEXT NOT NULL,         -- JSON object
+        status TEXT NOT NULL,
+        host_primary TEXT NOT NULL,
+        host_secondary TEXT,
+        port INTEGER NOT NULL,
+        provisioned INTEGER NOT NULL DEFAULT 0,
+        members TEXT NOT NULL DEFAULT '{}',
+        ca_cert TEXT,
+        used_disk_mb INTEGER,
+        root_password TEXT NOT NULL,
+        next_password TEXT,
+        generation INTEGER NOT NULL DEFAULT 1,
+        converged_generation INTEGER NOT NULL DEFAULT 0,
+        run_state TEXT NOT NULL DEFAULT 'running',
+        agent_id TEXT,
+        pending_event_id INTEGER,
+        deleting INTEGER NOT NULL DEFAULT 0,
+        delete_event_id INTEGER,
+        last_error TEXT,
+        created INTEGER NOT NULL,
+        updated INTEGER NOT NULL
+      );
+      CREATE TABLE database_backups (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        id INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        type TEXT NOT NULL,
+        target TEXT NOT NULL DEFAULT 'primary',
+        created INTEGER NOT NULL,
+        size_bytes INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'ready',
+        PRIMARY KEY (database_id, id)
+      );
+      CREATE TABLE database_operations (
+        id TEXT PRIMARY KEY,
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        event_id INTEGER,
+        state TEXT NOT NULL DEFAULT 'pending',
+        error TEXT,
+        created INTEGER NOT NULL
+      );
+      CREATE INDEX database_operations_pending ON database_operations (state, database_id);
+      CREATE TABLE database_agents (
+        id TEXT PRIMARY KEY,
+        region TEXT NOT NULL,
+        runtime TEXT NOT NULL DEFAULT '',
+        connected INTEGER NOT NULL DEFAULT 0,
+        last_seen INTEGER,
+        applied_version INTEGER NOT NULL DEFAULT 0,
+        engines TEXT NOT NULL DEFAULT '[]'
+      );
+      -- Agent-originated events already turned into account events (deduplication by id).
+      CREATE TABLE database_agent_events (
+        id TEXT PRIMARY KEY,
+        database_id INTEGER NOT NULL,
+        at INTEGER NOT NULL
+      );
+    `,
+  },
+];

@@ -1,0 +1,84 @@
+import { FulcrumError } from '../../../lib/errors.js';
+import type { Router } from '../router.js';
+import { idParam } from '../router.js';
+import { applyFilter, parseFilter } from '../filter.js';
+import { paginate, parsePage } from '../pagination.js';
+import type { DatabaseService } from '../../domain/databases/database-service.js';
+import type { EngineCatalogue } from '../../domain/databases/catalogue.js';
+import { databaseTypes, findType, typeToWire } from '../../domain/databases/types.js';
+import { backupToWire, databaseSummaryToWire, databaseToWire, engineToWire } from '../wire/databases.js';
+
+const R = 'databases:read_only';
+const W = 'databases:read_write';
+const DB_FILTER = ['label', 'type', 'engine', 'version', 'region', 'status'];
+
+export interface DatabaseRouteDeps {
+  service: DatabaseService;
+  engines: EngineCatalogue;
+}
+
+const xf = (h: Record<string, string | string[] | undefined>) => h['x-filter'] as string | undefined;
+
+/** /databases/engines, /databases/types, /databases/instances and /databases/mysql/instances/... */
+export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
+  const id = (p: Record<string, string>) => idParam(p, 'instanceId');
+  const engineById = (engineId: string) => {
+    const e = d.engines.get(engineId);
+    if (!e) throw FulcrumError.notFound();
+    return engineToWire(e);
+  };
+
+  r.publicGet('/databases/engines', (c) => {
+    const page = parsePage(c.query);
+    return paginate(applyFilter(d.engines.list().map(engineToWire), parseFilter(xf(c.headers), ['engine', 'version'])), page);
+  });
+  // linodego and @linode/api-v4 encode the slash (mysql%2F8.0.30); the CLI sends it raw.
+  r.publicGet('/databases/engines/:engineId', (c) => engineById(c.params.engineId ?? ''));
+  r.publicGet('/databases/engines/:engine/:version', (c) => engineById(`${c.params.engine}/${c.params.version}`));
+
+  r.publicGet('/databases/types', (c) => {
+    const page = parsePage(c.query);
+    // `deprecated` is filterable but absent from real responses: filter as if it were false.
+    const filter = parseFilter(xf(c.headers), ['deprecated', 'class', 'id', 'label', 'memory', 'vcpus', 'disk']);
+    const rows = applyFilter(databaseTypes.map((t) => ({ wire: typeToWire(t), deprecated: false, ...typeToWire(t) })), filter);
+    return paginate(rows.map((x) => x.wire), page);
+  });
+  r.publicGet('/databases/types/:typeId', (c) => {
+    const t = findType(c.params.typeId ?? '');
+    if (!t) throw FulcrumError.notFound();
+    return typeToWire(t);
+  });
+
+  r.get('/databases/instances', R, (c) => {
+    const page = parsePage(c.query);
+    return paginate(applyFilter(d.service.list(c.actor).map(databaseSummaryToWire), parseFilter(xf(c.headers), DB_FILTER)), page);
+  });
+
+  const base = '/databases/mysql/instances';
+  r.get(base, R, (c) => {
+    const page = parsePage(c.query);
+    return paginate(applyFilter(d.service.list(c.actor).map(databaseToWire), parseFilter(xf(c.headers), DB_FILTER)), page);
+  });
+  r.post(base, W, (c) => databaseToWire(d.service.create(c.actor, c.body)));
+  r.get(`${base}/:instanceId`, R, (c) => databaseToWire(d.service.get(c.actor, id(c.params))));
+  r.put(`${base}/:instanceId`, W, (c) => databaseToWire(d.service.update(c.actor, id(c.params), c.body)));
+  r.delete(`${base}/:instanceId`, W, (c) => (d.service.delete(c.actor, id(c.params)), {}));
+
+  r.get(`${base}/:instanceId/credentials`, R, (c) => d.service.credentials(c.actor, id(c.params)));
+  r.post(`${base}/:instanceId/credentials/reset`, W, (c) => (d.service.resetCredentials(c.actor, id(c.params)), {}));
+  r.get(`${base}/:instanceId/ssl`, R, (c) => d.service.ssl(c.actor, id(c.params)));
+  r.post(`${base}/:instanceId/patch`, W, (c) => (d.service.patch(c.actor, id(c.params)), {}));
+  r.post(`${base}/:instanceId/suspend`, W, (c) => (d.service.suspend(c.actor, id(c.params)), {}));
+  r.post(`${base}/:instanceId/resume`, W, (c) => (d.service.resume(c.actor, id(c.params)), {}));
+
+  // Backup list and view need read_write, as observed on the real service.
+  const bid = (p: Record<string, string>) => idParam(p, 'backupId');
+  r.get(`${base}/:instanceId/backups`, W, (c) => {
+    const page = parsePage(c.query);
+    return paginate(applyFilter(d.service.backups(c.actor, id(c.params)).map(backupToWire), parseFilter(xf(c.headers), ['type', 'created'])), page);
+  });
+  r.post(`${base}/:instanceId/backups`, W, (c) => (d.service.snapshot(c.actor, id(c.params), c.body), {}));
+  r.get(`${base}/:instanceId/backups/:backupId`, W, (c) => backupToWire(d.service.backup(c.actor, id(c.params), bid(c.params))));
+  r.delete(`${base}/:instanceId/backups/:backupId`, W, (c) => (d.service.deleteBackup(c.actor, id(c.params), bid(c.params)), {}));
+  r.post(`${base}/:instanceId/backups/:backupId/restore`, W, (c) => (d.service.restore(c.actor, id(c.params), bid(c.params)), {}));
+}

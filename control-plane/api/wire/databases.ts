@@ -1,0 +1,62 @@
+import { wireTime } from '../../../lib/clock.js';
+import type { BackupRecord, DatabaseRecord } from '../../domain/databases/model.js';
+import type { EngineEntry } from '../../domain/databases/catalogue.js';
+import { findType } from '../../domain/databases/types.js';
+
+/**
+ * Wire shapes of Managed Databases, key for key as the real service answered in 2024:
+ * the full MySQL instance (with `members`), the reduced `/databases/instances` item (with
+ * `instance_uri`, without ssl_connection/replication_type), engines and backups.
+ */
+function hosts(d: DatabaseRecord): { primary: string | null; secondary: string | null } {
+  // Hosts are assigned (shown) once provisioning completes; they are the endpoint IPv4 addresses
+  // themselves so that any client can connect without DNS.
+  if (!d.provisioned) return { primary: null, secondary: null };
+  return { primary: d.hostPrimary, secondary: d.hostSecondary };
+}
+
+function disks(d: DatabaseRecord): { total: number | null; used: number | null } {
+  if (!d.provisioned) return { total: null, used: null };
+  const type = findType(d.type);
+  return { total: type ? Math.round(type.disk / 1024) : null, used: d.usedDiskMb === null ? 0 : Math.ceil(d.usedDiskMb / 1024) };
+}
+
+export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
+  const disk = disks(d);
+  return {
+    allow_list: d.allowList,
+    cluster_size: d.clusterSize,
+    created: wireTime(d.created),
+    encrypted: d.encrypted,
+    engine: 'mysql',
+    hosts: hosts(d),
+    id: d.id,
+    label: d.label,
+    members: d.members,
+    port: d.port,
+    region: d.region,
+    replication_type: d.replicationType,
+    ssl_connection: d.sslConnection,
+    status: d.status,
+    total_disk_size_gb: disk.total,
+    type: d.type,
+    updated: wireTime(d.updated),
+    updates: d.updates,
+    used_disk_size_gb: disk.used,
+    version: d.version,
+  };
+}
+
+/** `/databases/instances` item: the URI always starts with /v4, whichever prefix was called. */
+export function databaseSummaryToWire(d: DatabaseRecord): Record<string, unknown> {
+  const { replication_type: _r, ssl_connection: _s, ...rest } = databaseToWire(d);
+  return { ...rest, instance_uri: `/v4/databases/mysql/instances/${d.id}` };
+}
+
+export function engineToWire(e: EngineEntry): Record<string, unknown> {
+  return { engine: e.engine, id: e.id, version: e.version };
+}
+
+export function backupToWire(b: BackupRecord): Record<string, unknown> {
+  return { created: wireTime(b.created), id: b.id, label: b.label, type: b.type };
+}

@@ -1,0 +1,84 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** One engine the service offers: id `mysql/<version>` mapped to what runs it. */
+export interface EngineEntry {
+  id: string;
+  engine: 'mysql';
+  version: string;
+  /** Docker image (docker runtime) or server binary (process runtime); either may be empty. */
+  image: string;
+  binary: string;
+}
+
+/**
+ * The engine catalogue is configuration, merged from three sources (first wins per id):
+ * 1. the operator's file `<stateDir>/database-engines.json` (`[{id, image?, binary?}]`);
+ * 2. engines the connected agents report they can run (persisted, so known after a restart);
+ * 3. the lab default: local server binaries found on this host, under their true version.
+ * A MariaDB server is offered under engine `mysql` (clients only know mysql/postgresql) with
+ * its true version, e.g. `mysql/10.11.14`; a 10.x version cannot be confused with MySQL.
+ */
+export class EngineCatalogue {
+  constructor(
+    private readonly configured: EngineEntry[],
+    private readonly detected: EngineEntry[],
+    private readonly reported: () => EngineEntry[],
+  ) {}
+
+  list(): EngineEntry[] {
+    const out = new Map<string, EngineEntry>();
+    const sources = this.configured.length > 0 ? [this.configured] : [this.reported(), this.detected];
+    for (const src of sources) for (const e of src) if (!out.has(e.id)) out.set(e.id, e);
+    return [...out.values()].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
+  }
+
+  get(id: string): EngineEntry | undefined {
+    return this.list().find((e) => e.id === id);
+  }
+}
+
+/** Parses an engine id; undefined unless it is `mysql/<version>`. */
+export function parseEngineId(id: string): { engine: 'mysql'; version: string } | undefined {
+  const m = /^mysql\/([0-9][0-9A-Za-z.+_-]{0,40})$/.exec(id);
+  return m ? { engine: 'mysql', version: m[1]! } : undefined;
+}
+
+/** Reads the operator's engine file; a missing file is an empty list, a broken one an error. */
+export function loadConfiguredEngines(path: string): EngineEntry[] {
+  if (!existsSync(path)) return [];
+  const raw = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+  if (!Array.isArray(raw)) throw new Error(`${path}: expected a JSON array of engines`);
+  return raw.map((e, i) => {
+    const id = typeof e?.id === 'string' ? e.id : '';
+    const parsed = parseEngineId(id);
+    if (!parsed) throw new Error(`${path}[${i}].id: expected mysql/<version>`);
+    return { id, engine: 'mysql', version: parsed.version, image: String(e.image ?? ''), binary: String(e.binary ?? '') };
+  });
+}
+
+/** `mariadbd  Ver 10.11.14-MariaDB-0+deb12u2 for ...` -> `10.11.14`. */
+export function serverVersion(output: string): string | undefined {
+  return /\bVer\s+(\d+\.\d+\.\d+)/.exec(output)?.[1];
+}
+
+/** The lab default: every local mariadbd/mysqld binary, under its true version. */
+export async function detectLocalEngines(
+  candidates: string[] = ['/usr/sbin/mariadbd', '/usr/sbin/mysqld', '/usr/local/bin/mariadbd'],
+): Promise<EngineEntry[]> {
+  const out: EngineEntry[] = [];
+  for (const binary of candidates) {
+    if (!existsSync(binary)) continue;
+    try {
+      const { stdout } = await run(binary, ['--version'], { timeout: 10_000 });
+      const version = serverVersion(stdout);
+      if (version && !out.some((e) => e.version === version)) out.push({ id: `mysql/${version}`, engine: 'mysql', version, image: '', binary });
+    } catch {
+      // A binary that does not run is not offered.
+    }
+  }
+  return out;
+}

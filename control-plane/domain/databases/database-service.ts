@@ -1,0 +1,276 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { FulcrumError } from '../../../lib/errors.js';
+import type { Clock } from '../../../lib/clock.js';
+import type { AddressRepository } from '../../store/ports.js';
+import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { Actor, AuthService } from '../auth/auth-service.js';
+import type { EntityRef, EventService } from '../events/event-service.js';
+import type { RegionCatalogue } from '../regions.js';
+import type { EngineCatalogue } from './catalogue.js';
+import { parseEngineId } from './catalogue.js';
+import type { BackupRecord, DatabaseRecord, OperationKind } from './model.js';
+import { requireStatus } from './status-rules.js';
+import { findType } from './types.js';
+import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
+
+type Body = Record<string, unknown>;
+
+export interface DatabaseServiceDeps {
+  repo: DatabaseRepository;
+  addresses: AddressRepository;
+  auth: AuthService;
+  events: EventService;
+  regions: RegionCatalogue;
+  engines: EngineCatalogue;
+  clock: Clock;
+  /** Pool for endpoint addresses (hosts.primary / hosts.secondary), e.g. 127.78.0.0/16. */
+  pool: string;
+  /** Called after every committed change of desired state; the agent server pushes. */
+  onChange: () => void;
+}
+
+export const MAX_SNAPSHOTS = 3;
+
+/** linroot passwords: 16 characters of letters, digits, `.` and `_`, as on the real service. */
+export function generatePassword(): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._';
+  return [...randomBytes(16)].map((b) => alphabet[b % alphabet.length]).join('');
+}
+
+export function databaseRef(d: Pick<DatabaseRecord, 'id' | 'label'>): EntityRef {
+  return { id: d.id, type: 'database', label: d.label, url: `/v4/databases/mysql/instances/${d.id}` };
+}
+
+/**
+ * Managed MySQL databases: validation, status preconditions, the stored desired state, and the
+ * events clients poll. Long work is handed to the agent (desired state or one-off operations);
+ * the observer (observer.ts) completes it when the agent reports back.
+ */
+export class DatabaseService {
+  constructor(private readonly d: DatabaseServiceDeps) {}
+
+  private now(): number {
+    return Math.floor(this.d.clock.now() / 1000) * 1000;
+  }
+
+  private live(): DatabaseRecord[] {
+    return this.d.repo.list().filter((x) => !x.deleting);
+  }
+
+  private labelTaken(label: string, except?: number): boolean {
+    return this.live().some((x) => x.label === label && x.id !== except);
+  }
+
+  list(actor: Actor): DatabaseRecord[] {
+    return this.live().filter((x) => this.d.auth.canRead(actor, 'database', x.id));
+  }
+
+  get(actor: Actor, id: number, access: 'read_only' | 'read_write' = 'read_only'): DatabaseRecord {
+    const db = this.d.repo.get(id);
+    if (!db || db.deleting) throw FulcrumError.notFound();
+    this.d.auth.requireAccess(actor, 'database', id, access);
+    return db;
+  }
+
+  create(actor: Actor, body: Body): DatabaseRecord {
+    this.d.auth.requireAddGrant(actor, 'database');
+    const input = validateCreate(body, {
+      engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
+      regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
+      typeExists: (id) => findType(id) !== undefined,
+      labelTaken: (l) => this.labelTaken(l),
+    });
+    const engine = this.d.engines.get(input.engineId)!;
+    const created = this.d.repo.transaction(() => {
+      const now = this.now();
+      const row = this.d.repo.create({
+        label: input.label, region: input.region, type: input.type, engineId: engine.id, version: engine.version,
+        image: engine.image, binary: engine.binary, clusterSize: input.clusterSize, replicationType: input.replicationType,
+        encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
+        updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
+        provisioned: false, members: {}, caCert: null, usedDiskMb: null, rootPassword: generatePassword(), nextPassword: null,
+        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
+        deleteEventId: null, lastError: null, created: now, updated: now,
+      });
+      const primary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
+      const secondary = input.clusterSize === 3 ? this.d.addresses.allocate(this.d.pool, 'database', row.id) : null;
+      if (!primary || secondary === undefined) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
+      const event = this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });
+      return this.d.repo.update(row.id, { hostPrimary: primary, hostSecondary: secondary, pendingEventId: event.id });
+    });
+    this.d.auth.grantCreator(actor, 'database', created.id);
+    this.d.onChange();
+    return created;
+  }
+
+  update(actor: Actor, id: number, body: Body): DatabaseRecord {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'update');
+    const input = validateUpdate(body, {
+      labelTaken: (l) => this.labelTaken(l, id),
+      typeDisk: (t) => findType(t)?.disk,
+      currentType: db.type,
+      currentUpdates: db.updates,
+    });
+    const patch: Partial<DatabaseRecord> = {};
+    if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
+    if (input.allowList !== undefined && JSON.stringify(input.allowList) !== JSON.stringify(db.allowList)) patch.allowList = input.allowList;
+    if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
+    if (input.type !== undefined) patch.type = input.type;
+    if (Object.keys(patch).length === 0) return db;
+    const updated = this.d.repo.transaction(() => {
+      const event = this.d.events.record('database_update', databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });
+      return this.d.repo.update(id, { ...patch, status: 'updating', generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+    });
+    this.d.onChange();
+    return updated;
+  }
+
+  delete(actor: Actor, id: number): void {
+    const db = this.get(actor, id, 'read_write');
+    this.d.auth.requireUnrestricted(actor);
+    requireStatus(db.status, 'delete');
+    this.d.repo.transaction(() => {
+      const event = this.d.events.record('database_delete', databaseRef(db), { username: actor.user.username });
+      for (const op of this.d.repo.pendingOperations(id)) {
+        this.d.repo.finishOperation(op.id, 'failed', 'The database was deleted');
+        if (op.eventId) this.d.events.complete(op.eventId, 'failed', 'The database was deleted');
+      }
+      this.d.repo.update(id, { deleting: true, deleteEventId: event.id, updated: this.now() });
+      // Nothing runs it yet: nothing to wait for.
+      if (!db.agentId) this.purge(id);
+    });
+    this.d.onChange();
+  }
+
+  /** Drops a deleted database for good once no agent runs it, releasing its addresses. */
+  purge(id: number): void {
+    const db = this.d.repo.get(id);
+    if (!db) return;
+    if (db.deleteEventId) this.d.events.complete(db.deleteEventId, 'finished');
+    this.d.repo.purge(id);
+    this.d.addresses.release('database', id);
+  }
+
+  credentials(actor: Actor, id: number): { username: string; password: string } {
+    const db = this.get(actor, id);
+    requireStatus(db.status, 'credentials');
+    return { username: 'linroot', password: db.rootPassword };
+  }
+
+  resetCredentials(actor: Actor, id: number): void {
+    const db = this.get(actor, id, 'read_write');
+    this.d.auth.requireUnrestricted(actor);
+    requireStatus(db.status, 'resetCredentials');
+    if (db.nextPassword) throw FulcrumError.conflict('A credentials reset is already in progress.');
+    const password = generatePassword();
+    this.d.repo.transaction(() => {
+      this.d.repo.update(id, { nextPassword: password, generation: db.generation + 1 });
+      this.operation(actor, db, 'resetCredentials', { new_password: password }, 'database_credentials_reset');
+    });
+    this.d.onChange();
+  }
+
+  ssl(actor: Actor, id: number): { ca_certificate: string | null } {
+    const db = this.get(actor, id);
+    requireStatus(db.status, 'credentials');
+    return { ca_certificate: db.caCert ? Buffer.from(db.caCert, 'utf8').toString('base64') : null };
+  }
+
+  patch(actor: Actor, id: number): void {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'patch');
+    // A patch moves the nodes to what the catalogue names now for the same engine version.
+    const engine = this.d.engines.get(db.engineId);
+    const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
+    this.d.repo.transaction(() => {
+      this.d.repo.update(id, { status: 'updating', updated: this.now(), ...(moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {}) });
+      this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
+    });
+    this.d.onChange();
+  }
+
+  suspend(actor: Actor, id: number): void {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'suspend');
+    this.runState(actor, db, 'suspended', 'suspending', 'database_suspend');
+  }
+
+  resume(actor: Actor, id: number): void {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'resume');
+    this.runState(actor, db, 'running', 'resuming', 'database_resume');
+  }
+
+  private runState(actor: Actor, db: DatabaseRecord, state: 'running' | 'suspended', status: 'suspending' | 'resuming', action: string): void {
+    this.d.repo.transaction(() => {
+      const event = this.d.events.record(action, databaseRef(db), { username: actor.user.username });
+      this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+    });
+    this.d.onChange();
+  }
+
+  backups(actor: Actor, id: number): BackupRecord[] {
+    const db = this.get(actor, id);
+    requireStatus(db.status, 'backups');
+    return this.d.repo.backups(id).filter((b) => b.status === 'ready');
+  }
+
+  backup(actor: Actor, id: number, backupId: number): BackupRecord {
+    const db = this.get(actor, id);
+    requireStatus(db.status, 'backups');
+    const b = this.d.repo.backup(id, backupId);
+    if (!b || b.status !== 'ready') throw FulcrumError.notFound();
+    return b;
+  }
+
+  snapshot(actor: Actor, id: number, body: Body): void {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'snapshot');
+    const pending = this.d.repo.pendingOperations(id).filter((o) => o.kind === 'snapshot');
+    const existing = this.d.repo.backups(id).filter((b) => b.status === 'ready');
+    const input = validateSnapshot(body, {
+      clusterSize: db.clusterSize,
+      labelTaken: (l) => existing.some((b) => b.label === l) || pending.some((o) => o.payload.label === l),
+    });
+    const snapshots = existing.filter((b) => b.type === 'snapshot').length + pending.length;
+    if (snapshots >= MAX_SNAPSHOTS) {
+      throw FulcrumError.conflict(`This database already has ${MAX_SNAPSHOTS} snapshots, the most it may keep; delete one first.`);
+    }
+    this.d.repo.transaction(() => {
+      this.d.repo.update(id, { status: 'backing_up', updated: this.now() });
+      this.operation(actor, db, 'snapshot', { label: input.label, target: input.target }, 'database_backup_create', `Snapshot ${input.label}`);
+    });
+    this.d.onChange();
+  }
+
+  deleteBackup(actor: Actor, id: number, backupId: number): void {
+    const db = this.get(actor, id, 'read_write');
+    requireStatus(db.status, 'deleteBackup');
+    const b = this.d.repo.backup(id, backupId);
+    if (!b || b.status !== 'ready') throw FulcrumError.notFound();
+    this.d.repo.transaction(() => {
+      // Hidden (and no longer counted) at once; the agent removes the files.
+      this.d.repo.setBackupStatus(id, backupId, 'deleting');
+      this.operation(actor, db, 'deleteBackup', { backup_id: backupId }, 'database_backup_delete', `Backup ${b.label}`);
+    });
+    this.d.onChange();
+  }
+
+  restore(actor: Actor, id: number, backupId: number): void {
+    const db = this.get(actor, id, 'read_write');
+    const b = this.d.repo.backup(id, backupId);
+    if (!b || b.status !== 'ready') throw FulcrumError.notFound();
+    requireStatus(db.status, 'restore');
+    this.d.repo.transaction(() => {
+      this.d.repo.update(id, { status: 'restoring', updated: this.now() });
+      this.operation(actor, db, 'restore', { backup_id: backupId }, 'database_backup_restore', `Restore of backup ${b.label}`);
+    });
+    this.d.onChange();
+  }
+
+  private operation(actor: Actor, db: DatabaseRecord, kind: OperationKind, payload: Record<string, unknown>, action: string, message?: string): void {
+    const event = this.d.events.record(action, databaseRef(db), { username: actor.user.username, message: message ?? null });
+    this.d.repo.createOperation({ id: randomUUID(), databaseId: db.id, kind, payload, eventId: event.id, state: 'pending', error: null, created: this.d.clock.now() });
+  }
+}

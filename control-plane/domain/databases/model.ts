@@ -1,0 +1,99 @@
+/**
+ * The stored shape of a Managed Database and its backups and pending operations. The API
+ * `status` is owned here (the control plane); the agent only reports what it observes, and
+ * status-rules.ts decides how an observation moves the stored status.
+ */
+export type DatabaseStatus =
+  | 'provisioning' | 'active' | 'suspending' | 'suspended' | 'resuming' | 'restoring'
+  | 'failed' | 'degraded' | 'updating' | 'backing_up';
+
+export type ReplicationType = 'none' | 'asynch' | 'semi_synch';
+
+export interface UpdatesWindow {
+  frequency: 'weekly' | 'monthly';
+  duration: number;
+  hour_of_day: number;
+  day_of_week: number | null;
+  week_of_month: number | null;
+}
+
+export interface DatabaseRecord {
+  id: number;
+  label: string;
+  region: string;
+  type: string;
+  /** `mysql/<version>` */
+  engineId: string;
+  version: string;
+  /** What the agent runs for this engine (from the catalogue). */
+  image: string;
+  binary: string;
+  clusterSize: 1 | 3;
+  replicationType: ReplicationType;
+  encrypted: boolean;
+  sslConnection: boolean;
+  allowList: string[];
+  updates: UpdatesWindow;
+  status: DatabaseStatus;
+  /** Endpoint addresses allocated at create; shown in `hosts` once first active. */
+  hostPrimary: string;
+  hostSecondary: string | null;
+  port: number;
+  /** True once the database has been active at least once (hosts are then shown). */
+  provisioned: boolean;
+  members: Record<string, string>;
+  caCert: string | null;
+  usedDiskMb: number | null;
+  rootPassword: string;
+  /** The password being rolled out by a credentials reset (null when none). */
+  nextPassword: string | null;
+  /** Increases with every change of the desired state sent to the agent. */
+  generation: number;
+  convergedGeneration: number;
+  /** Desired run state: running or suspended. */
+  runState: 'running' | 'suspended';
+  agentId: string | null;
+  /** The long-running event that the next convergence completes (create, update, suspend...). */
+  pendingEventId: number | null;
+  /** Deleted through the API; kept (hidden) until the agent confirms it removed everything. */
+  deleting: boolean;
+  deleteEventId: number | null;
+  lastError: string | null;
+  created: number;
+  updated: number;
+}
+
+export interface BackupRecord {
+  databaseId: number;
+  id: number;
+  label: string;
+  type: 'auto' | 'snapshot';
+  target: string;
+  created: number;
+  sizeBytes: number;
+  /** ready backups are listed; deleting ones are hidden and no longer count. */
+  status: 'ready' | 'deleting';
+}
+
+export type OperationKind = 'snapshot' | 'restore' | 'deleteBackup' | 'patch' | 'resetCredentials';
+
+export interface OperationRecord {
+  id: string;
+  databaseId: number;
+  kind: OperationKind;
+  payload: Record<string, unknown>;
+  eventId: number | null;
+  state: 'pending' | 'done' | 'failed';
+  error: string | null;
+  created: number;
+}
+
+export interface AgentRecord {
+  id: string;
+  region: string;
+  runtime: string;
+  connected: boolean;
+  lastSeen: number | null;
+  appliedVersion: number;
+  engines: { id: string; engine: string; version: string; image: string; binary: string }[];
+}

@@ -1,0 +1,137 @@
+import type { Clock } from '../../../lib/clock.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { EventService } from '../events/event-service.js';
+import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRecord } from './model.js';
+import { databaseRef, type DatabaseService } from './database-service.js';
+import { nextStatus, settle } from './status-rules.js';
+
+/** What an agent says about one database (transport-neutral view of ObservedDatabase). */
+export interface ObservedDatabaseView {
+  id: number;
+  status: string;
+  members: Record<string, string>;
+  caCertPem: string;
+  error: string;
+  usedDiskMb: number;
+  convergedGeneration: number;
+  backups: { id: number; label: string; type: string; createdMs: number; sizeBytes: number; status: string; target: string }[];
+  events: { id: string; action: string; message: string; atMs: number; status: string }[];
+}
+
+export interface OperationResultView {
+  operationId: string;
+  databaseId: number;
+  ok: boolean;
+  error: string;
+  backupId: number;
+}
+
+/**
+ * Applies agent reports to the stored databases: operation results first (they end snapshot,
+ * restore, patch, credential and backup-delete work and complete their events), then each
+ * observation through the state machine of status-rules.ts. Everything here is idempotent: an
+ * agent repeats results and events until the control plane stops asking.
+ * Returns whether the desired state changed (so the caller pushes again).
+ */
+export class DatabaseObserver {
+  constructor(
+    private readonly d: { repo: DatabaseRepository; events: EventService; service: DatabaseService; clock: Clock; logger: Logger },
+  ) {}
+
+  private now(): number {
+    return Math.floor(this.d.clock.now() / 1000) * 1000;
+  }
+
+  apply(agentId: string, databases: ObservedDatabaseView[], results: OperationResultView[]): boolean {
+    return this.d.repo.transaction(() => {
+      let changed = false;
+      const observed = new Map(databases.map((o) => [o.id, o]));
+      for (const r of results) changed = this.result(r, observed.get(r.databaseId)) || changed;
+      for (const o of databases) changed = this.observe(agentId, o) || changed;
+      // A deleted database this agent no longer reports is gone: release what it held.
+      for (const db of this.d.repo.list()) {
+        if (db.deleting && db.agentId === agentId && !observed.has(db.id)) {
+          this.d.service.purge(db.id);
+          changed = true;
+        }
+      }
+      return changed;
+    });
+  }
+
+  private result(r: OperationResultView, obs: ObservedDatabaseView | undefined): boolean {
+    const op = this.d.repo.operation(r.operationId);
+    if (!op || op.state !== 'pending') return false;
+    const db = this.d.repo.get(op.databaseId);
+    this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
+    if (op.eventId) this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
+    if (!db) return true;
+    const patch: Partial<DatabaseRecord> = {};
+    switch (op.kind) {
+      case 'snapshot':
+      case 'restore':
+      case 'patch':
+        if (['backing_up', 'restoring', 'updating'].includes(db.status)) patch.status = settle(obs?.status);
+        break;
+      case 'resetCredentials':
+        if (r.ok && db.nextPassword) Object.assign(patch, { rootPassword: db.nextPassword, nextPassword: null });
+        // A failed reset keeps the old password: desire it again.
+        else Object.assign(patch, { nextPassword: null, generation: db.generation + 1 });
+        break;
+      case 'deleteBackup': {
+        const backupId = Number(op.payload.backup_id);
+        if (r.ok) this.d.repo.deleteBackup(db.id, backupId);
+        else this.d.repo.setBackupStatus(db.id, backupId, 'ready');
+        break;
+      }
+    }
+    if (Object.keys(patch).length > 0) this.d.repo.update(db.id, { ...patch, updated: this.now() });
+    return true;
+  }
+
+  private observe(agentId: string, o: ObservedDatabaseView): boolean {
+    let db = this.d.repo.get(o.id);
+    if (!db || db.deleting) return false;
+    let changed = false;
+    if (db.agentId === null) {
+      db = this.d.repo.update(db.id, { agentId });
+      changed = true;
+    } else if (db.agentId !== agentId) return false;
+
+    const opPending = this.d.repo.pendingOperations(db.id).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
+    const t = nextStatus(db, { ...o }, opPending);
+    const patch: Partial<DatabaseRecord> = {};
+    if (t.status !== db.status) {
+      patch.status = t.status;
+      patch.updated = this.now();
+    }
+    if (t.complete && db.pendingEventId !== null) {
+      this.d.events.complete(db.pendingEventId, t.complete.outcome, t.complete.message);
+      patch.pendingEventId = null;
+    }
+    if (t.notify) this.d.events.record(t.notify.action, databaseRef(db), { message: t.notify.message ?? null });
+    if (!db.provisioned && (t.status === 'active' || t.status === 'degraded')) {
+      patch.provisioned = true;
+      // The real service fills in a maintenance day once the database is up; ours is Sunday.
+      if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
+    }
+    if (JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
+    if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
+    if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
+    const lastError = o.error || null;
+    if (lastError !== db.lastError) patch.lastError = lastError;
+    if (Object.keys(patch).length > 0) this.d.repo.update(db.id, patch);
+
+    this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
+      id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
+    })));
+    for (const e of o.events) {
+      if (!e.id || !this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now())) continue;
+      const status = e.status === 'finished' || e.status === 'failed' ? e.status : 'notification';
+      this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
+    }
+    return changed || patch.status !== undefined;
+  }
+}

@@ -1,0 +1,125 @@
+import type { Db } from './database.js';
+import type { DatabaseRepository } from '../database-repository.js';
+import type { AgentRecord, BackupRecord, DatabaseRecord, OperationRecord } from '../../domain/databases/model.js';
+
+const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain'][] = [
+  ['label', 'label', 'plain'], ['region', 'region', 'plain'], ['type', 'type', 'plain'],
+  ['engineId', 'engine_id', 'plain'], ['version', 'version', 'plain'], ['image', 'image', 'plain'],
+  ['binary', 'binary', 'plain'], ['clusterSize', 'cluster_size', 'plain'], ['replicationType', 'replication_type', 'plain'],
+  ['encrypted', 'encrypted', 'bool'], ['sslConnection', 'ssl_connection', 'bool'], ['allowList', 'allow_list', 'json'],
+  ['updates', 'updates', 'json'], ['status', 'status', 'plain'], ['hostPrimary', 'host_primary', 'plain'],
+  ['hostSecondary', 'host_secondary', 'plain'], ['port', 'port', 'plain'], ['provisioned', 'provisioned', 'bool'],
+  ['members', 'members', 'json'], ['caCert', 'ca_cert', 'plain'], ['usedDiskMb', 'used_disk_mb', 'plain'],
+  ['rootPassword', 'root_password', 'plain'], ['nextPassword', 'next_password', 'plain'], ['generation', 'generation', 'plain'],
+  ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'],
+  ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
+  ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
+];
+
+function toRow(d: Partial<DatabaseRecord>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, col, kind] of columns) {
+    if (!(key in d)) continue;
+    const v = d[key];
+    out[col] = kind === 'json' ? JSON.stringify(v) : kind === 'bool' ? (v ? 1 : 0) : v;
+  }
+  return out;
+}
+
+function fromRow(r: any): DatabaseRecord | undefined {
+  if (!r) return undefined;
+  const out: Record<string, unknown> = { id: r.id };
+  for (const [key, col, kind] of columns) {
+    const v = r[col];
+    out[key] = kind === 'json' ? JSON.parse(v) : kind === 'bool' ? v === 1 : v;
+  }
+  return out as unknown as DatabaseRecord;
+}
+
+function backupRow(r: any): BackupRecord {
+  return { databaseId: r.database_id, id: r.id, label: r.label, type: r.type, target: r.target, created: r.created, sizeBytes: r.size_bytes, status: r.status };
+}
+
+function opRow(r: any): OperationRecord {
+  return { id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(r.payload), eventId: r.event_id, state: r.state, error: r.error, created: r.created };
+}
+
+function agentRow(r: any): AgentRecord {
+  return { id: r.id, region: r.region, runtime: r.runtime, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
+}
+
+/** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
+export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
+  const get = (id: number) => fromRow(db.prepare('SELECT * FROM databases WHERE id = ?').get(id));
+  return {
+    transaction: <T>(fn: () => T): T => db.transaction(fn)(),
+    list: () => (db.prepare('SELECT * FROM databases ORDER BY id').all() as any[]).map((r) => fromRow(r)!),
+    get,
+    create(d) {
+      const row = toRow(d);
+      const cols = Object.keys(row);
+      const info = db.prepare(`INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
+      return get(Number(info.lastInsertRowid))!;
+    },
+    update(id, patch) {
+      const row = toRow(patch);
+      const cols = Object.keys(row);
+      if (cols.length > 0) db.prepare(`UPDATE databases SET ${cols.map((c) => `"${c}" = @${c}`).join(', ')} WHERE id = @id`).run({ ...row, id });
+      return get(id)!;
+    },
+    purge(id) {
+      db.prepare('DELETE FROM databases WHERE id = ?').run(id);
+    },
+
+    backups: (databaseId) => (db.prepare('SELECT * FROM database_backups WHERE database_id = ? ORDER BY created, id').all(databaseId) as any[]).map(backupRow),
+    backup(databaseId, id) {
+      const r = db.prepare('SELECT * FROM database_backups WHERE database_id = ? AND id = ?').get(databaseId, id);
+      return r ? backupRow(r) : undefined;
+    },
+    syncBackups(databaseId, list) {
+      const deleting = new Set((db.prepare("SELECT id FROM database_backups WHERE database_id = ? AND status = 'deleting'").pluck().all(databaseId)) as number[]);
+      db.prepare("DELETE FROM database_backups WHERE database_id = ? AND status = 'ready'").run(databaseId);
+      const ins = db.prepare("INSERT OR IGNORE INTO database_backups (database_id, id, label, type, target, created, size_bytes, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'ready')");
+      for (const b of list) if (!deleting.has(b.id)) ins.run(databaseId, b.id, b.label, b.type, b.target, b.created, b.sizeBytes);
+    },
+    setBackupStatus(databaseId, id, status) {
+      db.prepare('UPDATE database_backups SET status = ? WHERE database_id = ? AND id = ?').run(status, databaseId, id);
+    },
+    deleteBackup(databaseId, id) {
+      db.prepare('DELETE FROM database_backups WHERE database_id = ? AND id = ?').run(databaseId, id);
+    },
+
+    createOperation(op) {
+      db.prepare('INSERT INTO database_operations (id, database_id, kind, payload, event_id, state, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(op.id, op.databaseId, op.kind, JSON.stringify(op.payload), op.eventId, op.state, op.error, op.created);
+    },
+    operation(id) {
+      const r = db.prepare('SELECT * FROM database_operations WHERE id = ?').get(id);
+      return r ? opRow(r) : undefined;
+    },
+    pendingOperations(databaseId) {
+      const rows = databaseId === undefined
+        ? db.prepare("SELECT * FROM database_operations WHERE state = 'pending' ORDER BY created, id").all()
+        : db.prepare("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = ? ORDER BY created, id").all(databaseId);
+      return (rows as any[]).map(opRow);
+    },
+    finishOperation(id, state, error) {
+      db.prepare('UPDATE database_operations SET state = ?, error = ? WHERE id = ?').run(state, error, id);
+    },
+
+    agents: () => (db.prepare('SELECT * FROM database_agents ORDER BY id').all() as any[]).map(agentRow),
+    agent(id) {
+      const r = db.prepare('SELECT * FROM database_agents WHERE id = ?').get(id);
+      return r ? agentRow(r) : undefined;
+    },
+    upsertAgent(a) {
+      db.prepare(`INSERT INTO database_agents (id, region, runtime, connected, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @connected, @last_seen, @applied_version, @engines)
+        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
+        .run({ id: a.id, region: a.region, runtime: a.runtime, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
+    },
+
+    markAgentEvent(id, databaseId, at) {
+      return db.prepare('INSERT OR IGNORE INTO database_agent_events (id, database_id, at) VALUES (?, ?, ?)').run(id, databaseId, at).changes === 1;
+    },
+  };
+}

@@ -1,0 +1,159 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fieldErrors, startApi, type ApiHarness } from '../../helpers/api-harness.js';
+import { MYSQL, firstEngine, eventsFor } from './helpers.js';
+
+/**
+ * The database API without any agent: catalogue endpoints, request validation (issue 7
+ * acceptance 5 at the API level) and the provisioning preconditions.
+ */
+describe('databases API: catalogue, validation and preconditions', () => {
+  let api: ApiHarness;
+  let engine: string;
+  beforeAll(async () => {
+    api = await startApi();
+    engine = await firstEngine(api);
+  });
+  afterAll(async () => api?.close());
+
+  const valid = () => ({ label: 'db-one', region: 'us-east', type: 'g6-nanode-1', engine });
+
+  it('lists engines publicly under mysql/<true version> and views them encoded and raw', async () => {
+    const list = await api.req('GET', '/v4/databases/engines', { token: null });
+    expect(list.status).toBe(200);
+    expect(list.headers.get('x-accepted-oauth-scopes')).toBe('*');
+    const e = list.body.data[0];
+    expect(Object.keys(e).sort()).toEqual(['engine', 'id', 'version']);
+    expect(e.engine).toBe('mysql');
+    expect(e.id).toBe(`mysql/${e.version}`);
+    expect(e.version).toMatch(/^\d+\.\d+\.\d+$/);
+    for (const path of [`/v4/databases/engines/${encodeURIComponent(e.id)}`, `/v4beta/databases/engines/${e.id}`]) {
+      const v = await api.req('GET', path, { token: null });
+      expect(v.status, path).toBe(200);
+      expect(v.body).toEqual(e);
+    }
+    expect((await api.req('GET', '/v4/databases/engines/mysql%2F1.2.3', { token: null })).status).toBe(404);
+    expect((await api.req('GET', '/v4/databases/engines/mysql/1.2.3', { token: null })).status).toBe(404);
+    const filtered = await api.req('GET', '/v4/databases/engines', { token: null, headers: { 'x-filter': JSON.stringify({ engine: 'postgresql' }) } });
+    expect(filtered.body).toEqual({ data: [], page: 1, pages: 1, results: 0 });
+  });
+
+  it('lists the 19 types with prices per node count and views one', async () => {
+    const list = await api.req('GET', '/v4/databases/types', { token: null });
+    expect(list.body.results).toBe(19);
+    const nano = await api.req('GET', '/v4/databases/types/g6-nanode-1', { token: null });
+    expect(Object.keys(nano.body).sort()).toEqual(['class', 'disk', 'engines', 'id', 'label', 'memory', 'vcpus']);
+    expect(nano.body.engines.mysql).toEqual([
+      { quantity: 1, price: { hourly: 0.0225, monthly: 15 } },
+      { quantity: 2, price: { hourly: 0.0375, monthly: 25 } },
+      { quantity: 3, price: { hourly: 0.0525, monthly: 35 } },
+    ]);
+    expect((await api.req('GET', '/v4/databases/types/g6-nope', { token: null })).status).toBe(404);
+  });
+
+  it('refuses bad creates with 400 naming the field (issue 7 acceptance 5)', async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ ...valid(), engine: 'mysql/0.0.1' }, 'engine'],
+      [{ ...valid(), engine: 'postgresql/14.6' }, 'engine'],
+      [{ ...valid(), cluster_size: 2 }, 'cluster_size'],
+      [{ ...valid(), cluster_size: 3, replication_type: 'none' }, 'replication_type'],
+      [{ ...valid(), cluster_size: 1, replication_type: 'semi_synch' }, 'replication_type'],
+      [{ ...valid(), replication_type: 'sync' }, 'replication_type'],
+      [{ ...valid(), label: 'ab' }, 'label'],
+      [{ ...valid(), label: 'a'.repeat(33) }, 'label'],
+      [{ ...valid(), allow_list: ['10.0.0.300/24'] }, 'allow_list[0]'],
+      [{ ...valid(), allow_list: ['127.0.0.2/32', '1.2.3.4/33'] }, 'allow_list[1]'],
+      [{ ...valid(), allow_list: ['not-an-ip'] }, 'allow_list[0]'],
+      [{ ...valid(), allow_list: '1.2.3.4' }, 'allow_list'],
+      [{ ...valid(), type: 'g6-huge-1' }, 'type'],
+      [{ ...valid(), region: 'mars-1' }, 'region'],
+      [{ ...valid(), ssl_connection: 'yes' }, 'ssl_connection'],
+      [{ ...valid(), updates: { frequency: 'daily' } }, 'updates.frequency'],
+    ];
+    for (const [body, field] of cases) {
+      const r = await api.req('POST', MYSQL, { body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(Object.keys(fieldErrors(r.body)), JSON.stringify(body)).toContain(field);
+    }
+    const missing = await api.req('POST', MYSQL, { body: {} });
+    expect(Object.keys(fieldErrors(missing.body)).sort()).toEqual(['engine', 'label', 'region', 'type']);
+    const notObject = await api.req('POST', MYSQL, { rawBody: '[1,2]' });
+    expect(notObject.status).toBe(400);
+    const garbage = await api.req('POST', MYSQL, { rawBody: '{"label":' });
+    expect(garbage.status).toBe(400);
+    expect((await api.req('GET', MYSQL)).body.results).toBe(0);
+  });
+
+  it('creates a provisioning database with the observed shape and refuses work until active', async () => {
+    const r = await api.req('POST', MYSQL, { body: { ...valid(), allow_list: ['203.0.113.1', '192.0.2.0/24'] } });
+    expect(r.status).toBe(200);
+    const d = r.body;
+    expect(Object.keys(d).sort()).toEqual([
+      'allow_list', 'cluster_size', 'created', 'encrypted', 'engine', 'hosts', 'id', 'label', 'members', 'port', 'region',
+      'replication_type', 'ssl_connection', 'status', 'total_disk_size_gb', 'type', 'updated', 'updates', 'used_disk_size_gb', 'version',
+    ]);
+    expect(d).toMatchObject({
+      status: 'provisioning', engine: 'mysql', version: engine.split('/')[1], cluster_size: 1, replication_type: 'none',
+      ssl_connection: true, encrypted: false, port: 3306, hosts: { primary: null, secondary: null }, members: {},
+      allow_list: ['203.0.113.1', '192.0.2.0/24'], total_disk_size_gb: null, used_disk_size_gb: null,
+      updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: null, week_of_month: null },
+    });
+    expect(d.created).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+
+    const dup = await api.req('POST', MYSQL, { body: valid() });
+    expect(fieldErrors(dup.body).label).toMatch(/unique/);
+
+    const provisioning = 'Your database is provisioning; please wait until provisioning is complete to perform this operation.';
+    const put = await api.req('PUT', `${MYSQL}/${d.id}`, { body: { label: 'renamed' } });
+    expect(put.status).toBe(400);
+    expect(put.body.errors[0].reason).toBe(provisioning);
+    for (const [method, path, body] of [
+      ['DELETE', `${MYSQL}/${d.id}`], ['GET', `${MYSQL}/${d.id}/credentials`], ['GET', `${MYSQL}/${d.id}/ssl`],
+      ['POST', `${MYSQL}/${d.id}/credentials/reset`], ['POST', `${MYSQL}/${d.id}/patch`], ['GET', `${MYSQL}/${d.id}/backups`],
+      ['POST', `${MYSQL}/${d.id}/backups`, { label: 'snap' }], ['POST', `${MYSQL}/${d.id}/suspend`],
+    ] as [string, string, unknown?][]) {
+      const x = await api.req(method, path, { body });
+      expect(x.status, `${method} ${path}`).toBe(400);
+      expect(x.body.errors[0].reason).toBe(provisioning);
+    }
+    const ev = await eventsFor(api, d.id, 'database_create');
+    expect(ev).toHaveLength(1);
+    expect(ev[0]).toMatchObject({ status: 'notification', percent_complete: null, entity: { id: d.id, type: 'database', label: 'db-one', url: `/v4/databases/mysql/instances/${d.id}` } });
+  });
+
+  it('defaults replication to semi_synch for 3 nodes and lists both forms', async () => {
+    const r = await api.req('POST', MYSQL, { body: { ...valid(), label: 'db-three', cluster_size: 3 } });
+    expect(r.body).toMatchObject({ cluster_size: 3, replication_type: 'semi_synch' });
+    const all = await api.req('GET', '/v4beta/databases/instances');
+    const item = all.body.data.find((x: any) => x.id === r.body.id);
+    expect(item.instance_uri).toBe(`/v4/databases/mysql/instances/${r.body.id}`);
+    expect(item.replication_type).toBeUndefined();
+    expect(item.ssl_connection).toBeUndefined();
+    const filtered = await api.req('GET', MYSQL, { headers: { 'x-filter': JSON.stringify({ '+and': [{ label: 'db-three' }, { status: 'provisioning' }, { region: 'us-east' }, { type: 'g6-nanode-1' }, { engine: 'mysql' }, { version: engine.split('/')[1] }] }) } });
+    expect(filtered.body.data.map((x: any) => x.id)).toEqual([r.body.id]);
+    const bad = await api.req('GET', MYSQL, { headers: { 'x-filter': JSON.stringify({ port: 3306 }) } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors[0]).toEqual({ reason: 'Cannot filter on port', field: 'X-Filter' });
+  });
+
+  it('enforces scopes, the add_databases grant and unrestricted-only delete', async () => {
+    const ro = api.userToken('db-reader', { restricted: false, scopes: 'databases:read_only' });
+    expect((await api.req('GET', MYSQL, { token: ro })).status).toBe(200);
+    expect((await api.req('POST', MYSQL, { token: ro, body: { ...valid(), label: 'nope' } })).status).toBe(401);
+    const list = (await api.req('GET', MYSQL)).body.data;
+    expect((await api.req('GET', `${MYSQL}/${list[0].id}/backups`, { token: ro })).status).toBe(401);
+    expect((await api.req('GET', MYSQL, { token: null })).status).toBe(401);
+
+    const restricted = api.userToken('db-restricted', { restricted: true });
+    const denied = await api.req('POST', MYSQL, { token: restricted, body: { ...valid(), label: 'restricted-db' } });
+    expect(denied.status).toBe(403);
+    expect((await api.req('GET', MYSQL, { token: restricted })).body.results).toBe(0);
+    api.setGrants('db-restricted', { global: { add_databases: true } });
+    const ok = await api.req('POST', MYSQL, { token: restricted, body: { ...valid(), label: 'restricted-db' } });
+    expect(ok.status).toBe(200);
+    expect((await api.req('GET', MYSQL, { token: restricted })).body.data.map((x: any) => x.id)).toEqual([ok.body.id]);
+    expect((await api.req('GET', `${MYSQL}/${list[0].id}`, { token: restricted })).status).toBe(403);
+    expect((await api.req('DELETE', `${MYSQL}/${ok.body.id}`, { token: restricted })).status).toBe(403);
+    expect((await api.req('GET', `${MYSQL}/999999`)).status).toBe(404);
+    expect((await api.req('GET', `${MYSQL}/abc`)).status).toBe(404);
+  });
+});
