@@ -72,6 +72,8 @@ export class HttpSession implements BackendOwner {
   private resRemaining = 0;
   private resBuf: Buffer | null = null;
   private gotResponse = false;
+  /** Start of a parsed response head not yet written to the client (-1: none). */
+  private headFrom = -1;
   private keepClient = true;
   private setCookie = false;
   private clientEnded = false;
@@ -402,7 +404,9 @@ export class HttpSession implements BackendOwner {
       if (from < 0) return;
       chunk = b;
     }
-    this.responseBody(conn, chunk, from);
+    // The head (when not already written) goes out in the same write as the body bytes.
+    this.responseBody(conn, chunk, from, this.headFrom >= 0 ? this.headFrom : from);
+    this.headFrom = -1;
   }
 
   /** Handles response heads at the start of `b`; returns where the body starts, or -1. */
@@ -473,15 +477,15 @@ export class HttpSession implements BackendOwner {
       if (this.setCookie && this.node !== null) {
         const cookie = Buffer.from(`Set-Cookie: NB_SRVID=${this.node.cookie}; path=/\r\n`, 'latin1');
         this.client.write(Buffer.concat([view.subarray(0, res.insertAt), cookie, view.subarray(res.insertAt, n)]));
+        this.headFrom = -1;
       } else {
-        this.client.write(view.subarray(0, n));
+        this.headFrom = at;
       }
-      if (at > 0) return at + n;
-      return n;
+      return at + n;
     }
   }
 
-  private responseBody(conn: BackendConn, chunk: Buffer, from: number): void {
+  private responseBody(conn: BackendConn, chunk: Buffer, from: number, writeFrom: number): void {
     let end = chunk.length;
     switch (this.rstate) {
       case R_LENGTH:
@@ -507,7 +511,7 @@ export class HttpSession implements BackendOwner {
         end = from;
         break;
     }
-    if (end > from && !this.client.write(from === 0 && end === chunk.length ? chunk : chunk.subarray(from, end))) {
+    if (end > writeFrom && !this.client.write(writeFrom === 0 && end === chunk.length ? chunk : chunk.subarray(writeFrom, end))) {
       conn.socket.pause();
     }
     if (end < chunk.length) {
