@@ -1,4 +1,5 @@
-import { baseRequest } from '@linode/api-v4';
+import type { AxiosInstance, InternalAxiosRequestConfig } from 'axios';
+import * as sdkModule from '@linode/api-v4';
 import { assertResponseSchema } from './api-schema.js';
 
 /**
@@ -8,8 +9,15 @@ import { assertResponseSchema } from './api-schema.js';
  * response interceptor checks every body the SDK receives against the official schema.
  * `token()` is read per request so that one test can switch between users.
  */
+// The package's .d.ts re-exports extension-less paths, which NodeNext resolution cannot follow,
+// so its functions are typed loosely here; at run time this is the package's own ESM entry.
+type SdkFn = (...args: any[]) => Promise<any>;
+export const sdk = sdkModule as unknown as Record<string, SdkFn>;
+/** The SDK's axios instance, from the same module path as the functions (its README's rule). */
+export const baseRequest = (sdkModule as unknown as { baseRequest: AxiosInstance }).baseRequest;
+
 export function pointLinodeClientAt(apiUrl: string, token: () => string | null): () => void {
-  const reqId = baseRequest.interceptors.request.use((config) => {
+  const reqId = baseRequest.interceptors.request.use((config: InternalAxiosRequestConfig) => {
     if (config.url) config.url = config.url.replace('https://api.linode.com', apiUrl);
     const t = token();
     if (t !== null) config.headers.set('Authorization', `Bearer ${t}`);
@@ -22,11 +30,11 @@ export function pointLinodeClientAt(apiUrl: string, token: () => string | null):
     assertResponseSchema(r.config.method ?? 'get', r.config.url ?? '', r.status, r.data);
   };
   const resId = baseRequest.interceptors.response.use(
-    (r) => {
+    (r: any) => {
       check(r);
       return r;
     },
-    (err) => {
+    (err: any) => {
       if (err?.response) check(err.response);
       return Promise.reject(err);
     },

@@ -4,6 +4,18 @@ import type {
   KeyValueRepository, TokenRecord, TokenRepository, User, UserRepository,
 } from '../ports.js';
 
+/**
+ * The next id of a table whose ids must never be reused (migration 102): one more than both the
+ * highest id ever issued and the highest id present. Call inside the inserting transaction.
+ */
+export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens'): number {
+  const last = (db.prepare('SELECT last FROM id_sequences WHERE name = ?').pluck().get(name) as number | undefined) ?? 0;
+  const max = db.prepare(`SELECT COALESCE(MAX(id), 0) FROM ${name}`).pluck().get() as number;
+  const id = Math.max(last, max) + 1;
+  db.prepare('INSERT INTO id_sequences (name, last) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last = excluded.last').run(name, id);
+  return id;
+}
+
 const emptyGrants = (): Grants => ({ global: {}, nodebalancer: {}, database: {} });
 
 function parseGrants(s: string): Grants {
@@ -39,10 +51,13 @@ export function sqliteTokens(db: Db): TokenRepository {
     get: (id) => row(db.prepare('SELECT * FROM tokens WHERE id = ?').get(id)),
     listByUser: (uid) => (db.prepare('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid) as any[]).map((r) => row(r)!),
     create(t) {
-      const info = db
-        .prepare('INSERT INTO tokens (user_id, label, scopes, token_hash, token_prefix, created, expiry) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(t.userId, t.label, t.scopes, t.tokenHash, t.tokenPrefix, t.created, t.expiry);
-      return { id: Number(info.lastInsertRowid), userId: t.userId, label: t.label, scopes: t.scopes, tokenPrefix: t.tokenPrefix, created: t.created, expiry: t.expiry };
+      const id = db.transaction(() => {
+        const next = nextSequenceId(db, 'tokens');
+        db.prepare('INSERT INTO tokens (id, user_id, label, scopes, token_hash, token_prefix, created, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+          .run(next, t.userId, t.label, t.scopes, t.tokenHash, t.tokenPrefix, t.created, t.expiry);
+        return next;
+      })();
+      return { id, userId: t.userId, label: t.label, scopes: t.scopes, tokenPrefix: t.tokenPrefix, created: t.created, expiry: t.expiry };
     },
     update(id, patch) {
       if (patch.label !== undefined) db.prepare('UPDATE tokens SET label = ? WHERE id = ?').run(patch.label, id);

@@ -123,6 +123,18 @@ export const coreMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // SQLite reuses the highest rowid after it is deleted; the real API never reuses an id
+    // (clients, grants and events refer to ids), so ids come from a sequence that only grows.
+    id: '102-id-sequences',
+    sql: `
+      CREATE TABLE id_sequences (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
+      INSERT INTO id_sequences (name, last) SELECT 'nodebalancers', COALESCE(MAX(id), 0) FROM nodebalancers;
+      INSERT INTO id_sequences (name, last) SELECT 'nb_configs', COALESCE(MAX(id), 0) FROM nb_configs;
+      INSERT INTO id_sequences (name, last) SELECT 'nb_nodes', COALESCE(MAX(id), 0) FROM nb_nodes;
+      INSERT INTO id_sequences (name, last) SELECT 'tokens', COALESCE(MAX(id), 0) FROM tokens;
+    `,
+  },
 ];
 
 export const migrations: Migration[] = [...coreMigrations, ...databaseMigrations];

@@ -1,5 +1,6 @@
 import type { Db } from './database.js';
 import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
+import { nextSequenceId } from './core-repositories.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
 
 const BUCKET_MS = 5 * 60 * 1000;
@@ -46,7 +47,9 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
     'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint';
   const configVals =
     '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint';
-  const insertConfig = db.prepare(`INSERT INTO nb_configs (nodebalancer_id, ${configCols}) VALUES (@nodebalancer_id, ${configVals})`);
+  const insertConfig = db.prepare(`INSERT INTO nb_configs (id, nodebalancer_id, ${configCols}) VALUES (@id, @nodebalancer_id, ${configVals})`);
+  // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own.
+  const tx = <T>(fn: () => T): T => db.transaction(fn)();
   const updateConfig = db.prepare(
     `UPDATE nb_configs SET ${configCols.split(', ').map((c) => `${c} = @${c.replace(/"/g, '')}`).join(', ')} WHERE id = @id`,
   );
@@ -56,12 +59,19 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
     list: () => (db.prepare('SELECT * FROM nodebalancers ORDER BY id').all() as any[]).map((r) => nbRow(r)!),
     get: (id) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
     byLabel: (label) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE label = ?').get(label)),
-    nextId: () => ((db.prepare('SELECT MAX(id) FROM nodebalancers').pluck().get() as number | null) ?? 0) + 1,
+    nextId: () =>
+      Math.max(
+        (db.prepare("SELECT last FROM id_sequences WHERE name = 'nodebalancers'").pluck().get() as number | undefined) ?? 0,
+        (db.prepare('SELECT COALESCE(MAX(id), 0) FROM nodebalancers').pluck().get() as number),
+      ) + 1,
     create(nb) {
-      const info = db
-        .prepare('INSERT INTO nodebalancers (label, region, ipv4, client_conn_throttle, tags, created, updated) VALUES (?,?,?,?,?,?,?)')
-        .run(nb.label, nb.region, nb.ipv4, nb.clientConnThrottle, JSON.stringify(nb.tags), nb.created, nb.updated);
-      return { ...nb, id: Number(info.lastInsertRowid) };
+      const id = tx(() => {
+        const next = nextSequenceId(db, 'nodebalancers');
+        db.prepare('INSERT INTO nodebalancers (id, label, region, ipv4, client_conn_throttle, tags, created, updated) VALUES (?,?,?,?,?,?,?,?)')
+          .run(next, nb.label, nb.region, nb.ipv4, nb.clientConnThrottle, JSON.stringify(nb.tags), nb.created, nb.updated);
+        return next;
+      });
+      return { ...nb, id };
     },
     update(id, p) {
       const cur = nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id));
@@ -71,14 +81,22 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
         next.label, next.clientConnThrottle, JSON.stringify(next.tags), next.updated, id,
       );
     },
-    delete: (id) => void db.prepare('DELETE FROM nodebalancers WHERE id = ?').run(id),
+    delete: (id) =>
+      tx(() => {
+        db.prepare('DELETE FROM nodebalancers WHERE id = ?').run(id);
+        db.prepare('DELETE FROM nb_traffic WHERE nodebalancer_id = ?').run(id);
+      }),
     setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
 
     configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r)!),
     config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id)),
     createConfig(nbId, c) {
-      const info = insertConfig.run({ nodebalancer_id: nbId, ...configParams(c) });
-      return { ...c, id: Number(info.lastInsertRowid), nodebalancerId: nbId };
+      const id = tx(() => {
+        const next = nextSequenceId(db, 'nb_configs');
+        insertConfig.run({ id: next, nodebalancer_id: nbId, ...configParams(c) });
+        return next;
+      });
+      return { ...c, id, nodebalancerId: nbId };
     },
     updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c) }),
     deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
@@ -88,10 +106,13 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
       (db.prepare('SELECT * FROM nb_nodes WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => nodeRow(r)!),
     node: (cid, id) => nodeRow(db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? AND id = ?').get(cid, id)),
     createNode(nbId, cid, n) {
-      const info = db
-        .prepare('INSERT INTO nb_nodes (config_id, nodebalancer_id, label, address, weight, mode, status) VALUES (?,?,?,?,?,?,?)')
-        .run(cid, nbId, n.label, n.address, n.weight, n.mode, 'unknown');
-      return { ...n, id: Number(info.lastInsertRowid), configId: cid, nodebalancerId: nbId, status: 'unknown' };
+      const id = tx(() => {
+        const next = nextSequenceId(db, 'nb_nodes');
+        db.prepare('INSERT INTO nb_nodes (id, config_id, nodebalancer_id, label, address, weight, mode, status) VALUES (?,?,?,?,?,?,?,?)')
+          .run(next, cid, nbId, n.label, n.address, n.weight, n.mode, 'unknown');
+        return next;
+      });
+      return { ...n, id, configId: cid, nodebalancerId: nbId, status: 'unknown' };
     },
     updateNode: (id, n) =>
       void db.prepare('UPDATE nb_nodes SET label = ?, address = ?, weight = ?, mode = ? WHERE id = ?').run(n.label, n.address, n.weight, n.mode, id),

@@ -3,16 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createNodeBalancer, createNodeBalancerBeta, createNodeBalancerConfig, createNodeBalancerConfigNode, createPersonalAccessToken,
-  deleteNodeBalancer, deleteNodeBalancerConfig, deleteNodeBalancerConfigNode, deletePersonalAccessToken, getEvent, getEvents,
-  getNodeBalancer, getNodeBalancerBeta, getNodeBalancerConfig, getNodeBalancerConfigNode, getNodeBalancerConfigNodes,
-  getNodeBalancerConfigs, getNodeBalancerFirewalls, getNodeBalancers, getNodeBalancerStats, getPersonalAccessToken,
-  getPersonalAccessTokens, getRegion, getRegions, markEventRead, markEventSeen, rebuildNodeBalancerConfig, updateNodeBalancer,
-  updateNodeBalancerConfig, updateNodeBalancerConfigNode, updatePersonalAccessToken,
-} from '@linode/api-v4';
+
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
-import { apiErrors, pointLinodeClientAt } from '../../helpers/api-linode-client.js';
+import { apiErrors, pointLinodeClientAt, sdk } from '../../helpers/api-linode-client.js';
 import { allOperations, validatedOperations } from '../../helpers/api-schema.js';
 import { reportTelemetry } from '../../helpers/api-telemetry.js';
 import { waitFor } from '../../helpers/backends.js';
@@ -23,6 +16,15 @@ import { makeCa, makeCert, type Pem } from '../../helpers/certs.js';
  * Every body the SDK receives is checked against the official schema by the response
  * interceptor; the last test asserts that every operation we serve was exercised and checked.
  */
+const {
+  createNodeBalancer, createNodeBalancerBeta, createNodeBalancerConfig, createNodeBalancerConfigNode, createPersonalAccessToken,
+  deleteNodeBalancer, deleteNodeBalancerConfig, deleteNodeBalancerConfigNode, deletePersonalAccessToken, getEvent, getEvents,
+  getNodeBalancer, getNodeBalancerBeta, getNodeBalancerConfig, getNodeBalancerConfigNode, getNodeBalancerConfigNodes,
+  getNodeBalancerConfigs, getNodeBalancerFirewalls, getNodeBalancers, getNodeBalancerStats, getPersonalAccessToken,
+  getPersonalAccessTokens, getRegion, getRegions, markEventRead, markEventSeen, rebuildNodeBalancerConfig, updateNodeBalancer,
+  updateNodeBalancerConfig, updateNodeBalancerConfigNode, updatePersonalAccessToken,
+} = sdk;
+
 describe('NodeBalancer API through @linode/api-v4', () => {
   let api: ApiHarness;
   let token: string | null;
@@ -52,7 +54,7 @@ describe('NodeBalancer API through @linode/api-v4', () => {
 
   it('lists regions with their capabilities', async () => {
     const regions = await getRegions();
-    expect(regions.data.map((r) => r.id)).toContain('us-east');
+    expect(regions.data.map((r: any) => r.id)).toContain('us-east');
     const one = await getRegion('us-east');
     expect(one.capabilities).toContain('NodeBalancers');
   });
@@ -89,7 +91,7 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     });
     expect(cfg).not.toHaveProperty('nodes');
     const nodes = await getNodeBalancerConfigNodes(nbId, httpsConfigId);
-    expect(nodes.data.map((n) => [n.label, n.address, n.weight, n.mode, n.status])).toEqual([
+    expect(nodes.data.map((n: any) => [n.label, n.address, n.weight, n.mode, n.status])).toEqual([
       ['web-1', '192.168.10.1:80', 100, 'accept', 'unknown'],
       ['web-2', '192.168.10.2:8080', 50, 'backup', 'unknown'],
     ]);
@@ -102,13 +104,13 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     expect(beta).toEqual(got);
     const other = await createNodeBalancerBeta({ label: 'client-other', region: 'lab-local', configs: [] });
     const byLabel = await getNodeBalancers({}, { label: 'client-nb' });
-    expect(byLabel.data.map((n) => n.id)).toEqual([nbId]);
+    expect(byLabel.data.map((n: any) => n.id)).toEqual([nbId]);
     const byRegion = await getNodeBalancers({}, { region: 'lab-local' });
-    expect(byRegion.data.map((n) => n.id)).toEqual([other.id]);
+    expect(byRegion.data.map((n: any) => n.id)).toEqual([other.id]);
     const byTag = await getNodeBalancers({}, { tags: 'prod' });
-    expect(byTag.data.map((n) => n.id)).toEqual([nbId]);
+    expect(byTag.data.map((n: any) => n.id)).toEqual([nbId]);
     const ordered = await getNodeBalancers({ page: 1, page_size: 25 }, { '+order_by': 'label', '+order': 'desc' });
-    expect(ordered.data.map((n) => n.label)).toEqual(['client-other', 'client-nb']);
+    expect(ordered.data.map((n: any) => n.label)).toEqual(['client-other', 'client-nb']);
 
     const updated = await updateNodeBalancer(nbId, { label: 'client-nb-2', client_conn_throttle: 0, tags: ['prod'] });
     expect(updated).toMatchObject({ label: 'client-nb-2', client_conn_throttle: 0, tags: ['prod'], region: 'us-east' });
@@ -148,7 +150,7 @@ describe('NodeBalancer API through @linode/api-v4', () => {
 
   it('rebuilds a config: updates listed nodes, creates new ones, deletes the rest', async () => {
     const before = (await getNodeBalancerConfigNodes(nbId, httpsConfigId)).data;
-    const keep = before.find((n) => n.label === 'web-1')!;
+    const keep = before.find((n: any) => n.label === 'web-1')!;
     const rebuilt = await rebuildNodeBalancerConfig(nbId, httpsConfigId, {
       port: 443, protocol: 'https', ssl_cert: pem.cert, ssl_key: pem.key, check: 'http_body', check_path: '/health', check_body: 'ok',
       nodes: [
@@ -159,9 +161,18 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     expect(rebuilt).toMatchObject({ id: httpsConfigId, check: 'http_body', check_body: 'ok', ssl_cert: '<REDACTED>' });
     expect(rebuilt).not.toHaveProperty('nodes');
     const after = (await getNodeBalancerConfigNodes(nbId, httpsConfigId)).data;
-    expect(after.map((n) => [n.label, n.address, n.weight])).toEqual([['web-1', '192.168.10.1:81', 10], ['web-9', '192.168.10.9:80', 20]]);
-    expect(after[0]!.id).toBe(keep.id);
-    expect(after.some((n) => n.label === 'web-2')).toBe(false);
+    expect(after.map((n: any) => [n.label, n.address, n.weight])).toEqual([['web-1', '192.168.10.1:81', 10], ['web-9', '192.168.10.9:80', 20]]);
+    expect(after.some((n: any) => n.label === 'web-2')).toBe(false);
+    // @linode/api-v4 drops `id` from rebuild nodes (combineConfigNodeAddressAndPort), so through
+    // this SDK every node is recreated. linodego and the CLI send ids: those nodes are updated.
+    expect(after.some((n: any) => n.id === keep.id)).toBe(false);
+    const web1 = after[0]!;
+    const raw = await api.req('POST', `/v4/nodebalancers/${nbId}/configs/${httpsConfigId}/rebuild`, {
+      body: { ssl_cert: '<REDACTED>', ssl_key: '<REDACTED>', nodes: [{ id: web1.id, address: '192.168.10.1:82', label: 'web-1', weight: 11, mode: 'accept' }] },
+    });
+    expect(raw.status).toBe(200);
+    const final = (await getNodeBalancerConfigNodes(nbId, httpsConfigId)).data;
+    expect(final.map((n: any) => [n.id, n.address, n.weight])).toEqual([[web1.id, '192.168.10.1:82', 11]]);
   });
 
   it('reports stats as unavailable before traffic and firewalls as an empty list', async () => {
@@ -188,14 +199,14 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     expect(point(connections)).toBe(0.1); // 30 new connections over 300 s
     expect(point(traffic.in)).toBe(8000); // 300 kB in 300 s = 8000 bit/s
     expect(point(traffic.out)).toBe(16000);
-    expect(connections.filter(([, v]) => v > 0).length).toBe(1);
+    expect(connections.filter(([, v]: [number, number]) => v > 0).length).toBe(1);
     const nb = await getNodeBalancer(nbId);
     expect(nb.transfer).toEqual({ in: 0.286, out: 0.572, total: 0.858 }); // MB (2^20 bytes)
   });
 
   it('records events for every change, filterable the way clients filter them', async () => {
     const events = await getEvents({}, { 'entity.type': 'nodebalancer', 'entity.id': nbId, '+order_by': 'created', '+order': 'desc' });
-    const actions = events.data.map((e) => e.action);
+    const actions = events.data.map((e: any) => e.action);
     for (const a of ['nodebalancer_create', 'nodebalancer_update', 'nodebalancer_config_create', 'nodebalancer_config_update',
       'nodebalancer_node_create', 'nodebalancer_node_update', 'nodebalancer_node_delete']) expect(actions).toContain(a);
     const e = events.data[0]!;
@@ -215,7 +226,7 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     expect(created.scopes).toBe('nodebalancers:read_only');
     expect(created.expiry).toBe('2099-01-01T00:00:00');
     const list = await getPersonalAccessTokens();
-    const listed = list.data.find((t) => t.id === created.id)!;
+    const listed = list.data.find((t: any) => t.id === created.id)!;
     expect(listed.token).toBe(created.token.slice(0, 16));
     expect((await getPersonalAccessToken(created.id)).label).toBe('ci');
     expect((await updatePersonalAccessToken(created.id, { label: 'ci-2' })).label).toBe('ci-2');
