@@ -57,13 +57,14 @@ export async function registerExtensions(ctx: ControlPlaneContext): Promise<void
       .map((e) => ({ id: e.id, engine: 'mysql' as const, version: parseEngineId(e.id)!.version, image: e.image, binary: e.binary }));
   const engines = new EngineCatalogue(configured, detected, reported);
 
-  let agents: AgentPushServer | undefined;
+  const push: { server?: AgentPushServer } = {};
   const service = new DatabaseService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, engines, clock: ctx.clock,
-    pool: ctx.databasePool, onChange: () => agents?.notifyChanged(),
+    pool: ctx.databasePool, onChange: () => push.server?.notifyChanged(),
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
-  agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  push.server = agents;
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
 
