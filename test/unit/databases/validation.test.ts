@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
+import { defaultUpdates, isIpv4OrCidr, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
+
+const look = {
+  engineExists: (id: string) => id === 'mysql/10.11.14',
+  regionExists: (id: string) => id === 'us-east',
+  typeExists: (id: string) => id.startsWith('g6-'),
+  labelTaken: (l: string) => l === 'taken',
+};
+const base = { label: 'abc', region: 'us-east', type: 'g6-nanode-1', engine: 'mysql/10.11.14' };
+
+function fields(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof FulcrumError) return e.errors.map((x) => x.field ?? '');
+    throw e;
+  }
+  return [];
+}
+
+describe('database validation', () => {
+  it('accepts IPv4 addresses and CIDRs only', () => {
+    for (const ok of ['0.0.0.0/0', '127.0.0.2', '127.0.0.2/32', '10.0.0.0/8', '255.255.255.255']) expect(isIpv4OrCidr(ok), ok).toBe(true);
+    for (const bad of ['256.0.0.1', '1.2.3.4/33', '1.2.3', '1.2.3.4/', 'a.b.c.d', '01.2.3.4', '1.2.3.4/24 ', '::1', '']) expect(isIpv4OrCidr(bad), bad).toBe(false);
+  });
+
+  it('applies defaults: 1 node, none; 3 nodes, semi_synch; ssl on; not encrypted', () => {
+    expect(validateCreate(base, look)).toMatchObject({ clusterSize: 1, replicationType: 'none', sslConnection: true, encrypted: false, allowList: [] });
+    expect(validateCreate({ ...base, cluster_size: 3 }, look)).toMatchObject({ clusterSize: 3, replicationType: 'semi_synch' });
+    expect(validateCreate({ ...base, cluster_size: 3, replication_type: 'asynch' }, look).replicationType).toBe('asynch');
+  });
+
+  it('ties replication_type to cluster_size and reports several errors at once', () => {
+    expect(fields(() => validateCreate({ ...base, cluster_size: 3, replication_type: 'none' }, look))).toEqual(['replication_type']);
+    expect(fields(() => validateCreate({ ...base, replication_type: 'asynch' }, look))).toEqual(['replication_type']);
+    expect(fields(() => validateCreate({ ...base, cluster_size: 2, replication_type: 'none' }, look))).toEqual(['cluster_size']);
+    expect(fields(() => validateCreate({ ...base, cluster_size: '3' }, look))).toEqual(['cluster_size']);
+    expect(fields(() => validateCreate({ label: 'taken', engine: 'mysql/5.7', region: 'x', type: 'y', allow_list: ['x'] }, look)).sort())
+      .toEqual(['allow_list[0]', 'engine', 'label', 'region', 'type']);
+  });
+
+  it('checks the updates window rules', () => {
+    const cur = defaultUpdates();
+    const run = (u: unknown) => {
+      const errs = new ErrorCollector();
+      const out = validateUpdates(errs, u, cur);
+      return { out, fields: errs.errors.map((e) => e.field) };
+    };
+    expect(run({ frequency: 'monthly', week_of_month: 4, day_of_week: 1, hour_of_day: 23, duration: 1 }).out).toEqual({ frequency: 'monthly', week_of_month: 4, day_of_week: 1, hour_of_day: 23, duration: 1 });
+    expect(run({ frequency: 'monthly' }).fields).toEqual(['updates.week_of_month']);
+    expect(run({ week_of_month: 2 }).fields).toEqual(['updates.week_of_month']);
+    expect(run({ duration: 3.5 }).fields).toEqual(['updates.duration']);
+    expect(run({ hour_of_day: -1, day_of_week: 7 }).fields).toEqual(['updates.hour_of_day']);
+    expect(run({ day_of_week: null }).out?.day_of_week).toBeNull();
+  });
+
+  it('resizes only to a plan with more disk and never together with allow_list', () => {
+    const disks: Record<string, number> = { 'g6-nanode-1': 25600, 'g6-standard-1': 51200, 'g6-standard-2': 81920 };
+    const u = { labelTaken: () => false, typeDisk: (t: string) => disks[t], currentType: 'g6-standard-1', currentUpdates: defaultUpdates() };
+    expect(validateUpdate({ type: 'g6-standard-2' }, u)).toEqual({ type: 'g6-standard-2' });
+    expect(validateUpdate({ type: 'g6-standard-1' }, u)).toEqual({});
+    expect(fields(() => validateUpdate({ type: 'g6-nanode-1' }, u))).toEqual(['type']);
+    expect(fields(() => validateUpdate({ type: 'g6-standard-2', allow_list: [] }, u))).toEqual(['type']);
+    expect(fields(() => validateUpdate({ engine: 'mysql/8', region: 'x' }, u))).toEqual(['engine', 'region']);
+  });
+
+  it('checks snapshot labels and targets', () => {
+    const l = { labelTaken: (x: string) => x === 'dup', clusterSize: 3 };
+    expect(validateSnapshot({ label: 'A_1' }, l)).toEqual({ label: 'A_1', target: 'primary' });
+    expect(validateSnapshot({ label: 'x'.repeat(30), target: 'secondary' }, l).target).toBe('secondary');
+    for (const bad of [{}, { label: '' }, { label: 'x'.repeat(31) }, { label: 'a-b' }, { label: 'dup' }, { label: 7 }]) {
+      expect(fields(() => validateSnapshot(bad, l)), JSON.stringify(bad)).toEqual(['label']);
+    }
+    expect(fields(() => validateSnapshot({ label: 'ok', target: 'secondary' }, { ...l, clusterSize: 1 }))).toEqual(['target']);
+  });
+});
