@@ -12,11 +12,14 @@
 # Prints the configuration that worked (also written to $STATE) and exits 0, or prints why not
 # with the tail of the daemon log and exits 1.
 #
-# Env: DOCKERD_WAIT (seconds per attempt, default 30), DOCKERD_LOG, DOCKERD_EXTRA_ARGS.
+# Env: DOCKERD_WAIT (seconds per attempt, default 30), DOCKERD_LOG, DOCKERD_EXTRA_ARGS (added to every
+# attempt), DOCKERD_PIDFILE and DOCKERD_STATE (for a second daemon, with DOCKER_HOST and -H/--pidfile/
+# --data-root/--exec-root in DOCKERD_EXTRA_ARGS).
 set -euo pipefail
 
 LOG="${DOCKERD_LOG:-/var/log/fulcrum/dockerd.log}"
-STATE=/run/fulcrum-dockerd.args
+STATE="${DOCKERD_STATE:-/run/fulcrum-dockerd.args}"
+PIDFILE="${DOCKERD_PIDFILE:-/var/run/docker.pid}"
 WAIT="${DOCKERD_WAIT:-30}"
 
 log() { printf 'start-dockerd: %s\n' "$*" >&2; }
@@ -63,15 +66,15 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 && systemc
 fi
 
 # A dockerd left over from a crash may hold the pid file while its socket is dead.
-if [ -f /var/run/docker.pid ]; then
-  old="$(cat /var/run/docker.pid 2>/dev/null || true)"
+if [ -f "$PIDFILE" ]; then
+  old="$(cat "$PIDFILE" 2>/dev/null || true)"
   if [ -n "$old" ] && kill -0 "$old" 2>/dev/null && grep -qa dockerd "/proc/$old/cmdline" 2>/dev/null; then
     log "dockerd pid $old exists but does not answer; waiting for it"
     if wait_ready "$old"; then log "running: $(describe)"; exit 0; fi
     log "dockerd pid $old is unresponsive; stop it (kill $old) and rerun"
     exit 1
   fi
-  rm -f /var/run/docker.pid
+  rm -f "$PIDFILE"
 fi
 
 mkdir -p "$(dirname "$LOG")"
@@ -100,7 +103,7 @@ for args in "${attempts[@]}"; do
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f /var/run/docker.pid
+  rm -f "$PIDFILE"
 done
 
 log "no dockerd configuration worked on this machine; see $LOG"
