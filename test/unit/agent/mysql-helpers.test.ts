@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { accountHost, desiredAdminHosts } from '../../../agent/mysql/accounts.js';
+import { bufferPoolMb, renderNodeConfig } from '../../../agent/mysql/config-render.js';
+import { gtidSeq } from '../../../agent/mysql/replication.js';
+import { compileAllowList } from '../../../agent/endpoints/allow-list.js';
+import { parseServerVersion } from '../../../agent/catalogue.js';
+
+describe('accountHost', () => {
+  it('turns allow_list entries into MariaDB account hosts', () => {
+    expect(accountHost('0.0.0.0/0')).toBe('%');
+    expect(accountHost('203.0.113.1')).toBe('203.0.113.1');
+    expect(accountHost('203.0.113.1/32')).toBe('203.0.113.1');
+    expect(accountHost('192.0.1.77/24')).toBe('192.0.1.0/255.255.255.0');
+    expect(accountHost('10.1.2.3/9')).toBe('10.0.0.0/255.128.0.0');
+    expect(accountHost('300.1.1.1')).toBeUndefined();
+    expect(accountHost('1.2.3.4/33')).toBeUndefined();
+    expect(accountHost('nope')).toBeUndefined();
+  });
+  it('deduplicates and sorts', () => {
+    expect(desiredAdminHosts(['127.0.0.2', '127.0.0.2/32', '0.0.0.0/0'])).toEqual(['%', '127.0.0.2']);
+    expect(desiredAdminHosts([])).toEqual([]);
+  });
+});
+
+describe('compileAllowList', () => {
+  it('empty allows nobody, 0.0.0.0/0 everybody, CIDRs their range', () => {
+    expect(compileAllowList([])('127.0.0.2')).toBe(false);
+    expect(compileAllowList(['0.0.0.0/0'])('8.8.8.8')).toBe(true);
+    const a = compileAllowList(['127.0.0.2/32', '10.0.0.0/8']);
+    expect(a('127.0.0.2')).toBe(true);
+    expect(a('::ffff:127.0.0.2')).toBe(true);
+    expect(a('127.0.0.3')).toBe(false);
+    expect(a('10.200.1.1')).toBe(true);
+    expect(compileAllowList(['127.0.0.3'])('127.0.0.3')).toBe(true);
+    expect(compileAllowList(['garbage'])('127.0.0.3')).toBe(false);
+  });
+});
+
+describe('renderNodeConfig', () => {
+  const base = { databaseId: 7, index: 2, memoryMb: 1024, semiSync: false, ssl: true, encrypted: false, proxyNetworks: ['127.78.0.1'] };
+  it('gives every node the replication baseline and boots read-only', () => {
+    const c = renderNodeConfig(base);
+    for (const l of ['server_id=2', 'log_basename=db7-n2', 'gtid_strict_mode=ON', 'read_only=ON', 'skip_slave_start=ON', 'require_secure_transport=ON', 'proxy_protocol_networks=127.78.0.1']) {
+      expect(c).toContain(l);
+    }
+    expect(c).not.toContain('rpl_semi_sync');
+    expect(c).not.toContain('file_key_management');
+  });
+  it('adds semi-sync and encryption at rest when asked', () => {
+    const c = renderNodeConfig({ ...base, semiSync: true, encrypted: true, ssl: false });
+    expect(c).toContain('rpl_semi_sync_master_enabled=ON');
+    expect(c).toContain('rpl_semi_sync_slave_enabled=ON');
+    expect(c).toContain('plugin_load_add=file_key_management');
+    expect(c).toContain('innodb_encrypt_tables=ON');
+    expect(c).toContain('require_secure_transport=OFF');
+  });
+  it('sizes the buffer pool from the plan', () => {
+    expect(bufferPoolMb(1024)).toBe(128);
+    expect(bufferPoolMb(100)).toBe(32);
+    expect(bufferPoolMb(1 << 20)).toBe(4096);
+  });
+});
+
+describe('small parsers', () => {
+  it('gtidSeq takes the highest sequence number', () => {
+    expect(gtidSeq('0-1-42')).toBe(42);
+    expect(gtidSeq('0-1-42,1-2-7')).toBe(42);
+    expect(gtidSeq('')).toBe(0);
+  });
+  it('parseServerVersion reads mariadbd --version', () => {
+    expect(parseServerVersion('mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)')).toBe('10.11.19');
+    expect(parseServerVersion('/usr/sbin/mysqld  Ver 8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)')).toBe('8.0.36');
+    expect(parseServerVersion('nonsense')).toBeUndefined();
+  });
+});

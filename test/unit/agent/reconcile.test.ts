@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { FAILOVER_AFTER, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/reconcile.js';
+
+const node = (index: number, over: Partial<NodeObs> = {}): NodeObs => ({
+  index, state: 'running', specCurrent: true, reachable: true, readOnly: index !== 1, replicating: index !== 1, ...over,
+});
+const obs = (over: Partial<DbObs> = {}): DbObs => ({
+  known: true, provisioned: true, clusterSize: 3, primary: 1, nodes: [node(1), node(2), node(3)], rebuild: [],
+  accountsCurrent: true, proxiesCurrent: true, suspended: false, patchPending: false, patchRequested: false,
+  windowOpen: false, primaryDownCount: 0, ...over,
+});
+const running3 = { clusterSize: 3, state: 'running' as const };
+
+describe('plan', () => {
+  it('does nothing for a healthy cluster', () => {
+    expect(plan(running3, obs())).toEqual([]);
+  });
+  it('provisions an unknown or unfinished database', () => {
+    expect(plan(running3, obs({ known: false, nodes: [] }))).toEqual([{ kind: 'provision' }]);
+    expect(plan(running3, obs({ provisioned: false }))).toEqual([{ kind: 'provision' }]);
+  });
+  it('deletes a known database that is no longer desired, and nothing else', () => {
+    expect(plan(undefined, obs())).toEqual([{ kind: 'delete' }]);
+    expect(plan(undefined, obs({ known: false }))).toEqual([]);
+  });
+  it('suspends running nodes and resumes a suspended database', () => {
+    expect(plan({ clusterSize: 3, state: 'suspended' }, obs())).toEqual([{ kind: 'suspend' }]);
+    const stopped = obs({ suspended: true, nodes: [1, 2, 3].map((i) => node(i, { state: 'stopped', reachable: false })) });
+    expect(plan({ clusterSize: 3, state: 'suspended' }, stopped)).toEqual([]);
+    expect(plan(running3, stopped)).toEqual([{ kind: 'resume' }]);
+  });
+  it('fails over only after the primary was seen down several times', () => {
+    const down = (n: number) => obs({ nodes: [node(1, { state: 'stopped', reachable: false }), node(2), node(3)], primaryDownCount: n });
+    expect(plan(running3, down(1))).toEqual([]);
+    expect(plan(running3, down(FAILOVER_AFTER))).toEqual([{ kind: 'failover' }]);
+  });
+  it('restarts the primary of a single node, or when no replica can take over', () => {
+    const one = obs({ clusterSize: 1, nodes: [node(1, { state: 'stopped', reachable: false })], primaryDownCount: 5 });
+    expect(plan({ clusterSize: 1, state: 'running' }, one)).toEqual([{ kind: 'restart-primary' }]);
+    const allDown = obs({ nodes: [1, 2, 3].map((i) => node(i, { state: 'stopped', reachable: false })), primaryDownCount: 5 });
+    expect(plan(running3, allDown)).toEqual([{ kind: 'restart-primary' }]);
+  });
+  it('promotes a primary that came back read-only and rejoins broken replicas', () => {
+    const o = obs({ nodes: [node(1, { readOnly: true }), node(2, { replicating: false }), node(3, { state: 'stopped', reachable: false })] });
+    expect(plan(running3, o)).toEqual([
+      { kind: 'promote-primary' },
+      { kind: 'rejoin', index: 2, rebuild: false },
+      { kind: 'rejoin', index: 3, rebuild: false },
+    ]);
+  });
+  it('rebuilds old primaries and missing nodes', () => {
+    const o = obs({ primary: 2, rebuild: [1], nodes: [node(1, { replicating: false }), node(2, { readOnly: false, replicating: false }), node(3, { state: 'missing' })] });
+    expect(plan(running3, o)).toEqual([{ kind: 'rejoin', index: 1, rebuild: true }, { kind: 'rejoin', index: 3, rebuild: true }]);
+  });
+  it('rolls a resize, patches only in the window or on request, then syncs accounts and proxies', () => {
+    expect(plan(running3, obs({ nodes: [node(1), node(2, { specCurrent: false }), node(3)] }))).toEqual([{ kind: 'rolling', reason: 'resize' }]);
+    expect(plan(running3, obs({ patchPending: true }))).toEqual([]);
+    expect(plan(running3, obs({ patchPending: true, windowOpen: true }))).toEqual([{ kind: 'rolling', reason: 'patch' }]);
+    expect(plan(running3, obs({ patchRequested: true }))).toEqual([{ kind: 'rolling', reason: 'patch' }]);
+    expect(plan(running3, obs({ accountsCurrent: false, proxiesCurrent: false }))).toEqual([{ kind: 'sync-accounts' }, { kind: 'sync-proxies' }]);
+  });
+});
+
+describe('observedStatus', () => {
+  const base = { provisioned: true, suspended: false, desiredSuspended: false, healthy: true, primaryOk: true };
+  it('maps work in progress to the API vocabulary', () => {
+    expect(observedStatus({ ...base, busy: 'provision', provisioned: false })).toBe('provisioning');
+    expect(observedStatus({ ...base, busy: 'rolling' })).toBe('updating');
+    expect(observedStatus({ ...base, busy: 'snapshot' })).toBe('backing_up');
+    expect(observedStatus({ ...base, busy: 'restore' })).toBe('restoring');
+    expect(observedStatus({ ...base, busy: 'failover' })).toBe('degraded');
+  });
+  it('derives health otherwise', () => {
+    expect(observedStatus(base)).toBe('active');
+    expect(observedStatus({ ...base, healthy: false })).toBe('degraded');
+    expect(observedStatus({ ...base, healthy: false, primaryOk: false })).toBe('failed');
+    expect(observedStatus({ ...base, provisioned: false, error: 'x' })).toBe('failed');
+    expect(observedStatus({ ...base, suspended: true, desiredSuspended: true })).toBe('suspended');
+  });
+});
