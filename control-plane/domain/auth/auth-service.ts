@@ -3,7 +3,7 @@ import { FulcrumError, ErrorCollector } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
 import { parseWireTime } from '../../../lib/clock.js';
 import type { Grants, TokenRecord, TokenRepository, User, UserRepository } from '../../store/ports.js';
-import { normaliseScopes, validateScopes } from './scopes.js';
+import { hasScope, normaliseScopes, parseRequired, validateScopes } from './scopes.js';
 
 /** Who is calling: the user behind the token and what the token may do. */
 export interface Actor {
@@ -64,19 +64,30 @@ export class AuthService {
     return { record, secret };
   }
 
-  /** Validates a POST /profile/tokens body and issues the token for the caller's user. */
+  /**
+   * Validates a POST /profile/tokens body and issues the token for the caller's user. As the spec
+   * says, scopes omitted or `*` mean "the same scopes as the acting token", and a token may not
+   * get scopes beyond those of the token that creates it.
+   */
   createTokenFromRequest(actor: Actor, body: Record<string, unknown>): { record: TokenRecord; secret: string } {
     const errs = new ErrorCollector();
-    const label = body.label ?? '';
-    if (typeof label !== 'string') errs.add('label', 'label must be a string');
-    else if (label.length > 100) errs.add('label', 'label must be 100 characters or fewer');
-    let scopes = '*';
+    let label = 'Personal Access Token';
+    if (body.label !== undefined && body.label !== null) {
+      if (typeof body.label !== 'string') errs.add('label', 'label must be a string');
+      else if (body.label.length < 1 || body.label.length > 100) errs.add('label', 'Length must be 1-100 characters');
+      else label = body.label;
+    }
+    let scopes = actor.scopes;
     if (body.scopes !== undefined && body.scopes !== null) {
       if (typeof body.scopes !== 'string') errs.add('scopes', 'scopes must be a string');
       else {
         const e = validateScopes(body.scopes);
         if (e) errs.add('scopes', e);
-        else scopes = body.scopes;
+        else if (normaliseScopes(body.scopes) !== '*') {
+          const beyond = normaliseScopes(body.scopes).split(' ').filter((p) => !hasScope(actor.scopes, parseRequired(p)));
+          if (beyond.length > 0) errs.add('scopes', `Scopes may not exceed those of the acting token: ${beyond.join(' ')}`);
+          else scopes = body.scopes;
+        }
       }
     }
     let expiry: number | null = null;
@@ -87,9 +98,7 @@ export class AuthService {
       else expiry = t;
     }
     errs.throwIfAny();
-    // A token cannot carry more than the token that creates it.
-    if (actor.scopes !== '*' && normaliseScopes(scopes) === '*') scopes = actor.scopes;
-    return this.issueToken(actor.user.id, { label: label as string, scopes, expiry });
+    return this.issueToken(actor.user.id, { label, scopes, expiry });
   }
 
   listTokens(actor: Actor): TokenRecord[] {
@@ -104,8 +113,8 @@ export class AuthService {
 
   updateToken(actor: Actor, id: number, body: Record<string, unknown>): TokenRecord {
     const t = this.getToken(actor, id);
-    if (body.label !== undefined) {
-      if (typeof body.label !== 'string' || body.label.length > 100) throw FulcrumError.field('label', 'label must be a string of at most 100 characters');
+    if (body.label !== undefined && body.label !== null) {
+      if (typeof body.label !== 'string' || body.label.length < 1 || body.label.length > 100) throw FulcrumError.field('label', 'Length must be 1-100 characters');
       this.tokens.update(id, { label: body.label });
     }
     return this.tokens.get(t.id)!;
@@ -129,7 +138,10 @@ export class AuthService {
     return actor.user.grants[kind][String(id)] !== undefined;
   }
 
-  /** 404 when the user cannot see the entity, 403 when they can see but not change it. */
+  /**
+   * 403 `Unauthorized` when a restricted user has no grant on the entity, or only read_only and
+   * wants to change it. (Lists simply leave ungranted entities out.)
+   */
   requireAccess(actor: Actor, kind: EntityKind, id: number, access: 'read_only' | 'read_write'): void {
     if (!actor.user.restricted) return;
     const g = actor.user.grants[kind][String(id)];
