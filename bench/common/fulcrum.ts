@@ -1,0 +1,93 @@
+/**
+ * Our product, started the real way for a benchmark: the control plane in this process (its
+ * REST API and gRPC server on loopback), and the data plane as its own Node process started with
+ * the `fulcrum dataplane` command, configured over gRPC. NodeBalancers are created through the
+ * REST API, exactly as a user would.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
+import { silentLogger } from '../../lib/logger.js';
+import { GiveUp, startProcess, waitFor, type Spawned } from './processes.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const compiled = here.split('/').includes('dist');
+
+/** The repository root (the folder holding package.json), found from this file. */
+export function repoRoot(): string {
+  let dir = here;
+  while (!existsSync(join(dir, 'package.json')) || dir.endsWith('/dist')) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error('repository root not found');
+    dir = up;
+  }
+  return dir;
+}
+
+export interface Api {
+  (method: string, path: string, body?: unknown): Promise<any>;
+}
+
+/** A REST client that throws on any non-2xx answer, naming the call and the API's errors. */
+export function apiClient(apiUrl: string, token: string): Api {
+  return async (method, path, body) => {
+    const res = await fetch(`${apiUrl}/v4${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path} -> ${res.status}: ${text}`);
+    return text ? JSON.parse(text) : {};
+  };
+}
+
+export async function startBenchControlPlane(stateDir: string): Promise<{ cp: ControlPlane; api: Api }> {
+  mkdirSync(stateDir, { recursive: true });
+  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0 });
+  return { cp, api: apiClient(cp.apiUrl, cp.adminToken) };
+}
+
+export interface DataplaneProcessOptions {
+  id: string;
+  grpcAddress: string;
+  stateDir: string;
+  logDir: string;
+  /** Extra node flags, e.g. --cpu-prof. */
+  nodeFlags?: string[];
+}
+
+/** Starts `fulcrum dataplane` as a separate Node process (one process, one event loop). */
+export function startDataplaneProcess(o: DataplaneProcessOptions): Spawned {
+  mkdirSync(o.stateDir, { recursive: true });
+  const env: NodeJS.ProcessEnv = { ...process.env, FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' };
+  // Compiled bench -> compiled data plane; a bench run through tsx runs the sources.
+  if (compiled) delete env.FULCRUM_FROM_SOURCE;
+  else env.FULCRUM_FROM_SOURCE = '1';
+  return startProcess(o.id, process.execPath, [
+    ...(o.nodeFlags ?? []),
+    join(repoRoot(), 'bin', 'fulcrum.js'),
+    'dataplane', '--id', o.id, '--region', '*', '--control-plane', o.grpcAddress, '--state', o.stateDir,
+  ], o.logDir, env);
+}
+
+/** The newest snapshot version the control plane has produced (0 before the first push). */
+export function currentConfigVersion(cp: ControlPlane): number {
+  return Number(cp.context.kv.get('config_version') ?? 0);
+}
+
+/**
+ * Waits until the data plane has ACKed the control plane's newest snapshot. Call it at least
+ * one coalescing window (10 ms) after the last API write, so that the push has been made.
+ */
+export async function waitForApplied(cp: ControlPlane, api: Api, dataplaneId: string, timeoutMs = 60_000): Promise<number> {
+  await new Promise((r) => setTimeout(r, 50));
+  return waitFor(`data plane ${dataplaneId} to apply the configuration`, async () => {
+    const r = await api('GET', '/fulcrum/dataplanes');
+    const dp = r.data.find((d: any) => d.id === dataplaneId);
+    if (dp?.lastError) throw new GiveUp(`data plane rejected the snapshot: ${dp.lastError}`);
+    const want = currentConfigVersion(cp);
+    return dp?.connected && want > 0 && dp.versionApplied >= want ? (dp.versionApplied as number) : undefined;
+  }, timeoutMs, 25);
+}

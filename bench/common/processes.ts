@@ -1,0 +1,150 @@
+/**
+ * Child processes and system tools for the benchmarks. Every process a bench starts is tracked
+ * here and stopped (by its own pid, never by name) when the bench ends, including on Ctrl-C.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const children = new Set<ChildProcess>();
+
+export interface Spawned {
+  proc: ChildProcess;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Starts a long-running child with its output in `<logDir>/<name>.log`. */
+export function startProcess(name: string, cmd: string, args: string[], logDir: string, env: NodeJS.ProcessEnv = process.env): Spawned {
+  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  proc.stdout!.pipe(log);
+  proc.stderr!.pipe(log);
+  children.add(proc);
+  proc.once('exit', () => children.delete(proc));
+  if (proc.pid === undefined) throw new Error(`could not start ${cmd}`);
+  return {
+    proc,
+    pid: proc.pid,
+    stop: () => stopChild(proc),
+  };
+}
+
+export function stopChild(proc: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+    proc.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    proc.kill('SIGTERM');
+  });
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all([...children].map((c) => stopChild(c)));
+}
+
+/** Stops tracked children if the bench is interrupted. */
+export function stopChildrenOnSignal(cleanup: () => Promise<void> = async () => {}): void {
+  const handler = (sig: string) => {
+    process.stderr.write(`\n${sig}: stopping benchmark processes\n`);
+    Promise.all([cleanup(), stopAll()]).finally(() => process.exit(130));
+  };
+  process.once('SIGINT', () => handler('SIGINT'));
+  process.once('SIGTERM', () => handler('SIGTERM'));
+}
+
+/** Finds each tool on PATH (or /usr/sbin), installing its apt package when missing. */
+export function ensureTools(tools: Record<string, string>): Record<string, string> {
+  const found: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const [tool, pkg] of Object.entries(tools)) {
+    const path = which(tool);
+    if (path) found[tool] = path;
+    else missing.push(pkg);
+  }
+  if (missing.length > 0) {
+    process.stdout.write(`installing ${missing.join(', ')} with apt-get...\n`);
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    const r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
+    if (r.status !== 0) throw new Error(`apt-get install ${missing.join(' ')} failed; install them by hand`);
+    for (const tool of Object.keys(tools)) {
+      const path = which(tool);
+      if (!path) throw new Error(`${tool} still not found after installing its package`);
+      found[tool] = path;
+    }
+  }
+  return found;
+}
+
+function which(tool: string): string | undefined {
+  const r = spawnSync('sh', ['-c', `command -v ${tool} || ls /usr/sbin/${tool} 2>/dev/null`], { encoding: 'utf8' });
+  const out = r.stdout.trim().split('\n')[0];
+  return out ? out : undefined;
+}
+
+/** Runs a command to completion, returning stdout; throws with stderr on a non-zero exit. */
+export function run(cmd: string, args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(proc);
+    let out = '';
+    let err = '';
+    proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const timer = opts.timeoutMs ? setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs) : undefined;
+    proc.once('error', reject);
+    proc.once('exit', (code, signal) => {
+      children.delete(proc);
+      if (timer) clearTimeout(timer);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${cmd} ${args.join(' ')} exited with ${code ?? signal}: ${err.trim() || out.trim()}`));
+    });
+  });
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of the file, 12 and 13 after the command name.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Resident and peak resident memory of a process, in MB, from /proc/<pid>/status. */
+export function memoryMb(pid: number): { rss: number; peak: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+    return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+  } catch {
+    return { rss: NaN, peak: NaN };
+  }
+}
+
+/** Thrown from a waitFor condition to stop waiting at once (the thing waited for died). */
+export class GiveUp extends Error {}
+
+/** Polls `fn` until it returns a value, failing with `what` after the timeout. */
+export async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      if (e instanceof GiveUp) throw e;
+      lastErr = e;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out waiting for ${what}${lastErr ? ` (last error: ${(lastErr as Error).message})` : ''}`);
+}

@@ -1,0 +1,213 @@
+/**
+ * `npm run bench:dataplane`: our data plane against HAProxy (one thread) on the same nginx
+ * backends, in alternating rounds, with the ratios issue 6 asks for. Exits 0 even when a
+ * target is missed: the shortfall is printed instead.
+ *
+ * Flags: --duration S (per round, default 6) --rounds N (default 3) --connections N (default 50)
+ *        --only a,b (scenario names) --profile (CPU-profile our data plane and print the hot spots)
+ *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseFlags } from '../../lib/args.js';
+import { cpuSeconds, ensureTools, run, stopAll, stopChildrenOnSignal } from '../common/processes.js';
+import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
+import { fmt, median, table } from '../common/stats.js';
+import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
+import { scenarios, type Scenario } from './scenarios.js';
+import { errorCount, runWrk, wrkScript, type WrkResult } from './wrk.js';
+import { summarizeProfile } from './profile.js';
+
+type Target = 'ours' | 'haproxy';
+
+interface Sample {
+  scenario: string;
+  target: Target;
+  round: number;
+  result?: WrkResult;
+  /** Proxy CPU time per request (µs), or per MB for bulk. */
+  cpuPerUnit?: number;
+  cpuShare?: number;
+  error?: string;
+}
+
+async function main(): Promise<void> {
+  const f = parseFlags(process.argv.slice(2), {
+    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean',
+  });
+  const durationS = (f.duration as number | undefined) ?? 6;
+  const rounds = (f.rounds as number | undefined) ?? 3;
+  const connections = (f.connections as number | undefined) ?? 50;
+  const only = (f.only as string | undefined)?.split(',').filter(Boolean);
+  let list = scenarios(connections);
+  if (only) {
+    const unknown = only.filter((n) => !list.some((s) => s.name === n));
+    if (unknown.length) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${list.map((s) => s.name).join(', ')}`);
+    list = list.filter((s) => only.includes(s.name));
+  }
+
+  const tools = ensureTools({ haproxy: 'haproxy', nginx: 'nginx', wrk: 'wrk', openssl: 'openssl' });
+  const dir = mkdtempSync(join(tmpdir(), 'fulcrum-bench-dp-'));
+  let cleanupCp: () => Promise<void> = async () => {};
+  stopChildrenOnSignal(() => cleanupCp());
+  const versions = await toolVersions(tools);
+  printMachine(versions, durationS, rounds, connections);
+
+  const samples: Sample[] = [];
+  const profileDir = join(dir, 'profile');
+  try {
+    const cert = await makeCert(dir);
+    await startNginx(dir, tools.nginx!);
+    const haproxy = await startHaproxy(dir, tools.haproxy!, cert);
+
+    const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'));
+    cleanupCp = () => cp.close();
+    const dp = startDataplaneProcess({
+      id: 'bench-dataplane', grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir,
+      nodeFlags: f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    });
+    const nodes = BACKENDS.map((ip, i) => ({ label: `nginx-${i + 1}`, address: `${ip}:${BACKEND_PORT}`, weight: 100, mode: 'accept' }));
+    const common = { algorithm: 'roundrobin', stickiness: 'none', check: 'none', nodes };
+    const nb = await api('POST', '/nodebalancers', {
+      region: 'us-east', label: 'bench-dataplane', client_conn_throttle: 0,
+      configs: [
+        { port: PORTS.http, protocol: 'http', ...common },
+        { port: PORTS.tcp, protocol: 'tcp', ...common },
+        { port: PORTS.https, protocol: 'https', ssl_cert: cert.cert, ssl_key: cert.key, cipher_suite: 'recommended', ...common },
+      ],
+    });
+    await waitForApplied(cp, api, 'bench-dataplane', 60_000);
+    for (const port of Object.values(PORTS)) await waitForPort(nb.ipv4, port);
+    process.stdout.write(`ours: NodeBalancer ${nb.ipv4} (data plane pid ${dp.pid}); haproxy: ${HAPROXY_IP} (pid ${haproxy.pid})\n\n`);
+
+    const script = wrkScript(dir);
+    const addr: Record<Target, string> = { ours: nb.ipv4, haproxy: HAPROXY_IP };
+    const pid: Record<Target, number> = { ours: dp.pid, haproxy: haproxy.pid };
+    for (const s of list) {
+      process.stdout.write(`${s.name}: ${s.what}\n`);
+      for (const t of ['ours', 'haproxy'] as Target[]) {
+        await runWrk(tools.wrk!, script, s.wrk(addr[t], 1)).catch(() => undefined); // warm-up (JIT, pools)
+      }
+      for (let round = 0; round < rounds; round++) {
+        // ABBA order, so a slow drift of the machine's load does not favour one side.
+        const order: Target[] = round % 2 === 0 ? ['ours', 'haproxy'] : ['haproxy', 'ours'];
+        for (const t of order) {
+          const sample = await measure(s, t, round, tools.wrk!, script, addr[t], pid[t], durationS);
+          samples.push(sample);
+          process.stdout.write(`  round ${round + 1} ${t.padEnd(7)} ${describe(s, sample)}\n`);
+        }
+      }
+    }
+    await dp.stop();
+  } finally {
+    await cleanupCp();
+    await stopAll();
+  }
+
+  report(list, samples);
+  if (f.json) writeFileSync(f.json as string, JSON.stringify({ machine: versions, durationS, rounds, connections, samples }, null, 2));
+  if (f.profile) {
+    const files = readdirSync(profileDir).filter((n) => n.endsWith('.cpuprofile'));
+    if (files.length === 0) process.stdout.write('\nno CPU profile was written by the data plane\n');
+    for (const file of files) {
+      process.stdout.write(`\nCPU profile of our data plane (${join(profileDir, file)}), all scenarios:\n`);
+      process.stdout.write(summarizeProfile(join(profileDir, file), 30) + '\n');
+    }
+  }
+  if (f.keep || f.profile) process.stdout.write(`\nlogs, configs and profiles kept in ${dir}\n`);
+  else rmSync(dir, { recursive: true, force: true });
+}
+
+async function measure(s: Scenario, t: Target, round: number, wrk: string, script: string, ip: string, pid: number, durationS: number): Promise<Sample> {
+  const cpu0 = cpuSeconds(pid);
+  try {
+    const result = await runWrk(wrk, script, s.wrk(ip, durationS));
+    const cpu = cpuSeconds(pid) - cpu0;
+    const units = s.unit === 'MB/s' ? result.bytes / (1024 * 1024) : result.requests;
+    const sample: Sample = { scenario: s.name, target: t, round, result, cpuShare: cpu / result.durationS, cpuPerUnit: units > 0 ? (cpu * 1e6) / units : NaN };
+    const errs = errorCount(result);
+    if (result.requests === 0) sample.error = 'no request completed';
+    else if (errs > result.requests * 0.01) sample.error = `${errs} errors (${JSON.stringify(result.errors)})`;
+    return sample;
+  } catch (err) {
+    return { scenario: s.name, target: t, round, error: (err as Error).message.split('\n')[0] };
+  }
+}
+
+function value(s: Scenario, r: WrkResult): number {
+  return s.unit === 'MB/s' ? r.mbPerS : r.reqPerS;
+}
+
+function describe(s: Scenario, x: Sample): string {
+  if (!x.result) return `FAILED: ${x.error}`;
+  const r = x.result;
+  return `${fmt(value(s, r), 0)} ${s.unit}  p50 ${fmt(r.p50Ms, 2)} ms  p99 ${fmt(r.p99Ms, 2)} ms  proxy cpu ${fmt((x.cpuShare ?? NaN) * 100)}%` +
+    (x.error ? `  (${x.error})` : '');
+}
+
+function report(list: Scenario[], samples: Sample[]): void {
+  const rows: string[][] = [['scenario', 'unit', 'ours', 'haproxy', 'ratio', 'target', 'ours p50/p99 ms', 'haproxy p50/p99 ms', 'p99 ratio', 'cpu/unit ours/haproxy µs']];
+  const shortfalls: string[] = [];
+  for (const s of list) {
+    const pick = (t: Target) => samples.filter((x) => x.scenario === s.name && x.target === t && x.result && !x.error);
+    const ours = pick('ours');
+    const hap = pick('haproxy');
+    const agg = (xs: Sample[]) => ({
+      v: median(xs.map((x) => value(s, x.result!))),
+      p50: median(xs.map((x) => x.result!.p50Ms)),
+      p99: median(xs.map((x) => x.result!.p99Ms)),
+      cpu: median(xs.map((x) => x.cpuPerUnit ?? NaN)),
+    });
+    const o = agg(ours);
+    const h = agg(hap);
+    const ratio = o.v / h.v;
+    const p99Ratio = o.p99 / h.p99;
+    const target = [s.minRatio ? `>= ${s.minRatio}` : '', s.maxP99Ratio ? `p99 <= ${s.maxP99Ratio}x` : ''].filter(Boolean).join(', ') || '(none)';
+    rows.push([s.name, s.unit, fmt(o.v), fmt(h.v), fmt(ratio, 2), target, `${fmt(o.p50, 2)}/${fmt(o.p99, 2)}`, `${fmt(h.p50, 2)}/${fmt(h.p99, 2)}`, fmt(p99Ratio, 2), `${fmt(o.cpu, 1)}/${fmt(h.cpu, 1)}`]);
+    const failed = samples.filter((x) => x.scenario === s.name && x.target === 'ours' && x.error);
+    if (ours.length === 0) {
+      shortfalls.push(`${s.name}: our data plane completed no clean round (${failed[0]?.error ?? 'no data'})`);
+      continue;
+    }
+    if (s.minRatio && !(ratio >= s.minRatio)) shortfalls.push(`${s.name}: ${fmt(ratio, 2)} of HAProxy's ${s.unit}, target ${s.minRatio} (needs ${fmt((s.minRatio / ratio - 1) * 100)}% more)`);
+    if (s.maxP99Ratio && !(p99Ratio <= s.maxP99Ratio)) shortfalls.push(`${s.name}: p99 latency ${fmt(p99Ratio, 2)}x HAProxy's, target at most ${s.maxP99Ratio}x`);
+  }
+  process.stdout.write(`\nmedians of the clean rounds (cpu/unit: proxy CPU µs per request, or per MB for MB/s)\n${table(rows)}\n\n`);
+  if (shortfalls.length === 0) process.stdout.write('all targets of issue 6 met in this run\n');
+  else process.stdout.write(`SHORTFALL (targets of issue 6 not met in this run):\n${shortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
+}
+
+async function toolVersions(tools: Record<string, string>): Promise<Record<string, string>> {
+  const first = async (cmd: string, args: string[]) => (await run(cmd, args).catch((e: Error) => e.message)).split('\n')[0]!.trim();
+  return {
+    cpu: `${cpus().length} x ${cpus()[0]?.model ?? 'unknown'}`,
+    node: process.version,
+    haproxy: await first(tools.haproxy!, ['-v']),
+    // nginx -v and wrk -v print to stderr (and wrk exits 1).
+    nginx: both(tools.nginx!, ['-v']),
+    wrk: both(tools.wrk!, ['-v']),
+    load: loadavg().map((x) => x.toFixed(2)).join(' '),
+  };
+}
+
+function both(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')[0]!.trim();
+}
+
+function printMachine(v: Record<string, string>, durationS: number, rounds: number, connections: number): void {
+  process.stdout.write(`fulcrum data-plane bench: ${rounds} rounds x ${durationS} s per scenario and proxy, ${connections} connections\n`);
+  process.stdout.write(`machine: ${v.cpu}; load average ${v.load}; node ${v.node}\n${v.haproxy}\n${v.nginx}\n${v.wrk}\n`);
+  process.stdout.write('wrk, nginx and the proxy under test share these cores; compare ratios, not absolute numbers.\n\n');
+}
+
+main().then(
+  () => process.exit(0),
+  async (err: Error) => {
+    await stopAll();
+    process.stderr.write(`bench:dataplane failed: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,60 @@
+/**
+ * The scenarios of the data-plane bench and the targets issue 6 sets for each (ours / HAProxy,
+ * same run). Every scenario is one wrk invocation against a listener, the same for both proxies
+ * except for the address.
+ */
+import { PORTS } from './servers.js';
+import type { WrkRun } from './wrk.js';
+
+export type Unit = 'req/s' | 'MB/s';
+
+export interface Scenario {
+  name: string;
+  what: string;
+  unit: Unit;
+  wrk(ip: string, durationS: number): WrkRun;
+  /** Minimum throughput ratio ours/HAProxy, if the issue sets one. */
+  minRatio?: number;
+  /** Maximum p99 latency ratio ours/HAProxy, if the issue sets one. */
+  maxP99Ratio?: number;
+}
+
+export function scenarios(connections: number): Scenario[] {
+  return [
+    {
+      name: 'http-keepalive',
+      what: `HTTP small responses, keep-alive, wrk -t1 -c${connections}`,
+      unit: 'req/s',
+      wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d }),
+      minRatio: 0.8,
+      maxP99Ratio: 1.5,
+    },
+    {
+      name: 'http-close',
+      what: `HTTP small responses, new connection per request (Connection: close), -c${connections}`,
+      unit: 'req/s',
+      wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d, headers: ['Connection: close'] }),
+    },
+    {
+      name: 'tcp-small',
+      what: `TCP small request/response (HTTP exchanges through a tcp config), -c${connections}`,
+      unit: 'req/s',
+      wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.tcp}/`, connections, durationS: d }),
+      minRatio: 0.9,
+    },
+    {
+      name: 'tcp-bulk',
+      what: 'TCP bulk: 50 MB downloads through a tcp config, one connection',
+      unit: 'MB/s',
+      wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.tcp}/big`, connections: 1, durationS: d, timeoutS: 20 }),
+      minRatio: 0.9,
+    },
+    {
+      name: 'https-keepalive',
+      what: `HTTPS small responses, keep-alive, TLS terminated by the proxy, -c${connections}`,
+      unit: 'req/s',
+      wrk: (ip, d) => ({ url: `https://${ip}:${PORTS.https}/`, connections, durationS: d }),
+      minRatio: 0.7,
+    },
+  ];
+}
