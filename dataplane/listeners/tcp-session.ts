@@ -21,6 +21,7 @@ export class TcpSession {
   private clientEnded = false;
   private backendEnded = false;
   private closed = false;
+  private connected = false;
   private readonly ip: string;
   private readonly hash: number;
 
@@ -56,7 +57,7 @@ export class TcpSession {
   private readonly onConnectTimeout = (): void => this.connectFailed('connect timeout');
 
   private readonly onBackendError = (err: Error): void => {
-    if (this.backend !== null && this.backend.connecting) this.connectFailed(err.message);
+    if (this.backend !== null && !this.connected) this.connectFailed(err.message);
     else this.close();
   };
 
@@ -78,6 +79,7 @@ export class TcpSession {
   private readonly onConnect = (): void => {
     const b = this.backend!;
     const c = this.client;
+    this.connected = true;
     b.setTimeout(0);
     b.removeListener('timeout', this.onConnectTimeout);
     if (this.closed) return this.close();

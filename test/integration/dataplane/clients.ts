@@ -32,6 +32,7 @@ export function readLine(s: Socket): Promise<string> {
     };
     s.on('data', onData);
     s.once('error', reject);
+    s.once('end', () => resolve(buf));
     s.once('close', () => resolve(buf));
   });
 }
