@@ -89,7 +89,8 @@ for args in "${attempts[@]}"; do
   read -r -a argv <<<"$args"
   log "starting dockerd ${args:-(defaults)}; log: $LOG"
   printf '\n==== %s dockerd %s\n' "$(date -u +%FT%TZ)" "$args" >>"$LOG"
-  setsid dockerd "${argv[@]}" "${extra[@]}" >>"$LOG" 2>&1 </dev/null &
+  # --live-restore: database containers keep running while dockerd itself restarts.
+  setsid dockerd --live-restore "${argv[@]}" "${extra[@]}" >>"$LOG" 2>&1 </dev/null &
   pid=$!
   if wait_ready "$pid"; then
     printf '%s\n' "$args" >"$STATE"
