@@ -110,6 +110,10 @@ export class DatabaseController {
     port: NODE_PORT,
     admin: await this.adminTarget(k),
   });
+  get semiSync(): boolean {
+    const d = this.desired ?? this.state?.desired;
+    return d?.replicationType === 'semi_synch' && this.clusterSize > 1;
+  }
   primaryAddress(): string {
     return this.state?.addresses[(this.state?.primary ?? 1) - 1] ?? '';
   }
@@ -145,7 +149,7 @@ export class DatabaseController {
         databaseId: this.id,
         index: k,
         memoryMb: d.type?.memoryMb || 1024,
-        semiSync: d.replicationType === 'semi_synch' && this.clusterSize > 1,
+        semiSync: this.semiSync,
         ssl: d.sslConnection,
         encrypted: d.encrypted,
         proxyNetworks: [d.hostPrimary, d.hostSecondary].filter(Boolean),
@@ -305,7 +309,7 @@ export class DatabaseController {
         case 'suspend': return await this.suspend();
         case 'resume': return await this.resume();
         case 'restart-primary': return await this.restartPrimary();
-        case 'promote-primary': return await withAdmin(await this.adminTarget(this.state!.primary), (c) => promote(c));
+        case 'promote-primary': return await withAdmin(await this.adminTarget(this.state!.primary), (c) => promote(c, this.semiSync));
         case 'failover': return await this.doFailover();
         case 'rejoin': return await this.rejoin(a.index, a.rebuild);
         case 'rolling': return await this.rolling(a.reason);
@@ -346,7 +350,10 @@ export class DatabaseController {
     await this.save();
     await this.ensureTls();
     const ks = this.nodeIndexes();
+    const step = (name: string) => this.log.debug({ step: name, ms: Date.now() - started }, 'provision step');
+    step('tls');
     await Promise.all(ks.map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
+    step('nodes started');
     await Promise.all(
       ks.map(async (k) => {
         const t = await this.adminTarget(k);
@@ -354,8 +361,9 @@ export class DatabaseController {
         await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
       }),
     );
+    step('secured');
     const p = s.primary;
-    await withAdmin(await this.adminTarget(p), (c) => promote(c));
+    await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
     const replicas = ks.filter((k) => k !== p);
     await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), (c) =>
       configureReplica(c, { primaryHost: s.addresses[p - 1]!, primaryPort: NODE_PORT, password: s.replPassword }))));
@@ -364,9 +372,16 @@ export class DatabaseController {
       await this.waitUntil(async () =>
         withAdmin(await this.adminTarget(p), async (c) => Number(await globalStatus(c, 'Rpl_semi_sync_master_clients')) >= replicas.length), 15_000);
     }
+    step('replicas attached');
     await this.syncAccounts();
+    step('accounts');
     const pos = await withAdmin(await this.adminTarget(p), async (c) => gtidCurrentPos(c));
-    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), (c) => waitForGtid(c, pos, 15))));
+    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), async (c) => {
+      const t = Date.now();
+      const ok = await waitForGtid(c, pos, 15);
+      this.log.debug({ k, ok, pos, ms: Date.now() - t, g: await gtidCurrentPos(c) }, 'gtid wait');
+    })));
+    step('replicas caught up');
     await this.observe();
     await this.syncProxies();
     s.provisioned = true;
@@ -453,14 +468,14 @@ export class DatabaseController {
     const p = this.state!.primary;
     await this.ensureTls();
     await this.deps.runtime.ensure(this.nodeSpec(p));
-    await withAdmin(await this.adminTarget(p), (c) => promote(c));
+    await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
   }
 
   private async doFailover(): Promise<void> {
     const s = this.state!;
     const old = s.primary;
     const alive = this.details.filter((n) => n.index !== old && n.state === 'running' && n.reachable);
-    const winner = await failover(await Promise.all(alive.map((n) => this.clusterNode(n.index))), s.replPassword, this.log);
+    const winner = await failover(await Promise.all(alive.map((n) => this.clusterNode(n.index))), s.replPassword, this.semiSync, this.log);
     s.primary = winner;
     if (!s.rebuild.includes(old)) s.rebuild.push(old);
     await this.save();
@@ -520,7 +535,7 @@ export class DatabaseController {
     const p = s.primary;
     if (this.clusterSize === 1) {
       await restart(p);
-      await withAdmin(await this.adminTarget(p), (c) => promote(c));
+      await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
     } else {
       const replicas = this.nodeIndexes().filter((k) => k !== p);
       for (const k of replicas) {
@@ -531,7 +546,7 @@ export class DatabaseController {
         await withAdmin(t, (c) => waitForGtid(c, pos, 30));
       }
       const target = replicas[0]!;
-      await switchover(await this.clusterNode(p), await this.clusterNode(target), await Promise.all(replicas.slice(1).map(this.clusterNode)), s.replPassword);
+      await switchover(await this.clusterNode(p), await this.clusterNode(target), await Promise.all(replicas.slice(1).map(this.clusterNode)), s.replPassword, this.semiSync);
       s.primary = target;
       await this.save();
       await this.observe();

@@ -16,7 +16,7 @@ export interface ClusterNode {
  * log, so the most advanced replica holds every acknowledged row (reference mysql-dbaas §2.4).
  * Returns the index of the new primary.
  */
-export async function failover(nodes: ClusterNode[], replPassword: string, log: Logger): Promise<number> {
+export async function failover(nodes: ClusterNode[], replPassword: string, semiSync: boolean, log: Logger): Promise<number> {
   const positions: { node: ClusterNode; seq: number }[] = [];
   for (const node of nodes) {
     try {
@@ -34,7 +34,7 @@ export async function failover(nodes: ClusterNode[], replPassword: string, log: 
   if (positions.length === 0) throw new Error('no replica can be promoted');
   positions.sort((a, b) => b.seq - a.seq || a.node.index - b.node.index);
   const winner = positions[0]!.node;
-  await withAdmin(winner.admin, (c) => promote(c));
+  await withAdmin(winner.admin, (c) => promote(c, semiSync));
   for (const { node } of positions.slice(1)) {
     await withAdmin(node.admin, (c) => configureReplica(c, { primaryHost: winner.address, primaryPort: winner.port, password: replPassword }));
   }
@@ -52,6 +52,7 @@ export async function switchover(
   target: ClusterNode,
   others: ClusterNode[],
   replPassword: string,
+  semiSync: boolean,
 ): Promise<void> {
   const pos = await withAdmin(oldPrimary.admin, async (c) => {
     await c.query('SET GLOBAL read_only=ON');
@@ -61,7 +62,7 @@ export async function switchover(
   try {
     const caught = await withAdmin(target.admin, (c) => waitForGtid(c, pos, 15));
     if (!caught) throw new Error(`replica ${target.index} did not catch up with ${pos}`);
-    await withAdmin(target.admin, (c) => promote(c));
+    await withAdmin(target.admin, (c) => promote(c, semiSync));
   } catch (err) {
     await withAdmin(oldPrimary.admin, (c) => c.query('SET GLOBAL read_only=OFF')).catch(() => undefined);
     throw err;

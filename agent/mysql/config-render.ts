@@ -47,8 +47,9 @@ export function renderNodeConfig(c: NodeConfigInput): string {
   ];
   if (c.proxyNetworks.length > 0) lines.push(`proxy_protocol_networks=${c.proxyNetworks.join(',')}`);
   if (c.semiSync) {
+    // The master side is switched on by the agent on the primary only (replication.promote): a
+    // replica with it on would make its own applier wait for acks nobody sends.
     lines.push(
-      'rpl_semi_sync_master_enabled=ON',
       'rpl_semi_sync_slave_enabled=ON',
       'rpl_semi_sync_master_wait_point=AFTER_SYNC',
       'rpl_semi_sync_master_timeout=5000',

@@ -52,6 +52,7 @@ export async function configureReplica(
   opts: { primaryHost: string; primaryPort: number; password: string; demote?: boolean },
 ): Promise<void> {
   await c.query('SET GLOBAL read_only=ON');
+  await c.query('SET GLOBAL rpl_semi_sync_master_enabled=OFF');
   await c.query('STOP SLAVE');
   const ca = String((await q(c, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? '');
   const parts = [
@@ -67,18 +68,30 @@ export async function configureReplica(
   await c.query('START SLAVE');
 }
 
-/** Makes a node the writable primary: no replication configuration left, read_only off. */
-export async function promote(c: AdminConnection): Promise<void> {
+/**
+ * Makes a node the writable primary: no replication configuration left, semi-sync master side
+ * on when the cluster is semi_synch, read_only off.
+ */
+export async function promote(c: AdminConnection, semiSync: boolean): Promise<void> {
   await c.query('STOP SLAVE');
   await c.query('RESET SLAVE ALL');
+  await c.query(`SET GLOBAL rpl_semi_sync_master_enabled=${semiSync ? 'ON' : 'OFF'}`);
   await c.query('SET GLOBAL read_only=OFF');
 }
 
-/** Waits until this node has applied `pos`; false on timeout. */
+/**
+ * Waits until this node has applied `pos` (single domain: compares sequence numbers); false on
+ * timeout. Polls instead of MASTER_GTID_WAIT, which was seen to return seconds late on 10.11.
+ */
 export async function waitForGtid(c: AdminConnection, pos: string, timeoutSec: number): Promise<boolean> {
-  if (!pos) return true;
-  const rows = await q(c, 'SELECT MASTER_GTID_WAIT(?, ?) AS r', [pos, timeoutSec]);
-  return Number(rows[0]?.r) === 0;
+  const want = gtidSeq(pos);
+  if (want === 0) return true;
+  const end = Date.now() + timeoutSec * 1000;
+  for (;;) {
+    if (gtidSeq(await gtidCurrentPos(c)) >= want) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /** Restarts the IO thread so a changed rpl_semi_sync_slave_enabled takes effect. */

@@ -301,7 +301,10 @@ export function createDockerRuntime(opts: { root: string; logger: Logger; docker
         const info = await inspectContainer(spec.name);
         if (info && info.Config.Labels?.[LABEL_SPEC_HASH] === specHash(spec)) {
           // The container is the truth; a lost node.json (host dir cleaned) is rewritten from the spec.
-          if (!(await readMeta(spec.name))) await writeMeta({ spec });
+          if (!(await readMeta(spec.name))) {
+            await mkdir(nodeDir(spec.name), { recursive: true });
+            await writeMeta({ spec });
+          }
           if (!info.State.Running) {
             await writeNodeFiles(spec);
             await docker.getContainer(spec.name).start().catch((e) => {
