@@ -1,0 +1,97 @@
+/**
+ * Issue 7, agent side: encryption at rest (`encrypted`), `ssl_connection: false`, and resize
+ * (a larger type restarts the node with the new limits, `updating` then `active`).
+ */
+import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../lib/logger.js';
+import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+
+describe('agent: encryption at rest, plain connections, resize', () => {
+  let driver: Driver;
+  let agent: RunningAgent;
+  let stateDir: string;
+  let db: DesiredDatabase;
+  const net = randomNet('127.78');
+
+  beforeAll(async () => {
+    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentopt-'));
+    driver = await startDriver();
+    agent = await startAgent({
+      id: 'agent-options', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process',
+      logger: silentLogger(), nodeAddressPool: `${randomNet('127.79')}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 500,
+    });
+    const [engine] = await detectLocalCatalogue();
+    db = desiredDb({
+      id: 5, engineId: engine!.id, version: engine!.version, encrypted: true, sslConnection: false,
+      hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'],
+    });
+    driver.setDatabases([db]);
+    await driver.waitFor(() => driver.db(5)?.status === 'active', 30_000, 'active');
+  });
+
+  afterAll(async () => {
+    await agent?.close();
+    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
+    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+    await driver?.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const connect = () => connectFrom({ source: '127.0.0.6', host: db.hostPrimary!, port: 3306, user: 'linroot', password: 'Initial.Pass_01' });
+
+  it('ssl_connection false: a plain connection works', async () => {
+    const c = await connect();
+    const [rows] = await c.query("SHOW STATUS LIKE 'Ssl_cipher'");
+    expect((rows as any[])[0].Value).toBe('');
+    await c.end();
+  });
+
+  it('encrypted: table data is encrypted on disk', async () => {
+    const c = await connect();
+    await c.query('CREATE DATABASE app');
+    await c.query('CREATE TABLE app.secret (id INT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB');
+    await c.query("INSERT INTO app.secret VALUES (1, 'PLAINTEXT-MARKER-4711')");
+    const [enc] = await c.query("SELECT ENCRYPTION_SCHEME AS s FROM information_schema.INNODB_TABLESPACES_ENCRYPTION WHERE NAME = 'app/secret'");
+    expect(Number((enc as any[])[0]?.s)).toBe(1);
+    // FOR EXPORT flushes the table's pages to its .ibd file.
+    await c.query('FLUSH TABLES app.secret FOR EXPORT');
+    await c.query('UNLOCK TABLES');
+    await c.end();
+    const dataDir = agent.agent.database(5)!.nodeSpec(1).dataDir;
+    const ibd = readFileSync(join(dataDir, 'app', 'secret.ibd'));
+    expect(ibd.length).toBeGreaterThan(0);
+    expect(ibd.includes(Buffer.from('PLAINTEXT-MARKER-4711'))).toBe(false);
+    const binlogs = readdirSync(dataDir).filter((f) => /-bin\.\d+$/.test(f));
+    expect(binlogs.length).toBeGreaterThan(0);
+    for (const f of binlogs) expect(readFileSync(join(dataDir, f)).includes(Buffer.from('PLAINTEXT-MARKER-4711'))).toBe(false);
+  });
+
+  it('resize: a larger type restarts the node with the new limits, updating then active', async () => {
+    const before = (await agent.runtime.list({}))[0]!.ref;
+    const statuses = new Set<string>();
+    db = { ...db, type: { id: 'g6-standard-1', memoryMb: 2048, vcpus: 1, diskMb: 51200 }, generation: 2 };
+    const seen = driver.reports.length;
+    driver.setDatabases([db]);
+    await driver.waitFor(() => {
+      for (const r of driver.reports.slice(seen)) for (const d of r.databases) statuses.add(d.status);
+      return driver.db(5)?.status === 'active' && driver.db(5)?.convergedGeneration === 2;
+    }, 30_000, 'resized');
+    expect(statuses.has('updating')).toBe(true);
+    const after = (await agent.runtime.list({}))[0]!;
+    expect(after.ref).not.toBe(before);
+    expect(after.spec?.memoryMb).toBe(2048);
+    const c = await connect();
+    const [rows] = await c.query('SELECT @@innodb_buffer_pool_size AS b');
+    expect(Number((rows as any[])[0].b)).toBe(256 * 1024 * 1024);
+    const [data] = await c.query('SELECT v FROM app.secret');
+    expect((data as any[])[0].v).toBe('PLAINTEXT-MARKER-4711');
+    await c.end();
+  });
+});
