@@ -17,6 +17,20 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     routerOptions: { maxParamLength: 500, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     return503OnClosing: false,
+    // Errors of the HTTP parser itself (headers over Node's 16 KiB limit, broken request lines)
+    // never reach a route: answer them in the API's error shape too, then close the connection.
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) return void socket.destroy();
+      const reason = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is malformed';
+      const body = JSON.stringify({ errors: [{ reason }] });
+      socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    },
+    // Malformed URLs (bad percent-encoding) and the like fail before routing: same error shape.
+    frameworkErrors: (err, _req, reply) => {
+      const reason = err.code === 'FST_ERR_BAD_URL' ? 'The request URL is malformed' : 'Bad request';
+      // A Buffer, because fastify appends "; charset=utf-8" to string payloads that skip onSend.
+      reply.code(400).header('content-type', 'application/json').send(Buffer.from(JSON.stringify({ errors: [{ reason }] })));
+    },
   });
 
   // Clients send JSON with any or no content type (curl's default is form-encoded):
