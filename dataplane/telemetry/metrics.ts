@@ -17,12 +17,13 @@ export function registerDataplaneMetrics(registry: Registry, state: { runtimes()
   const nodeUp = new Gauge({ name: 'fulcrum_dataplane_node_up', help: 'Node health: 1 UP, 0 DOWN, -1 unknown', labelNames: [...labels, 'node_id'], registers: [registry] });
   const version = new Gauge({ name: 'fulcrum_dataplane_config_version', help: 'Version of the snapshot being served', registers: [registry] });
 
-  // prom-client calls collect per metric; the first call of a scrape refreshes every series.
-  let last = 0;
+  // prom-client calls every metric's collect synchronously at the start of a scrape; the first
+  // call refreshes all series and the flag is cleared once that synchronous pass is over.
+  let fresh = false;
   const refresh = (): void => {
-    const now = performance.now();
-    if (now - last < 100) return;
-    last = now;
+    if (fresh) return;
+    fresh = true;
+    queueMicrotask(() => (fresh = false));
     conns.reset();
     active.reset();
     bytes.reset();
