@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { BAD, HeadInfo, NEED_MORE, parseRequestHead, parseResponseHead } from '../../../dataplane/listeners/http-head.js';
+import { CHUNK_ERROR, ChunkedTracker } from '../../../dataplane/listeners/chunked.js';
+
+const b = (s: string) => Buffer.from(s, 'latin1');
+
+describe('request head parser', () => {
+  it('parses framing, connection options, upgrade and the NB_SRVID cookie', () => {
+    const h = new HeadInfo();
+    const raw = 'POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\nCookie: a=1; NB_SRVID=abc123; z=2\r\nX-Forwarded-Proto: evil\r\n\r\nbody';
+    const n = parseRequestHead(b(raw), h);
+    expect(n).toBe(raw.indexOf('body'));
+    expect(h.contentLength).toBe(12);
+    expect(h.connKeepAlive && h.connUpgrade && h.upgrade).toBe(true);
+    expect(h.srvid).toBe('abc123');
+    expect(h.drop).toHaveLength(2);
+    expect(b(raw).subarray(h.drop[0], h.drop[1]).toString()).toBe('X-Forwarded-Proto: evil\r\n');
+    expect(h.version11).toBe(true);
+  });
+
+  it('waits for more bytes and enforces the head size limit', () => {
+    const h = new HeadInfo();
+    expect(parseRequestHead(b('GET / HTTP/1.1\r\nHost: a\r\n'), h)).toBe(NEED_MORE);
+    expect(parseRequestHead(b(`GET / HTTP/1.1\r\nX: ${'a'.repeat(17000)}`), h)).toBe(BAD);
+  });
+
+  it.each([
+    ['obs-fold', 'GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n'],
+    ['space before colon', 'GET / HTTP/1.1\r\nHost : a\r\n\r\n'],
+    ['CL and TE', 'POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n'],
+    ['conflicting CL', 'POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n'],
+    ['bad CL', 'POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n'],
+    ['TE not chunked', 'POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n'],
+    ['HTTP/2', 'GET / HTTP/2.0\r\n\r\n'],
+    ['bare LF', 'GET / HTTP/1.1\r\nA: b\n\r\n\r\n'],
+    ['no target', 'GET  HTTP/1.1\r\n\r\n'],
+  ])('rejects %s', (_name, raw) => {
+    expect(parseRequestHead(b(raw), new HeadInfo())).toBe(BAD);
+  });
+});
+
+describe('response head parser', () => {
+  it('parses status and framing', () => {
+    const h = new HeadInfo();
+    expect(parseResponseHead(b('HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n'), h)).toBeGreaterThan(0);
+    expect(h.status).toBe(204);
+    expect(h.connClose).toBe(true);
+    parseResponseHead(b('HTTP/1.0 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n'), h);
+    expect(h.otherEncoding).toBe(true);
+    expect(h.version11).toBe(false);
+    expect(parseResponseHead(b('HTTP/1.1 99 x\r\n\r\n'), h)).toBe(BAD);
+  });
+});
+
+describe('chunked tracker', () => {
+  const msg = '4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nTrailer: x\r\n\r\n';
+  it('finds the end of a chunked body fed in one piece or byte by byte', () => {
+    const t = new ChunkedTracker();
+    const whole = b(msg + 'NEXT');
+    expect(t.feed(whole, 0)).toBe(msg.length);
+    t.reset();
+    let end = -1;
+    for (let i = 0; i < msg.length && end < 0; i++) {
+      const r = t.feed(b(msg[i]), 0);
+      if (r >= 0) end = i;
+    }
+    expect(end).toBe(msg.length - 1);
+  });
+
+  it('rejects bad syntax', () => {
+    expect(new ChunkedTracker().feed(b('zz\r\n'), 0)).toBe(CHUNK_ERROR);
+    expect(new ChunkedTracker().feed(b('3\r\nabcX'), 0)).toBe(CHUNK_ERROR);
+    expect(new ChunkedTracker().feed(b('1234567890123456\r\n'), 0)).toBe(CHUNK_ERROR);
+  });
+});
