@@ -1,11 +1,12 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { substitutePaths, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+import { buildTemplate, containerOptions, dockerError, ensureImage, IN, specHash, stripFrames } from './docker-container.js';
 import { dockerExec } from './docker-exec.js';
 
 /** Adapter-owned labels, next to the spec's own labels on every container. */
@@ -13,32 +14,8 @@ const LABEL_RUNTIME = 'fulcrum.runtime';
 const LABEL_ROOT = 'fulcrum.runtime-root';
 const LABEL_SPEC_HASH = 'fulcrum.spec-hash';
 
-/** Where the node's host directories appear inside its container. */
-const IN = { dataDir: '/var/lib/mysql', nodeDir: '/fulcrum', confDir: '/fulcrum/conf', runDir: '/fulcrum/run', socket: '/fulcrum/run/mysqld.sock' };
-
 /** Client tools under their MySQL names, for images (mysql:8.0) that lack the MariaDB names. */
 const TOOL_ALIASES: Record<string, string> = { 'mariadb-dump': 'mysqldump', mariadb: 'mysql', 'mariadb-admin': 'mysqladmin' };
-
-/**
- * Container entrypoint, used instead of the image's own so that official MariaDB and MySQL
- * images and the lab image all start the same way: initialise an empty data dir with
- * root@localhost (empty password, socket only; the agent secures it), then exec the server so
- * that it is pid 1 and receives docker's SIGTERM directly.
- */
-const ENTRY = `set -e
-d=${IN.dataDir}
-srv="$(command -v mariadbd || command -v mysqld)" || { echo "fulcrum: no mariadbd or mysqld in this image" >&2; exit 127; }
-if [ ! -d "$d/mysql" ]; then
-  echo "fulcrum: initialising empty data dir" >&2
-  if command -v mariadb-install-db >/dev/null 2>&1; then
-    mariadb-install-db --no-defaults --datadir="$d" --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve $FULCRUM_USER_OPT >&2
-  elif "$srv" --version | grep -q MariaDB; then
-    mysql_install_db --no-defaults --datadir="$d" --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve $FULCRUM_USER_OPT >&2
-  else
-    "$srv" --no-defaults --initialize-insecure --datadir="$d" $FULCRUM_USER_OPT >&2
-  fi
-fi
-exec "$srv" "$@"`;
 
 interface NodeMeta {
   spec: NodeSpec;
@@ -54,7 +31,10 @@ interface NodeMeta {
  * and runs as the agent's uid:gid, so that every file it writes belongs to the agent. Memory
  * and CPU limits are enforced by the kernel (cgroups); the restart policy is `no` because the
  * agent reconciles. `node.json` in the node directory keeps the full spec (it holds key
- * material, so it stays on the host with mode 0600 rather than in container labels).
+ * material, so it stays on the host with mode 0600 rather than in container labels); the
+ * container's spec-hash label says which spec it runs, so a crash between writing one and
+ * re-creating the other cannot leave a stale container looking current. An empty data dir is
+ * filled from a per-image template (made once in a one-off container) by a file copy.
  */
 export function createDockerRuntime(opts: { root: string; logger: Logger; docker?: Docker }): ContainerRuntime {
   const log = opts.logger.child({ component: 'docker-runtime' });
@@ -62,6 +42,7 @@ export function createDockerRuntime(opts: { root: string; logger: Logger; docker
   const nodesDir = join(opts.root, 'nodes');
   const locks = new Map<string, Promise<unknown>>();
   const toolNames = new Map<string, string>();
+  const templates = new Map<string, Promise<string>>();
   let hostCpus: Promise<number> | undefined;
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
@@ -78,12 +59,6 @@ export function createDockerRuntime(opts: { root: string; logger: Logger; docker
     const next = prev.then(fn, fn);
     locks.set(name, next.catch(() => undefined));
     return next;
-  }
-
-  function specHash(spec: NodeSpec): string {
-    const sorted = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
-    const norm = { ...spec, labels: sorted(spec.labels), files: sorted(spec.files), engine: { ...spec.engine } };
-    return createHash('sha256').update(JSON.stringify(norm)).digest('hex').slice(0, 32);
   }
 
   async function readMeta(name: string): Promise<NodeMeta | undefined> {
@@ -181,56 +156,26 @@ export function createDockerRuntime(opts: { root: string; logger: Logger; docker
     await writeMeta({ spec });
   }
 
+  /** A fresh data dir per image, made once and copied to each new node (see buildTemplate). */
+  function template(image: string, imageId: string): Promise<string> {
+    const dir = join(opts.root, 'templates', imageId.replace(/^sha256:/, '').slice(0, 16));
+    let p = templates.get(dir);
+    if (!p) {
+      p = buildTemplate(docker, image, dir, uid, gid).then(() => dir);
+      templates.set(dir, p);
+      p.catch(() => templates.delete(dir));
+    }
+    return p;
+  }
+
   async function createContainer(spec: NodeSpec): Promise<Docker.Container> {
     const image = spec.engine.image!;
-    const userOpt = uid === 0 ? ['--user=root'] : [];
-    const cpus = Math.min(spec.cpus, await maxCpus());
-    if (cpus < spec.cpus) log.warn({ node: spec.name, cpus: spec.cpus, granted: cpus }, 'cpu limit capped at the host cpu count');
-    const options: Docker.ContainerCreateOptions = {
-      name: spec.name,
-      Image: image,
-      Entrypoint: ['sh', '-c', ENTRY, 'fulcrum-entry'],
-      Cmd: [
-        `--defaults-file=${IN.nodeDir}/my.cnf`,
-        `--datadir=${IN.dataDir}`,
-        `--socket=${IN.socket}`,
-        `--pid-file=${IN.runDir}/mysqld.pid`,
-        `--port=${spec.port}`,
-        `--bind-address=${spec.host}`,
-        `--log-error=${IN.nodeDir}/error.log`,
-        ...userOpt,
-      ],
-      Env: [`FULCRUM_USER_OPT=${userOpt.join(' ')}`, 'TZ=UTC'],
-      User: `${uid}:${gid}`,
-      Labels: { ...spec.labels, [LABEL_RUNTIME]: 'docker', [LABEL_ROOT]: opts.root, [LABEL_SPEC_HASH]: specHash(spec) },
-      StopTimeout: 30,
-      HostConfig: {
-        NetworkMode: 'host',
-        Binds: [`${spec.dataDir}:${IN.dataDir}`, `${nodeDir(spec.name)}:${IN.nodeDir}`],
-        Memory: spec.memoryMb * 1024 * 1024,
-        MemorySwap: spec.memoryMb * 1024 * 1024,
-        NanoCpus: Math.max(1, Math.round(cpus * 1e9)),
-        RestartPolicy: { Name: 'no' },
-        LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '2' } },
-      },
-    };
-    try {
-      return await docker.createContainer(options);
-    } catch (e) {
-      if ((e as { statusCode?: number }).statusCode !== 404) throw dockerError(`cannot create container ${spec.name}`, e);
-    }
-    // Image absent locally: production catalogues name registry images (mysql:8.0, mariadb:10.11).
-    log.info({ node: spec.name, image }, 'pulling image');
-    try {
-      await new Promise<void>((resolve, reject) => {
-        docker.pull(image, (err: Error | null, stream: NodeJS.ReadableStream) => {
-          if (err) return reject(err);
-          docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve()));
-        });
-      });
-    } catch (e) {
-      throw new FulcrumError('invalid_config', `image ${image} of engine ${spec.engine.id} is not present and could not be pulled: ${(e as Error).message}`, { cause: e });
-    }
+    const imageId = await ensureImage(docker, image, spec.engine.id, log);
+    if (!existsSync(join(spec.dataDir, 'mysql'))) await cp(await template(image, imageId), spec.dataDir, { recursive: true });
+    const hostCpus = await maxCpus();
+    if (spec.cpus > hostCpus) log.warn({ node: spec.name, cpus: spec.cpus, granted: hostCpus }, 'cpu limit capped at the host cpu count');
+    const labels = { ...spec.labels, [LABEL_RUNTIME]: 'docker', [LABEL_ROOT]: opts.root, [LABEL_SPEC_HASH]: specHash(spec) };
+    const options = containerOptions(spec, { root: opts.root, nodeDir: nodeDir(spec.name), uid, gid, hostCpus, labels });
     return docker.createContainer(options).catch((e) => {
       throw dockerError(`cannot create container ${spec.name}`, e);
     });
@@ -425,23 +370,4 @@ export function createDockerRuntime(opts: { root: string; logger: Logger; docker
 function ownLabelsRemoved(labels: Record<string, string>): Record<string, string> {
   const { [LABEL_RUNTIME]: _r, [LABEL_ROOT]: _o, [LABEL_SPEC_HASH]: _h, ...rest } = labels;
   return rest;
-}
-
-function dockerError(what: string, e: unknown): FulcrumError {
-  if (e instanceof FulcrumError) return e;
-  const msg = (e as { json?: { message?: string } }).json?.message ?? (e as Error).message ?? String(e);
-  return new FulcrumError('unavailable', `docker: ${what}: ${msg}`, { cause: e });
-}
-
-/** Docker log output without a TTY is framed (8-byte headers); keep only the text. */
-function stripFrames(buf: Buffer): string {
-  if (!Buffer.isBuffer(buf)) return String(buf);
-  const parts: Buffer[] = [];
-  let i = 0;
-  while (i + 8 <= buf.length && (buf[i] === 1 || buf[i] === 2) && buf[i + 1] === 0) {
-    const size = buf.readUInt32BE(i + 4);
-    parts.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
-  }
-  return i === 0 ? buf.toString() : Buffer.concat(parts).toString();
 }
