@@ -29,7 +29,7 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     frameworkErrors: (err, _req, reply) => {
       const reason = err.code === 'FST_ERR_BAD_URL' ? 'The request URL is malformed' : 'Bad request';
       // A Buffer, because fastify appends "; charset=utf-8" to string payloads that skip onSend.
-      reply.code(400).header('content-type', 'application/json').send(Buffer.from(JSON.stringify({ errors: [{ reason }] })));
+      (reply as any).code(400).header('content-type', 'application/json').send(Buffer.from(JSON.stringify({ errors: [{ reason }] })));
     },
   });
 
