@@ -42,9 +42,12 @@ export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
     return paginate([], page);
   });
 
+  // Configs and Nodes have no filterable fields (SPEC): any filter key is `Cannot filter on <x>`,
+  // an empty filter or ordering-free header is accepted.
   r.get('/nodebalancers/:nodeBalancerId/configs', R, (c) => {
     const page = parsePage(c.query);
-    return paginate(d.service.configs(c.actor, nb(c.params)).map(configWire), page);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, []);
+    return paginate(applyFilter(d.service.configs(c.actor, nb(c.params)).map(configWire), filter), page);
   });
   r.post('/nodebalancers/:nodeBalancerId/configs', W, (c) => configWire(d.service.createConfig(c.actor, nb(c.params), c.body)));
   r.get('/nodebalancers/:nodeBalancerId/configs/:configId', R, (c) => configWire(d.service.config(c.actor, nb(c.params), cfg(c.params))));
@@ -58,7 +61,8 @@ export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
 
   r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', R, (c) => {
     const page = parsePage(c.query);
-    return paginate(d.service.nodes(c.actor, nb(c.params), cfg(c.params)).map(nodeToWire), page);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, []);
+    return paginate(applyFilter(d.service.nodes(c.actor, nb(c.params), cfg(c.params)).map(nodeToWire), filter), page);
   });
   r.post('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', W, (c) =>
     nodeToWire(d.service.createNode(c.actor, nb(c.params), cfg(c.params), c.body)),

@@ -218,7 +218,8 @@ export function validateConfig(errs: ErrorCollector, b: unknown, prefix: string,
     else cur.checkPassive = body.check_passive;
   }
 
-  // ssl_cert / ssl_key: "<REDACTED>" (what GET returns) or null means "keep what is stored".
+  // ssl_cert / ssl_key: "<REDACTED>" (what GET returns) keeps what is stored, so a client may
+  // send back a config it read; null or "" clears it (an error later if protocol stays https).
   for (const f of ['ssl_cert', 'ssl_key'] as const) {
     const v = body[f];
     if (v === undefined || v === '<REDACTED>') continue;
