@@ -36,7 +36,10 @@ interface NodeMeta {
  * re-creating the other cannot leave a stale container looking current. An empty data dir is
  * filled from a per-image template (made once in a one-off container) by a file copy.
  */
-export function createDockerRuntime(opts: { root: string; logger: Logger; docker?: Docker }): ContainerRuntime {
+export function createDockerRuntime(o: { root?: string; stateDir?: string; logger: Logger; docker?: Docker }): ContainerRuntime {
+  // `root` as in the process runtime; `stateDir` (the agent's state dir) is accepted too, giving `<stateDir>/runtime`.
+  if (!o.root && !o.stateDir) throw new FulcrumError('invalid_config', 'docker runtime needs a root directory');
+  const opts = { ...o, root: o.root ?? join(o.stateDir!, 'runtime') };
   const log = opts.logger.child({ component: 'docker-runtime' });
   const docker = opts.docker ?? new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
   const nodesDir = join(opts.root, 'nodes');

@@ -18,6 +18,7 @@ import { FulcrumError } from '../../../lib/errors.js';
 import { LABEL_AGENT, LABEL_DATABASE, LABEL_MANAGED, LABEL_NODE, type NodeSpec } from '../../../agent/runtime/container-runtime.js';
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
 import { dockerExec } from '../../../agent/runtime/docker-exec.js';
+import { detectDockerCatalogue } from '../../../agent/runtime/docker-catalogue.js';
 import { freePort, runtimeContract } from './runtime-contract.js';
 
 const run = promisify(execFile);
@@ -142,6 +143,18 @@ describe('docker adapter specifics', () => {
     const noImage = { ...spec, name: 'fulcrum-noimage-n1', engine: { id: 'mysql/0.0', version: '0.0' } };
     await expect(async () => runtime.ensure(noImage)).rejects.toThrow(/no image/);
     expect((await runtime.inspect('fulcrum-noimage-n1')).state).toBe('missing');
+  });
+
+  it('the lab catalogue lists the local image under its true server version', async () => {
+    const version = await imageVersion();
+    const catalogue = await detectDockerCatalogue(docker);
+    expect(catalogue).toContainEqual({ id: `mysql/${version}`, engine: 'mysql', version, image: IMAGE });
+  });
+
+  it('accepts the agent state dir instead of a root (as agent/main.ts calls it)', async () => {
+    const other = createDockerRuntime({ stateDir: join(root, 'state'), logger: silentLogger() });
+    expect(await other.list({})).toEqual([]);
+    expect(() => createDockerRuntime({ logger: silentLogger() })).toThrow(/root directory/);
   });
 
   it('remove leaves no container of this runtime behind', async () => {
