@@ -46,6 +46,8 @@ export interface ConfigSpec {
   readonly listenKey: string;
   /** Stable text of the health-check parameters; a change restarts the checker. */
   readonly checkKey: string;
+  /** Stable text of the whole config (and its NodeBalancer's id); equal means nothing to do. */
+  readonly fingerprint: string;
 }
 
 export interface NodeBalancerSpec {

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { createSecureContext, type SecureContext } from 'node:tls';
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
 import { ErrorCollector, FulcrumError } from '../../lib/errors.js';
 import type {
   Algorithm, CheckType, CipherSuite, ConfigSpec, NodeBalancerSpec, NodeMode, NodeSpec, Protocol,
@@ -61,8 +61,21 @@ export function parseAddress(address: string): { host: string; port: number } | 
   return { host: m[1], port };
 }
 
+// Certificates are re-sent in every snapshot; remember verdicts so a big snapshot stays cheap.
+const certVerdicts = new Map<string, string | null>();
+
 /** Checks that the PEM parses and the key belongs to the certificate; returns a reason or null. */
 export function checkCertificate(cert: string, key: string, suite: CipherSuite): string | null {
+  const id = createHash('sha256').update(cert).update('\0').update(key).update('\0').update(suite).digest('hex');
+  const known = certVerdicts.get(id);
+  if (known !== undefined) return known;
+  const verdict = verifyCertificate(cert, key, suite);
+  if (certVerdicts.size > 10_000) certVerdicts.clear();
+  certVerdicts.set(id, verdict);
+  return verdict;
+}
+
+function verifyCertificate(cert: string, key: string, suite: CipherSuite): string | null {
   try {
     const x = new X509Certificate(cert);
     const k = createPrivateKey(key);
@@ -167,6 +180,7 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
         checkIntervalMs: interval * 1000, checkTimeoutMs: timeout * 1000, checkAttempts: attempts, checkPath, checkBody,
         checkPassive: c.checkPassive ?? true, proxyProtocol, cipherSuite, sslCert, sslKey,
         nodes: Object.freeze(nodes), listenKey, checkKey,
+        fingerprint: `${nbId}|${listenKey}|${JSON.stringify(c)}`,
       }));
     });
     nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, clientConnThrottle: throttle, configs: Object.freeze(configs) }));

@@ -24,7 +24,16 @@ export class HealthChecker {
   ) {}
 
   start(): void {
-    for (const node of this.nodes()) this.schedule(node, Math.floor(Math.random() * 200));
+    // check none: nothing to do until passive checks take a node down (recover()).
+    if (this.spec.check === 'none') return;
+    // First probes spread over up to a second so that a big snapshot does not fire them all at once.
+    for (const node of this.nodes()) this.schedule(node, Math.floor(Math.random() * Math.min(1000, this.spec.checkIntervalMs)));
+  }
+
+  /** check none: probe a passively failed node until it passes again. */
+  recover(node: NodeState): void {
+    if (this.spec.check !== 'none' || this.timers.has(node)) return;
+    this.schedule(node, RECOVERY_INTERVAL_MS);
   }
 
   stop(): void {
@@ -45,11 +54,12 @@ export class HealthChecker {
     const s = this.spec;
     const started = Date.now();
     if (s.check === 'none') {
-      if (node.status === 'DOWN') {
-        const failure = await probe(this.probeSpec(node, 'connection', RECOVERY_TIMEOUT_MS));
-        if (!this.stopped) this.report(node, failure);
-      }
-      this.schedule(node, RECOVERY_INTERVAL_MS);
+      this.timers.delete(node);
+      if (node.status !== 'DOWN') return;
+      const failure = await probe(this.probeSpec(node, 'connection', RECOVERY_TIMEOUT_MS));
+      if (this.stopped) return;
+      this.report(node, failure);
+      if (node.status === 'DOWN') this.schedule(node, RECOVERY_INTERVAL_MS);
       return;
     }
     const failure = await probe(this.probeSpec(node, s.check, s.checkTimeoutMs));

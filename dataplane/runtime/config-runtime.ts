@@ -58,6 +58,10 @@ export class ConfigRuntime {
   /** Applies a new spec for the same config id; node state survives where id and address match. */
   update(spec: ConfigSpec, first = false): void {
     const old = this.spec;
+    if (!first && old.fingerprint === spec.fingerprint) {
+      this.spec = spec;
+      return;
+    }
     this.spec = spec;
     const next = new Map<number, NodeState>();
     const fresh: NodeState[] = [];
@@ -158,6 +162,7 @@ export class ConfigRuntime {
     node.passes = 0;
     this.setStatus(node, 'DOWN');
     this.rebuild();
+    this.checker?.recover(node);
   }
 
   private onCheck(node: NodeState, failure: string | null): void {
