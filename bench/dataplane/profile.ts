@@ -28,6 +28,16 @@ function shortUrl(url: string): string {
   return url.replace(/^file:\/\//, '').split('/').slice(-2).join('/');
 }
 
+/** Coarse buckets: socket syscalls made from JS, GC, Node's stream/net layers, our code. */
+function group(name: string, url: string): string {
+  if (name === '(garbage collector)') return 'garbage collector';
+  if (name === '(program)') return 'V8/libuv outside JS (incl. reads in the event loop)';
+  if (!url) return ['writeBuffer', 'writev', 'writeUtf8String', 'writeLatin1String'].includes(name) ? 'socket writes (syscall, loopback delivery)' : `native: ${name}`;
+  if (url.includes('/dataplane/')) return 'our data plane code (dataplane/*)';
+  if (url.startsWith('node:')) return `node internals (${url.includes('stream') ? 'streams' : url.replace('node:internal/', '').split('/')[0]})`;
+  return 'other JS';
+}
+
 export function summarizeProfile(file: string, top = 25): string {
   const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
@@ -36,25 +46,36 @@ export function summarizeProfile(file: string, top = 25): string {
     const id = p.samples[i]!;
     selfUs.set(id, (selfUs.get(id) ?? 0) + (p.timeDeltas[i] ?? 0));
   }
-  const total = [...selfUs.values()].reduce((a, b) => a + b, 0) || 1;
+  const all = [...selfUs.values()].reduce((a, b) => a + b, 0) || 1;
   const fnSelf = new Map<string, number>();
   const fileSelf = new Map<string, number>();
+  const groups = new Map<string, number>();
   let idle = 0;
   for (const [id, us] of selfUs) {
     const n = byId.get(id);
     if (!n) continue;
     const name = n.callFrame.functionName || '(anonymous)';
-    if (name === '(idle)') idle += us;
+    // Shares are of the busy time: idle (waiting in epoll) says nothing about the hot path.
+    if (name === '(idle)') {
+      idle += us;
+      continue;
+    }
+    const g = group(name, n.callFrame.url);
+    groups.set(g, (groups.get(g) ?? 0) + us);
     const url = shortUrl(n.callFrame.url);
     const key = `${name}  ${url}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ''}`;
     fnSelf.set(key, (fnSelf.get(key) ?? 0) + us);
     fileSelf.set(url, (fileSelf.get(url) ?? 0) + us);
   }
+  const total = all - idle || 1;
   const pct = (us: number) => `${fmt((us / total) * 100, 1)}%`;
   const fnRows = [...fnSelf].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, us]) => [k, pct(us)]);
   const fileRows = [...fileSelf].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, us]) => [k, pct(us)]);
+  const groupRows = [...groups].sort((a, b) => b[1] - a[1]).slice(0, 10).map(([k, us]) => [k, pct(us)]);
   return [
-    `sampled ${fmt(total / 1e6, 1)} s, idle ${pct(idle)}`,
+    `sampled ${fmt(all / 1e6, 1)} s, of which busy ${fmt(total / 1e6, 1)} s (${fmt((total / all) * 100)}%); shares below are of the busy time`,
+    table([['where (self time)', 'share'], ...groupRows]),
+    '',
     table([['function (self time)', 'share'], ...fnRows]),
     '',
     table([['source (self time)', 'share'], ...fileRows]),
