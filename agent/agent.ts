@@ -13,7 +13,7 @@ import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js
 import type { Catalogue } from './catalogue.js';
 import { DatabaseController, type ControllerExtras } from './database-controller.js';
 import { LABEL_AGENT, LABEL_DATABASE, type ContainerRuntime } from './runtime/container-runtime.js';
-import { createOperations } from './operations.js';
+import { createOperations, type OperationHandler, type OperationKind } from './operations.js';
 
 export interface AgentOptions {
   id: string;
@@ -27,7 +27,11 @@ export interface AgentOptions {
   nodeAddressPool?: string;
   reconcileIntervalMs?: number;
   /** Day-two hooks (backups, maintenance windows); see agent/day-two.ts. */
-  extras?: (agent: Agent) => ControllerExtras & { tick?: () => void; close?: () => Promise<void> };
+  extras?: (agent: Agent) => ControllerExtras & {
+    tick?: () => void;
+    close?: () => Promise<void>;
+    handlers?: Partial<Record<OperationKind, OperationHandler>>;
+  };
 }
 
 export type AgentObservation = Omit<AgentReport, 'agentId' | 'region' | 'atMs' | 'hello' | 'heartbeat'>;
@@ -106,6 +110,7 @@ export function createAgent(opts: AgentOptions): Agent {
       await mkdir(join(opts.stateDir, 'databases'), { recursive: true });
       extraHooks = opts.extras?.(agent);
       extras = extraHooks;
+      for (const [kind, h] of Object.entries(extraHooks?.handlers ?? {})) if (h) ops.register(kind as OperationKind, h);
       for (const dir of readdirSync(join(opts.stateDir, 'databases'))) {
         if (/^\d+$/.test(dir) && existsSync(join(opts.stateDir, 'databases', dir, 'state.json'))) controller(Number(dir));
       }

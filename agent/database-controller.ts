@@ -257,6 +257,17 @@ export class DatabaseController {
     return obs;
   }
 
+  /** Replicas seen replicating in the last observation, most useful first. */
+  healthyReplicas(): number[] {
+    return this.details.filter((n) => n.index !== this.state?.primary && n.state === 'running' && n.reachable && n.replicating).map((n) => n.index);
+  }
+
+  /** Closes client connections and refuses new ones until the next syncProxies (restore). */
+  pauseTraffic(): void {
+    for (const p of this.proxies.values()) p.setBackends([]);
+    this.proxyKey = '';
+  }
+
   private secondaryBackends(): string[] {
     const reps = this.details.filter((n) => n.index !== this.state!.primary && n.state === 'running' && n.replicating);
     return reps.length > 0 ? reps.map((n) => n.address) : [this.primaryAddress()];

@@ -7,6 +7,7 @@ import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { createAgent, type Agent } from './agent.js';
 import { detectLocalCatalogue, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
+import { createDayTwo } from './day-two.js';
 import type { ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 
@@ -69,6 +70,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     clock,
     nodeAddressPool: opts.nodeAddressPool,
     reconcileIntervalMs: opts.reconcileIntervalMs,
+    extras: (a) => createDayTwo(a),
   });
   await agent.start();
 

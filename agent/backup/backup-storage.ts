@@ -1,0 +1,83 @@
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+
+/** What a finished backup is; written last, so a backup without one never happened. */
+export interface BackupManifest {
+  id: number;
+  databaseId: number;
+  label: string;
+  type: 'auto' | 'snapshot';
+  /** Node role the dump was taken from. */
+  target: 'primary' | 'secondary';
+  createdMs: number;
+  finishedMs: number;
+  engineVersion: string;
+  /** GTID position of the source when the dump started. */
+  gtidPos: string;
+  format: 'mariadb-dump+gzip';
+  file: string;
+  sizeBytes: number;
+  /** Hex SHA-256 of the compressed file. */
+  sha256: string;
+  databases: string[];
+}
+
+/**
+ * Where backups live. The agent's default keeps them under its state folder
+ * (`<stateDir>/backups/<databaseId>/<backupId>/`); an object store (S3-compatible) can implement
+ * the same port. Contract: `writer` returns a stream for a data file of a backup that does not
+ * exist yet; `commit` writes the manifest (last: only backups with a manifest are listed);
+ * `list` returns manifests, oldest first, skipping unreadable ones; `reader` opens a data file;
+ * `remove` deletes a backup and everything written for it, idempotently.
+ */
+export interface BackupStorage {
+  writer(databaseId: number, backupId: number, file: string): Promise<Writable>;
+  commit(manifest: BackupManifest): Promise<void>;
+  list(databaseId: number): Promise<BackupManifest[]>;
+  reader(databaseId: number, backupId: number, file: string): Readable;
+  size(databaseId: number, backupId: number, file: string): Promise<number>;
+  remove(databaseId: number, backupId: number): Promise<void>;
+  removeAll(databaseId: number): Promise<void>;
+}
+
+export function createLocalBackupStorage(root: string): BackupStorage {
+  const dir = (db: number, id?: number) => (id === undefined ? join(root, String(db)) : join(root, String(db), String(id)));
+  return {
+    async writer(db, id, file) {
+      await mkdir(dir(db, id), { recursive: true, mode: 0o700 });
+      return createWriteStream(join(dir(db, id), file), { mode: 0o600 });
+    },
+    async commit(m) {
+      const f = join(dir(m.databaseId, m.id), 'manifest.json');
+      await writeFile(`${f}.tmp`, JSON.stringify(m, null, 1), { mode: 0o600 });
+      await rename(`${f}.tmp`, f);
+    },
+    async list(db) {
+      if (!existsSync(dir(db))) return [];
+      const out: BackupManifest[] = [];
+      for (const name of await readdir(dir(db))) {
+        try {
+          const m = JSON.parse(await readFile(join(dir(db), name, 'manifest.json'), 'utf8')) as BackupManifest;
+          if (m.id === Number(name)) out.push(m);
+        } catch {
+          // No manifest: an interrupted backup, invisible by design.
+        }
+      }
+      return out.sort((a, b) => a.createdMs - b.createdMs || a.id - b.id);
+    },
+    reader(db, id, file) {
+      return createReadStream(join(dir(db, id), file));
+    },
+    async size(db, id, file) {
+      return (await stat(join(dir(db, id), file))).size;
+    },
+    async remove(db, id) {
+      await rm(dir(db, id), { recursive: true, force: true });
+    },
+    async removeAll(db) {
+      await rm(dir(db), { recursive: true, force: true });
+    },
+  };
+}

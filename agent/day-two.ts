@@ -1,0 +1,97 @@
+import { join } from 'node:path';
+import cron from 'node-cron';
+import type { Agent } from './agent.js';
+import type { ControllerExtras, DatabaseController } from './database-controller.js';
+import { createLocalBackupStorage, type BackupStorage } from './backup/backup-storage.js';
+import { createBackupService } from './backup/backup-service.js';
+import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from './backup/schedule.js';
+import { isInWindow } from './maintenance/window.js';
+import type { OperationHandler, OperationKind } from './operations.js';
+
+export interface DayTwo extends ControllerExtras {
+  handlers: Partial<Record<OperationKind, OperationHandler>>;
+  tick(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Day-two services wired onto the agent (issue 8): backups with their storage, the auto-backup
+ * schedule, maintenance windows. The decisions are pure functions of the injected clock
+ * (backup/schedule.ts, maintenance/window.ts); node-cron and the reconcile loop only tick.
+ */
+export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {}): DayTwo {
+  const log = agent.logger.child({ component: 'day-two' });
+  const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
+  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger });
+  const autoRunning = new Set<number>();
+  const retryAfter = new Map<number, number>();
+  const loaded = new Set<number>();
+
+  async function auto(c: DatabaseController, day: string): Promise<void> {
+    autoRunning.add(c.id);
+    const now = agent.clock.now();
+    try {
+      await backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now });
+      c.state!.lastAutoBackupDay = day;
+      await c.save();
+      for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
+      c.emit('database_backup_create', `auto backup for ${day} taken`);
+    } catch (err) {
+      // A failed auto backup is retried a few minutes later, not on every tick.
+      retryAfter.set(c.id, Date.now() + 5 * 60_000);
+      log.error({ err, database: c.id }, 'auto backup failed');
+    } finally {
+      autoRunning.delete(c.id);
+    }
+  }
+
+  function tick(): void {
+    const now = agent.clock.now();
+    for (const c of agent.databases()) {
+      const s = c.state;
+      if (!s?.provisioned || s.suspended || c.deleted || !c.desired) continue;
+      if (!loaded.has(c.id)) {
+        loaded.add(c.id);
+        void backups.refresh(c.id);
+      }
+      // A new database's first auto backup is the next midnight's, not one at creation.
+      if (s.lastAutoBackupDay === undefined) {
+        s.lastAutoBackupDay = utcDay(now);
+        void c.save();
+        continue;
+      }
+      const due = dueAutoBackup(now, s.lastAutoBackupDay);
+      if (!due || autoRunning.has(c.id) || c.busy === 'restore' || Date.now() < (retryAfter.get(c.id) ?? 0)) continue;
+      void auto(c, due);
+    }
+  }
+
+  const task = cron.schedule('* * * * *', () => tick(), { timezone: 'UTC' });
+
+  return {
+    windowOpen: (c) => (c.desired?.updates ? isInWindow(c.desired.updates, agent.clock.now()) : false),
+    extraReport: (c) => ({ backups: backups.report(c.id) }),
+    handlers: {
+      snapshot: async (c, op) => {
+        const label = op.snapshot?.label ?? '';
+        if (!/^[A-Za-z0-9_]{1,30}$/.test(label)) throw new Error('label must be 1-30 letters, digits or underscores');
+        const target = op.snapshot?.target === 'secondary' ? 'secondary' : 'primary';
+        const m = await c.runExclusive('snapshot', () => backups.take(c, { type: 'snapshot', label, target, nowMs: agent.clock.now() }));
+        c.emit('database_backup_create', `snapshot ${label} taken`);
+        return { backupId: m.id };
+      },
+      restore: async (c, op) => {
+        await backups.restore(c, op.restore?.backupId ?? 0);
+        c.emit('database_backup_restore', `backup ${op.restore?.backupId} restored`);
+      },
+      deleteBackup: async (c, op) => {
+        await backups.remove(c, op.deleteBackup?.backupId ?? 0);
+      },
+    },
+    tick,
+    async close() {
+      await task.stop();
+      await task.destroy();
+    },
+  };
+}

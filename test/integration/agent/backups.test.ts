@@ -1,0 +1,162 @@
+/**
+ * Issue 8, agent side, 1 node: snapshot then restore (rows after the snapshot gone, rows and
+ * accounts before it back, linroot keeps its current password), a corrupted backup refused
+ * with the data kept, the 3-snapshot limit, and auto backups at 00:00 UTC of an injected clock
+ * keeping the newest 7.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+
+describe('agent: backups and restore (1 node)', () => {
+  let driver: Driver;
+  let agent: RunningAgent;
+  let stateDir: string;
+  let db: DesiredDatabase;
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
+  const net = randomNet('127.78');
+  let opSeq = 0;
+
+  beforeAll(async () => {
+    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentbk-'));
+    driver = await startDriver();
+    agent = await startAgent({
+      id: 'agent-backups', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process', clock,
+      logger: silentLogger(), nodeAddressPool: `${randomNet('127.79')}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
+    });
+    const [engine] = await detectLocalCatalogue();
+    db = desiredDb({ id: 11, engineId: engine!.id, version: engine!.version, hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
+    driver.setDatabases([db]);
+    await driver.waitFor(() => driver.db(11)?.status === 'active', 30_000, 'active');
+  });
+
+  afterAll(async () => {
+    await agent?.close();
+    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
+    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+    await driver?.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const connect = (user = 'linroot', password = db.rootPassword!) =>
+    connectFrom({ source: '127.0.0.7', host: db.hostPrimary!, port: 3306, user, password, ca: driver.db(11)!.caCertPem });
+
+  async function op(body: Record<string, unknown>): Promise<{ ok: boolean; error: string; backupId: number }> {
+    const operationId = `op-${++opSeq}`;
+    driver.addOperation({ operationId, databaseId: 11, ...body });
+    const r = await driver.waitFor(() => driver.last()?.operationResults.find((x) => x.operationId === operationId), 30_000, operationId);
+    driver.ackOperation(operationId);
+    return r;
+  }
+  const ids = async () => {
+    const c = await connect();
+    const [rows] = await c.query('SELECT id FROM app.t ORDER BY id');
+    await c.end();
+    return (rows as any[]).map((r) => r.id);
+  };
+
+  it('snapshot then restore: later rows gone, earlier rows and accounts back, linroot unchanged', async () => {
+    const c = await connect();
+    await c.query('CREATE DATABASE app');
+    await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, v BLOB)');
+    await c.query("INSERT INTO app.t VALUES (1, x'00ff'), (2, 'b'), (3, 'c')");
+    await c.query('CREATE PROCEDURE app.count_t() SELECT COUNT(*) AS n FROM app.t');
+    await c.query("CREATE USER 'appuser'@'%' IDENTIFIED BY 'App.Pass_1'");
+    await c.query("GRANT SELECT ON app.* TO 'appuser'@'%'");
+    await c.end();
+
+    const r = await op({ snapshot: { label: 'before_changes', target: 'primary' } });
+    expect(r).toMatchObject({ ok: true });
+    expect(r.backupId).toBeGreaterThan(0);
+    const info = driver.db(11)!.backups.find((b) => b.id === r.backupId)!;
+    expect(info).toMatchObject({ label: 'before_changes', type: 'snapshot', status: 'ready' });
+    expect(Number(info.sizeBytes)).toBeGreaterThan(0);
+
+    const c2 = await connect();
+    await c2.query("INSERT INTO app.t VALUES (4, 'd'), (5, 'e')");
+    await c2.query('CREATE TABLE app.later (x INT)');
+    await c2.query("DROP USER 'appuser'@'%'");
+    await c2.end();
+    // A credentials reset after the snapshot must not break the restore (linroot is re-applied).
+    db = { ...db, rootPassword: 'After.Reset_77', generation: 2 };
+    driver.setDatabases([db]);
+    await driver.waitFor(() => driver.db(11)?.convergedGeneration === 2, 10_000, 'password changed');
+
+    const statuses = new Set<string>();
+    const seen = driver.reports.length;
+    const rr = await op({ restore: { backupId: r.backupId } });
+    for (const rep of driver.reports.slice(seen)) for (const d of rep.databases) statuses.add(d.status);
+    expect(rr).toMatchObject({ ok: true, error: '' });
+    expect(statuses.has('restoring')).toBe(true);
+    expect(await ids()).toEqual([1, 2, 3]);
+    const c3 = await connect();
+    const [tables] = await c3.query("SHOW TABLES FROM app LIKE 'later'");
+    expect(tables).toEqual([]);
+    const [proc] = await c3.query('CALL app.count_t()');
+    expect(Number((proc as any[])[0][0].n)).toBe(3);
+    const [blob] = await c3.query('SELECT HEX(v) AS h FROM app.t WHERE id = 1');
+    expect((blob as any[])[0].h).toBe('00FF');
+    await c3.end();
+    const app = await connect('appuser', 'App.Pass_1');
+    const [n] = await app.query('SELECT COUNT(*) AS n FROM app.t');
+    expect(Number((n as any[])[0].n)).toBe(3);
+    await app.end();
+  });
+
+  it('a corrupted backup is refused with a clear error and the data is kept', async () => {
+    const r = await op({ snapshot: { label: 'to_corrupt', target: 'primary' } });
+    expect(r.ok).toBe(true);
+    const c = await connect();
+    await c.query("INSERT INTO app.t VALUES (6, 'f')");
+    await c.end();
+    const file = join(stateDir, 'backups', '11', String(r.backupId), 'dump.sql.gz');
+    const bytes = readFileSync(file);
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    writeFileSync(file, bytes);
+    const rr = await op({ restore: { backupId: r.backupId } });
+    expect(rr.ok).toBe(false);
+    expect(rr.error).toMatch(/backup \d+ is corrupted: its checksum .*nothing was changed/);
+    expect(await ids()).toEqual([1, 2, 3, 6]);
+    await driver.waitFor(() => driver.db(11)?.status === 'active', 5000, 'active');
+  });
+
+  it('at most 3 snapshots; deleting one makes room; bad labels are refused', async () => {
+    expect(await op({ snapshot: { label: 'third', target: 'primary' } })).toMatchObject({ ok: true });
+    const fourth = await op({ snapshot: { label: 'fourth', target: 'primary' } });
+    expect(fourth.ok).toBe(false);
+    expect(fourth.error).toMatch(/3 snapshot/);
+    const dup = await op({ snapshot: { label: 'third', target: 'primary' } });
+    expect(dup.error).toMatch(/already exists/);
+    expect((await op({ snapshot: { label: 'bad label!', target: 'primary' } })).error).toMatch(/label/);
+    const victim = driver.db(11)!.backups.find((b) => b.label === 'to_corrupt')!;
+    expect(await op({ deleteBackup: { backupId: victim.id } })).toMatchObject({ ok: true });
+    expect(driver.db(11)!.backups.some((b) => b.id === victim.id)).toBe(false);
+    expect(await op({ snapshot: { label: 'fourth', target: 'primary' } })).toMatchObject({ ok: true });
+  });
+
+  it('auto backups happen at 00:00 UTC of the injected clock and only the newest 7 remain', async () => {
+    const autos = () => driver.db(11)!.backups.filter((b) => b.type === 'auto' && b.status === 'ready');
+    // Still 2026-01-01 (the creation day): nothing is due before the next midnight.
+    clock.set(Date.UTC(2026, 0, 1, 23, 59, 0));
+    await new Promise((r) => setTimeout(r, 800));
+    expect(autos()).toHaveLength(0);
+    for (let day = 2; day <= 10; day++) {
+      clock.set(Date.UTC(2026, 0, day, 0, 0, 5));
+      await driver.waitFor(() => autos().some((b) => new Date(Number(b.createdMs)).getUTCDate() === day), 15_000, `auto backup of day ${day}`);
+    }
+    const left = autos();
+    expect(left).toHaveLength(7);
+    expect(left.map((b) => new Date(Number(b.createdMs)).getUTCDate()).sort((a, b) => a - b)).toEqual([4, 5, 6, 7, 8, 9, 10]);
+    expect(left[0]!.label).toMatch(/^Scheduled - 01\/\d\d\/26 00:00 UTC-/);
+    // Snapshots are not touched by the auto retention.
+    expect(driver.db(11)!.backups.filter((b) => b.type === 'snapshot')).toHaveLength(3);
+  });
+});
