@@ -93,8 +93,10 @@ export class DatabaseService {
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
       const primary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
-      const secondary = input.clusterSize === 3 ? this.d.addresses.allocate(this.d.pool, 'database', row.id) : null;
-      if (!primary || secondary === undefined) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
+      // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches
+      // the primary too); the agent's front proxy serves both.
+      const secondary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
+      if (!primary || !secondary) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
       const event = this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });
       return this.d.repo.update(row.id, { hostPrimary: primary, hostSecondary: secondary, pendingEventId: event.id });
     });

@@ -6,6 +6,11 @@ import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
 import { nextStatus, settle } from './status-rules.js';
 
+/** Actions only the control plane records (it starts that work and completes its event). */
+const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
+/** Actions the agent may start on its own (auto backups, window patches, rebuilds). */
+const agentOrOwnActions = new Set(['database_backup_create', 'database_update']);
+
 /** What an agent says about one database (transport-neutral view of ObservedDatabase). */
 export interface ObservedDatabaseView {
   id: number;
@@ -127,8 +132,12 @@ export class DatabaseObserver {
     this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
     })));
+    const busy = db.pendingEventId !== null || this.d.repo.pendingOperations(db.id).length > 0;
     for (const e of o.events) {
       if (!e.id || !this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now())) continue;
+      // Work the API started has its own event, completed by status or operation result; an agent
+      // echo of it would read as a second create/restore to clients that poll by action.
+      if (controlPlaneActions.has(e.action) || (busy && agentOrOwnActions.has(e.action))) continue;
       const status = e.status === 'finished' || e.status === 'failed' ? e.status : 'notification';
       this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
     }

@@ -76,7 +76,9 @@ export function nextStatus(db: Pick<DatabaseRecord, 'status' | 'generation'>, ob
   const error = obs.error || undefined;
   switch (db.status) {
     case 'provisioning':
-      if (o === 'failed') return { status: 'failed', complete: { outcome: 'failed', message: error ?? 'Provisioning failed' } };
+      // A failure counts only with a reason: right after bootstrap the agent may briefly see an
+      // unhealthy node and say `failed` without one.
+      if (o === 'failed' && error) return { status: 'failed', complete: { outcome: 'failed', message: error } };
       if (converged && (o === 'active' || o === 'degraded')) return { status: o, complete: { outcome: 'finished' } };
       return { status: 'provisioning' };
     case 'updating':

@@ -29,7 +29,8 @@ describe('databases API lifecycle with a scripted agent', () => {
   it('becomes active with hosts, members and a finished database_create event', async () => {
     const d = await waitStatus(api, id, 'active');
     expect(d.hosts.primary).toMatch(/^127\.78\.\d+\.\d+$/);
-    expect(d.hosts.secondary).toBeNull();
+    expect(d.hosts.secondary).toMatch(/^127\.78\.\d+\.\d+$/);
+    expect(d.hosts.secondary).not.toBe(d.hosts.primary);
     expect(d.members).toEqual({ [d.hosts.primary]: 'primary' });
     expect(d.total_disk_size_gb).toBe(50);
     expect(d.used_disk_size_gb).toBe(2);

@@ -37,6 +37,7 @@ describe('database status rules', () => {
     expect(nextStatus(db, obs('active', 4), false)).toEqual({ status: 'provisioning' });
     expect(nextStatus(db, obs('provisioning'), false)).toEqual({ status: 'provisioning' });
     expect(nextStatus(db, obs('active'), false)).toEqual({ status: 'active', complete: { outcome: 'finished' } });
+    expect(nextStatus(db, obs('failed', 0), false)).toEqual({ status: 'provisioning' });
     expect(nextStatus(db, obs('failed', 0, 'mariadbd exited'), false)).toEqual({ status: 'failed', complete: { outcome: 'failed', message: 'mariadbd exited' } });
   });
 

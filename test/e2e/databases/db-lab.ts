@@ -1,0 +1,138 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync, readdirSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mysql from 'mysql2/promise';
+import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { repoRoot, until } from '../../helpers/lab.js';
+
+export { until };
+export const MYSQL = '/v4/databases/mysql/instances';
+
+/**
+ * An e2e lab for Managed Databases: the control plane in-process (port 0, temp state, its own
+ * /24 of endpoint addresses) and the agent as a separate `fulcrum agent` process with the
+ * process runtime, so that it can really be killed (SIGKILL) and started again.
+ */
+export interface DbLab {
+  cp: ControlPlane;
+  agentDir: string;
+  agentId: string;
+  api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  startAgent(): Promise<void>;
+  killAgent(): Promise<void>;
+  agentPid(): number | undefined;
+  /** Node processes (pids) the process runtime knows for this agent's state folder. */
+  nodes(): Promise<{ name: string; ref: string; state: string }[]>;
+  output(): string;
+  close(): Promise<void>;
+}
+
+export async function startDbLab(name: string): Promise<DbLab> {
+  const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
+  const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
+  const pool = `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`;
+  const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger() });
+  const agentId = `e2e-${name}`;
+  let child: ChildProcess | undefined;
+  let out = '';
+
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(cp.apiUrl + path, {
+      method,
+      headers: { authorization: `Bearer ${cp.adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status >= 500) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
+    return { status: res.status, body: JSON.parse(text) };
+  };
+
+  const lab: DbLab = {
+    cp, agentDir, agentId, api,
+    async startAgent() {
+      child = spawn(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), 'agent', '--id', agentId, '--region', 'us-east',
+        '--control-plane', cp.grpcAddress, '--state', agentDir, '--runtime', 'process'], {
+        env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout!.on('data', (b) => { out = (out + b).slice(-20_000); });
+      child.stderr!.on('data', (b) => { out = (out + b).slice(-20_000); });
+      await until('agent connected', async () => (await api('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === agentId && a.connected) || undefined, 30_000);
+    },
+    async killAgent() {
+      const c = child;
+      if (!c || c.exitCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await exited;
+      child = undefined;
+    },
+    agentPid: () => child?.pid,
+    async nodes() {
+      const rt = createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
+      try {
+        return (await rt.list({})).map((n: any) => ({ name: n.name, ref: String(n.ref), state: n.state }));
+      } finally {
+        await rt.close();
+      }
+    },
+    output: () => out,
+    async close() {
+      await lab.killAgent();
+      // Whatever a failed test left behind: every node of this agent goes.
+      const rt = createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
+      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+      await rt.close();
+      await cp.close();
+      rmSync(stateDir, { recursive: true, force: true });
+      rmSync(agentDir, { recursive: true, force: true });
+    },
+  };
+  return lab;
+}
+
+export async function waitStatus(lab: DbLab, id: number, status: string, timeoutMs = 60_000): Promise<any> {
+  return until(`database ${id} ${status}`, async () => {
+    const r = await lab.api('GET', `${MYSQL}/${id}`);
+    if (r.body.status === 'failed' && status !== 'failed') throw new Error(`database ${id} failed`);
+    return r.body.status === status ? r.body : undefined;
+  }, timeoutMs, 100);
+}
+
+/** A mysql2 connection from a chosen source address; TLS verified against `ca` when given. */
+export async function connectFrom(o: { source: string; host: string; port: number; user: string; password: string; ca?: string }): Promise<mysql.Connection> {
+  const sock = netConnect({ host: o.host, port: o.port, localAddress: o.source });
+  return mysql.createConnection({
+    stream: sock, host: o.host, port: o.port, user: o.user, password: o.password, connectTimeout: 3000,
+    ...(o.ca ? { ssl: { ca: o.ca, rejectUnauthorized: true } } : {}),
+  });
+}
+
+/** Resolves to the error of a connection attempt, or null when it connected. */
+export async function refusal(o: Parameters<typeof connectFrom>[0]): Promise<Error | null> {
+  try {
+    const c = await connectFrom(o);
+    await c.query('SELECT 1');
+    await c.end();
+    return null;
+  } catch (e) {
+    return e as Error;
+  }
+}
+
+/** Whether something listens on ip:port. */
+export function listening(ip: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = netConnect({ host: ip, port });
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export function dirEntries(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir) : [];
+}

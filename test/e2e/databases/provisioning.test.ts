@@ -1,0 +1,189 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MYSQL, connectFrom, dirEntries, listening, refusal, startDbLab, until, waitStatus, type DbLab } from './db-lab.js';
+
+/**
+ * Issue 7 acceptance 1-5 through the API, with mysql2 as the client, against real MariaDB
+ * servers run by a `fulcrum agent` process (process runtime).
+ */
+describe('Managed MySQL provisioning through the API (process runtime)', () => {
+  let lab: DbLab;
+  let engine: string;
+  let one: any; // 1-node database
+  let three: any; // 3-node semi_synch database
+  const timings: Record<string, number> = {};
+
+  beforeAll(async () => {
+    lab = await startDbLab('prov');
+    await lab.startAgent();
+    engine = (await lab.api('GET', '/v4/databases/engines')).body.data[0].id;
+  });
+  afterAll(async () => {
+    console.log('provisioning timings (s):', JSON.stringify(timings));
+    await lab?.close();
+  });
+
+  /** A 200 answer's body; anything else fails with the answer in the message. */
+  const ok = async (method: string, path: string, body?: unknown) => {
+    const r = await lab.api(method, path, body);
+    if (r.status !== 200) throw new Error(`${method} ${path} -> ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const creds = async (id: number) => (await lab.api('GET', `${MYSQL}/${id}/credentials`)).body as { username: string; password: string };
+  const ca = async (id: number) => Buffer.from((await lab.api('GET', `${MYSQL}/${id}/ssl`)).body.ca_certificate, 'base64').toString('utf8');
+
+  it('acceptance 5: bad requests get 400 naming the field; update while provisioning is refused', async () => {
+    const valid = { label: 'bad-db', region: 'us-east', type: 'g6-nanode-1', engine };
+    for (const [body, field] of [
+      [{ ...valid, engine: 'mysql/1.0.0' }, 'engine'],
+      [{ ...valid, cluster_size: 2 }, 'cluster_size'],
+      [{ ...valid, cluster_size: 3, replication_type: 'none' }, 'replication_type'],
+      [{ ...valid, label: 'ab' }, 'label'],
+      [{ ...valid, label: 'x'.repeat(33) }, 'label'],
+      [{ ...valid, allow_list: ['127.0.0.1/40'] }, 'allow_list[0]'],
+    ] as [Record<string, unknown>, string][]) {
+      const r = await lab.api('POST', MYSQL, body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.errors.map((e: any) => e.field), JSON.stringify(body)).toContain(field);
+    }
+    const t0 = Date.now();
+    const created = await lab.api('POST', MYSQL, { label: 'db-one', region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['127.0.0.2/32'] });
+    expect(created.status).toBe(200);
+    one = created.body;
+    expect(one.status).toBe('provisioning');
+    const put = await lab.api('PUT', `${MYSQL}/${one.id}`, { label: 'db-renamed' });
+    expect(put.status).toBe(400);
+    expect(put.body.errors[0].reason).toMatch(/provisioning/);
+    one = await waitStatus(lab, one.id, 'active', 60_000);
+    timings.oneNodeActive = (Date.now() - t0) / 1000;
+  });
+
+  it('acceptance 1 (1 node): TLS verified against /ssl, writes, and plain TCP is refused', async () => {
+    expect(one.hosts.primary).toMatch(/^127\.78\.\d+\.\d+$/);
+    expect(one.port).toBe(3306);
+    expect(one.ssl_connection).toBe(true);
+    expect(Object.values(one.members)).toEqual(['primary']);
+    const { username, password } = await creds(one.id);
+    expect(username).toBe('linroot');
+    const pem = await ca(one.id);
+    expect(pem).toMatch(/-----BEGIN CERTIFICATE-----/);
+    const c = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: one.port, user: username, password, ca: pem });
+    await c.query('CREATE DATABASE IF NOT EXISTS app');
+    await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))');
+    await c.query("INSERT INTO app.t VALUES (1, 'one')");
+    const [cipher] = await c.query("SHOW STATUS LIKE 'Ssl_cipher'");
+    expect((cipher as any[])[0].Value).not.toBe('');
+    await c.end();
+    const plain = await refusal({ source: '127.0.0.2', host: one.hosts.primary, port: one.port, user: username, password });
+    expect(plain).toBeInstanceOf(Error);
+    const ev = (await lab.api('GET', '/v4/account/events')).body.data.find((e: any) => e.action === 'database_create' && e.entity.id === one.id);
+    expect(ev, JSON.stringify(ev)).toMatchObject({ status: 'finished', percent_complete: 100 });
+  });
+
+  it('acceptance 2: allow_list by source address, changed within 5 s; [] refuses both', async () => {
+    const { password } = await creds(one.id);
+    const pem = await ca(one.id);
+    const from = (source: string) => refusal({ source, host: one.hosts.primary, port: 3306, user: 'linroot', password, ca: pem });
+    expect(await from('127.0.0.2')).toBeNull();
+    expect(await from('127.0.0.3')).toBeInstanceOf(Error);
+    const t0 = Date.now();
+    await ok('PUT', `${MYSQL}/${one.id}`, { allow_list: ['127.0.0.3/32'] });
+    await until('127.0.0.3 allowed', async () => (await from('127.0.0.3')) === null || undefined, 5_000, 100);
+    await until('127.0.0.2 refused', async () => (await from('127.0.0.2')) !== null || undefined, 5_000, 100);
+    timings.allowListApplied = (Date.now() - t0) / 1000;
+    expect(timings.allowListApplied).toBeLessThan(5);
+    await waitStatus(lab, one.id, 'active', 10_000);
+    await ok('PUT', `${MYSQL}/${one.id}`, { allow_list: [] });
+    await waitStatus(lab, one.id, 'active', 10_000);
+    expect(await from('127.0.0.2')).toBeInstanceOf(Error);
+    expect(await from('127.0.0.3')).toBeInstanceOf(Error);
+    await ok('PUT', `${MYSQL}/${one.id}`, { allow_list: ['0.0.0.0/0'] });
+    await waitStatus(lab, one.id, 'active', 10_000);
+    expect(await from('127.0.0.4')).toBeNull();
+  });
+
+  it('acceptance 3: /credentials/reset changes the password (old fails, new works)', async () => {
+    const old = (await creds(one.id)).password;
+    const pem = await ca(one.id);
+    expect((await lab.api('POST', `${MYSQL}/${one.id}/credentials/reset`)).body).toEqual({});
+    const fresh = await until('new password', async () => {
+      const p = (await creds(one.id)).password;
+      return p !== old ? p : undefined;
+    }, 20_000);
+    const conn = { source: '127.0.0.5', host: one.hosts.primary, port: 3306, user: 'linroot', ca: pem };
+    expect(String(await refusal({ ...conn, password: old }))).toMatch(/Access denied/);
+    const c = await connectFrom({ ...conn, password: fresh });
+    const [rows] = await c.query('SELECT v FROM app.t WHERE id = 1');
+    expect((rows as any[])[0].v).toBe('one');
+    await c.end();
+  });
+
+  it('acceptance 1 (3 nodes, semi_synch): writes on primary are readable on secondary within 1 s', async () => {
+    const t0 = Date.now();
+    const created = await lab.api('POST', MYSQL, { label: 'db-three', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, replication_type: 'semi_synch', allow_list: ['0.0.0.0/0'] });
+    expect(created.status).toBe(200);
+    three = await waitStatus(lab, created.body.id, 'active', 120_000);
+    timings.threeNodeActive = (Date.now() - t0) / 1000;
+    expect(three.hosts.secondary).toMatch(/^127\.78\.\d+\.\d+$/);
+    expect(Object.values(three.members).sort()).toEqual(['failover', 'failover', 'primary']);
+    const { password } = await creds(three.id);
+    const pem = await ca(three.id);
+    const p = await connectFrom({ source: '127.0.0.2', host: three.hosts.primary, port: 3306, user: 'linroot', password, ca: pem });
+    const [semi] = await p.query("SHOW STATUS LIKE 'Rpl_semi_sync_master_status'");
+    expect((semi as any[])[0]?.Value).toBe('ON');
+    await p.query('CREATE DATABASE IF NOT EXISTS app');
+    await p.query('CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))');
+    const s = await connectFrom({ source: '127.0.0.2', host: three.hosts.secondary, port: 3306, user: 'linroot', password, ca: pem });
+    const [ro] = await s.query('SELECT @@read_only AS ro');
+    expect((ro as any[])[0].ro).toBe(1);
+    const t1 = Date.now();
+    await p.query("INSERT INTO app.t VALUES (42, 'replicated')");
+    await until('row on secondary', async () => {
+      const [rows] = await s.query('SELECT v FROM app.t WHERE id = 42').catch(() => [[]]);
+      return (rows as any[])[0]?.v === 'replicated' || undefined;
+    }, 1_000, 20);
+    timings.replicaVisible = (Date.now() - t1) / 1000;
+    const plain = await refusal({ source: '127.0.0.2', host: three.hosts.primary, port: 3306, user: 'linroot', password });
+    expect(plain).toBeInstanceOf(Error);
+    await p.end();
+    await s.end();
+  });
+
+  it('acceptance 4: killing and restarting the agent leaves databases running, reconciled, without duplicates', async () => {
+    const before = await lab.nodes();
+    expect(before.filter((n) => n.state === 'running')).toHaveLength(4);
+    await lab.killAgent();
+    await until('agent marked disconnected', async () => (await lab.api('GET', '/v4/fulcrum/agents')).body.data.every((a: any) => !a.connected) || undefined, 30_000);
+    // Static stability: the databases keep serving without their agent.
+    const { password } = await creds(one.id);
+    const c1 = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: 3306, user: 'linroot', password, ca: await ca(one.id) }).catch((e) => e);
+    const servedWithoutAgent = !(c1 instanceof Error);
+    if (!(c1 instanceof Error)) await c1.end();
+    await lab.startAgent();
+    await waitStatus(lab, one.id, 'active', 30_000);
+    await waitStatus(lab, three.id, 'active', 30_000);
+    const after = await lab.nodes();
+    expect(after.map((n) => `${n.name}:${n.ref}`).sort()).toEqual(before.map((n) => `${n.name}:${n.ref}`).sort());
+    const c = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: 3306, user: 'linroot', password, ca: await ca(one.id) });
+    const [rows] = await c.query('SELECT COUNT(*) AS n FROM app.t');
+    expect((rows as any[])[0].n).toBe(1);
+    await c.end();
+    console.log(`front proxy served while the agent was down: ${servedWithoutAgent}`);
+  });
+
+  it('acceptance 4: deleting databases leaves no process, listener or data directory', async () => {
+    const pids = (await lab.nodes()).map((n) => n.ref);
+    for (const d of [one, three]) expect((await lab.api('DELETE', `${MYSQL}/${d.id}`)).body).toEqual({});
+    expect((await lab.api('GET', `${MYSQL}/${one.id}`)).status).toBe(404);
+    await until('nodes removed', async () => (await lab.nodes()).length === 0 || undefined, 60_000, 200);
+    for (const pid of pids) await until(`process ${pid} gone`, () => !dirEntries('/proc').includes(pid) || undefined, 10_000);
+    for (const ip of [one.hosts.primary, three.hosts.primary, three.hosts.secondary]) {
+      await until(`${ip}:3306 closed`, async () => !(await listening(ip, 3306)) || undefined, 10_000);
+    }
+    await until('data directories gone', () => dirEntries(join(lab.agentDir, 'databases')).length === 0 || undefined, 10_000);
+    const servers = execFileSync('ps', ['-eo', 'args']).toString().split('\n').filter((l) => /mariadbd|mysqld/.test(l) && l.includes(lab.agentDir));
+    expect(servers).toEqual([]);
+    await until('addresses released', () => (lab.cp.context.db.prepare("SELECT COUNT(*) FROM addresses WHERE owner_type = 'database'").pluck().get() as number) === 0 || undefined, 20_000);
+  });
+});
