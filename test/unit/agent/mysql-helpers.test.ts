@@ -48,8 +48,10 @@ describe('renderNodeConfig', () => {
   });
   it('adds semi-sync and encryption at rest when asked', () => {
     const c = renderNodeConfig({ ...base, semiSync: true, encrypted: true, ssl: false });
-    expect(c).toContain('rpl_semi_sync_master_enabled=ON');
+    // The master side is switched on at run time on the primary only.
+    expect(c).not.toContain('rpl_semi_sync_master_enabled');
     expect(c).toContain('rpl_semi_sync_slave_enabled=ON');
+    expect(c).toContain('rpl_semi_sync_master_wait_point=AFTER_SYNC');
     expect(c).toContain('plugin_load_add=file_key_management');
     expect(c).toContain('innodb_encrypt_tables=ON');
     expect(c).toContain('require_secure_transport=OFF');
