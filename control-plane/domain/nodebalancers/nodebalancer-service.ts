@@ -77,7 +77,10 @@ export class NodeBalancerService {
           const cfg = validateConfig(errs, c, `configs[${i}]`, ports);
           const rawNodes = c && typeof c === 'object' ? (c as Body).nodes : undefined;
           const nodes: NewNode[] = [];
-          if (rawNodes !== undefined && rawNodes !== null) {
+          // The spec: each Config given at create "needs a unique port and at least one Node".
+          if (rawNodes === undefined || rawNodes === null || (Array.isArray(rawNodes) && rawNodes.length === 0)) {
+            errs.add(`configs[${i}].nodes`, 'You must provide at least one back end node.');
+          } else {
             if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, 'nodes must be an array');
             else if (rawNodes.length > 255) errs.add(`configs[${i}].nodes`, 'A config may have at most 255 nodes');
             else rawNodes.forEach((n, j) => {

@@ -106,8 +106,12 @@ describe('NodeBalancer validation and defaults', () => {
       'configs[1].nodes[0].weight': 'weight must be between 1 and 255',
       'configs[1].nodes[0].mode': 'mode must be one of accept, reject, drain, backup',
     });
+    // Each config given at create needs at least one node (spec 4.1).
+    expect(await rejected('POST', '/v4/nodebalancers', { region: 'us-east', configs: [{ port: 80, nodes: [] }, { port: 81 }] })).toEqual({
+      'configs[0].nodes': 'You must provide at least one back end node.', 'configs[1].nodes': 'You must provide at least one back end node.',
+    });
     const ok = await api.req('POST', '/v4/nodebalancers', {
-      body: { region: 'us-east', configs: [{ port: 80, nodes: [{ address: '127.0.0.1:80', label: 'loopback' }] }, { port: 81, nodes: [] }] },
+      body: { region: 'us-east', configs: [{ port: 80, nodes: [{ address: '127.0.0.1:80', label: 'loopback' }] }, { port: 81, nodes: [{ address: '10.0.0.9:81', label: 'other' }] }] },
     });
     expect(ok.status).toBe(200);
   });
