@@ -39,21 +39,21 @@ export class Router {
 
   /** A route anyone may call; a token, when sent, must still be valid. */
   publicGet(path: string, h: PublicHandler): void {
-    this.register('GET', path, '*', async (req) => {
-      const actor = req.headers.authorization ? this.authenticate(req) : undefined;
-      return h(this.context(req, actor));
-    });
+    this.register('GET', path, '*', (req) => (req.headers.authorization ? this.authenticate(req) : undefined), async (req, actor) =>
+      h(this.context(req, actor)),
+    );
   }
 
   private add(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: string, h: Handler): void {
     const required = parseRequired(scope);
-    this.register(method, path, scope, async (req) => {
+    const guard = (req: FastifyRequest): Actor => {
       const actor = this.authenticate(req);
       if (!hasScope(actor.scopes, required)) {
         throw new FulcrumError('scope_missing', 'Your OAuth token is not authorized to use this endpoint.');
       }
-      return h({ ...this.context(req, actor), actor });
-    });
+      return actor;
+    };
+    this.register(method, path, scope, guard, async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
   }
 
   private authenticate(req: FastifyRequest): Actor {
@@ -76,14 +76,27 @@ export class Router {
     };
   }
 
-  private register(method: string, path: string, scope: string, run: (req: FastifyRequest) => Promise<unknown>): void {
+  /**
+   * Authentication and the scope check run in onRequest, before the body is read or parsed, so
+   * a request without a valid token or scope is a 401 whatever its body (even malformed JSON).
+   */
+  private register(
+    method: string,
+    path: string,
+    scope: string,
+    guard: (req: FastifyRequest) => Actor | undefined,
+    run: (req: FastifyRequest, actor: Actor | undefined) => Promise<unknown>,
+  ): void {
     for (const prefix of ['/v4', '/v4beta']) {
       this.app.route({
         method: method as any,
         url: prefix + path,
-        handler: async (req: FastifyRequest, reply: FastifyReply) => {
+        onRequest: async (req: FastifyRequest) => {
           (req as any).fulcrumAccepted = scope;
-          const out = await run(req);
+          (req as any).fulcrumActor = guard(req);
+        },
+        handler: async (req: FastifyRequest, reply: FastifyReply) => {
+          const out = await run(req, (req as any).fulcrumActor as Actor | undefined);
           return reply.code(200).send(JSON.stringify(out ?? {}));
         },
       });

@@ -33,6 +33,10 @@ describe('API wire format', () => {
     }
     const w = await api.req('POST', '/v4/nodebalancers', { token, headers: authorization ? { authorization } : {}, body: { region: 'us-east' } });
     expect(w.status).toBe(401);
+    // Authentication comes before the body is even parsed.
+    const bad = await api.req('POST', '/v4/nodebalancers', { token, headers: authorization ? { authorization } : {}, rawBody: '{"region":' });
+    expect(bad.status).toBe(401);
+    expect(bad.body.errors[0].reason).toBe('Invalid Token');
   });
 
   it('an expired token is invalid', async () => {
