@@ -1,4 +1,4 @@
-import { rm } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
@@ -24,6 +24,20 @@ import {
 } from './runtime/container-runtime.js';
 
 export const NODE_PORT = 3306;
+
+/** Disk used by a data directory, MiB (for used_disk_size_gb). */
+async function dirSizeMb(dir: string): Promise<number> {
+  let total = 0;
+  const walk = async (d: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true }).catch(() => [])) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) await walk(p);
+      else total += (await stat(p).catch(() => ({ size: 0 }))).size;
+    }
+  };
+  await walk(dir);
+  return Math.ceil(total / (1024 * 1024));
+}
 
 export interface ControllerDeps {
   id: number;
@@ -73,6 +87,8 @@ export class DatabaseController {
   private retryAt = 0;
   private rejoinFailures = new Map<number, number>();
   private events: AgentEvent[] = [];
+  private diskMb = 0;
+  private diskAt = 0;
   /** Set by a PatchOp; cleared when a rolling patch completes. */
   patchRequested?: { resolve: (err?: string) => void };
   /** Overrides the desired password while a credentials reset is being applied. */
@@ -234,6 +250,10 @@ export class DatabaseController {
     );
     details.sort((a, b) => a.index - b.index);
     this.details = details;
+    if (Date.now() - this.diskAt > 30_000) {
+      this.diskAt = Date.now();
+      void dirSizeMb(join(this.dir, `n${s.primary}`, 'data')).then((mb) => (this.diskMb = mb));
+    }
     const primary = details.find((n) => n.index === s.primary);
     this.primaryDown = primary?.state === 'running' && primary.reachable ? 0 : this.primaryDown + 1;
     const want = this.pendingPassword ?? d.rootPassword;
@@ -485,6 +505,8 @@ export class DatabaseController {
   private async doFailover(): Promise<void> {
     const s = this.state!;
     const old = s.primary;
+    // Fence first: a primary that is merely hung must not wake up writable next to the new one.
+    await this.deps.runtime.kill(this.nodeName(old)).catch(() => undefined);
     const alive = this.details.filter((n) => n.index !== old && n.state === 'running' && n.reachable);
     const winner = await failover(await Promise.all(alive.map((n) => this.clusterNode(n.index))), s.replPassword, this.semiSync, this.log);
     s.primary = winner;
@@ -494,8 +516,6 @@ export class DatabaseController {
     await this.observe();
     await this.syncProxies();
     this.emit('database_failover', `primary node ${old} (${s.addresses[old - 1]}) failed; node ${winner} (${s.addresses[winner - 1]}) promoted`);
-    // The dead primary is stopped for good before it is rebuilt, so it can never come back writable.
-    await this.deps.runtime.kill(this.nodeName(old)).catch(() => undefined);
   }
 
   private async rejoin(k: number, rebuildIn: boolean): Promise<void> {
@@ -621,6 +641,7 @@ export class DatabaseController {
       events: this.events,
       nodes,
       patchPending: !!this.lastObs?.patchPending,
+      usedDiskMb: this.diskMb,
       convergedGeneration: healthy && !this.busy ? d?.generation ?? 0 : 0,
       ...(this.extras?.extraReport(this) ?? {}),
     };

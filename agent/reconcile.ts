@@ -59,8 +59,14 @@ export type Action =
   | { kind: 'sync-accounts' }
   | { kind: 'sync-proxies' };
 
-/** Observations of a dead primary needed before a failover (one tick is a restart blip). */
+/** Observations of a dead primary (process gone) needed before a failover. */
 export const FAILOVER_AFTER = 2;
+/**
+ * Observations of a primary whose process runs but does not answer: a busy server is not a
+ * dead one, so this waits longer before promoting a replica (and the old primary is killed
+ * before the promotion is announced, so two writable primaries never coexist).
+ */
+export const FAILOVER_AFTER_UNREACHABLE = 5;
 
 export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
   if (!desired) return o.known ? [{ kind: 'delete' }] : [];
@@ -76,7 +82,8 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
   if (!primaryOk) {
     const candidates = o.nodes.filter((n) => n.index !== o.primary && n.state === 'running' && n.reachable);
     if (o.clusterSize > 1 && candidates.length > 0) {
-      if (o.primaryDownCount >= FAILOVER_AFTER) actions.push({ kind: 'failover' });
+      const needed = primary?.state === 'running' ? FAILOVER_AFTER_UNREACHABLE : FAILOVER_AFTER;
+      if (o.primaryDownCount >= needed) actions.push({ kind: 'failover' });
       return actions;
     }
     return [{ kind: 'restart-primary' }];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FAILOVER_AFTER, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/reconcile.js';
+import { FAILOVER_AFTER, FAILOVER_AFTER_UNREACHABLE, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/reconcile.js';
 
 const node = (index: number, over: Partial<NodeObs> = {}): NodeObs => ({
   index, state: 'running', specCurrent: true, reachable: true, readOnly: index !== 1, replicating: index !== 1, ...over,
@@ -33,6 +33,11 @@ describe('plan', () => {
     const down = (n: number) => obs({ nodes: [node(1, { state: 'stopped', reachable: false }), node(2), node(3)], primaryDownCount: n });
     expect(plan(running3, down(1))).toEqual([]);
     expect(plan(running3, down(FAILOVER_AFTER))).toEqual([{ kind: 'failover' }]);
+  });
+  it('waits longer when the primary process runs but does not answer', () => {
+    const hung = (n: number) => obs({ nodes: [node(1, { reachable: false }), node(2), node(3)], primaryDownCount: n });
+    expect(plan(running3, hung(FAILOVER_AFTER))).toEqual([]);
+    expect(plan(running3, hung(FAILOVER_AFTER_UNREACHABLE))).toEqual([{ kind: 'failover' }]);
   });
   it('restarts the primary of a single node, or when no replica can take over', () => {
     const one = obs({ clusterSize: 1, nodes: [node(1, { state: 'stopped', reachable: false })], primaryDownCount: 5 });

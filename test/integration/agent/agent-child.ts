@@ -1,0 +1,19 @@
+/**
+ * Runs one agent as its own OS process for tests that kill it with SIGKILL
+ * (agent-kill.test.ts). Configuration comes from the environment.
+ */
+import { silentLogger } from '../../../lib/logger.js';
+import { startAgent } from '../../../agent/main.js';
+
+await startAgent({
+  id: process.env.AGENT_ID ?? 'agent-child',
+  region: 'us-east',
+  controlPlane: process.env.CONTROL_PLANE!,
+  stateDir: process.env.STATE_DIR!,
+  runtime: 'process',
+  nodeAddressPool: process.env.NODE_POOL,
+  logger: silentLogger(),
+  heartbeatMs: 500,
+  reconcileIntervalMs: 500,
+});
+process.stdout.write('ready\n');

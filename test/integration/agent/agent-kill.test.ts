@@ -1,0 +1,84 @@
+/**
+ * Issue 7 acceptance 4, agent side: SIGKILL the agent process. The database servers keep
+ * running (they are detached), and a new agent process on the same state folder finds them:
+ * same server processes, no duplicates, endpoints back, data intact.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../lib/logger.js';
+import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+
+describe('agent: SIGKILL and restart of the agent process', () => {
+  let driver: Driver;
+  let stateDir: string;
+  let child: ChildProcess | undefined;
+  let db: DesiredDatabase;
+  const net = randomNet('127.78');
+  const pool = `${randomNet('127.79')}.0/24`;
+  const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
+
+  async function spawnAgent(): Promise<ChildProcess> {
+    const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
+    const c = spawn(process.execPath, ['--import', 'tsx', script], {
+      env: { ...process.env, CONTROL_PLANE: driver.target, STATE_DIR: stateDir, NODE_POOL: pool, AGENT_ID: 'agent-kill' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
+      c.once('exit', (code) => reject(new Error(`agent exited with ${code}`)));
+    });
+    return c;
+  }
+
+  beforeAll(async () => {
+    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentkill-'));
+    driver = await startDriver();
+    const [engine] = await detectLocalCatalogue();
+    db = desiredDb({ id: 31, engineId: engine!.id, version: engine!.version, clusterSize: 3, replicationType: 'asynch', hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
+    child = await spawnAgent();
+    driver.setDatabases([db]);
+    await driver.waitFor(() => driver.db(31)?.status === 'active', 40_000, 'active');
+  });
+
+  afterAll(async () => {
+    child?.kill('SIGKILL');
+    const rt = runtime();
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+    await driver?.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const connect = () => connectFrom({ source: '127.0.0.9', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword!, ca: driver.db(31)!.caCertPem });
+
+  it('servers survive the SIGKILL; the new agent adopts them without duplicates', async () => {
+    const c = await connect();
+    await c.query('CREATE DATABASE app');
+    await c.query('CREATE TABLE app.t (id INT PRIMARY KEY)');
+    await c.query('INSERT INTO app.t VALUES (1)');
+    await c.end();
+    const before = (await runtime().list({})).map((n) => n.ref).sort();
+    expect(before).toHaveLength(3);
+
+    child!.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+    for (const pid of before) expect(existsSync(`/proc/${pid}`)).toBe(true);
+    expect((await runtime().list({})).every((n) => n.state === 'running')).toBe(true);
+
+    const seen = driver.reports.length;
+    child = await spawnAgent();
+    await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.hello) && driver.db(31)?.status === 'active', 20_000, 'active again');
+    const after = (await runtime().list({})).map((n) => n.ref).sort();
+    expect(after).toEqual(before);
+    const c2 = await connect();
+    const [rows] = await c2.query('SELECT id FROM app.t');
+    expect((rows as any[]).map((r) => r.id)).toEqual([1]);
+    await c2.end();
+  });
+});
