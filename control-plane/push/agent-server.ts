@@ -59,6 +59,16 @@ export function toOperation(op: OperationRecord): Operation {
   }
 }
 
+/**
+ * Operations the agent may start now. The API counts a backup being deleted as gone, so a
+ * snapshot requested after a delete waits until the agent has removed the old files (the agent
+ * enforces the 3-snapshot limit on what it stores).
+ */
+export function orderedOperations(pending: OperationRecord[]): OperationRecord[] {
+  return pending.filter((op) => op.kind !== 'snapshot' ||
+    !pending.some((o) => o.databaseId === op.databaseId && o.kind === 'deleteBackup' && o.created <= op.created));
+}
+
 /** Whether an agent of `agentRegion` may run a database of `dbRegion` (empty = any region). */
 export function servesRegion(agentRegion: string, dbRegion: string): boolean {
   return agentRegion === '' || agentRegion === '*' || agentRegion === dbRegion;
@@ -128,7 +138,7 @@ export class AgentPushServer {
     const dbs = this.d.repo.list().filter((x) => x.agentId === s.id && !x.deleting);
     const ids = new Set(dbs.map((x) => x.id));
     const databases = dbs.map(toDesired);
-    const operations = this.d.repo.pendingOperations().filter((op) => ids.has(op.databaseId)).map(toOperation);
+    const operations = orderedOperations(this.d.repo.pendingOperations().filter((op) => ids.has(op.databaseId))).map(toOperation);
     const hash = createHash('sha256').update(JSON.stringify({ databases, operations })).digest('hex');
     if (!force && hash === s.sentHash) return;
     const version = this.versionFor(s.id, hash);

@@ -26,7 +26,7 @@ export interface DbLab {
   killAgent(): Promise<void>;
   agentPid(): number | undefined;
   /** Node processes (pids) the process runtime knows for this agent's state folder. */
-  nodes(): Promise<{ name: string; ref: string; state: string }[]>;
+  nodes(): Promise<{ name: string; ref: string; state: string; host: string }[]>;
   output(): string;
   close(): Promise<void>;
 }
@@ -75,7 +75,7 @@ export async function startDbLab(name: string): Promise<DbLab> {
     async nodes() {
       const rt = createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
       try {
-        return (await rt.list({})).map((n: any) => ({ name: n.name, ref: String(n.ref), state: n.state }));
+        return (await rt.list({})).map((n) => ({ name: n.name, ref: String(n.ref), state: n.state, host: n.spec?.host ?? '' }));
       } finally {
         await rt.close();
       }
@@ -135,4 +135,53 @@ export function listening(ip: string, port: number): Promise<boolean> {
 
 export function dirEntries(dir: string): string[] {
   return existsSync(dir) ? readdirSync(dir) : [];
+}
+
+/**
+ * Inserts `perSecond` rows per second through `host` (reconnecting after errors) and records
+ * which ids were acknowledged and the longest stretch of failures.
+ */
+export function startWriter(o: { host: string; password: string; ca: string; table: string; perSecond?: number; source?: string }) {
+  const acked: number[] = [];
+  const errors: string[] = [];
+  let next = 1_000_000;
+  let conn: mysql.Connection | undefined;
+  let failingSince: number | undefined;
+  let longestOutageMs = 0;
+  let stopped = false;
+  const every = 1000 / (o.perSecond ?? 20);
+  const loop = (async () => {
+    while (!stopped) {
+      const t0 = Date.now();
+      const id = next++;
+      try {
+        conn ??= await connectFrom({ source: o.source ?? '127.0.0.2', host: o.host, port: 3306, user: 'linroot', password: o.password, ca: o.ca });
+        await conn.query(`INSERT INTO ${o.table} (id, v) VALUES (?, 'w')`, [id]);
+        acked.push(id);
+        if (failingSince !== undefined) longestOutageMs = Math.max(longestOutageMs, Date.now() - failingSince);
+        failingSince = undefined;
+      } catch (e) {
+        errors.push((e as Error).message);
+        failingSince ??= t0;
+        conn?.destroy();
+        conn = undefined;
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, every - (Date.now() - t0))));
+    }
+  })();
+  return {
+    acked,
+    errors,
+    get longestOutageMs() {
+      return Math.max(longestOutageMs, failingSince !== undefined ? Date.now() - failingSince : 0);
+    },
+    get failing() {
+      return failingSince !== undefined;
+    },
+    async stop() {
+      stopped = true;
+      await loop;
+      await conn?.end().catch(() => undefined);
+    },
+  };
 }
