@@ -148,7 +148,8 @@ export class HttpSession implements BackendOwner {
   };
 
   private readonly onClientTimeout = (): void => {
-    // Only a client we are waiting for is timed out here; a slow backend is the backend timer's.
+    // The idle timer stays armed for the whole connection (re-arming it per request costs);
+    // it only cuts a client we are waiting for. A slow backend is the backend timer's business.
     if (this.state === S_HEAD || this.state === S_BODY || this.state === S_TUNNEL) this.client.destroy();
   };
 
@@ -171,7 +172,6 @@ export class HttpSession implements BackendOwner {
       this.reply(b.length > MAX_REQUEST_HEAD || req.error.includes('too large') ? R431 : R400, 4);
       return;
     }
-    this.client.setTimeout(0);
     this.keepClient = !this.clientEnded && (req.version11 ? !req.connClose : req.connKeepAlive);
     this.reqDone = false;
     this.rstate = R_HEAD;
@@ -559,7 +559,6 @@ export class HttpSession implements BackendOwner {
       return;
     }
     this.state = S_HEAD;
-    this.client.setTimeout(CLIENT_IDLE_MS);
     this.client.resume();
     if (this.buf !== null) this.nextRequest();
     else if (this.clientEnded) this.client.end();
