@@ -4,10 +4,10 @@ import type { Router } from '../router.js';
 import { idParam } from '../router.js';
 import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
-import type { AuthService } from '../../domain/auth/auth-service.js';
+import type { Actor, AuthService } from '../../domain/auth/auth-service.js';
 import { eventToWire, type EventService } from '../../domain/events/event-service.js';
 import type { RegionCatalogue } from '../../domain/regions.js';
-import type { TokenRecord } from '../../store/ports.js';
+import type { EventRecord, TokenRecord } from '../../store/ports.js';
 
 function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
   return {
@@ -23,28 +23,28 @@ function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
 
 /** /account/events, /profile/tokens, /regions: the account-level endpoints clients need. */
 export function accountRoutes(r: Router, d: { auth: AuthService; events: EventService; regions: RegionCatalogue }): void {
+  // A restricted user sees only events about entities it holds a grant on; others do not exist
+  // for it (404), like entities missing from a list.
+  const visible = (actor: Actor, e: EventRecord): boolean =>
+    !e.entity || !actor.user.restricted || d.auth.canRead(actor, e.entity.type === 'database' ? 'database' : 'nodebalancer', e.entity.id);
+  const visibleEvent = (actor: Actor, id: number): EventRecord => {
+    const e = d.events.get(id);
+    if (!e || !visible(actor, e)) throw FulcrumError.notFound();
+    return e;
+  };
+
   r.get('/account/events', 'events:read_only', (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['id', 'action', 'created', 'entity.id', 'entity.type', 'read']);
-    const visible = d.events.list().filter((e) => !e.entity || c.actor.user.restricted === false ||
-      d.auth.canRead(c.actor, e.entity.type === 'database' ? 'database' : 'nodebalancer', e.entity.id));
-    return paginate(applyFilter(visible.map(eventToWire), filter), page);
+    return paginate(applyFilter(d.events.list().filter((e) => visible(c.actor, e)).map(eventToWire), filter), page);
   });
-  r.get('/account/events/:eventId', 'events:read_only', (c) => {
-    const e = d.events.get(idParam(c.params, 'eventId'));
-    if (!e) throw FulcrumError.notFound();
-    return eventToWire(e);
-  });
+  r.get('/account/events/:eventId', 'events:read_only', (c) => eventToWire(visibleEvent(c.actor, idParam(c.params, 'eventId'))));
   r.post('/account/events/:eventId/seen', 'events:read_write', (c) => {
-    const id = idParam(c.params, 'eventId');
-    if (!d.events.get(id)) throw FulcrumError.notFound();
-    d.events.markSeen(id);
+    d.events.markSeen(visibleEvent(c.actor, idParam(c.params, 'eventId')).id);
     return {};
   });
   r.post('/account/events/:eventId/read', 'events:read_write', (c) => {
-    const id = idParam(c.params, 'eventId');
-    if (!d.events.get(id)) throw FulcrumError.notFound();
-    d.events.markRead(id);
+    d.events.markRead(visibleEvent(c.actor, idParam(c.params, 'eventId')).id);
     return {};
   });
 

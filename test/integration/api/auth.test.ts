@@ -83,6 +83,9 @@ describe('scopes, grants and tokens', () => {
     expect(api.snapshot()).toBe(before);
     const events = await api.req('GET', '/v4/account/events', { token });
     expect(events.body.results).toBe(0);
+    const someEvent = (await api.req('GET', '/v4/account/events')).body.data[0].id;
+    expect((await api.req('GET', `/v4/account/events/${someEvent}`, { token })).status).toBe(404);
+    expect((await api.req('POST', `/v4/account/events/${someEvent}/read`, { token })).status).toBe(404);
   });
 
   it('a read_only grant allows reads only; read_write allows changes; add_nodebalancers allows create', async () => {
