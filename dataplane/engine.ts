@@ -82,7 +82,14 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
 
   async function applyNow(input: SnapshotInput): Promise<void> {
     if (closed) throw new FulcrumError('invalid_config', 'engine is closed');
-    const snap = validateSnapshot(input);
+    let snap;
+    try {
+      snap = validateSnapshot(input);
+    } catch (e) {
+      if (e instanceof FulcrumError) throw e;
+      // A snapshot of the wrong shape altogether (not arrays where arrays belong, ...).
+      throw new FulcrumError('invalid_config', `malformed snapshot: ${(e as Error).message}`);
+    }
     const wanted = new Map<string, ConfigSpec>();
     for (const nb of snap.nodebalancers) for (const c of nb.configs) wanted.set(c.listenKey, c);
 

@@ -24,8 +24,18 @@ export class StickyTable<N> {
   }
 
   set(ip: string, node: N): void {
+    // Re-insert so that the Map's order stays the order of addition: expired entries are then
+    // always at the front and are trimmed here, a few at a time, instead of by a full sweep.
+    this.entries.delete(ip);
+    const now = this.clock.now();
+    let trimmed = 0;
+    for (const [key, e] of this.entries) {
+      if (trimmed >= 8 || now - e.added < this.ttlMs) break;
+      this.entries.delete(key);
+      trimmed++;
+    }
     if (this.entries.size >= MAX_ENTRIES) this.sweep();
-    this.entries.set(ip, { node, added: this.clock.now() });
+    this.entries.set(ip, { node, added: now });
   }
 
   delete(ip: string): void {

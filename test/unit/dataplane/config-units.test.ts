@@ -72,3 +72,21 @@ describe('connection throttle', () => {
     expect(new ConnThrottle(0, clock).allow('a')).toBe(true);
   });
 });
+
+describe('snapshot validation of garbage', () => {
+  it('never throws anything but FulcrumError for wrongly shaped input', async () => {
+    const { createProxyEngine } = await import('../../../dataplane/engine.js');
+    const engine = createProxyEngine();
+    const bad: unknown[] = [
+      { version: 'x' },
+      { version: 1, nodebalancers: 'nope' },
+      { version: 1, nodebalancers: [{ id: 1, ipv4: '127.0.0.1', configs: [{ id: 1, port: 80, nodes: 5 }] }] },
+      { version: 1, nodebalancers: [null] },
+    ];
+    for (const b of bad) {
+      await expect(engine.apply(b as never)).rejects.toSatisfy((e: unknown) => e instanceof FulcrumError && e.code === 'invalid_config');
+    }
+    expect(engine.version()).toBe(0);
+    await engine.close();
+  });
+});
