@@ -22,7 +22,8 @@ import { detectDockerCatalogue } from '../../../agent/runtime/docker-catalogue.j
 import { freePort, runtimeContract } from './runtime-contract.js';
 
 const run = promisify(execFile);
-const IMAGE = 'fulcrum/mariadb:10.11';
+// FULCRUM_MYSQL_IMAGE is shared with scripts/build-mysql-image.sh (a scratch repository for trying the build).
+const IMAGE = `${process.env.FULCRUM_MYSQL_IMAGE ?? 'fulcrum/mariadb'}:10.11`;
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
 const repo = join(import.meta.dirname, '..', '..', '..');
 
