@@ -131,3 +131,50 @@ describe('http proxy', () => {
     expect((await readAll(s2)).toString()).toMatch(/^HTTP\/1\.1 431/);
   });
 });
+
+describe('http proxy edge cases', () => {
+  it('forwards a 100 Continue before the final response', async () => {
+    const { ip, port } = await httpSetup(['a']);
+    const s = await tcpConnect(ip, port);
+    let got = '';
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    s.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n');
+    await waitFor(() => got.startsWith('HTTP/1.1 100 Continue\r\n\r\n'), 5000, '100 Continue');
+    s.write('hello');
+    await waitFor(() => /HTTP\/1\.1 200 OK[\s\S]*5 2cf24dba/.test(got), 5000, 'final response');
+    s.destroy();
+  });
+
+  it('replays a bodiless request once when a pooled connection was closed under it, without marking the node down', async () => {
+    const { createServer } = await import('node:net');
+    const ip = loopback();
+    let sockets = 0;
+    // Answers one request per connection with keep-alive, then drops the connection when the
+    // next request arrives: the keep-alive race a pool has to survive.
+    const srv = createServer((sock) => {
+      sockets++;
+      let served = 0;
+      sock.on('data', () => {
+        if (served++ === 0) sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok');
+        else sock.destroy();
+      });
+      sock.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => srv.listen(0, ip, r));
+    cleanup.push(() => new Promise((r) => srv.close(r)));
+    const backend = `${ip}:${(srv.address() as { port: number }).port}`;
+    const lip = loopback();
+    const port = await freePort(lip);
+    const { engine } = newEngine();
+    const events: string[] = [];
+    engine.onHealth((e) => events.push(e.status));
+    await engine.apply(snapshot(1, [nodebalancer(lip, [config(port, [node(backend)], { protocol: 'http', checkPassive: true })])]));
+    for (let i = 0; i < 3; i++) {
+      const r = await get(`http://${lip}:${port}/`);
+      expect(r.status).toBe(200);
+      expect(r.body.toString()).toBe('ok');
+    }
+    expect(sockets).toBe(3);
+    expect(events).not.toContain('DOWN');
+  });
+});
