@@ -12,7 +12,8 @@ export async function detectDockerCatalogue(docker: Docker = new Docker({ socket
   const images = await docker.listImages({ filters: JSON.stringify({ label: ['fulcrum.image=mariadb'] }) });
   const out: Catalogue = [];
   const seen = new Set<string>();
-  for (const img of images) {
+  // Newest first: of two images with the same server version, the latest build wins.
+  for (const img of [...images].sort((a, b) => b.Created - a.Created)) {
     const version = img.Labels?.['org.opencontainers.image.version'];
     if (!version || seen.has(version)) continue;
     const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');
