@@ -11,7 +11,7 @@ import type { EventService } from './domain/events/event-service.js';
 import type { RegionCatalogue } from './domain/regions.js';
 import type { AddressRepository, KeyValueRepository } from './store/ports.js';
 import { sqliteDatabaseRepository } from './store/sqlite/database-repository.js';
-import { EngineCatalogue, detectLocalEngines, loadConfiguredEngines, parseEngineId, type EngineEntry } from './domain/databases/catalogue.js';
+import { EngineCatalogue, detectLocalEngines, parseEngineId, watchedEngines, type EngineEntry } from './domain/databases/catalogue.js';
 import { DatabaseService } from './domain/databases/database-service.js';
 import { DatabaseObserver } from './domain/databases/observer.js';
 import { AgentPushServer } from './push/agent-server.js';
@@ -49,8 +49,8 @@ export interface ControlPlaneContext {
 export async function registerExtensions(ctx: ControlPlaneContext): Promise<void> {
   const repo = sqliteDatabaseRepository(ctx.db);
   // Engine catalogue: the operator's file wins; else what agents report plus the local servers.
-  const configured = loadConfiguredEngines(join(ctx.stateDir, 'database-engines.json'));
-  const detected = configured.length > 0 ? [] : await detectLocalEngines();
+  const configured = watchedEngines(join(ctx.stateDir, 'database-engines.json'));
+  const detected = await detectLocalEngines();
   const reported = (): EngineEntry[] =>
     repo.agents().flatMap((a) => a.engines)
       .filter((e) => parseEngineId(e.id))
@@ -67,6 +67,17 @@ export async function registerExtensions(ctx: ControlPlaneContext): Promise<void
   push.server = agents;
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
+
+  // Catalogue changes (a new image or binary for an engine id) become pending patches.
+  const retarget = setInterval(() => {
+    try {
+      if (service.retargetEngines()) agents.notifyChanged();
+    } catch (err) {
+      ctx.logger.error({ err }, 'engine retargeting failed');
+    }
+  }, 2000);
+  retarget.unref();
+  ctx.closers.push(() => clearInterval(retarget));
 
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.

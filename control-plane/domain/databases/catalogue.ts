@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -24,14 +24,15 @@ export interface EngineEntry {
  */
 export class EngineCatalogue {
   constructor(
-    private readonly configured: EngineEntry[],
+    private readonly configured: () => EngineEntry[],
     private readonly detected: EngineEntry[],
     private readonly reported: () => EngineEntry[],
   ) {}
 
   list(): EngineEntry[] {
     const out = new Map<string, EngineEntry>();
-    const sources = this.configured.length > 0 ? [this.configured] : [this.reported(), this.detected];
+    const configured = this.configured();
+    const sources = configured.length > 0 ? [configured] : [this.reported(), this.detected];
     for (const src of sources) for (const e of src) if (!out.has(e.id)) out.set(e.id, e);
     return [...out.values()].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
   }
@@ -58,6 +59,33 @@ export function loadConfiguredEngines(path: string): EngineEntry[] {
     if (!parsed) throw new Error(`${path}[${i}].id: expected mysql/<version>`);
     return { id, engine: 'mysql', version: parsed.version, image: String(e.image ?? ''), binary: String(e.binary ?? '') };
   });
+}
+
+/**
+ * The operator's file, re-read when it changes: a new image or binary for an engine id is a
+ * patch, applied to each database in its maintenance window (or at once with POST .../patch).
+ * A file that stops parsing keeps the last good list.
+ */
+export function watchedEngines(path: string): () => EngineEntry[] {
+  let mtime = -1;
+  let last: EngineEntry[] = loadConfiguredEngines(path);
+  return () => {
+    let m = 0;
+    try {
+      m = statSync(path).mtimeMs;
+    } catch {
+      m = 0;
+    }
+    if (m !== mtime) {
+      mtime = m;
+      try {
+        last = m === 0 ? [] : loadConfiguredEngines(path);
+      } catch {
+        // Keep serving the last good catalogue.
+      }
+    }
+    return last;
+  };
 }
 
 /** `mariadbd  Ver 10.11.14-MariaDB-0+deb12u2 for ...` -> `10.11.14`. */

@@ -192,6 +192,21 @@ export class DatabaseService {
     this.d.onChange();
   }
 
+  /**
+   * Points every database at what the catalogue names now for its engine id. The agent applies
+   * a changed image/binary as a patch inside the maintenance window. Returns whether any changed.
+   */
+  retargetEngines(): boolean {
+    let changed = false;
+    for (const db of this.live()) {
+      const e = this.d.engines.get(db.engineId);
+      if (!e || (e.image === db.image && e.binary === db.binary)) continue;
+      this.d.repo.update(db.id, { image: e.image, binary: e.binary, generation: db.generation + 1 });
+      changed = true;
+    }
+    return changed;
+  }
+
   suspend(actor: Actor, id: number): void {
     const db = this.get(actor, id, 'read_write');
     requireStatus(db.status, 'suspend');

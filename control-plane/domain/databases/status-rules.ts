@@ -101,6 +101,8 @@ export function nextStatus(db: Pick<DatabaseRecord, 'status' | 'generation'>, ob
     case 'active':
     case 'degraded':
     case 'failed': {
+      // Work the agent starts on its own (a patch in the maintenance window) shows as updating.
+      if (db.status === 'active' && o === 'updating') return { status: 'updating' };
       if (!steady.has(o) || o === db.status) return { status: db.status };
       const next = o as DatabaseStatus;
       if (next === 'degraded') return { status: next, notify: { action: 'database_degraded', message: error ?? 'A node of the cluster is down' } };

@@ -56,6 +56,8 @@ describe('database status rules', () => {
     expect(nextStatus({ status: 'degraded', generation: 5 }, obs('active'), false)).toEqual({ status: 'active' });
     expect(nextStatus({ status: 'active', generation: 5 }, obs('failed'), false).notify?.action).toBe('database_failed');
     expect(nextStatus({ status: 'active', generation: 5 }, obs('provisioning'), false).status).toBe('active');
+    expect(nextStatus({ status: 'active', generation: 5 }, obs('updating'), false)).toEqual({ status: 'updating' });
+    expect(nextStatus({ status: 'updating', generation: 5 }, obs('active'), false)).toEqual({ status: 'active', complete: { outcome: 'finished' } });
     expect(nextStatus({ status: 'suspending', generation: 5 }, obs('suspended'), false)).toEqual({ status: 'suspended', complete: { outcome: 'finished' } });
     expect(nextStatus({ status: 'suspended', generation: 5 }, obs('active'), false).status).toBe('suspended');
     expect(nextStatus({ status: 'resuming', generation: 6 }, obs('active', 5), false).status).toBe('resuming');
