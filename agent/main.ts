@@ -73,6 +73,9 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     extras: (a) => createDayTwo(a),
   });
   await agent.start();
+  for (const e of catalogue) {
+    runtime.prepare?.({ id: e.id, version: e.version, binary: e.binary, image: e.image })?.catch((err) => logger.warn({ err, engine: e.id }, 'engine warm-up failed'));
+  }
 
   const stream = createControlStream({
     target: opts.controlPlane,

@@ -153,6 +153,13 @@ export interface ContainerRuntime {
     io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string> },
   ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 
+  /**
+   * Optional warm-up: makes the first `ensure` of this engine fast (process: builds the template
+   * data dir; docker: checks the image is present). Called by the agent at start for every
+   * catalogue entry, in the background; failures only log.
+   */
+  prepare?(engine: NodeSpec['engine']): Promise<void>;
+
   /** Releases adapter resources (never stops nodes: they outlive the agent). */
   close(): Promise<void>;
 }

@@ -285,6 +285,10 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
 
     logs: tail,
 
+    async prepare(engine) {
+      if (engine.binary) await template({ engine } as NodeSpec);
+    },
+
     async exec(name, argv, io) {
       const meta = await readMeta(name);
       if (!meta) throw FulcrumError.notFound();
