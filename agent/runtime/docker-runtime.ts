@@ -46,6 +46,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   const locks = new Map<string, Promise<unknown>>();
   const toolNames = new Map<string, string>();
   const templates = new Map<string, Promise<string>>();
+  const builtTemplates = new Set<string>();
   let hostCpus: Promise<number> | undefined;
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
@@ -89,7 +90,10 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   }
 
   function maxCpus(): Promise<number> {
-    hostCpus ??= docker.info().then((i: { NCPU?: number }) => i.NCPU ?? 1);
+    if (!hostCpus) {
+      hostCpus = docker.info().then((i: { NCPU?: number }) => i.NCPU ?? 1);
+      hostCpus.catch(() => (hostCpus = undefined));
+    }
     return hostCpus;
   }
 
@@ -163,8 +167,13 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   function template(image: string, imageId: string): Promise<string> {
     const dir = join(opts.root, 'templates', imageId.replace(/^sha256:/, '').slice(0, 16));
     let p = templates.get(dir);
-    if (!p) {
-      p = buildTemplate(docker, image, dir, uid, gid).then(() => dir);
+    // Rebuilt when someone cleaned the runtime root behind our back (never while a build runs).
+    if (!p || (builtTemplates.has(dir) && !existsSync(join(dir, 'mysql')))) {
+      builtTemplates.delete(dir);
+      p = buildTemplate(docker, image, dir, uid, gid).then(() => {
+        builtTemplates.add(dir);
+        return dir;
+      });
       templates.set(dir, p);
       p.catch(() => templates.delete(dir));
     }
