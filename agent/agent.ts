@@ -3,7 +3,6 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
-import { Gauge } from 'prom-client';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
@@ -13,6 +12,7 @@ import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js
 import type { Catalogue } from './catalogue.js';
 import { DatabaseController, type ControllerExtras } from './database-controller.js';
 import { LABEL_AGENT, LABEL_DATABASE, type ContainerRuntime } from './runtime/container-runtime.js';
+import { createAgentMetrics, type AgentMetrics } from './agent-metrics.js';
 import { createOperations, type OperationHandler, type OperationKind } from './operations.js';
 
 export interface AgentOptions {
@@ -41,6 +41,7 @@ export interface Agent {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly runtime: ContainerRuntime;
+  readonly metrics: AgentMetrics;
   start(): Promise<void>;
   setDesired(desired: AgentDesired__Output): void;
   report(): AgentObservation;
@@ -69,7 +70,8 @@ export function createAgent(opts: AgentOptions): Agent {
   let closed = false;
   const inflight = new Set<Promise<void>>();
 
-  const dbGauge = new Gauge({ name: 'fulcrum_agent_databases', help: 'Databases by observed status', labelNames: ['status'], registers: [opts.registry] });
+  const metrics = createAgentMetrics(opts.registry);
+  const dbGauge = metrics.databases;
 
   const changed = () => {
     for (const l of listeners) l();
@@ -91,6 +93,7 @@ export function createAgent(opts: AgentOptions): Agent {
         nodeAddressPool: opts.nodeAddressPool ?? '127.79.0.0/16',
         takenAddresses: () => new Set([...controllers.values()].flatMap((x) => x.state?.addresses ?? [])),
         onChange: changed,
+        metrics,
       });
       c.extras = extras;
       controllers.set(id, c);
@@ -106,6 +109,7 @@ export function createAgent(opts: AgentOptions): Agent {
     clock: opts.clock,
     logger: opts.logger,
     runtime: opts.runtime,
+    metrics,
     async start() {
       await mkdir(join(opts.stateDir, 'databases'), { recursive: true });
       extraHooks = opts.extras?.(agent);

@@ -8,6 +8,7 @@ import type { ObservedDatabase } from '../proto/gen/fulcrum/v1/ObservedDatabase.
 import type { AgentEvent } from '../proto/gen/fulcrum/v1/AgentEvent.js';
 import type { NodeObservation } from '../proto/gen/fulcrum/v1/NodeObservation.js';
 import { resolveEngine, type Catalogue } from './catalogue.js';
+import type { AgentMetrics } from './agent-metrics.js';
 import { accountsKey, databaseDir, loadDbState, newDbState, saveDbState, type DbState } from './database-state.js';
 import { allocateAddresses } from './address-pool.js';
 import { createFrontProxy, type FrontProxy } from './endpoints/front-proxy.js';
@@ -53,6 +54,7 @@ export interface ControllerDeps {
   nodeAddressPool: string;
   takenAddresses: () => Set<string>;
   onChange: () => void;
+  metrics?: AgentMetrics;
 }
 
 /** Hooks the day-two services (backups, maintenance) plug into; see agent.ts. */
@@ -333,6 +335,20 @@ export class DatabaseController {
   }
 
   private async execute(a: Action): Promise<void> {
+    const end = this.deps.metrics?.actionSeconds.startTimer({ action: a.kind });
+    try {
+      await this.executeInner(a);
+      this.deps.metrics?.actions.inc({ action: a.kind, result: 'ok' });
+      if (a.kind === 'failover') this.deps.metrics?.failovers.inc();
+    } catch {
+      this.deps.metrics?.actions.inc({ action: a.kind, result: 'error' });
+    } finally {
+      end?.();
+    }
+  }
+
+  /** Runs an action; failures are logged and turned into state here, rethrown for metrics. */
+  private async executeInner(a: Action): Promise<void> {
     try {
       switch (a.kind) {
         case 'provision': return await this.provision();
@@ -361,6 +377,7 @@ export class DatabaseController {
         this.patchRequested.resolve(msg);
         this.patchRequested = undefined;
       }
+      throw err;
     }
   }
 

@@ -32,6 +32,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
     const now = agent.clock.now();
     try {
       await backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now });
+      agent.metrics.backups.inc({ type: 'auto', result: 'ok' });
       c.state!.lastAutoBackupDay = day;
       await c.save();
       for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
@@ -39,6 +40,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
     } catch (err) {
       // A failed auto backup is retried a few minutes later, not on every tick.
       retryAfter.set(c.id, Date.now() + 5 * 60_000);
+      agent.metrics.backups.inc({ type: 'auto', result: 'error' });
       log.error({ err, database: c.id }, 'auto backup failed');
     } finally {
       autoRunning.delete(c.id);
@@ -76,7 +78,13 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
         const label = op.snapshot?.label ?? '';
         if (!/^[A-Za-z0-9_]{1,30}$/.test(label)) throw new Error('label must be 1-30 letters, digits or underscores');
         const target = op.snapshot?.target === 'secondary' ? 'secondary' : 'primary';
-        const m = await c.runExclusive('snapshot', () => backups.take(c, { type: 'snapshot', label, target, nowMs: agent.clock.now() }));
+        const m = await c
+          .runExclusive('snapshot', () => backups.take(c, { type: 'snapshot', label, target, nowMs: agent.clock.now() }))
+          .catch((err: unknown) => {
+            agent.metrics.backups.inc({ type: 'snapshot', result: 'error' });
+            throw err;
+          });
+        agent.metrics.backups.inc({ type: 'snapshot', result: 'ok' });
         c.emit('database_backup_create', `snapshot ${label} taken`);
         return { backupId: m.id };
       },

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
+import { createRegistry } from '../../../lib/metrics.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { withAdmin, globalStatus, q } from '../../../agent/mysql/admin.js';
@@ -22,9 +23,11 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
   let db: DesiredDatabase;
   const net = randomNet('127.78');
   const nodePool = `${randomNet('127.79')}.0/24`;
+  let registry = createRegistry('agent');
   const agentOpts = () => ({
     id: 'agent-three', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process' as const,
     logger: silentLogger(), nodeAddressPool: nodePool, heartbeatMs: 500, reconcileIntervalMs: 500,
+    registry: (registry = createRegistry('agent')),
   });
   const connect = (host: string) =>
     connectFrom({ source: '127.0.0.5', host, port: 3306, user: 'linroot', password: 'Initial.Pass_01', ca: driver.db(3)!.caCertPem });
@@ -148,6 +151,7 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
     await writer;
     expect(c.state!.primary).not.toBe(oldPrimary);
     expect(driver.db(3)!.events.some((e) => e.action === 'database_failover')).toBe(true);
+    expect(await registry.getSingleMetricAsString('fulcrum_agent_failovers_total')).toMatch(/fulcrum_agent_failovers_total\{[^}]*\} 1\b/);
     const obs = driver.db(3)!;
     expect(Object.values(obs.members).sort()).toEqual(['failover', 'failover', 'primary']);
     expect(obs.members[obs.currentPrimary]).toBe('primary');
