@@ -106,16 +106,22 @@ export function run(cmd: string, args: string[], opts: { timeoutMs?: number } = 
   });
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
-export function cpuSeconds(pid: number): number {
+/** CPU seconds a process has used so far in user space and in the kernel, from /proc/<pid>/stat. */
+export function cpuTimes(pid: number): { user: number; sys: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of the file, 12 and 13 after the command name.
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    // utime and stime are fields 14 and 15 of the file, 12 and 13 after the command name (ticks of 1/100 s).
+    return { user: Number(fields[11]) / 100, sys: Number(fields[12]) / 100 };
   } catch {
-    return NaN;
+    return { user: NaN, sys: NaN };
   }
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const t = cpuTimes(pid);
+  return t.user + t.sys;
 }
 
 /** Resident and peak resident memory of a process, in MB, from /proc/<pid>/status. */

@@ -6,13 +6,14 @@
  * Flags: --duration S (per round, default 6) --rounds N (default 3) --connections N (default 50)
  *        --only a,b (scenario names) --profile (CPU-profile our data plane and print the hot spots)
  *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
+ *        --hold (set everything up, print the addresses and pids, and wait for Ctrl-C: for strace/perf)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseFlags } from '../../lib/args.js';
-import { cpuSeconds, ensureTools, run, stopAll, stopChildrenOnSignal } from '../common/processes.js';
+import { cpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal } from '../common/processes.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
@@ -27,15 +28,16 @@ interface Sample {
   target: Target;
   round: number;
   result?: WrkResult;
-  /** Proxy CPU time per request (µs), or per MB for bulk. */
+  /** Proxy CPU time per request (µs), or per MB for bulk; and the user-space part of it. */
   cpuPerUnit?: number;
+  userPerUnit?: number;
   cpuShare?: number;
   error?: string;
 }
 
 async function main(): Promise<void> {
   const f = parseFlags(process.argv.slice(2), {
-    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean',
+    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean',
   });
   const durationS = (f.duration as number | undefined) ?? 6;
   const rounds = (f.rounds as number | undefined) ?? 3;
@@ -83,6 +85,10 @@ async function main(): Promise<void> {
     process.stdout.write(`ours: NodeBalancer ${nb.ipv4} (data plane pid ${dp.pid}); haproxy: ${HAPROXY_IP} (pid ${haproxy.pid})\n\n`);
 
     const script = wrkScript(dir);
+    if (f.hold) {
+      process.stdout.write(`holding: ports ${JSON.stringify(PORTS)}; wrk Lua script ${script}; Ctrl-C to stop\n`);
+      await new Promise(() => undefined); // the signal handler stops everything
+    }
     const addr: Record<Target, string> = { ours: nb.ipv4, haproxy: HAPROXY_IP };
     const pid: Record<Target, number> = { ours: dp.pid, haproxy: haproxy.pid };
     for (const s of list) {
@@ -121,12 +127,17 @@ async function main(): Promise<void> {
 }
 
 async function measure(s: Scenario, t: Target, round: number, wrk: string, script: string, ip: string, pid: number, durationS: number): Promise<Sample> {
-  const cpu0 = cpuSeconds(pid);
+  const cpu0 = cpuTimes(pid);
   try {
     const result = await runWrk(wrk, script, s.wrk(ip, durationS));
-    const cpu = cpuSeconds(pid) - cpu0;
+    const cpu1 = cpuTimes(pid);
+    const user = cpu1.user - cpu0.user;
+    const cpu = user + cpu1.sys - cpu0.sys;
     const units = s.unit === 'MB/s' ? result.bytes / (1024 * 1024) : result.requests;
-    const sample: Sample = { scenario: s.name, target: t, round, result, cpuShare: cpu / result.durationS, cpuPerUnit: units > 0 ? (cpu * 1e6) / units : NaN };
+    const sample: Sample = {
+      scenario: s.name, target: t, round, result, cpuShare: cpu / result.durationS,
+      cpuPerUnit: units > 0 ? (cpu * 1e6) / units : NaN, userPerUnit: units > 0 ? (user * 1e6) / units : NaN,
+    };
     const errs = errorCount(result);
     if (result.requests === 0) sample.error = 'no request completed';
     else if (errs > result.requests * 0.01) sample.error = `${errs} errors (${JSON.stringify(result.errors)})`;
@@ -148,7 +159,7 @@ function describe(s: Scenario, x: Sample): string {
 }
 
 function report(list: Scenario[], samples: Sample[]): void {
-  const rows: string[][] = [['scenario', 'unit', 'ours', 'haproxy', 'ratio', 'target', 'ours p50/p99 ms', 'haproxy p50/p99 ms', 'p99 ratio', 'cpu/unit ours/haproxy µs']];
+  const rows: string[][] = [['scenario', 'unit', 'ours', 'haproxy', 'ratio', 'target', 'ours p50/p99 ms', 'haproxy p50/p99 ms', 'p99 ratio', 'cpu µs/unit ours (user)', 'haproxy (user)']];
   const shortfalls: string[] = [];
   for (const s of list) {
     const pick = (t: Target) => samples.filter((x) => x.scenario === s.name && x.target === t && x.result && !x.error);
@@ -159,13 +170,14 @@ function report(list: Scenario[], samples: Sample[]): void {
       p50: median(xs.map((x) => x.result!.p50Ms)),
       p99: median(xs.map((x) => x.result!.p99Ms)),
       cpu: median(xs.map((x) => x.cpuPerUnit ?? NaN)),
+      user: median(xs.map((x) => x.userPerUnit ?? NaN)),
     });
     const o = agg(ours);
     const h = agg(hap);
     const ratio = o.v / h.v;
     const p99Ratio = o.p99 / h.p99;
     const target = [s.minRatio ? `>= ${s.minRatio}` : '', s.maxP99Ratio ? `p99 <= ${s.maxP99Ratio}x` : ''].filter(Boolean).join(', ') || '(none)';
-    rows.push([s.name, s.unit, fmt(o.v), fmt(h.v), fmt(ratio, 2), target, `${fmt(o.p50, 2)}/${fmt(o.p99, 2)}`, `${fmt(h.p50, 2)}/${fmt(h.p99, 2)}`, fmt(p99Ratio, 2), `${fmt(o.cpu, 1)}/${fmt(h.cpu, 1)}`]);
+    rows.push([s.name, s.unit, fmt(o.v), fmt(h.v), fmt(ratio, 2), target, `${fmt(o.p50, 2)}/${fmt(o.p99, 2)}`, `${fmt(h.p50, 2)}/${fmt(h.p99, 2)}`, fmt(p99Ratio, 2), `${fmt(o.cpu, 1)} (${fmt(o.user, 1)})`, `${fmt(h.cpu, 1)} (${fmt(h.user, 1)})`]);
     const failed = samples.filter((x) => x.scenario === s.name && x.target === 'ours' && x.error);
     if (ours.length === 0) {
       shortfalls.push(`${s.name}: our data plane completed no clean round (${failed[0]?.error ?? 'no data'})`);
@@ -174,7 +186,7 @@ function report(list: Scenario[], samples: Sample[]): void {
     if (s.minRatio && !(ratio >= s.minRatio)) shortfalls.push(`${s.name}: ${fmt(ratio, 2)} of HAProxy's ${s.unit}, target ${s.minRatio} (needs ${fmt((s.minRatio / ratio - 1) * 100)}% more)`);
     if (s.maxP99Ratio && !(p99Ratio <= s.maxP99Ratio)) shortfalls.push(`${s.name}: p99 latency ${fmt(p99Ratio, 2)}x HAProxy's, target at most ${s.maxP99Ratio}x`);
   }
-  process.stdout.write(`\nmedians of the clean rounds (cpu/unit: proxy CPU µs per request, or per MB for MB/s)\n${table(rows)}\n\n`);
+  process.stdout.write(`\nmedians of the clean rounds; cpu µs/unit: the proxy process's CPU time per request (per MB for MB/s), user-space part in brackets\n${table(rows)}\n\n`);
   if (shortfalls.length === 0) process.stdout.write('all targets of issue 6 met in this run\n');
   else process.stdout.write(`SHORTFALL (targets of issue 6 not met in this run):\n${shortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
 }
