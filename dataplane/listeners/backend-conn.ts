@@ -1,8 +1,16 @@
 import { connect, type Socket } from 'node:net';
 import type { NodeState, Pooled } from '../runtime/node-state.js';
 
-/** Idle pooled connections are closed after this long (below common backend keep-alive timeouts). */
+/** A pooled connection idle for longer than this is not reused (below common backend keep-alive timeouts). */
 export const POOL_IDLE_MS = 15_000;
+/** Connect timeout for a new backend connection. */
+export const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * Inactivity limit once connected: how long a backend may take to start answering or stay silent
+ * mid-response, and how long an idle pooled connection lingers before it is closed. One value for
+ * the connection's life, so no timer is re-armed per request.
+ */
+export const SERVER_TIMEOUT_MS = 60_000;
 /** At most this many idle connections are kept per node. */
 export const POOL_MAX_IDLE = 256;
 
@@ -28,6 +36,7 @@ export class BackendConn implements Pooled {
   /** True once it has carried a complete exchange (a failure on it may be a keep-alive race). */
   reused = false;
   private dead = false;
+  private idleSince = 0;
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -40,10 +49,12 @@ export class BackendConn implements Pooled {
     s.on('close', this.onClose);
     s.on('drain', this.onDrain);
     s.on('timeout', this.onTimeout);
+    s.setTimeout(CONNECT_TIMEOUT_MS);
   }
 
   private readonly onConnect = (): void => {
     this.connected = true;
+    this.socket.setTimeout(SERVER_TIMEOUT_MS);
     this.owner?.onBackendConnect(this);
   };
 
@@ -92,7 +103,7 @@ export class BackendConn implements Pooled {
       this.destroy();
       return;
     }
-    this.socket.setTimeout(POOL_IDLE_MS);
+    this.idleSince = Date.now();
     if (this.socket.isPaused()) this.socket.resume();
     node.idle.push(this);
   }
@@ -100,12 +111,14 @@ export class BackendConn implements Pooled {
   /** Takes a live idle connection from `node`'s pool, or null. */
   static take(node: NodeState, owner: BackendOwner): BackendConn | null {
     const idle = node.idle as BackendConn[];
+    const now = Date.now();
     while (idle.length > 0) {
       const c = idle.pop()!;
-      if (c.alive) {
+      if (c.alive && now - c.idleSince < POOL_IDLE_MS) {
         c.owner = owner;
         return c;
       }
+      c.destroy();
     }
     return null;
   }

@@ -6,12 +6,9 @@ import { normaliseIp } from '../../lib/proxy-protocol.js';
 import { BackendConn, type BackendOwner } from './backend-conn.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, HeadInfo, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead, parseResponseHead } from './http-head.js';
-import { CONNECT_TIMEOUT_MS } from './tcp-session.js';
 
 /** Client idle time allowed while we wait for (the rest of) a request. */
 export const CLIENT_IDLE_MS = 60_000;
-/** Time a backend may take to start answering, and to stay silent mid-response. */
-export const SERVER_TIMEOUT_MS = 60_000;
 /** Idle limit on an upgraded (WebSocket) tunnel. */
 export const TUNNEL_IDLE_MS = 3_600_000;
 const MAX_ATTEMPTS = 3;
@@ -243,16 +240,13 @@ export class HttpSession implements BackendOwner {
       this.conn = pooled;
       this.send(pooled);
     } else {
-      const conn = new BackendConn(node, this);
-      this.conn = conn;
-      conn.socket.setTimeout(CONNECT_TIMEOUT_MS);
+      this.conn = new BackendConn(node, this);
       // Nothing more is read from the client until the request has somewhere to go.
       this.client.pause();
     }
   }
 
   private send(conn: BackendConn): void {
-    conn.socket.setTimeout(SERVER_TIMEOUT_MS);
     conn.socket.write(this.out!);
     if (this.state === S_BODY) {
       this.out = null;
@@ -359,9 +353,7 @@ export class HttpSession implements BackendOwner {
     this.node = node;
     node.active++;
     this.attempts++;
-    const conn = new BackendConn(node, this);
-    this.conn = conn;
-    conn.socket.setTimeout(CONNECT_TIMEOUT_MS);
+    this.conn = new BackendConn(node, this);
     this.client.pause();
   }
 
