@@ -109,7 +109,7 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
       h.contentLength = n;
     } else if (nameLen === 17 && c0 === 0x74 && eqLower(b, pos, 'transfer-encoding')) {
       sawTe = true;
-      const v = b.toString("latin1", vs, ve).toLowerCase();
+      const v = b.toString('latin1', vs, ve).toLowerCase();
       const last = v.slice(v.lastIndexOf(',') + 1).trim();
       if (last === 'chunked') {
         h.chunked = true;
@@ -119,7 +119,19 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
         h.otherEncoding = true;
       }
     } else if (nameLen === 10 && c0 === 0x63 && eqLower(b, pos, 'connection')) {
-      const v = b.toString("latin1", vs, ve).toLowerCase();
+      // Fast paths for the two common single values, without a string allocation.
+      const len = ve - vs;
+      if (len === 10 && eqLower(b, vs, 'keep-alive')) {
+        h.connKeepAlive = true;
+        pos = lf + 1;
+        continue;
+      }
+      if (len === 5 && eqLower(b, vs, 'close')) {
+        h.connClose = true;
+        pos = lf + 1;
+        continue;
+      }
+      const v = b.toString('latin1', vs, ve).toLowerCase();
       for (const tok of v.split(',')) {
         const t = tok.trim();
         if (t === 'close') h.connClose = true;
@@ -129,7 +141,7 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
     } else if (request && nameLen === 7 && c0 === 0x75 && eqLower(b, pos, 'upgrade')) {
       h.upgrade = ve > vs;
     } else if (request && nameLen === 6 && c0 === 0x63 && eqLower(b, pos, 'cookie')) {
-      const v = b.toString("latin1", vs, ve);
+      const v = b.toString('latin1', vs, ve);
       const i = v.indexOf('NB_SRVID=');
       if (i >= 0 && (i === 0 || v[i - 1] === ' ' || v[i - 1] === ';')) {
         const e = v.indexOf(';', i);
