@@ -17,6 +17,8 @@ import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
 import { nodeBalancerRoutes } from './api/routes/nodebalancers.js';
 import { accountRoutes } from './api/routes/account.js';
+import { userRoutes } from './api/routes/users.js';
+import { UserService } from './domain/auth/user-service.js';
 import { ConfigPushServer } from './push/config-server.js';
 import { registerExtensions, type ControlPlaneContext } from './extensions.js';
 
@@ -78,6 +80,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const router = new Router(app, auth);
   nodeBalancerRoutes(router, { service: nodebalancers, repo: nbRepo, stats, hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com' });
   accountRoutes(router, { auth, events, regions });
+  const userService = new UserService(users, auth);
+  userService.registerEntities('nodebalancer', () => nbRepo.list().map((nb) => ({ id: nb.id, label: nb.label })));
+  userRoutes(router, { users: userService, auth });
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', registry.contentType);
     return reply.send(await registry.metrics());

@@ -12,7 +12,10 @@ export interface RequestContext {
   headers: Record<string, string | string[] | undefined>;
 }
 
-/** A route returns the JSON body to send with 200. */
+/** Returned by a handler to answer 204 with no body (GET /profile/grants of an unrestricted user). */
+export const NO_CONTENT = Symbol('no-content');
+
+/** A route returns the JSON body to send with 200 (or NO_CONTENT). */
 export type Handler = (ctx: RequestContext & { actor: Actor }) => unknown;
 export type PublicHandler = (ctx: RequestContext) => unknown;
 
@@ -36,6 +39,11 @@ export class Router {
   post(path: string, scope: string, h: Handler): void { this.add('POST', path, scope, h); }
   put(path: string, scope: string, h: Handler): void { this.add('PUT', path, scope, h); }
   delete(path: string, scope: string, h: Handler): void { this.add('DELETE', path, scope, h); }
+
+  /** A route any valid token may call, whatever its scopes (e.g. /profile/grants). */
+  getAuthenticated(path: string, h: Handler): void {
+    this.register('GET', path, '*', (req) => this.authenticate(req), async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
+  }
 
   /** A route anyone may call; a token, when sent, must still be valid. */
   publicGet(path: string, h: PublicHandler): void {
@@ -97,6 +105,7 @@ export class Router {
         },
         handler: async (req: FastifyRequest, reply: FastifyReply) => {
           const out = await run(req, (req as any).fulcrumActor as Actor | undefined);
+          if (out === NO_CONTENT) return reply.code(204).send();
           return reply.code(200).send(JSON.stringify(out ?? {}));
         },
       });

@@ -35,6 +35,11 @@ export interface UserRepository {
   create(u: Omit<User, 'id'>): User;
   setGrants(id: number, grants: Grants): void;
   count(): number;
+  /** All users, by id. */
+  list(): User[];
+  update(id: number, patch: Partial<Pick<User, 'username' | 'email' | 'restricted'>>): void;
+  /** Deletes the user and (by cascade) its tokens. */
+  delete(id: number): void;
 }
 
 export interface TokenRepository {

@@ -61,12 +61,12 @@ export async function startApi(opts: Partial<ControlPlaneOptions> = {}): Promise
     if (ct !== 'application/json') throw new Error(`${method} ${path} -> ${res.status}: Content-Type ${ct}, want exactly application/json`);
     let body: any;
     try {
-      body = text === '' && method === 'HEAD' ? undefined : JSON.parse(text);
+      body = text === '' && (method === 'HEAD' || res.status === 204) ? undefined : JSON.parse(text);
     } catch {
       throw new Error(`${method} ${path} -> ${res.status}: body is not JSON: ${text.slice(0, 200)}`);
     }
     if (res.status >= 500) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
-    if (method !== 'HEAD') assertResponseSchema(method, path, res.status, body);
+    if (method !== 'HEAD' && res.status !== 204) assertResponseSchema(method, path, res.status, body);
     return { status: res.status, headers: res.headers, text, body };
   };
 

