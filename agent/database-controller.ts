@@ -87,6 +87,7 @@ export class DatabaseController {
   private proxies = new Map<'primary' | 'secondary', FrontProxy>();
   private proxyKey = '';
   private retryAt = 0;
+  private ticking = false;
   private rejoinFailures = new Map<number, number>();
   private events: AgentEvent[] = [];
   private diskMb = 0;
@@ -303,22 +304,31 @@ export class DatabaseController {
   // ------------------------------------------------------------------------------------------
   // Loop
 
-  /** One observe-plan-act round; does nothing while an action runs. */
+  /**
+   * One observe-plan-act round; does nothing while an action runs or another round is under
+   * way, and drops its plan if an operation took the lock meanwhile (a plan made before a
+   * restore or a switchover must not run after it).
+   */
   async tick(): Promise<void> {
-    if (this.busy || this.deleted) return;
-    if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
-    let actions: Action[];
+    if (this.busy || this.ticking || this.deleted) return;
+    if (Date.now() < this.retryAt && !this.state?.provisioned) return;
+    this.ticking = true;
     try {
-      const obs = await this.observe();
-      const d = this.desired;
-      actions = plan(d ? { clusterSize: d.clusterSize, state: d.state === 'suspended' ? 'suspended' : 'running' } : undefined, obs);
-    } catch (err) {
-      this.log.warn({ err }, 'observation failed');
-      return;
+      let actions: Action[];
+      try {
+        const obs = await this.observe();
+        const d = this.desired;
+        actions = plan(d ? { clusterSize: d.clusterSize, state: d.state === 'suspended' ? 'suspended' : 'running' } : undefined, obs);
+      } catch (err) {
+        this.log.warn({ err }, 'observation failed');
+        return;
+      }
+      const next = actions[0];
+      if (!next || this.busy || this.deleted) return;
+      await this.runExclusive(next.kind, () => this.execute(next));
+    } finally {
+      this.ticking = false;
     }
-    const next = actions[0];
-    if (!next) return;
-    await this.runExclusive(next.kind, () => this.execute(next));
   }
 
   /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
@@ -368,7 +378,7 @@ export class DatabaseController {
       this.log.error({ err, action: a.kind }, 'action failed');
       if (a.kind === 'provision' && this.state) {
         this.state.error = `provisioning failed: ${msg}`;
-        this.retryAt = this.deps.clock.now() + 15_000;
+        this.retryAt = Date.now() + 15_000;
         await this.save();
         this.emit('database_create', this.state.error, 'failed');
       }
