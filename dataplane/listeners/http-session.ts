@@ -117,7 +117,9 @@ export class HttpSession implements BackendOwner {
     this.clientEnded = true;
     if (this.state === S_TUNNEL) {
       this.conn?.socket.end();
-    } else if (this.state === S_HEAD && (this.buf === null || this.buf.length === 0)) {
+    } else if (this.state === S_HEAD) {
+      // Nothing in flight; an incomplete head can never complete now.
+      this.state = S_CLOSED;
       this.client.end();
     } else {
       // Answer what was asked, then close.
