@@ -25,8 +25,11 @@ export function tokenToWire(t: TokenRecord, secret?: string): Record<string, unk
 export function accountRoutes(r: Router, d: { auth: AuthService; events: EventService; regions: RegionCatalogue }): void {
   // A restricted user sees only events about entities it holds a grant on; others do not exist
   // for it (404), like entities missing from a list.
-  const visible = (actor: Actor, e: EventRecord): boolean =>
-    !e.entity || !actor.user.restricted || d.auth.canRead(actor, e.entity.type === 'database' ? 'database' : 'nodebalancer', e.entity.id);
+  const visible = (actor: Actor, e: EventRecord): boolean => {
+    if (!actor.user.restricted || !e.entity) return true;
+    const kind = e.entity.type;
+    return (kind === 'nodebalancer' || kind === 'database') && d.auth.canRead(actor, kind, e.entity.id);
+  };
   const visibleEvent = (actor: Actor, id: number): EventRecord => {
     const e = d.events.get(id);
     if (!e || !visible(actor, e)) throw FulcrumError.notFound();
