@@ -117,7 +117,6 @@ export class TcpSession {
   private close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.rt.activeConns--;
     if (this.node !== null) this.node.active--;
     this.node = null;
     // Let queued bytes flush on a clean close; destroy when either side errored.

@@ -56,6 +56,8 @@ describe('data plane over real gRPC', () => {
     const metrics = await fetch(`http://127.0.0.1:${dp.metricsPort}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/fulcrum_dataplane_config_version\{[^}]*\} 7/);
     expect(metrics).toMatch(/fulcrum_dataplane_connections_total\{[^}]*\} 4/);
+    // All four connections are closed again: the gauge is back to zero.
+    await waitFor(async () => /fulcrum_dataplane_active_connections\{[^}]*\} 0/.test(await fetch(`http://127.0.0.1:${dp.metricsPort}/metrics`).then((r) => r.text())), 5000, 'active 0');
   });
 
   it('NACKs a bad snapshot with the reason and keeps serving the last good one', async () => {
