@@ -49,6 +49,13 @@ async function makeRuntime(kind: 'process' | 'docker', stateDir: string, logger:
   return mod.createDockerRuntime({ stateDir, logger });
 }
 
+/** The images this Docker host has built or pulled for the lab (loaded lazily, like the adapter). */
+async function dockerCatalogue(): Promise<Catalogue> {
+  const path = './runtime/docker-catalogue.js';
+  const mod = (await import(path)) as { detectDockerCatalogue: () => Promise<Catalogue> };
+  return mod.detectDockerCatalogue();
+}
+
 /** The agent's composition root. */
 export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent> {
   const logger = opts.logger ?? createLogger('agent');
@@ -57,7 +64,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   mkdirSync(opts.stateDir, { recursive: true });
   const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
   const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
-  const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : []);
+  const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue());
 
   const agent = createAgent({
     id: opts.id,
