@@ -204,6 +204,16 @@ describe('NodeBalancer API through @linode/api-v4', () => {
     expect(nb.transfer).toEqual({ in: 0.286, out: 0.572, total: 0.858 }); // MB (2^20 bytes)
   });
 
+  it('shows node health reported by the data plane as UP/DOWN and in nodes_status', async () => {
+    const [node] = (await getNodeBalancerConfigNodes(nbId, httpsConfigId)).data;
+    await reportTelemetry(api.cp.grpcAddress, { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'UP' }] });
+    await waitFor(async () => (await getNodeBalancerConfigNode(nbId, httpsConfigId, node.id)).status === 'UP', 5000, 'node UP');
+    expect((await getNodeBalancerConfig(nbId, httpsConfigId)).nodes_status).toEqual({ up: 1, down: 0 });
+    await reportTelemetry(api.cp.grpcAddress, { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'DOWN' }] });
+    await waitFor(async () => (await getNodeBalancerConfigNode(nbId, httpsConfigId, node.id)).status === 'DOWN', 5000, 'node DOWN');
+    expect((await getNodeBalancerConfig(nbId, httpsConfigId)).nodes_status).toEqual({ up: 0, down: 1 });
+  });
+
   it('records events for every change, filterable the way clients filter them', async () => {
     const events = await getEvents({}, { 'entity.type': 'nodebalancer', 'entity.id': nbId, '+order_by': 'created', '+order': 'desc' });
     const actions = events.data.map((e: any) => e.action);
