@@ -73,3 +73,25 @@ describe('chunked tracker', () => {
     expect(new ChunkedTracker().feed(b('1234567890123456\r\n'), 0)).toBe(CHUNK_ERROR);
   });
 });
+
+describe('parsers under random input', () => {
+  it('never throw, whatever the bytes', () => {
+    let seed = 12345;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff;
+    const alphabet = b('GET /HTTP1.0\r\n :;,chunkedContent-LengthTransfer-Encoding0123456789abcdefxyz\t');
+    const h = new HeadInfo();
+    for (let i = 0; i < 3000; i++) {
+      const len = rnd() * 2;
+      const buf = Buffer.alloc(len + 4);
+      for (let j = 0; j < len; j++) buf[j] = i % 2 ? rnd() : alphabet[rnd() % alphabet.length];
+      buf.write('\r\n\r\n', len, 'latin1');
+      const r1 = parseRequestHead(buf, h);
+      const r2 = parseResponseHead(buf, h);
+      expect(r1 === BAD || r1 === NEED_MORE || r1 > 0).toBe(true);
+      expect(r2 === BAD || r2 === NEED_MORE || r2 > 0).toBe(true);
+      const t = new ChunkedTracker();
+      const r3 = t.feed(buf, 0);
+      expect(r3 === CHUNK_ERROR || r3 === -1 || r3 > 0).toBe(true);
+    }
+  });
+});
