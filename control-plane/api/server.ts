@@ -72,6 +72,12 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     return payload;
   });
 
+  // CORS preflight: browsers (Cloud Manager, @linode/api-v4 in a web page) ask before every
+  // authenticated call; the answer carries the CORS headers of the onSend hook and needs no token.
+  for (const prefix of ['/v4', '/v4beta']) {
+    app.route({ method: 'OPTIONS', url: `${prefix}/*`, handler: async (_req, reply) => reply.code(200).send('{}') });
+  }
+
   app.setNotFoundHandler((_req, reply) => {
     reply.code(404).send(JSON.stringify({ errors: [{ reason: 'Not found' }] }));
   });

@@ -140,6 +140,17 @@ describe('API wire format', () => {
     expect(regions.headers.get('x-accepted-oauth-scopes')).toBe('*');
   });
 
+  it('answers CORS preflight (OPTIONS) without a token', async () => {
+    const r = await api.req('OPTIONS', `/v4/nodebalancers/${nbId}/configs`, {
+      token: null, headers: { origin: 'https://cloud.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,x-filter' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({});
+    expect(r.headers.get('access-control-allow-methods')).toBe('HEAD, GET, OPTIONS, POST, PUT, DELETE');
+    expect(r.headers.get('access-control-allow-headers')).toBe('Authorization, Origin, X-Requested-With, Content-Type, Accept, X-Filter');
+    expect((await api.req('OPTIONS', '/v5/x', { token: null })).status).toBe(404);
+  });
+
   it('creates answer 200 with the object and deletes answer 200 {} with Content-Length 2', async () => {
     const c = await api.req('POST', '/v4/nodebalancers', { body: { region: 'us-east', label: 'del-me' } });
     expect(c.status).toBe(200);
