@@ -95,18 +95,13 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
 
     // Bind every new address first; if one fails nothing changes.
     const fresh: Listener[] = [];
-    try {
-      for (const [key, c] of wanted) {
-        if (listeners.has(key)) continue;
-        const l = new Listener(c.ip, c.port, log);
-        fresh.push(l);
-        await l.listen();
-      }
-    } catch (e) {
+    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, log));
+    // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
+    const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
+    const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
+    if (failed.length > 0) {
       for (const l of fresh) l.destroy();
-      const err = e as NodeJS.ErrnoException;
-      const bad = fresh[fresh.length - 1];
-      throw new FulcrumError('invalid_config', `cannot listen on ${bad?.key}: ${err.code ?? err.message}`);
+      throw new FulcrumError('invalid_config', `cannot listen on ${failed.join(', ')}`);
     }
 
     // Swap (synchronous from here: no connection sees a half-applied snapshot).
