@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import type { Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
@@ -50,6 +50,8 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     logger.error({ err }, 'persisted snapshot could not be applied; waiting for the control plane');
   }
 
+  const applies = new Counter({ name: 'fulcrum_dataplane_snapshots_total', help: 'Snapshots received from the control plane, by result (ack or nack)', labelNames: ['result'], registers: [registry] });
+  const connected = new Gauge({ name: 'fulcrum_dataplane_control_plane_connected', help: '1 while the config stream is up', registers: [registry] });
   const config = new ConfigClient({
     id: opts.id,
     region: opts.region,
@@ -57,9 +59,16 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     logger: logger.child({ component: 'config-client' }),
     version: () => engine.version(),
     apply: async (snap) => {
-      await engine.apply(snap);
+      try {
+        await engine.apply(snap);
+      } catch (err) {
+        applies.inc({ result: 'nack' });
+        throw err;
+      }
+      applies.inc({ result: 'ack' });
       await store.save(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
     },
+    onConnected: (up) => connected.set(up ? 1 : 0),
   });
   const telemetry = new TelemetryClient({
     id: opts.id,

@@ -29,6 +29,10 @@ async function start(cp: TestControlPlane, stateDir: string, id = 'dp-1'): Promi
   return dp;
 }
 
+function metricsOf(dp: Dataplane): Promise<string> {
+  return fetch(`http://127.0.0.1:${dp.metricsPort}/metrics`).then((r) => r.text());
+}
+
 function tcpSnapshot(ip: string, port: number, backends: TcpBackend[]) {
   return nodebalancer(ip, [config(port, backends.map((b) => node(b.address)))]);
 }
@@ -65,12 +69,14 @@ describe('data plane over real gRPC', () => {
     const ip = loopback();
     const port = await freePort(ip);
     const good = cp.push({ version: 1, nodebalancers: [tcpSnapshot(ip, port, [a])] });
-    await start(cp, stateDir);
+    const dp = await start(cp, stateDir);
     await waitFor(() => cp.acks.find((x) => x.responseNonce === good), 10_000, 'ack');
+    expect(await metricsOf(dp)).toMatch(/fulcrum_dataplane_control_plane_connected\{[^}]*\} 1/);
     const bad = nodebalancer(ip, [config(port, [node('not-an-address')])]);
     const nonce = cp.push({ version: 2, nodebalancers: [bad] });
     const nack = await waitFor(() => cp.acks.find((x) => x.responseNonce === nonce), 10_000, 'nack');
     expect(nack.errorDetail).toMatch(/nodes\[0\]\.address/);
+    expect(await metricsOf(dp)).toMatch(/fulcrum_dataplane_snapshots_total\{result="nack"[^}]*\} 1/);
     expect(nack.versionApplied).toBe(1);
     expect(await greeting(ip, port)).toBe('a');
   });
