@@ -7,6 +7,8 @@ import mysql from 'mysql2/promise';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
+import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { repoRoot, until } from '../../helpers/lab.js';
 
 export { until };
@@ -19,6 +21,7 @@ export const MYSQL = '/v4/databases/mysql/instances';
  */
 export interface DbLab {
   cp: ControlPlane;
+  runtime: RuntimeKind;
   agentDir: string;
   agentId: string;
   api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
@@ -31,7 +34,9 @@ export interface DbLab {
   close(): Promise<void>;
 }
 
-export async function startDbLab(name: string): Promise<DbLab> {
+export type RuntimeKind = 'process' | 'docker';
+
+export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
   const pool = `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`;
@@ -39,6 +44,10 @@ export async function startDbLab(name: string): Promise<DbLab> {
   const agentId = `e2e-${name}`;
   let child: ChildProcess | undefined;
   let out = '';
+
+  const runtimeFor = (): ContainerRuntime => runtimeKind === 'docker'
+    ? createDockerRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() })
+    : createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
 
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(cp.apiUrl + path, {
@@ -52,10 +61,10 @@ export async function startDbLab(name: string): Promise<DbLab> {
   };
 
   const lab: DbLab = {
-    cp, agentDir, agentId, api,
+    cp, runtime: runtimeKind, agentDir, agentId, api,
     async startAgent() {
       child = spawn(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), 'agent', '--id', agentId, '--region', 'us-east',
-        '--control-plane', cp.grpcAddress, '--state', agentDir, '--runtime', 'process'], {
+        '--control-plane', cp.grpcAddress, '--state', agentDir, '--runtime', runtimeKind], {
         env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -73,7 +82,7 @@ export async function startDbLab(name: string): Promise<DbLab> {
     },
     agentPid: () => child?.pid,
     async nodes() {
-      const rt = createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
+      const rt = runtimeFor();
       try {
         return (await rt.list({})).map((n) => ({ name: n.name, ref: String(n.ref), state: n.state, host: n.spec?.host ?? '' }));
       } finally {
@@ -84,7 +93,7 @@ export async function startDbLab(name: string): Promise<DbLab> {
     async close() {
       await lab.killAgent();
       // Whatever a failed test left behind: every node of this agent goes.
-      const rt = createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
+      const rt = runtimeFor();
       for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
       await rt.close();
       await cp.close();

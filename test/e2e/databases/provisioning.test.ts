@@ -1,13 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MYSQL, connectFrom, dirEntries, listening, refusal, startDbLab, until, waitStatus, type DbLab } from './db-lab.js';
+import { MYSQL, connectFrom, dirEntries, listening, refusal, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
  * Issue 7 acceptance 1-5 through the API, with mysql2 as the client, against real MariaDB
- * servers run by a `fulcrum agent` process (process runtime).
+ * servers run by a `fulcrum agent` process, for both runtimes (the docker one needs a running
+ * dockerd and the locally built image: scripts/start-dockerd.sh, scripts/build-mysql-image.sh).
  */
-describe('Managed MySQL provisioning through the API (process runtime)', () => {
+describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisioning through the API (%s runtime)', (runtime) => {
   let lab: DbLab;
   let engine: string;
   let one: any; // 1-node database
@@ -15,12 +16,15 @@ describe('Managed MySQL provisioning through the API (process runtime)', () => {
   const timings: Record<string, number> = {};
 
   beforeAll(async () => {
-    lab = await startDbLab('prov');
+    lab = await startDbLab(`prov-${runtime}`, runtime);
     await lab.startAgent();
-    engine = (await lab.api('GET', '/v4/databases/engines')).body.data[0].id;
+    // The engine this agent offers (its own catalogue: a binary or an image).
+    const agents = (await lab.api('GET', '/v4/fulcrum/agents')).body.data;
+    engine = agents[0].engines[0]?.id;
+    if (!engine) throw new Error(`the ${runtime} agent offers no engine: ${JSON.stringify(agents)}`);
   });
   afterAll(async () => {
-    console.log('provisioning timings (s):', JSON.stringify(timings));
+    console.log(`provisioning timings, ${runtime} runtime (s):`, JSON.stringify(timings));
     await lab?.close();
   });
 
@@ -179,7 +183,11 @@ describe('Managed MySQL provisioning through the API (process runtime)', () => {
     for (const d of [one, three]) expect((await lab.api('DELETE', `${MYSQL}/${d.id}`)).body).toEqual({});
     expect((await lab.api('GET', `${MYSQL}/${one.id}`)).status).toBe(404);
     await until('nodes removed', async () => (await lab.nodes()).length === 0 || undefined, 60_000, 200);
-    for (const pid of pids) await until(`process ${pid} gone`, () => !dirEntries('/proc').includes(pid) || undefined, 10_000);
+    if (runtime === 'process') for (const pid of pids) await until(`process ${pid} gone`, () => !dirEntries('/proc').includes(pid) || undefined, 10_000);
+    else {
+      const containers = execFileSync('docker', ['ps', '-aq', '--no-trunc']).toString();
+      for (const id of pids) expect(containers).not.toContain(id);
+    }
     for (const ip of [one.hosts.primary, three.hosts.primary, three.hosts.secondary]) {
       await until(`${ip}:3306 closed`, async () => !(await listening(ip, 3306)) || undefined, 10_000);
     }

@@ -121,10 +121,10 @@ describe('Managed MySQL schedules with an injected clock', () => {
     const patched = join(binDir, 'mariadbd');
     symlinkSync(binary, patched);
     writeFileSync(enginesFile, JSON.stringify([{ id: engineId, binary: patched }]));
-    await until('patch pending on the agent', () => agent!.agent.report().databases.find((d) => Number(d.id) === id)?.patchPending || undefined, 20_000, 100);
+    await until('patch pending on the agent', () => (agent!.agent.report().databases ?? []).find((d) => Number(d.id) === id)?.patchPending || undefined, 20_000, 100);
     await reports(5);
     expect(await nodePid()).toBe(pid);
-    expect(agent!.agent.report().databases.find((d) => Number(d.id) === id)?.patchPending).toBe(true);
+    expect((agent!.agent.report().databases ?? []).find((d) => Number(d.id) === id)?.patchPending).toBe(true);
     clock.set(wednesday + 7 * DAY + 2 * 3_600_000 + 60_000); // next Wednesday 02:01, inside
     await until('patched inside the window', async () => {
       const nodes = await agent!.runtime.list({});
