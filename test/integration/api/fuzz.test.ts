@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { makeCa, makeCert } from '../../helpers/certs.js';
@@ -186,4 +187,49 @@ describe('API fuzz', () => {
     expect(alive.status).toBe(200);
     console.log(`fuzz: ${REQUESTS} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
   }, 120_000);
+
+  /** Writes raw bytes, half-closes, and collects whatever comes back until the server closes. */
+  function raw(bytes: string): Promise<string> {
+    const { hostname, port } = new URL(api.url);
+    return new Promise((resolve, reject) => {
+      const sock = connect({ host: hostname, port: Number(port) });
+      const chunks: Buffer[] = [];
+      const timer = setTimeout(() => (sock.destroy(), reject(new Error(`no close for ${JSON.stringify(bytes.slice(0, 60))}`))), 5000);
+      sock.on('data', (d) => chunks.push(d));
+      sock.on('error', () => undefined);
+      sock.on('close', () => (clearTimeout(timer), resolve(Buffer.concat(chunks).toString('latin1'))));
+      sock.write(bytes, 'latin1', () => sock.end());
+    });
+  }
+
+  it('answers broken HTTP on the wire in the API error shape, or closes, and keeps serving', async () => {
+    const auth = `Authorization: Bearer ${api.token}\r\n`;
+    const cases = [
+      'GARBAGE\r\n\r\n',
+      'GET\r\n\r\n',
+      'GET /v4/nodebalancers HTTP/9.9\r\n\r\n',
+      'GET /v4/nodebalancers HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n',
+      `GET /v4/nodebalancers HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      `POST /v4/nodebalancers HTTP/1.1\r\nHost: x\r\n${auth}Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      `POST /v4/nodebalancers HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 5\r\nContent-Length: 7\r\n\r\n{"a":1}`,
+      `POST /v4/nodebalancers HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: -1\r\n\r\n`,
+      `POST /v4/nodebalancers HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 100\r\n\r\n{"region":`,
+      `POST /v4/nodebalancers HTTP/1.1\r\nHost: x\r\n${auth}Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n`,
+      'GET /v4/nodebalancers\u0000 HTTP/1.1\r\nHost: x\r\n\r\n',
+      `GET /v4/${'%'.repeat(300)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+      '\r\n\r\n\r\n',
+      '\u0016\u0003\u0001\u0002\u0000\u0001\u0000\u0001\u00fc\u0003\u0003', // a TLS ClientHello on the plain port
+    ];
+    const before = api.snapshot();
+    for (const c of cases) {
+      const answer = await raw(c);
+      if (answer === '') continue; // the request never completed (truncated body): closing is the answer
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head, c.slice(0, 60)).toMatch(/^HTTP\/1\.1 4\d\d /);
+      expect(head!.toLowerCase(), c.slice(0, 60)).toContain('content-type: application/json\r\n');
+      expect(JSON.parse(body!).errors[0].reason, c.slice(0, 60)).toBeTypeOf('string');
+    }
+    expect(api.snapshot()).toBe(before);
+    expect((await api.req('GET', `/v4/nodebalancers/${ids.nb}`)).status).toBe(200);
+  });
 });
