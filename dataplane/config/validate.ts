@@ -6,7 +6,7 @@ import type {
   Algorithm, CheckType, CipherSuite, ConfigSpec, NodeBalancerSpec, NodeMode, NodeSpec, Protocol,
   ProxyProtocol, SnapshotSpec, Stickiness,
 } from './model.js';
-import { cipherList } from '../listeners/cipher-suites.js';
+import { tlsOptions } from '../listeners/cipher-suites.js';
 
 /**
  * A snapshot as it arrives over gRPC (proto-loader camelCase, defaults on) or from the state
@@ -80,7 +80,7 @@ function verifyCertificate(cert: string, key: string, suite: CipherSuite): strin
     const x = new X509Certificate(cert);
     const k = createPrivateKey(key);
     if (!x.checkPrivateKey(k)) return 'ssl_key does not match ssl_cert';
-    createSecureContext({ cert, key, ciphers: cipherList(suite), minVersion: 'TLSv1.2' }) as SecureContext;
+    createSecureContext(tlsOptions(cert, key, suite)) as SecureContext;
     return null;
   } catch (e) {
     return `certificate or key does not parse: ${(e as Error).message}`;

@@ -41,3 +41,23 @@ export const LEGACY_CIPHERS: readonly string[] = Object.freeze([
 export function cipherList(suite: CipherSuite): string {
   return (suite === 'legacy' ? LEGACY_CIPHERS : RECOMMENDED_CIPHERS).join(':');
 }
+
+const DH_BLOCK = /-----BEGIN (?:X9.42 )?DH PARAMETERS-----[\s\S]+?-----END (?:X9.42 )?DH PARAMETERS-----\s*/;
+
+/**
+ * The TLS server options of an https config. As on the real service, DH parameters may be
+ * appended to the certificate field (a `BEGIN DH PARAMETERS` block); they enable the DHE suites.
+ */
+export function tlsOptions(cert: string, key: string, suite: CipherSuite): {
+  cert: string; key: string; ciphers: string; minVersion: 'TLSv1.2'; honorCipherOrder: true; dhparam?: string;
+} {
+  const dh = DH_BLOCK.exec(cert);
+  return {
+    cert: dh ? cert.replace(DH_BLOCK, '') : cert,
+    key,
+    ciphers: cipherList(suite),
+    minVersion: 'TLSv1.2',
+    honorCipherOrder: true,
+    ...(dh ? { dhparam: dh[0].trim() } : {}),
+  };
+}

@@ -6,7 +6,7 @@ import { emptyPicker, policies, type Picker } from '../balancing/picker.js';
 import { HealthChecker } from '../health/checker.js';
 import { StickyTable } from '../sticky/sticky-table.js';
 import type { ConnThrottle } from '../throttle/conn-throttle.js';
-import { cipherList } from '../listeners/cipher-suites.js';
+import { tlsOptions } from '../listeners/cipher-suites.js';
 import { NodeState } from './node-state.js';
 
 export interface HealthEvent {
@@ -111,7 +111,7 @@ export class ConfigRuntime {
       this.tls = null;
       return;
     }
-    const ctx = { cert: s.sslCert, key: s.sslKey, ciphers: cipherList(s.cipherSuite), minVersion: 'TLSv1.2' as const, honorCipherOrder: true };
+    const ctx = tlsOptions(s.sslCert, s.sslKey, s.cipherSuite);
     if (!this.tls) {
       this.tls = createTlsServer({ ...ctx, handshakeTimeout: 10_000 });
     } else if (first || old.sslCert !== s.sslCert || old.sslKey !== s.sslKey || old.cipherSuite !== s.cipherSuite) {

@@ -46,3 +46,11 @@ export function makeCert(ca: Pem, cn: string, opts: { days?: number } = {}): Pem
     return { cert: readFileSync(join(dir, 'leaf.crt'), 'utf8'), key: readFileSync(join(dir, 'leaf.key'), 'utf8') };
   });
 }
+
+/** DH parameters (the RFC 7919 ffdhe2048 group) as a `BEGIN DH PARAMETERS` PEM block. */
+export function makeDhParams(): string {
+  return withDir((dir) => {
+    openssl(dir, ['genpkey', '-genparam', '-algorithm', 'DH', '-pkeyopt', 'group:ffdhe2048', '-out', 'dh.pem']);
+    return readFileSync(join(dir, 'dh.pem'), 'utf8');
+  });
+}

@@ -1,7 +1,7 @@
 import { connect as tlsConnect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeCa, makeCert, type Pem } from '../../helpers/certs.js';
+import { makeCa, makeCert, makeDhParams, type Pem } from '../../helpers/certs.js';
 import { loopback, startHttpBackend } from '../../helpers/backends.js';
 import { cleanup, newEngine } from './engine-harness.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
@@ -102,6 +102,14 @@ describe('https proxy', () => {
     });
     expect(text).toMatch(/^HTTP\/1\.1 200/);
     expect(new X509Certificate(certA.cert).subject).toContain('a.nb.test');
+  });
+
+  it('DH parameters appended to the certificate enable the DHE suites', async () => {
+    const { ip, p1, engine, nb, c1 } = await setup();
+    const dhe = 'DHE-RSA-AES128-GCM-SHA256';
+    await expect(handshake(ip, p1, { ciphers: dhe, maxVersion: 'TLSv1.2', servername: 'a.nb.test' })).rejects.toThrow();
+    await engine.apply(snapshot(4, [{ ...nb, configs: [{ ...c1, sslCert: certA.cert + makeDhParams() }, nb.configs![1]] }]));
+    expect(await handshake(ip, p1, { ciphers: dhe, maxVersion: 'TLSv1.2', servername: 'a.nb.test' })).toBe(dhe);
   });
 
   it('rejects a snapshot whose key does not match its certificate', async () => {
