@@ -1,13 +1,14 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MYSQL, connectFrom, startDbLab, startWriter, until, waitStatus, type DbLab } from './db-lab.js';
+import { MYSQL, connectFrom, startDbLab, startWriter, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
  * Issue 8 acceptance 1, 2, 3, 5 (patch now) and 6 through the API, with mysql2, against real
- * MariaDB servers run by a `fulcrum agent` process (process runtime).
+ * MariaDB servers run by a `fulcrum agent` process, for both runtimes.
  */
-describe('Managed MySQL day two through the API (process runtime)', () => {
+describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two through the API (%s runtime)', (runtime) => {
   let lab: DbLab;
   let one: any;
   let three: any;
@@ -45,9 +46,9 @@ describe('Managed MySQL day two through the API (process runtime)', () => {
     (await ok('GET', '/v4/account/events')).data.find((e: any) => e.action === action && e.entity?.id === d.id);
 
   beforeAll(async () => {
-    lab = await startDbLab('day2');
+    lab = await startDbLab(`day2-${runtime}`, runtime);
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/databases/engines')).data[0].id;
+    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
     const base = { region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] };
     const a = await ok('POST', MYSQL, { ...base, label: 'day2-one' });
     const b = await ok('POST', MYSQL, { ...base, label: 'day2-three', cluster_size: 3, replication_type: 'semi_synch' });
@@ -62,7 +63,7 @@ describe('Managed MySQL day two through the API (process runtime)', () => {
     }
   });
   afterAll(async () => {
-    console.log('day-two figures:', JSON.stringify(figures));
+    console.log(`day-two figures, ${runtime} runtime:`, JSON.stringify(figures));
     await lab?.close();
   });
 
@@ -193,7 +194,8 @@ describe('Managed MySQL day two through the API (process runtime)', () => {
       }
     })();
     const killedAt = Date.now();
-    process.kill(Number(node!.ref), 'SIGKILL');
+    if (runtime === 'process') process.kill(Number(node!.ref), 'SIGKILL');
+    else execFileSync('docker', ['kill', node!.ref]);
     const ackedAtKill = w.acked.length;
     await until('writes succeed again', () => (w.acked.length > ackedAtKill + 5 && !w.failing) || undefined, 15_000, 50);
     figures.failoverWritesBackSeconds = (Date.now() - killedAt) / 1000;
