@@ -56,3 +56,13 @@ describe('OpenAPI schema fixture', () => {
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1', 400, { error: 'x' })).toThrow();
   });
 });
+
+describe('OpenAPI schema fixture freshness', () => {
+  it('is exactly what build-schemas.ts derives from the reference OpenAPI subset', async () => {
+    const { existsSync, readFileSync } = await import('node:fs');
+    const { buildSchemaFixture, defaultSource, fixturePath } = await import('../../fixtures/openapi/build-schemas.js');
+    // shared/ sits beside the repository for every session and for CI.
+    expect(existsSync(defaultSource), `reference not found at ${defaultSource}`).toBe(true);
+    expect(buildSchemaFixture(readFileSync(defaultSource, 'utf8'))).toBe(readFileSync(fixturePath, 'utf8'));
+  });
+});
