@@ -11,6 +11,7 @@ describe('NodeBalancer validation and defaults', () => {
   let api: ApiHarness;
   let pem: Pem;
   let other: Pem;
+  let caPem: Pem;
   let nbId: number;
 
   beforeAll(async () => {
@@ -18,6 +19,7 @@ describe('NodeBalancer validation and defaults', () => {
       regions: [...defaultRegions, { id: 'db-only', label: 'No NBs here', country: 'us', capabilities: ['Managed Databases'], status: 'ok', resolvers: { ipv4: '127.0.0.53', ipv6: '::1' } }],
     });
     const ca = makeCa();
+    caPem = ca;
     pem = makeCert(ca, 'a.example.com');
     other = makeCert(ca, 'b.example.com');
     nbId = (await api.req('POST', '/v4/nodebalancers', { body: { region: 'us-east', label: 'valid-nb' } })).body.id;
@@ -148,6 +150,10 @@ describe('NodeBalancer validation and defaults', () => {
     expect(https.body).toMatchObject({ ssl_cert: '<REDACTED>', ssl_key: '<REDACTED>', ssl_commonname: 'a.example.com' });
     expect(https.body.ssl_fingerprint).toMatch(/^([0-9A-F]{2}:){19}[0-9A-F]{2}$/);
     expect(await rejected('POST', p, { port: 443 })).toEqual({ port: 'Port must be unique.' });
+    // A certificate followed by its CA chain: the leaf names the config.
+    const chained = await api.req('POST', p, { body: { port: 8443, protocol: 'https', ssl_cert: `${pem.cert}${caPem.cert}`, ssl_key: pem.key } });
+    expect(chained.body).toMatchObject({ ssl_commonname: 'a.example.com', ssl_fingerprint: https.body.ssl_fingerprint });
+    await api.req('DELETE', `${p}/${chained.body.id}`);
     // Sending back what GET shows keeps the stored certificate; switching away from https drops it.
     const put = await api.req('PUT', `${p}/${https.body.id}`, { body: { ...https.body, check_attempts: 4 } });
     expect(put.status).toBe(200);
