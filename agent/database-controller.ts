@@ -88,6 +88,7 @@ export class DatabaseController {
   private proxyKey = '';
   private retryAt = 0;
   private ticking = false;
+  private lastStatus = '';
   private rejoinFailures = new Map<number, number>();
   private events: AgentEvent[] = [];
   private diskMb = 0;
@@ -629,8 +630,15 @@ export class DatabaseController {
     const s = this.state;
     const d = this.desired ?? s?.desired;
     const primaryOk = this.details.some((n) => n.index === s?.primary && n.state === 'running' && n.reachable && !n.readOnly);
-    const healthy = !!this.lastObs && primaryOk && plan({ clusterSize: d?.clusterSize ?? 1, state: 'running' }, this.lastObs).length === 0;
-    const status = observedStatus({
+    const replicas = this.details.filter((n) => n.index !== s?.primary);
+    // Health is about the servers: a front proxy or account sync still to do (right after an
+    // agent restart, say) is not a degraded database.
+    const healthy = primaryOk && this.details.length === this.clusterSize && !s?.rebuild.length
+      && replicas.every((n) => n.state === 'running' && n.reachable && n.replicating);
+    const converged = healthy && !!this.lastObs && plan({ clusterSize: d?.clusterSize ?? 1, state: 'running' }, this.lastObs).length === 0;
+    const canFailover = this.clusterSize > 1 && replicas.some((n) => n.state === 'running' && n.reachable);
+    // Making a primary that came back read-only writable takes a moment; it is no state change.
+    const status = this.busy === 'promote-primary' && this.lastStatus ? this.lastStatus : observedStatus({
       busy: this.busy,
       provisioned: !!s?.provisioned,
       error: s?.error,
@@ -638,12 +646,15 @@ export class DatabaseController {
       desiredSuspended: d?.state === 'suspended',
       healthy,
       primaryOk,
+      canFailover,
     });
+    this.lastStatus = status;
     const members: Record<string, string> = {};
     if (s?.provisioned) {
       for (const n of this.details) if (n.state !== 'missing') members[n.address] = n.index === s.primary ? 'primary' : 'failover';
     }
-    const listening = this.proxies.size === 2;
+    // Endpoints are the control plane's assignment; they are reported once the database exists.
+    const listening = !!s?.provisioned;
     const nodes: NodeObservation[] = this.details.map((n) => ({
       name: this.nodeName(n.index),
       address: n.address,
@@ -669,7 +680,7 @@ export class DatabaseController {
       nodes,
       patchPending: !!this.lastObs?.patchPending,
       usedDiskMb: this.diskMb,
-      convergedGeneration: healthy && !this.busy ? d?.generation ?? 0 : 0,
+      convergedGeneration: converged && !this.busy ? d?.generation ?? 0 : 0,
       ...(this.extras?.extraReport(this) ?? {}),
     };
   }

@@ -118,6 +118,8 @@ export function observedStatus(input: {
   desiredSuspended: boolean;
   healthy: boolean;
   primaryOk: boolean;
+  /** The primary is down but a replica can take over (3 nodes): degraded, not failed. */
+  canFailover?: boolean;
 }): string {
   const busyStatus: Record<string, string> = {
     provision: 'provisioning',
@@ -139,5 +141,5 @@ export function observedStatus(input: {
   if (!input.provisioned) return input.error ? 'failed' : 'provisioning';
   if (input.suspended || input.desiredSuspended) return input.suspended ? 'suspended' : 'suspending';
   if (input.healthy) return 'active';
-  return input.primaryOk ? 'degraded' : 'failed';
+  return input.primaryOk || input.canFailover ? 'degraded' : 'failed';
 }

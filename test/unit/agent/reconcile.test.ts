@@ -79,6 +79,7 @@ describe('observedStatus', () => {
     expect(observedStatus(base)).toBe('active');
     expect(observedStatus({ ...base, healthy: false })).toBe('degraded');
     expect(observedStatus({ ...base, healthy: false, primaryOk: false })).toBe('failed');
+    expect(observedStatus({ ...base, healthy: false, primaryOk: false, canFailover: true })).toBe('degraded');
     expect(observedStatus({ ...base, provisioned: false, error: 'x' })).toBe('failed');
     expect(observedStatus({ ...base, suspended: true, desiredSuspended: true })).toBe('suspended');
   });
