@@ -156,4 +156,26 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect((await api.req('GET', `${MYSQL}/999999`)).status).toBe(404);
     expect((await api.req('GET', `${MYSQL}/abc`)).status).toBe(404);
   });
+
+  it('never answers 500 to odd input', async () => {
+    const odd: unknown[] = [null, 1, 'x', [], {}, { a: 1 }, [null], ['1.2.3.4', 5], { frequency: null }, -1, 1e308, true];
+    const list = (await api.req('GET', MYSQL)).body.data;
+    const id = list[0].id;
+    for (const v of odd) {
+      for (const key of ['label', 'region', 'type', 'engine', 'cluster_size', 'replication_type', 'allow_list', 'updates', 'encrypted', 'ssl_connection']) {
+        const r = await api.req('POST', MYSQL, { body: { ...valid(), label: `odd-${key}`, [key]: v } });
+        expect(r.status, `${key}=${JSON.stringify(v)}`).toBeLessThan(500);
+      }
+      for (const key of ['label', 'allow_list', 'updates', 'type']) {
+        expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { [key]: v } })).status).toBe(400);
+      }
+      expect((await api.req('POST', `${MYSQL}/${id}/backups`, { body: { label: v, target: v } })).status).toBe(400);
+    }
+    for (const q of ['?page=0', '?page=abc', '?page_size=5', '?page_size=501']) {
+      expect((await api.req('GET', MYSQL + q)).status, q).toBe(400);
+    }
+    expect((await api.req('GET', MYSQL, { headers: { 'x-filter': '{"label":' } })).status).toBe(400);
+    expect((await api.req('GET', `${MYSQL}/${id}/backups/abc`)).status).toBe(404);
+    expect((await api.req('POST', `${MYSQL}/999/backups/1/restore`)).status).toBe(404);
+  });
 });
