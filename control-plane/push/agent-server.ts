@@ -190,6 +190,7 @@ export class AgentPushServer {
           usedDiskMb: Number(o.usedDiskMb), convergedGeneration: Number(o.convergedGeneration),
           backups: (o.backups ?? []).map((b) => ({ id: Number(b.id), label: b.label, type: b.type, createdMs: Number(b.createdMs), sizeBytes: Number(b.sizeBytes), status: b.status, target: b.target })),
           events: (o.events ?? []).map((e) => ({ id: e.id, action: e.action, message: e.message, atMs: Number(e.atMs), status: e.status })),
+          nodes: (o.nodes ?? []).map((n) => ({ role: n.role, state: n.state })),
         })), (msg.operationResults ?? []).map((r) => ({
           operationId: r.operationId, databaseId: Number(r.databaseId), ok: r.ok, error: r.error, backupId: Number(r.backupId),
         })));

@@ -22,6 +22,18 @@ export interface ObservedDatabaseView {
   convergedGeneration: number;
   backups: { id: number; label: string; type: string; createdMs: number; sizeBytes: number; status: string; target: string }[];
   events: { id: string; action: string; message: string; atMs: number; status: string }[];
+  /** Per-node detail: role primary|replica|down, state running|stopped|missing. */
+  nodes?: { role: string; state: string }[];
+}
+
+/**
+ * A 3-node cluster whose primary is down while a replica still runs is failing over, not
+ * failed: the agent promotes the replica within seconds. Shown as degraded so that a routine
+ * failover does not read (and notify) as a failed database.
+ */
+export function effectiveStatus(clusterSize: number, o: Pick<ObservedDatabaseView, 'status' | 'nodes'>): string {
+  if (clusterSize === 3 && o.status === 'failed' && (o.nodes ?? []).some((n) => n.state === 'running' && n.role === 'replica')) return 'degraded';
+  return o.status;
 }
 
 export interface OperationResultView {
@@ -105,7 +117,7 @@ export class DatabaseObserver {
     } else if (db.agentId !== agentId) return false;
 
     const opPending = this.d.repo.pendingOperations(db.id).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
-    const t = nextStatus(db, { ...o }, opPending);
+    const t = nextStatus(db, { ...o, status: effectiveStatus(db.clusterSize, o) }, opPending);
     const patch: Partial<DatabaseRecord> = {};
     if (t.status !== db.status) {
       patch.status = t.status;

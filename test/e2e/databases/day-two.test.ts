@@ -207,6 +207,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two thr
     figures.failoverStatuses = statuses;
     figures.failoverLongestOutageMs = w.longestOutageMs;
     expect(w.longestOutageMs).toBeLessThan(15_000);
+    expect(statuses.slice(statuses.indexOf('degraded'))).not.toContain('failed');
     const present = new Set(await ids(three));
     expect(w.acked.filter((id) => !present.has(id))).toEqual([]);
     const after = await ok('GET', `${MYSQL}/${three.id}`);

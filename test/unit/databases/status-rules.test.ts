@@ -64,3 +64,14 @@ describe('database status rules', () => {
     expect(nextStatus({ status: 'resuming', generation: 6 }, obs('active', 6), false).status).toBe('active');
   });
 });
+
+describe('failover seen by the control plane', () => {
+  it('shows a 3-node cluster with a running replica as degraded, not failed', async () => {
+    const { effectiveStatus } = await import('../../../control-plane/domain/databases/observer.js');
+    const nodes = [{ role: 'down', state: 'stopped' }, { role: 'replica', state: 'running' }, { role: 'replica', state: 'running' }];
+    expect(effectiveStatus(3, { status: 'failed', nodes })).toBe('degraded');
+    expect(effectiveStatus(3, { status: 'failed', nodes: nodes.map((n) => ({ ...n, state: 'stopped' })) })).toBe('failed');
+    expect(effectiveStatus(1, { status: 'failed', nodes: [{ role: 'down', state: 'stopped' }] })).toBe('failed');
+    expect(effectiveStatus(3, { status: 'active', nodes })).toBe('active');
+  });
+});
