@@ -207,6 +207,33 @@ describe('NodeBalancer validation and defaults', () => {
     expect((await api.req('GET', `${base}/${other.id}/nodes`)).body.results).toBe(1);
   });
 
+  it('accepts the request bodies linodego was recorded sending (linode-api.md §2)', async () => {
+    const nb = await api.req('POST', '/v4/nodebalancers', { body: { label: 'go-test-def', region: 'us-east', client_conn_throttle: 20, tags: null } });
+    expect(nb.body).toMatchObject({ label: 'go-test-def', client_conn_throttle: 20, tags: [], transfer: { in: null, out: null, total: null } });
+    const base = `/v4/nodebalancers/${nb.body.id}/configs`;
+    const cfg = await api.req('POST', base, { body: { port: 80, protocol: 'http', algorithm: 'roundrobin', check_interval: 60 } });
+    expect(cfg.body).toMatchObject({ check_interval: 60, check_timeout: 30, check_attempts: 3 });
+    const echoed = await api.req('POST', base, { body: { port: 81, check_interval: 30, check_attempts: 5, check_timeout: 5 } });
+    expect(echoed.body).toMatchObject({ check_interval: 30, check_attempts: 5, check_timeout: 5 });
+    const put = await api.req('PUT', `${base}/${cfg.body.id}`, { body: { port: 8080, protocol: 'tcp', proxy_protocol: 'v2', algorithm: 'leastconn' } });
+    expect(put.body).toMatchObject({ port: 8080, protocol: 'tcp', proxy_protocol: 'v2', algorithm: 'leastconn', check_interval: 60, stickiness: 'none' });
+    const node = await api.req('POST', `${base}/${cfg.body.id}/nodes`, { body: { address: '192.168.230.18:80', label: 'go-node-test-def', weight: 50, mode: 'accept' } });
+    const nput = await api.req('PUT', `${base}/${cfg.body.id}/nodes/${node.body.id}`, { body: { label: 'go-node-test-def_r', weight: 100, mode: 'drain' } });
+    expect(nput.body).toMatchObject({ label: 'go-node-test-def_r', weight: 100, mode: 'drain', address: '192.168.230.18:80' });
+    const rebuilt = await api.req('POST', `${base}/${cfg.body.id}/rebuild`, {
+      body: {
+        port: 80, protocol: 'http', proxy_protocol: 'none', algorithm: 'roundrobin', stickiness: 'none', check: 'none', check_interval: 60,
+        check_attempts: 3, check_passive: true, check_timeout: 30, cipher_suite: 'recommended',
+        nodes: [{ address: '192.168.128.47:8080', label: 'go-node-test-def', weight: 10, mode: 'accept', id: node.body.id }],
+      },
+    });
+    expect(rebuilt.status).toBe(200);
+    expect(rebuilt.body).toMatchObject({ port: 80, protocol: 'http', proxy_protocol: 'none', nodes_status: { up: 0, down: 0 } });
+    const nodes = (await api.req('GET', `${base}/${cfg.body.id}/nodes`)).body.data;
+    expect(nodes.map((n: any) => [n.id, n.address, n.weight])).toEqual([[node.body.id, '192.168.128.47:8080', 10]]);
+    expect((await api.req('GET', `/v4/nodebalancers/${nb.body.id}/stats`)).body).toEqual({ errors: [{ reason: 'Stats are unavailable at this time.' }] });
+  });
+
   it('refuses bodies that are not JSON objects on every write', async () => {
     const cfg = (await api.req('POST', `/v4/nodebalancers/${nbId}/configs`, { body: { port: 9300 } })).body;
     for (const [m, p] of [['POST', '/v4/nodebalancers'], ['PUT', `/v4/nodebalancers/${nbId}`], ['POST', `/v4/nodebalancers/${nbId}/configs`],
