@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../lib/logger.js';
 import type { Clock } from '../lib/clock.js';
 import type { grpc } from '../lib/grpc.js';
@@ -78,6 +78,18 @@ export async function registerExtensions(ctx: ControlPlaneContext): Promise<void
   }, 2000);
   retarget.unref();
   ctx.closers.push(() => clearInterval(retarget));
+
+  // Databases by status, read from the store at scrape time (bounded label set).
+  new Gauge({
+    name: 'fulcrum_databases',
+    help: 'Managed databases by API status',
+    labelNames: ['status'],
+    registers: [ctx.registry],
+    collect() {
+      this.reset();
+      for (const d of repo.list()) if (!d.deleting) this.inc({ status: d.status });
+    },
+  });
 
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.

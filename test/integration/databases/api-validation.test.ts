@@ -157,6 +157,11 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect((await api.req('GET', `${MYSQL}/abc`)).status).toBe(404);
   });
 
+  it('exposes databases by status as a metric', async () => {
+    const text = await (await fetch(`${api.url}/metrics`)).text();
+    expect(text).toMatch(/^fulcrum_databases\{status="provisioning"[^}]*\} [1-9]/m);
+  });
+
   it('never answers 500 to odd input', async () => {
     const odd: unknown[] = [null, 1, 'x', [], {}, { a: 1 }, [null], ['1.2.3.4', 5], { frequency: null }, -1, 1e308, true];
     const list = (await api.req('GET', MYSQL)).body.data;
