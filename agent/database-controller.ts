@@ -516,11 +516,17 @@ export class DatabaseController {
     await this.save();
   }
 
+  /** Starts the nodes again and restores their roles in the same action (no degraded flap). */
   private async resume(): Promise<void> {
+    const s = this.state!;
     await this.ensureTls();
     await Promise.all(this.nodeIndexes().map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
-    this.state!.suspended = false;
+    await withAdmin(await this.adminTarget(s.primary), (c) => promote(c, this.semiSync));
+    for (const k of this.nodeIndexes().filter((i) => i !== s.primary)) await this.attach(k);
+    s.suspended = false;
     await this.save();
+    await this.observe();
+    await this.syncProxies();
   }
 
   private async restartPrimary(): Promise<void> {
@@ -562,17 +568,24 @@ export class DatabaseController {
       await secureRoot(t.socketPath, s.adminPassword);
       await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
     }
-    await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
-    await this.waitUntil(async () => withAdmin(t, async (c) => {
-      const rs = await replicaStatus(c);
-      return !!rs && rs.ioRunning && rs.sqlRunning;
-    }), 15_000);
+    await this.attach(k);
     s.rebuild = s.rebuild.filter((i) => i !== k);
     this.rejoinFailures.delete(k);
     await this.save();
     await this.observe();
     await this.syncProxies();
     if (rebuild) this.emit('database_update', `node ${k} rebuilt and rejoined as a replica`);
+  }
+
+  /** Points node k at the current primary and waits until both replication threads run. */
+  private async attach(k: number): Promise<void> {
+    const s = this.state!;
+    const t = await this.adminTarget(k);
+    await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+    await this.waitUntil(async () => withAdmin(t, async (c) => {
+      const rs = await replicaStatus(c);
+      return !!rs && rs.ioRunning && rs.sqlRunning;
+    }), 15_000);
   }
 
   /**
@@ -600,7 +613,7 @@ export class DatabaseController {
       for (const k of replicas) {
         await restart(k);
         const t = await this.adminTarget(k);
-        await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+        await this.attach(k);
         const pos = await withAdmin(await this.adminTarget(p), (c) => gtidCurrentPos(c));
         await withAdmin(t, (c) => waitForGtid(c, pos, 30));
       }
@@ -611,8 +624,7 @@ export class DatabaseController {
       await this.observe();
       await this.syncProxies();
       await restart(p);
-      await withAdmin(await this.adminTarget(p), (c) =>
-        configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+      await this.attach(p);
     }
     await this.observe();
     await this.syncProxies();

@@ -198,20 +198,34 @@ describe('agent: day two on real clusters', () => {
     expect(writer.acked.filter((v) => !have.has(v))).toEqual([]);
   });
 
-  it('suspend stops the nodes keeping data; resume brings them back', async () => {
+  it('suspend stops the nodes keeping data; resume brings them back without a degraded detour', async () => {
     one = { ...one, state: 'suspended', generation: 3 };
+    three = { ...three, state: 'suspended', generation: 3 };
     driver.setDatabases([three, one]);
-    await driver.waitFor(() => driver.db(22)?.status === 'suspended', 20_000, 'suspended');
-    const nodes = await agent.runtime.list({ 'fulcrum.database': '22' });
-    expect(nodes.map((n) => n.state)).toEqual(['stopped']);
+    await driver.waitFor(() => driver.db(22)?.status === 'suspended' && driver.db(21)?.status === 'suspended', 20_000, 'suspended');
+    expect((await agent.runtime.list({ 'fulcrum.database': '22' })).map((n) => n.state)).toEqual(['stopped']);
+    expect((await agent.runtime.list({ 'fulcrum.database': '21' })).map((n) => n.state)).toEqual(['stopped', 'stopped', 'stopped']);
     const refused = await connectTo(one).then((c) => c.end().then(() => null), (e: Error) => e);
     expect(refused).toBeInstanceOf(Error);
     one = { ...one, state: 'running', generation: 4 };
+    three = { ...three, state: 'running', generation: 4 };
+    const seen = driver.reports.length;
     driver.setDatabases([three, one]);
-    await driver.waitFor(() => driver.db(22)?.status === 'active', 20_000, 'resumed');
+    await driver.waitFor(() => driver.db(22)?.status === 'active' && driver.db(21)?.status === 'active', 30_000, 'resumed');
+    const statuses = new Set(driver.reports.slice(seen).flatMap((r) => r.databases.map((d) => d.status)));
+    expect([...statuses].filter((x) => x === 'degraded' || x === 'failed')).toEqual([]);
     const c = await connectTo(one);
     const [rows] = await c.query('SELECT COUNT(*) AS n FROM app.t');
     expect(Number((rows as any[])[0].n)).toBeGreaterThan(10);
     await c.end();
+    const w = await connectTo(three);
+    await w.query('INSERT INTO app.t VALUES (9999)');
+    await w.end();
+    let counts = await nodeCounts(21);
+    for (let i = 0; i < 50 && new Set(counts).size > 1; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      counts = await nodeCounts(21);
+    }
+    expect(new Set(counts).size).toBe(1);
   });
 });
