@@ -47,16 +47,23 @@ export async function runWrk(wrkBin: string, script: string, r: WrkRun): Promise
   for (const h of r.headers ?? []) args.push('-H', h);
   args.push(r.url);
   const out = await run(wrkBin, args, { timeoutMs: (r.durationS + 30) * 1000 });
+  return parseWrkOutput(out);
+}
+
+/** Reads the WRK-RESULT line our Lua hook prints; throws, quoting wrk, when there is none. */
+export function parseWrkOutput(out: string): WrkResult {
   const line = out.split('\n').find((l) => l.startsWith('WRK-RESULT '));
   if (!line) throw new Error(`wrk printed no result: ${out.trim()}`);
-  const [requests, durationUs, bytes, connect, read, write, status, timeout, p50, p99] = line.split(' ').slice(1).map(Number) as number[];
-  const durationS = durationUs! / 1e6;
+  const nums = line.trim().split(/\s+/).slice(1).map(Number);
+  if (nums.length !== 10 || nums.some((n) => !Number.isFinite(n))) throw new Error(`unreadable wrk result line: ${line}`);
+  const [requests, durationUs, bytes, connect, read, write, status, timeout, p50, p99] = nums as [number, number, number, number, number, number, number, number, number, number];
+  const durationS = durationUs / 1e6;
   return {
-    requests: requests!, durationS, bytes: bytes!,
-    errors: { connect: connect!, read: read!, write: write!, status: status!, timeout: timeout! },
-    p50Ms: p50! / 1000, p99Ms: p99! / 1000,
-    reqPerS: requests! / durationS,
-    mbPerS: bytes! / durationS / (1024 * 1024),
+    requests, durationS, bytes,
+    errors: { connect, read, write, status, timeout },
+    p50Ms: p50 / 1000, p99Ms: p99 / 1000,
+    reqPerS: durationS > 0 ? requests / durationS : 0,
+    mbPerS: durationS > 0 ? bytes / durationS / (1024 * 1024) : 0,
   };
 }
 
