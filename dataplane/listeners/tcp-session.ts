@@ -6,6 +6,7 @@ import { hashString } from '../balancing/picker.js';
 
 export const CONNECT_TIMEOUT_MS = 5_000;
 const MAX_ATTEMPTS = 3;
+const READ_BUFFER = 64 * 1024;
 
 /**
  * tcp protocol: one backend connection per client connection, bytes piped both ways with
@@ -45,7 +46,12 @@ export class TcpSession {
     this.attempts++;
     this.node = node;
     node.active++;
-    const b = connect({ host: node.spec.host, port: node.spec.port, allowHalfOpen: true });
+    // Backend bytes are read into one buffer per connection (no allocation per read); a chunk
+    // is written to the client before the next read may reuse the buffer (see onBackendRead).
+    const b = connect({
+      host: node.spec.host, port: node.spec.port, allowHalfOpen: true,
+      onread: { buffer: Buffer.allocUnsafeSlow(READ_BUFFER), callback: this.onBackendRead },
+    });
     this.backend = b;
     b.setNoDelay(true);
     b.setTimeout(CONNECT_TIMEOUT_MS);
@@ -94,13 +100,7 @@ export class TcpSession {
       rt.totalIn += d.length;
       if (!b.write(d)) c.pause();
     });
-    b.on('data', (d: Buffer) => {
-      rt.deltaOut += d.length;
-      rt.totalOut += d.length;
-      if (!c.write(d)) b.pause();
-    });
     b.on('drain', () => c.resume());
-    c.on('drain', () => b.resume());
     c.on('end', () => {
       this.clientEnded = true;
       b.end();
@@ -112,6 +112,22 @@ export class TcpSession {
       if (this.clientEnded) this.close();
     });
     b.on('close', () => this.close());
+  };
+
+  private readonly onBackendRead = (n: number, buf: Buffer): boolean => {
+    const rt = this.rt;
+    rt.deltaOut += n;
+    rt.totalOut += n;
+    const c = this.client;
+    c.write(n === buf.length ? buf : buf.subarray(0, n), this.onClientWritten);
+    // A write that did not complete at once still points into `buf`: stop reading (returning
+    // false pauses the socket) until it is flushed, so the next read cannot overwrite it.
+    return c.writableLength === 0;
+  };
+
+  private readonly onClientWritten = (): void => {
+    // net.Socket.resume() restarts reading when onread stopped it (a no-op otherwise).
+    if (!this.closed && this.backend !== null) this.backend.resume();
   };
 
   private close(): void {
