@@ -156,6 +156,27 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     await s.end();
   });
 
+  it('resize: a larger plan restarts the nodes with its limits, updating -> active, data kept', async () => {
+    const small = (await lab.api('PUT', `${MYSQL}/${three.id}`, { type: 'g6-nanode-1' }));
+    expect(small.status).toBe(200); // same plan: nothing to do
+    const r = await ok('PUT', `${MYSQL}/${three.id}`, { type: 'g6-standard-1' });
+    expect(r).toMatchObject({ status: 'updating', type: 'g6-standard-1' });
+    const t0 = Date.now();
+    await waitStatus(lab, three.id, 'active', 120_000);
+    timings.resize3 = (Date.now() - t0) / 1000;
+    const { password } = await creds(three.id);
+    const pem = await ca(three.id);
+    for (const host of [three.hosts.primary, three.hosts.secondary]) {
+      const c = await connectFrom({ source: '127.0.0.2', host, port: 3306, user: 'linroot', password, ca: pem });
+      const [rows] = await c.query('SELECT @@innodb_buffer_pool_size AS b, (SELECT v FROM app.t WHERE id = 42) AS v');
+      expect((rows as any[])[0]).toEqual({ b: 2048 / 8 * 1024 * 1024, v: 'replicated' });
+      await c.end();
+    }
+    const down = await lab.api('PUT', `${MYSQL}/${three.id}`, { type: 'g6-nanode-1' });
+    expect(down.status).toBe(400);
+    expect(down.body.errors[0].field).toBe('type');
+  });
+
   it('acceptance 4: killing and restarting the agent leaves databases running, reconciled, without duplicates', async () => {
     const before = await lab.nodes();
     expect(before.filter((n) => n.state === 'running')).toHaveLength(4);
