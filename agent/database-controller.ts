@@ -13,6 +13,7 @@ import { accountsKey, databaseDir, loadDbState, newDbState, saveDbState, type Db
 import { allocateAddresses } from './address-pool.js';
 import { createFrontProxy, type FrontProxy } from './endpoints/front-proxy.js';
 import { failover, switchover, type ClusterNode } from './failover/promotion.js';
+import { seedFromDump } from './failover/seed-replica.js';
 import { ensureReplicationUser, syncAdminAccounts } from './mysql/accounts.js';
 import { globalStatus, q, secureRoot, withAdmin, type AdminTarget } from './mysql/admin.js';
 import { renderNodeConfig } from './mysql/config-render.js';
@@ -25,6 +26,9 @@ import {
 } from './runtime/container-runtime.js';
 
 export const NODE_PORT = 3306;
+
+/** The primary no longer has the binlog a replica asks for (error 1236). */
+export class BinlogPurgedError extends Error {}
 
 /** Disk used by a data directory, MiB (for used_disk_size_gb). */
 async function dirSizeMb(dir: string): Promise<number> {
@@ -568,24 +572,48 @@ export class DatabaseController {
       await secureRoot(t.socketPath, s.adminPassword);
       await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
     }
-    await this.attach(k);
+    let seeded = false;
+    try {
+      await this.attach(k);
+    } catch (err) {
+      if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
+      this.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
+      const d = this.desired ?? s.desired!;
+      await seedFromDump({
+        runtime: this.deps.runtime,
+        source: { name: this.nodeName(s.primary), admin: await this.adminTarget(s.primary) },
+        target: { name, admin: t },
+        adminPassword: s.adminPassword,
+        allowList: d.allowList,
+        linrootPassword: this.pendingPassword ?? d.rootPassword,
+      });
+      await this.attach(k);
+      seeded = true;
+    }
     s.rebuild = s.rebuild.filter((i) => i !== k);
     this.rejoinFailures.delete(k);
     await this.save();
     await this.observe();
     await this.syncProxies();
-    if (rebuild) this.emit('database_update', `node ${k} rebuilt and rejoined as a replica`);
+    if (rebuild) this.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
   }
 
-  /** Points node k at the current primary and waits until both replication threads run. */
+  /**
+   * Points node k at the current primary and waits until both replication threads run. Fails
+   * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs.
+   */
   private async attach(k: number): Promise<void> {
     const s = this.state!;
     const t = await this.adminTarget(k);
     await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
-    await this.waitUntil(async () => withAdmin(t, async (c) => {
-      const rs = await replicaStatus(c);
-      return !!rs && rs.ioRunning && rs.sqlRunning;
-    }), 15_000);
+    const end = Date.now() + 15_000;
+    for (;;) {
+      const rs = await withAdmin(t, (c) => replicaStatus(c)).catch(() => undefined);
+      if (rs?.ioRunning && rs.sqlRunning) return;
+      if (rs && /\b1236\b/.test(rs.lastError)) throw new BinlogPurgedError(rs.lastError);
+      if (Date.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /**

@@ -5,14 +5,12 @@ import { createGunzip, createGzip } from 'node:zlib';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
 import type { DatabaseController } from '../database-controller.js';
-import { ADMIN_USER, REPL_USER } from '../mysql/accounts.js';
+import { customerAccountsSql, customerSchemas, SYSTEM_SCHEMAS, SYSTEM_USERS } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 
-const SYSTEM_SCHEMAS = ['mysql', 'information_schema', 'performance_schema', 'sys'];
-const SYSTEM_USERS = ['root', 'mariadb.sys', REPL_USER, ADMIN_USER, ''];
 const DUMP_FILE = 'dump.sql.gz';
 
 export interface TakeOptions {
@@ -52,18 +50,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   async function usersSql(c: DatabaseController, node: number): Promise<string> {
-    return withAdmin(await c.adminTarget(node), async (x) => {
-      const users = await q(x, 'SELECT User, Host FROM mysql.user');
-      const out: string[] = ['-- Fulcrum backup: customer accounts', ''];
-      for (const u of users) {
-        if (SYSTEM_USERS.includes(String(u.User))) continue;
-        const create = String(Object.values((await q(x, 'SHOW CREATE USER ?@?', [u.User, u.Host]))[0] ?? {})[0] ?? '');
-        if (!create) continue;
-        out.push(`${create.replace(/^CREATE USER/, 'CREATE OR REPLACE USER')};`);
-        for (const g of await q(x, 'SHOW GRANTS FOR ?@?', [u.User, u.Host])) out.push(`${String(Object.values(g)[0])};`);
-      }
-      return `${out.join('\n')}\n`;
-    });
+    return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
   }
 
   async function take(c: DatabaseController, o: TakeOptions): Promise<BackupManifest> {
@@ -83,7 +70,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       const admin = await c.adminTarget(node);
       const { gtid, databases } = await withAdmin(admin, async (x) => ({
         gtid: await gtidCurrentPos(x),
-        databases: (await q(x, 'SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA')).map((r) => String(r.s)).filter((d) => !SYSTEM_SCHEMAS.includes(d)),
+        databases: await customerSchemas(x),
       }));
       const hash = createHash('sha256');
       let size = 0;

@@ -170,6 +170,48 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
     }
   });
 
+  it('a replica lost with its data is rebuilt from a dump once the primary has purged its binlog', async () => {
+    const c = agent.agent.database(3)!;
+    const p = c.state!.primary;
+    await withAdmin(await c.adminTarget(p), async (x) => {
+      await x.query('FLUSH BINARY LOGS');
+      const file = String((await q(x, 'SHOW MASTER STATUS'))[0].File);
+      await x.query(`PURGE BINARY LOGS TO '${file}'`);
+    });
+    const w = await connect(db.hostPrimary!);
+    await w.query('INSERT INTO app.t VALUES (5001), (5002)');
+    await w.query("CREATE USER 'reader'@'%' IDENTIFIED BY 'Reader.Pass_1'");
+    await w.query("GRANT SELECT ON app.* TO 'reader'@'%'");
+    await w.end();
+    const victim = [1, 2, 3].find((k) => k !== p)!;
+    await agent.runtime.remove(c.nodeName(victim), { withData: true });
+    await driver.waitFor(() => driver.db(3)?.status === 'degraded', 10_000, 'degraded');
+    await driver.waitFor(() => driver.db(3)?.status === 'active' && driver.db(3)!.nodes.every((n) => n.role !== 'down'), 40_000, 'rebuilt');
+    const counts = async () => {
+      const out: number[] = [];
+      for (const k of [1, 2, 3]) out.push(await withAdmin(await c.adminTarget(k), async (x) => Number((await q(x, 'SELECT COUNT(*) AS n FROM app.t'))[0].n)));
+      return out;
+    };
+    let n = await counts();
+    for (let i = 0; i < 50 && new Set(n).size > 1; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      n = await counts();
+    }
+    expect(new Set(n).size).toBe(1);
+    expect(driver.db(3)!.events.some((e) => e.message === `node ${victim} rebuilt from a dump of the primary and rejoined as a replica`)).toBe(true);
+    await withAdmin(await c.adminTarget(victim), async (x) => {
+      // Loaded with the binlog off: the rebuilt node has no transactions of its own.
+      const own = String((await q(x, 'SELECT @@gtid_binlog_pos AS g'))[0].g).split(',').filter((g) => g.split('-')[1] === String(victim));
+      expect(own).toEqual([]);
+      expect((await q(x, "SELECT COUNT(*) AS n FROM mysql.user WHERE User = 'reader'"))[0].n).toBe('1');
+    });
+    // Replication keeps flowing to the rebuilt node.
+    const w2 = await connect(db.hostPrimary!);
+    await w2.query('INSERT INTO app.t VALUES (5003)');
+    await w2.end();
+    await driver.waitFor(() => driver.db(3)?.nodes.every((m) => m.replicationOk), 5000, 'replicating');
+  });
+
   it('delete leaves no process and no data directory', async () => {
     const pids = (await agent.runtime.list({})).map((n) => n.ref);
     driver.setDatabases([]);
