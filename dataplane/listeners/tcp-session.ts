@@ -7,6 +7,7 @@ import { hashString } from '../balancing/picker.js';
 export const CONNECT_TIMEOUT_MS = 5_000;
 const MAX_ATTEMPTS = 3;
 const READ_BUFFER = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
 
 /**
  * tcp protocol: one backend connection per client connection, bytes piped both ways with
@@ -119,10 +120,14 @@ export class TcpSession {
     rt.deltaOut += n;
     rt.totalOut += n;
     const c = this.client;
-    c.write(n === buf.length ? buf : buf.subarray(0, n), this.onClientWritten);
-    // A write that did not complete at once still points into `buf`: stop reading (returning
-    // false pauses the socket) until it is flushed, so the next read cannot overwrite it.
-    return c.writableLength === 0;
+    c.write(n === buf.length ? buf : buf.subarray(0, n));
+    if (c.writableLength === 0) return true;
+    // The write did not complete at once and still points into `buf`: stop reading (returning
+    // false pauses the socket) until it is flushed, so the next read cannot overwrite it. An
+    // empty write queued behind it calls back exactly then (no callback, and no extra tick, on
+    // the common path where writes complete at once).
+    c.write(EMPTY, this.onClientWritten);
+    return false;
   };
 
   private readonly onClientWritten = (): void => {
