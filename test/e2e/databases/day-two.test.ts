@@ -139,6 +139,20 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two thr
     expect(filtered.body.results).toBe(3);
   });
 
+  it('suspend stops the nodes keeping the data; resume brings them back', async () => {
+    expect(await ok('POST', `${MYSQL}/${one.id}/suspend`)).toEqual({});
+    await waitStatus(lab, one.id, 'suspended', 60_000);
+    const nodes = (await lab.nodes()).filter((n) => n.name.includes(`-db${one.id}-`));
+    expect(nodes.map((n) => n.state)).toEqual(['stopped']);
+    const a = await access(one);
+    const refused = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: 3306, user: 'linroot', password: a.password, ca: a.ca }).then((c) => c.end().then(() => null), (e: Error) => e);
+    expect(refused).toBeInstanceOf(Error);
+    expect((await lab.api('POST', `${MYSQL}/${one.id}/backups`, { label: 'while_suspended' })).status).toBe(400);
+    expect(await ok('POST', `${MYSQL}/${one.id}/resume`)).toEqual({});
+    await waitStatus(lab, one.id, 'active', 60_000);
+    expect(await ids(one)).toEqual([1, 2, 3, 7]);
+  });
+
   it('acceptance 5: a 3-node patch under 20 writes/s loses no committed row and no outage lasts 5 s', async () => {
     const a = await access(three);
     const w = startWriter({ host: three.hosts.primary, password: a.password, ca: a.ca, table: 'app.t' });
