@@ -143,9 +143,10 @@ export interface ContainerRuntime {
    * the same binaries the node runs (for docker: inside the container). The adapter inserts
    * `--socket=<SOCKET>` as the first option after the program name; the caller passes
    * credentials (`--user`, and the password in `env.MYSQL_PWD`, never on the command line).
-   * `stdin` is piped in; stdout is returned, or streamed to `stdout` when given (then the
-   * returned stdout is empty). Never uses a shell. Resolves with the exit code; rejects only
-   * when the program cannot be started.
+   * `stdin` is piped in (its end is the program's EOF); stdout is returned, or streamed to
+   * `stdout` when given, honouring back-pressure, and that stream is ended when the program's
+   * output ends, before the promise resolves (the returned stdout is then empty). Never uses a
+   * shell. Resolves with the exit code; rejects only when the program cannot be started.
    */
   exec(
     name: string,

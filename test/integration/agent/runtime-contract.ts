@@ -156,6 +156,26 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
       expect(res.stdout).toMatch(/INSERT INTO `t` VALUES \(42\)/);
     });
 
+    it('exec pipes stdin, passes env and streams stdout into a stream it ends', async () => {
+      const { PassThrough, Readable } = await import('node:stream');
+      const sink = new PassThrough();
+      let streamed = '';
+      sink.on('data', (d: Buffer) => (streamed += d.toString()));
+      const ended = new Promise<void>((r) => sink.once('end', () => r()));
+      const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '--skip-column-names'], {
+        stdin: Readable.from(['SELECT 6 * 7;\n', 'SELECT v FROM contract.t;\n']),
+        stdout: sink,
+      });
+      await ended;
+      expect(res.exitCode).toBe(0);
+      expect(res.stdout).toBe('');
+      expect(streamed.split('\n').filter(Boolean)).toEqual(['42', '42']);
+      // A wrong password in MYSQL_PWD reaches the client: root has none, so it is refused.
+      const denied = await fx.runtime.exec(name, ['mariadb', '--user=root', '-e', 'SELECT 1'], { env: { MYSQL_PWD: 'wrong' } });
+      expect(denied.exitCode).not.toBe(0);
+      expect(denied.stderr).toMatch(/Access denied/);
+    });
+
     it('logs returns the server error log', async () => {
       expect(await fx.runtime.logs(name, 200)).toMatch(/ready for connections/);
     });
