@@ -133,6 +133,18 @@ describe('http proxy', () => {
 });
 
 describe('http proxy edge cases', () => {
+  it('frames bodies exactly: a POST with a body and a chunked POST pipelined with a GET', async () => {
+    const { ip, port } = await httpSetup(['a']);
+    const s = await tcpConnect(ip, port);
+    s.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello' +
+      'POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n' +
+      'GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const all = (await readAll(s)).toString('latin1');
+    expect(all.match(/HTTP\/1\.1 200 OK/g)).toHaveLength(3);
+    // Both uploads arrived as exactly "hello".
+    expect(all.match(/5 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824/g)).toHaveLength(2);
+  });
+
   it('forwards a 100 Continue before the final response', async () => {
     const { ip, port } = await httpSetup(['a']);
     const s = await tcpConnect(ip, port);
