@@ -1,4 +1,4 @@
-import { readdir, rm, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
@@ -9,15 +9,14 @@ import type { AgentEvent } from '../proto/gen/fulcrum/v1/AgentEvent.js';
 import type { NodeObservation } from '../proto/gen/fulcrum/v1/NodeObservation.js';
 import { resolveEngine, type Catalogue } from './catalogue.js';
 import type { AgentMetrics } from './agent-metrics.js';
-import { accountsKey, databaseDir, loadDbState, newDbState, saveDbState, type DbState } from './database-state.js';
-import { allocateAddresses } from './address-pool.js';
+import { accountsKey, databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './database-state.js';
+import { doFailover, provision, rejoin, remove, restartPrimary, resume, rolling, suspend } from './cluster-actions.js';
 import { createFrontProxy, type FrontProxy } from './endpoints/front-proxy.js';
-import { failover, switchover, type ClusterNode } from './failover/promotion.js';
-import { seedFromDump } from './failover/seed-replica.js';
-import { ensureReplicationUser, syncAdminAccounts } from './mysql/accounts.js';
-import { globalStatus, q, secureRoot, withAdmin, type AdminTarget } from './mysql/admin.js';
+import type { ClusterNode } from './failover/promotion.js';
+import { syncAdminAccounts } from './mysql/accounts.js';
+import { q, withAdmin, type AdminTarget } from './mysql/admin.js';
 import { renderNodeConfig } from './mysql/config-render.js';
-import { configureReplica, gtidCurrentPos, promote, replicaStatus, waitForGtid } from './mysql/replication.js';
+import { promote, replicaStatus } from './mysql/replication.js';
 import { ensureClusterTls, ensureKeyFile, type ClusterTls } from './mysql/tls.js';
 import { plan, observedStatus, type Action, type DbObs, type NodeObs } from './reconcile.js';
 import {
@@ -25,10 +24,8 @@ import {
   type ContainerRuntime, type NodeSpec,
 } from './runtime/container-runtime.js';
 
-export const NODE_PORT = 3306;
+export { NODE_PORT };
 
-/** The primary no longer has the binlog a replica asks for (error 1236). */
-export class BinlogPurgedError extends Error {}
 
 /** Disk used by a data directory, MiB (for used_disk_size_gb). */
 async function dirSizeMb(dir: string): Promise<number> {
@@ -83,17 +80,17 @@ export class DatabaseController {
   state?: DbState;
   busy?: string;
   readonly log: Logger;
-  private tls?: ClusterTls;
-  private keyfile?: string;
-  private details: NodeDetail[] = [];
+  tls?: ClusterTls;
+  keyfile?: string;
+  details: NodeDetail[] = [];
   private lastObs?: DbObs;
-  private primaryDown = 0;
+  primaryDown = 0;
   private proxies = new Map<'primary' | 'secondary', FrontProxy>();
   private proxyKey = '';
   private retryAt = 0;
   private ticking = false;
   private lastStatus = '';
-  private rejoinFailures = new Map<number, number>();
+  rejoinFailures = new Map<number, number>();
   private events: AgentEvent[] = [];
   private diskMb = 0;
   private diskAt = 0;
@@ -186,13 +183,13 @@ export class DatabaseController {
     };
   }
 
-  private resolveTarget(): DbState['running'] {
+  resolveTarget(): DbState['running'] {
     const d = this.desired!;
     const e = resolveEngine(this.deps.catalogue, { engineId: d.engineId, binary: d.binary || undefined, image: d.image || undefined }, this.deps.runtimeKind);
     return { binary: e.binary, image: e.image, version: e.version };
   }
 
-  private async ensureTls(): Promise<void> {
+  async ensureTls(): Promise<void> {
     const d = this.desired ?? this.state!.desired!;
     this.tls = await ensureClusterTls(join(this.dir, 'tls'), this.id, [...this.state!.addresses, d.hostPrimary, d.hostSecondary]);
     if (d.encrypted) this.keyfile = await ensureKeyFile(join(this.dir, 'tls'));
@@ -366,15 +363,15 @@ export class DatabaseController {
   private async executeInner(a: Action): Promise<void> {
     try {
       switch (a.kind) {
-        case 'provision': return await this.provision();
-        case 'delete': return await this.remove();
-        case 'suspend': return await this.suspend();
-        case 'resume': return await this.resume();
-        case 'restart-primary': return await this.restartPrimary();
+        case 'provision': return await provision(this);
+        case 'delete': return await remove(this);
+        case 'suspend': return await suspend(this);
+        case 'resume': return await resume(this);
+        case 'restart-primary': return await restartPrimary(this);
         case 'promote-primary': return await withAdmin(await this.adminTarget(this.state!.primary), (c) => promote(c, this.semiSync));
-        case 'failover': return await this.doFailover();
-        case 'rejoin': return await this.rejoin(a.index, a.rebuild);
-        case 'rolling': return await this.rolling(a.reason);
+        case 'failover': return await doFailover(this);
+        case 'rejoin': return await rejoin(this, a.index, a.rebuild);
+        case 'rolling': return await rolling(this, a.reason);
         case 'sync-accounts': return await this.syncAccounts();
         case 'sync-proxies': return await this.syncProxies();
       }
@@ -398,60 +395,6 @@ export class DatabaseController {
 
   // ------------------------------------------------------------------------------------------
   // Actions
-
-  private async provision(): Promise<void> {
-    const d = this.desired!;
-    if (!d.hostPrimary || !d.hostSecondary) throw new Error('the control plane assigned no endpoint addresses');
-    const started = Date.now();
-    if (!this.state) this.state = newDbState(this.id);
-    const s = this.state;
-    if (s.addresses.length !== d.clusterSize) {
-      s.addresses = await allocateAddresses(this.deps.nodeAddressPool, d.clusterSize, this.deps.takenAddresses());
-    }
-    if (!s.running.binary && !s.running.image) s.running = this.resolveTarget();
-    s.desired = d;
-    await this.save();
-    await this.ensureTls();
-    const ks = this.nodeIndexes();
-    const step = (name: string) => this.log.debug({ step: name, ms: Date.now() - started }, 'provision step');
-    step('tls');
-    await Promise.all(ks.map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
-    step('nodes started');
-    await Promise.all(
-      ks.map(async (k) => {
-        const t = await this.adminTarget(k);
-        await secureRoot(t.socketPath, s.adminPassword);
-        await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
-      }),
-    );
-    step('secured');
-    const p = s.primary;
-    await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
-    const replicas = ks.filter((k) => k !== p);
-    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), (c) =>
-      configureReplica(c, { primaryHost: s.addresses[p - 1]!, primaryPort: NODE_PORT, password: s.replPassword }))));
-    if (replicas.length > 0 && d.replicationType === 'semi_synch') {
-      // Writes on a semi-sync primary wait for an ack; make sure replicas are attached first.
-      await this.waitUntil(async () =>
-        withAdmin(await this.adminTarget(p), async (c) => Number(await globalStatus(c, 'Rpl_semi_sync_master_clients')) >= replicas.length), 15_000);
-    }
-    step('replicas attached');
-    await this.syncAccounts();
-    step('accounts');
-    const pos = await withAdmin(await this.adminTarget(p), async (c) => gtidCurrentPos(c));
-    await Promise.all(replicas.map(async (k) => withAdmin(await this.adminTarget(k), async (c) => {
-      const t = Date.now();
-      const ok = await waitForGtid(c, pos, 15);
-      this.log.debug({ k, ok, pos, ms: Date.now() - t, g: await gtidCurrentPos(c) }, 'gtid wait');
-    })));
-    step('replicas caught up');
-    await this.observe();
-    await this.syncProxies();
-    s.provisioned = true;
-    s.error = undefined;
-    await this.save();
-    this.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
-  }
 
   async waitUntil(cond: () => Promise<boolean>, timeoutMs: number): Promise<void> {
     const end = Date.now() + timeoutMs;
@@ -499,168 +442,6 @@ export class DatabaseController {
     for (const p of this.proxies.values()) await p.close();
     this.proxies.clear();
     this.proxyKey = '';
-  }
-
-  private async remove(): Promise<void> {
-    this.deleted = true;
-    await this.closeProxies();
-    const names = new Set(this.nodeIndexes().map((k) => this.nodeName(k)));
-    for (const n of await this.deps.runtime.list({ [LABEL_AGENT]: this.deps.agentId, [LABEL_DATABASE]: String(this.id) })) names.add(n.name);
-    await Promise.all([...names].map((n) => this.deps.runtime.remove(n, { withData: true })));
-    await rm(this.dir, { recursive: true, force: true });
-    await rm(join(this.deps.stateDir, 'backups', String(this.id)), { recursive: true, force: true });
-    this.state = undefined;
-    this.log.info('deleted');
-  }
-
-  private async suspend(): Promise<void> {
-    await this.closeProxies();
-    await Promise.all(this.nodeIndexes().map((k) => this.deps.runtime.stop(this.nodeName(k))));
-    this.state!.suspended = true;
-    await this.save();
-  }
-
-  /** Starts the nodes again and restores their roles in the same action (no degraded flap). */
-  private async resume(): Promise<void> {
-    const s = this.state!;
-    await this.ensureTls();
-    await Promise.all(this.nodeIndexes().map((k) => this.deps.runtime.ensure(this.nodeSpec(k))));
-    await withAdmin(await this.adminTarget(s.primary), (c) => promote(c, this.semiSync));
-    for (const k of this.nodeIndexes().filter((i) => i !== s.primary)) await this.attach(k);
-    s.suspended = false;
-    await this.save();
-    await this.observe();
-    await this.syncProxies();
-  }
-
-  private async restartPrimary(): Promise<void> {
-    const p = this.state!.primary;
-    await this.ensureTls();
-    await this.deps.runtime.ensure(this.nodeSpec(p));
-    await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
-  }
-
-  private async doFailover(): Promise<void> {
-    const s = this.state!;
-    const old = s.primary;
-    // Fence first: a primary that is merely hung must not wake up writable next to the new one.
-    await this.deps.runtime.kill(this.nodeName(old)).catch(() => undefined);
-    const alive = this.details.filter((n) => n.index !== old && n.state === 'running' && n.reachable);
-    const winner = await failover(await Promise.all(alive.map((n) => this.clusterNode(n.index))), s.replPassword, this.semiSync, this.log);
-    s.primary = winner;
-    if (!s.rebuild.includes(old)) s.rebuild.push(old);
-    await this.save();
-    this.primaryDown = 0;
-    await this.observe();
-    await this.syncProxies();
-    this.emit('database_failover', `primary node ${old} (${s.addresses[old - 1]}) failed; node ${winner} (${s.addresses[winner - 1]}) promoted`);
-  }
-
-  private async rejoin(k: number, rebuildIn: boolean): Promise<void> {
-    const s = this.state!;
-    const rebuild = rebuildIn || (this.rejoinFailures.get(k) ?? 0) >= 3;
-    await this.ensureTls();
-    const name = this.nodeName(k);
-    if (rebuild) {
-      // Replaying the primary's binlog from the first GTID rebuilds the node exactly: the binlog
-      // holds the whole history (nothing is purged for expire_logs_days).
-      await this.deps.runtime.remove(name, { withData: true });
-    }
-    await this.deps.runtime.ensure(this.nodeSpec(k));
-    const t = await this.adminTarget(k);
-    if (rebuild) {
-      await secureRoot(t.socketPath, s.adminPassword);
-      await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
-    }
-    let seeded = false;
-    try {
-      await this.attach(k);
-    } catch (err) {
-      if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
-      this.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
-      const d = this.desired ?? s.desired!;
-      await seedFromDump({
-        runtime: this.deps.runtime,
-        source: { name: this.nodeName(s.primary), admin: await this.adminTarget(s.primary) },
-        target: { name, admin: t },
-        adminPassword: s.adminPassword,
-        allowList: d.allowList,
-        linrootPassword: this.pendingPassword ?? d.rootPassword,
-      });
-      await this.attach(k);
-      seeded = true;
-    }
-    s.rebuild = s.rebuild.filter((i) => i !== k);
-    this.rejoinFailures.delete(k);
-    await this.save();
-    await this.observe();
-    await this.syncProxies();
-    if (rebuild) this.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
-  }
-
-  /**
-   * Points node k at the current primary and waits until both replication threads run. Fails
-   * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs.
-   */
-  private async attach(k: number): Promise<void> {
-    const s = this.state!;
-    const t = await this.adminTarget(k);
-    await withAdmin(t, (c) => configureReplica(c, { primaryHost: this.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
-    const end = Date.now() + 15_000;
-    for (;;) {
-      const rs = await withAdmin(t, (c) => replicaStatus(c)).catch(() => undefined);
-      if (rs?.ioRunning && rs.sqlRunning) return;
-      if (rs && /\b1236\b/.test(rs.lastError)) throw new BinlogPurgedError(rs.lastError);
-      if (Date.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
-  /**
-   * Restarts every node with its current spec (resize) or the new binary/image (patch):
-   * replicas one at a time, then a switchover, then the old primary. A 1-node database simply
-   * restarts (downtime).
-   */
-  private async rolling(reason: 'resize' | 'patch'): Promise<void> {
-    const s = this.state!;
-    if (reason === 'patch') {
-      s.running = this.resolveTarget();
-      await this.save();
-    }
-    await this.ensureTls();
-    const restart = async (k: number) => {
-      await this.deps.runtime.stop(this.nodeName(k));
-      await this.deps.runtime.ensure(this.nodeSpec(k));
-    };
-    const p = s.primary;
-    if (this.clusterSize === 1) {
-      await restart(p);
-      await withAdmin(await this.adminTarget(p), (c) => promote(c, this.semiSync));
-    } else {
-      const replicas = this.nodeIndexes().filter((k) => k !== p);
-      for (const k of replicas) {
-        await restart(k);
-        const t = await this.adminTarget(k);
-        await this.attach(k);
-        const pos = await withAdmin(await this.adminTarget(p), (c) => gtidCurrentPos(c));
-        await withAdmin(t, (c) => waitForGtid(c, pos, 30));
-      }
-      const target = replicas[0]!;
-      await switchover(await this.clusterNode(p), await this.clusterNode(target), await Promise.all(replicas.slice(1).map(this.clusterNode)), s.replPassword, this.semiSync);
-      s.primary = target;
-      await this.save();
-      await this.observe();
-      await this.syncProxies();
-      await restart(p);
-      await this.attach(p);
-    }
-    await this.observe();
-    await this.syncProxies();
-    if (reason === 'patch') {
-      this.emit('database_update', `patched: nodes restarted with ${s.running.binary ?? s.running.image}`);
-      this.patchRequested?.resolve();
-      this.patchRequested = undefined;
-    }
   }
 
   // ------------------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ export interface DbState {
   desired?: DesiredDatabase__Output;
 }
 
+/** Every node listens on its own loopback address, on the MySQL port. */
+export const NODE_PORT = 3306;
+
 export function databaseDir(stateDir: string, id: number): string {
   return join(stateDir, 'databases', String(id));
 }

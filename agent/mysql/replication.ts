@@ -1,6 +1,9 @@
 import { q, type AdminConnection } from './admin.js';
 import { REPL_USER } from './accounts.js';
 
+/** The primary no longer has the binlog a replica asks for (error 1236). */
+export class BinlogPurgedError extends Error {}
+
 /** What SHOW SLAVE STATUS says, in the agent's words (undefined when not a replica). */
 export interface ReplicaStatus {
   masterHost: string;
