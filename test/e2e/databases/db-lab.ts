@@ -16,8 +16,9 @@ export const MYSQL = '/v4/databases/mysql/instances';
 
 /**
  * An e2e lab for Managed Databases: the control plane in-process (port 0, temp state, its own
- * /24 of endpoint addresses) and the agent as a separate `fulcrum agent` process with the
- * process runtime, so that it can really be killed (SIGKILL) and started again.
+ * /24 of endpoint addresses) and the agent as a separate OS process (agent-process.ts, the same
+ * startAgent as `fulcrum agent`, with its own /24 of node addresses), so that it can really be
+ * killed (SIGKILL) and started again.
  */
 export interface DbLab {
   cp: ControlPlane;
@@ -39,7 +40,10 @@ export type RuntimeKind = 'process' | 'docker';
 export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
-  const pool = `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`;
+  // Own /24s for endpoints and nodes: other agents and labs may run on this host meanwhile.
+  const octet = 100 + Math.floor(Math.random() * 150);
+  const pool = `127.78.${octet}.0/24`;
+  const nodePool = `127.79.${octet}.0/24`;
   const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger() });
   const agentId = `e2e-${name}`;
   let child: ChildProcess | undefined;
@@ -63,8 +67,9 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   const lab: DbLab = {
     cp, runtime: runtimeKind, agentDir, agentId, api,
     async startAgent() {
-      child = spawn(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), 'agent', '--id', agentId, '--region', 'us-east',
-        '--control-plane', cp.grpcAddress, '--state', agentDir, '--runtime', runtimeKind], {
+      child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), agentId, 'us-east',
+        cp.grpcAddress, agentDir, runtimeKind, nodePool], {
+        cwd: repoRoot,
         env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -177,6 +177,19 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     expect(down.body.errors[0].field).toBe('type');
   });
 
+  it('ssl_connection false accepts plain connections; encrypted turns on encryption at rest', async () => {
+    const created = await ok('POST', MYSQL, { label: 'db-plain', region: 'us-east', type: 'g6-nanode-1', engine, ssl_connection: false, encrypted: true, allow_list: ['0.0.0.0/0'] });
+    expect(created).toMatchObject({ ssl_connection: false, encrypted: true });
+    const d = await waitStatus(lab, created.id, 'active', 60_000);
+    const { password } = await creds(d.id);
+    const c = await connectFrom({ source: '127.0.0.2', host: d.hosts.primary, port: 3306, user: 'linroot', password });
+    const [rows] = await c.query('SELECT @@require_secure_transport AS tls, @@innodb_encrypt_tables AS enc');
+    expect((rows as any[])[0]).toEqual({ tls: 0, enc: 'ON' });
+    await c.end();
+    expect(await ok('DELETE', `${MYSQL}/${d.id}`)).toEqual({});
+    await until('plain db removed', async () => !(await lab.nodes()).some((n) => n.name.includes(`-db${d.id}-`)) || undefined, 30_000, 200);
+  });
+
   it('acceptance 4: killing and restarting the agent leaves databases running, reconciled, without duplicates', async () => {
     const before = await lab.nodes();
     expect(before.filter((n) => n.state === 'running')).toHaveLength(4);
