@@ -66,14 +66,24 @@ export async function provision(db: DatabaseController): Promise<void> {
   db.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
 }
 
+/**
+ * Removes everything of the database: proxies, every node labelled with it (with data), its
+ * folder and its backups. Idempotent; on failure the database stays known so the next round
+ * retries.
+ */
 export async function remove(db: DatabaseController): Promise<void> {
   db.deleted = true;
-  await db.closeProxies();
-  const names = new Set(db.nodeIndexes().map((k) => db.nodeName(k)));
-  for (const n of await db.deps.runtime.list({ [LABEL_AGENT]: db.deps.agentId, [LABEL_DATABASE]: String(db.id) })) names.add(n.name);
-  await Promise.all([...names].map((n) => db.deps.runtime.remove(n, { withData: true })));
-  await rm(db.dir, { recursive: true, force: true });
-  await rm(join(db.deps.stateDir, 'backups', String(db.id)), { recursive: true, force: true });
+  try {
+    await db.closeProxies();
+    const names = new Set(db.nodeIndexes().map((k) => db.nodeName(k)));
+    for (const n of await db.deps.runtime.list({ [LABEL_AGENT]: db.deps.agentId, [LABEL_DATABASE]: String(db.id) })) names.add(n.name);
+    await Promise.all([...names].map((n) => db.deps.runtime.remove(n, { withData: true })));
+    await rm(db.dir, { recursive: true, force: true });
+    await rm(join(db.deps.stateDir, 'backups', String(db.id)), { recursive: true, force: true });
+  } catch (err) {
+    db.deleted = false;
+    throw err;
+  }
   db.state = undefined;
   db.log.info('deleted');
 }

@@ -312,6 +312,12 @@ export class DatabaseController {
    * restore or a switchover must not run after it).
    */
   async tick(): Promise<void> {
+    if (!this.desired && this.state && this.busy && this.busy !== 'delete' && !this.deleted) {
+      // A deleted database does not wait for a long action (a restore, a rolling restart) to end.
+      this.log.info({ busy: this.busy }, 'deleting while an action runs');
+      await remove(this).catch((err) => this.log.error({ err }, 'delete failed'));
+      return;
+    }
     if (this.busy || this.ticking || this.deleted) return;
     if (Date.now() < this.retryAt && !this.state?.provisioned) return;
     this.ticking = true;
@@ -341,6 +347,8 @@ export class DatabaseController {
     try {
       return await fn();
     } finally {
+      // A delete that overtook this action (see tick) sweeps whatever the action re-created.
+      if (this.deleted && label !== 'delete') await remove(this).catch((err) => this.log.error({ err }, 'delete sweep failed'));
       this.busy = undefined;
       this.deps.onChange();
     }

@@ -149,4 +149,18 @@ describe('agent: 1-node database (process runtime)', () => {
     expect(listening).not.toContain(`${db.hostPrimary}:3306`);
     expect(listening).not.toContain(`${db.hostSecondary}:3306`);
   });
+
+  it('a database deleted while it is still provisioning leaves nothing behind either', async () => {
+    const d2 = desiredDb({ id: 2, engineId: db.engineId!, version: db.version!, clusterSize: 3, replicationType: 'asynch', hostPrimary: `${net}.3`, hostSecondary: `${net}.4` });
+    const seen = driver.reports.length;
+    driver.setDatabases([d2]);
+    await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.databases.some((d) => d.id === 2 && d.status === 'provisioning')), 10_000, 'provisioning');
+    driver.setDatabases([]);
+    await driver.waitFor(() => driver.last() && !driver.db(2), 30_000, 'gone');
+    // Whatever the interrupted provisioning still did has been swept.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(await agent.runtime.list({})).toEqual([]);
+    expect(readdirSync(join(stateDir, 'databases'))).toEqual([]);
+    expect(driver.db(2)).toBeUndefined();
+  });
 });
