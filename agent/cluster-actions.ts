@@ -7,7 +7,7 @@ import { failover, switchover } from './failover/promotion.js';
 import { seedFromDump } from './failover/seed-replica.js';
 import { ensureReplicationUser } from './mysql/accounts.js';
 import { globalStatus, secureRoot, withAdmin } from './mysql/admin.js';
-import { BinlogPurgedError, configureReplica, gtidCurrentPos, promote, replicaStatus, waitForGtid } from './mysql/replication.js';
+import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, promote, replicaStatus, waitForGtid } from './mysql/replication.js';
 import { LABEL_AGENT, LABEL_DATABASE } from './runtime/container-runtime.js';
 
 /**
@@ -180,14 +180,25 @@ export async function rejoin(db: DatabaseController, k: number, rebuildIn: boole
 export async function attach(db: DatabaseController, k: number): Promise<void> {
   const s = db.state!;
   const t = await db.adminTarget(k);
+  const target = gtidSeq(await withAdmin(await db.adminTarget(s.primary), (c) => gtidCurrentPos(c)));
   await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
-  const end = Date.now() + 15_000;
+  // Both threads show "Yes" for a moment before the primary answers a request for purged
+  // binlog with error 1236, so a node counts as attached once it has caught up with the
+  // primary's position at attach time, or has kept replicating without error for 2 s.
+  const end = Date.now() + 30_000;
+  let runningSince = 0;
   for (;;) {
-    const rs = await withAdmin(t, (c) => replicaStatus(c)).catch(() => undefined);
-    if (rs?.ioRunning && rs.sqlRunning) return;
+    const st = await withAdmin(t, async (c) => ({ rs: await replicaStatus(c), pos: gtidSeq(await gtidCurrentPos(c)) })).catch(() => undefined);
+    const rs = st?.rs;
     if (rs && /\b1236\b/.test(rs.lastError)) throw new BinlogPurgedError(rs.lastError);
+    if (rs?.ioRunning && rs.sqlRunning) {
+      runningSince ||= Date.now();
+      if (st!.pos >= target || Date.now() - runningSince >= 2000) return;
+    } else {
+      runningSince = 0;
+    }
     if (Date.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

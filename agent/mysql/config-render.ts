@@ -41,6 +41,7 @@ export function renderNodeConfig(c: NodeConfigInput): string {
     'slave_net_timeout=4',
     'character_set_server=utf8mb4',
     `innodb_buffer_pool_size=${bufferPoolMb(c.memoryMb)}M`,
+    `innodb_log_file_size=${Math.max(16, bufferPoolMb(c.memoryMb) / 4)}M`,
     'max_connections=200',
     'performance_schema=OFF',
     'expire_logs_days=7',

@@ -94,7 +94,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
         const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
         await mkdir(tmp, { recursive: true });
         const installDb = toolPath(binary, 'mariadb-install-db');
-        const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve'];
+        // A small redo log keeps each node's copy small (the default is 96 MiB); the server
+        // resizes it at start to what the node's config asks for.
+        const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', '--innodb-log-file-size=8M'];
         if (process.getuid?.() === 0) args.push('--user=root');
         await execFileP(installDb, args, { timeout: 120_000 });
         await rm(dir, { recursive: true, force: true });
