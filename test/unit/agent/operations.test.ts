@@ -1,0 +1,89 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { createOperations } from '../../../agent/operations.js';
+import type { Agent } from '../../../agent/agent.js';
+import type { DatabaseController } from '../../../agent/database-controller.js';
+
+const dirs: string[] = [];
+afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function setup() {
+  const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-ops-'));
+  dirs.push(stateDir);
+  const controller = { id: 1, state: { provisioned: true }, busy: undefined, deleted: false } as unknown as DatabaseController;
+  const agent = {
+    clock: new ManualClock(1000),
+    database: (id: number) => (id === 1 ? controller : undefined),
+    reconcileNow: async () => undefined,
+  } as unknown as Agent;
+  return { stateDir, agent, make: () => createOperations({ agent, stateDir, logger: silentLogger() }) };
+}
+const until = async (cond: () => boolean) => {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(cond()).toBe(true);
+};
+
+describe('operations', () => {
+  it('runs each operation id once, reports its result until the control plane drops it', async () => {
+    const { make } = setup();
+    const ops = make();
+    let calls = 0;
+    ops.register('snapshot', async () => {
+      calls++;
+      return { backupId: 7 };
+    });
+    const op = { operationId: 'a', databaseId: 1, snapshot: { label: 'x', target: 'primary' }, kind: 'snapshot' as const };
+    ops.accept([op as any]);
+    ops.accept([op as any]);
+    await until(() => ops.results().length === 1);
+    ops.accept([op as any]);
+    expect(calls).toBe(1);
+    expect(ops.results()[0]).toMatchObject({ operationId: 'a', ok: true, backupId: 7, finishedMs: 1000 });
+    ops.accept([]);
+    expect(ops.results()).toEqual([]);
+  });
+
+  it('persists results across a restart so an operation is not run twice', async () => {
+    const { make } = setup();
+    const first = make();
+    let calls = 0;
+    first.register('deleteBackup', async () => {
+      calls++;
+    });
+    const op = { operationId: 'b', databaseId: 1, deleteBackup: { backupId: 3 }, kind: 'deleteBackup' as const };
+    first.accept([op as any]);
+    await until(() => first.results().length === 1);
+    await new Promise((r) => setTimeout(r, 20));
+    const second = make();
+    second.register('deleteBackup', async () => {
+      calls++;
+    });
+    second.accept([op as any]);
+    expect(calls).toBe(1);
+    expect(second.results()).toHaveLength(1);
+  });
+
+  it('reports failures with a reason: unknown database, unsupported kind, handler error', async () => {
+    const { make } = setup();
+    const ops = make();
+    ops.register('restore', async () => {
+      throw new Error('backup 4 is corrupted');
+    });
+    ops.accept([
+      { operationId: 'c', databaseId: 9, kind: 'restore', restore: { backupId: 4 } } as any,
+      { operationId: 'd', databaseId: 1, kind: 'restore', restore: { backupId: 4 } } as any,
+      { operationId: 'e', databaseId: 1 } as any,
+      { operationId: 'f', databaseId: 1, kind: 'resetCredentials', resetCredentials: { newPassword: 'short' } } as any,
+    ]);
+    await until(() => ops.results().length === 4);
+    const by = Object.fromEntries(ops.results().map((r) => [r.operationId, r]));
+    expect(by.c).toMatchObject({ ok: false, error: 'database 9 is not on this agent' });
+    expect(by.d).toMatchObject({ ok: false, error: 'backup 4 is corrupted' });
+    expect(by.e!.error).toMatch(/not supported/);
+    expect(by.f!.error).toMatch(/at least 8 characters/);
+  });
+});
