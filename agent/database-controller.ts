@@ -94,6 +94,7 @@ export class DatabaseController {
   private events: AgentEvent[] = [];
   private diskMb = 0;
   private diskAt = 0;
+  private lowDisk = false;
   /** Set by a PatchOp; cleared when a rolling patch completes. */
   patchRequested?: { resolve: (err?: string) => void };
   /** Overrides the desired password while a credentials reset is being applied. */
@@ -257,7 +258,14 @@ export class DatabaseController {
     this.details = details;
     if (Date.now() - this.diskAt > 30_000) {
       this.diskAt = Date.now();
-      void dirSizeMb(join(this.dir, `n${s.primary}`, 'data')).then((mb) => (this.diskMb = mb));
+      void dirSizeMb(join(this.dir, `n${s.primary}`, 'data')).then((mb) => {
+        this.diskMb = mb;
+        // The plan's disk is a quota the process runtime cannot enforce; say when it nears it.
+        const quota = d.type?.diskMb ?? 0;
+        const low = quota > 0 && mb > quota * 0.9;
+        if (low && !this.lowDisk) this.emit('database_low_disk_space', `${mb} MiB of ${quota} MiB used`, 'notification');
+        this.lowDisk = low;
+      });
     }
     const primary = details.find((n) => n.index === s.primary);
     this.primaryDown = primary?.state === 'running' && primary.reachable ? 0 : this.primaryDown + 1;
