@@ -43,9 +43,13 @@ export function apiClient(apiUrl: string, token: string): Api {
   };
 }
 
-export async function startBenchControlPlane(stateDir: string): Promise<{ cp: ControlPlane; api: Api }> {
+/**
+ * A control plane for a bench. Its NodeBalancer pool is its own /16 (not the product's default
+ * 127.77.0.0/16), so a bench never collides with a lab or test suite running at the same time.
+ */
+export async function startBenchControlPlane(stateDir: string, nodebalancerPool: string): Promise<{ cp: ControlPlane; api: Api }> {
   mkdirSync(stateDir, { recursive: true });
-  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0 });
+  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0, nodebalancerPool });
   return { cp, api: apiClient(cp.apiUrl, cp.adminToken) };
 }
 

@@ -64,7 +64,7 @@ async function main(): Promise<void> {
     await startNginx(dir, tools.nginx!);
     const haproxy = await startHaproxy(dir, tools.haproxy!, cert);
 
-    const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'));
+    const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'), '127.177.0.0/16');
     cleanupCp = () => cp.close();
     const dp = startDataplaneProcess({
       id: 'bench-dataplane', grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir,

@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   const changes = (f.changes as number | undefined) ?? 100;
   const nbCount = (f.nodebalancers as number | undefined) ?? 1000;
   const scaleChanges = (f['scale-changes'] as number | undefined) ?? 20;
-  if (nbCount < 1 || nbCount > 60_000) throw new Error('--nodebalancers must be between 1 and 60000 (the 127.77.0.0/16 pool)');
+  if (nbCount < 1 || nbCount > 60_000) throw new Error('--nodebalancers must be between 1 and 60000 (the bench pool is 127.178.0.0/16)');
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-bench-prop-'));
   const cleanups: (() => Promise<void>)[] = [];
   stopChildrenOnSignal(async () => { for (const c of cleanups.reverse()) await c().catch(() => undefined); });
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   try {
     // 1. Small configuration.
     {
-      const { cp, api } = await startBenchControlPlane(join(dir, 'cp-small'));
+      const { cp, api } = await startBenchControlPlane(join(dir, 'cp-small'), '127.178.0.0/16');
       const dp = startDataplaneProcess({ id: DP_ID, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dp-small'), logDir: dir });
       const lat = await writeToTraffic(api, cp, a, b, changes, 'small');
       await dp.stop();
@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     }
 
     // 2. Large configuration.
-    const { cp, api } = await startBenchControlPlane(join(dir, 'cp-large'));
+    const { cp, api } = await startBenchControlPlane(join(dir, 'cp-large'), '127.178.0.0/16');
     cleanups.push(() => cp.close());
     const size = `${nbCount} NodeBalancers x 2 configs x 10 nodes`;
     process.stdout.write(`creating ${size} through the API...\n`);
