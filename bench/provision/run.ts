@@ -1,0 +1,120 @@
+/**
+ * bench/provision: seconds from `POST /databases/mysql/instances` to `active`, and to the first
+ * successful query through `hosts.primary` (TLS verified against `/ssl`), for 1-node and 3-node
+ * semi_synch clusters on each runtime. The control plane and agent run the real way (REST API,
+ * gRPC, real mariadbd processes or containers); nothing is shortcut.
+ *
+ *   npm run bench:provision -- [--rounds N] [--runtimes process,docker]
+ *
+ * Goals (issue 7): 1 node active < 10 s and 3 nodes < 30 s with the process runtime.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mysql from 'mysql2/promise';
+import { startControlPlane } from '../../control-plane/main.js';
+import { startAgent } from '../../agent/main.js';
+import { silentLogger } from '../../lib/logger.js';
+import { apiClient, repoRoot } from '../common/fulcrum.js';
+import { fmt, median, table } from '../common/stats.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string, dflt: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] ? args[i + 1]! : dflt;
+};
+const rounds = Number(flag('rounds', '3'));
+const runtimes = flag('runtimes', 'process,docker').split(',') as ('process' | 'docker')[];
+
+async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function dockerReady(): boolean {
+  try {
+    execFileSync('bash', [join(repoRoot(), 'scripts', 'start-dockerd.sh')], { stdio: 'ignore' });
+    execFileSync('bash', [join(repoRoot(), 'scripts', 'build-mysql-image.sh')], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface Sample { active: number; query: number }
+
+async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promise<Sample[]> {
+  const cpDir = mkdtempSync(join(tmpdir(), 'bench-provision-cp-'));
+  const agentDir = mkdtempSync(join(tmpdir(), 'bench-provision-agent-'));
+  const octet = 100 + Math.floor(Math.random() * 150);
+  const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
+  const agent = await startAgent({ id: `bench-${runtime}`, region: '*', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
+  const api = apiClient(cp.apiUrl, cp.adminToken);
+  const samples: Sample[] = [];
+  try {
+    const agents = await until(async () => {
+      const a = (await api('GET', '/fulcrum/agents')).data.find((x: any) => x.connected && x.engines?.length);
+      return a;
+    }, 30_000, 'agent connected with an engine');
+    const engine = agents.engines[0].id as string;
+    for (let i = 0; i < rounds; i++) {
+      const t0 = performance.now();
+      const db = await api('POST', '/databases/mysql/instances', {
+        label: `bench-${clusterSize}-${i}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: clusterSize,
+        ...(clusterSize === 3 ? { replication_type: 'semi_synch' } : {}), allow_list: ['0.0.0.0/0'],
+      });
+      const active = await until(async () => {
+        const d = await api('GET', `/databases/mysql/instances/${db.id}`);
+        if (d.status === 'failed') throw new Error('failed');
+        return d.status === 'active' ? d : undefined;
+      }, 120_000, `database ${db.id} active`);
+      const tActive = performance.now();
+      const creds = await api('GET', `/databases/mysql/instances/${db.id}/credentials`);
+      const ca = Buffer.from((await api('GET', `/databases/mysql/instances/${db.id}/ssl`)).ca_certificate, 'base64').toString();
+      await until(async () => {
+        const c = await mysql.createConnection({ host: active.hosts.primary, port: active.port, user: creds.username, password: creds.password, ssl: { ca } });
+        await c.query('SELECT 1');
+        await c.end();
+        return true;
+      }, 60_000, 'first query');
+      samples.push({ active: (tActive - t0) / 1000, query: (performance.now() - t0) / 1000 });
+      await api('DELETE', `/databases/mysql/instances/${db.id}`);
+      await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 60_000, 'deleted');
+    }
+  } finally {
+    await agent.close();
+    const rt = agent.runtime;
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+    await cp.close();
+    rmSync(cpDir, { recursive: true, force: true });
+    rmSync(agentDir, { recursive: true, force: true });
+  }
+  return samples;
+}
+
+const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
+for (const runtime of runtimes) {
+  if (runtime === 'docker' && !dockerReady()) {
+    rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
+    continue;
+  }
+  for (const size of [1, 3] as const) {
+    try {
+      const s = await measure(runtime, size);
+      const act = median(s.map((x) => x.active));
+      const goal = size === 1 ? 10 : 30;
+      rows.push([runtime, String(size), String(s.length), fmt(act, 2), fmt(median(s.map((x) => x.query)), 2), `< ${goal} s`,
+        act < goal ? 'met' : `short by ${fmt(act - goal, 2)} s`]);
+    } catch (err) {
+      rows.push([runtime, String(size), '0', '-', '-', '-', `error: ${(err as Error).message}`]);
+    }
+  }
+}
+console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
+process.exit(0);
