@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: SIGKILL and restart of the agent process', () => {
@@ -20,8 +20,8 @@ describe('agent: SIGKILL and restart of the agent process', () => {
   let stateDir: string;
   let child: ChildProcess | undefined;
   let db: DesiredDatabase;
-  const net = randomNet('127.78');
-  const pool = `${randomNet('127.79')}.0/24`;
+  const net = testNet('127.78', 26);
+  const pool = `${testNet('127.79', 26)}.0/24`;
   const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
 
   async function spawnAgent(): Promise<ChildProcess> {

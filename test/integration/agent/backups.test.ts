@@ -12,7 +12,7 @@ import { ManualClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: backups and restore (1 node)', () => {
@@ -21,7 +21,7 @@ describe('agent: backups and restore (1 node)', () => {
   let stateDir: string;
   let db: DesiredDatabase;
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
-  const net = randomNet('127.78');
+  const net = testNet('127.78', 24);
   let opSeq = 0;
 
   beforeAll(async () => {
@@ -29,7 +29,7 @@ describe('agent: backups and restore (1 node)', () => {
     driver = await startDriver();
     agent = await startAgent({
       id: 'agent-backups', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process', clock,
-      logger: silentLogger(), nodeAddressPool: `${randomNet('127.79')}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
+      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 24)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
     });
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 11, engineId: engine!.id, version: engine!.version, hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });

@@ -89,9 +89,14 @@ export async function startDriver(): Promise<Driver> {
   return driver;
 }
 
-/** A random /24 inside a /16 so that parallel test files never share addresses. */
-export function randomNet(prefix: string): string {
-  return `${prefix}.${10 + Math.floor(Math.random() * 240)}`;
+/**
+ * A /24 inside a /16 (`127.78` endpoints, `127.79` nodes) reserved for one agent test file, so
+ * parallel files never share addresses. Slots 20-39 belong to test/integration/agent; the lab
+ * allocates from the bottom of its pools and the e2e labs use 100-249.
+ */
+export function testNet(prefix: string, slot: number): string {
+  if (slot < 20 || slot > 39) throw new Error(`slot ${slot} is outside 20-39`);
+  return `${prefix}.${slot}`;
 }
 
 export function desiredDb(over: Partial<DesiredDatabase> & { id: number; hostPrimary: string; hostSecondary: string }): DesiredDatabase {

@@ -13,7 +13,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue, type CatalogueEntry } from '../../../agent/catalogue.js';
 import { q, withAdmin } from '../../../agent/mysql/admin.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 /** Inserts 20 rows per second through an endpoint, reconnecting on errors. */
@@ -67,7 +67,7 @@ describe('agent: day two on real clusters', () => {
   let patched: string;
   // Monday 2 March 2026, 10:00 UTC; the window is Sunday 20:00-21:00.
   const clock = new ManualClock(Date.UTC(2026, 2, 2, 10, 0, 0));
-  const net = randomNet('127.78');
+  const net = testNet('127.78', 25);
   let opSeq = 0;
 
   beforeAll(async () => {
@@ -76,7 +76,7 @@ describe('agent: day two on real clusters', () => {
     driver = await startDriver();
     agent = await startAgent({
       id: 'agent-daytwo', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process', clock,
-      logger: silentLogger(), nodeAddressPool: `${randomNet('127.79')}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
+      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 25)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
     });
     [engine] = (await detectLocalCatalogue()) as [CatalogueEntry];
     // A "newer build of the same version": another path to the server binary.

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: encryption at rest, plain connections, resize', () => {
@@ -17,14 +17,14 @@ describe('agent: encryption at rest, plain connections, resize', () => {
   let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
-  const net = randomNet('127.78');
+  const net = testNet('127.78', 23);
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentopt-'));
     driver = await startDriver();
     agent = await startAgent({
       id: 'agent-options', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process',
-      logger: silentLogger(), nodeAddressPool: `${randomNet('127.79')}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 500,
+      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 23)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 500,
     });
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: 1-node database (process runtime)', () => {
@@ -19,8 +19,8 @@ describe('agent: 1-node database (process runtime)', () => {
   let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
-  const net = randomNet('127.78');
-  const nodePool = `${randomNet('127.79')}.0/24`;
+  const net = testNet('127.78', 21);
+  const nodePool = `${testNet('127.79', 21)}.0/24`;
   const agentOpts = () => ({
     id: 'agent-single', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process' as const,
     logger: silentLogger(), nodeAddressPool: nodePool, heartbeatMs: 500, reconcileIntervalMs: 500,

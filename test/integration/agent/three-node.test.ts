@@ -13,7 +13,7 @@ import { createRegistry } from '../../../lib/metrics.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { withAdmin, globalStatus, q } from '../../../agent/mysql/admin.js';
-import { connectFrom, desiredDb, randomNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: 3-node semi_synch cluster (process runtime)', () => {
@@ -21,8 +21,8 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
   let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
-  const net = randomNet('127.78');
-  const nodePool = `${randomNet('127.79')}.0/24`;
+  const net = testNet('127.78', 22);
+  const nodePool = `${testNet('127.79', 22)}.0/24`;
   let registry = createRegistry('agent');
   const agentOpts = () => ({
     id: 'agent-three', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process' as const,
@@ -176,7 +176,13 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
     await withAdmin(await c.adminTarget(p), async (x) => {
       await x.query('FLUSH BINARY LOGS');
       const file = String((await q(x, 'SHOW MASTER STATUS'))[0].File);
-      await x.query(`PURGE BINARY LOGS TO '${file}'`);
+      // A log a replica still reads is kept by PURGE; retry until only the current one is left.
+      for (let i = 0; i < 100; i++) {
+        await x.query(`PURGE BINARY LOGS TO '${file}'`);
+        if ((await q(x, 'SHOW BINARY LOGS')).length === 1) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect((await q(x, 'SHOW BINARY LOGS')).map((r) => r.Log_name)).toEqual([file]);
     });
     const w = await connect(db.hostPrimary!);
     await w.query('INSERT INTO app.t VALUES (5001), (5002)');
