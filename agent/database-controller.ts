@@ -95,6 +95,8 @@ export class DatabaseController {
   private diskMb = 0;
   private diskAt = 0;
   private lowDisk = false;
+  /** The desired generation the last observation was checked against. */
+  private obsGeneration = 0;
   /** Set by a PatchOp; cleared when a rolling patch completes. */
   patchRequested?: { resolve: (err?: string) => void };
   /** Overrides the desired password while a credentials reset is being applied. */
@@ -287,6 +289,7 @@ export class DatabaseController {
       windowOpen: this.extras?.windowOpen(this) ?? false,
     };
     this.lastObs = obs;
+    this.obsGeneration = d.generation;
     return obs;
   }
 
@@ -517,7 +520,8 @@ export class DatabaseController {
       nodes,
       patchPending: !!this.lastObs?.patchPending,
       usedDiskMb: this.diskMb,
-      convergedGeneration: converged && !this.busy ? d?.generation ?? 0 : 0,
+      // Only an observation made against this very generation can say it has converged.
+      convergedGeneration: converged && !this.busy && this.obsGeneration === d?.generation ? this.obsGeneration : 0,
       ...(this.extras?.extraReport(this) ?? {}),
     };
   }
