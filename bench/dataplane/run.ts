@@ -7,6 +7,7 @@
  *        --only a,b (scenario names) --profile (CPU-profile our data plane and print the hot spots)
  *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
  *        --hold (set everything up, print the addresses and pids, and wait for Ctrl-C: for strace/perf)
+ *        --perf-map (start the data plane with --perf-basic-prof, so `perf report` names JS functions)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
@@ -37,7 +38,7 @@ interface Sample {
 
 async function main(): Promise<void> {
   const f = parseFlags(process.argv.slice(2), {
-    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean',
+    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean', 'perf-map': 'boolean',
   });
   const durationS = (f.duration as number | undefined) ?? 6;
   const rounds = (f.rounds as number | undefined) ?? 3;
@@ -68,7 +69,7 @@ async function main(): Promise<void> {
     cleanupCp = () => cp.close();
     const dp = startDataplaneProcess({
       id: 'bench-dataplane', grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir,
-      nodeFlags: f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+      nodeFlags: [...(f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(f['perf-map'] ? ['--perf-basic-prof'] : [])],
     });
     const nodes = BACKENDS.map((ip, i) => ({ label: `nginx-${i + 1}`, address: `${ip}:${BACKEND_PORT}`, weight: 100, mode: 'accept' }));
     const common = { algorithm: 'roundrobin', stickiness: 'none', check: 'none', nodes };
