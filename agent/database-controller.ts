@@ -475,7 +475,10 @@ export class DatabaseController {
     // agent restart, say) is not a degraded database.
     const healthy = primaryOk && this.details.length === this.clusterSize && !s?.rebuild.length
       && replicas.every((n) => n.state === 'running' && n.reachable && n.replicating);
-    const converged = healthy && !!this.lastObs && plan({ clusterSize: d?.clusterSize ?? 1, state: 'running' }, this.lastObs).length === 0;
+    // Converged: nothing left to do for the desired state (suspended: every node stopped).
+    const wantSuspended = d?.state === 'suspended';
+    const nothingToDo = !!this.lastObs && plan({ clusterSize: d?.clusterSize ?? 1, state: wantSuspended ? 'suspended' : 'running' }, this.lastObs).length === 0;
+    const converged = nothingToDo && (wantSuspended ? !!s?.suspended : healthy);
     const canFailover = this.clusterSize > 1 && replicas.some((n) => n.state === 'running' && n.reachable);
     // Making a primary that came back read-only writable takes a moment; it is no state change.
     const status = this.busy === 'promote-primary' && this.lastStatus ? this.lastStatus : observedStatus({

@@ -203,6 +203,8 @@ describe('agent: day two on real clusters', () => {
     three = { ...three, state: 'suspended', generation: 3 };
     driver.setDatabases([three, one]);
     await driver.waitFor(() => driver.db(22)?.status === 'suspended' && driver.db(21)?.status === 'suspended', 20_000, 'suspended');
+    // The control plane learns that the suspension is complete from the converged generation.
+    await driver.waitFor(() => driver.db(22)?.convergedGeneration === 3 && driver.db(21)?.convergedGeneration === 3, 5000, 'suspend converged');
     expect((await agent.runtime.list({ 'fulcrum.database': '22' })).map((n) => n.state)).toEqual(['stopped']);
     expect((await agent.runtime.list({ 'fulcrum.database': '21' })).map((n) => n.state)).toEqual(['stopped', 'stopped', 'stopped']);
     const refused = await connectTo(one).then((c) => c.end().then(() => null), (e: Error) => e);
@@ -212,6 +214,7 @@ describe('agent: day two on real clusters', () => {
     const seen = driver.reports.length;
     driver.setDatabases([three, one]);
     await driver.waitFor(() => driver.db(22)?.status === 'active' && driver.db(21)?.status === 'active', 30_000, 'resumed');
+    await driver.waitFor(() => driver.db(22)?.convergedGeneration === 4 && driver.db(21)?.convergedGeneration === 4, 5000, 'resume converged');
     const statuses = new Set(driver.reports.slice(seen).flatMap((r) => r.databases.map((d) => d.status)));
     expect([...statuses].filter((x) => x === 'degraded' || x === 'failed')).toEqual([]);
     const c = await connectTo(one);
