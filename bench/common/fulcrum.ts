@@ -73,7 +73,7 @@ export function startDataplaneProcess(o: DataplaneProcessOptions): Spawned {
     ...(o.nodeFlags ?? []),
     join(repoRoot(), 'bin', 'fulcrum.js'),
     'dataplane', '--id', o.id, '--region', '*', '--control-plane', o.grpcAddress, '--state', o.stateDir,
-  ], o.logDir, env);
+  ], o.logDir, env, o.stateDir); // cwd: V8 log files (--perf-basic-prof) land in the temp folder
 }
 
 /** The newest snapshot version the control plane has produced (0 before the first push). */

@@ -15,9 +15,9 @@ export interface Spawned {
 }
 
 /** Starts a long-running child with its output in `<logDir>/<name>.log`. */
-export function startProcess(name: string, cmd: string, args: string[], logDir: string, env: NodeJS.ProcessEnv = process.env): Spawned {
+export function startProcess(name: string, cmd: string, args: string[], logDir: string, env: NodeJS.ProcessEnv = process.env, cwd?: string): Spawned {
   const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
-  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env, cwd });
   proc.stdout!.pipe(log);
   proc.stderr!.pipe(log);
   children.add(proc);
