@@ -157,25 +157,11 @@ export function createAgent(opts: AgentOptions): Agent {
     database: (id) => controllers.get(id),
     databases: () => [...controllers.values()],
     async reconcileNow() {
-      if (closed || !desired) return;
-      const round = Promise.all([...controllers.values()].map((c) => c.tick())).then(() => undefined);
-      inflight.add(round);
       try {
-        await round;
-      } finally {
-        inflight.delete(round);
-      }
-      for (const [id, c] of controllers) if (c.deleted && !c.busy) controllers.delete(id);
-      extraHooks?.tick?.();
-      const r = agent.report();
-      const counts: Record<string, number> = {};
-      for (const d of r.databases ?? []) counts[d.status ?? ''] = (counts[d.status ?? ''] ?? 0) + 1;
-      dbGauge.reset();
-      for (const [s, n] of Object.entries(counts)) dbGauge.set({ status: s }, n);
-      const json = JSON.stringify({ ...r, databases: r.databases?.map((d) => ({ ...d, nodes: undefined })) });
-      if (json !== lastReport) {
-        lastReport = json;
-        changed();
+        await reconcileRound();
+      } catch (err) {
+        // A round that fails is retried by the next one; it must never take the agent down.
+        log.error({ err }, 'reconcile round failed');
       }
     },
     async close() {
@@ -186,6 +172,30 @@ export function createAgent(opts: AgentOptions): Agent {
       for (const c of controllers.values()) await c.closeProxies();
     },
   };
+
+
+  async function reconcileRound(): Promise<void> {
+    if (closed || !desired) return;
+    const round = Promise.all([...controllers.values()].map((c) => c.tick())).then(() => undefined);
+    inflight.add(round);
+    try {
+      await round;
+    } finally {
+      inflight.delete(round);
+    }
+    for (const [id, c] of controllers) if (c.deleted && !c.busy) controllers.delete(id);
+    extraHooks?.tick?.();
+    const r = agent.report();
+    const counts: Record<string, number> = {};
+    for (const d of r.databases ?? []) counts[d.status ?? ''] = (counts[d.status ?? ''] ?? 0) + 1;
+    dbGauge.reset();
+    for (const [s, n] of Object.entries(counts)) dbGauge.set({ status: s }, n);
+    const json = JSON.stringify({ ...r, databases: r.databases?.map((d) => ({ ...d, nodes: undefined })) });
+    if (json !== lastReport) {
+      lastReport = json;
+      changed();
+    }
+  }
 
   const ops = createOperations({ agent, stateDir: opts.stateDir, logger: log });
 

@@ -267,7 +267,7 @@ export class DatabaseController {
         const low = quota > 0 && mb > quota * 0.9;
         if (low && !this.lowDisk) this.emit('database_low_disk_space', `${mb} MiB of ${quota} MiB used`, 'notification');
         this.lowDisk = low;
-      });
+      }).catch((err) => this.log.warn({ err }, 'disk usage not measured'));
     }
     const primary = details.find((n) => n.index === s.primary);
     this.primaryDown = primary?.state === 'running' && primary.reachable ? 0 : this.primaryDown + 1;

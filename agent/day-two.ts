@@ -54,12 +54,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
       if (!s?.provisioned || s.suspended || c.deleted || !c.desired) continue;
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
-        void backups.refresh(c.id);
+        backups.refresh(c.id).catch((err) => log.warn({ err, database: c.id }, 'backup list unreadable'));
       }
       // A new database's first auto backup is the next midnight's, not one at creation.
       if (s.lastAutoBackupDay === undefined) {
         s.lastAutoBackupDay = utcDay(now);
-        void c.save();
+        c.save().catch((err) => log.error({ err, database: c.id }, 'state not saved'));
         continue;
       }
       const due = dueAutoBackup(now, s.lastAutoBackupDay);

@@ -169,11 +169,18 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     const out = openSync(errLog, 'a');
     const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out] });
     closeSync(out);
+    // Listeners first: a binary that cannot be executed emits 'error' on the next tick, and is
+    // reported like a server that exits at once.
+    let exited = false;
+    let spawnError = '';
+    child.once('exit', () => (exited = true));
+    child.once('error', (err) => {
+      exited = true;
+      spawnError = err.message;
+    });
     child.unref();
     const meta: NodeMeta = { spec, pid: child.pid, startedAt: Date.now() };
     await writeMeta(meta);
-    let exited = false;
-    child.once('exit', () => (exited = true));
     const ok = await waitFor(async () => exited || (await greets(p.socket)), timeoutMs);
     if (!ok || exited || !alive(meta)) {
       if (!exited && child.pid) {
@@ -183,7 +190,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
           // Already gone.
         }
       }
-      throw new FulcrumError('internal', `node ${spec.name} did not start: ${(await tail(spec.name, 15)).trim()}`);
+      throw new FulcrumError('internal', `node ${spec.name} did not start: ${spawnError || (await tail(spec.name, 15)).trim() || 'no output'}`);
     }
     log.debug({ node: spec.name, pid: child.pid }, 'node started');
     return meta;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
-import { runtimeContract } from './runtime-contract.js';
+import { describe, expect, it } from 'vitest';
+import { freePort, runtimeContract } from './runtime-contract.js';
 
 runtimeContract('process', async () => {
   const root = mkdtempSync(join(tmpdir(), 'fulcrum-prt-'));
@@ -18,4 +19,25 @@ runtimeContract('process', async () => {
     reopen: async () => make(),
     cleanup: async () => rmSync(root, { recursive: true, force: true }),
   };
+});
+
+describe('process runtime specifics', () => {
+  it('a server that cannot start is reported with the reason and left stopped', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'fulcrum-prt-bad-'));
+    const rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
+    const [engine] = await detectLocalCatalogue();
+    const base = {
+      labels: {}, dataDir: join(root, 'data'), files: {}, host: '127.0.0.1', memoryMb: 256, cpus: 1,
+    };
+    try {
+      const missing = rt.ensure({ ...base, name: 'fulcrum-bad-n1', engine: { id: 'mysql/0', version: '0', binary: join(root, 'no-such-mariadbd') }, config: '[mysqld]\n', port: await freePort() });
+      await expect(missing).rejects.toThrow(/fulcrum-bad-n1 did not start: [\s\S]*(ENOENT|no-such)/);
+      const badConfig = rt.ensure({ ...base, name: 'fulcrum-bad-n2', engine: engine!, config: '[mysqld]\nno_such_option=1\n', port: await freePort() });
+      await expect(badConfig).rejects.toThrow(/fulcrum-bad-n2 did not start: [\s\S]*no_such_option/);
+      expect((await rt.inspect('fulcrum-bad-n2')).state).toBe('stopped');
+    } finally {
+      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
