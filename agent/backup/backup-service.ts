@@ -5,7 +5,7 @@ import { createGunzip, createGzip } from 'node:zlib';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
 import type { DatabaseController } from '../database-controller.js';
-import { customerAccountsSql, customerSchemas, SYSTEM_SCHEMAS, SYSTEM_USERS } from '../mysql/customer-data.js';
+import { clientError, customerAccountsSql, customerSchemas, SYSTEM_SCHEMAS, SYSTEM_USERS } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -92,7 +92,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
             '--master-data=2', '--gtid', '--add-drop-database', '--databases', ...databases],
           { stdout: gzip, env: { MYSQL_PWD: s.adminPassword } },
         );
-        if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${res.stderr.trim().slice(0, 500)}`);
+        if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
       } else {
         gzip.end();
       }
@@ -154,11 +154,17 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
             if (!SYSTEM_USERS.includes(String(u.User))) await x.query('DROP USER ?@?', [u.User, u.Host]);
           }
         });
+        const input = createGunzip();
+        const feeding = pipeline(opts.storage.reader(c.id, m.id, m.file), input).catch((err: Error) => err);
         const res = await opts.runtime.exec(c.nodeName(p), ['mariadb', '--user=root', '--binary-mode'], {
-          stdin: opts.storage.reader(c.id, m.id, m.file).pipe(createGunzip()),
+          stdin: input,
           env: { MYSQL_PWD: s.adminPassword },
         });
-        if (res.exitCode !== 0) throw new Error(`loading backup ${m.id} failed: ${res.stderr.trim().slice(0, 500)}`);
+        // A client that stopped early (an SQL error) leaves input unread; stop feeding it.
+        input.destroy();
+        const fed = await feeding;
+        if (res.exitCode !== 0) throw new Error(`loading backup ${m.id} failed: ${clientError(res.stderr)}`);
+        if (fed instanceof Error) throw new Error(`reading backup ${m.id} failed: ${fed.message}`);
         await c.syncAccounts();
         const pos = await withAdmin(await c.adminTarget(p), (x) => gtidCurrentPos(x));
         for (const k of c.healthyReplicas()) {

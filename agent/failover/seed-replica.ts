@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { syncAdminAccounts } from '../mysql/accounts.js';
 import { withAdmin, type AdminTarget } from '../mysql/admin.js';
-import { customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
+import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 
 export interface SeedNode {
@@ -41,12 +41,13 @@ export async function seedFromDump(opts: {
   feed.write(accounts);
   dump.pipe(feed);
   const env = { MYSQL_PWD: opts.adminPassword };
-  const [out, load] = await Promise.all([
-    opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env }),
-    opts.runtime.exec(opts.target.name, ['mariadb', '--user=root', '--binary-mode'], { stdin: feed, env }),
-  ]);
-  if (out.exitCode !== 0) throw new Error(`seeding dump failed: ${out.stderr.trim().slice(0, 300)}`);
-  if (load.exitCode !== 0) throw new Error(`seeding load failed: ${load.stderr.trim().slice(0, 300)}`);
+  const dumping = opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env });
+  const load = await opts.runtime.exec(opts.target.name, ['mariadb', '--user=root', '--binary-mode'], { stdin: feed, env });
+  // A load that stopped early must not leave the dump blocked on a full pipe.
+  if (load.exitCode !== 0) dump.destroy();
+  const out = await dumping;
+  if (load.exitCode !== 0) throw new Error(`seeding load failed: ${clientError(load.stderr)}`);
+  if (out.exitCode !== 0) throw new Error(`seeding dump failed: ${clientError(out.stderr)}`);
   await withAdmin(opts.target.admin, async (c) => {
     await c.query('SET SESSION sql_log_bin=0');
     await syncAdminAccounts(c, opts.allowList, opts.linrootPassword);

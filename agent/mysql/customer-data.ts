@@ -26,3 +26,9 @@ export async function customerAccountsSql(c: AdminConnection): Promise<string> {
   }
   return `${out.join('\n')}\n`;
 }
+
+/** The useful part of a MariaDB client's stderr: its ERROR line when it printed one. */
+export function clientError(stderr: string): string {
+  const line = /^ERROR .*$/m.exec(stderr);
+  return (line ? line[0] : stderr.trim()).slice(0, 500);
+}

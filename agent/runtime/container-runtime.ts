@@ -145,8 +145,9 @@ export interface ContainerRuntime {
    * credentials (`--user`, and the password in `env.MYSQL_PWD`, never on the command line).
    * `stdin` is piped in (its end is the program's EOF); stdout is returned, or streamed to
    * `stdout` when given, honouring back-pressure, and that stream is ended when the program's
-   * output ends, before the promise resolves (the returned stdout is then empty). Never uses a
-   * shell. Resolves with the exit code; rejects only when the program cannot be started.
+   * output ends, before the promise resolves (the returned stdout is then empty); if the caller
+   * destroys that stream first, the program is stopped. Never uses a shell. Resolves with the
+   * exit code; rejects only when the program cannot be started.
    */
   exec(
     name: string,

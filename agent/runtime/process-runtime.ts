@@ -309,11 +309,28 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       });
       let stdout = '';
       let stderr = '';
-      if (io?.stdout) child.stdout.pipe(io.stdout);
-      else child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      if (io?.stdout) {
+        const sink = io.stdout as NodeJS.WritableStream & { writableFinished?: boolean };
+        child.stdout.pipe(sink);
+        // A consumer that gave up (destroyed its stream) stops the program instead of leaving
+        // it blocked on a full pipe.
+        sink.once('close', () => {
+          if (!sink.writableFinished && child.exitCode === null) child.kill('SIGTERM');
+        });
+      } else child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      if (io?.stdin) io.stdin.pipe(child.stdin);
-      else child.stdin.end();
+      // The program may exit before reading all of its input (an SQL error); the broken pipe is
+      // its failure to report through the exit code, not an agent crash.
+      child.stdin.on('error', () => undefined);
+      if (io?.stdin) {
+        // Input that breaks half way must not look like a complete one: the program is stopped
+        // instead of seeing EOF, so it fails.
+        io.stdin.once('error', (err: Error) => {
+          stderr += `input failed: ${err.message}\n`;
+          child.kill('SIGTERM');
+        });
+        io.stdin.pipe(child.stdin);
+      } else child.stdin.end();
       const exitCode = await new Promise<number>((resolve, reject) => {
         child.once('error', reject);
         child.once('close', (code) => resolve(code ?? 1));

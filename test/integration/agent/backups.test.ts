@@ -159,4 +159,27 @@ describe('agent: backups and restore (1 node)', () => {
     // Snapshots are not touched by the auto retention.
     expect(driver.db(11)!.backups.filter((b) => b.type === 'snapshot')).toHaveLength(3);
   });
+
+  it('a backup that fails to load is reported as a failed restore; the agent keeps running', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const { createHash } = await import('node:crypto');
+    const { mkdirSync } = await import('node:fs');
+    // Valid gzip and checksum, broken SQL followed by a lot of input the client never reads.
+    const body = gzipSync(Buffer.concat([Buffer.from('SELECT 1;\nTHIS IS NOT SQL;\n'), Buffer.alloc(8 * 1024 * 1024, '-- filler\n')]));
+    const id = 900;
+    const dir = join(stateDir, 'backups', '11', String(id));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'dump.sql.gz'), body);
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({
+      id, databaseId: 11, label: 'broken_sql', type: 'snapshot', target: 'primary', createdMs: clock.now(), finishedMs: clock.now(),
+      engineVersion: db.version, gtidPos: '', format: 'mariadb-dump+gzip', file: 'dump.sql.gz', sizeBytes: body.length,
+      sha256: createHash('sha256').update(body).digest('hex'), databases: [],
+    }));
+    const r = await op({ restore: { backupId: id } });
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(/^loading backup 900 failed: ERROR 1064 .*SQL syntax/);
+    await driver.waitFor(() => driver.db(11)?.status === 'active', 10_000, 'active again');
+    const seen = driver.reports.length;
+    await driver.waitFor(() => driver.reports.length > seen + 1, 5000, 'agent still reporting');
+  });
 });

@@ -176,6 +176,17 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
       expect(denied.stderr).toMatch(/Access denied/);
     });
 
+    it('exec stops the program when the caller destroys the output stream', async () => {
+      const { PassThrough } = await import('node:stream');
+      const sink = new PassThrough();
+      sink.once('data', () => sink.destroy());
+      const t0 = Date.now();
+      // About 100 MB of output: far more than any pipe buffer.
+      const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '-e', "SELECT REPEAT('x', 1000000) FROM seq_1_to_100"], { stdout: sink });
+      expect(res.exitCode).not.toBe(0);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    });
+
     it('logs returns the server error log', async () => {
       expect(await fx.runtime.logs(name, 200)).toMatch(/ready for connections/);
     });
