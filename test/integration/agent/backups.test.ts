@@ -152,6 +152,8 @@ describe('agent: backups and restore (1 node)', () => {
       clock.set(Date.UTC(2026, 0, day, 0, 0, 5));
       await driver.waitFor(() => autos().some((b) => new Date(Number(b.createdMs)).getUTCDate() === day), 15_000, `auto backup of day ${day}`);
     }
+    // Retention runs right after the backup is stored.
+    await driver.waitFor(() => autos().length === 7, 5000, 'pruned to 7');
     const left = autos();
     expect(left).toHaveLength(7);
     expect(left.map((b) => new Date(Number(b.createdMs)).getUTCDate()).sort((a, b) => a - b)).toEqual([4, 5, 6, 7, 8, 9, 10]);
