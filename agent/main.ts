@@ -8,7 +8,7 @@ import { createAgent, type Agent } from './agent.js';
 import { detectLocalCatalogue, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
-import type { ContainerRuntime } from './runtime/container-runtime.js';
+import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 
 export interface StartAgentOptions {
@@ -37,8 +37,13 @@ export interface StartAgentOptions {
 export interface RunningAgent {
   agent: Agent;
   runtime: ContainerRuntime;
-  /** Stops the agent's own work (stream, loops, front proxies). Database nodes keep running. */
-  close(): Promise<void>;
+  /**
+   * Stops the agent's own work (stream, loops, front proxies). Database nodes keep running
+   * (an agent restart must not interrupt them) unless `stopNodes` is set, as the lab does on
+   * Ctrl-C: then every node of this agent is stopped gracefully, data kept, and the next start
+   * of the agent starts them again.
+   */
+  close(opts?: { stopNodes?: boolean }): Promise<void>;
 }
 
 async function makeRuntime(kind: 'process' | 'docker', stateDir: string, logger: Logger): Promise<ContainerRuntime> {
@@ -105,9 +110,13 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   return {
     agent,
     runtime,
-    async close() {
+    async close(closeOpts?: { stopNodes?: boolean }) {
       await stream.close();
       await agent.close();
+      if (closeOpts?.stopNodes) {
+        const nodes = await runtime.list({ [LABEL_AGENT]: opts.id });
+        await Promise.all(nodes.filter((n) => n.state === 'running').map((n) => runtime.stop(n.name).catch((err: Error) => logger.warn({ err, node: n.name }, 'node did not stop'))));
+      }
       await runtime.close();
       await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
     },

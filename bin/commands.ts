@@ -91,10 +91,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     metricsPort: f['metrics-port'] as number | undefined,
   });
   writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid }, null, 2));
-  onShutdown(async () => {
-    if (f['stop-nodes-on-exit']) await (agent as any).stopAllNodes?.();
-    await agent.close();
-  });
+  onShutdown(() => agent.close({ stopNodes: Boolean(f['stop-nodes-on-exit']) }));
 }
 
 export async function runTokenCreate(argv: string[]): Promise<void> {

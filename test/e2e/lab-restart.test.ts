@@ -4,6 +4,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { api, startLab, until, type RunningLab } from '../helpers/lab.js';
 import { ask, echoBackend } from '../helpers/tcp.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import mysql from 'mysql2/promise';
+
+/** Pids of mariadbd/mysqld processes whose command line mentions `dir`. */
+function serversUnder(dir: string): number[] {
+  const pids: number[] = [];
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      if (/mariadbd|mysqld/.test(cmd) && cmd.includes(dir)) pids.push(Number(p));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
+
+async function dbConnect(call: ReturnType<typeof api>, id: number): Promise<mysql.Connection> {
+  const db = (await call('GET', `/v4/databases/mysql/instances/${id}`)).body;
+  const creds = (await call('GET', `/v4/databases/mysql/instances/${id}/credentials`)).body;
+  const ca = Buffer.from((await call('GET', `/v4/databases/mysql/instances/${id}/ssl`)).body.ca_certificate, 'base64').toString();
+  return mysql.createConnection({ host: db.hosts.primary, port: db.port, user: creds.username, password: creds.password, ssl: { ca }, connectTimeout: 3000 });
+}
 
 function alive(pid: number): boolean {
   try {
@@ -37,7 +61,19 @@ describe('fulcrum lab: stop and start again', () => {
     expect(created.status).toBe(200);
     await until('traffic', () => ask(created.body.ipv4, 7100, 'a').then((s) => s === 'solo:a'));
 
+    const engine = (await call('GET', '/v4/databases/engines')).body.data[0].id;
+    const db = await call('POST', '/v4/databases/mysql/instances', { label: 'lab-db', region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] });
+    expect(db.status).toBe(200);
+    await until('database active', async () => (await call('GET', `/v4/databases/mysql/instances/${db.body.id}`)).body.status === 'active', 60_000, 200);
+    const conn = await until('first connection', () => dbConnect(call, db.body.id), 20_000, 200);
+    await conn.query('CREATE DATABASE keep');
+    await conn.query('CREATE TABLE keep.t (v INT)');
+    await conn.query('INSERT INTO keep.t VALUES (42)');
+    await conn.end();
+    expect(serversUnder(stateDir).length).toBe(1);
+
     await lab.stop();
+    expect(serversUnder(stateDir)).toEqual([]);
     expect(lab.proc.exitCode).toBe(0);
     for (const pid of [first.pids.controlPlane, first.pids.dataplane, first.pids.agent]) {
       await until(`pid ${pid} gone`, () => !alive(pid), 10_000);
@@ -49,5 +85,12 @@ describe('fulcrum lab: stop and start again', () => {
     const again = await api(lab.info.apiUrl, lab.info.adminToken)('GET', `/v4/nodebalancers/${created.body.id}`);
     expect(again.body).toMatchObject({ id: created.body.id, ipv4: created.body.ipv4, label: 'survivor' });
     await until('traffic after restart', () => ask(created.body.ipv4, 7100, 'c').then((s) => s === 'solo:c'));
+    const call2 = api(lab.info.apiUrl, lab.info.adminToken);
+    const conn2 = await until('database back after restart', () => dbConnect(call2, db.body.id), 60_000, 200);
+    const [rows] = await conn2.query('SELECT v FROM keep.t');
+    expect(rows).toEqual([{ v: 42 }]);
+    await conn2.end();
+    await call2('DELETE', `/v4/databases/mysql/instances/${db.body.id}`);
+    await until('database removed', () => serversUnder(stateDir).length === 0, 30_000);
   });
 });
