@@ -367,9 +367,11 @@ export class DatabaseController {
 
   private async execute(a: Action): Promise<void> {
     const end = this.deps.metrics?.actionSeconds.startTimer({ action: a.kind });
+    const started = Date.now();
     try {
       await this.executeInner(a);
       this.deps.metrics?.actions.inc({ action: a.kind, result: 'ok' });
+      this.log.info({ action: a, ms: Date.now() - started }, 'action done');
       if (a.kind === 'failover') this.deps.metrics?.failovers.inc();
     } catch {
       this.deps.metrics?.actions.inc({ action: a.kind, result: 'error' });
