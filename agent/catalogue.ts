@@ -40,7 +40,9 @@ export async function detectLocalCatalogue(
     try {
       const { stdout } = await run(binary, ['--version'], { timeout: 10_000 });
       const version = parseServerVersion(stdout);
-      if (!version || seen.has(version)) continue;
+      // The agent's replication, semi-sync, encryption and account SQL is MariaDB's; a MySQL
+      // server binary is not offered (docs/agent.md §8).
+      if (!version || seen.has(version) || !/MariaDB/i.test(stdout)) continue;
       seen.add(version);
       out.push({ id: `mysql/${version}`, engine: 'mysql', version, binary });
     } catch {
