@@ -75,7 +75,10 @@ export class HttpSession implements BackendOwner {
   private setCookie = false;
   private clientEnded = false;
 
+  readonly copiesBackendBytes: boolean;
+
   constructor(private readonly rt: ConfigRuntime, private readonly client: Socket, tls: boolean) {
+    this.copiesBackendBytes = tls;
     this.ip = normaliseIp(client.remoteAddress ?? '');
     this.hash = hashString(this.ip);
     this.xff = Buffer.from(`X-Forwarded-For: ${this.ip}\r\nX-Forwarded-Proto: ${tls ? 'https' : 'http'}\r\n\r\n`, 'latin1');
@@ -401,6 +404,10 @@ export class HttpSession implements BackendOwner {
     // The head (when not already written) goes out in the same write as the body bytes.
     this.responseBody(conn, chunk, from, this.headFrom >= 0 ? this.headFrom : from);
     this.headFrom = -1;
+  }
+
+  keepsBackendBytes(): boolean {
+    return this.resBuf !== null || this.client.writableLength > 0;
   }
 
   /** Handles response heads at the start of `b`; returns where the body starts, or -1. */
