@@ -7,6 +7,7 @@ import type { grpc } from '../lib/grpc.js';
 import type { Db } from './store/sqlite/database.js';
 import type { Router } from './api/router.js';
 import type { AuthService } from './domain/auth/auth-service.js';
+import type { UserService } from './domain/auth/user-service.js';
 import type { EventService } from './domain/events/event-service.js';
 import type { RegionCatalogue } from './domain/regions.js';
 import type { AddressRepository, KeyValueRepository } from './store/ports.js';
@@ -24,6 +25,8 @@ export interface ControlPlaneContext {
   app: FastifyInstance;
   grpcServer: grpc.Server;
   auth: AuthService;
+  /** Account users and grants; product areas register the entities grants may name. */
+  users: UserService;
   events: EventService;
   regions: RegionCatalogue;
   addresses: AddressRepository;
@@ -91,6 +94,8 @@ export async function registerExtensions(ctx: ControlPlaneContext): Promise<void
     },
   });
 
+  // Grants can name databases (and are checked against the ones that exist), like NodeBalancers.
+  ctx.users.registerEntities('database', () => repo.list().filter((d) => !d.deleting).map((d) => ({ id: d.id, label: d.label })));
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
   ctx.router.get('/fulcrum/agents', 'databases:read_only', () => ({ data: agents.connectedAgents() }));

@@ -93,7 +93,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const grpcServer = new grpc.Server(serverOptions);
   push.register(grpcServer);
 
-  const context: ControlPlaneContext = { db, router, app, grpcServer, auth, events, regions, addresses, kv, clock, logger, registry, stateDir: opts.stateDir, databasePool: opts.databasePool ?? '127.78.0.0/16', hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com', closers: [] };
+  const context: ControlPlaneContext = { db, router, app, grpcServer, auth, users: userService, events, regions, addresses, kv, clock, logger, registry, stateDir: opts.stateDir, databasePool: opts.databasePool ?? '127.78.0.0/16', hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com', closers: [] };
   await registerExtensions(context);
 
   const grpcPort = await new Promise<number>((resolve, reject) =>
