@@ -15,6 +15,17 @@ export const SERVER_TIMEOUT_MS = 60_000;
 export const POOL_MAX_IDLE = 256;
 /** Size of a connection's read buffer (one per connection, reused from read to read). */
 export const READ_BUFFER = 32 * 1024;
+/** Read buffers of closed connections kept for new ones (at most 16 MiB). */
+const SPARE_MAX = 512;
+const spare: Buffer[] = [];
+
+/**
+ * A read buffer for a new connection: a closed connection's when there is one. Short-lived
+ * connections (a client that sends `Connection: close`) then allocate nothing per request.
+ */
+function takeReadBuffer(): Buffer {
+  return spare.pop() ?? Buffer.allocUnsafeSlow(READ_BUFFER);
+}
 
 /** What a backend connection reports to the HTTP session that currently owns it. */
 export interface BackendOwner {
@@ -51,7 +62,7 @@ export class BackendConn implements Pooled {
   reused = false;
   private dead = false;
   private idleSince = 0;
-  private rbuf = Buffer.allocUnsafeSlow(READ_BUFFER);
+  private rbuf = takeReadBuffer();
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -89,7 +100,7 @@ export class BackendConn implements Pooled {
     }
     owner.onBackendData(this, n === buf.length ? buf : buf.subarray(0, n));
     // Asked of the owner that got the bytes, even if it has released this connection since.
-    if (owner.keepsBackendBytes()) this.rbuf = Buffer.allocUnsafeSlow(READ_BUFFER);
+    if (owner.keepsBackendBytes()) this.rbuf = takeReadBuffer();
     return true;
   };
 
@@ -104,6 +115,9 @@ export class BackendConn implements Pooled {
   };
 
   private readonly onClose = (): void => {
+    // No more reads, and the current buffer holds nothing anyone kept (a kept one was swapped
+    // out right after the read), so the next connection may have it.
+    if (spare.length < SPARE_MAX) spare.push(this.rbuf);
     this.dead = true;
     this.unpool();
     const o = this.owner;
