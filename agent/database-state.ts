@@ -30,6 +30,8 @@ export interface DbState {
   /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */
   lastAutoBackupDay?: string;
   error?: string;
+  /** Base64 AES-256 key for this database's encrypted backups (state.json is mode 0600). */
+  backupKey?: string;
   /** The last desired spec acted on (used when the control plane is away). */
   desired?: DesiredDatabase__Output;
 }

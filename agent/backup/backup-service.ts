@@ -5,13 +5,17 @@ import { createGunzip, createGzip } from 'node:zlib';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
 import type { DatabaseController } from '../database-controller.js';
-import { clientError, customerAccountsSql, customerSchemas, SYSTEM_SCHEMAS, SYSTEM_USERS } from '../mysql/customer-data.js';
+import { clientError, customerAccountsSql, customerSchemas, SYSTEM_USERS } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
+import { BACKUP_CIPHER, createDecryptStream, createEncryptStream, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
 
 const DUMP_FILE = 'dump.sql.gz';
+const ENCRYPTED_FILE = 'dump.sql.gz.aes';
+/** Backup id reserved for a restore's safety copy (customer backups count from 1). */
+const SAFETY_ID = 0;
 
 export interface TakeOptions {
   type: 'auto' | 'snapshot';
@@ -53,25 +57,30 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
   }
 
-  async function take(c: DatabaseController, o: TakeOptions): Promise<BackupManifest> {
+  /** The database's backup key, made on first use (kept in its state, mode 0600). */
+  async function backupKey(c: DatabaseController): Promise<string> {
     const s = c.state!;
-    if (o.type === 'snapshot') {
-      const existing = (await refresh(c.id)).filter((b) => b.type === 'snapshot');
-      if (existing.some((b) => b.label === o.label)) throw new Error(`a backup labelled ${o.label} already exists`);
-      if (existing.length >= 3) throw new Error('this database already has 3 snapshot backups; delete one first');
+    if (!s.backupKey) {
+      s.backupKey = newBackupKey();
+      await c.save();
     }
-    const id = s.nextBackupId++;
-    await c.save();
-    const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
-    creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
+    return s.backupKey;
+  }
+
+  /**
+   * Writes backup `id` of database c from `node`: accounts then mariadb-dump, gzip, encrypted
+   * when the database is `encrypted`, hashed as stored, manifest last.
+   */
+  async function dump(c: DatabaseController, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>): Promise<BackupManifest> {
+    const s = c.state!;
     const started = Date.now();
     try {
-      const node = sourceNode(c, o.target);
       const admin = await c.adminTarget(node);
       const { gtid, databases } = await withAdmin(admin, async (x) => ({
         gtid: await gtidCurrentPos(x),
         databases: await customerSchemas(x),
       }));
+      const encrypted = c.desired?.encrypted === true;
       const hash = createHash('sha256');
       let size = 0;
       const tap = new Transform({
@@ -82,8 +91,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         },
       });
       const gzip = createGzip({ level: 6 });
-      const out = await opts.storage.writer(c.id, id, DUMP_FILE);
-      const written = pipeline(gzip, tap, out);
+      const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
+      const out = await opts.storage.writer(c.id, id, file);
+      const written = encrypted ? pipeline(gzip, createEncryptStream(await backupKey(c)), tap, out) : pipeline(gzip, tap, out);
       gzip.write(await usersSql(c, node));
       if (databases.length > 0) {
         const res = await opts.runtime.exec(
@@ -98,17 +108,35 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       }
       await written;
       const manifest: BackupManifest = {
-        id, databaseId: c.id, label: o.label, type: o.type, target: node === s.primary ? 'primary' : 'secondary',
-        createdMs: o.nowMs, finishedMs: o.nowMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid,
-        format: 'mariadb-dump+gzip', file: DUMP_FILE, sizeBytes: size, sha256: hash.digest('hex'), databases,
+        id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
+        finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid,
+        format: encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-dump+gzip',
+        ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
+        file, sizeBytes: size, sha256: hash.digest('hex'), databases,
       };
       await opts.storage.commit(manifest);
-      log.info({ database: c.id, backup: id, type: o.type, bytes: size, ms: Date.now() - started, node }, 'backup taken');
+      log.info({ database: c.id, backup: id, type: meta.type, bytes: size, encrypted, ms: Date.now() - started, node }, 'backup taken');
       await refresh(c.id);
       return manifest;
     } catch (err) {
       await opts.storage.remove(c.id, id).catch(() => undefined);
       throw err;
+    }
+  }
+
+  async function take(c: DatabaseController, o: TakeOptions): Promise<BackupManifest> {
+    const s = c.state!;
+    if (o.type === 'snapshot') {
+      const existing = (await refresh(c.id)).filter((b) => b.type === 'snapshot');
+      if (existing.some((b) => b.label === o.label)) throw new Error(`a backup labelled ${o.label} already exists`);
+      if (existing.length >= 3) throw new Error('this database already has 3 snapshot backups; delete one first');
+    }
+    const id = s.nextBackupId++;
+    await c.save();
+    const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
+    creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
+    try {
+      return await dump(c, id, sourceNode(c, o.target), { label: o.label, type: o.type, createdMs: o.nowMs });
     } finally {
       creating.set(c.id, (creating.get(c.id) ?? []).filter((b) => b.id !== id));
     }
@@ -131,46 +159,92 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   /**
-   * Restores in place: verify, stop client traffic at the front proxy, drop the customer's
-   * schemas and accounts on the primary, load the dump there with the binlog on (so the
-   * replicas are rebuilt from the primary through replication), re-apply linroot from the
-   * desired state, wait for the replicas to agree, and let traffic back in. hosts, port and
-   * credentials do not change.
+   * Replaces the customer's data on node p with backup m: drops the customer schemas and
+   * accounts, then loads the dump (decrypted when the manifest says so) with the binlog on, so
+   * the replicas follow through replication. Throws with the client's ERROR line.
+   */
+  async function replaceData(c: DatabaseController, p: number, m: BackupManifest): Promise<void> {
+    const s = c.state!;
+    const what = m.type === 'pre-restore' ? 'the safety copy' : `backup ${m.id}`;
+    let decrypt: Transform | undefined;
+    if (m.format === 'mariadb-dump+gzip+aes-256-gcm') {
+      if (m.encryption?.scheme !== BACKUP_CIPHER) throw new Error(`${what} uses an unknown encryption scheme ${m.encryption?.scheme ?? '(none)'}; nothing was changed`);
+      if (!s.backupKey) throw new Error(`${what} is encrypted but this database has no backup key; nothing was changed`);
+      decrypt = createDecryptStream(s.backupKey);
+    } else if (m.format !== 'mariadb-dump+gzip') {
+      throw new Error(`${what} has an unknown format ${String(m.format)}; nothing was changed`);
+    }
+    await withAdmin(await c.adminTarget(p), async (x) => {
+      for (const d of await customerSchemas(x)) await x.query(`DROP DATABASE \`${d.replace(/`/g, '``')}\``);
+      for (const u of await q(x, 'SELECT User, Host FROM mysql.user')) {
+        if (!SYSTEM_USERS.includes(String(u.User))) await x.query('DROP USER ?@?', [u.User, u.Host]);
+      }
+    });
+    const input = createGunzip();
+    const src = opts.storage.reader(c.id, m.id, m.file);
+    const feeding = (decrypt ? pipeline(src, decrypt, input) : pipeline(src, input)).catch((err: Error) => err);
+    const res = await opts.runtime.exec(c.nodeName(p), ['mariadb', '--user=root', '--binary-mode'], {
+      stdin: input,
+      env: { MYSQL_PWD: s.adminPassword },
+    });
+    // A client that stopped early (an SQL error) leaves input unread; stop feeding it.
+    input.destroy();
+    const fed = await feeding;
+    if (res.exitCode !== 0) throw new Error(`loading ${what} failed: ${clientError(res.stderr)}`);
+    if (fed instanceof Error) throw new Error(`reading ${what} failed: ${fed.message}`);
+  }
+
+  /** linroot from the desired state, then every healthy replica caught up with the primary. */
+  async function settle(c: DatabaseController, p: number): Promise<void> {
+    await c.syncAccounts();
+    const pos = await withAdmin(await c.adminTarget(p), (x) => gtidCurrentPos(x));
+    for (const k of c.healthyReplicas()) {
+      await withAdmin(await c.adminTarget(k), (x) => waitForGtid(x, pos, 60));
+    }
+  }
+
+  /**
+   * Restores in place: verify, stop client traffic at the front proxy, take a safety copy of
+   * the current data from the primary (same machinery, backup id 0, type `pre-restore`, never
+   * listed), replace the data with the backup, re-apply linroot from the desired state, wait
+   * for the replicas to agree, and let traffic back in. If the load fails at any point, the
+   * safety copy is loaded the same way and the restore fails with the client's error: the
+   * database is left with the data it had. hosts, port and credentials do not change.
    */
   async function restore(c: DatabaseController, backupId: number): Promise<void> {
-    const m = (await refresh(c.id)).find((b) => b.id === backupId);
+    const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await verify(m);
     await c.runExclusive('restore', async () => {
-      const s = c.state!;
-      const p = s.primary;
+      const p = c.state!.primary;
       c.pauseTraffic();
       try {
-        await withAdmin(await c.adminTarget(p), async (x) => {
-          for (const r of await q(x, 'SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA')) {
-            if (!SYSTEM_SCHEMAS.includes(String(r.s))) await x.query(`DROP DATABASE \`${String(r.s).replace(/`/g, '``')}\``);
-          }
-          for (const u of await q(x, 'SELECT User, Host FROM mysql.user')) {
-            if (!SYSTEM_USERS.includes(String(u.User))) await x.query('DROP USER ?@?', [u.User, u.Host]);
-          }
-        });
-        const input = createGunzip();
-        const feeding = pipeline(opts.storage.reader(c.id, m.id, m.file), input).catch((err: Error) => err);
-        const res = await opts.runtime.exec(c.nodeName(p), ['mariadb', '--user=root', '--binary-mode'], {
-          stdin: input,
-          env: { MYSQL_PWD: s.adminPassword },
-        });
-        // A client that stopped early (an SQL error) leaves input unread; stop feeding it.
-        input.destroy();
-        const fed = await feeding;
-        if (res.exitCode !== 0) throw new Error(`loading backup ${m.id} failed: ${clientError(res.stderr)}`);
-        if (fed instanceof Error) throw new Error(`reading backup ${m.id} failed: ${fed.message}`);
-        await c.syncAccounts();
-        const pos = await withAdmin(await c.adminTarget(p), (x) => gtidCurrentPos(x));
-        for (const k of c.healthyReplicas()) {
-          await withAdmin(await c.adminTarget(k), (x) => waitForGtid(x, pos, 60));
+        let safety: BackupManifest;
+        try {
+          await opts.storage.remove(c.id, SAFETY_ID);
+          safety = await dump(c, SAFETY_ID, p, { label: 'pre-restore', type: 'pre-restore', createdMs: Date.now() });
+        } catch (err) {
+          throw new Error(`backup ${m.id} was not restored: the safety copy of the current data failed (${(err as Error).message}); nothing was changed`);
         }
+        try {
+          await replaceData(c, p, m);
+        } catch (err) {
+          const cause = (err as Error).message;
+          log.warn({ database: c.id, backup: m.id, err: cause }, 'restore failed; putting the previous data back');
+          try {
+            await replaceData(c, p, safety);
+            await settle(c, p);
+          } catch (err2) {
+            log.error({ database: c.id, err: err2 }, 'the safety copy could not be loaded');
+            throw new Error(`${cause}; putting the previous data back also failed (${(err2 as Error).message}); the safety copy is kept as backup ${SAFETY_ID} of database ${c.id} in the agent's storage`);
+          }
+          await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
+          throw new Error(`${cause}; the data from before the restore was put back`);
+        }
+        await settle(c, p);
+        await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
       } finally {
+        await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
         await c.syncProxies().catch((err) => log.error({ err }, 'front proxy not restored'));
       }
@@ -179,14 +253,14 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   async function remove(c: DatabaseController, backupId: number): Promise<void> {
-    const m = (await refresh(c.id)).find((b) => b.id === backupId);
+    const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await opts.storage.remove(c.id, backupId);
     await refresh(c.id);
   }
 
   function report(dbId: number): BackupInfo[] {
-    const done: BackupInfo[] = (manifests.get(dbId) ?? []).map((m) => ({
+    const done: BackupInfo[] = (manifests.get(dbId) ?? []).filter((m) => m.type !== 'pre-restore').map((m) => ({
       id: m.id, label: m.label, type: m.type, createdMs: m.createdMs, sizeBytes: m.sizeBytes, status: 'ready', target: m.target,
     }));
     return [...done, ...(creating.get(dbId) ?? [])];

@@ -8,7 +8,8 @@ export interface BackupManifest {
   id: number;
   databaseId: number;
   label: string;
-  type: 'auto' | 'snapshot';
+  /** `pre-restore`: the safety copy a restore takes first; never listed to the customer. */
+  type: 'auto' | 'snapshot' | 'pre-restore';
   /** Node role the dump was taken from. */
   target: 'primary' | 'secondary';
   createdMs: number;
@@ -16,10 +17,13 @@ export interface BackupManifest {
   engineVersion: string;
   /** GTID position of the source when the dump started. */
   gtidPos: string;
-  format: 'mariadb-dump+gzip';
+  /** How `file` was made; `+aes-256-gcm` files need the database's backup key to read. */
+  format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm';
+  /** Set for encrypted files: the framing scheme (backup-crypto.ts). */
+  encryption?: { scheme: string; frameBytes: number };
   file: string;
   sizeBytes: number;
-  /** Hex SHA-256 of the compressed file. */
+  /** Hex SHA-256 of the stored bytes (after compression and encryption). */
   sha256: string;
   databases: string[];
 }

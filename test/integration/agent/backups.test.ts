@@ -4,7 +4,7 @@
  * with the data kept, the 3-snapshot limit, and auto backups at 00:00 UTC of an injected clock
  * keeping the newest 7.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import { ManualClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: backups and restore (1 node)', () => {
@@ -22,7 +22,6 @@ describe('agent: backups and restore (1 node)', () => {
   let db: DesiredDatabase;
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
   const net = testNet('127.78', 24);
-  let opSeq = 0;
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentbk-'));
@@ -49,13 +48,7 @@ describe('agent: backups and restore (1 node)', () => {
   const connect = (user = 'linroot', password = db.rootPassword!) =>
     connectFrom({ source: '127.0.0.7', host: db.hostPrimary!, port: 3306, user, password, ca: driver.db(11)!.caCertPem });
 
-  async function op(body: Record<string, unknown>): Promise<{ ok: boolean; error: string; backupId: number }> {
-    const operationId = `op-${++opSeq}`;
-    driver.addOperation({ operationId, databaseId: 11, ...body });
-    const r = await driver.waitFor(() => driver.last()?.operationResults.find((x) => x.operationId === operationId), 30_000, operationId);
-    driver.ackOperation(operationId);
-    return r;
-  }
+  const op = (body: Parameters<typeof runOperation>[2]) => runOperation(driver, 11, body, 30_000);
   const ids = async () => {
     const c = await connect();
     const [rows] = await c.query('SELECT id FROM app.t ORDER BY id');
@@ -162,26 +155,25 @@ describe('agent: backups and restore (1 node)', () => {
     expect(driver.db(11)!.backups.filter((b) => b.type === 'snapshot')).toHaveLength(3);
   });
 
-  it('a backup that fails to load is reported as a failed restore; the agent keeps running', async () => {
-    const { gzipSync } = await import('node:zlib');
-    const { createHash } = await import('node:crypto');
-    const { mkdirSync } = await import('node:fs');
-    // Valid gzip and checksum, broken SQL followed by a lot of input the client never reads.
-    const body = gzipSync(Buffer.concat([Buffer.from('SELECT 1;\nTHIS IS NOT SQL;\n'), Buffer.alloc(8 * 1024 * 1024, '-- filler\n')]));
+  it('a backup that passes the checksum but fails halfway: the restore fails, naming the error, and no row is lost', async () => {
+    const before = await ids();
+    expect(before).toEqual([1, 2, 3, 6]);
     const id = 900;
-    const dir = join(stateDir, 'backups', '11', String(id));
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'dump.sql.gz'), body);
-    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({
-      id, databaseId: 11, label: 'broken_sql', type: 'snapshot', target: 'primary', createdMs: clock.now(), finishedMs: clock.now(),
-      engineVersion: db.version, gtidPos: '', format: 'mariadb-dump+gzip', file: 'dump.sql.gz', sizeBytes: body.length,
-      sha256: createHash('sha256').update(body).digest('hex'), databases: [],
-    }));
+    await craftBackup(stateDir, { databaseId: 11, id, label: 'broken_sql', engineVersion: db.version!, sql: halfBrokenDump('app', 't') });
+    const seen = driver.reports.length;
     const r = await op({ restore: { backupId: id } });
     expect(r.ok).toBe(false);
-    expect(r.error).toMatch(/^loading backup 900 failed: ERROR 1064 .*SQL syntax/);
+    expect(r.error).toMatch(/^loading backup 900 failed: ERROR 1064 .*SQL syntax.*; the data from before the restore was put back$/);
     await driver.waitFor(() => driver.db(11)?.status === 'active', 10_000, 'active again');
-    const seen = driver.reports.length;
-    await driver.waitFor(() => driver.reports.length > seen + 1, 5000, 'agent still reporting');
+    expect(await ids()).toEqual(before);
+    // Accounts are part of the safety copy too.
+    const app = await connect('appuser', 'App.Pass_1');
+    await app.end();
+    // The safety copy was never a customer backup.
+    const listed = driver.reports.slice(seen).flatMap((rep) => rep.databases.find((d) => d.id === 11)?.backups ?? []);
+    expect(listed.filter((b) => Number(b.id) === 0 || b.type === 'pre-restore')).toEqual([]);
+    expect(existsSync(join(stateDir, 'backups', '11', '0'))).toBe(false);
+    const after = driver.reports.length;
+    await driver.waitFor(() => driver.reports.length > after + 1, 5000, 'agent still reporting');
   });
 });

@@ -145,3 +145,50 @@ export async function connectFrom(opts: {
     ...(opts.ca ? { ssl: { ca: opts.ca } } : {}),
   });
 }
+
+let operationSeq = 0;
+
+/** Sends one operation, waits for its result, acknowledges it (the control plane's part). */
+export async function runOperation(
+  driver: Driver,
+  databaseId: number,
+  body: Omit<Operation, 'operationId' | 'databaseId'>,
+  timeoutMs = 60_000,
+): Promise<{ ok: boolean; error: string; backupId: number }> {
+  const operationId = `op-${process.pid}-${++operationSeq}`;
+  driver.addOperation({ operationId, databaseId, ...body });
+  const r = await driver.waitFor(() => driver.last()?.operationResults.find((x) => x.operationId === operationId), timeoutMs, operationId);
+  driver.ackOperation(operationId);
+  return { ok: r.ok, error: r.error, backupId: Number(r.backupId) };
+}
+
+/**
+ * Stores a backup with the given SQL through the agent's storage port, with a correct
+ * checksum and manifest: what a restore sees is a backup that passes verification.
+ */
+export async function craftBackup(stateDir: string, m: { databaseId: number; id: number; label: string; engineVersion: string; sql: Buffer }): Promise<void> {
+  const { gzipSync } = await import('node:zlib');
+  const { createHash } = await import('node:crypto');
+  const { join } = await import('node:path');
+  const { createLocalBackupStorage } = await import('../../../agent/backup/backup-storage.js');
+  const storage = createLocalBackupStorage(join(stateDir, 'backups'));
+  const body = gzipSync(m.sql);
+  const out = await storage.writer(m.databaseId, m.id, 'dump.sql.gz');
+  await new Promise<void>((resolve, reject) => out.end(body, () => resolve()).on('error', reject));
+  await storage.commit({
+    id: m.id, databaseId: m.databaseId, label: m.label, type: 'snapshot', target: 'primary', createdMs: Date.now(), finishedMs: Date.now(),
+    engineVersion: m.engineVersion, gtidPos: '', format: 'mariadb-dump+gzip', file: 'dump.sql.gz', sizeBytes: body.length,
+    sha256: createHash('sha256').update(body).digest('hex'), databases: [],
+  });
+}
+
+/**
+ * SQL shaped like one of our dumps that fails halfway: it drops and re-creates `schema`, loads
+ * a row, then hits a syntax error followed by more input the client never reads.
+ */
+export function halfBrokenDump(schema: string, table: string): Buffer {
+  return Buffer.concat([
+    Buffer.from(`DROP DATABASE IF EXISTS \`${schema}\`;\nCREATE DATABASE \`${schema}\`;\nCREATE TABLE \`${schema}\`.\`${table}\` (id INT PRIMARY KEY);\nINSERT INTO \`${schema}\`.\`${table}\` VALUES (424242);\nTHIS IS NOT SQL;\n`),
+    Buffer.alloc(8 * 1024 * 1024, '-- filler\n'),
+  ]);
+}

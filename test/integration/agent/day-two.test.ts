@@ -13,7 +13,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue, type CatalogueEntry } from '../../../agent/catalogue.js';
 import { q, withAdmin } from '../../../agent/mysql/admin.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 /** Inserts 20 rows per second through an endpoint, reconnecting on errors. */
@@ -68,7 +68,6 @@ describe('agent: day two on real clusters', () => {
   // Monday 2 March 2026, 10:00 UTC; the window is Sunday 20:00-21:00.
   const clock = new ManualClock(Date.UTC(2026, 2, 2, 10, 0, 0));
   const net = testNet('127.78', 25);
-  let opSeq = 0;
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agent2d-'));
@@ -109,13 +108,7 @@ describe('agent: day two on real clusters', () => {
   function connectTo(d: DesiredDatabase, host = d.hostPrimary!) {
     return connectFrom({ source: '127.0.0.8', host, port: 3306, user: 'linroot', password: d.rootPassword!, ca: driver.db(d.id as number)!.caCertPem });
   }
-  async function op(databaseId: number, body: Record<string, unknown>, timeoutMs = 60_000) {
-    const operationId = `op-${++opSeq}`;
-    driver.addOperation({ operationId, databaseId, ...body });
-    const r = await driver.waitFor(() => driver.last()?.operationResults.find((x) => x.operationId === operationId), timeoutMs, operationId);
-    driver.ackOperation(operationId);
-    return r;
-  }
+  const op = (databaseId: number, body: Parameters<typeof runOperation>[2]) => runOperation(driver, databaseId, body);
   async function nodeCounts(id: number): Promise<number[]> {
     const c = agent.agent.database(id)!;
     const out: number[] = [];
@@ -142,6 +135,23 @@ describe('agent: day two on real clusters', () => {
     const [rows] = await r.query('SELECT id FROM app.t ORDER BY id');
     expect((rows as any[]).map((x) => x.id)).toEqual([1, 2, 3]);
     await r.end();
+  });
+
+  it('3 nodes: a backup that fails halfway leaves every node with the rows from before, and the error is reported', async () => {
+    const c = await connectTo(three);
+    await c.query('INSERT INTO app.t VALUES (10), (11)');
+    await c.end();
+    await craftBackup(stateDir, { databaseId: 21, id: 900, label: 'broken_sql', engineVersion: three.version!, sql: halfBrokenDump('app', 't') });
+    const r = await op(21, { restore: { backupId: 900 } });
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(/^loading backup 900 failed: ERROR 1064 .*; the data from before the restore was put back$/);
+    await driver.waitFor(() => driver.db(21)?.status === 'active', 20_000, 'active after the failed restore');
+    // The agent waited for the replicas before answering: all three agree already.
+    expect(await nodeCounts(21)).toEqual([5, 5, 5]);
+    const w = await connectTo(three);
+    const [rows] = await w.query('SELECT id FROM app.t ORDER BY id');
+    expect((rows as any[]).map((x) => x.id)).toEqual([1, 2, 3, 10, 11]);
+    await w.end();
   });
 
   it('3 nodes: a pending patch waits for the window, then rolls without losing a committed row', async () => {
