@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Transform } from 'node:stream';
+import { PassThrough, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import type { Logger } from '../../lib/logger.js';
@@ -26,11 +26,12 @@ export interface TakeOptions {
 }
 
 /**
- * Logical backups and restores (DESIGN §6, issue 8). A backup is one gzip file: the customer's
- * accounts (CREATE OR REPLACE USER + GRANTs, written by the agent) followed by a
- * `mariadb-dump --single-transaction --routines --triggers --events` of every customer schema,
- * with a SHA-256 and a manifest written last. linroot, root and the replication account are
- * not in it: the agent re-applies them from the desired state after a restore, so a backup
+ * Logical backups and restores (DESIGN §6, issue 8). A backup is one gzip stream: the
+ * customer's accounts (CREATE OR REPLACE USER + GRANTs, written by the agent) followed by a
+ * `mariadb-dump --single-transaction --routines --triggers --events` of every customer schema;
+ * for `encrypted` databases it is then AES-256-GCM encrypted (backup-crypto.ts). The SHA-256 of
+ * the stored bytes and a manifest are written last. linroot, root and the replication account
+ * are not in it: the agent re-applies them from the desired state after a restore, so a backup
  * taken before a credentials reset restores cleanly (reference mysql-dbaas §1.3 caveat).
  */
 export function createBackupService(opts: { storage: BackupStorage; runtime: ContainerRuntime; logger: Logger }) {
@@ -180,15 +181,26 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         if (!SYSTEM_USERS.includes(String(u.User))) await x.query('DROP USER ?@?', [u.User, u.Host]);
       }
     });
-    const input = createGunzip();
+    // The client gets a stream only this function ends: input that breaks (unreadable,
+    // undecryptable, bad gzip) ends it early and is reported through `fed`, whatever the
+    // timing of the client's start; the partial load is then rolled back by the caller.
+    const feed = new PassThrough();
+    const pump = async (source: AsyncIterable<Buffer>) => {
+      for await (const chunk of source) {
+        if (feed.destroyed) throw new Error('the client stopped reading');
+        if (!feed.write(chunk)) await new Promise((r) => (feed.once('drain', r), feed.once('close', r)));
+      }
+    };
     const src = opts.storage.reader(c.id, m.id, m.file);
-    const feeding = (decrypt ? pipeline(src, decrypt, input) : pipeline(src, input)).catch((err: Error) => err);
+    const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), pump) : pipeline(src, createGunzip(), pump))
+      .then(() => undefined, (err: Error) => err)
+      .finally(() => feed.end());
     const res = await opts.runtime.exec(c.nodeName(p), ['mariadb', '--user=root', '--binary-mode'], {
-      stdin: input,
+      stdin: feed,
       env: { MYSQL_PWD: s.adminPassword },
     });
     // A client that stopped early (an SQL error) leaves input unread; stop feeding it.
-    input.destroy();
+    feed.destroy();
     const fed = await feeding;
     if (res.exitCode !== 0) throw new Error(`loading ${what} failed: ${clientError(res.stderr)}`);
     if (fed instanceof Error) throw new Error(`reading ${what} failed: ${fed.message}`);

@@ -329,7 +329,11 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
           stderr += `input failed: ${err.message}\n`;
           child.kill('SIGTERM');
         });
-        io.stdin.pipe(child.stdin);
+        // An input that failed before we got here never emits again: stop rather than hang.
+        if ((io.stdin as NodeJS.ReadableStream & { destroyed?: boolean }).destroyed) {
+          stderr += 'input failed before the program started\n';
+          child.kill('SIGTERM');
+        } else io.stdin.pipe(child.stdin);
       } else child.stdin.end();
       const exitCode = await new Promise<number>((resolve, reject) => {
         child.once('error', reject);

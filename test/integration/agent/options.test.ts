@@ -2,14 +2,16 @@
  * Issue 7, agent side: encryption at rest (`encrypted`), `ssl_connection: false`, and resize
  * (a larger type restarts the node with the new limits, `updating` then `active`).
  */
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { constants as zlibConstants, gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { connectFrom, desiredDb, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: encryption at rest, plain connections, resize', () => {
@@ -71,6 +73,61 @@ describe('agent: encryption at rest, plain connections, resize', () => {
     const binlogs = readdirSync(dataDir).filter((f) => /-bin\.\d+$/.test(f));
     expect(binlogs.length).toBeGreaterThan(0);
     for (const f of binlogs) expect(readFileSync(join(dataDir, f)).includes(Buffer.from('PLAINTEXT-MARKER-4711'))).toBe(false);
+  });
+
+  it('encrypted: backups are encrypted at rest, restore decrypts them, a flipped byte is refused', async () => {
+    const op = (body: Parameters<typeof runOperation>[2]) => runOperation(driver, 5, body, 30_000);
+    const snap = await op({ snapshot: { label: 'encrypted_one', target: 'primary' } });
+    expect(snap).toMatchObject({ ok: true });
+    const dir = join(stateDir, 'backups', '5', String(snap.backupId));
+    const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
+    expect(manifest).toMatchObject({ format: 'mariadb-dump+gzip+aes-256-gcm', encryption: { scheme: 'aes-256-gcm-chunked-v1' } });
+    const stored = readFileSync(join(dir, manifest.file));
+    const marker = Buffer.from('PLAINTEXT-MARKER-4711');
+    expect(stored.includes(marker)).toBe(false);
+    // Not a gzip stream either (whatever part of it one tries to inflate).
+    expect(stored.subarray(0, 2).equals(Buffer.from([0x1f, 0x8b]))).toBe(false);
+    for (let i = 0; i < stored.length - 2; i++) {
+      if (stored[i] !== 0x1f || stored[i + 1] !== 0x8b) continue;
+      let inflated: Buffer | undefined;
+      try {
+        inflated = gunzipSync(stored.subarray(i), { finishFlush: zlibConstants.Z_SYNC_FLUSH });
+      } catch {
+        inflated = undefined;
+      }
+      expect(inflated?.includes(marker) ?? false).toBe(false);
+    }
+    // The key lives in the database's state, readable by the agent only.
+    const statePath = join(stateDir, 'databases', '5', 'state.json');
+    expect(statSync(statePath).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(JSON.parse(readFileSync(statePath, 'utf8')).backupKey, 'base64')).toHaveLength(32);
+
+    const c = await connect();
+    await c.query("UPDATE app.secret SET v = 'changed' WHERE id = 1");
+    await c.query("INSERT INTO app.secret VALUES (2, 'later')");
+    await c.end();
+    expect(await op({ restore: { backupId: snap.backupId } })).toMatchObject({ ok: true, error: '' });
+    const c2 = await connect();
+    const [rows] = await c2.query('SELECT id, v FROM app.secret ORDER BY id');
+    expect(rows).toEqual([{ id: 1, v: 'PLAINTEXT-MARKER-4711' }]);
+    await c2.end();
+
+    const bytes = Buffer.from(stored);
+    bytes[Math.floor(bytes.length / 2)] ^= 0x01;
+    writeFileSync(join(dir, manifest.file), bytes);
+    const bad = await op({ restore: { backupId: snap.backupId } });
+    expect(bad.ok).toBe(false);
+    expect(bad.error).toMatch(/backup \d+ is corrupted: its checksum .*nothing was changed/);
+    // Even with a checksum that matches the changed bytes, decryption refuses them (GCM tags)
+    // and the rollback keeps the data.
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ ...manifest, sha256: createHash('sha256').update(bytes).digest('hex') }));
+    const forged = await op({ restore: { backupId: snap.backupId } });
+    expect(forged.ok).toBe(false);
+    expect(forged.error).toMatch(/(reading|loading) backup \d+ failed: .*; the data from before the restore was put back$/);
+    const c3 = await connect();
+    const [still] = await c3.query('SELECT v FROM app.secret WHERE id = 1');
+    expect((still as any[])[0].v).toBe('PLAINTEXT-MARKER-4711');
+    await c3.end();
   });
 
   it('resize: a larger type restarts the node with the new limits, updating then active', async () => {
