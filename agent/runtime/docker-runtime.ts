@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
-import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
-import { substitutePaths, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+import type { ContainerRuntime, NodeSpec, NodeStatus } from './container-runtime.js';
+import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 import { buildTemplate, containerOptions, dockerError, ensureImage, IN, specHash, stripFrames } from './docker-container.js';
 import { dockerExec } from './docker-exec.js';
 
@@ -42,42 +42,14 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   const opts = { ...o, root: o.root ?? join(o.stateDir!, 'runtime') };
   const log = opts.logger.child({ component: 'docker-runtime' });
   const docker = opts.docker ?? new Docker({ socketPath: process.env.DOCKER_SOCKET ?? '/var/run/docker.sock' });
-  const nodesDir = join(opts.root, 'nodes');
-  const locks = new Map<string, Promise<unknown>>();
+  const store = createNodeStore<NodeMeta>(opts.root);
+  const { nodeDir, hostPaths, locked, readMeta, writeMeta, validateName } = store;
   const toolNames = new Map<string, string>();
   const templates = new Map<string, Promise<string>>();
   const builtTemplates = new Set<string>();
   let hostCpus: Promise<number> | undefined;
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
-
-  const nodeDir = (name: string) => join(nodesDir, name);
-  const hostPaths = (name: string) => ({ confDir: join(nodeDir(name), 'conf'), runDir: join(nodeDir(name), 'run'), socket: join(nodeDir(name), 'run', 'mysqld.sock') });
-
-  function validateName(name: string): void {
-    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(name)) throw new FulcrumError('validation', `invalid node name ${JSON.stringify(name)}`);
-  }
-
-  function locked<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const prev = locks.get(name) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    locks.set(name, next.catch(() => undefined));
-    return next;
-  }
-
-  async function readMeta(name: string): Promise<NodeMeta | undefined> {
-    try {
-      return JSON.parse(await readFile(join(nodeDir(name), 'node.json'), 'utf8')) as NodeMeta;
-    } catch {
-      return undefined;
-    }
-  }
-
-  async function writeMeta(meta: NodeMeta): Promise<void> {
-    const file = join(nodeDir(meta.spec.name), 'node.json');
-    await writeFile(`${file}.tmp`, JSON.stringify(meta, null, 1), { mode: 0o600 });
-    await rename(`${file}.tmp`, file);
-  }
 
   /** The container's inspect data, or undefined when there is none under that name. */
   async function inspectContainer(name: string): Promise<Docker.ContainerInspectInfo | undefined> {
@@ -98,34 +70,15 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   }
 
   async function tail(name: string, lines = 50): Promise<string> {
-    let text = '';
+    const fromLog = await store.errorLogTail(name, lines);
+    if (fromLog.trim()) return fromLog;
+    // No error log yet: the server may have failed before opening it.
     try {
-      text = await readFile(join(nodeDir(name), 'error.log'), 'utf8');
+      const buf = (await docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines })) as unknown as Buffer;
+      return stripFrames(buf).split('\n').slice(-lines - 1).join('\n');
     } catch {
-      // No error log yet: the server may have failed before opening it.
+      return '';
     }
-    if (!text.trim()) {
-      try {
-        const buf = (await docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines })) as unknown as Buffer;
-        text = stripFrames(buf);
-      } catch {
-        return '';
-      }
-    }
-    return text.split('\n').slice(-lines - 1).join('\n');
-  }
-
-  function greets(socket: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      const s = connect(socket);
-      const done = (v: boolean) => {
-        s.destroy();
-        resolve(v);
-      };
-      s.setTimeout(1000, () => done(false));
-      s.once('data', () => done(true));
-      s.once('error', () => done(false));
-    });
   }
 
   /** Waits for the server's greeting on its socket, giving up early if the container exits. */
@@ -151,15 +104,8 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   }
 
   async function writeNodeFiles(spec: NodeSpec): Promise<void> {
-    const hp = hostPaths(spec.name);
-    await mkdir(hp.confDir, { recursive: true, mode: 0o700 });
-    await mkdir(hp.runDir, { recursive: true });
+    await store.writeNodeFiles(spec, { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket });
     await mkdir(spec.dataDir, { recursive: true });
-    const inside = { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket };
-    for (const [file, content] of Object.entries(spec.files)) {
-      await writeFile(join(hp.confDir, file), substitutePaths(content, inside), { mode: 0o600 });
-    }
-    await writeFile(join(nodeDir(spec.name), 'my.cnf'), substitutePaths(spec.config, inside), { mode: 0o600 });
     await writeMeta({ spec });
   }
 
@@ -183,7 +129,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   async function createContainer(spec: NodeSpec): Promise<Docker.Container> {
     const image = spec.engine.image!;
     const imageId = await ensureImage(docker, image, spec.engine.id, log);
-    if (!existsSync(join(spec.dataDir, 'mysql'))) await cp(await template(image, imageId), spec.dataDir, { recursive: true });
+    await seedDataDir(spec.dataDir, () => template(image, imageId));
     const hostCpus = await maxCpus();
     if (spec.cpus > hostCpus) log.warn({ node: spec.name, cpus: spec.cpus, granted: hostCpus }, 'cpu limit capped at the host cpu count');
     const labels = { ...spec.labels, [LABEL_RUNTIME]: 'docker', [LABEL_ROOT]: opts.root, [LABEL_SPEC_HASH]: specHash(spec) };
@@ -334,16 +280,10 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
       });
       const names = new Set(containers.map((c) => (c.Names[0] ?? '').replace(/^\//, '')).filter(Boolean));
       // A node whose container vanished (docker rm by hand) is still ours: it is stopped, not gone.
-      let dirs: string[] = [];
-      try {
-        dirs = await readdir(nodesDir);
-      } catch {
-        // No node yet.
-      }
-      for (const dir of dirs) {
+      for (const dir of await store.names()) {
         if (names.has(dir)) continue;
         const meta = await readMeta(dir);
-        if (meta && Object.entries(labels).every(([k, v]) => meta.spec.labels[k] === v)) names.add(dir);
+        if (meta && hasLabels(meta.spec.labels, labels)) names.add(dir);
       }
       const out: NodeStatus[] = [];
       for (const name of [...names].sort()) out.push(status(name, await inspectContainer(name), await readMeta(name)));

@@ -1,12 +1,12 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
-import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
-import { sameSpec, substitutePaths, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+import { sameSpec, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
+import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 
 const execFileP = promisify(execFile);
 
@@ -30,41 +30,10 @@ interface NodeMeta {
  */
 export function createProcessRuntime(opts: { root: string; logger: Logger }): ContainerRuntime {
   const log = opts.logger.child({ component: 'process-runtime' });
-  const nodesDir = join(opts.root, 'nodes');
+  const store = createNodeStore<NodeMeta>(opts.root);
+  const { nodeDir, locked, readMeta, writeMeta, validateName } = store;
   const templates = new Map<string, Promise<string>>();
-  const locks = new Map<string, Promise<unknown>>();
-
-  const nodeDir = (name: string) => join(nodesDir, name);
-  const paths = (spec: NodeSpec) => {
-    const dir = nodeDir(spec.name);
-    return { dataDir: spec.dataDir, confDir: join(dir, 'conf'), runDir: join(dir, 'run'), socket: join(dir, 'run', 'mysqld.sock') };
-  };
-
-  function validateName(name: string): void {
-    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(name)) throw new FulcrumError('validation', `invalid node name ${JSON.stringify(name)}`);
-  }
-
-  /** Serialises operations per node so that concurrent ensure/stop calls cannot interleave. */
-  function locked<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const prev = locks.get(name) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    locks.set(name, next.catch(() => undefined));
-    return next;
-  }
-
-  async function readMeta(name: string): Promise<NodeMeta | undefined> {
-    try {
-      return JSON.parse(await readFile(join(nodeDir(name), 'node.json'), 'utf8')) as NodeMeta;
-    } catch {
-      return undefined;
-    }
-  }
-
-  async function writeMeta(meta: NodeMeta): Promise<void> {
-    const file = join(nodeDir(meta.spec.name), 'node.json');
-    await writeFile(`${file}.tmp`, JSON.stringify(meta, null, 1));
-    await rename(`${file}.tmp`, file);
-  }
+  const paths = (spec: NodeSpec) => ({ dataDir: spec.dataDir, ...store.hostPaths(spec.name) });
 
   function alive(meta: NodeMeta | undefined): boolean {
     if (!meta?.pid) return false;
@@ -109,28 +78,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     return p;
   }
 
-  async function tail(name: string, lines = 50): Promise<string> {
-    try {
-      const text = await readFile(join(nodeDir(name), 'error.log'), 'utf8');
-      return text.split('\n').slice(-lines - 1).join('\n');
-    } catch {
-      return '';
-    }
-  }
-
-  /** A server is ready when its Unix socket answers with a protocol greeting. */
-  function greets(socket: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      const s = connect(socket);
-      const done = (v: boolean) => {
-        s.destroy();
-        resolve(v);
-      };
-      s.setTimeout(1000, () => done(false));
-      s.once('data', () => done(true));
-      s.once('error', () => done(false));
-    });
-  }
+  const tail = store.errorLogTail;
 
   async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 50): Promise<boolean> {
     const end = Date.now() + timeoutMs;
@@ -144,17 +92,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
   async function launch(spec: NodeSpec, timeoutMs: number): Promise<NodeMeta> {
     const p = paths(spec);
     const dir = nodeDir(spec.name);
-    await mkdir(p.confDir, { recursive: true });
-    await mkdir(p.runDir, { recursive: true });
-    for (const [file, content] of Object.entries(spec.files)) {
-      await writeFile(join(p.confDir, file), substitutePaths(content, p), { mode: 0o600 });
-    }
+    await store.writeNodeFiles(spec, p);
     const cnf = join(dir, 'my.cnf');
-    await writeFile(cnf, substitutePaths(spec.config, p), { mode: 0o600 });
-    if (!existsSync(join(spec.dataDir, 'mysql'))) {
-      await mkdir(spec.dataDir, { recursive: true });
-      await cp(await template(spec), spec.dataDir, { recursive: true });
-    }
+    await seedDataDir(spec.dataDir, () => template(spec));
     const errLog = join(dir, 'error.log');
     const args = [
       `--defaults-file=${cnf}`,
@@ -271,17 +211,10 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     },
 
     async list(labels) {
-      let names: string[] = [];
-      try {
-        names = await readdir(nodesDir);
-      } catch {
-        return [];
-      }
       const out: NodeStatus[] = [];
-      for (const name of names.sort()) {
+      for (const name of await store.names()) {
         const meta = await readMeta(name);
-        if (!meta) continue;
-        if (Object.entries(labels).every(([k, v]) => meta.spec.labels[k] === v)) out.push(status(name, meta));
+        if (meta && hasLabels(meta.spec.labels, labels)) out.push(status(name, meta));
       }
       return out;
     },
