@@ -11,7 +11,7 @@ import type { TelemetryAck } from '../../proto/gen/fulcrum/v1/TelemetryAck.js';
 import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
 import type { StatsService } from '../domain/nodebalancers/stats-service.js';
-import { buildNodeBalancers, hashNodeBalancers } from './snapshot-builder.js';
+import { buildAll, hashNodeBalancers } from './snapshot-builder.js';
 
 interface Subscriber {
   id: string;
@@ -67,7 +67,8 @@ export class ConfigPushServer {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      for (const s of this.subs.values()) this.push(s);
+      const round = this.buildRound();
+      for (const s of this.subs.values()) this.push(s, round);
     }, this.d.coalesceMs ?? 10);
   }
 
@@ -88,12 +89,18 @@ export class ConfigPushServer {
     return version;
   }
 
-  private push(s: Subscriber): void {
-    const nodebalancers = buildNodeBalancers(this.d.repo, s.region);
+  /** The whole desired state, built once per push round and shared by every data plane. */
+  private buildRound(): { all: ReturnType<typeof buildAll>; version: number } {
+    const all = buildAll(this.d.repo);
+    // One global version for identical global content; regional subsets share the counter.
+    return { all, version: this.versionFor(hashNodeBalancers(all.map((x) => x.nb))) };
+  }
+
+  private push(s: Subscriber, round = this.buildRound()): void {
+    const nodebalancers = round.all.filter((x) => s.region === '*' || x.region === s.region).map((x) => x.nb);
     const hash = hashNodeBalancers(nodebalancers);
     if (hash === s.sentHash) return;
-    // One global version for identical global content; regional subsets share the counter.
-    const version = this.versionFor(hashNodeBalancers(buildNodeBalancers(this.d.repo, '*')));
+    const version = round.version;
     const nonce = randomUUID();
     s.sentHash = hash;
     s.pending = { nonce, version };

@@ -8,10 +8,14 @@ import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBal
  * (the lab runs one data plane for everything).
  */
 export function buildNodeBalancers(repo: NodeBalancerRepository, region: string): NbProto[] {
+  return buildAll(repo).filter((x) => region === '*' || x.region === region).map((x) => x.nb);
+}
+
+/** Every NodeBalancer in proto shape with its region, built once for all data planes. */
+export function buildAll(repo: NodeBalancerRepository): { region: string; nb: NbProto }[] {
   return repo
     .list()
-    .filter((nb) => region === '*' || nb.region === region)
-    .map((nb) => ({
+    .map((nb) => ({ region: nb.region, nb: {
       id: nb.id,
       label: nb.label,
       ipv4: nb.ipv4,
@@ -35,7 +39,7 @@ export function buildNodeBalancers(repo: NodeBalancerRepository, region: string)
         sslKey: c.sslKey ?? '',
         nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
       })),
-    }));
+    } }));
 }
 
 export function hashNodeBalancers(nbs: NbProto[]): string {

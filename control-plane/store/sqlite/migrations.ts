@@ -135,6 +135,16 @@ export const coreMigrations: Migration[] = [
       INSERT INTO id_sequences (name, last) SELECT 'tokens', COALESCE(MAX(id), 0) FROM tokens;
     `,
   },
+  {
+    // Snapshot building reads configs per NodeBalancer and nodes per config; without these
+    // indexes a 1,000-NodeBalancer snapshot took over a second to build.
+    id: '103-nb-indexes',
+    sql: `
+      CREATE INDEX IF NOT EXISTS nb_configs_nodebalancer ON nb_configs(nodebalancer_id);
+      CREATE INDEX IF NOT EXISTS nb_nodes_config ON nb_nodes(config_id);
+      CREATE INDEX IF NOT EXISTS nb_nodes_nodebalancer ON nb_nodes(nodebalancer_id);
+    `,
+  },
 ];
 
 export const migrations: Migration[] = [...coreMigrations, ...databaseMigrations];
