@@ -4,18 +4,19 @@
  * same server processes, no duplicates, endpoints back, data intact.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: SIGKILL and restart of the agent process', () => {
+  let fx: AgentFixture;
   let driver: Driver;
   let stateDir: string;
   let child: ChildProcess | undefined;
@@ -38,8 +39,8 @@ describe('agent: SIGKILL and restart of the agent process', () => {
   }
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentkill-'));
-    driver = await startDriver();
+    fx = await createAgentFixture({ id: 'agent-kill', slot: 26 });
+    ({ driver, stateDir } = fx);
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 31, engineId: engine!.id, version: engine!.version, clusterSize: 3, replicationType: 'asynch', hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
     child = await spawnAgent();
@@ -49,10 +50,7 @@ describe('agent: SIGKILL and restart of the agent process', () => {
 
   afterAll(async () => {
     child?.kill('SIGKILL');
-    const rt = runtime();
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   const connect = () => connectFrom({ source: '127.0.0.9', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword!, ca: driver.db(31)!.caCertPem });

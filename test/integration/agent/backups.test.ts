@@ -4,32 +4,27 @@
  * with the data kept, the 3-snapshot limit, and auto backups at 00:00 UTC of an injected clock
  * keeping the newest 7.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
-import { silentLogger } from '../../../lib/logger.js';
-import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: backups and restore (1 node)', () => {
+  let fx: AgentFixture;
   let driver: Driver;
-  let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
   const net = testNet('127.78', 24);
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentbk-'));
-    driver = await startDriver();
-    agent = await startAgent({
-      id: 'agent-backups', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process', clock,
-      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 24)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
-    });
+    fx = await createAgentFixture({ id: 'agent-backups', slot: 24, clock, reconcileIntervalMs: 300 });
+    ({ driver, stateDir } = fx);
+    await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 11, engineId: engine!.id, version: engine!.version, hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
     driver.setDatabases([db]);
@@ -37,12 +32,7 @@ describe('agent: backups and restore (1 node)', () => {
   });
 
   afterAll(async () => {
-    await agent?.close();
-    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
-    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   const connect = (user = 'linroot', password = db.rootPassword!) =>

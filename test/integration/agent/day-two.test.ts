@@ -4,16 +4,15 @@
  * under a writer (no committed row lost, no error streak over 5 s), a 1-node patch now (the
  * writer sees the downtime, then resumes), and suspend/resume keeping the data.
  */
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
-import { silentLogger } from '../../../lib/logger.js';
-import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue, type CatalogueEntry } from '../../../agent/catalogue.js';
 import { q, withAdmin } from '../../../agent/mysql/admin.js';
-import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 /** Inserts 20 rows per second through an endpoint, reconnecting on errors. */
@@ -58,6 +57,7 @@ function startWriter(connect: () => Promise<import('mysql2/promise').Connection>
 }
 
 describe('agent: day two on real clusters', () => {
+  let fx: AgentFixture;
   let driver: Driver;
   let agent: RunningAgent;
   let stateDir: string;
@@ -70,13 +70,10 @@ describe('agent: day two on real clusters', () => {
   const net = testNet('127.78', 25);
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agent2d-'));
+    fx = await createAgentFixture({ id: 'agent-daytwo', slot: 25, clock, reconcileIntervalMs: 300 });
+    ({ driver, stateDir } = fx);
     patched = join(stateDir, 'mariadbd-patched');
-    driver = await startDriver();
-    agent = await startAgent({
-      id: 'agent-daytwo', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process', clock,
-      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 25)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 300,
-    });
+    agent = await fx.startAgent();
     [engine] = (await detectLocalCatalogue()) as [CatalogueEntry];
     // A "newer build of the same version": another path to the server binary.
     symlinkSync(engine.binary!, patched);
@@ -97,12 +94,7 @@ describe('agent: day two on real clusters', () => {
   });
 
   afterAll(async () => {
-    await agent?.close();
-    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
-    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   function connectTo(d: DesiredDatabase, host = d.hostPrimary!) {

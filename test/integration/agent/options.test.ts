@@ -2,19 +2,19 @@
  * Issue 7, agent side: encryption at rest (`encrypted`), `ssl_connection: false`, and resize
  * (a larger type restarts the node with the new limits, `updating` then `active`).
  */
-import { readFileSync, readdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { constants as zlibConstants, gunzipSync } from 'node:zlib';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/logger.js';
-import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, runOperation, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, runOperation, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: encryption at rest, plain connections, resize', () => {
+  let fx: AgentFixture;
   let driver: Driver;
   let agent: RunningAgent;
   let stateDir: string;
@@ -22,12 +22,9 @@ describe('agent: encryption at rest, plain connections, resize', () => {
   const net = testNet('127.78', 23);
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agentopt-'));
-    driver = await startDriver();
-    agent = await startAgent({
-      id: 'agent-options', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process',
-      logger: silentLogger(), nodeAddressPool: `${testNet('127.79', 23)}.0/24`, heartbeatMs: 500, reconcileIntervalMs: 500,
-    });
+    fx = await createAgentFixture({ id: 'agent-options', slot: 23 });
+    ({ driver, stateDir } = fx);
+    agent = await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({
       id: 5, engineId: engine!.id, version: engine!.version, encrypted: true, sslConnection: false,
@@ -38,12 +35,7 @@ describe('agent: encryption at rest, plain connections, resize', () => {
   });
 
   afterAll(async () => {
-    await agent?.close();
-    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
-    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   const connect = () => connectFrom({ source: '127.0.0.6', host: db.hostPrimary!, port: 3306, user: 'linroot', password: 'Initial.Pass_01' });

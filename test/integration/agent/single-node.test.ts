@@ -3,48 +3,37 @@
  * verified against the cluster CA, allow_list by client source address, credentials reset,
  * agent restart without duplicates, delete leaving nothing behind.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/logger.js';
-import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: 1-node database (process runtime)', () => {
+  let fx: AgentFixture;
   let driver: Driver;
   let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
   const net = testNet('127.78', 21);
-  const nodePool = `${testNet('127.79', 21)}.0/24`;
-  const agentOpts = () => ({
-    id: 'agent-single', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process' as const,
-    logger: silentLogger(), nodeAddressPool: nodePool, heartbeatMs: 500, reconcileIntervalMs: 500,
-  });
 
   const connect = (source: string, password: string, ssl = true) =>
     connectFrom({ source, host: db.hostPrimary!, port: 3306, user: 'linroot', password, ca: ssl ? driver.db(1)!.caCertPem : undefined });
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agent1-'));
-    driver = await startDriver();
-    agent = await startAgent(agentOpts());
+    fx = await createAgentFixture({ id: 'agent-single', slot: 21 });
+    ({ driver, stateDir } = fx);
+    agent = await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 1, engineId: engine!.id, version: engine!.version, hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['127.0.0.2/32'] });
   });
 
   afterAll(async () => {
-    await agent?.close();
-    // Whatever a failed test left: every node of this state dir is removed.
-    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
-    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   it('reaches active in under 10 s and reports hosts, members, CA and version', async () => {
@@ -128,7 +117,7 @@ describe('agent: 1-node database (process runtime)', () => {
     expect(before).toHaveLength(1);
     await agent.close();
     const seen = driver.reports.length;
-    agent = await startAgent(agentOpts());
+    agent = await fx.startAgent();
     await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.hello) && driver.db(1)?.status === 'active', 10_000, 'active after restart');
     const after = await agent.runtime.list({});
     expect(after).toHaveLength(1);

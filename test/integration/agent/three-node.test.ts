@@ -4,38 +4,32 @@
  * failover after killing the primary (no acknowledged row lost, degraded then active), and
  * delete leaving nothing.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/logger.js';
 import { createRegistry } from '../../../lib/metrics.js';
-import { startAgent, type RunningAgent } from '../../../agent/main.js';
+import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { withAdmin, globalStatus, q } from '../../../agent/mysql/admin.js';
-import { connectFrom, desiredDb, testNet, startDriver, type Driver } from './control-plane-driver.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 describe('agent: 3-node semi_synch cluster (process runtime)', () => {
+  let fx: AgentFixture;
   let driver: Driver;
   let agent: RunningAgent;
   let stateDir: string;
   let db: DesiredDatabase;
   const net = testNet('127.78', 22);
-  const nodePool = `${testNet('127.79', 22)}.0/24`;
   let registry = createRegistry('agent');
-  const agentOpts = () => ({
-    id: 'agent-three', region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process' as const,
-    logger: silentLogger(), nodeAddressPool: nodePool, heartbeatMs: 500, reconcileIntervalMs: 500,
-    registry: (registry = createRegistry('agent')),
-  });
   const connect = (host: string) =>
     connectFrom({ source: '127.0.0.5', host, port: 3306, user: 'linroot', password: 'Initial.Pass_01', ca: driver.db(3)!.caCertPem });
 
   beforeAll(async () => {
-    stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-agent3-'));
-    driver = await startDriver();
-    agent = await startAgent(agentOpts());
+    fx = await createAgentFixture({ id: 'agent-three', slot: 22, extra: () => ({ registry: (registry = createRegistry('agent')) }) });
+    ({ driver, stateDir } = fx);
+    agent = await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({
       id: 3, engineId: engine!.id, version: engine!.version, clusterSize: 3, replicationType: 'semi_synch',
@@ -44,12 +38,7 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
   });
 
   afterAll(async () => {
-    await agent?.close();
-    const { createProcessRuntime } = await import('../../../agent/runtime/process-runtime.js');
-    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await driver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await fx?.close();
   });
 
   it('reaches active in under 30 s with one primary and two failover members', async () => {
@@ -104,7 +93,7 @@ describe('agent: 3-node semi_synch cluster (process runtime)', () => {
     const before = (await agent.runtime.list({})).map((n) => n.ref).sort();
     await agent.close();
     const seen = driver.reports.length;
-    agent = await startAgent(agentOpts());
+    agent = await fx.startAgent();
     await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.hello) && driver.db(3)?.status === 'active', 15_000, 'active after restart');
     const after = (await agent.runtime.list({})).map((n) => n.ref).sort();
     expect(after).toEqual(before);

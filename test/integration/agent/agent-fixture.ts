@@ -1,0 +1,66 @@
+/**
+ * The setup every agent integration file repeats: a state folder, a driver standing in for the
+ * control plane, an in-process agent on the file's own address slot, and a cleanup that leaves
+ * no server behind whatever a failed test left.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Clock } from '../../../lib/clock.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { startAgent, type RunningAgent, type StartAgentOptions } from '../../../agent/main.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { startDriver, testNet, type Driver } from './control-plane-driver.js';
+
+export interface AgentFixture {
+  readonly driver: Driver;
+  readonly stateDir: string;
+  /** This file's endpoint /24 prefix (`127.78.<slot>`). */
+  readonly net: string;
+  /** This file's node address pool (`127.79.<slot>.0/24`). */
+  readonly nodePool: string;
+  /** The agent started last, if any. */
+  agent?: RunningAgent;
+  /** Options of an in-process agent on this state folder (process runtime, quick reports). */
+  options(): StartAgentOptions;
+  /** Starts an agent (again) on the same state folder. */
+  startAgent(): Promise<RunningAgent>;
+  /** Stops the agent, removes every node under the state folder, the driver and the folder. */
+  close(): Promise<void>;
+}
+
+export async function createAgentFixture(o: {
+  id: string;
+  slot: number;
+  clock?: Clock;
+  reconcileIntervalMs?: number;
+  /** More options, evaluated at each start (e.g. a fresh metrics registry). */
+  extra?: () => Partial<StartAgentOptions>;
+}): Promise<AgentFixture> {
+  const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${o.id}-`));
+  const driver = await startDriver();
+  const fx: AgentFixture = {
+    driver,
+    stateDir,
+    net: testNet('127.78', o.slot),
+    nodePool: `${testNet('127.79', o.slot)}.0/24`,
+    options: () => ({
+      id: o.id, region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process',
+      logger: silentLogger(), nodeAddressPool: fx.nodePool, heartbeatMs: 500, reconcileIntervalMs: o.reconcileIntervalMs ?? 500,
+      ...(o.clock ? { clock: o.clock } : {}),
+      ...(o.extra?.() ?? {}),
+    }),
+    async startAgent() {
+      fx.agent = await startAgent(fx.options());
+      return fx.agent;
+    },
+    async close() {
+      await fx.agent?.close();
+      const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
+      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+      await driver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+  return fx;
+}
