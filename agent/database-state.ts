@@ -30,6 +30,11 @@ export interface DbState {
   /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */
   lastAutoBackupDay?: string;
   error?: string;
+  /**
+   * Set while a restore is replacing the data (after its safety copy was stored): an agent that
+   * starts and finds it loads the safety copy back before anything else touches the database.
+   */
+  restoreInProgress?: { backupId: number; startedMs: number };
   /** Base64 AES-256 key for this database's encrypted backups (state.json is mode 0600). */
   backupKey?: string;
   /** The last desired spec acted on (used when the control plane is away). */

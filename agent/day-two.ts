@@ -55,6 +55,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
         backups.refresh(c.id).catch((err) => log.warn({ err, database: c.id }, 'backup list unreadable'));
+        // Once per agent start: a restore the previous run did not finish is undone (it waits
+        // for the action lock; a restore operation arriving first undoes it itself).
+        if (s.restoreInProgress) {
+          backups.recoverInterrupted(c).catch((err) => log.error({ err, database: c.id }, 'interrupted restore not undone'));
+          continue;
+        }
       }
       // A new database's first auto backup is the next midnight's, not one at creation.
       if (s.lastAutoBackupDay === undefined) {

@@ -228,9 +228,13 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await verify(m);
     await c.runExclusive('restore', async () => {
-      const p = c.state!.primary;
+      const s = c.state!;
+      const p = s.primary;
       c.pauseTraffic();
       try {
+        // A restore interrupted by an agent crash is undone first, or its half-loaded data
+        // would become this restore's safety copy.
+        await rollBackInterrupted(c);
         let safety: BackupManifest;
         try {
           await opts.storage.remove(c.id, SAFETY_ID);
@@ -238,6 +242,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         } catch (err) {
           throw new Error(`backup ${m.id} was not restored: the safety copy of the current data failed (${(err as Error).message}); nothing was changed`);
         }
+        s.restoreInProgress = { backupId: m.id, startedMs: Date.now() };
+        await c.save();
         try {
           await replaceData(c, p, m);
         } catch (err) {
@@ -248,19 +254,63 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
             await settle(c, p);
           } catch (err2) {
             log.error({ database: c.id, err: err2 }, 'the safety copy could not be loaded');
-            throw new Error(`${cause}; putting the previous data back also failed (${(err2 as Error).message}); the safety copy is kept as backup ${SAFETY_ID} of database ${c.id} in the agent's storage`);
+            throw new Error(`${cause}; putting the previous data back also failed (${(err2 as Error).message}); the safety copy is kept as backup ${SAFETY_ID} of database ${c.id} in the agent's storage and is loaded again when the agent restarts`);
           }
-          await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
+          await finishRestore(c);
           throw new Error(`${cause}; the data from before the restore was put back`);
         }
         await settle(c, p);
-        await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
+        await finishRestore(c);
       } finally {
         await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
         await c.syncProxies().catch((err) => log.error({ err }, 'front proxy not restored'));
       }
       log.info({ database: c.id, backup: m.id }, 'restored');
+    });
+  }
+
+  async function finishRestore(c: DatabaseController): Promise<void> {
+    delete c.state!.restoreInProgress;
+    await c.save();
+    await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
+  }
+
+  /** Under the action lock: loads the safety copy of a restore the agent did not finish. */
+  async function rollBackInterrupted(c: DatabaseController): Promise<void> {
+    const s = c.state!;
+    if (!s.restoreInProgress) return;
+    const safety = (await refresh(c.id)).find((b) => b.id === SAFETY_ID && b.type === 'pre-restore');
+    if (!safety) {
+      // The flag is only set once the safety copy is stored; without one nothing was changed.
+      delete s.restoreInProgress;
+      await c.save();
+      return;
+    }
+    const { backupId } = s.restoreInProgress;
+    log.warn({ database: c.id, backup: backupId }, 'restore was interrupted; loading the data from before it');
+    await verify(safety);
+    await replaceData(c, s.primary, safety);
+    await settle(c, s.primary);
+    await finishRestore(c);
+    c.emit('database_backup_restore', `restore of backup ${backupId} was interrupted; the data from before it was put back`, 'failed');
+  }
+
+  /**
+   * Called by the agent's tick for a database whose state says a restore was interrupted
+   * (the agent stopped mid-load): puts the previous data back with traffic paused.
+   */
+  async function recoverInterrupted(c: DatabaseController): Promise<void> {
+    if (!c.state?.restoreInProgress) return;
+    await c.runExclusive('restore', async () => {
+      c.pauseTraffic();
+      try {
+        await rollBackInterrupted(c);
+      } finally {
+        await refresh(c.id).catch(() => undefined);
+        await c.observe().catch(() => undefined);
+        await c.syncProxies().catch((err) => log.error({ err }, 'front proxy not restored'));
+      }
     });
   }
 
@@ -278,7 +328,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, remove, refresh, report, verify, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  return { take, restore, recoverInterrupted, remove, refresh, report, verify, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }
 
 export type BackupService = ReturnType<typeof createBackupService>;

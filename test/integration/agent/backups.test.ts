@@ -166,4 +166,35 @@ describe('agent: backups and restore (1 node)', () => {
     const after = driver.reports.length;
     await driver.waitFor(() => driver.reports.length > after + 1, 5000, 'agent still reporting');
   });
+
+  it('a restore interrupted by an agent stop is undone when the agent starts again', async () => {
+    const before = await ids();
+    // What a restore had stored before it began replacing data: a real dump of the current data
+    // as its safety copy, and the flag in the database's state.
+    const c = fx.agent!.agent.database(11)!;
+    const dumped = await fx.agent!.runtime.exec(
+      c.nodeName(c.state!.primary),
+      ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--hex-blob', '--add-drop-database', '--databases', 'app'],
+      { env: { MYSQL_PWD: c.state!.adminPassword } },
+    );
+    expect(dumped.exitCode).toBe(0);
+    await craftBackup(stateDir, { databaseId: 11, id: 0, label: 'pre-restore', type: 'pre-restore', engineVersion: db.version!, sql: Buffer.from(dumped.stdout) });
+    // Then the load got half way: the customer's rows are gone.
+    const w = await connect();
+    await w.query('DELETE FROM app.t');
+    await w.query('INSERT INTO app.t VALUES (424242, NULL)');
+    await w.end();
+    await fx.agent!.close();
+    const statePath = join(stateDir, 'databases', '11', 'state.json');
+    const state = JSON.parse(readFileSync(statePath, 'utf8'));
+    writeFileSync(statePath, JSON.stringify({ ...state, restoreInProgress: { backupId: 1, startedMs: Date.now() } }));
+
+    const seen = driver.reports.length;
+    await fx.startAgent();
+    await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.hello) && driver.db(11)?.status === 'active' && !existsSync(join(stateDir, 'backups', '11', '0')), 20_000, 'interrupted restore undone');
+    expect(await ids()).toEqual(before);
+    expect(JSON.parse(readFileSync(statePath, 'utf8')).restoreInProgress).toBeUndefined();
+    const events = driver.reports.slice(seen).flatMap((r) => r.databases.find((d) => d.id === 11)?.events ?? []);
+    expect(events.some((e) => /interrupted; the data from before it was put back/.test(String(e.message)))).toBe(true);
+  });
 });

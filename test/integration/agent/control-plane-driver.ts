@@ -166,7 +166,10 @@ export async function runOperation(
  * Stores a backup with the given SQL through the agent's storage port, with a correct
  * checksum and manifest: what a restore sees is a backup that passes verification.
  */
-export async function craftBackup(stateDir: string, m: { databaseId: number; id: number; label: string; engineVersion: string; sql: Buffer }): Promise<void> {
+export async function craftBackup(
+  stateDir: string,
+  m: { databaseId: number; id: number; label: string; engineVersion: string; sql: Buffer; type?: 'snapshot' | 'pre-restore' },
+): Promise<void> {
   const { gzipSync } = await import('node:zlib');
   const { createHash } = await import('node:crypto');
   const { join } = await import('node:path');
@@ -176,7 +179,7 @@ export async function craftBackup(stateDir: string, m: { databaseId: number; id:
   const out = await storage.writer(m.databaseId, m.id, 'dump.sql.gz');
   await new Promise<void>((resolve, reject) => out.end(body, () => resolve()).on('error', reject));
   await storage.commit({
-    id: m.id, databaseId: m.databaseId, label: m.label, type: 'snapshot', target: 'primary', createdMs: Date.now(), finishedMs: Date.now(),
+    id: m.id, databaseId: m.databaseId, label: m.label, type: m.type ?? 'snapshot', target: 'primary', createdMs: Date.now(), finishedMs: Date.now(),
     engineVersion: m.engineVersion, gtidPos: '', format: 'mariadb-dump+gzip', file: 'dump.sql.gz', sizeBytes: body.length,
     sha256: createHash('sha256').update(body).digest('hex'), databases: [],
   });
