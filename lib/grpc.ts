@@ -63,3 +63,18 @@ export const serverOptions: grpc.ServerOptions = {
   'grpc.max_receive_message_length': 256 * 1024 * 1024,
   'grpc.max_send_message_length': 256 * 1024 * 1024,
 };
+
+/**
+ * Calls `gone` when a server-side stream ends for any reason (peer half-close, error,
+ * cancellation, transport close). A half-close is answered with our own end so that the peer's
+ * stream completes. `gone` may run more than once; callers make it idempotent.
+ */
+export function onStreamGone(call: { on(event: string, fn: (...args: any[]) => void): unknown; end(): void }, gone: () => void): void {
+  call.on('end', () => {
+    gone();
+    call.end();
+  });
+  call.on('error', gone);
+  call.on('cancelled', gone);
+  call.on('close', gone);
+}

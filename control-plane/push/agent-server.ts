@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import { Gauge } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
-import { grpc, loadAgentProto } from '../../lib/grpc.js';
+import { grpc, loadAgentProto, onStreamGone } from '../../lib/grpc.js';
 import type { AgentReport__Output } from '../../proto/gen/fulcrum/v1/AgentReport.js';
 import type { AgentDesired } from '../../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { DesiredDatabase } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -212,12 +212,6 @@ export class AgentPushServer {
       if (prev) this.d.repo.upsertAgent({ ...prev, connected: false, lastSeen: this.d.clock.now() });
       this.log.info({ agent: sub.id }, 'agent disconnected');
     };
-    call.on('end', () => {
-      gone();
-      call.end();
-    });
-    call.on('error', gone);
-    call.on('cancelled', gone);
-    call.on('close', gone);
+    onStreamGone(call, gone);
   }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
-import { grpc, loadConfigProto } from '../../lib/grpc.js';
+import { grpc, loadConfigProto, onStreamGone } from '../../lib/grpc.js';
 import type { Registry } from 'prom-client';
 import { Gauge, Counter } from 'prom-client';
 import type { ConfigAck__Output } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
@@ -149,13 +149,7 @@ export class ConfigPushServer {
       if (prev) this.d.dataplanes.upsert({ ...prev, connected: false, lastSeen: now() });
       this.log.info({ dataplane: sub.id }, 'data plane disconnected');
     };
-    call.on('end', () => {
-      gone();
-      call.end();
-    });
-    call.on('error', gone);
-    call.on('cancelled', gone);
-    call.on('close', gone);
+    onStreamGone(call, gone);
   }
 
   private onTelemetry(call: grpc.ServerReadableStream<TelemetryReport__Output, TelemetryAck>, cb: grpc.sendUnaryData<TelemetryAck>): void {
