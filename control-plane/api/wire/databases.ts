@@ -47,9 +47,20 @@ export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
   };
 }
 
-/** `/databases/instances` item: the URI always starts with /v4, whichever prefix was called. */
+/**
+ * `/databases/instances` item: the URI always starts with /v4, whichever prefix was called.
+ * The spec (2.2) states that this reduced form omits port, replication_type, ssl_connection and
+ * the disk-size fields; it wins over the 2024 recording, which still carried port and disks.
+ */
 export function databaseSummaryToWire(d: DatabaseRecord): Record<string, unknown> {
-  const { replication_type: _r, ssl_connection: _s, ...rest } = databaseToWire(d);
+  const {
+    port: _p,
+    replication_type: _r,
+    ssl_connection: _s,
+    total_disk_size_gb: _t,
+    used_disk_size_gb: _u,
+    ...rest
+  } = databaseToWire(d);
   return { ...rest, instance_uri: `/v4/databases/mysql/instances/${d.id}` };
 }
 

@@ -187,9 +187,12 @@ export function validateConfig(errs: ErrorCollector, b: unknown, prefix: string,
   delete (cur as any).id;
   delete (cur as any).nodebalancerId;
 
+  const beforePort = errs.errors.length;
   const port = int(errs, body, 'port', prefix, 1, 65535);
   if (port !== undefined) cur.port = port;
-  if (usedPorts.includes(cur.port)) errs.add(path(prefix, 'port'), 'Port must be unique.');
+  // An invalid port is reported once; checking the kept (default or stored) port for uniqueness
+  // would add a second, misleading error about a port the client never sent.
+  if (errs.errors.length === beforePort && usedPorts.includes(cur.port)) errs.add(path(prefix, 'port'), 'Port must be unique.');
   cur.protocol = oneOf(errs, body, 'protocol', prefix) ?? cur.protocol;
   cur.algorithm = oneOf(errs, body, 'algorithm', prefix) ?? cur.algorithm;
   cur.stickiness = oneOf(errs, body, 'stickiness', prefix) ?? cur.stickiness;
