@@ -125,9 +125,13 @@ export function validateCreate(body: Body, look: CreateLookups): CreateInput {
   };
 }
 
-/** The window a new database gets (as observed right after a real create). */
+/**
+ * The window a new database gets: as observed right after a real create, except that the day is
+ * Sunday (7) from the start. The spec (2.3) types day_of_week as an integer (only week_of_month
+ * may be null), so the real service's early null is not copied.
+ */
 export function defaultUpdates(): UpdatesWindow {
-  return { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: null, week_of_month: null };
+  return { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null };
 }
 
 function intIn(errs: ErrorCollector, field: string, v: unknown, lo: number, hi: number): number | undefined {
@@ -140,7 +144,7 @@ function intIn(errs: ErrorCollector, field: string, v: unknown, lo: number, hi: 
 
 /**
  * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-3
- * (hours), hour_of_day 0-23 (UTC), day_of_week 1-7 (Monday 1), week_of_month 1-4 for monthly and
+ * (hours), hour_of_day 0-23 (UTC), day_of_week 1-7 (Monday 1, never null), week_of_month 1-4 for monthly and
  * null for weekly. Switching to weekly without naming week_of_month clears it.
  */
 export function validateUpdates(errs: ErrorCollector, v: unknown, current: UpdatesWindow): UpdatesWindow | undefined {
@@ -161,7 +165,8 @@ export function validateUpdates(errs: ErrorCollector, v: unknown, current: Updat
   if (u.duration !== undefined) out.duration = intIn(errs, 'updates.duration', u.duration, 1, 3) ?? out.duration;
   if (u.hour_of_day !== undefined) out.hour_of_day = intIn(errs, 'updates.hour_of_day', u.hour_of_day, 0, 23) ?? out.hour_of_day;
   if (u.day_of_week !== undefined) {
-    out.day_of_week = u.day_of_week === null ? null : intIn(errs, 'updates.day_of_week', u.day_of_week, 1, 7) ?? out.day_of_week;
+    // Not nullable (spec 2.3 types it as an integer, unlike week_of_month).
+    out.day_of_week = intIn(errs, 'updates.day_of_week', u.day_of_week, 1, 7) ?? out.day_of_week;
   }
   if (u.week_of_month !== undefined) {
     out.week_of_month = u.week_of_month === null ? null : intIn(errs, 'updates.week_of_month', u.week_of_month, 1, 4) ?? out.week_of_month;

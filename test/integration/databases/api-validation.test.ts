@@ -95,7 +95,7 @@ describe('databases API: catalogue, validation and preconditions', () => {
       status: 'provisioning', engine: 'mysql', version: engine.split('/')[1], cluster_size: 1, replication_type: 'none',
       ssl_connection: true, encrypted: false, port: 3306, hosts: { primary: null, secondary: null }, members: {},
       allow_list: ['203.0.113.1', '192.0.2.0/24'], total_disk_size_gb: null, used_disk_size_gb: null,
-      updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: null, week_of_month: null },
+      updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null },
     });
     expect(d.created).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
 

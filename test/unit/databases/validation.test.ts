@@ -53,7 +53,8 @@ describe('database validation', () => {
     expect(run({ week_of_month: 2 }).fields).toEqual(['updates.week_of_month']);
     expect(run({ duration: 3.5 }).fields).toEqual(['updates.duration']);
     expect(run({ hour_of_day: -1, day_of_week: 7 }).fields).toEqual(['updates.hour_of_day']);
-    expect(run({ day_of_week: null }).out?.day_of_week).toBeNull();
+    expect(run({ day_of_week: null }).fields).toEqual(['updates.day_of_week']);
+    expect(cur.day_of_week).toBe(7);
   });
 
   it('resizes only to a plan with more disk and never together with allow_list', () => {
