@@ -1,7 +1,7 @@
 /**
  * Tracks chunked transfer coding (RFC 9112 §7.1) incrementally so the proxy knows where a
  * message body ends while forwarding the bytes untouched. Strict: CRLF line ends, hex sizes of
- * at most 15 digits, bounded extension and trailer lengths.
+ * below 2^52 (exact in a double; leading zeros bounded), bounded extension and trailer lengths.
  */
 const SIZE = 0;
 const EXT = 1;
@@ -16,6 +16,7 @@ const END_LF = 9;
 
 export const CHUNK_ERROR = -2;
 const MAX_LINE = 4096;
+const MAX_SIZE_BEFORE_DIGIT = 2 ** 48;
 
 export class ChunkedTracker {
   private state = SIZE;
@@ -53,7 +54,9 @@ export class ChunkedTracker {
           else if (c >= 0x61 && c <= 0x66) v = c - 0x57;
           else if (c >= 0x41 && c <= 0x46) v = c - 0x37;
           if (v >= 0) {
-            if (++this.digits > 15) return CHUNK_ERROR;
+            // Past 2^48 the next digit could leave the exactly representable integers, and a
+            // size we cannot hold exactly is one the backend would read differently.
+            if (this.size >= MAX_SIZE_BEFORE_DIGIT || ++this.digits > 64) return CHUNK_ERROR;
             this.size = this.size * 16 + v;
           } else if (this.digits === 0) {
             return CHUNK_ERROR;
@@ -67,10 +70,13 @@ export class ChunkedTracker {
           }
           break;
         }
-        case EXT:
-          if (b[i] === 0x0d) this.state = SIZE_LF;
-          else if (b[i] === 0x0a || ++this.line > MAX_LINE) return CHUNK_ERROR;
+        case EXT: {
+          const c = b[i];
+          if (c === 0x0d) this.state = SIZE_LF;
+          // Control bytes (bare LF, NUL...) in an extension are parsed differently by different servers.
+          else if ((c < 0x20 && c !== 0x09) || c === 0x7f || ++this.line > MAX_LINE) return CHUNK_ERROR;
           break;
+        }
         case SIZE_LF:
           if (b[i] !== 0x0a) return CHUNK_ERROR;
           if (this.size === 0) {

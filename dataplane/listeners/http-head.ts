@@ -91,6 +91,12 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
     }
     if (colon === lineEnd || colon === pos) return fail(h, 'header line without a name or colon');
     const nameLen = colon - pos;
+    // A bare CR, NUL or other control byte in a value ends the line early for some servers
+    // (RFC 9112 §2.2): refuse it rather than forward a head two parsers read differently.
+    for (let i = colon + 1; i < lineEnd; i++) {
+      const c = b[i];
+      if ((c < 0x20 && c !== HT) || c === 0x7f) return fail(h, 'control character in header value');
+    }
     let vs = colon + 1;
     while (vs < lineEnd && (b[vs] === SP || b[vs] === HT)) vs++;
     let ve = lineEnd;

@@ -14,6 +14,8 @@ export const TUNNEL_IDLE_MS = 3_600_000;
 const MAX_ATTEMPTS = 3;
 /** Pipelined bytes buffered while a response is in flight before the client is paused. */
 const PIPELINE_BUFFER = 64 * 1024;
+/** Interim (1xx) responses passed on per request; a backend flooding them gets a 502. */
+const MAX_INTERIM = 32;
 
 // Session states
 const S_HEAD = 0; // waiting for a request head
@@ -69,6 +71,7 @@ export class HttpSession implements BackendOwner {
   private resRemaining = 0;
   private resBuf: Buffer | null = null;
   private gotResponse = false;
+  private interim = 0;
   /** Start of a parsed response head not yet written to the client (-1: none). */
   private headFrom = -1;
   private keepClient = true;
@@ -124,6 +127,9 @@ export class HttpSession implements BackendOwner {
       // Nothing in flight; an incomplete head can never complete now.
       this.state = S_CLOSED;
       this.client.end();
+    } else if (this.state === S_BODY && this.conn !== null && this.conn.connected) {
+      // The body can never complete: without this the backend would wait for it until its timeout.
+      this.client.destroy();
     } else {
       // Answer what was asked, then close.
       this.keepClient = false;
@@ -152,7 +158,8 @@ export class HttpSession implements BackendOwner {
   private readonly onClientTimeout = (): void => {
     // The idle timer stays armed for the whole connection (re-arming it per request costs);
     // it only cuts a client we are waiting for. A slow backend is the backend timer's business.
-    if (this.state === S_HEAD || this.state === S_BODY || this.state === S_TUNNEL) this.client.destroy();
+    // S_CLOSED: we already answered and ended; a client that never closes its side is cut.
+    if (this.state !== S_WAIT) this.client.destroy();
   };
 
   private releaseNode(): void {
@@ -178,6 +185,7 @@ export class HttpSession implements BackendOwner {
     this.reqDone = false;
     this.rstate = R_HEAD;
     this.gotResponse = false;
+    this.interim = 0;
     this.resBuf = null;
     this.tried = null;
     this.attempts = 0;
@@ -260,6 +268,9 @@ export class HttpSession implements BackendOwner {
         const b = this.buf;
         this.buf = null;
         this.forwardBody(b, 0);
+      } else if (this.clientEnded) {
+        // The client ended before its body was complete (see onClientEnd): it never will be.
+        this.client.destroy();
       }
     } else if (!this.replayable) {
       this.out = null;
@@ -292,6 +303,9 @@ export class HttpSession implements BackendOwner {
       this.state = S_WAIT;
       if (end < chunk.length) this.buf = chunk.subarray(end);
       if (this.rstate === R_DONE) this.finish();
+    } else if (this.clientEnded) {
+      // Body bytes buffered before the backend connected did not complete it, and no more come.
+      this.client.destroy();
     }
   }
 
@@ -430,6 +444,14 @@ export class HttpSession implements BackendOwner {
       }
       const status = res.status;
       if (status >= 100 && status < 200 && status !== 101) {
+        if (++this.interim > MAX_INTERIM) {
+          this.rt.passiveFailure(conn.node, 'too many interim responses');
+          this.conn = null;
+          conn.destroy();
+          // Nothing final was sent yet, so the client can still be told (after the 1xx heads).
+          this.reply(R502, 5);
+          return -1;
+        }
         // Interim (100 Continue): pass on and wait for the final head.
         this.client.write(view.subarray(0, n));
         at += n;
@@ -497,6 +519,9 @@ export class HttpSession implements BackendOwner {
       case R_CHUNKED: {
         const e = this.resChunks.feed(chunk, from);
         if (e === CHUNK_ERROR) {
+          this.rt.passiveFailure(conn.node, 'bad chunked response');
+          // Head not written yet: the client can still get a clean 502 instead of a cut.
+          if (this.headFrom >= 0) return this.reply(R502, 5);
           this.conn = null;
           conn.destroy();
           this.client.destroy();
