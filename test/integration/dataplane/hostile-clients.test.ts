@@ -332,7 +332,7 @@ describe('dataplane under hostile clients and backends', () => {
 
   it('drops TLS garbage on the https port and keeps completing real handshakes', async () => {
     const rand = prng(23);
-    const hellos = [
+    const hellos: Array<string | Buffer> = [
       'GET / HTTP/1.1\r\nHost: x\r\n\r\n',
       Buffer.from([0x16, 0x03, 0x01, 0xff, 0xff]), // record header claiming 64 KiB, then nothing
       Buffer.concat([Buffer.from([0x16, 0x03, 0x01, 0x00, 0x40]), garbage(rand, 64)]),
