@@ -9,6 +9,11 @@ import { BAD, HeadInfo, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead, parseResp
 
 /** Client idle time allowed while we wait for (the rest of) a request. */
 export const CLIENT_IDLE_MS = 60_000;
+/**
+ * A request head must be complete this long after its first bytes arrived. The idle timer alone
+ * never cuts a client that trickles a byte now and then (slowloris).
+ */
+export const HEAD_TIMEOUT_MS = 30_000;
 /** Idle limit on an upgraded (WebSocket) tunnel. */
 export const TUNNEL_IDLE_MS = 3_600_000;
 const MAX_ATTEMPTS = 3;
@@ -39,6 +44,7 @@ const R503 = canned(503, 'Service Unavailable', BODY_503);
 const R502 = canned(502, 'Bad Gateway', '<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n');
 const R504 = canned(504, 'Gateway Timeout', '<html><body><h1>504 Gateway Timeout</h1>\nThe server didn\'t respond in time.\n</body></html>\n');
 const R400 = canned(400, 'Bad Request', '<html><body><h1>400 Bad Request</h1>\nYour browser sent an invalid request.\n</body></html>\n');
+const R408 = canned(408, 'Request Timeout', '<html><body><h1>408 Request Timeout</h1>\nYour browser didn\'t send a complete request in time.\n</body></html>\n');
 const R431 = canned(431, 'Request Header Fields Too Large', '<html><body><h1>431 Request Header Fields Too Large</h1>\n</body></html>\n');
 
 /**
@@ -77,6 +83,8 @@ export class HttpSession implements BackendOwner {
   private keepClient = true;
   private setCookie = false;
   private clientEnded = false;
+  /** When the pending incomplete head began (clock ms), 0 when none. */
+  private headStart = 0;
 
   readonly copiesBackendBytes: boolean;
 
@@ -176,7 +184,14 @@ export class HttpSession implements BackendOwner {
     if (b === null || this.state !== S_HEAD) return;
     const req = this.req;
     const n = parseRequestHead(b, req);
-    if (n === NEED_MORE) return;
+    if (n === NEED_MORE) {
+      // Only incomplete heads pay for the clock read; a head in one read never gets here.
+      const now = this.rt.clock.now();
+      if (this.headStart === 0) this.headStart = now;
+      else if (now - this.headStart > HEAD_TIMEOUT_MS) this.reply(R408, 4);
+      return;
+    }
+    this.headStart = 0;
     if (n === BAD) {
       this.reply(b.length > MAX_REQUEST_HEAD || req.error.includes('too large') ? R431 : R400, 4);
       return;

@@ -47,7 +47,7 @@ export class ConfigRuntime {
   constructor(
     spec: ConfigSpec,
     readonly throttle: ConnThrottle,
-    private readonly clock: Clock,
+    readonly clock: Clock,
     private readonly log: Logger,
     private readonly emit: (ev: HealthEvent) => void,
   ) {

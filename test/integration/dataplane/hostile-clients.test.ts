@@ -7,6 +7,8 @@ import { makeCa, makeCert } from '../../helpers/certs.js';
 import { echoBackend } from '../../helpers/tcp.js';
 import { createProxyEngine, type ProxyEngine } from '../../../dataplane/engine.js';
 import { silentLogger } from '../../../lib/logger.js';
+import { ManualClock } from '../../../lib/clock.js';
+import { HEAD_TIMEOUT_MS } from '../../../dataplane/listeners/http-session.js';
 import { createRegistry } from '../../../lib/metrics.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 import { get } from './http-client.js';
@@ -269,6 +271,43 @@ describe('dataplane under hostile clients and backends', () => {
     await waitFor(async () => (await activeConnections()) >= 200, 5000, 'slow clients accepted');
     for (const s of slow) s.destroy();
     await othersServedAndNoLeak();
+  });
+
+  it('cuts a slowloris head that is still incomplete after the head timeout with 408', async () => {
+    const clock = new ManualClock();
+    const reg = createRegistry('dataplane-hostile-clock');
+    const e2 = createProxyEngine({ logger: silentLogger(), registry: reg, clock });
+    stops.push(() => e2.close());
+    const ip2 = loopback();
+    const p2 = await freePort(ip2);
+    await e2.apply(snapshot(1, [nodebalancer(ip2, [config(p2, [node(good.address)], { protocol: 'http', checkPassive: false })])]));
+    const s = connect({ host: ip2, port: p2 });
+    let got = '';
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('connect', r));
+    s.write('GET / HTTP/1.1\r\n');
+    // Each poll: time jumps past the limit and one more byte trickles in. Whichever read first
+    // saw the partial head started its timer, the next one after a jump must be refused.
+    const before = good.hits;
+    await waitFor(() => {
+      clock.advance(HEAD_TIMEOUT_MS + 1);
+      if (!s.destroyed) s.write('X');
+      return got.length > 0;
+    }, 10_000, '408');
+    expect(got).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(good.hits).toBe(before);
+    // A head that arrives whole is never timed, however far the clock moves.
+    const c = connect({ host: ip2, port: p2 });
+    let ok = '';
+    c.on('data', (d: Buffer) => (ok += d.toString('latin1')));
+    await new Promise((r) => c.once('connect', r));
+    clock.advance(10 * HEAD_TIMEOUT_MS);
+    c.write('GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    await waitFor(() => ok.endsWith('0\r\n\r\n'), 5000, '200');
+    expect(ok).toMatch(/^HTTP\/1\.1 200 OK/);
+    c.destroy();
+    s.destroy();
   });
 
   it('survives clients that reset mid-body and mid-response, in both directions', async () => {
