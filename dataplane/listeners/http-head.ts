@@ -37,7 +37,10 @@ export class HeadInfo {
   upgrade = false;
   /** NB_SRVID cookie value, '' when absent. */
   srvid = '';
-  /** Byte ranges [start, end) of header lines to drop (client-sent X-Forwarded-Proto). */
+  /**
+   * Byte ranges [start, end) of header lines to drop: a client-sent X-Forwarded-Proto, or a
+   * response's Content-Length sent along with Transfer-Encoding (RFC 9112 §6.3).
+   */
   readonly drop: number[] = [];
   error = '';
 
@@ -113,6 +116,8 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
       if (sawCl && n !== h.contentLength) return fail(h, 'conflicting Content-Length');
       sawCl = true;
       h.contentLength = n;
+      // Kept in case Transfer-Encoding follows (then removed before the head goes on).
+      if (!request) h.drop.push(pos, lf + 1);
     } else if (nameLen === 17 && c0 === 0x74 && eqLower(b, pos, 'transfer-encoding')) {
       sawTe = true;
       const v = b.toString('latin1', vs, ve).toLowerCase();
@@ -161,7 +166,11 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
   }
   if (sawCl && sawTe) {
     if (request) return fail(h, 'both Content-Length and Transfer-Encoding');
+    // Framing follows Transfer-Encoding; passing the Content-Length on too would let a
+    // downstream parser that prefers it read a different message.
     h.contentLength = -1;
+  } else if (!request) {
+    h.drop.length = 0;
   }
   if (request && h.otherEncoding) return fail(h, 'unsupported Transfer-Encoding');
   return true;

@@ -512,9 +512,20 @@ export class HttpSession implements BackendOwner {
       if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF) this.keepClient = false;
       this.out = null;
       this.replayable = false;
-      if (this.setCookie && this.node !== null) {
-        const cookie = Buffer.from(`Set-Cookie: NB_SRVID=${this.node.cookie}; path=/\r\n`, 'latin1');
-        this.client.write(Buffer.concat([view.subarray(0, res.insertAt), cookie, view.subarray(res.insertAt, n)]));
+      const cookie = this.setCookie && this.node !== null;
+      if (cookie || res.drop.length > 0) {
+        // Rare: the head is rewritten (a sticky cookie added, a Content-Length beside
+        // Transfer-Encoding removed) and written on its own.
+        const parts: Buffer[] = [];
+        let from = 0;
+        for (let i = 0; i < res.drop.length; i += 2) {
+          parts.push(view.subarray(from, res.drop[i]));
+          from = res.drop[i + 1];
+        }
+        parts.push(view.subarray(from, res.insertAt));
+        if (cookie) parts.push(Buffer.from(`Set-Cookie: NB_SRVID=${this.node!.cookie}; path=/\r\n`, 'latin1'));
+        parts.push(view.subarray(res.insertAt, n));
+        this.client.write(Buffer.concat(parts));
         this.headFrom = -1;
       } else {
         this.headFrom = at;

@@ -92,6 +92,7 @@ function evilResponses(): Record<string, (s: Socket) => void> {
       };
       pump();
     },
+    clAndTe: end('HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n'),
     unaskedSwitch: end('HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\nraw'),
     trailingJunk: end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n'),
   };
@@ -347,6 +348,8 @@ describe('dataplane under hostile clients and backends', () => {
       unaskedSwitch: /^HTTP\/1\.1 502/,
       // The first 32 interim heads are passed on, then the flood is cut with a 502.
       interimFlood: /^(HTTP\/1\.1 100 Continue\r\n\r\n){32}HTTP\/1\.1 502/,
+      // Content-Length beside Transfer-Encoding: framed as chunked, and the Content-Length is not passed on.
+      clAndTe: /^HTTP\/1\.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n$/,
       // Bad chunking seen before any of the response went out: a clean 502.
       badChunk: /^HTTP\/1\.1 502/,
       hugeChunk: /^HTTP\/1\.1 502/,
