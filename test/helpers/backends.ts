@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { parseProxyHeader, type ParsedProxyHeader } from '../../lib/proxy-protocol.js';
+import { until } from './lab.js';
 
 let counter = 0;
 /**
@@ -18,18 +19,7 @@ export function loopback(): string {
 
 /** Polls until `fn` returns truthy (or throws on timeout). Never sleeps a guessed time. */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v as NonNullable<T>;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return until(what, async () => ((await fn()) || undefined) as NonNullable<T> | undefined, timeoutMs, 20);
 }
 
 /** Deterministic bytes so that a download can be checksummed on both ends. */

@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { makeCa, makeCert } from '../../helpers/certs.js';
+import { prng } from '../../helpers/random.js';
 
 /**
  * Issue 3 acceptance 3: at least 5,000 malformed requests (bodies of wrong types, out-of-range
@@ -15,14 +16,7 @@ const SEED = 0xf00d;
 const REQUESTS = 5200;
 
 function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = prng(seed);
   const int = (n: number) => Math.floor(next() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   return { next, int, pick, chance: (p: number) => next() < p };

@@ -12,6 +12,7 @@ import { HEAD_TIMEOUT_MS } from '../../../dataplane/listeners/http-session.js';
 import { createRegistry } from '../../../lib/metrics.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 import { get } from './http-client.js';
+import { garbage, prng } from '../../helpers/random.js';
 
 /**
  * Hostile input over real sockets: the proxy must refuse what is ambiguous (400), survive what
@@ -19,21 +20,6 @@ import { get } from './http-client.js';
  * Deterministic: garbage comes from a seeded generator.
  */
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-function garbage(rand: () => number, n: number): Buffer {
-  const b = Buffer.alloc(n);
-  for (let i = 0; i < n; i++) b[i] = Math.floor(rand() * 256);
-  return b;
-}
 
 /** Sends `data`, then collects everything until the proxy closes (or `ms` passes: then 'TIMEOUT'). */
 function exchange(ip: string, port: number, data: string | Buffer, ms = 5000): Promise<string> {
