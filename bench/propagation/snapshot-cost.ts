@@ -2,7 +2,7 @@
  * `node dist/bench/propagation/snapshot-cost.js STATE_DIR/control-plane.sqlite [--rounds N]`:
  * where the seconds of a config push go with a large configuration, measured on a copy of a
  * control plane's database (bench:propagation --keep leaves one in cp-large/). Times, per round:
- *   build      buildNodeBalancers(repo, '*'), the rows -> proto objects step (done twice per push)
+ *   build      buildNodeBalancers(repo, '*'), the rows -> proto objects step (once per push round)
  *   hash       the content hash that decides the version
  *   serialize  grpc-js/protobufjs encoding of the ConfigSnapshot
  *   decode     the data plane's decoding of the same bytes

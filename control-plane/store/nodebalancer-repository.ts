@@ -10,12 +10,11 @@ export interface NodeBalancerRepository {
   list(): NodeBalancer[];
   get(id: number): NodeBalancer | undefined;
   byLabel(label: string): NodeBalancer | undefined;
-  /** Inserts with a provisional label when `label` is null, then returns the row (see create in the service). */
+  /** Inserts the row with the next id from the NodeBalancer id sequence and returns it. */
   create(nb: Omit<NodeBalancer, 'id'>): NodeBalancer;
   update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'tags' | 'updated'>>): void;
   delete(id: number): void;
   setIpv4(id: number, ipv4: string): void;
-  nextId(): number;
 
   configs(nodebalancerId: number): NbConfig[];
   config(nodebalancerId: number, configId: number): NbConfig | undefined;

@@ -4,7 +4,7 @@ import type { EventService } from '../events/event-service.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
-import { nextStatus, settle } from './status-rules.js';
+import { nextStatus, settle, type Observation } from './status-rules.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
@@ -12,14 +12,8 @@ const controlPlaneActions = new Set(['database_create', 'database_delete', 'data
 const agentOrOwnActions = new Set(['database_backup_create', 'database_update']);
 
 /** What an agent says about one database (transport-neutral view of ObservedDatabase). */
-export interface ObservedDatabaseView {
+export interface ObservedDatabaseView extends Observation {
   id: number;
-  status: string;
-  members: Record<string, string>;
-  caCertPem: string;
-  error: string;
-  usedDiskMb: number;
-  convergedGeneration: number;
   backups: { id: number; label: string; type: string; createdMs: number; sizeBytes: number; status: string; target: string }[];
   events: { id: string; action: string; message: string; atMs: number; status: string }[];
   /** Per-node detail: role primary|replica|down, state running|stopped|missing. */

@@ -99,15 +99,17 @@ export class NodeBalancerService {
 
     const nb = this.d.repo.transaction(() => {
       const now = this.now();
-      const provisional = label ?? `balancer-pending-${this.d.repo.nextId()}-${now}`;
-      const created = this.d.repo.create({ label: provisional, region: body.region as string, ipv4: '0.0.0.0', clientConnThrottle: throttle, tags, created: now, updated: now });
+      // Without a label the row is inserted under a placeholder and renamed balancer<ID> below,
+      // inside the same transaction. The placeholder has a character no valid label can have,
+      // so it never collides with a label a client chose.
+      const created = this.d.repo.create({ label: label ?? '#pending', region: body.region as string, ipv4: '0.0.0.0', clientConnThrottle: throttle, tags, created: now, updated: now });
       const ipv4 = this.d.addresses.allocate(this.d.pool, 'nodebalancer', created.id);
       if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
       // The label defaults to balancer<ID>, known only once the row exists.
       const finalLabel = label ?? `balancer${created.id}`;
       if (!label && this.d.repo.byLabel(finalLabel)) throw FulcrumError.conflict('Could not generate a unique label; send one');
       this.d.repo.update(created.id, { label: finalLabel });
-      this.setIpv4(created.id, ipv4);
+      this.d.repo.setIpv4(created.id, ipv4);
       for (const c of configs) {
         const cfg = this.d.repo.createConfig(created.id, c.config);
         for (const n of c.nodes) this.d.repo.createNode(created.id, cfg.id, n);
@@ -117,10 +119,6 @@ export class NodeBalancerService {
     this.d.auth.grantCreator(actor, 'nodebalancer', nb.id);
     this.changed(actor, 'nodebalancer_create', nb);
     return nb;
-  }
-
-  private setIpv4(id: number, ipv4: string): void {
-    this.d.repo.setIpv4(id, ipv4);
   }
 
   update(actor: Actor, id: number, body: Body): NodeBalancer {

@@ -59,11 +59,6 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
     list: () => (db.prepare('SELECT * FROM nodebalancers ORDER BY id').all() as any[]).map((r) => nbRow(r)!),
     get: (id) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
     byLabel: (label) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE label = ?').get(label)),
-    nextId: () =>
-      Math.max(
-        (db.prepare("SELECT last FROM id_sequences WHERE name = 'nodebalancers'").pluck().get() as number | undefined) ?? 0,
-        (db.prepare('SELECT COALESCE(MAX(id), 0) FROM nodebalancers').pluck().get() as number),
-      ) + 1,
     create(nb) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nodebalancers');
