@@ -1,21 +1,15 @@
-import { createConnection, createServer, type Server } from 'node:net';
+import { createConnection } from 'node:net';
+import { startTcpBackend, type TcpBackend } from './backends.js';
 
 /** A TCP backend on its own loopback address that answers every chunk with `<name>:<chunk>`. */
-export async function echoBackend(host: string, name: string, port = 0): Promise<{ server: Server; port: number; close(): Promise<void> }> {
-  const server = createServer((sock) => {
-    sock.on('data', (d) => sock.write(`${name}:${d.toString()}`));
-    sock.on('error', () => undefined);
+export function echoBackend(host: string, name: string): Promise<TcpBackend> {
+  return startTcpBackend(name, {
+    ip: host,
+    onSocket: (sock) => {
+      sock.on('data', (d) => sock.write(`${name}:${d.toString()}`));
+      sock.on('end', () => sock.end());
+    },
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const addr = server.address();
-  return {
-    server,
-    port: typeof addr === 'object' && addr ? addr.port : port,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
 }
 
 /** Connects, sends `msg`, resolves with the first answer (or rejects on refusal/close/timeout). */
