@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { unmapIpv4 } from './ipv4.js';
 
 /**
  * PROXY protocol v1/v2 headers (haproxy doc/proxy-protocol.txt), built byte-exact so that the
@@ -8,10 +9,6 @@ import { isIP } from 'node:net';
 
 const V2_SIGNATURE = Buffer.from([0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a]);
 
-/** `::ffff:1.2.3.4` is an IPv4 client seen through a dual-stack socket: report it as IPv4. */
-export function normaliseIp(ip: string): string {
-  return ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
-}
 
 export interface ProxyEndpoints {
   srcIp: string;
@@ -22,8 +19,8 @@ export interface ProxyEndpoints {
 
 /** v1 text line; `PROXY UNKNOWN` when the two ends are not the same family. */
 export function proxyV1(e: ProxyEndpoints): Buffer {
-  const src = normaliseIp(e.srcIp);
-  const dst = normaliseIp(e.dstIp);
+  const src = unmapIpv4(e.srcIp);
+  const dst = unmapIpv4(e.dstIp);
   const fs = isIP(src);
   if (fs === 0 || fs !== isIP(dst)) return Buffer.from('PROXY UNKNOWN\r\n', 'latin1');
   return Buffer.from(`PROXY TCP${fs} ${src} ${dst} ${e.srcPort} ${e.dstPort}\r\n`, 'latin1');
@@ -46,8 +43,8 @@ function ipv6Bytes(ip: string, out: Buffer, at: number): void {
 
 /** v2 binary header, PROXY command, TCP over IPv4 (28 bytes) or IPv6 (52 bytes), no TLVs. */
 export function proxyV2(e: ProxyEndpoints): Buffer {
-  const src = normaliseIp(e.srcIp);
-  const dst = normaliseIp(e.dstIp);
+  const src = unmapIpv4(e.srcIp);
+  const dst = unmapIpv4(e.dstIp);
   const fs = isIP(src);
   if (fs === 0 || fs !== isIP(dst)) return proxyV2Local();
   const addrLen = fs === 4 ? 12 : 36;

@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import type { NodeState } from '../runtime/node-state.js';
 import { hashString } from '../balancing/picker.js';
-import { normaliseIp } from '../../lib/proxy-protocol.js';
+import { unmapIpv4 } from '../../lib/ipv4.js';
 import { BackendConn, type BackendOwner } from './backend-conn.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, HeadInfo, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead, parseResponseHead } from './http-head.js';
@@ -90,7 +90,7 @@ export class HttpSession implements BackendOwner {
 
   constructor(private readonly rt: ConfigRuntime, private readonly client: Socket, tls: boolean) {
     this.copiesBackendBytes = tls;
-    this.ip = normaliseIp(client.remoteAddress ?? '');
+    this.ip = unmapIpv4(client.remoteAddress ?? '');
     this.hash = hashString(this.ip);
     this.xff = Buffer.from(`X-Forwarded-For: ${this.ip}\r\nX-Forwarded-Proto: ${tls ? 'https' : 'http'}\r\n\r\n`, 'latin1');
     client.setNoDelay(true);

@@ -61,7 +61,7 @@ describe('OpenAPI schema fixture freshness', () => {
   it('is exactly what build-schemas.ts derives from the reference OpenAPI subset', async () => {
     const { existsSync, readFileSync } = await import('node:fs');
     const { buildSchemaFixture, defaultSource, fixturePath } = await import('../../fixtures/openapi/build-schemas.js');
-    // shared/ sits beside the repository for every session and for CI.
+    // The source schema lives beside the fixture, inside the repository.
     expect(existsSync(defaultSource), `reference not found at ${defaultSource}`).toBe(true);
     expect(buildSchemaFixture(readFileSync(defaultSource, 'utf8'))).toBe(readFileSync(fixturePath, 'utf8'));
   });
