@@ -1,21 +1,22 @@
 import tseslint from 'typescript-eslint';
+import noImportCycle from './scripts/eslint/no-import-cycle.js';
 
 // The three processes talk only over gRPC; a direct import between them would couple
 // their deployments, so it is an error. All of them may import lib/ and proto/gen.
-const boundary = (self, others) => ({
+const processRule = (self, o) => ({
+  group: [`**/${o}/*`, `**/${o}`],
+  message: `${self} must not import ${o}: processes share only lib/ and proto/.`,
+});
+const boundary = (self, others, extra = []) => ({
   files: [`${self}/**/*.ts`],
   rules: {
-    'no-restricted-imports': [
-      'error',
-      {
-        patterns: others.map((o) => ({
-          group: [`**/${o}/*`, `**/${o}`],
-          message: `${self} must not import ${o}: processes share only lib/ and proto/.`,
-        })),
-      },
-    ],
+    'no-restricted-imports': ['error', { patterns: [...others.map((o) => processRule(self, o)), ...extra] }],
   },
 });
+
+// Product code: the three processes, the shared kernel and the CLI. Tests and benches may import
+// across processes (they start them side by side) and are not checked for cycles.
+const productRoots = ['control-plane', 'dataplane', 'agent', 'lib', 'bin'];
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'proto/gen/**'] },
@@ -27,6 +28,10 @@ export default tseslint.config(
     },
   },
   boundary('control-plane', ['dataplane', 'agent']),
+  // The domain is what the API is a view of: business rules must not depend on the wire format.
+  boundary('control-plane/domain', ['dataplane', 'agent'], [
+    { group: ['**/api/*', '**/api'], message: 'control-plane/domain must not import control-plane/api: the API depends on the domain, not the reverse.' },
+  ]),
   boundary('dataplane', ['control-plane', 'agent']),
   boundary('agent', ['control-plane', 'dataplane']),
   {
@@ -34,5 +39,10 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': ['error', { patterns: [{ group: ['**/control-plane/*', '**/dataplane/*', '**/agent/*'], message: 'lib/ is the shared kernel and depends on no process.' }] }],
     },
+  },
+  {
+    files: productRoots.map((r) => `${r}/**/*.ts`),
+    plugins: { fulcrum: { rules: { 'no-import-cycle': noImportCycle } } },
+    rules: { 'fulcrum/no-import-cycle': ['error', { roots: productRoots }] },
   },
 );

@@ -5,9 +5,9 @@ import { repoRoot } from '../helpers/lab.js';
 // The three processes talk only over gRPC; the lint rule is what keeps them honest.
 describe('lint: process boundaries', () => {
   const eslint = new ESLint({ cwd: repoRoot });
-  const lint = async (file: string, code: string) => {
+  const lint = async (file: string, code: string, rule = 'no-restricted-imports') => {
     const [r] = await eslint.lintText(code, { filePath: `${repoRoot}/${file}` });
-    return r!.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
+    return r!.messages.filter((m) => m.ruleId === rule).map((m) => m.message);
   };
 
   it.each([
@@ -23,4 +23,30 @@ describe('lint: process boundaries', () => {
   it('allows lib/ and proto/ imports', async () => {
     expect(await lint('dataplane/x.ts', "import { FulcrumError } from '../lib/errors.js';\nexport const x = FulcrumError;\n")).toEqual([]);
   });
+
+  it('keeps the control-plane domain free of the API layer', async () => {
+    const msgs = await lint('control-plane/domain/x.ts', "import { httpStatus } from '../api/errors.js';\nexport const x = httpStatus;\n");
+    expect(msgs).toHaveLength(1);
+    expect(msgs[0]).toMatch(/domain must not import control-plane\/api/);
+    // The API importing the domain is the intended direction.
+    expect(await lint('control-plane/api/x.ts', "import { FulcrumError } from '../../lib/errors.js';\nexport const x = FulcrumError;\n")).toEqual([]);
+  });
+
+  it('fails on an import cycle in product code, naming the chain', async () => {
+    // lib/proxy-protocol.ts imports lib/ipv4.ts; ipv4.ts importing it back closes a cycle.
+    const msgs = await lint('lib/ipv4.ts', "import { encodeProxyV1 } from './proxy-protocol.js';\nexport const x = encodeProxyV1;\n", 'fulcrum/no-import-cycle');
+    expect(msgs).toEqual(['Import cycle: lib/ipv4.ts -> lib/proxy-protocol.ts -> lib/ipv4.ts']);
+    // The same import from a file nothing imports back is fine.
+    expect(await lint('lib/y.ts', "import { encodeProxyV1 } from './proxy-protocol.js';\nexport const x = encodeProxyV1;\n", 'fulcrum/no-import-cycle')).toEqual([]);
+  });
+
+  it('finds no import cycle and no boundary break anywhere in product code', async () => {
+    const results = await eslint.lintFiles(['control-plane', 'dataplane', 'agent', 'lib', 'bin']);
+    const broken = results.flatMap((r) =>
+      r.messages
+        .filter((m) => m.ruleId === 'fulcrum/no-import-cycle' || m.ruleId === 'no-restricted-imports')
+        .map((m) => `${r.filePath}: ${m.message}`),
+    );
+    expect(broken).toEqual([]);
+  }, 60_000);
 });

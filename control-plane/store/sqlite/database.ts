@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Database as Db } from 'better-sqlite3';
-import { migrations, type Migration } from './migrations.js';
+import { coreMigrations, type Migration } from './migrations.js';
+import { databaseMigrations } from './migrations-databases.js';
 
 export type { Db };
 
@@ -14,7 +15,7 @@ export function openDatabase(path: string, extra: Migration[] = []): Db {
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db, [...migrations, ...extra]);
+  migrate(db, [...coreMigrations, ...databaseMigrations, ...extra]);
   return db;
 }
 

@@ -7,8 +7,6 @@ export interface Migration {
   sql: string;
 }
 
-import { databaseMigrations } from './migrations-databases.js';
-
 export const coreMigrations: Migration[] = [
   {
     id: '001-core',
@@ -147,4 +145,3 @@ export const coreMigrations: Migration[] = [
   },
 ];
 
-export const migrations: Migration[] = [...coreMigrations, ...databaseMigrations];
