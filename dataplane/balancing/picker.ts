@@ -1,7 +1,4 @@
 import type { Algorithm } from '../config/model.js';
-import { roundRobinPolicy } from './roundrobin.js';
-import { leastConnPolicy } from './leastconn.js';
-import { sourcePolicy } from './source.js';
 
 /** What a policy needs to know about a node. `active` is read live (in-flight connections). */
 export interface Balanced {
@@ -26,12 +23,6 @@ export interface BalancingPolicy {
   /** Builds a picker over `nodes` (already filtered to the eligible, healthy ones). */
   build<T extends Balanced>(nodes: readonly T[]): Picker<T>;
 }
-
-export const policies: Readonly<Record<Algorithm, BalancingPolicy>> = Object.freeze({
-  roundrobin: roundRobinPolicy,
-  leastconn: leastConnPolicy,
-  source: sourcePolicy,
-});
 
 export const emptyPicker: Picker<never> = Object.freeze({ size: 0, pick: () => undefined });
 

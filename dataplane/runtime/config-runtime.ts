@@ -2,11 +2,12 @@ import { createServer as createTlsServer, type Server as TlsServer } from 'node:
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSpec } from '../config/model.js';
-import { emptyPicker, policies, type Picker } from '../balancing/picker.js';
+import { emptyPicker, type Picker } from '../balancing/picker.js';
+import { policies } from '../balancing/registry.js';
 import { HealthChecker } from '../health/checker.js';
 import { StickyTable } from '../sticky/sticky-table.js';
 import type { ConnThrottle } from '../throttle/conn-throttle.js';
-import { tlsOptions } from '../listeners/cipher-suites.js';
+import { tlsOptions } from '../config/cipher-suites.js';
 import { NodeState } from './node-state.js';
 
 export interface HealthEvent {
