@@ -14,7 +14,6 @@ export interface Balanced {
  * `hash` is the client-IP hash (used by `source`, ignored by the others).
  */
 export interface Picker<T extends Balanced> {
-  readonly size: number;
   pick(hash: number, exclude: ReadonlySet<T> | null): T | undefined;
 }
 
@@ -24,7 +23,7 @@ export interface BalancingPolicy {
   build<T extends Balanced>(nodes: readonly T[]): Picker<T>;
 }
 
-export const emptyPicker: Picker<never> = Object.freeze({ size: 0, pick: () => undefined });
+export const emptyPicker: Picker<never> = Object.freeze({ pick: () => undefined });
 
 /** FNV-1a over a string: cheap, stable across processes (several data planes agree). */
 export function hashString(s: string): number {

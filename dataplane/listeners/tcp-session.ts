@@ -4,9 +4,9 @@ import { proxyV1, proxyV2 } from '../../lib/proxy-protocol.js';
 import type { SessionConfig } from '../runtime/session-config.js';
 import type { NodeState } from '../runtime/node-state.js';
 import { hashString } from '../balancing/picker.js';
+import { CONNECT_TIMEOUT_MS } from './backend-conn.js';
 import { exclude, MAX_ATTEMPTS } from './retry.js';
 
-export const CONNECT_TIMEOUT_MS = 5_000;
 const READ_BUFFER = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
 

@@ -108,7 +108,7 @@ export class ConfigRuntime implements SessionConfig {
   }
 
   /** Rebuilds the immutable picker: healthy accept nodes, else healthy backups. */
-  rebuild(): void {
+  private rebuild(): void {
     const accept: NodeState[] = [];
     const backup: NodeState[] = [];
     for (const st of this.nodes.values()) {
