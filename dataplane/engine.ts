@@ -1,24 +1,15 @@
-import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { FulcrumError } from '../lib/errors.js';
 import { silentLogger, type Logger } from '../lib/logger.js';
 import type { ConfigSpec } from './config/model.js';
 import { validateSnapshot, type SnapshotInput } from './config/validate.js';
 import { Listener } from './listeners/listener.js';
-import { ConfigRuntime, type HealthEvent } from './runtime/config-runtime.js';
+import { ConfigRuntime } from './runtime/config-runtime.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
-import { registerDataplaneMetrics } from './telemetry/metrics.js';
+import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
+import type { MetricsSource } from './telemetry/metrics.js';
 
-export type { HealthEvent };
-
-export interface CounterDelta {
-  nodebalancerId: number;
-  configId: number;
-  bytesIn: number;
-  bytesOut: number;
-  connections: number;
-  atMs: number;
-}
+export type { CounterDelta, HealthEvent };
 
 /**
  * The proxy without any control-plane wiring: give it snapshots, read health and counters.
@@ -30,20 +21,15 @@ export interface CounterDelta {
  * - drainCounters() returns per-config deltas since the previous call (and resets them).
  * - close() stops everything; idempotent.
  */
-export interface ProxyEngine {
+export interface ProxyEngine extends TelemetrySource, MetricsSource {
   apply(snapshot: SnapshotInput): Promise<void>;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
-  onHealth(cb: (ev: HealthEvent) => void): () => void;
-  /** Current status of every node that has one, for a full report after (re)connecting. */
-  healthSnapshot(): HealthEvent[];
-  drainCounters(): CounterDelta[];
   close(): Promise<void>;
 }
 
 export interface EngineOptions {
   logger?: Logger;
-  registry?: Registry;
   clock?: Clock;
   /** How long a removed listener's open connections may run on (default 30 s). */
   drainTimeoutMs?: number;
@@ -74,9 +60,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   };
 
   const takeDelta = (rt: ConfigRuntime): CounterDelta | null => {
-    if (rt.deltaIn === 0 && rt.deltaOut === 0 && rt.deltaConns === 0) return null;
-    const d = { nodebalancerId: rt.spec.nodebalancerId, configId: rt.spec.id, bytesIn: rt.deltaIn, bytesOut: rt.deltaOut, connections: rt.deltaConns, atMs: clock.now() };
-    rt.deltaIn = rt.deltaOut = rt.deltaConns = 0;
+    const t = rt.traffic;
+    if (!t.hasDelta) return null;
+    const d = { nodebalancerId: rt.spec.nodebalancerId, configId: rt.spec.id, bytesIn: t.deltaIn, bytesOut: t.deltaOut, connections: t.deltaConns, atMs: clock.now() };
+    t.resetDelta();
     return d;
   };
 
@@ -95,7 +82,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
 
     // Bind every new address first; if one fails nothing changes.
     const fresh: Listener[] = [];
-    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, log));
+    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, clock, log));
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
@@ -154,6 +141,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       return run;
     },
     version: () => version,
+    configs: () => runtimes.values(),
     onHealth(cb) {
       healthSubs.add(cb);
       return () => healthSubs.delete(cb);
@@ -168,7 +156,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       for (const rt of retired) {
         const d = takeDelta(rt);
         if (d) out.push(d);
-        if (rt.activeConns <= 0) retired.delete(rt);
+        if (rt.traffic.open <= 0) retired.delete(rt);
       }
       for (const rt of runtimes.values()) {
         const d = takeDelta(rt);
@@ -186,6 +174,5 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       runtimes.clear();
     },
   };
-  if (opts.registry) registerDataplaneMetrics(opts.registry, { runtimes: () => runtimes.values(), version: () => version });
   return engine;
 }

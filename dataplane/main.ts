@@ -1,13 +1,16 @@
 import type { Server } from 'node:http';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
+import type { Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
 import { SnapshotStore } from './config/persist.js';
 import { ConfigClient } from './control/config-client.js';
 import { TelemetryClient } from './telemetry/telemetry-client.js';
+import { registerDataplaneMetrics } from './telemetry/metrics.js';
 
 export { createProxyEngine } from './engine.js';
+export { registerDataplaneMetrics } from './telemetry/metrics.js';
 export type { ProxyEngine, CounterDelta, HealthEvent, EngineOptions } from './engine.js';
 
 export interface DataplaneOptions {
@@ -23,6 +26,7 @@ export interface DataplaneOptions {
   registry?: Registry;
   /** Counter report interval (default 2 s). */
   telemetryIntervalMs?: number;
+  clock?: Clock;
 }
 
 export interface Dataplane {
@@ -33,11 +37,13 @@ export interface Dataplane {
 /**
  * Composition root of the data plane: engine + persisted last good snapshot + config stream +
  * telemetry stream + /metrics. Serves the persisted snapshot before the control plane answers.
+ * Every metric of the process is registered here, on the one registry.
  */
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
   const logger = (opts.logger ?? createLogger('dataplane')).child({ dataplane: opts.id });
   const registry = opts.registry ?? createRegistry('dataplane');
-  const engine = createProxyEngine({ logger, registry });
+  const engine = createProxyEngine({ logger, clock: opts.clock });
+  registerDataplaneMetrics(registry, engine);
   const store = new SnapshotStore(opts.stateDir, opts.id);
 
   try {
@@ -73,9 +79,10 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const telemetry = new TelemetryClient({
     id: opts.id,
     address: opts.controlPlane,
-    engine,
+    source: engine,
     logger: logger.child({ component: 'telemetry' }),
     intervalMs: opts.telemetryIntervalMs,
+    clock: opts.clock,
   });
   config.start();
   telemetry.start();

@@ -8,7 +8,7 @@
 import { chmodSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { RECOMMENDED_CIPHERS } from '../../dataplane/listeners/cipher-suites.js';
+import { RECOMMENDED_CIPHERS } from '../../dataplane/config/cipher-suites.js';
 import { GiveUp, run, startProcess, waitFor, type Spawned } from '../common/processes.js';
 
 export const BACKENDS = ['127.0.60.1', '127.0.60.2'];

@@ -9,10 +9,6 @@ class LeastConnPicker<T extends Balanced> implements Picker<T> {
   private rotor = 0;
   constructor(private readonly nodes: readonly T[]) {}
 
-  get size(): number {
-    return this.nodes.length;
-  }
-
   pick(_hash: number, exclude: ReadonlySet<T> | null): T | undefined {
     const nodes = this.nodes;
     const n = nodes.length;

@@ -1,7 +1,4 @@
 import type { Algorithm } from '../config/model.js';
-import { roundRobinPolicy } from './roundrobin.js';
-import { leastConnPolicy } from './leastconn.js';
-import { sourcePolicy } from './source.js';
 
 /** What a policy needs to know about a node. `active` is read live (in-flight connections). */
 export interface Balanced {
@@ -17,7 +14,6 @@ export interface Balanced {
  * `hash` is the client-IP hash (used by `source`, ignored by the others).
  */
 export interface Picker<T extends Balanced> {
-  readonly size: number;
   pick(hash: number, exclude: ReadonlySet<T> | null): T | undefined;
 }
 
@@ -27,13 +23,7 @@ export interface BalancingPolicy {
   build<T extends Balanced>(nodes: readonly T[]): Picker<T>;
 }
 
-export const policies: Readonly<Record<Algorithm, BalancingPolicy>> = Object.freeze({
-  roundrobin: roundRobinPolicy,
-  leastconn: leastConnPolicy,
-  source: sourcePolicy,
-});
-
-export const emptyPicker: Picker<never> = Object.freeze({ size: 0, pick: () => undefined });
+export const emptyPicker: Picker<never> = Object.freeze({ pick: () => undefined });
 
 /** FNV-1a over a string: cheap, stable across processes (several data planes agree). */
 export function hashString(s: string): number {

@@ -39,10 +39,6 @@ class RoundRobinPicker<T extends Balanced> implements Picker<T> {
     }
   }
 
-  get size(): number {
-    return this.nodes.length;
-  }
-
   private smoothStep(): T {
     let best = 0;
     for (let i = 0; i < this.nodes.length; i++) {

@@ -19,10 +19,6 @@ class SourcePicker<T extends Balanced> implements Picker<T> {
     this.total = acc;
   }
 
-  get size(): number {
-    return this.nodes.length;
-  }
-
   private slot(hash: number): number {
     const target = hash % this.total;
     let lo = 0;

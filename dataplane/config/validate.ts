@@ -6,7 +6,7 @@ import type {
   Algorithm, CheckType, CipherSuite, ConfigSpec, NodeBalancerSpec, NodeMode, NodeSpec, Protocol,
   ProxyProtocol, SnapshotSpec, Stickiness,
 } from './model.js';
-import { tlsOptions } from '../listeners/cipher-suites.js';
+import { tlsOptions } from './cipher-suites.js';
 
 /**
  * A snapshot as it arrives over gRPC (proto-loader camelCase, defaults on) or from the state

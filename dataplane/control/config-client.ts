@@ -62,6 +62,8 @@ export class ConfigClient {
       if (this.stopped) return;
       const delay = backoffDelay(this.attempt++);
       this.o.logger.warn({ why, delay }, 'config stream lost; reconnecting');
+      // A plain (ref'd) timer on purpose: it keeps a data plane that has nothing to serve yet
+      // alive while the control plane is away.
       this.timer = setTimeout(() => this.open(), delay);
     };
     call.on('error', (e: Error) => retry(e.message));

@@ -1,3 +1,4 @@
+import type { Clock, Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSpec } from '../config/model.js';
 import type { NodeState } from '../runtime/node-state.js';
@@ -13,13 +14,14 @@ const RECOVERY_TIMEOUT_MS = 3_000;
  * probes only nodes that passive checks marked DOWN, so they can come back.
  */
 export class HealthChecker {
-  private readonly timers = new Map<NodeState, NodeJS.Timeout>();
+  private readonly timers = new Map<NodeState, Timer>();
   private stopped = false;
 
   constructor(
     private readonly spec: ConfigSpec,
     private readonly nodes: () => readonly NodeState[],
     private readonly report: (node: NodeState, failure: string | null) => void,
+    private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
 
@@ -38,21 +40,19 @@ export class HealthChecker {
 
   stop(): void {
     this.stopped = true;
-    for (const t of this.timers.values()) clearTimeout(t);
+    for (const t of this.timers.values()) t.cancel();
     this.timers.clear();
   }
 
   private schedule(node: NodeState, delay: number): void {
     if (this.stopped || node.spec.mode === 'reject') return;
-    const t = setTimeout(() => void this.run(node), delay);
-    t.unref();
-    this.timers.set(node, t);
+    this.timers.set(node, this.clock.setTimeout(() => void this.run(node), delay));
   }
 
   private async run(node: NodeState): Promise<void> {
     if (this.stopped || node.retired) return;
     const s = this.spec;
-    const started = Date.now();
+    const started = this.clock.now();
     if (s.check === 'none') {
       this.timers.delete(node);
       if (node.status !== 'DOWN') return;
@@ -67,7 +67,7 @@ export class HealthChecker {
     if (failure) this.log.debug({ node: node.id, failure }, 'health check failed');
     this.report(node, failure);
     // The interval runs from the start of one probe to the start of the next.
-    this.schedule(node, Math.max(0, s.checkIntervalMs - (Date.now() - started)));
+    this.schedule(node, Math.max(0, s.checkIntervalMs - (this.clock.now() - started)));
   }
 
   private probeSpec(node: NodeState, type: ProbeSpec['type'], timeoutMs: number): ProbeSpec {

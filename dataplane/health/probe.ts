@@ -45,6 +45,7 @@ export function probe(spec: ProbeSpec): Promise<ProbeResult> {
       sock.destroy();
       resolve(r);
     };
+    // A real timer, like a socket timeout: it bounds real I/O on a real connection.
     const timer = setTimeout(() => finish(`timeout after ${spec.timeoutMs} ms`), spec.timeoutMs);
     sock.on('error', (e) => finish(`connect: ${e.message}`));
     sock.on('connect', () => {

@@ -147,6 +147,8 @@ export class BackendConn implements Pooled {
       this.destroy();
       return;
     }
+    // Wall time, not the injected clock: the age is compared with the backend's own keep-alive
+    // timeout, which runs in real time whatever a test clock says.
     this.idleSince = Date.now();
     if (this.socket.isPaused()) this.socket.resume();
     node.idle.push(this);

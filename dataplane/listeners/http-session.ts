@@ -1,11 +1,15 @@
 import type { Socket } from 'node:net';
-import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import { unmapIpv4 } from '../../lib/ipv4.js';
+import type { SessionConfig } from '../runtime/session-config.js';
 import type { NodeState } from '../runtime/node-state.js';
 import { hashString } from '../balancing/picker.js';
-import { unmapIpv4 } from '../../lib/ipv4.js';
 import { BackendConn, type BackendOwner } from './backend-conn.js';
+import { R400, R408, R431, R503, R504, R502, type CannedResponse } from './canned-responses.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
-import { BAD, HeadInfo, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead, parseResponseHead } from './http-head.js';
+import { BAD, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead } from './http-head.js';
+import { HttpResponseRelay, R_DONE, R_EOF, S_BODY, S_CLOSED, S_HEAD, S_TUNNEL, S_WAIT } from './http-response.js';
+import { requestHead } from './http-rewrite.js';
+import { exclude, MAX_ATTEMPTS } from './retry.js';
 
 /** Client idle time allowed while we wait for (the rest of) a request. */
 export const CLIENT_IDLE_MS = 60_000;
@@ -14,38 +18,8 @@ export const CLIENT_IDLE_MS = 60_000;
  * never cuts a client that trickles a byte now and then (slowloris).
  */
 export const HEAD_TIMEOUT_MS = 30_000;
-/** Idle limit on an upgraded (WebSocket) tunnel. */
-export const TUNNEL_IDLE_MS = 3_600_000;
-const MAX_ATTEMPTS = 3;
 /** Pipelined bytes buffered while a response is in flight before the client is paused. */
 const PIPELINE_BUFFER = 64 * 1024;
-/** Interim (1xx) responses passed on per request; a backend flooding them gets a 502. */
-const MAX_INTERIM = 32;
-
-// Session states
-const S_HEAD = 0; // waiting for a request head
-const S_BODY = 1; // forwarding a request body
-const S_WAIT = 2; // request sent, response in flight
-const S_TUNNEL = 3; // upgraded: raw bytes both ways
-const S_CLOSED = 4;
-// Response states
-const R_HEAD = 0;
-const R_LENGTH = 1;
-const R_CHUNKED = 2;
-const R_EOF = 3;
-const R_DONE = 4;
-
-const BODY_503 = '<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this request.\n</body></html>\n';
-
-function canned(status: number, reason: string, body: string): Buffer {
-  return Buffer.from(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/html\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n${body}`, 'latin1');
-}
-const R503 = canned(503, 'Service Unavailable', BODY_503);
-const R502 = canned(502, 'Bad Gateway', '<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n');
-const R504 = canned(504, 'Gateway Timeout', '<html><body><h1>504 Gateway Timeout</h1>\nThe server didn\'t respond in time.\n</body></html>\n');
-const R400 = canned(400, 'Bad Request', '<html><body><h1>400 Bad Request</h1>\nYour browser sent an invalid request.\n</body></html>\n');
-const R408 = canned(408, 'Request Timeout', '<html><body><h1>408 Request Timeout</h1>\nYour browser didn\'t send a complete request in time.\n</body></html>\n');
-const R431 = canned(431, 'Request Header Fields Too Large', '<html><body><h1>431 Request Header Fields Too Large</h1>\n</body></html>\n');
 
 /**
  * http/https protocol on raw sockets: parse only the request and response heads, stream bodies
@@ -53,42 +27,25 @@ const R431 = canned(431, 'Request Header Fields Too Large', '<html><body><h1>431
  * keep-alive backend connections. Requests on one client connection are served in order
  * (pipelined requests wait in the buffer). The head goes out as received plus
  * `X-Forwarded-For` (appended as a new last line) and `X-Forwarded-Proto`; Host is untouched.
+ * This file is the client half and the request's life (dispatch, retries, completion); the
+ * response half is listeners/http-response.ts.
  */
-export class HttpSession implements BackendOwner {
-  private state = S_HEAD;
-  private buf: Buffer | null = null;
-  private readonly req = new HeadInfo();
-  private readonly res = new HeadInfo();
+export class HttpSession extends HttpResponseRelay implements BackendOwner {
   private readonly reqChunks = new ChunkedTracker();
-  private readonly resChunks = new ChunkedTracker();
   private readonly ip: string;
   private readonly hash: number;
   private readonly xff: Buffer;
-  private conn: BackendConn | null = null;
-  private node: NodeState | null = null;
   private tried: Set<NodeState> | null = null;
   private attempts = 0;
-  /** What went to the backend in the first write (head and body start), kept for a retry. */
-  private out: Buffer | null = null;
-  private replayable = false;
   private reqRemaining = 0;
   private reqDone = false;
-  private rstate = R_HEAD;
-  private resRemaining = 0;
-  private resBuf: Buffer | null = null;
-  private gotResponse = false;
-  private interim = 0;
-  /** Start of a parsed response head not yet written to the client (-1: none). */
-  private headFrom = -1;
-  private keepClient = true;
-  private setCookie = false;
-  private clientEnded = false;
   /** When the pending incomplete head began (clock ms), 0 when none. */
   private headStart = 0;
 
   readonly copiesBackendBytes: boolean;
 
-  constructor(private readonly rt: ConfigRuntime, private readonly client: Socket, tls: boolean) {
+  constructor(rt: SessionConfig, client: Socket, tls: boolean) {
+    super(rt, client);
     this.copiesBackendBytes = tls;
     this.ip = unmapIpv4(client.remoteAddress ?? '');
     this.hash = hashString(this.ip);
@@ -106,9 +63,7 @@ export class HttpSession implements BackendOwner {
   // ---- client side ------------------------------------------------------------------------
 
   private readonly onClientData = (chunk: Buffer): void => {
-    const rt = this.rt;
-    rt.deltaIn += chunk.length;
-    rt.totalIn += chunk.length;
+    this.rt.traffic.received(chunk.length);
     switch (this.state) {
       case S_HEAD:
         this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
@@ -170,13 +125,6 @@ export class HttpSession implements BackendOwner {
     if (this.state !== S_WAIT) this.client.destroy();
   };
 
-  private releaseNode(): void {
-    if (this.node !== null) {
-      this.node.active--;
-      this.node = null;
-    }
-  }
-
   // ---- requests -----------------------------------------------------------------------------
 
   private nextRequest(): void {
@@ -188,20 +136,17 @@ export class HttpSession implements BackendOwner {
       // Only incomplete heads pay for the clock read; a head in one read never gets here.
       const now = this.rt.clock.now();
       if (this.headStart === 0) this.headStart = now;
-      else if (now - this.headStart > HEAD_TIMEOUT_MS) this.reply(R408, 4);
+      else if (now - this.headStart > HEAD_TIMEOUT_MS) this.reply(R408);
       return;
     }
     this.headStart = 0;
     if (n === BAD) {
-      this.reply(b.length > MAX_REQUEST_HEAD || req.error.includes('too large') ? R431 : R400, 4);
+      this.reply(b.length > MAX_REQUEST_HEAD || req.error.includes('too large') ? R431 : R400);
       return;
     }
     this.keepClient = !this.clientEnded && (req.version11 ? !req.connClose : req.connKeepAlive);
     this.reqDone = false;
-    this.rstate = R_HEAD;
-    this.gotResponse = false;
-    this.interim = 0;
-    this.resBuf = null;
+    this.expectResponse();
     this.tried = null;
     this.attempts = 0;
 
@@ -210,7 +155,7 @@ export class HttpSession implements BackendOwner {
     if (req.chunked) {
       this.reqChunks.reset();
       const e = this.reqChunks.feed(b, n);
-      if (e === CHUNK_ERROR) return this.reply(R400, 4);
+      if (e === CHUNK_ERROR) return this.reply(R400);
       bodyEnd = e < 0 ? b.length : e;
       this.reqDone = e >= 0;
     } else if (req.contentLength > 0) {
@@ -223,46 +168,26 @@ export class HttpSession implements BackendOwner {
       this.reqDone = true;
     }
     this.replayable = this.reqDone;
-    this.out = this.buildHead(b, n, bodyEnd);
+    this.out = requestHead(b, req, n, bodyEnd, this.xff);
     this.buf = bodyEnd < b.length ? b.subarray(bodyEnd) : null;
     this.state = this.reqDone ? S_WAIT : S_BODY;
     this.dispatch();
   }
 
-  /** Request head + our X-Forwarded-* lines + the body bytes already received, in one buffer. */
-  private buildHead(b: Buffer, headEnd: number, bodyEnd: number): Buffer {
-    const req = this.req;
-    const xff = this.xff;
-    const cut = req.insertAt;
-    let dropped = 0;
-    for (let i = 0; i < req.drop.length; i += 2) dropped += req.drop[i + 1] - req.drop[i];
-    const body = bodyEnd - headEnd;
-    const out = Buffer.allocUnsafe(cut - dropped + xff.length + body);
-    let o = 0;
-    let from = 0;
-    for (let i = 0; i < req.drop.length; i += 2) {
-      o += b.copy(out, o, from, req.drop[i]);
-      from = req.drop[i + 1];
-    }
-    o += b.copy(out, o, from, cut);
-    o += xff.copy(out, o);
-    if (body > 0) b.copy(out, o, headEnd, bodyEnd);
-    return out;
-  }
-
   /** Picks a node (stickiness first) and sends the request on a pooled or new connection. */
   private dispatch(): void {
     const rt = this.rt;
-    const pinned = rt.spec.stickiness === 'http_cookie' && this.req.srvid !== '' ? rt.byCookie.get(this.req.srvid) : undefined;
+    const pinned = rt.pinnedBy(this.req.srvid);
     const node = this.attempts < MAX_ATTEMPTS ? rt.choose(this.ip, this.hash, pinned, this.tried) : undefined;
     if (node === undefined) {
-      this.reply(R503, 5);
+      this.reply(R503);
       return;
     }
     this.attempts++;
+    // http_cookie: a client not already pinned to this node is told to come back to it.
     this.setCookie = rt.spec.stickiness === 'http_cookie' && pinned !== node;
     this.node = node;
-    node.active++;
+    rt.opened(node);
     const pooled = BackendConn.take(node, this);
     if (pooled !== null) {
       this.conn = pooled;
@@ -340,10 +265,10 @@ export class HttpSession implements BackendOwner {
     if (conn !== this.conn) return;
     if (!conn.connected) return this.retryElsewhere('connect timeout');
     if (!this.gotResponse) {
-      this.rt.passiveFailure(conn.node, 'response timeout');
+      this.rt.failed(conn.node, 'response timeout');
       this.conn = null;
       conn.destroy();
-      this.reply(R504, 5);
+      this.reply(R504);
       return;
     }
     // Silent mid-response or idle tunnel: give up on both.
@@ -375,8 +300,8 @@ export class HttpSession implements BackendOwner {
         this.dispatchTo(conn.node);
         return;
       }
-      this.rt.passiveFailure(conn.node, error?.message ?? 'closed without a response');
-      this.reply(R502, 5);
+      this.rt.failed(conn.node, error?.message ?? 'closed without a response');
+      this.reply(R502);
       return;
     }
     // Cut mid-response: the client cannot get a complete answer.
@@ -385,7 +310,7 @@ export class HttpSession implements BackendOwner {
 
   private dispatchTo(node: NodeState): void {
     this.node = node;
-    node.active++;
+    this.rt.opened(node);
     this.attempts++;
     this.conn = new BackendConn(node, this);
     this.client.pause();
@@ -398,11 +323,11 @@ export class HttpSession implements BackendOwner {
     conn?.destroy();
     this.releaseNode();
     if (node !== null) {
-      this.rt.passiveFailure(node, `connect failed: ${reason}`);
-      (this.tried ??= new Set()).add(node);
+      this.rt.failed(node, `connect failed: ${reason}`);
+      this.tried = exclude(this.tried, node);
     }
     // Nothing was sent yet, so another node can take the request.
-    if (this.out === null) return this.reply(R503, 5);
+    if (this.out === null) return this.reply(R503);
     this.dispatch();
   }
 
@@ -412,176 +337,9 @@ export class HttpSession implements BackendOwner {
     // Otherwise 'close' follows and decides.
   }
 
-  onBackendData(conn: BackendConn, chunk: Buffer): void {
-    if (conn !== this.conn || this.state === S_CLOSED) return;
-    this.gotResponse = true;
-    const rt = this.rt;
-    rt.deltaOut += chunk.length;
-    rt.totalOut += chunk.length;
-    if (this.state === S_TUNNEL) {
-      if (!this.client.write(chunk)) conn.socket.pause();
-      return;
-    }
-    let from = 0;
-    if (this.rstate === R_HEAD) {
-      const b = this.resBuf === null ? chunk : Buffer.concat([this.resBuf, chunk]);
-      this.resBuf = null;
-      from = this.responseHead(conn, b);
-      if (from < 0) return;
-      chunk = b;
-    }
-    // The head (when not already written) goes out in the same write as the body bytes.
-    this.responseBody(conn, chunk, from, this.headFrom >= 0 ? this.headFrom : from);
-    this.headFrom = -1;
-  }
-
-  keepsBackendBytes(): boolean {
-    return this.resBuf !== null || this.client.writableLength > 0;
-  }
-
-  /** Handles response heads at the start of `b`; returns where the body starts, or -1. */
-  private responseHead(conn: BackendConn, b: Buffer): number {
-    const res = this.res;
-    let at = 0;
-    for (;;) {
-      const view = at === 0 ? b : b.subarray(at);
-      const n = parseResponseHead(view, res);
-      if (n === NEED_MORE) {
-        this.resBuf = view;
-        return -1;
-      }
-      if (n === BAD) {
-        this.rt.passiveFailure(conn.node, `bad response: ${res.error}`);
-        this.conn = null;
-        conn.destroy();
-        this.reply(R502, 5);
-        return -1;
-      }
-      const status = res.status;
-      if (status >= 100 && status < 200 && status !== 101) {
-        if (++this.interim > MAX_INTERIM) {
-          this.rt.passiveFailure(conn.node, 'too many interim responses');
-          this.conn = null;
-          conn.destroy();
-          // Nothing final was sent yet, so the client can still be told (after the 1xx heads).
-          this.reply(R502, 5);
-          return -1;
-        }
-        // Interim (100 Continue): pass on and wait for the final head.
-        this.client.write(view.subarray(0, n));
-        at += n;
-        if (at === b.length) return -1;
-        continue;
-      }
-      this.rt.requests[(status / 100) | 0]++;
-      if (status >= 500 && status !== 501 && status !== 505) this.rt.passiveFailure(conn.node, `status ${status}`);
-      if (status === 101) {
-        if (!this.req.upgrade) {
-          this.conn = null;
-          conn.destroy();
-          this.reply(R502, 5);
-          return -1;
-        }
-        this.client.write(view.subarray(0, n));
-        this.state = S_TUNNEL;
-        this.replayable = false;
-        this.out = null;
-        this.client.setTimeout(TUNNEL_IDLE_MS);
-        conn.socket.setTimeout(TUNNEL_IDLE_MS);
-        if (this.buf !== null) {
-          conn.socket.write(this.buf);
-          this.buf = null;
-        }
-        this.client.resume();
-        if (this.clientEnded) conn.socket.end();
-        if (n < view.length) this.client.write(view.subarray(n));
-        return -1;
-      }
-      // Response framing (RFC 9112 §6.3).
-      if (this.req.isHead || status === 204 || status === 304) {
-        this.rstate = R_DONE;
-      } else if (res.chunked) {
-        this.rstate = R_CHUNKED;
-        this.resChunks.reset();
-      } else if (res.otherEncoding || res.contentLength < 0) {
-        this.rstate = R_EOF;
-      } else {
-        this.rstate = res.contentLength === 0 ? R_DONE : R_LENGTH;
-        this.resRemaining = res.contentLength;
-      }
-      if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF) this.keepClient = false;
-      this.out = null;
-      this.replayable = false;
-      const cookie = this.setCookie && this.node !== null;
-      if (cookie || res.drop.length > 0) {
-        // Rare: the head is rewritten (a sticky cookie added, a Content-Length beside
-        // Transfer-Encoding removed) and written on its own.
-        const parts: Buffer[] = [];
-        let from = 0;
-        for (let i = 0; i < res.drop.length; i += 2) {
-          parts.push(view.subarray(from, res.drop[i]));
-          from = res.drop[i + 1];
-        }
-        parts.push(view.subarray(from, res.insertAt));
-        if (cookie) parts.push(Buffer.from(`Set-Cookie: NB_SRVID=${this.node!.cookie}; path=/\r\n`, 'latin1'));
-        parts.push(view.subarray(res.insertAt, n));
-        this.client.write(Buffer.concat(parts));
-        this.headFrom = -1;
-      } else {
-        this.headFrom = at;
-      }
-      return at + n;
-    }
-  }
-
-  private responseBody(conn: BackendConn, chunk: Buffer, from: number, writeFrom: number): void {
-    let end = chunk.length;
-    switch (this.rstate) {
-      case R_LENGTH:
-        end = Math.min(chunk.length, from + this.resRemaining);
-        this.resRemaining -= end - from;
-        if (this.resRemaining === 0) this.rstate = R_DONE;
-        break;
-      case R_CHUNKED: {
-        const e = this.resChunks.feed(chunk, from);
-        if (e === CHUNK_ERROR) {
-          this.rt.passiveFailure(conn.node, 'bad chunked response');
-          // Head not written yet: the client can still get a clean 502 instead of a cut.
-          if (this.headFrom >= 0) return this.reply(R502, 5);
-          this.conn = null;
-          conn.destroy();
-          this.client.destroy();
-          return;
-        }
-        if (e >= 0) {
-          end = e;
-          this.rstate = R_DONE;
-        }
-        break;
-      }
-      case R_DONE:
-        end = from;
-        break;
-    }
-    if (end > writeFrom && !this.client.write(writeFrom === 0 && end === chunk.length ? chunk : chunk.subarray(writeFrom, end))) {
-      conn.socket.pause();
-    }
-    if (end < chunk.length) {
-      // Bytes after the end of the response: the backend broke framing; do not reuse it.
-      this.conn = null;
-      conn.destroy();
-      if (this.rstate === R_DONE) {
-        this.keepClient = false;
-        this.finishWithoutConn();
-      }
-      return;
-    }
-    if (this.rstate === R_DONE) this.finish();
-  }
-
   // ---- completion ---------------------------------------------------------------------------
 
-  private finish(): void {
+  protected finish(): void {
     if (!this.reqDone) {
       // Answered before the request body was complete: the connection cannot continue.
       this.keepClient = false;
@@ -602,7 +360,7 @@ export class HttpSession implements BackendOwner {
     this.finishWithoutConn();
   }
 
-  private finishWithoutConn(): void {
+  protected finishWithoutConn(): void {
     this.releaseNode();
     this.out = null;
     if (!this.keepClient) {
@@ -616,17 +374,17 @@ export class HttpSession implements BackendOwner {
     else if (this.clientEnded) this.client.end();
   }
 
-  /** A response of our own, then close. `cls` is the status class for the counters. */
-  private reply(response: Buffer, cls: number): void {
-    this.rt.requests[cls]++;
-    this.rt.deltaOut += response.length;
-    this.rt.totalOut += response.length;
+  /** A response of our own, then close. */
+  protected reply(response: CannedResponse): void {
+    const traffic = this.rt.traffic;
+    traffic.response(response.status);
+    traffic.sent(response.bytes.length);
     const conn = this.conn;
     this.conn = null;
     conn?.destroy();
     this.releaseNode();
     this.state = S_CLOSED;
     this.buf = null;
-    this.client.end(response);
+    this.client.end(response.bytes);
   }
 }

@@ -1,5 +1,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import type { Clock } from '../../lib/clock.js';
+import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import { TcpSession } from './tcp-session.js';
@@ -17,8 +19,10 @@ export class Listener {
   rt: ConfigRuntime | null = null;
   private readonly sockets = new Set<Socket>();
   private draining = false;
+  /** Called when the last open connection of a draining listener closes. */
+  private drained: (() => void) | null = null;
 
-  constructor(readonly ip: string, readonly port: number, private readonly log: Logger) {
+  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger) {
     this.server = createServer({ allowHalfOpen: true, noDelay: true }, (s) => this.onConnection(s));
     this.server.on('error', (e) => this.log.error({ err: e, ip, port }, 'listener error'));
   }
@@ -44,18 +48,19 @@ export class Listener {
       sock.destroy();
       return;
     }
-    if (!rt.throttle.allow(sock.remoteAddress ?? '')) {
+    // Keyed like the sessions' stickiness: an IPv4 client is one client however the socket saw it.
+    if (!rt.throttle.allow(unmapIpv4(sock.remoteAddress ?? ''))) {
       // Over client_conn_throttle: refused at once, before a byte is read.
       sock.resetAndDestroy();
       return;
     }
     this.sockets.add(sock);
-    rt.activeConns++;
-    rt.deltaConns++;
-    rt.totalConns++;
+    const traffic = rt.traffic;
+    traffic.connectionOpened();
     sock.once('close', () => {
       this.sockets.delete(sock);
-      rt.activeConns--;
+      traffic.connectionClosed();
+      if (this.sockets.size === 0) this.drained?.();
     });
     const protocol = rt.spec.protocol;
     if (protocol === 'tcp') {
@@ -85,18 +90,14 @@ export class Listener {
     return new Promise((resolve) => {
       this.server.close();
       if (this.sockets.size === 0) return resolve();
-      const timer = setTimeout(() => {
+      const deadline = this.clock.setTimeout(() => {
         for (const s of this.sockets) s.destroy();
       }, deadlineMs);
-      timer.unref();
-      const check = setInterval(() => {
-        if (this.sockets.size === 0) {
-          clearInterval(check);
-          clearTimeout(timer);
-          resolve();
-        }
-      }, 50);
-      check.unref();
+      this.drained = () => {
+        this.drained = null;
+        deadline.cancel();
+        resolve();
+      };
     });
   }
 

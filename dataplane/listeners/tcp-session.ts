@@ -1,11 +1,12 @@
 import { connect, type Socket } from 'node:net';
+import { unmapIpv4 } from '../../lib/ipv4.js';
 import { proxyV1, proxyV2 } from '../../lib/proxy-protocol.js';
-import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import type { SessionConfig } from '../runtime/session-config.js';
 import type { NodeState } from '../runtime/node-state.js';
 import { hashString } from '../balancing/picker.js';
+import { CONNECT_TIMEOUT_MS } from './backend-conn.js';
+import { exclude, MAX_ATTEMPTS } from './retry.js';
 
-export const CONNECT_TIMEOUT_MS = 5_000;
-const MAX_ATTEMPTS = 3;
 const READ_BUFFER = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
 
@@ -27,8 +28,10 @@ export class TcpSession {
   private readonly ip: string;
   private readonly hash: number;
 
-  constructor(private readonly rt: ConfigRuntime, private readonly client: Socket) {
-    this.ip = client.remoteAddress ?? '';
+  constructor(private readonly rt: SessionConfig, private readonly client: Socket) {
+    // The same key as http sessions and the throttle: an IPv4 client seen through a dual-stack
+    // socket (`::ffff:a.b.c.d`) sticks and hashes as a.b.c.d.
+    this.ip = unmapIpv4(client.remoteAddress ?? '');
     this.hash = hashString(this.ip);
     client.setNoDelay(true);
     client.on('error', () => this.close());
@@ -46,7 +49,7 @@ export class TcpSession {
     }
     this.attempts++;
     this.node = node;
-    node.active++;
+    rt.opened(node);
     // Backend bytes are read into one buffer per connection (no allocation per read); a chunk
     // is written to the client before the next read may reuse the buffer (see onBackendRead).
     const b = connect({
@@ -74,12 +77,12 @@ export class TcpSession {
     b.removeAllListeners();
     b.on('error', () => {});
     b.destroy();
-    node.active--;
+    this.rt.closed(node);
     this.backend = null;
     this.node = null;
     if (this.closed) return;
-    this.rt.passiveFailure(node, `connect failed: ${reason}`);
-    (this.tried ??= new Set()).add(node);
+    this.rt.failed(node, `connect failed: ${reason}`);
+    this.tried = exclude(this.tried, node);
     this.connectNext();
   }
 
@@ -95,10 +98,9 @@ export class TcpSession {
       const ends = { srcIp: c.remoteAddress ?? '', srcPort: c.remotePort ?? 0, dstIp: c.localAddress ?? '', dstPort: c.localPort ?? 0 };
       b.write(pp === 'v1' ? proxyV1(ends) : proxyV2(ends));
     }
-    const rt = this.rt;
+    const traffic = this.rt.traffic;
     c.on('data', (d: Buffer) => {
-      rt.deltaIn += d.length;
-      rt.totalIn += d.length;
+      traffic.received(d.length);
       if (!b.write(d)) c.pause();
     });
     b.on('drain', () => c.resume());
@@ -116,9 +118,7 @@ export class TcpSession {
   };
 
   private readonly onBackendRead = (n: number, buf: Buffer): boolean => {
-    const rt = this.rt;
-    rt.deltaOut += n;
-    rt.totalOut += n;
+    this.rt.traffic.sent(n);
     const c = this.client;
     c.write(n === buf.length ? buf : buf.subarray(0, n));
     if (c.writableLength === 0) return true;
@@ -138,7 +138,7 @@ export class TcpSession {
   private close(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.node !== null) this.node.active--;
+    if (this.node !== null) this.rt.closed(this.node);
     this.node = null;
     // Let queued bytes flush on a clean close; destroy when either side errored.
     if (this.backend !== null && !this.backend.destroyed) {

@@ -2,46 +2,33 @@ import { createServer as createTlsServer, type Server as TlsServer } from 'node:
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSpec } from '../config/model.js';
-import { emptyPicker, policies, type Picker } from '../balancing/picker.js';
+import { tlsOptions } from '../config/cipher-suites.js';
+import { emptyPicker, type Picker } from '../balancing/picker.js';
+import { policies } from '../balancing/registry.js';
 import { HealthChecker } from '../health/checker.js';
+import { passiveMarksDown } from '../health/passive.js';
+import { afterProbe } from '../health/rise-fall.js';
 import { StickyTable } from '../sticky/sticky-table.js';
 import type { ConnThrottle } from '../throttle/conn-throttle.js';
-import { tlsOptions } from '../listeners/cipher-suites.js';
+import type { HealthEvent } from '../telemetry/telemetry-source.js';
 import { NodeState } from './node-state.js';
-
-export interface HealthEvent {
-  nodebalancerId: number;
-  configId: number;
-  nodeId: number;
-  status: 'UP' | 'DOWN';
-  atMs: number;
-}
-
-/** Rises needed for a DOWN node to come back (HAProxy's default `rise 2`). */
-const RISE = 2;
+import type { SessionConfig } from './session-config.js';
+import { TrafficCounters } from './traffic-counters.js';
 
 /**
  * Everything one config needs at run time: its nodes' live state, the current picker, stickiness,
  * counters and (https) its TLS context. Sessions hold a reference to the runtime they started on,
  * so a config change never disturbs connections already open.
  */
-export class ConfigRuntime {
+export class ConfigRuntime implements SessionConfig {
   spec: ConfigSpec;
   nodes = new Map<number, NodeState>();
-  picker: Picker<NodeState> = emptyPicker;
-  byCookie = new Map<string, NodeState>();
-  table: StickyTable<NodeState> | null = null;
+  private picker: Picker<NodeState> = emptyPicker;
+  private byCookie = new Map<string, NodeState>();
+  private table: StickyTable<NodeState> | null = null;
   tls: TlsServer | null = null;
   removed = false;
-  // Telemetry deltas (drained every report) and totals (metrics).
-  deltaIn = 0;
-  deltaOut = 0;
-  deltaConns = 0;
-  totalIn = 0;
-  totalOut = 0;
-  totalConns = 0;
-  activeConns = 0;
-  readonly requests = [0, 0, 0, 0, 0, 0];
+  readonly traffic = new TrafficCounters();
   private checker: HealthChecker | null = null;
 
   constructor(
@@ -100,7 +87,7 @@ export class ConfigRuntime {
     this.rebuild();
     if (first || old.checkKey !== spec.checkKey) {
       this.checker?.stop();
-      this.checker = new HealthChecker(spec, () => [...this.nodes.values()], (n, f) => this.onCheck(n, f), this.log);
+      this.checker = new HealthChecker(spec, () => [...this.nodes.values()], (n, f) => this.onCheck(n, f), this.clock, this.log);
       this.checker.start();
     }
   }
@@ -121,7 +108,7 @@ export class ConfigRuntime {
   }
 
   /** Rebuilds the immutable picker: healthy accept nodes, else healthy backups. */
-  rebuild(): void {
+  private rebuild(): void {
     const accept: NodeState[] = [];
     const backup: NodeState[] = [];
     for (const st of this.nodes.values()) {
@@ -134,9 +121,8 @@ export class ConfigRuntime {
   }
 
   /**
-   * Chooses a node for a new connection (tcp) or request (http): a pinned node first (table
-   * entry or NB_SRVID cookie) while it can serve, else the picker. Returns undefined when
-   * nothing can serve.
+   * Stickiness in front of the picker: a pinned node first (table entry or NB_SRVID cookie)
+   * while it can serve, else the picker, whose choice a table then remembers.
    */
   choose(ip: string, hash: number, pinned: NodeState | undefined, exclude: ReadonlySet<NodeState> | null): NodeState | undefined {
     const table = this.table;
@@ -154,12 +140,21 @@ export class ConfigRuntime {
     return node;
   }
 
-  /** Passive check: a real connection or request failed on this node. */
-  passiveFailure(node: NodeState, reason: string): void {
-    if (!this.spec.checkPassive || node.retired || node.status === 'DOWN') return;
+  pinnedBy(cookie: string): NodeState | undefined {
+    return this.spec.stickiness === 'http_cookie' && cookie !== '' ? this.byCookie.get(cookie) : undefined;
+  }
+
+  opened(node: NodeState): void {
+    node.active++;
+  }
+
+  closed(node: NodeState): void {
+    node.active--;
+  }
+
+  failed(node: NodeState, reason: string): void {
+    if (!passiveMarksDown(this.spec, node)) return;
     this.log.warn({ configId: this.spec.id, node: node.id, reason }, 'passive check marks node DOWN');
-    node.fails = this.spec.checkAttempts;
-    node.passes = 0;
     this.setStatus(node, 'DOWN');
     this.rebuild();
     this.checker?.recover(node);
@@ -167,17 +162,10 @@ export class ConfigRuntime {
 
   private onCheck(node: NodeState, failure: string | null): void {
     if (node.retired || this.removed) return;
-    const before = node.status;
-    if (failure === null) {
-      node.passes++;
-      node.fails = 0;
-      if (before === 'unknown' || (before === 'DOWN' && node.passes >= RISE)) this.setStatus(node, 'UP');
-    } else {
-      node.fails++;
-      node.passes = 0;
-      if (before !== 'DOWN' && node.fails >= this.spec.checkAttempts) this.setStatus(node, 'DOWN');
-    }
-    if (node.status !== before) this.rebuild();
+    const next = afterProbe(node, failure, this.spec.checkAttempts);
+    if (next === null) return;
+    this.setStatus(node, next);
+    this.rebuild();
   }
 
   private setStatus(node: NodeState, status: 'UP' | 'DOWN'): void {

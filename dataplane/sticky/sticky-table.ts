@@ -46,11 +46,7 @@ export class StickyTable<N> {
     for (const [ip, e] of this.entries) if (e.node === node) this.entries.delete(ip);
   }
 
-  get size(): number {
-    return this.entries.size;
-  }
-
-  sweep(): void {
+  private sweep(): void {
     const now = this.clock.now();
     for (const [ip, e] of this.entries) if (now - e.added >= this.ttlMs) this.entries.delete(ip);
     // Still full: drop the oldest (Map keeps insertion order).

@@ -1,14 +1,28 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import type { Protocol } from '../config/model.js';
+import type { NodeStatus } from '../runtime/node-state.js';
+import type { TrafficCounters } from '../runtime/traffic-counters.js';
 
-const CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
+/** What a scrape reads of one config being served. */
+export interface ConfigMetricsView {
+  readonly spec: { readonly id: number; readonly nodebalancerId: number; readonly protocol: Protocol };
+  readonly traffic: TrafficCounters;
+  readonly nodes: ReadonlyMap<number, { readonly id: number; readonly status: NodeStatus }>;
+}
+
+/** Where the data-plane metrics come from (the engine). */
+export interface MetricsSource {
+  configs(): Iterable<ConfigMetricsView>;
+  version(): number;
+}
 
 /**
- * Data-plane metrics. The hot path only bumps plain numbers on the config runtime; the values
+ * Registers the data-plane metrics on the process registry; called by the composition root
+ * (main.ts). The hot path only bumps plain numbers on each config's TrafficCounters; the values
  * are copied into prom-client at scrape time (collect), so per-request cost is nil and a
  * NodeBalancer that leaves the snapshot simply stops being reported (its labels disappear).
  */
-export function registerDataplaneMetrics(registry: Registry, state: { runtimes(): Iterable<ConfigRuntime>; version(): number }): void {
+export function registerDataplaneMetrics(registry: Registry, source: MetricsSource): void {
   const labels = ['nodebalancer_id', 'config_id'];
   const conns = new Counter({ name: 'fulcrum_dataplane_connections_total', help: 'Client connections accepted', labelNames: labels, registers: [registry] });
   const active = new Gauge({ name: 'fulcrum_dataplane_active_connections', help: 'Client connections open now', labelNames: labels, registers: [registry] });
@@ -29,20 +43,25 @@ export function registerDataplaneMetrics(registry: Registry, state: { runtimes()
     bytes.reset();
     requests.reset();
     nodeUp.reset();
-    for (const rt of state.runtimes()) {
+    for (const rt of source.configs()) {
       const l = { nodebalancer_id: String(rt.spec.nodebalancerId), config_id: String(rt.spec.id) };
-      conns.inc(l, rt.totalConns);
-      active.set(l, rt.activeConns);
-      bytes.inc({ ...l, direction: 'in' }, rt.totalIn);
-      bytes.inc({ ...l, direction: 'out' }, rt.totalOut);
+      const t = rt.traffic;
+      conns.inc(l, t.totalConns);
+      active.set(l, t.open);
+      bytes.inc({ ...l, direction: 'in' }, t.totalIn);
+      bytes.inc({ ...l, direction: 'out' }, t.totalOut);
       if (rt.spec.protocol !== 'tcp') {
-        for (let i = 1; i <= 5; i++) requests.inc({ ...l, class: CLASSES[i - 1] }, rt.requests[i]);
+        requests.inc({ ...l, class: '1xx' }, t.status1xx);
+        requests.inc({ ...l, class: '2xx' }, t.status2xx);
+        requests.inc({ ...l, class: '3xx' }, t.status3xx);
+        requests.inc({ ...l, class: '4xx' }, t.status4xx);
+        requests.inc({ ...l, class: '5xx' }, t.status5xx);
       }
       for (const n of rt.nodes.values()) {
         nodeUp.set({ ...l, node_id: String(n.id) }, n.status === 'UP' ? 1 : n.status === 'DOWN' ? 0 : -1);
       }
     }
-    version.set(state.version());
+    version.set(source.version());
   };
   for (const m of [conns, active, bytes, requests, nodeUp, version] as Array<{ collect?: () => void }>) m.collect = refresh;
 }

@@ -1,17 +1,20 @@
 import { grpc, loadConfigProto, channelOptions } from '../../lib/grpc.js';
 import { backoffDelay } from '../../lib/backoff.js';
+import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { TelemetryServiceClient } from '../../proto/gen/fulcrum/v1/TelemetryService.js';
 import type { TelemetryReport } from '../../proto/gen/fulcrum/v1/TelemetryReport.js';
-import type { ProxyEngine, HealthEvent } from '../engine.js';
+import type { HealthEvent, TelemetrySource } from './telemetry-source.js';
 
 export interface TelemetryClientOptions {
   id: string;
   address: string;
-  engine: ProxyEngine;
+  /** The engine: health transitions and counter deltas. */
+  source: TelemetrySource;
   logger: Logger;
   /** How often counter deltas are sent (default 2 s). */
   intervalMs?: number;
+  clock?: Clock;
 }
 
 /**
@@ -26,23 +29,24 @@ export class TelemetryClient {
   private attempt = 0;
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
-  private readonly tick: NodeJS.Timeout;
+  private readonly tick: Timer;
   private pendingHealth: HealthEvent[] = [];
   private flushScheduled = false;
   private readonly unsubscribe: () => void;
+  private readonly clock: Clock;
 
   constructor(private readonly o: TelemetryClientOptions) {
     const proto = loadConfigProto();
     this.client = new proto.fulcrum.v1.TelemetryService(o.address, grpc.credentials.createInsecure(), channelOptions) as unknown as TelemetryServiceClient;
-    this.unsubscribe = o.engine.onHealth((ev) => {
+    this.clock = o.clock ?? systemClock;
+    this.unsubscribe = o.source.onHealth((ev) => {
       this.pendingHealth.push(ev);
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => this.flushHealth());
       }
     });
-    this.tick = setInterval(() => this.sendCounters(), o.intervalMs ?? 2000);
-    this.tick.unref();
+    this.tick = this.clock.setInterval(() => this.sendCounters(), o.intervalMs ?? 2000);
   }
 
   start(): void {
@@ -57,14 +61,16 @@ export class TelemetryClient {
       if (this.stopped) return;
       const delay = backoffDelay(this.attempt++);
       this.o.logger.warn({ why: err?.message ?? 'ended', delay }, 'telemetry stream lost; reconnecting');
+      // A plain (ref'd) timer on purpose, like the config client's: a data plane waiting for its
+      // control plane must not exit for lack of anything else to wait on.
       this.reconnectTimer = setTimeout(() => this.open(), delay);
     });
     this.call = call;
     call.on('error', () => undefined);
     this.pendingHealth = [];
-    this.write({ dataplaneId: this.o.id, health: this.o.engine.healthSnapshot().map(toWire), counters: [] });
+    this.write({ dataplaneId: this.o.id, health: this.o.source.healthSnapshot().map(toWire), counters: [] });
     // The stream counts as healthy once a report got through; reset backoff then.
-    setTimeout(() => { if (this.call === call) this.attempt = 0; }, 1000).unref();
+    this.clock.setTimeout(() => { if (this.call === call) this.attempt = 0; }, 1000);
   }
 
   private write(report: TelemetryReport): void {
@@ -84,7 +90,7 @@ export class TelemetryClient {
 
   private sendCounters(): void {
     if (this.call === null) return;
-    const deltas = this.o.engine.drainCounters();
+    const deltas = this.o.source.drainCounters();
     if (deltas.length === 0) return;
     this.write({
       dataplaneId: this.o.id,
@@ -96,13 +102,13 @@ export class TelemetryClient {
   close(): void {
     this.stopped = true;
     this.unsubscribe();
-    clearInterval(this.tick);
+    this.tick.cancel();
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     const call = this.call;
     this.call = null;
     if (call) {
       // Send what is left before going.
-      const deltas = this.o.engine.drainCounters();
+      const deltas = this.o.source.drainCounters();
       if (deltas.length > 0) call.write({ dataplaneId: this.o.id, health: [], counters: deltas });
       call.end();
     }

@@ -1,5 +1,6 @@
 import { afterEach } from 'vitest';
 import { createProxyEngine, type ProxyEngine } from '../../../dataplane/engine.js';
+import { registerDataplaneMetrics } from '../../../dataplane/telemetry/metrics.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { createRegistry } from '../../../lib/metrics.js';
 import type { Registry } from 'prom-client';
@@ -18,7 +19,8 @@ afterEach(async () => {
 
 export function newEngine(opts: { drainTimeoutMs?: number } = {}): { engine: ProxyEngine; registry: Registry } {
   const registry = createRegistry('dataplane-test');
-  const engine = createProxyEngine({ logger: silentLogger(), registry, ...opts });
+  const engine = createProxyEngine({ logger: silentLogger(), ...opts });
+  registerDataplaneMetrics(registry, engine);
   cleanup.push(() => engine.close());
   return { engine, registry };
 }

@@ -6,6 +6,7 @@ import { loopback, startHttpBackend, waitFor, type HttpBackend } from '../../hel
 import { makeCa, makeCert } from '../../helpers/certs.js';
 import { echoBackend } from '../../helpers/tcp.js';
 import { createProxyEngine, type ProxyEngine } from '../../../dataplane/engine.js';
+import { registerDataplaneMetrics } from '../../../dataplane/telemetry/metrics.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { ManualClock } from '../../../lib/clock.js';
 import { HEAD_TIMEOUT_MS } from '../../../dataplane/listeners/http-session.js';
@@ -122,7 +123,8 @@ beforeAll(async () => {
   ca = makeCa();
   const cert = makeCert(ca, 'hostile.nb.test');
   registry = createRegistry('dataplane-hostile');
-  engine = createProxyEngine({ logger: silentLogger(), registry });
+  engine = createProxyEngine({ logger: silentLogger() });
+  registerDataplaneMetrics(registry, engine);
   const evilAddr = `${evilIp}:${(evil.address() as { port: number }).port}`;
   await engine.apply(snapshot(1, [nodebalancer(ip, [
     config(pGood, [node(good.address)], { protocol: 'http', checkPassive: false }),
@@ -263,7 +265,8 @@ describe('dataplane under hostile clients and backends', () => {
   it('cuts a slowloris head that is still incomplete after the head timeout with 408', async () => {
     const clock = new ManualClock();
     const reg = createRegistry('dataplane-hostile-clock');
-    const e2 = createProxyEngine({ logger: silentLogger(), registry: reg, clock });
+    const e2 = createProxyEngine({ logger: silentLogger(), clock });
+    registerDataplaneMetrics(reg, e2);
     stops.push(() => e2.close());
     const ip2 = loopback();
     const p2 = await freePort(ip2);

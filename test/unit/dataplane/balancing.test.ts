@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { hashString, policies } from '../../../dataplane/balancing/picker.js';
+import { hashString } from '../../../dataplane/balancing/picker.js';
+import { policies } from '../../../dataplane/balancing/registry.js';
 
 const mk = (name: string, weight: number, active = 0) => ({ name, weight, active });
 
