@@ -60,7 +60,7 @@ export function httpStatus(e: FulcrumError): number {
   return statusByCode[e.code] ?? 500;
 }
 
-export function errorBody(e: FulcrumError): { errors: { reason: string; field?: string }[] } {
+function errorBody(e: FulcrumError): { errors: { reason: string; field?: string }[] } {
   return { errors: e.errors.map((x) => (x.field ? { reason: x.reason, field: x.field } : { reason: x.reason })) };
 }
 

@@ -3,7 +3,7 @@ import type { Logger } from '../../lib/logger.js';
 import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
 import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, toApiError } from './errors.js';
 
-export const SPEC_VERSION = '4.176.0';
+const SPEC_VERSION = '4.176.0';
 
 /**
  * Builds the fastify instance with the real API's wire format: every response is exactly

@@ -141,8 +141,8 @@ export function validateCreate(body: Body, look: CreateLookups): CreateInput {
 
 /**
  * The window a new database gets: as observed right after a real create, except that the day is
- * Sunday (7) from the start. The spec (2.3) types day_of_week as an integer (only week_of_month
- * may be null), so the real service's early null is not copied.
+ * Sunday (7) from the start: day_of_week is an integer, only week_of_month may be null, so the real
+ * service's early null is not copied (docs/databases.md).
  */
 export function defaultUpdates(): UpdatesWindow {
   return { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null };
@@ -158,7 +158,7 @@ const updatesSpecs = {
   frequency: { oneOf: { values: ['weekly', 'monthly'], reason: R.frequency } },
   duration: intIn('duration', 1, 3),
   hour_of_day: intIn('hour_of_day', 0, 23),
-  // Not nullable (spec 2.3 types it as an integer, unlike week_of_month).
+  // Not nullable, unlike week_of_month (docs/databases.md).
   day_of_week: intIn('day_of_week', 1, 7),
   week_of_month: { ...intIn('week_of_month', 1, 4), null: 'value' },
 } satisfies Record<string, FieldSpec>;

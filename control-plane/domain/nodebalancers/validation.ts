@@ -148,7 +148,7 @@ const configKeys: Record<keyof typeof configSpecs, keyof NewConfig> = {
   check_body: 'checkBody', check_passive: 'checkPassive',
 };
 
-export function validateTags(errs: ErrorCollector, v: unknown): string[] | undefined {
+function validateTags(errs: ErrorCollector, v: unknown): string[] | undefined {
   if (v === undefined || v === null) return v === null ? [] : undefined;
   if (!Array.isArray(v)) {
     errs.add('tags', R.tagsArray);
@@ -301,7 +301,7 @@ function validateCreateConfigs(errs: ErrorCollector, raw: unknown): NodeBalancer
       const cfg = validateConfig(errs, c, `configs[${i}]`, ports);
       const rawNodes = c && typeof c === 'object' ? (c as Body).nodes : undefined;
       const nodes: NewNode[] = [];
-      // The spec: each Config given at create "needs a unique port and at least one Node".
+      // Each config given at create needs a unique port and at least one node (docs/compatibility.md).
       if (rawNodes === undefined || rawNodes === null || (Array.isArray(rawNodes) && rawNodes.length === 0)) {
         errs.add(`configs[${i}].nodes`, R.nodesRequired);
       } else if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, R.nodesArray);
