@@ -1,4 +1,5 @@
 import { FulcrumError } from '../../lib/errors.js';
+import { apiReasons } from './errors.js';
 
 /**
  * The `X-Filter` header: a JSON object whose plain keys mean equality (ANDed), with the operators
@@ -49,23 +50,23 @@ function equals(actual: unknown, expected: Scalar): boolean {
 }
 
 function fieldCondition(field: string, cond: unknown, filterable: Set<string>, depth: number): (o: unknown) => boolean {
-  if (!filterable.has(field)) throw bad(`Cannot filter on ${field}`);
+  if (!filterable.has(field)) throw bad(apiReasons.filterField(field));
   if (isScalar(cond)) return (o) => equals(getPath(o, field), cond);
-  if (Array.isArray(cond) || typeof cond !== 'object') throw bad(`Invalid value for ${field}`);
-  if (depth > MAX_DEPTH) throw bad('Filter is nested too deeply');
+  if (Array.isArray(cond) || typeof cond !== 'object') throw bad(apiReasons.filterValue(field));
+  if (depth > MAX_DEPTH) throw bad(apiReasons.filterTooDeep);
   const tests: ((o: unknown) => boolean)[] = [];
   for (const [op, v] of Object.entries(cond as Record<string, unknown>)) {
     switch (op) {
       case '+eq':
-        if (!isScalar(v)) throw bad(`${op} needs a scalar value`);
+        if (!isScalar(v)) throw bad(apiReasons.filterScalar(op));
         tests.push((o) => equals(getPath(o, field), v));
         break;
       case '+neq':
-        if (!isScalar(v)) throw bad(`${op} needs a scalar value`);
+        if (!isScalar(v)) throw bad(apiReasons.filterScalar(op));
         tests.push((o) => !equals(getPath(o, field), v));
         break;
       case '+gt': case '+gte': case '+lt': case '+lte': {
-        if (typeof v !== 'number' && typeof v !== 'string') throw bad(`${op} needs a number or a string`);
+        if (typeof v !== 'number' && typeof v !== 'string') throw bad(apiReasons.filterComparable(op));
         tests.push((o) => {
           const c = compare(getPath(o, field), v);
           if (c === undefined) return false;
@@ -74,7 +75,7 @@ function fieldCondition(field: string, cond: unknown, filterable: Set<string>, d
         break;
       }
       case '+contains': {
-        if (typeof v !== 'string') throw bad('+contains needs a string');
+        if (typeof v !== 'string') throw bad(apiReasons.filterContains);
         tests.push((o) => {
           const a = getPath(o, field);
           if (Array.isArray(a)) return a.some((x) => typeof x === 'string' && x.includes(v));
@@ -83,30 +84,30 @@ function fieldCondition(field: string, cond: unknown, filterable: Set<string>, d
         break;
       }
       case '+or': {
-        if (!Array.isArray(v) || v.some((x) => !isScalar(x))) throw bad('+or on a field needs an array of values');
+        if (!Array.isArray(v) || v.some((x) => !isScalar(x))) throw bad(apiReasons.filterFieldOr);
         tests.push((o) => (v as Scalar[]).some((x) => equals(getPath(o, field), x)));
         break;
       }
       default:
-        throw bad(`Unknown operator ${op}`);
+        throw bad(apiReasons.filterOperator(op));
     }
   }
   return (o) => tests.every((t) => t(o));
 }
 
 function clause(obj: unknown, filterable: Set<string>, depth: number): (o: unknown) => boolean {
-  if (depth > MAX_DEPTH) throw bad('Filter is nested too deeply');
-  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw bad('Filter must be a JSON object');
+  if (depth > MAX_DEPTH) throw bad(apiReasons.filterTooDeep);
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw bad(apiReasons.filterNotObject);
   const tests: ((o: unknown) => boolean)[] = [];
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     if (k === '+order_by' || k === '+order') continue;
     if (k === '+and' || k === '+or') {
-      if (!Array.isArray(v) || v.length === 0) throw bad(`${k} needs a non-empty array`);
+      if (!Array.isArray(v) || v.length === 0) throw bad(apiReasons.filterList(k));
       const subs = v.map((x) => clause(x, filterable, depth + 1));
       tests.push(k === '+and' ? (o) => subs.every((s) => s(o)) : (o) => subs.some((s) => s(o)));
       continue;
     }
-    if (k.startsWith('+')) throw bad(`Unknown operator ${k}`);
+    if (k.startsWith('+')) throw bad(apiReasons.filterOperator(k));
     tests.push(fieldCondition(k, v, filterable, depth + 1));
   }
   return (o) => tests.every((t) => t(o));
@@ -115,12 +116,12 @@ function clause(obj: unknown, filterable: Set<string>, depth: number): (o: unkno
 /** Parses the header value; throws a 400 naming `X-Filter` when it is malformed or unfilterable. */
 export function parseFilter(header: string | undefined, filterable: readonly string[]): ParsedFilter | undefined {
   if (header === undefined || header.trim() === '') return undefined;
-  if (header.length > MAX_HEADER) throw bad('Filter is too long');
+  if (header.length > MAX_HEADER) throw bad(apiReasons.filterTooLong);
   let json: unknown;
   try {
     json = JSON.parse(header);
   } catch {
-    throw bad('Filter is not valid JSON');
+    throw bad(apiReasons.filterNotJson);
   }
   const allowed = new Set(filterable);
   const predicate = clause(json, allowed, 0);
@@ -128,12 +129,12 @@ export function parseFilter(header: string | undefined, filterable: readonly str
   let orderBy: string | undefined;
   let order: 'asc' | 'desc' = 'asc';
   if (top['+order_by'] !== undefined) {
-    if (typeof top['+order_by'] !== 'string') throw bad('+order_by must be a string');
-    if (!allowed.has(top['+order_by'])) throw bad(`Cannot filter on ${top['+order_by']}`);
+    if (typeof top['+order_by'] !== 'string') throw bad(apiReasons.filterOrderBy);
+    if (!allowed.has(top['+order_by'])) throw bad(apiReasons.filterField(top['+order_by']));
     orderBy = top['+order_by'];
   }
   if (top['+order'] !== undefined) {
-    if (top['+order'] !== 'asc' && top['+order'] !== 'desc') throw bad('+order must be asc or desc');
+    if (top['+order'] !== 'asc' && top['+order'] !== 'desc') throw bad(apiReasons.filterOrder);
     order = top['+order'];
   }
   return { predicate, orderBy, order };

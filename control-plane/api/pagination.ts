@@ -1,4 +1,5 @@
 import { FulcrumError } from '../../lib/errors.js';
+import { apiReasons } from './errors.js';
 
 export interface Page {
   page: number;
@@ -14,7 +15,7 @@ export interface Envelope<T> {
 
 function intParam(raw: unknown, field: string): number | undefined {
   if (raw === undefined || raw === '') return undefined;
-  if (typeof raw !== 'string' || !/^\d{1,18}$/.test(raw)) throw FulcrumError.field(field, `${field} must be a positive integer`);
+  if (typeof raw !== 'string' || !/^\d{1,18}$/.test(raw)) throw FulcrumError.field(field, apiReasons.positiveInteger(field));
   return Number(raw);
 }
 
@@ -25,8 +26,8 @@ function intParam(raw: unknown, field: string): number | undefined {
 export function parsePage(query: Record<string, unknown>): Page {
   const page = intParam(query.page, 'page') ?? 1;
   const pageSize = intParam(query.page_size, 'page_size') ?? 100;
-  if (page < 1) throw FulcrumError.field('page', 'page must be 1 or greater');
-  if (pageSize < 25 || pageSize > 500) throw FulcrumError.field('page_size', 'page_size must be between 25 and 500');
+  if (page < 1) throw FulcrumError.field('page', apiReasons.pageMin);
+  if (pageSize < 25 || pageSize > 500) throw FulcrumError.field('page_size', apiReasons.pageSize);
   return { page, pageSize };
 }
 

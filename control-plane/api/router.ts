@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Actor, AuthService } from '../domain/auth/auth-service.js';
 import { hasScope, parseRequired } from '../domain/auth/scopes.js';
+import { apiReasons, badRequest } from './errors.js';
 
 export interface RequestContext {
   /** Undefined only on public routes called without a token. */
@@ -18,11 +19,6 @@ export const NO_CONTENT = Symbol('no-content');
 /** A route returns the JSON body to send with 200 (or NO_CONTENT). */
 export type Handler = (ctx: RequestContext & { actor: Actor }) => unknown;
 export type PublicHandler = (ctx: RequestContext) => unknown;
-
-export interface RouteOptions {
-  /** e.g. `nodebalancers:read_only`; sent back in X-Accepted-OAuth-Scopes. */
-  scope: string;
-}
 
 /**
  * Registers routes on both /v4 and /v4beta (identical behaviour, as on the real service),
@@ -57,7 +53,7 @@ export class Router {
     const guard = (req: FastifyRequest): Actor => {
       const actor = this.authenticate(req);
       if (!hasScope(actor.scopes, required)) {
-        throw new FulcrumError('scope_missing', 'Your OAuth token is not authorized to use this endpoint.');
+        throw new FulcrumError('scope_missing', apiReasons.scopeMissing);
       }
       return actor;
     };
@@ -73,7 +69,7 @@ export class Router {
   private context(req: FastifyRequest, actor: Actor | undefined): RequestContext {
     const body = req.body;
     if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) {
-      throw FulcrumError.validation([{ reason: 'The request body must be a JSON object' }]);
+      throw badRequest(apiReasons.bodyNotObject);
     }
     return {
       actor,

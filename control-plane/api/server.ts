@@ -1,9 +1,9 @@
 import Fastify, { type FastifyInstance, type FastifyError } from 'fastify';
 import type { Logger } from '../../lib/logger.js';
 import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
-import { errorBody, httpStatus } from './errors.js';
+import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, toApiError } from './errors.js';
 
-export const SPEC_VERSION = '4.176.0';
+const SPEC_VERSION = '4.176.0';
 
 /**
  * Builds the fastify instance with the real API's wire format: every response is exactly
@@ -21,15 +21,13 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     // never reach a route: answer them in the API's error shape too, then close the connection.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return void socket.destroy();
-      const reason = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is malformed';
-      const body = JSON.stringify({ errors: [{ reason }] });
-      socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      socket.end(rawErrorResponse(parserError(err.code)));
     },
     // Malformed URLs (bad percent-encoding) and the like fail before routing: same error shape.
     frameworkErrors: (err, _req, reply) => {
-      const reason = err.code === 'FST_ERR_BAD_URL' ? 'The request URL is malformed' : 'Bad request';
+      const e = frameworkError(err.code);
       // A Buffer, because fastify appends "; charset=utf-8" to string payloads that skip onSend.
-      (reply as any).code(400).header('content-type', 'application/json').send(Buffer.from(JSON.stringify({ errors: [{ reason }] })));
+      (reply as any).code(httpStatus(e)).header('content-type', 'application/json').send(Buffer.from(errorJson(e)));
     },
   });
 
@@ -42,7 +40,7 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     try {
       done(null, JSON.parse(text));
     } catch {
-      done(FulcrumError.validation([{ reason: 'The request body is not valid JSON' }]), undefined);
+      done(badRequest(apiReasons.bodyNotJson), undefined);
     }
   });
 
@@ -79,23 +77,15 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
   }
 
   app.setNotFoundHandler((_req, reply) => {
-    reply.code(404).send(JSON.stringify({ errors: [{ reason: 'Not found' }] }));
+    const e = FulcrumError.notFound();
+    reply.code(httpStatus(e)).send(errorJson(e));
   });
 
   app.setErrorHandler((err: FastifyError | FulcrumError | Error, req, reply) => {
-    if (isFulcrumError(err)) {
-      const status = httpStatus(err);
-      if (status >= 500) req.log.error({ err }, 'internal error');
-      return reply.code(status).send(JSON.stringify(errorBody(err)));
-    }
-    const statusCode = (err as FastifyError).statusCode;
-    if (statusCode && statusCode >= 400 && statusCode < 500) {
-      // fastify's own client errors (body too large, bad URL encoding, ...) keep the API's shape.
-      const reason = statusCode === 413 ? 'The request body is too large' : err.message || 'Bad request';
-      return reply.code(400).send(JSON.stringify({ errors: [{ reason }] }));
-    }
-    req.log.error({ err }, 'unhandled error');
-    return reply.code(500).send(JSON.stringify({ errors: [{ reason: 'Internal server error' }] }));
+    const e = toApiError(err);
+    const status = httpStatus(e);
+    if (status >= 500) req.log.error({ err }, isFulcrumError(err) ? 'internal error' : 'unhandled error');
+    return reply.code(status).send(errorJson(e));
   });
 
   return app;

@@ -42,7 +42,7 @@ export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
     return paginate([], page);
   });
 
-  // Configs and Nodes have no filterable fields (SPEC): any filter key is `Cannot filter on <x>`,
+  // Configs and Nodes have no filterable fields (docs/compatibility.md): any filter key is `Cannot filter on <x>`,
   // an empty filter or ordering-free header is accepted.
   r.get('/nodebalancers/:nodeBalancerId/configs', R, (c) => {
     const page = parsePage(c.query);

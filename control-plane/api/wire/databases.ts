@@ -49,8 +49,9 @@ export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
 
 /**
  * `/databases/instances` item: the URI always starts with /v4, whichever prefix was called.
- * The spec (2.2) states that this reduced form omits port, replication_type, ssl_connection and
- * the disk-size fields; it wins over the 2024 recording, which still carried port and disks.
+ * This reduced form omits port, replication_type, ssl_connection and the disk-size fields, as
+ * the specification states; that wins over the 2024 recording, which still carried port and
+ * disks (docs/databases.md).
  */
 export function databaseSummaryToWire(d: DatabaseRecord): Record<string, unknown> {
   const {

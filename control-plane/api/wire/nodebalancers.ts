@@ -8,7 +8,7 @@ export interface Transfer {
   total: number | null;
 }
 
-export function hostnameFor(ipv4: string, suffix: string): string {
+function hostnameFor(ipv4: string, suffix: string): string {
   return `${ipv4.replace(/\./g, '-')}${suffix}`;
 }
 

@@ -1,4 +1,6 @@
 import { ErrorCollector } from '../../../lib/errors.js';
+import { isIpv4OrCidr } from '../../../lib/ipv4.js';
+import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
 import type { ReplicationType, UpdatesWindow } from './model.js';
 
 /**
@@ -6,49 +8,82 @@ import type { ReplicationType, UpdatesWindow } from './model.js';
  * violations of one request are reported together. Catalogue lookups are passed in so that the
  * rules stay testable without a store.
  */
-type Body = Record<string, unknown>;
 
-const CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/;
+/**
+ * Every reason text a database request can be refused with. Clients and tests match on these
+ * byte for byte: change one only on purpose, together with the inventory in
+ * test/unit/api/error-inventory.test.ts.
+ */
+export const databaseReasons = {
+  required: (f: string) => `${f} is required`,
+  labelType: 'Label must be a string',
+  labelLength: 'Label must be between 3 and 32 characters',
+  labelUnique: 'Label must be unique among your databases',
+  regionInvalid: 'region is not valid',
+  typeInvalid: 'type is not valid; see /databases/types',
+  engineUnavailable: (engine: string) => `Engine ${engine} is not available; see /databases/engines for the engines offered`,
+  engineNotString: 'engine is not available; see /databases/engines for the engines offered',
+  clusterSize: 'cluster_size must be 1 or 3',
+  replicationType: 'replication_type must be none, asynch or semi_synch',
+  replicationForOne: 'replication_type must be none for a cluster_size of 1',
+  replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',
+  trueOrFalse: (f: string) => `${f} must be true or false`,
+  allowListArray: 'allow_list must be an array of IPv4 addresses or CIDR ranges',
+  allowListMax: (max: number) => `allow_list may have at most ${max} entries`,
+  allowListEntry: (entry: string) => `${JSON.stringify(entry)} is not a valid IPv4 address or CIDR range`,
+  allowListEntryNotString: 'This entry is not a valid IPv4 address or CIDR range',
+  updatesObject: 'updates must be an object',
+  frequency: 'frequency must be weekly or monthly',
+  integerFromTo: (f: string, lo: number, hi: number) => `${f} must be an integer from ${lo} to ${hi}`,
+  weekForWeekly: 'week_of_month must be null for a weekly frequency',
+  weekForMonthly: 'week_of_month (1-4) is required for a monthly frequency',
+  resizeToMoreDisk: (current: string) => `A database can only be resized to a plan with more disk than ${current}`,
+  typeWithAllowList: 'type and allow_list cannot be changed in the same request',
+  immutable: (f: string) => `${f} cannot be changed after creation`,
+  snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
+  snapshotLabelTaken: (label: string) => `A backup labelled ${label} already exists for this database`,
+  target: 'target must be primary or secondary',
+  targetSecondary: 'target secondary needs a cluster_size of 3',
+} as const;
 
-/** A single IPv4 address or CIDR (the SPEC pattern, with octets 0-255 and prefix 0-32). */
-export function isIpv4OrCidr(s: string): boolean {
-  const m = CIDR.exec(s);
-  if (!m) return false;
-  for (let i = 1; i <= 4; i++) if (Number(m[i]) > 255 || (m[i]!.length > 1 && m[i]!.startsWith('0'))) return false;
-  return m[5] === undefined || Number(m[5]) <= 32;
+const R = databaseReasons;
+
+const MAX_ALLOW_LIST = 100;
+
+/** The database label; `labelTaken` adds the uniqueness rule. */
+function labelSpec(labelTaken: (label: string) => boolean): FieldSpec {
+  return {
+    null: 'absent',
+    type: { is: 'string', reason: R.labelType },
+    range: { min: 3, max: 32, reason: R.labelLength },
+    check: (v) => (labelTaken(v) ? R.labelUnique : undefined),
+  };
 }
 
-export function validateLabel(errs: ErrorCollector, v: unknown, field = 'label'): string | undefined {
-  if (typeof v !== 'string') {
-    errs.add(field, 'Label must be a string');
-    return undefined;
-  }
-  if (v.length < 3 || v.length > 32) {
-    errs.add(field, 'Label must be between 3 and 32 characters');
-    return undefined;
-  }
-  return v;
+/** A catalogue reference (region, type): present, a string, and known to `exists`. */
+function known(f: string, exists: (id: string) => boolean, reason: string): FieldSpec {
+  return { required: R.required(f), null: 'absent', check: (v) => (typeof v === 'string' && exists(v) ? undefined : reason) };
 }
 
-export const MAX_ALLOW_LIST = 100;
+const bool = (f: string): FieldSpec => ({ null: 'absent', type: { is: 'boolean', reason: R.trueOrFalse(f) } });
 
-export function validateAllowList(errs: ErrorCollector, v: unknown): string[] | undefined {
+const allowListEntry: FieldSpec = {
+  type: { is: 'string', reason: R.allowListEntryNotString },
+  check: (v: string) => (isIpv4OrCidr(v) ? undefined : R.allowListEntry(v)),
+};
+
+function validateAllowList(errs: ErrorCollector, v: unknown): string[] | undefined {
   if (!Array.isArray(v)) {
-    errs.add('allow_list', 'allow_list must be an array of IPv4 addresses or CIDR ranges');
+    errs.add('allow_list', R.allowListArray);
     return undefined;
   }
   if (v.length > MAX_ALLOW_LIST) {
-    errs.add('allow_list', `allow_list may have at most ${MAX_ALLOW_LIST} entries`);
+    errs.add('allow_list', R.allowListMax(MAX_ALLOW_LIST));
     return undefined;
   }
-  let ok = true;
-  v.forEach((x, i) => {
-    if (typeof x !== 'string' || !isIpv4OrCidr(x)) {
-      errs.add(`allow_list[${i}]`, `${typeof x === 'string' ? JSON.stringify(x) : 'This entry'} is not a valid IPv4 address or CIDR range`);
-      ok = false;
-    }
-  });
-  return ok ? (v as string[]) : undefined;
+  const before = errs.errors.length;
+  v.forEach((x, i) => checkValue(errs, `allow_list[${i}]`, x, allowListEntry));
+  return errs.errors.length === before ? (v as string[]) : undefined;
 }
 
 export interface CreateInput {
@@ -71,76 +106,62 @@ export interface CreateLookups {
   labelTaken(label: string): boolean;
 }
 
-function bool(errs: ErrorCollector, body: Body, field: string, dflt: boolean): boolean {
-  const v = body[field];
-  if (v === undefined || v === null) return dflt;
-  if (typeof v !== 'boolean') {
-    errs.add(field, `${field} must be true or false`);
-    return dflt;
-  }
-  return v;
-}
-
 export function validateCreate(body: Body, look: CreateLookups): CreateInput {
   const errs = new ErrorCollector();
-  let label: string | undefined;
-  if (body.label === undefined || body.label === null) errs.add('label', 'label is required');
-  else {
-    label = validateLabel(errs, body.label);
-    if (label && look.labelTaken(label)) errs.add('label', 'Label must be unique among your databases');
-  }
-  if (body.region === undefined || body.region === null) errs.add('region', 'region is required');
-  else if (typeof body.region !== 'string' || !look.regionExists(body.region)) errs.add('region', 'region is not valid');
-  if (body.type === undefined || body.type === null) errs.add('type', 'type is required');
-  else if (typeof body.type !== 'string' || !look.typeExists(body.type)) errs.add('type', 'type is not valid; see /databases/types');
-  if (body.engine === undefined || body.engine === null) errs.add('engine', 'engine is required');
-  else if (typeof body.engine !== 'string' || !look.engineExists(body.engine)) {
-    errs.add('engine', `${typeof body.engine === 'string' ? `Engine ${body.engine}` : 'engine'} is not available; see /databases/engines for the engines offered`);
-  }
+  const label = checkField<string>(errs, body, 'label', { ...labelSpec(look.labelTaken), required: R.required('label') });
+  const region = checkField<string>(errs, body, 'region', known('region', look.regionExists, R.regionInvalid));
+  const type = checkField<string>(errs, body, 'type', known('type', look.typeExists, R.typeInvalid));
+  const engineId = checkField<string>(errs, body, 'engine', {
+    required: R.required('engine'),
+    null: 'absent',
+    check: (v) => (typeof v !== 'string' ? R.engineNotString : look.engineExists(v) ? undefined : R.engineUnavailable(v)),
+  });
 
-  let clusterSize: 1 | 3 = 1;
-  if (body.cluster_size !== undefined && body.cluster_size !== null) {
-    if (body.cluster_size !== 1 && body.cluster_size !== 3) errs.add('cluster_size', 'cluster_size must be 1 or 3');
-    else clusterSize = body.cluster_size;
-  }
+  const clusterSize = checkField<1 | 3>(errs, body, 'cluster_size', { null: 'absent', oneOf: { values: [1, 3], reason: R.clusterSize } }) ?? 1;
+  // The replication rules below hold only against a valid (or defaulted) size.
   const sizeOk = body.cluster_size === undefined || body.cluster_size === null || body.cluster_size === 1 || body.cluster_size === 3;
-  let replicationType: ReplicationType = clusterSize === 3 ? 'semi_synch' : 'none';
-  const rt = body.replication_type;
-  if (rt !== undefined && rt !== null) {
-    if (rt !== 'none' && rt !== 'asynch' && rt !== 'semi_synch') errs.add('replication_type', 'replication_type must be none, asynch or semi_synch');
-    else if (sizeOk && clusterSize === 1 && rt !== 'none') errs.add('replication_type', 'replication_type must be none for a cluster_size of 1');
-    else if (sizeOk && clusterSize === 3 && rt === 'none') errs.add('replication_type', 'replication_type must be asynch or semi_synch for a cluster_size of 3');
-    else replicationType = rt;
-  }
-  const encrypted = bool(errs, body, 'encrypted', false);
-  const sslConnection = bool(errs, body, 'ssl_connection', true);
+  const replicationType = checkField<ReplicationType>(errs, body, 'replication_type', {
+    null: 'absent',
+    oneOf: { values: ['none', 'asynch', 'semi_synch'], reason: R.replicationType },
+    check: (rt) => {
+      if (sizeOk && clusterSize === 1 && rt !== 'none') return R.replicationForOne;
+      if (sizeOk && clusterSize === 3 && rt === 'none') return R.replicationForThree;
+      return undefined;
+    },
+  }) ?? (clusterSize === 3 ? 'semi_synch' : 'none');
+  const encrypted = checkField<boolean>(errs, body, 'encrypted', bool('encrypted')) ?? false;
+  const sslConnection = checkField<boolean>(errs, body, 'ssl_connection', bool('ssl_connection')) ?? true;
   let allowList: string[] = [];
   if (body.allow_list !== undefined && body.allow_list !== null) allowList = validateAllowList(errs, body.allow_list) ?? [];
   let updates: UpdatesWindow | undefined;
   if (body.updates !== undefined && body.updates !== null) updates = validateUpdates(errs, body.updates, defaultUpdates());
   errs.throwIfAny();
-  return {
-    label: label!, region: body.region as string, type: body.type as string, engineId: body.engine as string,
-    clusterSize, replicationType, encrypted, sslConnection, allowList, updates,
-  };
+  return { label: label!, region: region!, type: type!, engineId: engineId!, clusterSize, replicationType, encrypted, sslConnection, allowList, updates };
 }
 
 /**
  * The window a new database gets: as observed right after a real create, except that the day is
- * Sunday (7) from the start. The spec (2.3) types day_of_week as an integer (only week_of_month
- * may be null), so the real service's early null is not copied.
+ * Sunday (7) from the start: day_of_week is an integer, only week_of_month may be null, so the real
+ * service's early null is not copied (docs/databases.md).
  */
 export function defaultUpdates(): UpdatesWindow {
   return { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null };
 }
 
-function intIn(errs: ErrorCollector, field: string, v: unknown, lo: number, hi: number): number | undefined {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
-    errs.add(field, `${field.replace('updates.', '')} must be an integer from ${lo} to ${hi}`);
-    return undefined;
-  }
-  return v;
+/** An integer field of `updates`; the type and the range share one reason. */
+function intIn(f: string, lo: number, hi: number): FieldSpec {
+  const reason = R.integerFromTo(f, lo, hi);
+  return { type: { is: 'integer', reason }, range: { min: lo, max: hi, reason } };
 }
+
+const updatesSpecs = {
+  frequency: { oneOf: { values: ['weekly', 'monthly'], reason: R.frequency } },
+  duration: intIn('duration', 1, 3),
+  hour_of_day: intIn('hour_of_day', 0, 23),
+  // Not nullable, unlike week_of_month (docs/databases.md).
+  day_of_week: intIn('day_of_week', 1, 7),
+  week_of_month: { ...intIn('week_of_month', 1, 4), null: 'value' },
+} satisfies Record<string, FieldSpec>;
 
 /**
  * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-3
@@ -149,31 +170,24 @@ function intIn(errs: ErrorCollector, field: string, v: unknown, lo: number, hi: 
  */
 export function validateUpdates(errs: ErrorCollector, v: unknown, current: UpdatesWindow): UpdatesWindow | undefined {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) {
-    errs.add('updates', 'updates must be an object');
+    errs.add('updates', R.updatesObject);
     return undefined;
   }
   const u = v as Body;
   const before = errs.errors.length;
   const out: UpdatesWindow = { ...current };
-  if (u.frequency !== undefined) {
-    if (u.frequency !== 'weekly' && u.frequency !== 'monthly') errs.add('updates.frequency', 'frequency must be weekly or monthly');
-    else {
-      out.frequency = u.frequency;
-      if (u.frequency === 'weekly' && u.week_of_month === undefined) out.week_of_month = null;
-    }
+  const got = checkFields(errs, u, updatesSpecs, 'updates');
+  if (got.frequency !== undefined) {
+    out.frequency = got.frequency as UpdatesWindow['frequency'];
+    if (out.frequency === 'weekly' && u.week_of_month === undefined) out.week_of_month = null;
   }
-  if (u.duration !== undefined) out.duration = intIn(errs, 'updates.duration', u.duration, 1, 3) ?? out.duration;
-  if (u.hour_of_day !== undefined) out.hour_of_day = intIn(errs, 'updates.hour_of_day', u.hour_of_day, 0, 23) ?? out.hour_of_day;
-  if (u.day_of_week !== undefined) {
-    // Not nullable (spec 2.3 types it as an integer, unlike week_of_month).
-    out.day_of_week = intIn(errs, 'updates.day_of_week', u.day_of_week, 1, 7) ?? out.day_of_week;
-  }
-  if (u.week_of_month !== undefined) {
-    out.week_of_month = u.week_of_month === null ? null : intIn(errs, 'updates.week_of_month', u.week_of_month, 1, 4) ?? out.week_of_month;
-  }
+  if (got.duration !== undefined) out.duration = got.duration as number;
+  if (got.hour_of_day !== undefined) out.hour_of_day = got.hour_of_day as number;
+  if (got.day_of_week !== undefined) out.day_of_week = got.day_of_week as number;
+  if (got.week_of_month !== undefined) out.week_of_month = got.week_of_month as number | null;
   if (errs.errors.length === before) {
-    if (out.frequency === 'weekly' && out.week_of_month !== null) errs.add('updates.week_of_month', 'week_of_month must be null for a weekly frequency');
-    if (out.frequency === 'monthly' && out.week_of_month === null) errs.add('updates.week_of_month', 'week_of_month (1-4) is required for a monthly frequency');
+    if (out.frequency === 'weekly' && out.week_of_month !== null) errs.add('updates.week_of_month', R.weekForWeekly);
+    if (out.frequency === 'monthly' && out.week_of_month === null) errs.add('updates.week_of_month', R.weekForMonthly);
   }
   return errs.errors.length === before ? out : undefined;
 }
@@ -196,26 +210,20 @@ export interface UpdateLookups {
 export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
   const errs = new ErrorCollector();
   const out: UpdateInput = {};
-  if (body.label !== undefined && body.label !== null) {
-    const label = validateLabel(errs, body.label);
-    if (label && look.labelTaken(label)) errs.add('label', 'Label must be unique among your databases');
-    out.label = label;
-  }
+  const label = checkField<string>(errs, body, 'label', labelSpec(look.labelTaken));
+  if (label !== undefined) out.label = label;
   if (body.allow_list !== undefined && body.allow_list !== null) out.allowList = validateAllowList(errs, body.allow_list);
   if (body.updates !== undefined && body.updates !== null) out.updates = validateUpdates(errs, body.updates, look.currentUpdates);
   if (body.type !== undefined && body.type !== null) {
     const disk = typeof body.type === 'string' ? look.typeDisk(body.type) : undefined;
     const currentDisk = look.typeDisk(look.currentType) ?? 0;
-    if (disk === undefined) errs.add('type', 'type is not valid; see /databases/types');
-    else if (body.type !== look.currentType && disk <= currentDisk) {
-      errs.add('type', `A database can only be resized to a plan with more disk than ${look.currentType}`);
-    } else if (body.type !== look.currentType) out.type = body.type as string;
-    if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) {
-      errs.add('type', 'type and allow_list cannot be changed in the same request');
-    }
+    if (disk === undefined) errs.add('type', R.typeInvalid);
+    else if (body.type !== look.currentType && disk <= currentDisk) errs.add('type', R.resizeToMoreDisk(look.currentType));
+    else if (body.type !== look.currentType) out.type = body.type as string;
+    if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) errs.add('type', R.typeWithAllowList);
   }
   for (const k of ['engine', 'region', 'cluster_size', 'replication_type', 'encrypted', 'ssl_connection']) {
-    if (body[k] !== undefined) errs.add(k, `${k} cannot be changed after creation`);
+    if (body[k] !== undefined) errs.add(k, R.immutable(k));
   }
   errs.throwIfAny();
   return out;
@@ -229,17 +237,18 @@ export interface SnapshotInput {
 /** Snapshot label: 1-30 ASCII letters, digits and underscore; target primary|secondary. */
 export function validateSnapshot(body: Body, look: { labelTaken(label: string): boolean; clusterSize: number }): SnapshotInput {
   const errs = new ErrorCollector();
-  const label = body.label;
-  if (label === undefined || label === null) errs.add('label', 'label is required');
-  else if (typeof label !== 'string' || !/^[A-Za-z0-9_]{1,30}$/.test(label)) {
-    errs.add('label', 'label must be 1 to 30 characters of ASCII letters, digits and underscore');
-  } else if (look.labelTaken(label)) errs.add('label', `A backup labelled ${label} already exists for this database`);
-  let target: 'primary' | 'secondary' = 'primary';
-  if (body.target !== undefined && body.target !== null) {
-    if (body.target !== 'primary' && body.target !== 'secondary') errs.add('target', 'target must be primary or secondary');
-    else if (body.target === 'secondary' && look.clusterSize === 1) errs.add('target', 'target secondary needs a cluster_size of 3');
-    else target = body.target;
-  }
+  const label = checkField<string>(errs, body, 'label', {
+    required: R.required('label'),
+    null: 'absent',
+    type: { is: 'string', reason: R.snapshotLabel },
+    pattern: { re: /^[A-Za-z0-9_]{1,30}$/, reason: R.snapshotLabel },
+    check: (v) => (look.labelTaken(v) ? R.snapshotLabelTaken(v) : undefined),
+  });
+  const target = checkField<SnapshotInput['target']>(errs, body, 'target', {
+    null: 'absent',
+    oneOf: { values: ['primary', 'secondary'], reason: R.target },
+    check: (v) => (v === 'secondary' && look.clusterSize === 1 ? R.targetSecondary : undefined),
+  }) ?? 'primary';
   errs.throwIfAny();
-  return { label: label as string, target };
+  return { label: label!, target };
 }

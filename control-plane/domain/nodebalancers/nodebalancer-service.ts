@@ -5,10 +5,9 @@ import type { NodeBalancerRepository } from '../../store/nodebalancer-repository
 import type { Actor, AuthService } from '../auth/auth-service.js';
 import type { EventService, EntityRef } from '../events/event-service.js';
 import type { RegionCatalogue } from '../regions.js';
-import type { NbConfig, NbNode, NewConfig, NewNode, NodeBalancer } from './model.js';
-import { validateConfig, validateNbLabel, validateNode, validateTags, validateThrottle } from './validation.js';
-
-type Body = Record<string, unknown>;
+import type { Body } from '../validation/fields.js';
+import type { NbConfig, NbNode, NodeBalancer } from './model.js';
+import { validateConfig, validateNode, validateNodeBalancerCreate, validateNodeBalancerUpdate, validateRebuildNodes } from './validation.js';
 
 export interface NodeBalancerServiceDeps {
   repo: NodeBalancerRepository;
@@ -56,53 +55,17 @@ export class NodeBalancerService {
 
   create(actor: Actor, body: Body): NodeBalancer {
     this.d.auth.requireAddGrant(actor, 'nodebalancer');
-    const errs = new ErrorCollector();
-    if (body.region === undefined || body.region === null) errs.add('region', 'Region is required.');
-    else if (typeof body.region !== 'string' || !this.d.regions.has(body.region, 'NodeBalancers')) errs.add('region', 'region is not valid');
-    let label: string | undefined;
-    if (body.label !== undefined && body.label !== null) {
-      label = validateNbLabel(errs, body.label);
-      if (label && this.d.repo.byLabel(label)) errs.add('label', 'Label must be unique among your NodeBalancers');
-    }
-    const throttle = validateThrottle(errs, body) ?? 0;
-    const tags = validateTags(errs, body.tags) ?? [];
-    if (body.firewall_id !== undefined && body.firewall_id !== null) errs.add('firewall_id', 'Firewalls are not supported by this server');
-    const configs: { config: NewConfig; nodes: NewNode[] }[] = [];
-    if (body.configs !== undefined && body.configs !== null) {
-      if (!Array.isArray(body.configs)) errs.add('configs', 'configs must be an array');
-      else if (body.configs.length > 50) errs.add('configs', 'A NodeBalancer may have at most 50 configs');
-      else {
-        const ports: number[] = [];
-        body.configs.forEach((c, i) => {
-          const cfg = validateConfig(errs, c, `configs[${i}]`, ports);
-          const rawNodes = c && typeof c === 'object' ? (c as Body).nodes : undefined;
-          const nodes: NewNode[] = [];
-          // The spec: each Config given at create "needs a unique port and at least one Node".
-          if (rawNodes === undefined || rawNodes === null || (Array.isArray(rawNodes) && rawNodes.length === 0)) {
-            errs.add(`configs[${i}].nodes`, 'You must provide at least one back end node.');
-          } else {
-            if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, 'nodes must be an array');
-            else if (rawNodes.length > 255) errs.add(`configs[${i}].nodes`, 'A config may have at most 255 nodes');
-            else rawNodes.forEach((n, j) => {
-              const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`);
-              if (node) nodes.push(node);
-            });
-          }
-          if (cfg) {
-            ports.push(cfg.port);
-            configs.push({ config: cfg, nodes });
-          }
-        });
-      }
-    }
-    errs.throwIfAny();
+    const { label, region, clientConnThrottle, tags, configs } = validateNodeBalancerCreate(body, {
+      regionExists: (id) => this.d.regions.has(id, 'NodeBalancers'),
+      labelTaken: (l) => this.d.repo.byLabel(l) !== undefined,
+    });
 
     const nb = this.d.repo.transaction(() => {
       const now = this.now();
       // Without a label the row is inserted under a placeholder and renamed balancer<ID> below,
       // inside the same transaction. The placeholder has a character no valid label can have,
       // so it never collides with a label a client chose.
-      const created = this.d.repo.create({ label: label ?? '#pending', region: body.region as string, ipv4: '0.0.0.0', clientConnThrottle: throttle, tags, created: now, updated: now });
+      const created = this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', clientConnThrottle, tags, created: now, updated: now });
       const ipv4 = this.d.addresses.allocate(this.d.pool, 'nodebalancer', created.id);
       if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
       // The label defaults to balancer<ID>, known only once the row exists.
@@ -123,18 +86,11 @@ export class NodeBalancerService {
 
   update(actor: Actor, id: number, body: Body): NodeBalancer {
     const nb = this.get(actor, id, 'read_write');
-    const errs = new ErrorCollector();
+    const input = validateNodeBalancerUpdate(body, { current: nb.label, labelTaken: (l) => this.d.repo.byLabel(l) !== undefined });
     const patch: Partial<NodeBalancer> = {};
-    if (body.label !== undefined && body.label !== null) {
-      const label = validateNbLabel(errs, body.label);
-      if (label && label !== nb.label && this.d.repo.byLabel(label)) errs.add('label', 'Label must be unique among your NodeBalancers');
-      if (label) patch.label = label;
-    }
-    const throttle = validateThrottle(errs, body);
-    if (throttle !== undefined) patch.clientConnThrottle = throttle;
-    const tags = validateTags(errs, body.tags);
-    if (tags !== undefined) patch.tags = tags;
-    errs.throwIfAny();
+    if (input.label !== undefined) patch.label = input.label;
+    if (input.clientConnThrottle !== undefined) patch.clientConnThrottle = input.clientConnThrottle;
+    if (input.tags !== undefined) patch.tags = input.tags;
     this.d.repo.update(id, { ...patch, updated: this.now() });
     const next = this.d.repo.get(id)!;
     this.changed(actor, 'nodebalancer_update', next);
@@ -201,27 +157,7 @@ export class NodeBalancerService {
     const used = this.d.repo.configs(nbId).filter((c) => c.id !== configId).map((c) => c.port);
     const cfg = validateConfig(errs, body, '', used, cur);
     const existing = new Map(this.d.repo.nodes(configId).map((n) => [n.id, n]));
-    const updates: { id: number; node: NewNode }[] = [];
-    const creates: NewNode[] = [];
-    if (!Array.isArray(body.nodes)) errs.add('nodes', 'nodes is required and must be an array');
-    else {
-      const seen = new Set<number>();
-      body.nodes.forEach((n, i) => {
-        const prefix = `nodes[${i}]`;
-        const id = n && typeof n === 'object' ? (n as Body).id : undefined;
-        if (id !== undefined && id !== null) {
-          const base = typeof id === 'number' ? existing.get(id) : undefined;
-          if (!base) return errs.add(`${prefix}.id`, 'Node not found in this config');
-          if (seen.has(base.id)) return errs.add(`${prefix}.id`, 'Node listed twice');
-          seen.add(base.id);
-          const node = validateNode(errs, n, prefix, base);
-          if (node) updates.push({ id: base.id, node });
-        } else {
-          const node = validateNode(errs, n, prefix);
-          if (node) creates.push(node);
-        }
-      });
-    }
+    const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing);
     errs.throwIfAny();
     this.d.repo.transaction(() => {
       this.d.repo.updateConfig(configId, cfg!);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
-import { defaultUpdates, isIpv4OrCidr, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
+import { isIpv4OrCidr } from '../../../lib/ipv4.js';
+import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
 
 const look = {
   engineExists: (id: string) => id === 'mysql/10.11.14',
