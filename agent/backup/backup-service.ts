@@ -290,7 +290,5 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, recoverInterrupted, remove, refresh, report, verify, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  return { take, restore, recoverInterrupted, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }
-
-export type BackupService = ReturnType<typeof createBackupService>;

@@ -65,6 +65,11 @@ export class DatabaseController extends Cluster {
     await this.syncEndpoints();
   }
 
+  /** Points the front proxies at the roles of the last observation. */
+  async syncEndpoints(): Promise<void> {
+    await this.endpoints.sync(this.observer.endpointTarget(this.desired!, this.state!, this.primaryAddress()));
+  }
+
   /** Closes client connections and refuses new ones until the next refresh (a restore). */
   pauseTraffic(): void {
     this.endpoints.pause();
@@ -230,11 +235,6 @@ export class DatabaseController extends Cluster {
       if (a.kind === 'rolling' && a.reason === 'patch') this.settlePatch(msg);
       throw err;
     }
-  }
-
-  /** Points the front proxies at the roles of the last observation. */
-  async syncEndpoints(): Promise<void> {
-    await this.endpoints.sync(this.observer.endpointTarget(this.desired!, this.state!, this.primaryAddress()));
   }
 
   private settlePatch(err?: string): void {

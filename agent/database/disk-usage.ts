@@ -7,7 +7,7 @@ import type { Logger } from '../../lib/logger.js';
 const MEASURE_EVERY_MS = 30_000;
 
 /** Disk used by a directory tree, MiB rounded up (unreadable entries count as empty). */
-export async function dirSizeMb(dir: string): Promise<number> {
+async function dirSizeMb(dir: string): Promise<number> {
   let total = 0;
   const walk = async (d: string): Promise<void> => {
     for (const e of await readdir(d, { withFileTypes: true }).catch(() => [])) {

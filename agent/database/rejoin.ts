@@ -91,7 +91,7 @@ export async function attach(db: AttachContext, k: number): Promise<void> {
   }
 }
 
-export interface SeedNode {
+interface SeedNode {
   name: string;
   admin: AdminTarget;
 }
@@ -103,7 +103,7 @@ export interface SeedNode {
  * the binlog off (the node must not invent GTIDs of its own), and linroot is re-created from the
  * desired state. The caller then points the node at the primary with MASTER_USE_GTID=slave_pos.
  */
-export async function seedReplica(opts: {
+async function seedReplica(opts: {
   runtime: ContainerRuntime;
   source: SeedNode;
   target: SeedNode;
