@@ -1,11 +1,5 @@
 import { createServer } from 'node:net';
-
-function toInt(ip: string): number {
-  return ip.split('.').reduce((a, o) => ((a << 8) | Number(o)) >>> 0, 0);
-}
-function toIp(n: number): string {
-  return [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
-}
+import { formatIpv4, parseCidr } from '../lib/ipv4.js';
 
 async function bindable(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -21,13 +15,11 @@ async function bindable(host: string, port: number): Promise<boolean> {
  * taken by this agent and any whose port is in use on the host (another agent, a stray server).
  */
 export async function allocateAddresses(pool: string, count: number, taken: Set<string>, port = 3306): Promise<string[]> {
-  const [base, bits] = pool.split('/');
-  const prefix = Number(bits ?? 32);
-  const start = toInt(base!) & (prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0);
-  const size = 2 ** (32 - prefix);
+  const range = parseCidr(pool);
+  if (!range) throw new Error(`address pool ${pool} is not an IPv4 CIDR`);
   const out: string[] = [];
-  for (let i = 1; i < size - 1 && out.length < count; i++) {
-    const ip = toIp((start + i) >>> 0);
+  for (let i = 1; i < range.size - 1 && out.length < count; i++) {
+    const ip = formatIpv4((range.network + i) >>> 0);
     const last = Number(ip.split('.')[3]);
     if (last === 0 || last === 255 || taken.has(ip)) continue;
     if (await bindable(ip, port)) out.push(ip);

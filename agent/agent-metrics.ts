@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
-/** The agent's metrics (style L11: injected registry, fulcrum_ prefix, base units, bounded labels). */
+/** The agent's metrics: on the injected registry, `fulcrum_` prefix, base units, bounded labels. */
 export function createAgentMetrics(registry: Registry) {
   return {
     databases: new Gauge({ name: 'fulcrum_agent_databases', help: 'Databases by observed status', labelNames: ['status'], registers: [registry] }),

@@ -3,17 +3,17 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
-import type { Clock } from '../lib/clock.js';
+import { systemClock, type Clock, type Timer } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
 import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
 import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
 import type { Catalogue } from './catalogue.js';
-import { DatabaseController, type ControllerExtras } from './database-controller.js';
+import { DatabaseController, type ControllerExtras } from './database/controller.js';
 import { LABEL_AGENT, LABEL_DATABASE, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createAgentMetrics, type AgentMetrics } from './agent-metrics.js';
-import { createOperations, type OperationHandler, type OperationKind } from './operations.js';
+import { createOperations, type OperationHandlers, type OperationKind } from './operations.js';
 
 export interface AgentOptions {
   id: string;
@@ -30,7 +30,7 @@ export interface AgentOptions {
   extras?: (agent: Agent) => ControllerExtras & {
     tick?: () => void;
     close?: () => Promise<void>;
-    handlers?: Partial<Record<OperationKind, OperationHandler>>;
+    handlers?: OperationHandlers;
   };
 }
 
@@ -65,7 +65,7 @@ export function createAgent(opts: AgentOptions): Agent {
   const desiredFile = join(opts.stateDir, 'desired.json');
   const agentKey = createHash('sha256').update(opts.id).digest('hex').slice(0, 6);
   let desired: AgentDesired__Output | undefined;
-  let timer: NodeJS.Timeout | undefined;
+  let timer: Timer | undefined;
   let lastReport = '';
   let closed = false;
   const inflight = new Set<Promise<void>>();
@@ -135,8 +135,8 @@ export function createAgent(opts: AgentOptions): Agent {
         }
       }
       const every = opts.reconcileIntervalMs ?? 1000;
-      timer = setInterval(() => void agent.reconcileNow(), every);
-      timer.unref();
+      // Wall time: the loop drives real servers; an injected clock only moves schedules.
+      timer = systemClock.setInterval(() => void agent.reconcileNow(), every);
       void agent.reconcileNow();
     },
     setDesired(d) {
@@ -166,10 +166,10 @@ export function createAgent(opts: AgentOptions): Agent {
     },
     async close() {
       closed = true;
-      if (timer) clearInterval(timer);
+      timer?.cancel();
       await Promise.allSettled([...inflight]);
       await extraHooks?.close?.();
-      for (const c of controllers.values()) await c.closeProxies();
+      for (const c of controllers.values()) await c.closeEndpoints();
     },
   };
 
@@ -197,7 +197,7 @@ export function createAgent(opts: AgentOptions): Agent {
     }
   }
 
-  const ops = createOperations({ agent, stateDir: opts.stateDir, logger: log });
+  const ops = createOperations({ host: agent, stateDir: opts.stateDir, logger: log });
 
   function applyDesired(d: AgentDesired__Output, persist: boolean): void {
     desired = d;

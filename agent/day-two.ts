@@ -1,28 +1,31 @@
 import { join } from 'node:path';
 import cron from 'node-cron';
 import type { Agent } from './agent.js';
-import type { ControllerExtras, DatabaseController } from './database-controller.js';
+import type { ControllerExtras, DatabaseController } from './database/controller.js';
 import { createLocalBackupStorage, type BackupStorage } from './backup/backup-storage.js';
 import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from './backup/schedule.js';
 import { isInWindow } from './maintenance/window.js';
-import type { OperationHandler, OperationKind } from './operations.js';
+import type { OperationHandlers } from './operations.js';
+
+/** A failed auto backup is tried again after this long (of the injected clock). */
+const AUTO_RETRY_MS = 5 * 60_000;
 
 export interface DayTwo extends ControllerExtras {
-  handlers: Partial<Record<OperationKind, OperationHandler>>;
+  handlers: OperationHandlers;
   tick(): void;
   close(): Promise<void>;
 }
 
 /**
- * Day-two services wired onto the agent (issue 8): backups with their storage, the auto-backup
- * schedule, maintenance windows. The decisions are pure functions of the injected clock
+ * Day-two services wired onto the agent (docs/agent.md §6, §7): backups with their storage, the
+ * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
  * (backup/schedule.ts, maintenance/window.ts); node-cron and the reconcile loop only tick.
  */
 export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
   const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
-  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger });
+  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock });
   const autoRunning = new Set<number>();
   const retryAfter = new Map<number, number>();
   const loaded = new Set<number>();
@@ -39,7 +42,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
       c.emit('database_backup_create', `auto backup for ${day} taken`);
     } catch (err) {
       // A failed auto backup is retried a few minutes later, not on every tick.
-      retryAfter.set(c.id, Date.now() + 5 * 60_000);
+      retryAfter.set(c.id, agent.clock.now() + AUTO_RETRY_MS);
       agent.metrics.backups.inc({ type: 'auto', result: 'error' });
       log.error({ err, database: c.id }, 'auto backup failed');
     } finally {
@@ -69,7 +72,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
         continue;
       }
       const due = dueAutoBackup(now, s.lastAutoBackupDay);
-      if (!due || autoRunning.has(c.id) || c.busy === 'restore' || Date.now() < (retryAfter.get(c.id) ?? 0)) continue;
+      if (!due || autoRunning.has(c.id) || c.busy === 'restore' || now < (retryAfter.get(c.id) ?? 0)) continue;
       void auto(c, due);
     }
   }

@@ -1,25 +1,59 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { systemClock, type Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
 import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
-import type { Agent } from './agent.js';
-import type { DatabaseController } from './database-controller.js';
+import type { DatabaseController } from './database/controller.js';
 
 export type OperationKind = NonNullable<Operation__Output['kind']>;
 export type OperationHandler = (c: DatabaseController, op: Operation__Output) => Promise<{ backupId?: number } | void>;
+/** Operation kind -> the handler that runs it. */
+export type OperationHandlers = Partial<Record<OperationKind, OperationHandler>>;
+
+/** What operations need from the agent. */
+export interface OperationsHost {
+  /** Stamps results (`finishedMs`). */
+  readonly clock: Clock;
+  /** The controller of a database, if the agent knows it. */
+  database(id: number): DatabaseController | undefined;
+  /** Runs a reconcile round now (a result or a requested patch is then acted on and reported). */
+  reconcileNow(): Promise<void>;
+}
+
+/** How long an operation for a database still provisioning waits for it. */
+const PROVISION_WAIT_MS = 10 * 60_000;
+
+/** The handlers every agent has; day-two adds backups and restores (agent/day-two.ts). */
+function coreHandlers(host: OperationsHost): OperationHandlers {
+  return {
+    patch: async (c) => {
+      const done = c.requestPatch();
+      void host.reconcileNow();
+      await done;
+    },
+    resetCredentials: async (c, op) => {
+      const pw = op.resetCredentials?.newPassword ?? '';
+      if (pw.length < 8) throw new Error('new_password must have at least 8 characters');
+      await c.resetCredentials(pw);
+    },
+  };
+}
 
 /**
  * One-off operations from AgentDesired.operations: each operation_id runs at most once (its
  * result is persisted in `<stateDir>/operations.json`) and its result is repeated in every report
  * until the control plane stops sending the operation.
  */
-export function createOperations(opts: { agent: Agent; stateDir: string; logger: Logger }) {
+export function createOperations(opts: { host: OperationsHost; stateDir: string; logger: Logger; handlers?: OperationHandlers }) {
+  const { host } = opts;
   const file = join(opts.stateDir, 'operations.json');
   const results = new Map<string, OperationResult>();
   const running = new Set<string>();
   const handlers = new Map<OperationKind, OperationHandler>();
+  const register = (kind: OperationKind, handler: OperationHandler) => handlers.set(kind, handler);
+  for (const [kind, h] of Object.entries({ ...coreHandlers(host), ...opts.handlers })) if (h) register(kind as OperationKind, h);
   if (existsSync(file)) {
     try {
       for (const r of JSON.parse(readFileSync(file, 'utf8')) as OperationResult[]) results.set(r.operationId!, r);
@@ -32,26 +66,12 @@ export function createOperations(opts: { agent: Agent; stateDir: string; logger:
       .then(() => rename(`${file}.tmp`, file))
       .catch((err) => opts.logger.error({ err }, 'could not persist operation results'));
 
-  handlers.set('patch', async (c) => {
-    await new Promise<void>((resolve, reject) => {
-      c.patchRequested = { resolve: (err) => (err ? reject(new Error(err)) : resolve()) };
-      void opts.agent.reconcileNow();
-    });
-  });
-  handlers.set('resetCredentials', async (c, op) => {
-    const pw = op.resetCredentials?.newPassword ?? '';
-    if (pw.length < 8) throw new Error('new_password must have at least 8 characters');
-    await c.runExclusive('sync-accounts', async () => {
-      if (pw !== c.desired?.rootPassword) c.pendingPassword = pw;
-      await c.syncAccounts();
-    });
-  });
-
   async function waitProvisioned(c: DatabaseController): Promise<void> {
-    const end = Date.now() + 10 * 60_000;
+    // Wall time: this waits on real work (a provisioning), whatever clock the agent was given.
+    const end = systemClock.now() + PROVISION_WAIT_MS;
     while (!c.state?.provisioned || c.busy === 'provision') {
-      if (c.deleted || Date.now() > end) throw new Error('the database is not provisioned');
-      await new Promise((r) => setTimeout(r, 200));
+      if (c.deleted || systemClock.now() > end) throw new Error('the database is not provisioned');
+      await systemClock.sleep(200);
     }
   }
 
@@ -59,7 +79,7 @@ export function createOperations(opts: { agent: Agent; stateDir: string; logger:
     running.add(op.operationId);
     const result: OperationResult = { operationId: op.operationId, databaseId: op.databaseId, ok: true, error: '', backupId: 0 };
     try {
-      const c = opts.agent.database(op.databaseId);
+      const c = host.database(op.databaseId);
       if (!c) throw new Error(`database ${op.databaseId} is not on this agent`);
       const handler = op.kind ? handlers.get(op.kind) : undefined;
       if (!handler) throw new Error(`operation ${op.kind ?? '(none)'} is not supported by this agent`);
@@ -71,16 +91,17 @@ export function createOperations(opts: { agent: Agent; stateDir: string; logger:
       result.error = (err as Error).message;
       opts.logger.warn({ op: op.operationId, kind: op.kind, err: result.error }, 'operation failed');
     }
-    result.finishedMs = opts.agent.clock.now();
+    result.finishedMs = host.clock.now();
     running.delete(op.operationId);
     results.set(op.operationId, result);
     await save();
-    void opts.agent.reconcileNow();
+    void host.reconcileNow();
   }
 
   return {
-    register(kind: OperationKind, handler: OperationHandler) {
-      handlers.set(kind, handler);
+    /** Adds or replaces the handler of one kind (the agent adds its day-two ones at start). */
+    register(kind: OperationKind, handler: OperationHandler): void {
+      register(kind, handler);
     },
     accept(list: Operation__Output[]) {
       const ids = new Set(list.map((o) => o.operationId));
@@ -98,7 +119,7 @@ export function createOperations(opts: { agent: Agent; stateDir: string; logger:
       }
     },
     results: () => [...results.values()],
-    /** True while an operation of this database runs (the agent treats it as busy). */
-    running: () => running.size,
   };
 }
+
+export type Operations = ReturnType<typeof createOperations>;

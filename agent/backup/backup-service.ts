@@ -2,9 +2,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
+import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
-import type { DatabaseController } from '../database-controller.js';
+import type { DatabaseController } from '../database/controller.js';
 import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { withAdmin } from '../mysql/admin.js';
@@ -12,6 +13,11 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { loadBackup } from './load-backup.js';
 import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
+
+/** What backups use of a database. */
+export type BackupDatabase = Pick<DatabaseController,
+  'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
+  | 'syncAccounts' | 'runExclusive' | 'pauseTraffic' | 'observe' | 'syncEndpoints'>;
 
 const DUMP_FILE = 'dump.sql.gz';
 const ENCRYPTED_FILE = 'dump.sql.gz.aes';
@@ -27,15 +33,15 @@ export interface TakeOptions {
 }
 
 /**
- * Logical backups and restores (DESIGN §6, issue 8). A backup is one gzip stream: the
+ * Logical backups and restores (docs/agent.md §6). A backup is one gzip stream: the
  * customer's accounts (CREATE OR REPLACE USER + GRANTs, written by the agent) followed by a
  * `mariadb-dump --single-transaction --routines --triggers --events` of every customer schema;
  * for `encrypted` databases it is then AES-256-GCM encrypted (backup-crypto.ts). The SHA-256 of
  * the stored bytes and a manifest are written last. linroot, root and the replication account
  * are not in it: the agent re-applies them from the desired state after a restore, so a backup
- * taken before a credentials reset restores cleanly (reference mysql-dbaas §1.3 caveat).
+ * taken before a credentials reset restores cleanly.
  */
-export function createBackupService(opts: { storage: BackupStorage; runtime: ContainerRuntime; logger: Logger }) {
+export function createBackupService(opts: { storage: BackupStorage; runtime: ContainerRuntime; logger: Logger; clock: Clock }) {
   const log = opts.logger.child({ component: 'backups' });
   const manifests = new Map<number, BackupManifest[]>();
   const creating = new Map<number, BackupInfo[]>();
@@ -46,7 +52,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return list;
   }
 
-  function sourceNode(c: DatabaseController, target: 'primary' | 'secondary'): number {
+  function sourceNode(c: BackupDatabase, target: 'primary' | 'secondary'): number {
     if (target === 'secondary' || c.clusterSize > 1) {
       const replicas = c.healthyReplicas();
       if (replicas.length > 0) return replicas[0]!;
@@ -55,12 +61,12 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return c.state!.primary;
   }
 
-  async function usersSql(c: DatabaseController, node: number): Promise<string> {
+  async function usersSql(c: BackupDatabase, node: number): Promise<string> {
     return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
   }
 
   /** The database's backup key, made on first use (kept in its state, mode 0600). */
-  async function backupKey(c: DatabaseController): Promise<string> {
+  async function backupKey(c: BackupDatabase): Promise<string> {
     const s = c.state!;
     if (!s.backupKey) {
       s.backupKey = newBackupKey();
@@ -73,7 +79,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * Writes backup `id` of database c from `node`: accounts then mariadb-dump, gzip, encrypted
    * when the database is `encrypted`, hashed as stored, manifest last.
    */
-  async function dump(c: DatabaseController, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>): Promise<BackupManifest> {
+  async function dump(c: BackupDatabase, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>): Promise<BackupManifest> {
     const s = c.state!;
     const started = Date.now();
     try {
@@ -126,7 +132,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     }
   }
 
-  async function take(c: DatabaseController, o: TakeOptions): Promise<BackupManifest> {
+  async function take(c: BackupDatabase, o: TakeOptions): Promise<BackupManifest> {
     const s = c.state!;
     if (o.type === 'snapshot') {
       const existing = (await refresh(c.id)).filter((b) => b.type === 'snapshot');
@@ -160,10 +166,10 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     }
   }
 
-  const replaceData = (c: DatabaseController, p: number, m: BackupManifest) => loadBackup({ runtime: opts.runtime, storage: opts.storage }, c, p, m);
+  const replaceData = (c: BackupDatabase, p: number, m: BackupManifest) => loadBackup({ runtime: opts.runtime, storage: opts.storage }, c, p, m);
 
   /** linroot from the desired state, then every healthy replica caught up with the primary. */
-  async function settle(c: DatabaseController, p: number): Promise<void> {
+  async function settle(c: BackupDatabase, p: number): Promise<void> {
     await c.syncAccounts();
     const pos = await withAdmin(await c.adminTarget(p), (x) => gtidCurrentPos(x));
     for (const k of c.healthyReplicas()) {
@@ -179,7 +185,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * safety copy is loaded the same way and the restore fails with the client's error: the
    * database is left with the data it had. hosts, port and credentials do not change.
    */
-  async function restore(c: DatabaseController, backupId: number): Promise<void> {
+  async function restore(c: BackupDatabase, backupId: number): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await verify(m);
@@ -194,11 +200,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         let safety: BackupManifest;
         try {
           await opts.storage.remove(c.id, SAFETY_ID);
-          safety = await dump(c, SAFETY_ID, p, { label: 'pre-restore', type: 'pre-restore', createdMs: Date.now() });
+          safety = await dump(c, SAFETY_ID, p, { label: 'pre-restore', type: 'pre-restore', createdMs: opts.clock.now() });
         } catch (err) {
           throw new Error(`backup ${m.id} was not restored: the safety copy of the current data failed (${(err as Error).message}); nothing was changed`);
         }
-        s.restoreInProgress = { backupId: m.id, startedMs: Date.now() };
+        s.restoreInProgress = { backupId: m.id, startedMs: opts.clock.now() };
         await c.save();
         try {
           await replaceData(c, p, m);
@@ -220,20 +226,20 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       } finally {
         await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
-        await c.syncProxies().catch((err) => log.error({ err }, 'front proxy not restored'));
+        await c.syncEndpoints().catch((err) => log.error({ err }, 'front proxy not restored'));
       }
       log.info({ database: c.id, backup: m.id }, 'restored');
     });
   }
 
-  async function finishRestore(c: DatabaseController): Promise<void> {
+  async function finishRestore(c: BackupDatabase): Promise<void> {
     delete c.state!.restoreInProgress;
     await c.save();
     await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
   }
 
   /** Under the action lock: loads the safety copy of a restore the agent did not finish. */
-  async function rollBackInterrupted(c: DatabaseController): Promise<void> {
+  async function rollBackInterrupted(c: BackupDatabase): Promise<void> {
     const s = c.state!;
     if (!s.restoreInProgress) return;
     const safety = (await refresh(c.id)).find((b) => b.id === SAFETY_ID && b.type === 'pre-restore');
@@ -256,7 +262,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * Called by the agent's tick for a database whose state says a restore was interrupted
    * (the agent stopped mid-load): puts the previous data back with traffic paused.
    */
-  async function recoverInterrupted(c: DatabaseController): Promise<void> {
+  async function recoverInterrupted(c: BackupDatabase): Promise<void> {
     if (!c.state?.restoreInProgress) return;
     await c.runExclusive('restore', async () => {
       c.pauseTraffic();
@@ -265,12 +271,12 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       } finally {
         await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
-        await c.syncProxies().catch((err) => log.error({ err }, 'front proxy not restored'));
+        await c.syncEndpoints().catch((err) => log.error({ err }, 'front proxy not restored'));
       }
     });
   }
 
-  async function remove(c: DatabaseController, backupId: number): Promise<void> {
+  async function remove(c: BackupDatabase, backupId: number): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await opts.storage.remove(c.id, backupId);
@@ -284,7 +290,5 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, recoverInterrupted, remove, refresh, report, verify, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  return { take, restore, recoverInterrupted, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }
-
-export type BackupService = ReturnType<typeof createBackupService>;

@@ -1,7 +1,7 @@
 import { PassThrough, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import type { DatabaseController } from '../database-controller.js';
+import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { clientError, customerSchemas, SYSTEM_USERS } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -15,7 +15,7 @@ import type { BackupManifest, BackupStorage } from './backup-storage.js';
  */
 export async function loadBackup(
   deps: { runtime: ContainerRuntime; storage: BackupStorage },
-  c: DatabaseController,
+  c: Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName'>,
   p: number,
   m: BackupManifest,
 ): Promise<void> {

@@ -1,6 +1,6 @@
 /**
- * Auto backups (reference linode-api §1.8): daily at 00:00 UTC, the newest 7 kept. Pure
- * functions of the clock; node-cron and the reconcile loop only call them (style L13).
+ * Auto backups (docs/agent.md §6): daily at 00:00 UTC, the newest 7 kept. Pure
+ * functions of the clock; node-cron and the reconcile loop only call them.
  */
 
 /** The UTC day (YYYY-MM-DD) an instant falls on. */

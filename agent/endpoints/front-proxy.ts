@@ -1,5 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
+import { proxyV1 } from '../../lib/proxy-protocol.js';
 import { compileAllowList } from './allow-list.js';
 
 export interface Backend {
@@ -42,7 +44,7 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
   const key = (b: Backend) => `${b.host}:${b.port}`;
 
   function onConnection(client: Socket): void {
-    const source = (client.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const source = unmapIpv4(client.remoteAddress ?? '');
     if (!allowed(source) || backends.length === 0) {
       client.destroy();
       return;
@@ -53,8 +55,7 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
     live.add(entry);
     upstream.setNoDelay(true);
     client.setNoDelay(true);
-    const header = `PROXY TCP4 ${source} ${opts.host} ${client.remotePort ?? 0} ${opts.port}\r\n`;
-    upstream.write(header);
+    upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: opts.host, dstPort: opts.port }));
     client.pipe(upstream);
     upstream.pipe(client);
     const done = () => {

@@ -1,8 +1,8 @@
 /**
- * Maintenance windows (reference linode-api §1.4 `updates`): weekly or monthly, starting at
+ * Maintenance windows (the `updates` field, docs/agent.md §7): weekly or monthly, starting at
  * hour_of_day UTC on day_of_week (1 = Monday ... 7 = Sunday), lasting `duration` hours; monthly
  * windows fall in week_of_month 1-4, the Nth occurrence of that weekday in the month (days
- * 1-7 are week 1). Pure functions of an instant (style L13).
+ * 1-7 are week 1). Pure functions of an instant, so they are tested with fixed dates.
  */
 export interface UpdatesWindow {
   frequency: string;

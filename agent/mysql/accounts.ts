@@ -1,3 +1,4 @@
+import { formatIpv4, parseCidr, prefixMask } from '../../lib/ipv4.js';
 import type { AdminConnection } from './admin.js';
 import { q } from './admin.js';
 
@@ -6,22 +7,16 @@ export const REPL_USER = 'fulcrum_repl';
 
 /**
  * The MariaDB account host for one allow_list entry. MariaDB 10.11 does not accept `/24` in
- * account hosts, only `base/netmask` (reference mysql-dbaas §6), and the base must be the
- * network address. `0.0.0.0/0` becomes `%`; a bare address or /32 becomes the address itself.
- * Returns undefined for a malformed entry (the control plane validates; this is a guard).
+ * account hosts, only `base/netmask`, and the base must be the network address. `0.0.0.0/0`
+ * becomes `%`; a bare address or /32 becomes the address itself. Returns undefined for a
+ * malformed entry (the control plane validates; this is a guard).
  */
 export function accountHost(entry: string): string | undefined {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/.exec(entry.trim());
-  if (!m) return undefined;
-  const octets = m.slice(1, 5).map(Number);
-  const prefix = m[5] === undefined ? 32 : Number(m[5]);
-  if (octets.some((o) => o > 255) || prefix > 32) return undefined;
-  if (prefix === 0) return '%';
-  const ip = ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
-  const mask = prefix === 32 ? 0xffffffff : (~((1 << (32 - prefix)) - 1)) >>> 0;
-  const net = (ip & mask) >>> 0;
-  const dotted = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
-  return prefix === 32 ? dotted(net) : `${dotted(net)}/${dotted(mask)}`;
+  const range = parseCidr(entry.trim());
+  if (!range) return undefined;
+  if (range.prefix === 0) return '%';
+  const net = formatIpv4(range.network);
+  return range.prefix === 32 ? net : `${net}/${formatIpv4(prefixMask(range.prefix))}`;
 }
 
 /** The set of linroot account hosts an allow_list calls for (sorted, deduplicated). */

@@ -12,7 +12,7 @@ export interface AdminTarget {
 
 export type AdminConnection = mysql.Connection;
 
-export async function openAdmin(t: AdminTarget, timeoutMs = 5000): Promise<AdminConnection> {
+async function openAdmin(t: AdminTarget, timeoutMs = 5000): Promise<AdminConnection> {
   return mysql.createConnection({
     socketPath: t.socketPath,
     user: 'root',

@@ -1,5 +1,5 @@
 /**
- * Renders a node's server options (DESIGN §6, reference mysql-dbaas §9b). Pure: the same
+ * Renders a node's server options (docs/agent.md §3). Pure: the same
  * input always gives the same text, so the runtime's spec comparison detects real changes only.
  *
  * Every node gets the same replication settings whatever its role, so that any node can be

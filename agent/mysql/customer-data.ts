@@ -2,7 +2,7 @@ import { ADMIN_USER, REPL_USER } from './accounts.js';
 import { q, type AdminConnection } from './admin.js';
 
 /** Schemas that belong to the server, never to the customer. */
-export const SYSTEM_SCHEMAS = ['mysql', 'information_schema', 'performance_schema', 'sys'];
+const SYSTEM_SCHEMAS = ['mysql', 'information_schema', 'performance_schema', 'sys'];
 /** Accounts the agent owns (root, replication, linroot) or the server needs. */
 export const SYSTEM_USERS = ['root', 'mariadb.sys', REPL_USER, ADMIN_USER, ''];
 

@@ -46,7 +46,7 @@ export function gtidSeq(pos: string): number {
 /**
  * Points a node at `primary` and starts replicating with GTIDs. `demote` is for a node that
  * has its own binlog history (an old primary): MASTER_DEMOTE_TO_SLAVE makes its current
- * position the starting point instead of failing with error 1236 (reference mysql-dbaas §9).
+ * position the starting point instead of failing with error 1236 (docs/agent.md §7).
  * TLS: the replica verifies the primary against the cluster CA it uses for itself (@@ssl_ca);
  * the server certificate names every node address.
  */
@@ -95,10 +95,4 @@ export async function waitForGtid(c: AdminConnection, pos: string, timeoutSec: n
     if (Date.now() > end) return false;
     await new Promise((r) => setTimeout(r, 25));
   }
-}
-
-/** Restarts the IO thread so a changed rpl_semi_sync_slave_enabled takes effect. */
-export async function restartIoThread(c: AdminConnection): Promise<void> {
-  await c.query('STOP SLAVE IO_THREAD');
-  await c.query('START SLAVE IO_THREAD');
 }

@@ -19,8 +19,10 @@
  * - `{{RUN_DIR}}`   a directory for the pid file and Unix socket.
  * - `{{SOCKET}}`    the Unix socket path (inside RUN_DIR).
  *
- * Naming: `spec.name` is unique per host and stable for the life of the node
- * (`fulcrum-db<id>-n<index>`); every method takes that name, never an adapter-internal id.
+ * Naming: `spec.name` is unique per host and stable for the life of the node; the agent names
+ * nodes `f<agent>-db<id>-n<index>`, `<agent>` being the first 6 hex digits of the SHA-256 of the
+ * agent id (agent/database/node-spec.ts), so agents sharing a host never collide. Every method
+ * takes that name, never an adapter-internal id.
  */
 
 /** Labels put on every managed node, so that a restarted agent can list what it runs. */

@@ -22,7 +22,7 @@ interface NodeMeta {
 }
 
 /**
- * ContainerRuntime adapter running each node as one Docker container (DESIGN §6, docs/docker.md).
+ * ContainerRuntime adapter running each node as one Docker container (docs/agent.md §2, docs/docker.md).
  *
  * The container is named `spec.name` and carries the spec labels plus the adapter's own
  * (runtime, root, spec hash), uses host networking so that the server listens on

@@ -17,7 +17,7 @@ interface NodeMeta {
 }
 
 /**
- * ContainerRuntime adapter running each node as a local `mariadbd` process (DESIGN §6).
+ * ContainerRuntime adapter running each node as a local `mariadbd` process (docs/agent.md §2).
  *
  * Layout under `root`: `nodes/<name>/{node.json, my.cnf, conf/, run/, error.log}` and
  * `templates/<version>/` (a data dir made once by mariadb-install-db and copied per node,

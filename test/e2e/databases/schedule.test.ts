@@ -7,7 +7,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
 import { detectLocalEngines } from '../../../control-plane/domain/databases/catalogue.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
-import { databaseDir } from '../../../agent/database-state.js';
+import { databaseDir } from '../../../agent/database/state.js';
 import { MYSQL, until } from './db-lab.js';
 
 /**

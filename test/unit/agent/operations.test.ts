@@ -4,9 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
-import { createOperations } from '../../../agent/operations.js';
-import type { Agent } from '../../../agent/agent.js';
-import type { DatabaseController } from '../../../agent/database-controller.js';
+import { createOperations, type OperationsHost } from '../../../agent/operations.js';
+import type { DatabaseController } from '../../../agent/database/controller.js';
 
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -15,12 +14,12 @@ function setup() {
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-ops-'));
   dirs.push(stateDir);
   const controller = { id: 1, state: { provisioned: true }, busy: undefined, deleted: false } as unknown as DatabaseController;
-  const agent = {
+  const host = {
     clock: new ManualClock(1000),
     database: (id: number) => (id === 1 ? controller : undefined),
     reconcileNow: async () => undefined,
-  } as unknown as Agent;
-  return { stateDir, agent, make: () => createOperations({ agent, stateDir, logger: silentLogger() }) };
+  } as unknown as OperationsHost;
+  return { stateDir, host, make: () => createOperations({ host, stateDir, logger: silentLogger() }) };
 }
 const until = async (cond: () => boolean) => {
   for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));

@@ -2,7 +2,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DesiredDatabase__Output } from '../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 /**
  * What the agent remembers about one database between restarts, in

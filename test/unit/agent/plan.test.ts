@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FAILOVER_AFTER, FAILOVER_AFTER_UNREACHABLE, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/reconcile.js';
+import { FAILOVER_AFTER, FAILOVER_AFTER_UNREACHABLE, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/database/plan.js';
 
 const node = (index: number, over: Partial<NodeObs> = {}): NodeObs => ({
   index, state: 'running', specCurrent: true, reachable: true, readOnly: index !== 1, replicating: index !== 1, ...over,

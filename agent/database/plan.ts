@@ -1,7 +1,7 @@
 /**
- * The agent's decisions as a pure function (DESIGN §6): `plan(desired, observed)` says what to
- * do next for one database. The controller observes, plans, executes the first action, and
- * observes again; nothing here does I/O, so every branch is unit tested
+ * The agent's decisions as a pure function (docs/agent.md §5): `plan(desired, observed)` says
+ * what to do next for one database. The controller observes, plans, executes the first action,
+ * and observes again; nothing here does I/O, so every branch is unit tested
  * (test/unit/agent/reconcile.test.ts).
  */
 

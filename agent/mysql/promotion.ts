@@ -1,6 +1,6 @@
 import type { Logger } from '../../lib/logger.js';
-import { withAdmin, q, type AdminTarget } from '../mysql/admin.js';
-import { configureReplica, gtidCurrentPos, gtidSeq, promote, replicaStatus, waitForGtid } from '../mysql/replication.js';
+import { withAdmin, q, type AdminTarget } from './admin.js';
+import { configureReplica, gtidCurrentPos, gtidSeq, promote, replicaStatus, waitForGtid } from './replication.js';
 
 export interface ClusterNode {
   index: number;
@@ -13,7 +13,7 @@ export interface ClusterNode {
  * Failover: the primary is gone. Each surviving replica first applies what it has already
  * received (relay log), then the one with the highest GTID position is promoted and the others
  * follow it. With semi-sync AFTER_SYNC every acknowledged transaction is in some replica's relay
- * log, so the most advanced replica holds every acknowledged row (reference mysql-dbaas §2.4).
+ * log, so the most advanced replica holds every acknowledged row (docs/agent.md §7).
  * Returns the index of the new primary.
  */
 export async function failover(nodes: ClusterNode[], replPassword: string, semiSync: boolean, log: Logger): Promise<number> {

@@ -1,0 +1,257 @@
+import { join } from 'node:path';
+import { systemClock } from '../../lib/clock.js';
+import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
+import { Cluster, type ControllerDeps } from './cluster.js';
+import { DiskUsage } from './disk-usage.js';
+import { EndpointSet } from './endpoints.js';
+import { failover, promotePrimary, restartPrimary } from './failover.js';
+import { Observer } from './observe.js';
+import { plan, type Action, type DbObs } from './plan.js';
+import { provision } from './provision.js';
+import { rejoin } from './rejoin.js';
+import { remove } from './remove.js';
+import { reportDatabase } from './report.js';
+import { rolling } from './rolling.js';
+import { newDbState } from './state.js';
+import { resume, suspend } from './suspend.js';
+
+export type { ControllerDeps };
+
+/** Hooks the day-two services (backups, maintenance) plug into; see agent/day-two.ts. */
+export interface ControllerExtras {
+  windowOpen: (c: DatabaseController) => boolean;
+  extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
+}
+
+/** A provisioning that failed is tried again after this long (of the injected clock). */
+const PROVISION_RETRY_MS = 15_000;
+/** A node that failed to rejoin this many times in a row is rebuilt from scratch. */
+const REBUILD_AFTER_FAILURES = 3;
+
+/**
+ * Runs one database (docs/agent.md §5): observes its nodes, asks `plan` what to do, and
+ * executes one action at a time, never two at once for the same database. Operations go through
+ * `runExclusive`, so they never overlap a heal or a rolling restart either. The actions live in
+ * one file each next to this one and see the database through a `ClusterContext`.
+ */
+export class DatabaseController extends Cluster {
+  /** The lock: the action or operation in flight, reported as the status while it runs. */
+  busy?: string;
+  extras?: ControllerExtras;
+  private readonly observer = new Observer();
+  private readonly endpoints: EndpointSet;
+  private readonly disk: DiskUsage;
+  /** Set by a patch operation; settled when a rolling patch ends. */
+  private patchRequested?: (err?: string) => void;
+  private readonly rejoinFailures = new Map<number, number>();
+  private retryAt = 0;
+  private ticking = false;
+  private lastStatus = '';
+
+  constructor(deps: ControllerDeps) {
+    super(deps);
+    this.endpoints = new EndpointSet(this.log, `db${deps.id}`);
+    this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
+  }
+
+  /** Replicas seen replicating in the last observation, most useful first. */
+  healthyReplicas(): number[] {
+    return this.observer.healthyReplicas(this.state?.primary);
+  }
+
+  /** Observes the nodes again and points the front proxies at the current roles. */
+  async refresh(): Promise<void> {
+    await this.observe();
+    await this.syncEndpoints();
+  }
+
+  /** Points the front proxies at the roles of the last observation. */
+  async syncEndpoints(): Promise<void> {
+    await this.endpoints.sync(this.observer.endpointTarget(this.desired!, this.state!, this.primaryAddress()));
+  }
+
+  /** Closes client connections and refuses new ones until the next refresh (a restore). */
+  pauseTraffic(): void {
+    this.endpoints.pause();
+  }
+
+  async closeEndpoints(): Promise<void> {
+    await this.endpoints.close();
+  }
+
+  /** Asks for a rolling patch now, whatever the window says; settles when it has run. */
+  requestPatch(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.patchRequested = (err) => (err ? reject(new Error(err)) : resolve());
+    });
+  }
+
+  /** Applies a new linroot password now (before the control plane's desired state has it). */
+  async resetCredentials(password: string): Promise<void> {
+    await this.runExclusive('sync-accounts', async () => {
+      if (password !== this.desired?.rootPassword) this.pendingPassword = password;
+      await this.syncAccounts();
+    });
+  }
+
+  async observe(): Promise<DbObs> {
+    const s = this.state;
+    const d = this.desired;
+    if (s?.provisioned && d && !this.tls) await this.ensureTls();
+    const obs = await this.observer.observe(this.context, {
+      state: s,
+      desired: d,
+      linrootPassword: this.pendingPassword ?? d?.rootPassword ?? '',
+      patchRequested: !!this.patchRequested,
+      windowOpen: () => this.extras?.windowOpen(this) ?? false,
+      resolveEngine: () => this.resolveEngine(),
+      endpointsCurrent: (t) => this.endpoints.isCurrent(t),
+    });
+    if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
+    return obs;
+  }
+
+  /**
+   * One observe-plan-act round; does nothing while an action runs or another round is under
+   * way, and drops its plan if an operation took the lock meanwhile (a plan made before a
+   * restore or a switchover must not run after it).
+   */
+  async tick(): Promise<void> {
+    if (!this.desired && this.state && this.busy && this.busy !== 'delete' && !this.deleted) {
+      // A deleted database does not wait for a long action (a restore, a rolling restart) to end.
+      this.log.info({ busy: this.busy }, 'deleting while an action runs');
+      await this.remove().catch((err) => this.log.error({ err }, 'delete failed'));
+      return;
+    }
+    if (this.busy || this.ticking || this.deleted) return;
+    if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
+    this.ticking = true;
+    try {
+      let actions: Action[];
+      try {
+        const obs = await this.observe();
+        const d = this.desired;
+        actions = plan(d ? { clusterSize: d.clusterSize, state: d.state === 'suspended' ? 'suspended' : 'running' } : undefined, obs);
+      } catch (err) {
+        this.log.warn({ err }, 'observation failed');
+        return;
+      }
+      const next = actions[0];
+      if (!next || this.busy || this.deleted) return;
+      await this.runExclusive(next.kind, () => this.execute(next));
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
+  async runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
+    // Wall time: the lock is released by real work, whatever clock the agent was given.
+    while (this.busy) await systemClock.sleep(50);
+    this.busy = label;
+    this.deps.onChange();
+    try {
+      return await fn();
+    } finally {
+      // A delete that overtook this action (see tick) sweeps whatever the action re-created.
+      if (this.deleted && label !== 'delete') await this.remove().catch((err) => this.log.error({ err }, 'delete sweep failed'));
+      this.busy = undefined;
+      this.deps.onChange();
+    }
+  }
+
+  report(): ObservedDatabase {
+    const out = reportDatabase({
+      id: this.id,
+      state: this.state,
+      desired: this.desired ?? this.state?.desired,
+      clusterSize: this.clusterSize,
+      busy: this.busy,
+      details: this.observer.details,
+      lastObs: this.observer.last,
+      obsGeneration: this.observer.generation,
+      lastStatus: this.lastStatus,
+      nodeName: (k) => this.nodeName(k),
+      primaryAddress: this.primaryAddress(),
+      caPem: this.tls?.caPem ?? '',
+      events: this.events,
+      usedDiskMb: this.disk.mb,
+    });
+    this.lastStatus = out.status ?? '';
+    return { ...out, ...(this.extras?.extraReport(this) ?? {}) };
+  }
+
+  private async execute(a: Action): Promise<void> {
+    const end = this.deps.metrics?.actionSeconds.startTimer({ action: a.kind });
+    const started = Date.now();
+    try {
+      await this.run(a);
+      this.deps.metrics?.actions.inc({ action: a.kind, result: 'ok' });
+      this.log.info({ action: a, ms: Date.now() - started }, 'action done');
+      if (a.kind === 'failover') this.deps.metrics?.failovers.inc();
+    } catch {
+      this.deps.metrics?.actions.inc({ action: a.kind, result: 'error' });
+    } finally {
+      end?.();
+    }
+  }
+
+  /** Runs an action; failures are logged and turned into state here, rethrown for metrics. */
+  private async run(a: Action): Promise<void> {
+    try {
+      switch (a.kind) {
+        case 'provision':
+          this.state ??= newDbState(this.id);
+          return await provision(this.context);
+        case 'delete': return await this.remove();
+        case 'suspend': return await suspend(this.context);
+        case 'resume': return await resume(this.context);
+        case 'restart-primary': return await restartPrimary(this.context);
+        case 'promote-primary': return await promotePrimary(this.context);
+        case 'failover':
+          await failover(this.context, this.observer.liveReplicas(this.state!.primary));
+          return;
+        case 'rejoin':
+          await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);
+          this.rejoinFailures.delete(a.index);
+          return;
+        case 'rolling':
+          await rolling(this.context, a.reason);
+          if (a.reason === 'patch') this.settlePatch();
+          return;
+        case 'sync-accounts': return await this.syncAccounts();
+        case 'sync-proxies': return await this.syncEndpoints();
+      }
+    } catch (err) {
+      const msg = (err as Error).message;
+      this.log.error({ err, action: a.kind }, 'action failed');
+      if (a.kind === 'provision' && this.state) {
+        this.state.error = `provisioning failed: ${msg}`;
+        this.retryAt = this.deps.clock.now() + PROVISION_RETRY_MS;
+        await this.save();
+        this.emit('database_create', this.state.error, 'failed');
+      }
+      if (a.kind === 'rejoin') this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
+      if (a.kind === 'rolling' && a.reason === 'patch') this.settlePatch(msg);
+      throw err;
+    }
+  }
+
+  private settlePatch(err?: string): void {
+    this.patchRequested?.(err);
+    this.patchRequested = undefined;
+  }
+
+  /** Deletes the database (see remove.ts); on failure it stays known, so the next round retries. */
+  private async remove(): Promise<void> {
+    this.deleted = true;
+    try {
+      await remove(this.context);
+    } catch (err) {
+      this.deleted = false;
+      throw err;
+    }
+    this.state = undefined;
+    this.log.info('deleted');
+  }
+}

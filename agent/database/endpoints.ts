@@ -1,0 +1,69 @@
+import type { Logger } from '../../lib/logger.js';
+import { createFrontProxy, type FrontProxy } from '../endpoints/front-proxy.js';
+import { NODE_PORT } from './state.js';
+
+/** Where a database's two endpoints listen, whom they admit and which nodes they lead to. */
+export interface EndpointTarget {
+  hostPrimary: string;
+  hostSecondary: string;
+  port: number;
+  allowList: string[];
+  /** The primary's node address (hosts.primary). */
+  primary: string;
+  /** The node addresses behind hosts.secondary (the primary itself when no replica serves). */
+  secondaries: string[];
+}
+
+type Role = 'primary' | 'secondary';
+
+/**
+ * The front proxies of one database (docs/agent.md §4): hosts.primary to the primary,
+ * hosts.secondary round-robin over the serving replicas. `sync` converges them on a target and
+ * remembers it, so the reconcile loop can tell (`isCurrent`) whether anything changed.
+ */
+export class EndpointSet {
+  private readonly proxies = new Map<Role, FrontProxy>();
+  private applied = '';
+
+  constructor(private readonly log: Logger, private readonly name: string) {}
+
+  isCurrent(target: EndpointTarget): boolean {
+    return this.applied === targetKey(target);
+  }
+
+  async sync(target: EndpointTarget): Promise<void> {
+    const hosts = { primary: target.hostPrimary, secondary: target.hostSecondary };
+    for (const role of ['primary', 'secondary'] as const) {
+      let p = this.proxies.get(role);
+      if (p && (p.host !== hosts[role] || p.port !== target.port)) {
+        await p.close();
+        p = undefined;
+      }
+      if (!p) {
+        p = createFrontProxy({ host: hosts[role], port: target.port || NODE_PORT, logger: this.log, name: `${this.name}-${role}` });
+        await p.listen();
+        this.proxies.set(role, p);
+      }
+      p.setAllowList(target.allowList);
+      const addrs = role === 'primary' ? [target.primary] : target.secondaries;
+      p.setBackends(addrs.map((host) => ({ host, port: NODE_PORT })));
+    }
+    this.applied = targetKey(target);
+  }
+
+  /** Closes client connections and refuses new ones until the next `sync` (a restore). */
+  pause(): void {
+    for (const p of this.proxies.values()) p.setBackends([]);
+    this.applied = '';
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.proxies.values()) await p.close();
+    this.proxies.clear();
+    this.applied = '';
+  }
+}
+
+function targetKey(t: EndpointTarget): string {
+  return JSON.stringify([t.hostPrimary, t.hostSecondary, t.port, [...t.allowList].sort(), t.primary, t.secondaries]);
+}

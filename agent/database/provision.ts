@@ -1,0 +1,61 @@
+import { ensureReplicationUser } from '../mysql/accounts.js';
+import { globalStatus, secureRoot, withAdmin } from '../mysql/admin.js';
+import { configureReplica, gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
+import type { ClusterContext } from './context.js';
+import { NODE_PORT } from './state.js';
+
+export type ProvisionContext = Pick<ClusterContext,
+  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
+  | 'allocateAddresses' | 'ensureTls' | 'save' | 'wait' | 'syncAccounts' | 'refresh'>;
+
+/**
+ * Builds the database (docs/agent.md §3): addresses, TLS, every node started in parallel and
+ * secured, node 1 promoted, the replicas attached (and, for semi_synch, acknowledging), linroot,
+ * the replicas caught up, the front proxies; then the state says `provisioned`. Safe to run
+ * again after a failure: every step is idempotent.
+ */
+export async function provision(db: ProvisionContext): Promise<void> {
+  const d = db.spec;
+  if (!d.hostPrimary || !d.hostSecondary) throw new Error('the control plane assigned no endpoint addresses');
+  const started = Date.now();
+  const s = db.state;
+  if (s.addresses.length !== d.clusterSize) s.addresses = await db.allocateAddresses(d.clusterSize);
+  if (!s.running.binary && !s.running.image) s.running = db.resolveEngine();
+  s.desired = d;
+  await db.save();
+  await db.ensureTls();
+  const ks = db.nodeIndexes();
+  const step = (name: string) => db.log.debug({ step: name, ms: Date.now() - started }, 'provision step');
+  step('tls');
+  await Promise.all(ks.map((k) => db.runtime.ensure(db.nodeSpec(k))));
+  step('nodes started');
+  await Promise.all(
+    ks.map(async (k) => {
+      const t = await db.adminTarget(k);
+      await secureRoot(t.socketPath, s.adminPassword);
+      await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+    }),
+  );
+  step('secured');
+  const p = s.primary;
+  await withAdmin(await db.adminTarget(p), (c) => promote(c, db.semiSync));
+  const replicas = ks.filter((k) => k !== p);
+  await Promise.all(replicas.map(async (k) => withAdmin(await db.adminTarget(k), (c) =>
+    configureReplica(c, { primaryHost: s.addresses[p - 1]!, primaryPort: NODE_PORT, password: s.replPassword }))));
+  if (replicas.length > 0 && d.replicationType === 'semi_synch') {
+    // Writes on a semi-sync primary wait for an ack; make sure replicas are attached first.
+    await db.wait(async () =>
+      withAdmin(await db.adminTarget(p), async (c) => Number(await globalStatus(c, 'Rpl_semi_sync_master_clients')) >= replicas.length), 15_000);
+  }
+  step('replicas attached');
+  await db.syncAccounts();
+  step('accounts');
+  const pos = await withAdmin(await db.adminTarget(p), async (c) => gtidCurrentPos(c));
+  await Promise.all(replicas.map(async (k) => withAdmin(await db.adminTarget(k), (c) => waitForGtid(c, pos, 15))));
+  step('replicas caught up');
+  await db.refresh();
+  s.provisioned = true;
+  s.error = undefined;
+  await db.save();
+  db.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
+}

@@ -1,0 +1,142 @@
+import { PassThrough } from 'node:stream';
+import { systemClock } from '../../lib/clock.js';
+import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
+import { secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
+import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
+import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
+import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import type { ClusterContext } from './context.js';
+import { NODE_PORT } from './state.js';
+
+/**
+ * Everything that makes a node a replica of the current primary: attaching it, rejoining a node
+ * that stopped replicating, and seeding a rebuilt node, by binlog replay or, when the primary
+ * has purged the binlog, from a dump (docs/agent.md §7, §8).
+ */
+
+export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress'>;
+export type RejoinContext = AttachContext & Pick<ClusterContext,
+  'log' | 'runtime' | 'spec' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit'>;
+
+/**
+ * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
+ * to rejoin three times) wipes its data first and replays the primary's binlog from the first
+ * GTID, or seeds it from a dump when that binlog is gone.
+ */
+export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Promise<void> {
+  const s = db.state;
+  await db.ensureTls();
+  const name = db.nodeName(k);
+  if (rebuild) {
+    // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
+    // binlog holds the whole history; seedReplica covers the case where it does not.
+    await db.runtime.remove(name, { withData: true });
+  }
+  await db.runtime.ensure(db.nodeSpec(k));
+  const t = await db.adminTarget(k);
+  if (rebuild) {
+    await secureRoot(t.socketPath, s.adminPassword);
+    await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+  }
+  let seeded = false;
+  try {
+    await attach(db, k);
+  } catch (err) {
+    if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
+    db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
+    await seedReplica({
+      runtime: db.runtime,
+      source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
+      target: { name, admin: t },
+      adminPassword: s.adminPassword,
+      allowList: db.spec.allowList,
+      linrootPassword: db.linrootPassword(),
+    });
+    await attach(db, k);
+    seeded = true;
+  }
+  s.rebuild = s.rebuild.filter((i) => i !== k);
+  await db.save();
+  await db.refresh();
+  if (rebuild) db.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
+}
+
+/**
+ * Points node k at the current primary and waits until both replication threads run. Fails
+ * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs.
+ */
+export async function attach(db: AttachContext, k: number): Promise<void> {
+  const s = db.state;
+  const t = await db.adminTarget(k);
+  const target = gtidSeq(await withAdmin(await db.adminTarget(s.primary), (c) => gtidCurrentPos(c)));
+  await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+  // Both threads show "Yes" for a moment before the primary answers a request for purged
+  // binlog with error 1236, so a node counts as attached once it has caught up with the
+  // primary's position at attach time, or has kept replicating without error for 2 s.
+  // Wall time: this waits on real servers whatever clock the agent was given.
+  const end = systemClock.now() + 30_000;
+  let runningSince = 0;
+  for (;;) {
+    const st = await withAdmin(t, async (c) => ({ rs: await replicaStatus(c), pos: gtidSeq(await gtidCurrentPos(c)) })).catch(() => undefined);
+    const rs = st?.rs;
+    if (rs && /\b1236\b/.test(rs.lastError)) throw new BinlogPurgedError(rs.lastError);
+    if (rs?.ioRunning && rs.sqlRunning) {
+      runningSince ||= systemClock.now();
+      if (st!.pos >= target || systemClock.now() - runningSince >= 2000) return;
+    } else {
+      runningSince = 0;
+    }
+    if (systemClock.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
+    await systemClock.sleep(50);
+  }
+}
+
+interface SeedNode {
+  name: string;
+  admin: AdminTarget;
+}
+
+/**
+ * Seeds a fresh node from a consistent dump of `source` when the source's binlog no longer
+ * starts at the first GTID (purged), so replaying it cannot rebuild the node. The dump carries
+ * its GTID position (`--master-data=1 --gtid` sets gtid_slave_pos), everything is loaded with
+ * the binlog off (the node must not invent GTIDs of its own), and linroot is re-created from the
+ * desired state. The caller then points the node at the primary with MASTER_USE_GTID=slave_pos.
+ */
+async function seedReplica(opts: {
+  runtime: ContainerRuntime;
+  source: SeedNode;
+  target: SeedNode;
+  adminPassword: string;
+  allowList: string[];
+  linrootPassword: string;
+}): Promise<void> {
+  const { schemas, accounts } = await withAdmin(opts.source.admin, async (c) => ({
+    schemas: await customerSchemas(c),
+    accounts: await customerAccountsSql(c),
+  }));
+  await withAdmin(opts.target.admin, async (c) => {
+    await c.query('STOP SLAVE');
+    await c.query('RESET SLAVE ALL');
+  });
+  const what = schemas.length > 0
+    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', ...schemas]
+    : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
+  const dump = new PassThrough();
+  const feed = new PassThrough();
+  feed.write('SET SESSION sql_log_bin=0;\n');
+  feed.write(accounts);
+  dump.pipe(feed);
+  const env = { MYSQL_PWD: opts.adminPassword };
+  const dumping = opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env });
+  const load = await opts.runtime.exec(opts.target.name, ['mariadb', '--user=root', '--binary-mode'], { stdin: feed, env });
+  // A load that stopped early must not leave the dump blocked on a full pipe.
+  if (load.exitCode !== 0) dump.destroy();
+  const out = await dumping;
+  if (load.exitCode !== 0) throw new Error(`seeding load failed: ${clientError(load.stderr)}`);
+  if (out.exitCode !== 0) throw new Error(`seeding dump failed: ${clientError(out.stderr)}`);
+  await withAdmin(opts.target.admin, async (c) => {
+    await c.query('SET SESSION sql_log_bin=0');
+    await syncAdminAccounts(c, opts.allowList, opts.linrootPassword);
+  });
+}

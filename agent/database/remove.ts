@@ -1,0 +1,19 @@
+import { rm } from 'node:fs/promises';
+import { LABEL_AGENT, LABEL_DATABASE } from '../runtime/container-runtime.js';
+import type { ClusterContext } from './context.js';
+
+export type RemoveContext = Pick<ClusterContext, 'id' | 'agentId' | 'dir' | 'backupsDir' | 'runtime' | 'nodeIndexes' | 'nodeName' | 'closeEndpoints'>;
+
+/**
+ * Removes everything of the database: front proxies, every node labelled with it (with its
+ * data, also nodes beyond the current size), its folder and its backups. Idempotent, so a
+ * failed removal is simply run again.
+ */
+export async function remove(db: RemoveContext): Promise<void> {
+  await db.closeEndpoints();
+  const names = new Set(db.nodeIndexes().map((k) => db.nodeName(k)));
+  for (const n of await db.runtime.list({ [LABEL_AGENT]: db.agentId, [LABEL_DATABASE]: String(db.id) })) names.add(n.name);
+  await Promise.all([...names].map((n) => db.runtime.remove(n, { withData: true })));
+  await rm(db.dir, { recursive: true, force: true });
+  await rm(db.backupsDir, { recursive: true, force: true });
+}

@@ -1,0 +1,95 @@
+import type { AgentEvent } from '../../proto/gen/fulcrum/v1/AgentEvent.js';
+import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import type { NodeObservation } from '../../proto/gen/fulcrum/v1/NodeObservation.js';
+import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
+import type { NodeDetail } from './observe.js';
+import { observedStatus, plan, type DbObs } from './plan.js';
+import { NODE_PORT, type DbState } from './state.js';
+
+/** Everything a database's report is made of; the controller gathers it. */
+export interface ReportInput {
+  id: number;
+  state?: DbState;
+  /** The desired database, else the last one persisted. */
+  desired?: DesiredDatabase__Output;
+  clusterSize: number;
+  /** The action (or operation) holding the lock. */
+  busy?: string;
+  details: NodeDetail[];
+  lastObs?: DbObs;
+  /** The desired generation `lastObs` was made against. */
+  obsGeneration: number;
+  /** The status of the previous report. */
+  lastStatus: string;
+  nodeName: (k: number) => string;
+  primaryAddress: string;
+  caPem: string;
+  events: AgentEvent[];
+  usedDiskMb: number;
+}
+
+/**
+ * What the control plane is told about one database (docs/agent.md §1 and §5): its observed
+ * status, members, endpoints, nodes, events and whether the desired generation has converged.
+ * Pure: the same input gives the same report.
+ */
+export function reportDatabase(r: ReportInput): ObservedDatabase {
+  const s = r.state;
+  const d = r.desired;
+  const primaryOk = r.details.some((n) => n.index === s?.primary && n.state === 'running' && n.reachable && !n.readOnly);
+  const replicas = r.details.filter((n) => n.index !== s?.primary);
+  // Health is about the servers: a front proxy or account sync still to do (right after an
+  // agent restart, say) is not a degraded database.
+  const healthy = primaryOk && r.details.length === r.clusterSize && !s?.rebuild.length
+    && replicas.every((n) => n.state === 'running' && n.reachable && n.replicating);
+  // Converged: nothing left to do for the desired state (suspended: every node stopped).
+  const wantSuspended = d?.state === 'suspended';
+  const nothingToDo = !!r.lastObs && plan({ clusterSize: d?.clusterSize ?? 1, state: wantSuspended ? 'suspended' : 'running' }, r.lastObs).length === 0;
+  const converged = nothingToDo && (wantSuspended ? !!s?.suspended : healthy);
+  const canFailover = r.clusterSize > 1 && replicas.some((n) => n.state === 'running' && n.reachable);
+  // Making a primary that came back read-only writable takes a moment; it is no state change.
+  const status = r.busy === 'promote-primary' && r.lastStatus ? r.lastStatus : observedStatus({
+    busy: r.busy,
+    provisioned: !!s?.provisioned,
+    error: s?.error,
+    suspended: !!s?.suspended,
+    desiredSuspended: wantSuspended,
+    healthy,
+    primaryOk,
+    canFailover,
+  });
+  const members: Record<string, string> = {};
+  if (s?.provisioned) {
+    for (const n of r.details) if (n.state !== 'missing') members[n.address] = n.index === s.primary ? 'primary' : 'failover';
+  }
+  // Endpoints are the control plane's assignment; they are reported once the database exists.
+  const listening = !!s?.provisioned;
+  const nodes: NodeObservation[] = r.details.map((n) => ({
+    name: r.nodeName(n.index),
+    address: n.address,
+    port: NODE_PORT,
+    role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? 'primary' : 'replica',
+    state: n.state,
+    replicationOk: n.index === s?.primary ? true : n.replicating,
+    gtidCurrentPos: n.gtid,
+    lastError: n.lastError,
+  }));
+  return {
+    id: r.id,
+    status,
+    members,
+    hostPrimary: listening ? d?.hostPrimary ?? '' : '',
+    hostSecondary: listening ? d?.hostSecondary ?? '' : '',
+    port: listening ? d?.port ?? NODE_PORT : 0,
+    caCertPem: r.caPem,
+    error: s?.error ?? (status === 'degraded' ? r.details.find((n) => n.lastError)?.lastError ?? '' : ''),
+    engineVersion: s?.running.version ?? '',
+    currentPrimary: s?.provisioned ? r.primaryAddress : '',
+    events: r.events,
+    nodes,
+    patchPending: !!r.lastObs?.patchPending,
+    usedDiskMb: r.usedDiskMb,
+    // Only an observation made against this very generation can say it has converged.
+    convergedGeneration: converged && !r.busy && r.obsGeneration === d?.generation ? r.obsGeneration : 0,
+  };
+}

@@ -1,0 +1,51 @@
+import { withAdmin } from '../mysql/admin.js';
+import { switchover } from '../mysql/promotion.js';
+import { gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
+import type { ClusterContext } from './context.js';
+import { attach } from './rejoin.js';
+
+export type RollingContext = Pick<ClusterContext,
+  'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
+  | 'primaryAddress' | 'resolveEngine' | 'ensureTls' | 'save' | 'refresh' | 'emit'>;
+
+/**
+ * Restarts every node with its current spec (resize) or the new binary/image (patch):
+ * replicas one at a time, each caught up before the next, then a switchover, then the old
+ * primary. A 1-node database simply restarts (downtime). See docs/agent.md §5 and §7.
+ */
+export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): Promise<void> {
+  const s = db.state;
+  if (reason === 'patch') {
+    s.running = db.resolveEngine();
+    await db.save();
+  }
+  await db.ensureTls();
+  const restart = async (k: number) => {
+    await db.runtime.stop(db.nodeName(k));
+    await db.runtime.ensure(db.nodeSpec(k));
+  };
+  const p = s.primary;
+  const nodes = db.nodeIndexes();
+  if (nodes.length === 1) {
+    await restart(p);
+    await withAdmin(await db.adminTarget(p), (c) => promote(c, db.semiSync));
+  } else {
+    const replicas = nodes.filter((k) => k !== p);
+    for (const k of replicas) {
+      await restart(k);
+      const t = await db.adminTarget(k);
+      await attach(db, k);
+      const pos = await withAdmin(await db.adminTarget(p), (c) => gtidCurrentPos(c));
+      await withAdmin(t, (c) => waitForGtid(c, pos, 30));
+    }
+    const target = replicas[0]!;
+    await switchover(await db.clusterNode(p), await db.clusterNode(target), await Promise.all(replicas.slice(1).map((k) => db.clusterNode(k))), s.replPassword, db.semiSync);
+    s.primary = target;
+    await db.save();
+    await db.refresh();
+    await restart(p);
+    await attach(db, p);
+  }
+  await db.refresh();
+  if (reason === 'patch') db.emit('database_update', `patched: nodes restarted with ${s.running.binary ?? s.running.image}`);
+}
