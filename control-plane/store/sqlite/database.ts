@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Database as Db } from 'better-sqlite3';
-import { migrations, type Migration } from './migrations.js';
+import { coreMigrations, type Migration } from './migrations.js';
+import { databaseMigrations } from './migrations-databases.js';
 
 export type { Db };
 
@@ -8,13 +9,13 @@ export type { Db };
  * Opens (or creates) the control plane's SQLite file in WAL mode and brings its schema up to date.
  * better-sqlite3 is synchronous: callers keep transactions short and do slow work after commit.
  */
-export function openDatabase(path: string, extra: Migration[] = []): Db {
+export function openDatabase(path: string): Db {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db, [...migrations, ...extra]);
+  migrate(db, [...coreMigrations, ...databaseMigrations]);
   return db;
 }
 
