@@ -74,7 +74,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
 
   // The product areas, each wiring its store, services, routes and push streams.
   const context: ControlPlaneContext = {
-    db, router, app, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
+    db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
     clock, logger, registry, stateDir: opts.stateDir,
     nodebalancerPool: opts.nodebalancerPool ?? '127.77.0.0/16',
     databasePool: opts.databasePool ?? '127.78.0.0/16',

@@ -1,4 +1,3 @@
-import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
@@ -19,7 +18,6 @@ import type { RegionCatalogue } from '../domain/regions.js';
 export interface ControlPlaneContext {
   db: Db;
   router: Router;
-  app: FastifyInstance;
   grpcServer: grpc.Server;
   auth: AuthService;
   /** Account users and grants; product areas register the entities grants may name. */
