@@ -6,21 +6,18 @@ import { createRegistry } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
 import { openDatabase } from './store/sqlite/database.js';
-import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './store/sqlite/core-repositories.js';
-import { sqliteNodeBalancers } from './store/sqlite/nodebalancer-repository.js';
+import { sqliteAddresses, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './store/sqlite/core-repositories.js';
 import { AuthService } from './domain/auth/auth-service.js';
+import { UserService } from './domain/auth/user-service.js';
 import { EventService } from './domain/events/event-service.js';
 import { RegionCatalogue, type Region } from './domain/regions.js';
-import { NodeBalancerService } from './domain/nodebalancers/nodebalancer-service.js';
-import { StatsService } from './domain/nodebalancers/stats-service.js';
 import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
-import { nodeBalancerRoutes } from './api/routes/nodebalancers.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
-import { UserService } from './domain/auth/user-service.js';
-import { ConfigPushServer } from './push/config-server.js';
-import { registerExtensions, type ControlPlaneContext } from './extensions.js';
+import type { ControlPlaneContext } from './compose/context.js';
+import { composeNodeBalancers } from './compose/nodebalancers.js';
+import { composeDatabases } from './compose/databases.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -47,9 +44,10 @@ export interface ControlPlane {
 }
 
 /**
- * The control plane's composition root: opens the store, builds the domain services, and serves
- * the REST API (fastify) and the gRPC push services. Nothing else in control-plane/ constructs
- * its own dependencies.
+ * The control plane's composition root: opens the store, builds what every product area shares
+ * (account, events, regions, the HTTP router, the gRPC server), lets each area wire itself in
+ * (compose/nodebalancers.ts, compose/databases.ts), then serves the REST API (fastify) and the
+ * gRPC push services. Only main.ts and compose/ construct dependencies.
  */
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
   mkdirSync(opts.stateDir, { recursive: true });
@@ -58,43 +56,33 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const clock = opts.clock ?? systemClock;
   const db = openDatabase(join(opts.stateDir, 'control-plane.sqlite'));
 
+  // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
   const users = sqliteUsers(db);
-  const tokens = sqliteTokens(db);
-  const kv = sqliteKeyValue(db);
-  const nbRepo = sqliteNodeBalancers(db);
-  const addresses = sqliteAddresses(db);
-  const dataplanes = sqliteDataplanes(db);
-  const auth = new AuthService(users, tokens, clock);
+  const auth = new AuthService(users, sqliteTokens(db), clock);
+  const userService = new UserService(users, auth);
   const events = new EventService(sqliteEvents(db), clock);
   const regions = new RegionCatalogue(opts.regions);
-  const stats = new StatsService(nbRepo, clock);
-
-  const push = new ConfigPushServer({ repo: nbRepo, dataplanes, kv, stats, clock, logger, registry });
-  const nodebalancers = new NodeBalancerService({
-    repo: nbRepo, addresses, auth, events, regions, clock,
-    pool: opts.nodebalancerPool ?? '127.77.0.0/16',
-    onChange: () => push.notifyChanged(),
-  });
-
   const app = createHttpServer(logger);
   const router = new Router(app, auth);
-  nodeBalancerRoutes(router, { service: nodebalancers, repo: nbRepo, stats, hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com' });
   accountRoutes(router, { auth, events, regions });
-  const userService = new UserService(users, auth);
-  userService.registerEntities('nodebalancer', () => nbRepo.list().map((nb) => ({ id: nb.id, label: nb.label })));
   userRoutes(router, { users: userService, auth });
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', registry.contentType);
     return reply.send(await registry.metrics());
   });
-  // Data-plane status (connected, applied version, last NACK), for operators and tests.
-  router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', () => ({ data: dataplanes.list() }));
-
   const grpcServer = new grpc.Server(serverOptions);
-  push.register(grpcServer);
 
-  const context: ControlPlaneContext = { db, router, app, grpcServer, auth, users: userService, events, regions, addresses, kv, clock, logger, registry, stateDir: opts.stateDir, databasePool: opts.databasePool ?? '127.78.0.0/16', hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com', closers: [] };
-  await registerExtensions(context);
+  // The product areas, each wiring its store, services, routes and push streams.
+  const context: ControlPlaneContext = {
+    db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
+    clock, logger, registry, stateDir: opts.stateDir,
+    nodebalancerPool: opts.nodebalancerPool ?? '127.77.0.0/16',
+    databasePool: opts.databasePool ?? '127.78.0.0/16',
+    hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
+    closers: [],
+  };
+  composeNodeBalancers(context);
+  await composeDatabases(context);
 
   const grpcPort = await new Promise<number>((resolve, reject) =>
     grpcServer.bindAsync(`${opts.grpcHost ?? '127.0.0.1'}:${opts.grpcPort ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
@@ -116,7 +104,6 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     grpcAddress: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`,
     context,
     async close() {
-      push.close();
       for (const c of context.closers.reverse()) await c();
       await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
       await app.close();

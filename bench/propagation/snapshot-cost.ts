@@ -16,7 +16,8 @@ import { parseFlags } from '../../lib/args.js';
 import { loadConfigProto } from '../../lib/grpc.js';
 import { openDatabase } from '../../control-plane/store/sqlite/database.js';
 import { sqliteNodeBalancers } from '../../control-plane/store/sqlite/nodebalancer-repository.js';
-import { buildNodeBalancers, hashNodeBalancers } from '../../control-plane/push/snapshot-builder.js';
+import { buildNodeBalancers } from '../../control-plane/push/snapshot-builder.js';
+import { contentHash as hashNodeBalancers } from '../../control-plane/push/snapshot-cache.js';
 import { fmt, median, table } from '../common/stats.js';
 
 function main(): void {

@@ -1,14 +1,16 @@
-import { createHash } from 'node:crypto';
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 
 /**
- * Builds the list of NodeBalancers a data plane serves, in the proto shape, and a content hash
- * so that unchanged state is not resent. A data plane whose region is `*` serves every region
- * (the lab runs one data plane for everything).
+ * The NodeBalancers a data plane of `region` serves, in the proto shape. A data plane whose
+ * region is `*` serves every region (the lab runs one data plane for everything).
  */
+export function servedIn(all: { region: string; nb: NbProto }[], region: string): NbProto[] {
+  return all.filter((x) => region === '*' || x.region === region).map((x) => x.nb);
+}
+
 export function buildNodeBalancers(repo: NodeBalancerRepository, region: string): NbProto[] {
-  return buildAll(repo).filter((x) => region === '*' || x.region === region).map((x) => x.nb);
+  return servedIn(buildAll(repo), region);
 }
 
 /** Every NodeBalancer in proto shape with its region, built once for all data planes. */
@@ -40,8 +42,4 @@ export function buildAll(repo: NodeBalancerRepository): { region: string; nb: Nb
         nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
       })),
     } }));
-}
-
-export function hashNodeBalancers(nbs: NbProto[]): string {
-  return createHash('sha256').update(JSON.stringify(nbs)).digest('hex');
 }

@@ -5,29 +5,9 @@
  * would wrap the domain services, not change them.
  */
 
-export interface Grants {
-  global: Record<string, boolean>; // add_nodebalancers, add_databases, ...
-  nodebalancer: Record<string, 'read_only' | 'read_write'>;
-  database: Record<string, 'read_only' | 'read_write'>;
-}
-
-export interface User {
-  id: number;
-  username: string;
-  email: string;
-  restricted: boolean;
-  grants: Grants;
-}
-
-export interface TokenRecord {
-  id: number;
-  userId: number;
-  label: string;
-  scopes: string;
-  tokenPrefix: string;
-  created: number;
-  expiry: number | null;
-}
+import type { Grants, TokenRecord, User } from '../domain/auth/model.js';
+import type { EventRecord } from '../domain/events/model.js';
+import type { DataplaneStatus } from '../domain/nodebalancers/model.js';
 
 export interface UserRepository {
   get(id: number): User | undefined;
@@ -51,21 +31,6 @@ export interface TokenRepository {
   delete(id: number): void;
 }
 
-export interface EventRecord {
-  id: number;
-  created: number;
-  action: string;
-  username: string | null;
-  entity: { id: number; type: string; label: string; url: string } | null;
-  secondaryEntity: { id: number; type: string; label: string; url: string } | null;
-  status: 'failed' | 'finished' | 'notification' | 'scheduled' | 'started';
-  percentComplete: number | null;
-  duration: number | null;
-  message: string | null;
-  seen: boolean;
-  read: boolean;
-}
-
 export interface EventRepository {
   create(e: Omit<EventRecord, 'id'>): EventRecord;
   get(id: number): EventRecord | undefined;
@@ -80,16 +45,6 @@ export interface AddressRepository {
   allocate(cidr: string, ownerType: string, ownerId: number): string | undefined;
   release(ownerType: string, ownerId: number): void;
   owned(ownerType: string, ownerId: number): string[];
-}
-
-export interface DataplaneStatus {
-  id: string;
-  region: string;
-  connected: boolean;
-  versionApplied: number;
-  lastError: string | null;
-  lastErrorAt: number | null;
-  lastSeen: number | null;
 }
 
 export interface DataplaneRepository {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../control-plane/main.js';
 import { silentLogger } from '../../lib/logger.js';
-import type { Grants } from '../../control-plane/store/ports.js';
+import type { Grants } from '../../control-plane/domain/auth/model.js';
 import { assertResponseSchema } from './api-schema.js';
 
 export interface ApiResponse<T = any> {

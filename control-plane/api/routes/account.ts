@@ -7,7 +7,8 @@ import { paginate, parsePage } from '../pagination.js';
 import type { Actor, AuthService } from '../../domain/auth/auth-service.js';
 import { eventToWire, type EventService } from '../../domain/events/event-service.js';
 import type { RegionCatalogue } from '../../domain/regions.js';
-import type { EventRecord, TokenRecord } from '../../store/ports.js';
+import type { TokenRecord } from '../../domain/auth/model.js';
+import type { EventRecord } from '../../domain/events/model.js';
 
 export function tokenToWire(t: TokenRecord, secret?: string): Record<string, unknown> {
   return {

@@ -4,7 +4,7 @@ import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
 import type { AuthService } from '../../domain/auth/auth-service.js';
 import type { UserService } from '../../domain/auth/user-service.js';
-import type { User } from '../../store/ports.js';
+import type { User } from '../../domain/auth/model.js';
 import { tokenToWire } from './account.js';
 
 /** The 4.176 User object (with UserType); login, 2FA and SSH keys do not exist here, so they are empty. */

@@ -2,7 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { FulcrumError, ErrorCollector } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
 import { parseWireTime } from '../../../lib/clock.js';
-import type { Grants, TokenRecord, TokenRepository, User, UserRepository } from '../../store/ports.js';
+import type { TokenRepository, UserRepository } from '../../store/ports.js';
+import type { Grants, TokenRecord, User } from './model.js';
 import { hasScope, normaliseScopes, parseRequired, validateScopes } from './scopes.js';
 
 /** Who is calling: the user behind the token and what the token may do. */

@@ -1,5 +1,6 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
-import type { Grants, User, UserRepository } from '../../store/ports.js';
+import type { UserRepository } from '../../store/ports.js';
+import type { Grants, User } from './model.js';
 import type { Actor, AuthService, EntityKind } from './auth-service.js';
 
 type Body = Record<string, unknown>;

@@ -4,7 +4,7 @@ import type { DatabaseRecord, DatabaseStatus } from './model.js';
 /**
  * The database state machine as pure functions: which API operation each status allows, and how
  * an agent observation moves the stored (API) status. The control plane owns `status`; the agent
- * only says what it sees (DESIGN §6).
+ * only says what it sees (docs/databases.md).
  */
 export type GuardedOp =
   | 'update' | 'delete' | 'restore' | 'snapshot' | 'patch' | 'backups' | 'credentials'

@@ -1,6 +1,7 @@
 import type { Clock } from '../../../lib/clock.js';
 import { wireTime } from '../../../lib/clock.js';
-import type { EventRecord, EventRepository } from '../../store/ports.js';
+import type { EventRepository } from '../../store/ports.js';
+import type { EventRecord } from './model.js';
 
 export interface EntityRef {
   id: number;

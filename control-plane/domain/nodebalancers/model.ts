@@ -69,3 +69,14 @@ export const configDefaults: NewConfig = {
   sslCommonname: '',
   sslFingerprint: '',
 };
+
+/** What the control plane knows of one data plane serving NodeBalancers (GET /v4/fulcrum/dataplanes). */
+export interface DataplaneStatus {
+  id: string;
+  region: string;
+  connected: boolean;
+  versionApplied: number;
+  lastError: string | null;
+  lastErrorAt: number | null;
+  lastSeen: number | null;
+}

@@ -1,8 +1,9 @@
 import type { Db } from './database.js';
-import type {
-  AddressRepository, DataplaneRepository, DataplaneStatus, EventRecord, EventRepository, Grants,
-  KeyValueRepository, TokenRecord, TokenRepository, User, UserRepository,
-} from '../ports.js';
+import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
+import type { EventRecord } from '../../domain/events/model.js';
+import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
 
 /**
  * The next id of a table whose ids must never be reused (migration 102): one more than both the
@@ -125,26 +126,19 @@ export function sqliteEvents(db: Db): EventRepository {
   };
 }
 
-function ipToInt(ip: string): number {
-  return ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
-}
-function intToIp(n: number): string {
-  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
-}
-
 export function sqliteAddresses(db: Db): AddressRepository {
   return {
     allocate(cidr, ownerType, ownerId) {
-      const [base, bitsStr] = cidr.split('/');
-      const bits = Number(bitsStr);
-      const start = ipToInt(base!) >>> 0;
-      const size = 2 ** (32 - bits);
+      const range = parseCidr(cidr);
+      if (!range) return undefined;
       const used = new Set(db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]);
       // Skip the network address and the one after it (.0 and .1 of the pool) so that a pool on
       // loopback never hands out an address that something else on the host already uses.
-      for (let i = 2; i < size - 1; i++) {
-        const ip = intToIp((start + i) >>> 0);
-        if (ip.endsWith('.0') || ip.endsWith('.255')) continue;
+      for (let i = 2; i < range.size - 1; i++) {
+        const n = (range.network + i) >>> 0;
+        const last = n & 255;
+        if (last === 0 || last === 255) continue;
+        const ip = formatIpv4(n);
         if (used.has(ip)) continue;
         db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
         return ip;

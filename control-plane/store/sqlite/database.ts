@@ -9,13 +9,13 @@ export type { Db };
  * Opens (or creates) the control plane's SQLite file in WAL mode and brings its schema up to date.
  * better-sqlite3 is synchronous: callers keep transactions short and do slow work after commit.
  */
-export function openDatabase(path: string, extra: Migration[] = []): Db {
+export function openDatabase(path: string): Db {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db, [...coreMigrations, ...databaseMigrations, ...extra]);
+  migrate(db, [...coreMigrations, ...databaseMigrations]);
   return db;
 }
 

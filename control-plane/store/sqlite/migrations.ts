@@ -1,6 +1,7 @@
 /**
  * Schema migrations. Ids sort lexically and never change once released; each domain keeps its
- * own range (0xx core, 1xx nodebalancers, 2xx databases) so parallel work does not collide.
+ * own range (0xx core, 1xx nodebalancers, 2xx databases in migrations-databases.ts) so parallel
+ * work does not collide. database.ts applies them all.
  */
 export interface Migration {
   id: string;
@@ -144,4 +145,3 @@ export const coreMigrations: Migration[] = [
     `,
   },
 ];
-

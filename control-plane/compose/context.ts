@@ -1,0 +1,40 @@
+import type { Registry } from 'prom-client';
+import type { Logger } from '../../lib/logger.js';
+import type { Clock } from '../../lib/clock.js';
+import type { grpc } from '../../lib/grpc.js';
+import type { Db } from '../store/sqlite/database.js';
+import type { AddressRepository, KeyValueRepository } from '../store/ports.js';
+import type { Router } from '../api/router.js';
+import type { AuthService } from '../domain/auth/auth-service.js';
+import type { UserService } from '../domain/auth/user-service.js';
+import type { EventService } from '../domain/events/event-service.js';
+import type { RegionCatalogue } from '../domain/regions.js';
+
+/**
+ * What main.ts builds once and hands to each product area (compose/nodebalancers.ts,
+ * compose/databases.ts) when wiring it in: the store, the shared services, the HTTP router and
+ * gRPC server to register on, and the closers to run on shutdown.
+ */
+export interface ControlPlaneContext {
+  db: Db;
+  router: Router;
+  grpcServer: grpc.Server;
+  auth: AuthService;
+  /** Account users and grants; product areas register the entities grants may name. */
+  users: UserService;
+  events: EventService;
+  regions: RegionCatalogue;
+  addresses: AddressRepository;
+  kv: KeyValueRepository;
+  clock: Clock;
+  logger: Logger;
+  registry: Registry;
+  stateDir: string;
+  /** IPv4 pool for NodeBalancer addresses, e.g. 127.77.0.0/16. */
+  nodebalancerPool: string;
+  /** IPv4 pool for database endpoints, e.g. 127.78.0.0/16. */
+  databasePool: string;
+  hostnameSuffix: string;
+  /** Run in reverse order on close. */
+  closers: (() => Promise<void> | void)[];
+}

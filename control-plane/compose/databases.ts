@@ -1,0 +1,69 @@
+import { join } from 'node:path';
+import { Gauge } from 'prom-client';
+import { sqliteDatabaseRepository } from '../store/sqlite/database-repository.js';
+import { EngineCatalogue, detectLocalEngines, parseEngineId, watchedEngines, type EngineEntry } from '../domain/databases/catalogue.js';
+import { DatabaseService } from '../domain/databases/database-service.js';
+import { DatabaseObserver } from '../domain/databases/observer.js';
+import { AgentPushServer } from '../push/agent-server.js';
+import { databaseRoutes } from '../api/routes/databases.js';
+import type { ControlPlaneContext } from './context.js';
+
+/** How often the engine catalogue is compared with what the databases run. */
+const RETARGET_MS = 2000;
+
+/**
+ * Wires Managed Databases in: the engine catalogue, the service behind the REST routes, the
+ * agent push (every committed change schedules a round; placement happens there) and the
+ * observer that turns agent reports into the API status.
+ */
+export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> {
+  const repo = sqliteDatabaseRepository(ctx.db);
+  // Engine catalogue: the operator's file wins; else what agents report plus the local servers.
+  const configured = watchedEngines(join(ctx.stateDir, 'database-engines.json'));
+  const detected = await detectLocalEngines();
+  const reported = (): EngineEntry[] =>
+    repo.agents().flatMap((a) => a.engines)
+      .filter((e) => parseEngineId(e.id))
+      .map((e) => ({ id: e.id, engine: 'mysql' as const, version: parseEngineId(e.id)!.version, image: e.image, binary: e.binary }));
+  const engines = new EngineCatalogue(configured, detected, reported);
+
+  // The service and the observer are built before the push server they notify.
+  const push: { server?: AgentPushServer } = {};
+  const service = new DatabaseService({
+    repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, engines, clock: ctx.clock,
+    pool: ctx.databasePool, onChange: () => push.server?.notifyChanged(),
+  });
+  const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
+  const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  push.server = agents;
+  agents.register(ctx.grpcServer);
+  ctx.closers.push(() => agents.close());
+
+  // Catalogue changes (a new image or binary for an engine id) become pending patches.
+  const retarget = ctx.clock.setInterval(() => {
+    try {
+      if (service.retargetEngines()) agents.notifyChanged();
+    } catch (err) {
+      ctx.logger.error({ err }, 'engine retargeting failed');
+    }
+  }, RETARGET_MS);
+  ctx.closers.push(() => retarget.cancel());
+
+  // Databases by status, read from the store at scrape time (bounded label set).
+  new Gauge({
+    name: 'fulcrum_databases',
+    help: 'Managed databases by API status',
+    labelNames: ['status'],
+    registers: [ctx.registry],
+    collect() {
+      this.reset();
+      for (const d of repo.list()) if (!d.deleting) this.inc({ status: d.status });
+    },
+  });
+
+  // Grants can name databases (and are checked against the ones that exist), like NodeBalancers.
+  ctx.users.registerEntities('database', () => repo.list().filter((d) => !d.deleting).map((d) => ({ id: d.id, label: d.label })));
+  databaseRoutes(ctx.router, { service, engines });
+  // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', () => ({ data: agents.agents() }));
+}

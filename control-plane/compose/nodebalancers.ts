@@ -1,0 +1,35 @@
+import { sqliteDataplanes } from '../store/sqlite/core-repositories.js';
+import { sqliteNodeBalancers } from '../store/sqlite/nodebalancer-repository.js';
+import { NodeBalancerService } from '../domain/nodebalancers/nodebalancer-service.js';
+import { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
+import { StatsService } from '../domain/nodebalancers/stats-service.js';
+import { ConfigPushServer } from '../push/config-server.js';
+import { TelemetryServer } from '../push/telemetry-server.js';
+import { nodeBalancerRoutes } from '../api/routes/nodebalancers.js';
+import type { ControlPlaneContext } from './context.js';
+
+/**
+ * Wires NodeBalancers in: the service behind the REST routes, the config push to data planes
+ * (every committed change schedules a snapshot), and the telemetry that comes back from them
+ * (node status, traffic counters).
+ */
+export function composeNodeBalancers(ctx: ControlPlaneContext): void {
+  const repo = sqliteNodeBalancers(ctx.db);
+  const dataplanes = sqliteDataplanes(ctx.db);
+  const stats = new StatsService(repo, ctx.clock);
+  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger });
+  const service = new NodeBalancerService({
+    repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
+    pool: ctx.nodebalancerPool,
+    onChange: () => push.notifyChanged(),
+  });
+  push.register(ctx.grpcServer);
+  telemetry.register(ctx.grpcServer);
+  ctx.closers.push(() => push.close());
+
+  nodeBalancerRoutes(ctx.router, { service, repo, stats, hostnameSuffix: ctx.hostnameSuffix });
+  ctx.users.registerEntities('nodebalancer', () => repo.list().map((nb) => ({ id: nb.id, label: nb.label })));
+  // Data-plane status (connected, applied version, last NACK), for operators and tests.
+  ctx.router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', () => ({ data: dataplanes.list() }));
+}

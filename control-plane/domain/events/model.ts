@@ -1,0 +1,15 @@
+/** The stored shape of an account event (domain side; event-service.ts has the wire shape). */
+export interface EventRecord {
+  id: number;
+  created: number;
+  action: string;
+  username: string | null;
+  entity: { id: number; type: string; label: string; url: string } | null;
+  secondaryEntity: { id: number; type: string; label: string; url: string } | null;
+  status: 'failed' | 'finished' | 'notification' | 'scheduled' | 'started';
+  percentComplete: number | null;
+  duration: number | null;
+  message: string | null;
+  seen: boolean;
+  read: boolean;
+}

@@ -1,0 +1,204 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Clock, Timer } from '../../lib/clock.js';
+import type { KeyValueRepository } from '../store/ports.js';
+
+/**
+ * The state-of-the-world push both streams share (docs/architecture.md, "The streams"): each
+ * subscriber (a data plane or an agent) gets its whole desired state with a version and a nonce;
+ * bursts of changes are coalesced; content identical to what a subscriber last received is not
+ * resent; and what the control plane knows of each subscriber (connected, applied version, last
+ * error) is kept in a status store. The config and agent servers are stream adapters over this.
+ */
+
+/** What the control plane records about one subscriber. */
+export interface SubscriberStatus {
+  id: string;
+  region: string;
+  connected: boolean;
+  appliedVersion: number;
+  lastError: string | null;
+  lastErrorAt: number | null;
+  lastSeen: number | null;
+}
+
+/** Where subscriber status persists, so that operators read it and it survives restarts. */
+export interface SubscriberStatusStore {
+  get(id: string): SubscriberStatus | undefined;
+  put(s: SubscriberStatus): void;
+  list(): SubscriberStatus[];
+}
+
+export interface Snapshot<C> {
+  version: number;
+  nonce: string;
+  content: C;
+}
+
+/** One open stream. Adapters hold it between messages; its fields belong to the cache. */
+export interface Subscriber<C> {
+  readonly id: string;
+  readonly region: string;
+  /** Hash of the content last sent; undefined makes the next push send whatever there is. */
+  sentHash?: string;
+  /** The snapshot awaiting an ACK or NACK. */
+  pending?: { nonce: string; version: number };
+  readonly stream: { send(s: Snapshot<C>): void; end(): void };
+}
+
+/**
+ * Where the content comes from. `read` runs once per push round and its result is shared by
+ * every subscriber of the round, so the store is read once however many subscribers there are.
+ */
+export interface SnapshotSource<R, C> {
+  /** Reads the desired state; `subscribers` are the open streams (placement may depend on them). */
+  read(subscribers: readonly Subscriber<C>[]): R;
+  /** The part of a round one subscriber receives. */
+  select(round: R, sub: Subscriber<C>): C;
+  /** The version to send `hash` under, normally from a VersionLedger. */
+  version(round: R, sub: Subscriber<C>, hash: string): number;
+}
+
+export function contentHash(content: unknown): string {
+  return createHash('sha256').update(JSON.stringify(content)).digest('hex');
+}
+
+/**
+ * Versions kept in the key-value store: a version is issued once, from a counter that only
+ * increases (so it keeps increasing across control-plane restarts), and content equal to what a
+ * key last had keeps its version.
+ */
+export class VersionLedger {
+  constructor(
+    private readonly kv: KeyValueRepository,
+    private readonly counterKey: string,
+  ) {}
+
+  /** Version of `hash` under `key`; new content gets one above every issued version and `floor`. */
+  versionFor(key: string, hash: string, floor = 0): number {
+    const counter = Number(this.kv.get(this.counterKey) ?? '0');
+    const stored = this.kv.get(key) ?? '0:';
+    // A bare hash (as the config stream stored it before keys carried their version) belongs to
+    // the counter's current version: that stream has one key, so the two never differ.
+    const [lastVersion, lastHash] = stored.includes(':') ? stored.split(':') : [String(counter), stored];
+    if (lastHash === hash) return Number(lastVersion);
+    const version = Math.max(counter, floor) + 1;
+    this.kv.set(this.counterKey, String(version));
+    this.kv.set(key, `${version}:${hash}`);
+    return version;
+  }
+}
+
+export interface SnapshotCacheOptions<R, C> {
+  source: SnapshotSource<R, C>;
+  status: SubscriberStatusStore;
+  clock: Clock;
+  /** Changes arriving within this window are sent as one round. */
+  coalesceMs?: number;
+}
+
+export class SnapshotCache<R, C> {
+  private readonly subs = new Map<string, Subscriber<C>>();
+  private timer: Timer | undefined;
+
+  constructor(private readonly o: SnapshotCacheOptions<R, C>) {
+    // A restart leaves no stream open: nothing is connected until it says hello again.
+    for (const s of o.status.list()) if (s.connected) o.status.put({ ...s, connected: false });
+  }
+
+  /** Open streams. */
+  get size(): number {
+    return this.subs.size;
+  }
+
+  /** The recorded status of a subscriber, connected or not. */
+  status(id: string): SubscriberStatus | undefined {
+    return this.o.status.get(id);
+  }
+
+  /**
+   * Registers a stream that has said who it is; an older stream of the same id is ended (the
+   * subscriber reconnected). Does not push: the adapter decides when the first snapshot goes.
+   */
+  connect(id: string, region: string, appliedVersion: number, stream: Subscriber<C>['stream']): Subscriber<C> {
+    this.subs.get(id)?.stream.end();
+    const sub: Subscriber<C> = { id, region, stream };
+    this.subs.set(id, sub);
+    const prev = this.o.status.get(id);
+    this.o.status.put({
+      id, region, connected: true, appliedVersion,
+      lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+    });
+    return sub;
+  }
+
+  /** Records a sign of life that carries the subscriber's applied version (agent reports). */
+  seen(sub: Subscriber<C>, appliedVersion: number): void {
+    const prev = this.o.status.get(sub.id);
+    this.o.status.put({
+      id: sub.id, region: sub.region, connected: true, appliedVersion,
+      lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+    });
+  }
+
+  /**
+   * An ACK (no `error`) or NACK of the snapshot with `nonce`. Answers to anything but the pending
+   * nonce are stale and ignored (undefined); otherwise returns the answered snapshot. After a NACK
+   * the next change, or a reconnect, sends again even if the content is the same.
+   */
+  answer(sub: Subscriber<C>, nonce: string, appliedVersion: number, error?: string): { nonce: string; version: number } | undefined {
+    const answered = sub.pending;
+    if (!nonce || nonce !== answered?.nonce) return undefined;
+    const prev = this.o.status.get(sub.id)!;
+    const now = this.o.clock.now();
+    if (error) {
+      sub.sentHash = undefined;
+      this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: error, lastErrorAt: now, lastSeen: now });
+    } else {
+      this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
+    }
+    sub.pending = undefined;
+    return answered;
+  }
+
+  /** The stream ended; false when it was already replaced by a newer stream of the same id. */
+  disconnect(sub: Subscriber<C>): boolean {
+    if (this.subs.get(sub.id) !== sub) return false;
+    this.subs.delete(sub.id);
+    const prev = this.o.status.get(sub.id);
+    if (prev) this.o.status.put({ ...prev, connected: false, lastSeen: this.o.clock.now() });
+    return true;
+  }
+
+  /** Schedules a round for every open stream; changes within the coalescing window share it. */
+  notifyChanged(): void {
+    if (this.timer) return;
+    this.timer = this.o.clock.setTimeout(() => {
+      this.timer = undefined;
+      const round = this.o.source.read([...this.subs.values()]);
+      for (const s of this.subs.values()) this.send(s, round, false);
+    }, this.o.coalesceMs ?? 10);
+  }
+
+  /** Sends `sub` its current content now, unless it already has it (`force` sends anyway). */
+  push(sub: Subscriber<C>, force = false): Snapshot<C> | undefined {
+    return this.send(sub, this.o.source.read([...this.subs.values()]), force);
+  }
+
+  close(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    for (const s of this.subs.values()) s.stream.end();
+    this.subs.clear();
+  }
+
+  private send(sub: Subscriber<C>, round: R, force: boolean): Snapshot<C> | undefined {
+    const content = this.o.source.select(round, sub);
+    const hash = contentHash(content);
+    if (!force && hash === sub.sentHash) return undefined;
+    const snapshot = { version: this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
+    sub.sentHash = hash;
+    sub.pending = { nonce: snapshot.nonce, version: snapshot.version };
+    sub.stream.send(snapshot);
+    return snapshot;
+  }
+}

@@ -1,0 +1,49 @@
+import type { Logger } from '../../lib/logger.js';
+import type { Clock } from '../../lib/clock.js';
+import { grpc, loadConfigProto } from '../../lib/grpc.js';
+import type { TelemetryReport__Output } from '../../proto/gen/fulcrum/v1/TelemetryReport.js';
+import type { TelemetryAck } from '../../proto/gen/fulcrum/v1/TelemetryAck.js';
+import type { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
+import type { StatsService } from '../domain/nodebalancers/stats-service.js';
+
+export interface TelemetryServerDeps {
+  health: NodeHealthService;
+  stats: StatsService;
+  clock: Clock;
+  logger: Logger;
+}
+
+/**
+ * TelemetryService.Report: the data planes' node health transitions and traffic counter deltas,
+ * handed to the NodeBalancer domain (node status, and the 5-minute buckets behind `transfer`
+ * and `/stats`). Nothing here touches the store.
+ */
+export class TelemetryServer {
+  private readonly log: Logger;
+
+  constructor(private readonly d: TelemetryServerDeps) {
+    this.log = d.logger.child({ component: 'telemetry' });
+  }
+
+  register(server: grpc.Server): void {
+    const proto = loadConfigProto();
+    server.addService(proto.fulcrum.v1.TelemetryService.service, { Report: (call: any, cb: any) => this.onReport(call, cb) });
+  }
+
+  private onReport(call: grpc.ServerReadableStream<TelemetryReport__Output, TelemetryAck>, cb: grpc.sendUnaryData<TelemetryAck>): void {
+    call.on('data', (r: TelemetryReport__Output) => {
+      try {
+        for (const h of r.health ?? []) this.d.health.report(Number(h.configId), Number(h.nodeId), h.status);
+        for (const c of r.counters ?? []) {
+          const delta = { bytesIn: Number(c.bytesIn), bytesOut: Number(c.bytesOut), connections: Number(c.connections) };
+          if (delta.bytesIn === 0 && delta.bytesOut === 0 && delta.connections === 0) continue;
+          this.d.stats.record(Number(c.nodebalancerId), Number(c.configId), Number(c.atMs) || this.d.clock.now(), delta);
+        }
+      } catch (err) {
+        this.log.error({ err }, 'telemetry report could not be stored');
+      }
+    });
+    call.on('end', () => cb(null, {}));
+    call.on('error', () => undefined);
+  }
+}
