@@ -89,8 +89,6 @@ export function createNodeStore<M extends { spec: NodeSpec }>(root: string) {
   };
 }
 
-export type NodeStore<M extends { spec: NodeSpec }> = ReturnType<typeof createNodeStore<M>>;
-
 /** True when every wanted label has that value. */
 export function hasLabels(have: Record<string, string>, want: Record<string, string>): boolean {
   return Object.entries(want).every(([k, v]) => have[k] === v);

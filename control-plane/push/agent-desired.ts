@@ -4,7 +4,7 @@ import type { DatabaseRecord, OperationRecord } from '../domain/databases/model.
 import { findType } from '../domain/databases/types.js';
 
 /** The desired state of one database as the agent sees it. */
-export function toDesired(d: DatabaseRecord): DesiredDatabase {
+function toDesired(d: DatabaseRecord): DesiredDatabase {
   const t = findType(d.type);
   return {
     id: d.id, label: d.label, engineId: d.engineId, version: d.version, image: d.image, binary: d.binary,
@@ -20,7 +20,7 @@ export function toDesired(d: DatabaseRecord): DesiredDatabase {
   };
 }
 
-export function toOperation(op: OperationRecord): Operation {
+function toOperation(op: OperationRecord): Operation {
   const base = { operationId: op.id, databaseId: op.databaseId };
   switch (op.kind) {
     case 'snapshot': return { ...base, snapshot: { label: String(op.payload.label), target: String(op.payload.target ?? 'primary') } };
@@ -36,7 +36,7 @@ export function toOperation(op: OperationRecord): Operation {
  * snapshot requested after a delete waits until the agent has removed the old files (the agent
  * enforces the 3-snapshot limit on what it stores).
  */
-export function orderedOperations(pending: OperationRecord[]): OperationRecord[] {
+function orderedOperations(pending: OperationRecord[]): OperationRecord[] {
   return pending.filter((op) => op.kind !== 'snapshot' ||
     !pending.some((o) => o.databaseId === op.databaseId && o.kind === 'deleteBackup' && o.created <= op.created));
 }

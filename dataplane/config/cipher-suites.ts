@@ -18,7 +18,7 @@ export const RECOMMENDED_CIPHERS: readonly string[] = Object.freeze([
 ]);
 
 /** recommended plus the older TLS 1.2 ciphers: CBC modes and static-RSA key exchange. */
-export const LEGACY_CIPHERS: readonly string[] = Object.freeze([
+const LEGACY_CIPHERS: readonly string[] = Object.freeze([
   ...RECOMMENDED_CIPHERS,
   'ECDHE-ECDSA-AES128-SHA256',
   'ECDHE-RSA-AES128-SHA256',
@@ -38,7 +38,7 @@ export const LEGACY_CIPHERS: readonly string[] = Object.freeze([
   'AES256-SHA',
 ]);
 
-export function cipherList(suite: CipherSuite): string {
+function cipherList(suite: CipherSuite): string {
   return (suite === 'legacy' ? LEGACY_CIPHERS : RECOMMENDED_CIPHERS).join(':');
 }
 

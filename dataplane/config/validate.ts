@@ -53,7 +53,7 @@ function oneOf<T extends string>(errs: ErrorCollector, field: string, value: str
 }
 
 /** Splits `ip:port` or `[v6]:port`; undefined when it is not a literal address with a port. */
-export function parseAddress(address: string): { host: string; port: number } | undefined {
+function parseAddress(address: string): { host: string; port: number } | undefined {
   const m = /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(address) ?? /^([0-9.]+):(\d{1,5})$/.exec(address);
   if (!m) return undefined;
   const port = Number(m[2]);
@@ -65,7 +65,7 @@ export function parseAddress(address: string): { host: string; port: number } | 
 const certVerdicts = new Map<string, string | null>();
 
 /** Checks that the PEM parses and the key belongs to the certificate; returns a reason or null. */
-export function checkCertificate(cert: string, key: string, suite: CipherSuite): string | null {
+function checkCertificate(cert: string, key: string, suite: CipherSuite): string | null {
   const id = createHash('sha256').update(cert).update('\0').update(key).update('\0').update(suite).digest('hex');
   const known = certVerdicts.get(id);
   if (known !== undefined) return known;

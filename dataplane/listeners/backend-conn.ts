@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import type { NodeState, Pooled } from '../runtime/node-state.js';
 
 /** A pooled connection idle for longer than this is not reused (below common backend keep-alive timeouts). */
-export const POOL_IDLE_MS = 15_000;
+const POOL_IDLE_MS = 15_000;
 /** Connect timeout for a new backend connection. */
 export const CONNECT_TIMEOUT_MS = 5_000;
 /**
@@ -10,9 +10,9 @@ export const CONNECT_TIMEOUT_MS = 5_000;
  * mid-response, and how long an idle pooled connection lingers before it is closed. One value for
  * the connection's life, so no timer is re-armed per request.
  */
-export const SERVER_TIMEOUT_MS = 60_000;
+const SERVER_TIMEOUT_MS = 60_000;
 /** At most this many idle connections are kept per node. */
-export const POOL_MAX_IDLE = 256;
+const POOL_MAX_IDLE = 256;
 /** Size of a connection's read buffer (one per connection, reused from read to read). */
 export const READ_BUFFER = 32 * 1024;
 /** Read buffers of closed connections kept for new ones (at most 16 MiB). */

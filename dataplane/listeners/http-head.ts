@@ -8,7 +8,7 @@
  */
 
 export const MAX_REQUEST_HEAD = 16 * 1024;
-export const MAX_RESPONSE_HEAD = 64 * 1024;
+const MAX_RESPONSE_HEAD = 64 * 1024;
 
 export const NEED_MORE = -1;
 export const BAD = -2;

@@ -9,7 +9,7 @@ import { BAD, HeadInfo, NEED_MORE, parseResponseHead } from './http-head.js';
 import { responseHead } from './http-rewrite.js';
 
 /** Idle limit on an upgraded (WebSocket) tunnel. */
-export const TUNNEL_IDLE_MS = 3_600_000;
+const TUNNEL_IDLE_MS = 3_600_000;
 /** Interim (1xx) responses passed on per request; a backend flooding them gets a 502. */
 const MAX_INTERIM = 32;
 

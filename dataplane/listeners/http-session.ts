@@ -12,7 +12,7 @@ import { requestHead } from './http-rewrite.js';
 import { exclude, MAX_ATTEMPTS } from './retry.js';
 
 /** Client idle time allowed while we wait for (the rest of) a request. */
-export const CLIENT_IDLE_MS = 60_000;
+const CLIENT_IDLE_MS = 60_000;
 /**
  * A request head must be complete this long after its first bytes arrived. The idle timer alone
  * never cuts a client that trickles a byte now and then (slowloris).

@@ -2,7 +2,7 @@
  * OAuth-style scopes: a space-separated list of `<area>:read_only|read_write`, or `*` for all.
  * read_write implies read_only. Areas follow the real API's list.
  */
-export const scopeAreas = [
+const scopeAreas = [
   'account', 'databases', 'domains', 'events', 'firewall', 'images', 'ips', 'linodes', 'lke', 'longview',
   'nodebalancers', 'object_storage', 'stackscripts', 'volumes', 'vpc',
 ] as const;

@@ -49,7 +49,7 @@ export function parseEngineId(id: string): { engine: 'mysql'; version: string } 
 }
 
 /** Reads the operator's engine file; a missing file is an empty list, a broken one an error. */
-export function loadConfiguredEngines(path: string): EngineEntry[] {
+function loadConfiguredEngines(path: string): EngineEntry[] {
   if (!existsSync(path)) return [];
   const raw = JSON.parse(readFileSync(path, 'utf8')) as unknown;
   if (!Array.isArray(raw)) throw new Error(`${path}: expected a JSON array of engines`);
@@ -89,7 +89,7 @@ export function watchedEngines(path: string): () => EngineEntry[] {
 }
 
 /** `mariadbd  Ver 10.11.14-MariaDB-0+deb12u2 for ...` -> `10.11.14`. */
-export function serverVersion(output: string): string | undefined {
+function serverVersion(output: string): string | undefined {
   return /\bVer\s+(\d+\.\d+\.\d+)/.exec(output)?.[1];
 }
 

@@ -32,7 +32,7 @@ export interface DatabaseServiceDeps {
 export const MAX_SNAPSHOTS = 3;
 
 /** linroot passwords: 16 characters of letters, digits, `.` and `_`, as on the real service. */
-export function generatePassword(): string {
+function generatePassword(): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._';
   return [...randomBytes(16)].map((b) => alphabet[b % alphabet.length]).join('');
 }

@@ -20,7 +20,7 @@ export function openDatabase(path: string): Db {
 }
 
 /** Applies, in id order and each in its own transaction, every migration not yet recorded. */
-export function migrate(db: Db, list: Migration[]): void {
+function migrate(db: Db, list: Migration[]): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)');
   const done = new Set(db.prepare('SELECT id FROM schema_migrations').pluck().all() as string[]);
   const sorted = [...list].sort((a, b) => a.id.localeCompare(b.id));
