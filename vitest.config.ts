@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects, one per layer of the test pyramid (DESIGN §7):
+// Projects, one per layer of the test pyramid, plus the attacks of the security suite:
 // unit has no sockets, integration runs real servers on 127.x and port 0,
 // e2e starts the whole lab and drives it with real clients.
 export default defineConfig({
@@ -13,6 +13,16 @@ export default defineConfig({
           include: ['test/integration/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      {
+        // One test per attack in docs/security.md: each performs it against real processes and
+        // must see it refused.
+        test: {
+          name: 'security',
+          include: ['test/security/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
         },
       },
       {

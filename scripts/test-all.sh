@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): installs what the tests need, type-checks, lints,
-# then runs the unit, integration and e2e projects in turn and prints one summary line.
+# then runs the unit, integration, security and e2e projects in turn and prints one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +14,7 @@ npx eslint .
 
 results="$(mktemp -d)"
 status=0
-for project in unit integration e2e; do
+for project in unit integration security e2e; do
   echo "== vitest project: $project"
   npx vitest run --project "$project" --reporter=default --reporter=json --outputFile.json="$results/$project.json" || status=1
 done
@@ -22,7 +22,7 @@ done
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const p of ["unit", "integration", "e2e"]) {
+  for (const p of ["unit", "integration", "security", "e2e"]) {
     const f = process.argv[1] + "/" + p + ".json";
     if (!fs.existsSync(f)) { failed++; console.log(`project ${p}: no results`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
