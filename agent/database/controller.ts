@@ -50,7 +50,10 @@ export class DatabaseController extends Cluster {
 
   constructor(deps: ControllerDeps) {
     super(deps);
-    this.endpoints = new EndpointSet(this.log, `db${deps.id}`);
+    this.endpoints = new EndpointSet(this.log, `db${deps.id}`, async (address) => {
+      const k = (this.state?.addresses.indexOf(address) ?? -1) + 1;
+      return k > 0 ? (await this.adminTarget(k)).socketPath : undefined;
+    });
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 

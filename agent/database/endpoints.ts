@@ -8,6 +8,8 @@ export interface EndpointTarget {
   hostSecondary: string;
   port: number;
   allowList: string[];
+  /** ssl_connection: the proxies refuse clients that do not start TLS (agent/endpoints/front-proxy.ts). */
+  requireTls: boolean;
   /** The primary's node address (hosts.primary). */
   primary: string;
   /** The node addresses behind hosts.secondary (the primary itself when no replica serves). */
@@ -25,7 +27,8 @@ export class EndpointSet {
   private readonly proxies = new Map<Role, FrontProxy>();
   private applied = '';
 
-  constructor(private readonly log: Logger, private readonly name: string) {}
+  /** `socketOf` gives a node address's Unix socket, which the proxies dial (agent/endpoints/front-proxy.ts). */
+  constructor(private readonly log: Logger, private readonly name: string, private readonly socketOf: (address: string) => Promise<string | undefined>) {}
 
   isCurrent(target: EndpointTarget): boolean {
     return this.applied === targetKey(target);
@@ -45,8 +48,9 @@ export class EndpointSet {
         this.proxies.set(role, p);
       }
       p.setAllowList(target.allowList);
+      p.setRequireTls(target.requireTls);
       const addrs = role === 'primary' ? [target.primary] : target.secondaries;
-      p.setBackends(addrs.map((host) => ({ host, port: NODE_PORT })));
+      p.setBackends(await Promise.all(addrs.map(async (host) => ({ host, port: NODE_PORT, socketPath: await this.socketOf(host) }))));
     }
     this.applied = targetKey(target);
   }
@@ -65,5 +69,5 @@ export class EndpointSet {
 }
 
 function targetKey(t: EndpointTarget): string {
-  return JSON.stringify([t.hostPrimary, t.hostSecondary, t.port, [...t.allowList].sort(), t.primary, t.secondaries]);
+  return JSON.stringify([t.hostPrimary, t.hostSecondary, t.port, [...t.allowList].sort(), t.requireTls, t.primary, t.secondaries]);
 }

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import { renderNodeConfig } from '../mysql/config-render.js';
+import { renderInitSql } from '../mysql/init-sql.js';
 import type { ClusterTls } from '../mysql/tls.js';
 import { LABEL_AGENT, LABEL_DATABASE, LABEL_MANAGED, LABEL_NODE, type NodeSpec } from '../runtime/container-runtime.js';
 import { NODE_PORT, type DbState } from './state.js';
@@ -35,6 +36,7 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
     'ca.pem': i.tls.caPem,
     'server.pem': i.tls.serverCertPem,
     'server-key.pem': i.tls.serverKeyPem,
+    'init.sql': renderInitSql({ adminPassword: i.state.adminPassword, replPassword: i.state.replPassword }),
   };
   if (d.encrypted && i.keyfile) files['keyfile'] = i.keyfile;
   return {
@@ -54,7 +56,6 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
       semiSync: i.semiSync,
       ssl: d.sslConnection,
       encrypted: d.encrypted,
-      proxyNetworks: [d.hostPrimary, d.hostSecondary].filter(Boolean),
     }),
     files,
     host: s.addresses[k - 1]!,

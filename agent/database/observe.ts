@@ -4,6 +4,7 @@ import { replicaStatus } from '../mysql/replication.js';
 import { sameSpec } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 import type { EndpointTarget } from './endpoints.js';
+import { guardSession, lockedOut, restartForRepair } from './guard.js';
 import type { DbObs, NodeObs } from './plan.js';
 import { accountsKey, type DbState } from './state.js';
 
@@ -14,7 +15,7 @@ export interface NodeDetail extends NodeObs {
   lastError: string;
 }
 
-export type InspectContext = Pick<ClusterContext, 'runtime' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'primaryAddress'>;
+export type InspectContext = Pick<ClusterContext, 'runtime' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'primaryAddress' | 'log'>;
 
 /** What the controller knows that the nodes cannot tell. */
 export interface ObserveInput {
@@ -110,6 +111,7 @@ export class Observer {
       hostSecondary: d.hostSecondary,
       port: d.port,
       allowList: d.allowList,
+      requireTls: d.sslConnection,
       primary: primaryAddress,
       secondaries: reps.length > 0 ? reps.map((n) => n.address) : [primaryAddress],
     };
@@ -128,8 +130,10 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
       if (st.state === 'missing') return n;
       n.specCurrent = !!st.spec && sameSpec(st.spec, db.nodeSpec(k));
       if (st.state !== 'running') return n;
+      let repair = '';
       try {
         await withAdmin(await db.adminTarget(k), async (c) => {
+          if ((await guardSession(c, s.replPassword)) === 'restart') repair = 'root@localhost lost its grants';
           const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g');
           n.readOnly = Number(rows[0]?.ro) === 1;
           n.gtid = String(rows[0]?.g ?? '');
@@ -140,7 +144,9 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
         n.reachable = true;
       } catch (err) {
         n.lastError = (err as Error).message;
+        if (lockedOut(err)) repair = n.lastError;
       }
+      if (repair) await restartForRepair(db.runtime, db.nodeName(k), db.log, repair).catch((err) => db.log.error({ err }, 'repair restart failed'));
       return n;
     }),
   );

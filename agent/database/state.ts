@@ -1,3 +1,4 @@
+import { ADMIN_GRANTS_VERSION } from '../mysql/accounts.js';
 import { randomBytes, createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
@@ -81,5 +82,5 @@ export async function saveDbState(stateDir: string, s: DbState): Promise<void> {
 
 /** A digest of what the linroot accounts must look like, so a change is detected without SQL. */
 export function accountsKey(allowList: string[], password: string): string {
-  return createHash('sha256').update(JSON.stringify([[...allowList].sort(), password])).digest('hex');
+  return createHash('sha256').update(JSON.stringify([[...allowList].sort(), password, ADMIN_GRANTS_VERSION])).digest('hex');
 }

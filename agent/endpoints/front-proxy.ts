@@ -7,6 +7,13 @@ import { compileAllowList } from './allow-list.js';
 export interface Backend {
   host: string;
   port: number;
+  /**
+   * The node's Unix socket, which the proxy dials instead of host:port. It is the only place the
+   * node accepts a PROXY header from (proxy_protocol_networks=localhost), and its directory is
+   * closed to other local users, so none of them can claim a client address
+   * (docs/security/mysql.md). Without it (tests of the proxy alone) the proxy dials TCP.
+   */
+  socketPath?: string;
 }
 
 /**
@@ -15,8 +22,7 @@ export interface Backend {
  * replicas round-robin) and passes bytes through untouched, so TLS stays end to end between
  * client and server. Each backend connection starts with a PROXY protocol v1 header carrying
  * the client's address, so the server's accounts (which mirror allow_list) see the real client;
- * it is dialled from the endpoint's own address, which is the only one the server accepts that
- * header from (proxy_protocol_networks).
+ * it is dialled over the node's Unix socket (see Backend.socketPath).
  *
  * Changes apply at once: a new allow_list also closes established connections it no longer
  * admits; a new backend set closes connections to nodes no longer in it (after a failover or
@@ -28,6 +34,8 @@ export interface FrontProxy {
   listen(): Promise<void>;
   setBackends(backends: Backend[]): void;
   setAllowList(entries: string[]): void;
+  /** Refuse clients whose handshake response does not ask for TLS (see requireTlsGate). */
+  setRequireTls(on: boolean): void;
   /** Connections currently proxied. */
   connections(): number;
   close(): Promise<void>;
@@ -38,10 +46,11 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
   let allowed = compileAllowList([]);
   let backends: Backend[] = [];
   let rr = 0;
+  let requireTls = false;
   const live = new Set<{ client: Socket; upstream: Socket; backend: Backend; source: string }>();
   let server: Server | undefined;
 
-  const key = (b: Backend) => `${b.host}:${b.port}`;
+  const key = (b: Backend) => `${b.host}:${b.port}${b.socketPath ? `@${b.socketPath}` : ''}`;
 
   function onConnection(client: Socket): void {
     const source = unmapIpv4(client.remoteAddress ?? '');
@@ -50,13 +59,14 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
       return;
     }
     const backend = backends[rr++ % backends.length]!;
-    const upstream = connect({ host: backend.host, port: backend.port, localAddress: opts.host });
+    const upstream = backend.socketPath ? connect({ path: backend.socketPath }) : connect({ host: backend.host, port: backend.port, localAddress: opts.host });
     const entry = { client, upstream, backend, source };
     live.add(entry);
     upstream.setNoDelay(true);
     client.setNoDelay(true);
     upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: opts.host, dstPort: opts.port }));
-    client.pipe(upstream);
+    if (requireTls) requireTlsGate(client, upstream);
+    else client.pipe(upstream);
     upstream.pipe(client);
     const done = () => {
       live.delete(entry);
@@ -107,6 +117,9 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
         }
       }
     },
+    setRequireTls(on) {
+      requireTls = on;
+    },
     connections: () => live.size,
     async close() {
       for (const e of live) {
@@ -119,4 +132,36 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
       if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
     },
   };
+}
+
+/** CLIENT_SSL in the capability flags of a MySQL/MariaDB handshake response. */
+const CLIENT_SSL = 0x800;
+
+/**
+ * ssl_connection at the proxy. The server cannot enforce it on proxied clients: they arrive
+ * over its Unix socket, which MariaDB counts as a secure transport whatever the PROXY header
+ * says, so require_secure_transport does not apply to them. The client's first packet (the
+ * handshake response, or the SSL request that precedes TLS) must carry CLIENT_SSL; a client
+ * that sets it and then does not speak TLS fails at the server. A client that does not is
+ * answered with the server's own error for it and disconnected; nothing it sent reaches the
+ * node.
+ */
+function requireTlsGate(client: Socket, upstream: Socket): void {
+  let head = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    head = Buffer.concat([head, chunk]);
+    if (head.length < 8) return;
+    client.off('data', onData);
+    if (head.readUInt32LE(4) & CLIENT_SSL) {
+      upstream.write(head);
+      client.pipe(upstream);
+      return;
+    }
+    upstream.destroy();
+    const msg = Buffer.from('HY000Connections using insecure transport are prohibited while --require_secure_transport=ON.');
+    const body = Buffer.concat([Buffer.from([0xff, 0x57, 0x0c, 0x23]), msg]);
+    const header = Buffer.from([body.length & 0xff, (body.length >> 8) & 0xff, 0, head[3]! + 1]);
+    client.end(Buffer.concat([header, body]));
+  };
+  client.on('data', onData);
 }

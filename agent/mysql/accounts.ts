@@ -6,6 +6,26 @@ export const ADMIN_USER = 'linroot';
 export const REPL_USER = 'fulcrum_repl';
 
 /**
+ * What linroot may do (docs/security/mysql.md): own and manage customer schemas and users, and
+ * nothing that reaches the host or the agent's accounts. The schema privileges are granted on
+ * the pattern `%` rather than on `*.*`, because MariaDB uses the most specific schema grant that
+ * matches: the explicit read-only grant on `mysql` then wins over `%`, so the system schema
+ * cannot be written (no self-granted privileges, no plugin rows, no routines defined as root).
+ * Withheld: FILE, SUPER, SHUTDOWN, RELOAD, PROCESS (the agent's statements carry passwords),
+ * SET USER (a DEFINER of root), CONNECTION ADMIN, READ_ONLY ADMIN, every replication and binlog
+ * privilege, FEDERATED ADMIN, CREATE TABLESPACE.
+ */
+export const ADMIN_SCHEMA_PRIVILEGES = [
+  'SELECT', 'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'REFERENCES', 'INDEX', 'ALTER',
+  'CREATE TEMPORARY TABLES', 'LOCK TABLES', 'EXECUTE', 'CREATE VIEW', 'SHOW VIEW', 'CREATE ROUTINE',
+  'ALTER ROUTINE', 'EVENT', 'TRIGGER', 'DELETE HISTORY',
+].join(', ');
+export const ADMIN_GLOBAL_PRIVILEGES = 'CREATE USER, SHOW DATABASES';
+/** Bumped whenever the grants above change, so existing accounts are re-granted (state.accountsKey). */
+export const ADMIN_GRANTS_VERSION = 2;
+const REPL_PRIVILEGES = 'REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR';
+
+/**
  * The MariaDB account host for one allow_list entry. MariaDB 10.11 does not accept `/24` in
  * account hosts, only `base/netmask`, and the base must be the network address. `0.0.0.0/0`
  * becomes `%`; a bare address or /32 becomes the address itself. Returns undefined for a
@@ -27,8 +47,9 @@ export function desiredAdminHosts(allowList: string[]): string[] {
 /**
  * Makes the linroot accounts mirror the allow_list with `password` (defence in depth behind the
  * front proxy, which passes the client's address with the PROXY protocol). Runs on the primary
- * with the binlog on, so replicas follow. linroot gets every privilege except READ_ONLY ADMIN,
- * so it cannot write to a read-only replica through hosts.secondary.
+ * with the binlog on, so replicas follow. Every account is re-granted from scratch, so an account
+ * made by an older agent with `ALL ON *.*` ends with exactly the grants above (without READ_ONLY
+ * ADMIN, linroot cannot write to a read-only replica through hosts.secondary).
  */
 export async function syncAdminAccounts(c: AdminConnection, allowList: string[], password: string): Promise<void> {
   const want = desiredAdminHosts(allowList);
@@ -38,12 +59,14 @@ export async function syncAdminAccounts(c: AdminConnection, allowList: string[],
   }
   for (const host of want) {
     if (have.includes(host)) {
-      await c.query('ALTER USER ?@? IDENTIFIED BY ?', [ADMIN_USER, host, password]);
+      await c.query('ALTER USER ?@? IDENTIFIED BY ? ACCOUNT UNLOCK', [ADMIN_USER, host, password]);
+      await c.query('REVOKE ALL PRIVILEGES, GRANT OPTION FROM ?@?', [ADMIN_USER, host]);
     } else {
       await c.query('CREATE USER ?@? IDENTIFIED BY ?', [ADMIN_USER, host, password]);
-      await c.query('GRANT ALL PRIVILEGES ON *.* TO ?@? WITH GRANT OPTION', [ADMIN_USER, host]);
-      await c.query('REVOKE READ_ONLY ADMIN ON *.* FROM ?@?', [ADMIN_USER, host]);
     }
+    await c.query(`GRANT ${ADMIN_GLOBAL_PRIVILEGES} ON *.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
+    await c.query(`GRANT ${ADMIN_SCHEMA_PRIVILEGES} ON \`%\`.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
+    await c.query('GRANT SELECT ON mysql.* TO ?@?', [ADMIN_USER, host]);
   }
 }
 
@@ -52,10 +75,26 @@ export async function ensureReplicationUser(c: AdminConnection, password: string
   await c.query('SET SESSION sql_log_bin=0');
   try {
     await c.query("CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?", [REPL_USER, password]);
-    await c.query("ALTER USER ?@'%' IDENTIFIED BY ?", [REPL_USER, password]);
+    await c.query("ALTER USER ?@'%' IDENTIFIED BY ? ACCOUNT UNLOCK", [REPL_USER, password]);
     await c.query(`ALTER USER ?@'%' ${ssl ? 'REQUIRE SSL' : 'REQUIRE NONE'}`, [REPL_USER]);
-    await c.query("GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR ON *.* TO ?@'%'", [REPL_USER]);
+    await c.query(`GRANT ${REPL_PRIVILEGES} ON *.* TO ?@'%'`, [REPL_USER]);
   } finally {
     await c.query('SET SESSION sql_log_bin=1');
   }
+}
+
+/**
+ * True when the replication account is as the agent made it (present, unlocked, its password,
+ * its privileges). linroot holds CREATE USER, which in MariaDB covers every account, so a
+ * customer can drop or change it; the agent checks on every observation and repairs.
+ */
+export async function replicationUserIntact(c: AdminConnection, password: string): Promise<boolean> {
+  const rows = await q(c,
+    `SELECT JSON_VALUE(Priv, '$.authentication_string') = PASSWORD(?) AS pw,
+            IFNULL(JSON_VALUE(Priv, '$.account_locked'), 'false') AS locked
+       FROM mysql.global_priv WHERE User = ? AND Host = '%'`, [password, REPL_USER]);
+  const r = rows[0];
+  if (!r || Number(r.pw) !== 1 || String(r.locked) === 'true') return false;
+  const grants = (await q(c, "SHOW GRANTS FOR ?@'%'", [REPL_USER])).map((g) => String(Object.values(g)[0]));
+  return grants.some((g) => g.includes('REPLICATION SLAVE ADMIN') && g.includes('BINLOG MONITOR'));
 }

@@ -15,8 +15,6 @@ export interface NodeConfigInput {
   semiSync: boolean;
   ssl: boolean;
   encrypted: boolean;
-  /** Addresses allowed to send a PROXY protocol header (the front proxy's endpoint addresses). */
-  proxyNetworks: string[];
 }
 
 /** A small fraction of the plan's memory goes to the buffer pool: lab hosts run many nodes. */
@@ -45,8 +43,17 @@ export function renderNodeConfig(c: NodeConfigInput): string {
     'max_connections=200',
     'performance_schema=OFF',
     'expire_logs_days=7',
+    // Tenant confinement (docs/security/mysql.md): no file reads or writes through SQL (the
+    // directory is empty and not writable by the server's user), no client-side file loading,
+    // and PROXY headers only over the Unix socket, whose directory only the agent and the
+    // server's own user can enter, so no other local user can claim a client address.
+    'secure_file_priv={{RUN_DIR}}/no-files',
+    'local_infile=OFF',
+    'proxy_protocol_networks=localhost',
+    // Runs before the first connection is accepted, on every start: root has its password
+    // from the first start on, and the system accounts are repaired (agent/mysql/init-sql.ts).
+    'init_file={{CONF_DIR}}/init.sql',
   ];
-  if (c.proxyNetworks.length > 0) lines.push(`proxy_protocol_networks=${c.proxyNetworks.join(',')}`);
   if (c.semiSync) {
     // The master side is switched on by the agent on the primary only (replication.promote): a
     // replica with it on would make its own applier wait for acks nobody sends.

@@ -8,6 +8,7 @@ import type { ContainerRuntime, NodeSpec, NodeStatus } from './container-runtime
 import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 import { buildTemplate, containerOptions, dockerError, ensureImage, IN, specHash, stripFrames } from './docker-container.js';
 import { dockerExec } from './docker-exec.js';
+import { handOver, nodeUser } from './node-user.js';
 
 /** Adapter-owned labels, next to the spec's own labels on every container. */
 const LABEL_RUNTIME = 'fulcrum.runtime';
@@ -28,7 +29,8 @@ interface NodeMeta {
  * (runtime, root, spec hash), uses host networking so that the server listens on
  * `spec.host:spec.port` exactly like a local process, bind-mounts `spec.dataDir` and a node
  * directory `root/nodes/<name>` (option file, CONF_DIR, RUN_DIR with the Unix socket, error log)
- * and runs as the agent's uid:gid, so that every file it writes belongs to the agent. Memory
+ * and runs as its database's own unprivileged uid when the agent is root (agent/runtime/node-user.ts),
+ * else as the agent's uid:gid. Memory
  * and CPU limits are enforced by the kernel (cgroups); the restart policy is `no` because the
  * agent reconciles. `node.json` in the node directory keeps the full spec (it holds key
  * material, so it stays on the host with mode 0600 rather than in container labels); the
@@ -107,6 +109,17 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
     await store.writeNodeFiles(spec, { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket });
     await mkdir(spec.dataDir, { recursive: true });
     await writeMeta({ spec });
+    await handOverFiles(spec);
+  }
+
+  /**
+   * Gives the node's files to the uid its server runs as (never root: docs/security/mysql.md).
+   * Bind mounts are resolved by the daemon, so unlike the process runtime no host ancestor
+   * needs to be searchable.
+   */
+  async function handOverFiles(spec: NodeSpec): Promise<void> {
+    const user = await nodeUser(spec.labels);
+    if (user) await handOver(user, { dataDir: spec.dataDir, nodeDir: nodeDir(spec.name), ...hostPaths(spec.name) });
   }
 
   /** A fresh data dir per image, made once and copied to each new node (see buildTemplate). */
@@ -130,10 +143,12 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
     const image = spec.engine.image!;
     const imageId = await ensureImage(docker, image, spec.engine.id, log);
     await seedDataDir(spec.dataDir, () => template(image, imageId));
+    await handOverFiles(spec);
+    const user = (await nodeUser(spec.labels)) ?? { uid, gid };
     const hostCpus = await maxCpus();
     if (spec.cpus > hostCpus) log.warn({ node: spec.name, cpus: spec.cpus, granted: hostCpus }, 'cpu limit capped at the host cpu count');
     const labels = { ...spec.labels, [LABEL_RUNTIME]: 'docker', [LABEL_ROOT]: opts.root, [LABEL_SPEC_HASH]: specHash(spec) };
-    const options = containerOptions(spec, { root: opts.root, nodeDir: nodeDir(spec.name), uid, gid, hostCpus, labels });
+    const options = containerOptions(spec, { root: opts.root, nodeDir: nodeDir(spec.name), uid: user.uid, gid: user.gid, hostCpus, labels });
     return docker.createContainer(options).catch((e) => {
       throw dockerError(`cannot create container ${spec.name}`, e);
     });

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { cp, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { FulcrumError } from '../../lib/errors.js';
@@ -80,7 +80,13 @@ export function createNodeStore<M extends { spec: NodeSpec }>(root: string) {
     async writeNodeFiles(spec: NodeSpec, paths: SubstitutionPaths): Promise<void> {
       const hp = this.hostPaths(spec.name);
       await mkdir(hp.confDir, { recursive: true, mode: 0o700 });
-      await mkdir(hp.runDir, { recursive: true });
+      // Only the agent (and the server's own user, see node-user.ts) may reach the socket: it
+      // accepts PROXY headers (docs/security/mysql.md). `no-files` is secure_file_priv: empty,
+      // and not writable by the server.
+      await mkdir(hp.runDir, { recursive: true, mode: 0o700 });
+      await chmod(hp.runDir, 0o700);
+      await mkdir(join(hp.runDir, 'no-files'), { recursive: true, mode: 0o500 });
+      await chmod(join(hp.runDir, 'no-files'), 0o500);
       for (const [file, content] of Object.entries(spec.files)) {
         await writeFile(join(hp.confDir, file), substitutePaths(content, paths), { mode: 0o600 });
       }

@@ -7,6 +7,7 @@ import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { sameSpec, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
 import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
+import { handOver, nodeUser, shareAncestors } from './node-user.js';
 
 const execFileP = promisify(execFile);
 
@@ -24,6 +25,9 @@ interface NodeMeta {
  * which turns a 2-3 s initialisation into a file copy). Processes are spawned detached in their
  * own session so that they outlive the agent; `node.json` records the pid, and a pid counts as
  * ours only while its command line names our option file (pids are reused).
+ *
+ * The server runs as its database's own unprivileged uid (agent/runtime/node-user.ts) when the
+ * agent is root, else as the agent's user.
  *
  * Limits: `memoryMb` is applied through the rendered server config (buffer pool), not by the
  * kernel; `cpus` is not enforced. The docker adapter enforces both.
@@ -95,6 +99,14 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     await store.writeNodeFiles(spec, p);
     const cnf = join(dir, 'my.cnf');
     await seedDataDir(spec.dataDir, () => template(spec));
+    // Never root (docs/security/mysql.md): the server gets its database's own uid, and the
+    // agent's folders on the way to its files become searchable (not listable) by its group.
+    const user = await nodeUser(spec.labels);
+    if (user) {
+      await handOver(user, { dataDir: spec.dataDir, nodeDir: dir, confDir: p.confDir, runDir: p.runDir });
+      await shareAncestors(dirname(spec.dataDir), user);
+      await shareAncestors(dirname(dir), user);
+    }
     const errLog = join(dir, 'error.log');
     const args = [
       `--defaults-file=${cnf}`,
@@ -105,9 +117,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       `--bind-address=${spec.host}`,
       `--log-error=${errLog}`,
     ];
-    if (process.getuid?.() === 0) args.push('--user=root');
     const out = openSync(errLog, 'a');
-    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out] });
+    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
     closeSync(out);
     // Listeners first: a binary that cannot be executed emits 'error' on the next tick, and is
     // reported like a server that exits at once.

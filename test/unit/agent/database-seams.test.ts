@@ -56,6 +56,7 @@ describe('Observer', () => {
       nodeSpec: () => { throw new Error('not needed'); },
       adminTarget: async () => ({ socketPath: '', password: '' }),
       primaryAddress: () => state.addresses[state.primary - 1]!,
+      log: silentLogger(),
     };
     const desired = { allowList: [], rootPassword: 'x', generation: 4, hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306 } as unknown as DesiredDatabase__Output;
     const input = {

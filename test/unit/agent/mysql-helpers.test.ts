@@ -37,10 +37,10 @@ describe('compileAllowList', () => {
 });
 
 describe('renderNodeConfig', () => {
-  const base = { databaseId: 7, index: 2, memoryMb: 1024, semiSync: false, ssl: true, encrypted: false, proxyNetworks: ['127.78.0.1'] };
+  const base = { databaseId: 7, index: 2, memoryMb: 1024, semiSync: false, ssl: true, encrypted: false };
   it('gives every node the replication baseline and boots read-only', () => {
     const c = renderNodeConfig(base);
-    for (const l of ['server_id=2', 'log_basename=db7-n2', 'gtid_strict_mode=ON', 'read_only=ON', 'skip_slave_start=ON', 'require_secure_transport=ON', 'proxy_protocol_networks=127.78.0.1']) {
+    for (const l of ['server_id=2', 'log_basename=db7-n2', 'gtid_strict_mode=ON', 'read_only=ON', 'skip_slave_start=ON', 'require_secure_transport=ON', 'proxy_protocol_networks=localhost', 'local_infile=OFF']) {
       expect(c).toContain(l);
     }
     expect(c).not.toContain('rpl_semi_sync');
