@@ -49,6 +49,9 @@ export function renderNodeConfig(c: NodeConfigInput): string {
     // server's own user can enter, so no other local user can claim a client address.
     'secure_file_priv={{RUN_DIR}}/no-files',
     'local_infile=OFF',
+    // linroot has no SUPER; without this, binary logging refuses its triggers and functions
+    // (the managed services' usual setting: the check is about replay determinism, not privilege).
+    'log_bin_trust_function_creators=ON',
     'proxy_protocol_networks=localhost',
     // Runs before the first connection is accepted, on every start: root has its password
     // from the first start on, and the system accounts are repaired (agent/mysql/init-sql.ts).
