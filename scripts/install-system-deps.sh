@@ -15,6 +15,14 @@ SERVICES=(mariadb nginx haproxy)
 
 log() { printf 'install-system-deps: %s\n' "$*" >&2; }
 
+# The group every database server runs in (docs/security/mysql.md): each database gets its own
+# uid in it, never root; the agent creates the group itself when this script did not run.
+ensure_node_group() {
+  getent group fulcrum-db >/dev/null 2>&1 && return 0
+  [ "$(id -u)" -eq 0 ] || return 0
+  groupadd --system fulcrum-db && log "created group fulcrum-db"
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
@@ -39,6 +47,7 @@ stop_system_services() {
 }
 
 if [ "${#missing[@]}" -eq 0 ]; then
+  ensure_node_group
   stop_system_services
   log "all present: ${PKGS[*]}"
   exit 0
@@ -94,5 +103,6 @@ if ! apt-get install "${APT_OPTS[@]}" "${missing[@]}"; then
   apt-get install "${APT_OPTS[@]}" "${missing[@]}"
 fi
 
+ensure_node_group
 stop_system_services
 log "done: ${PKGS[*]}"

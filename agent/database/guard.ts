@@ -2,6 +2,7 @@ import { systemClock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import { ensureReplicationUser, replicationUserIntact } from '../mysql/accounts.js';
 import { q, type AdminConnection } from '../mysql/admin.js';
+import { PIN_MYSQL_SCHEMA } from '../mysql/init-sql.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 
 /** MariaDB's answers when root@localhost's password was changed, or the account dropped or locked. */
@@ -14,8 +15,9 @@ const restarted = new Map<string, number>();
  * linroot needs CREATE USER to manage users, and in MariaDB 10.11 that privilege covers every
  * account: a customer can drop or alter root@localhost and fulcrum_repl (docs/security/mysql.md).
  * This detects and repairs it on every observation. Inside a working root session: the
- * replication account is re-made when it is not as the agent made it; root stripped of its
- * grants means a restart. `lockedOut` tells a connection error that means root itself was
+ * replication account is re-made when it is not as the agent made it; an account given a schema
+ * pattern that matches `mysql` gets a read-only grant on `mysql` (PIN_MYSQL_SCHEMA); root
+ * stripped of its grants means a restart. `lockedOut` tells a connection error that means root itself was
  * changed; the node is then restarted, and its init file (agent/mysql/init-sql.ts) restores
  * both accounts before the first connection.
  */
@@ -23,6 +25,16 @@ export async function guardSession(c: AdminConnection, replPassword: string): Pr
   const grants = (await q(c, 'SHOW GRANTS FOR CURRENT_USER()')).map((g) => String(Object.values(g)[0]));
   if (!grants.some((g) => g.startsWith('GRANT ALL PRIVILEGES ON *.*') && g.includes('WITH GRANT OPTION'))) return 'restart';
   if (!(await replicationUserIntact(c, replPassword))) await ensureReplicationUser(c, replPassword, true);
+  const exposed = await q(c, "SELECT 1 FROM mysql.db d WHERE 'mysql' LIKE d.Db AND d.Db <> 'mysql' AND NOT EXISTS (SELECT 1 FROM mysql.db e WHERE e.Host = d.Host AND e.User = d.User AND e.Db = 'mysql') LIMIT 1");
+  if (exposed.length > 0) {
+    await c.query('SET SESSION sql_log_bin=0');
+    try {
+      await c.query(PIN_MYSQL_SCHEMA);
+      await c.query('FLUSH PRIVILEGES');
+    } finally {
+      await c.query('SET SESSION sql_log_bin=1');
+    }
+  }
   return 'ok';
 }
 

@@ -11,18 +11,20 @@ export const REPL_USER = 'fulcrum_repl';
  * the pattern `%` rather than on `*.*`, because MariaDB uses the most specific schema grant that
  * matches: the explicit read-only grant on `mysql` then wins over `%`, so the system schema
  * cannot be written (no self-granted privileges, no plugin rows, no routines defined as root).
- * Withheld: FILE, SUPER, SHUTDOWN, RELOAD, PROCESS (the agent's statements carry passwords),
- * SET USER (a DEFINER of root), CONNECTION ADMIN, READ_ONLY ADMIN, every replication and binlog
- * privilege, FEDERATED ADMIN, CREATE TABLESPACE.
+ * PROCESS is given (information_schema's InnoDB tables, e.g. to check encryption at rest: every
+ * thread on the server is the customer's or the agent's) and RELOAD (FLUSH TABLES ... FOR
+ * EXPORT); the global privileges come without GRANT OPTION, so linroot cannot pass them on.
+ * Withheld: FILE, SUPER, SHUTDOWN, SET USER (a DEFINER of root), CONNECTION ADMIN, READ_ONLY ADMIN, every replication and
+ * binlog privilege, FEDERATED ADMIN, CREATE TABLESPACE.
  */
 export const ADMIN_SCHEMA_PRIVILEGES = [
   'SELECT', 'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'REFERENCES', 'INDEX', 'ALTER',
   'CREATE TEMPORARY TABLES', 'LOCK TABLES', 'EXECUTE', 'CREATE VIEW', 'SHOW VIEW', 'CREATE ROUTINE',
   'ALTER ROUTINE', 'EVENT', 'TRIGGER', 'DELETE HISTORY',
 ].join(', ');
-export const ADMIN_GLOBAL_PRIVILEGES = 'CREATE USER, SHOW DATABASES';
+export const ADMIN_GLOBAL_PRIVILEGES = 'CREATE USER, SHOW DATABASES, PROCESS, RELOAD';
 /** Bumped whenever the grants above change, so existing accounts are re-granted (state.accountsKey). */
-export const ADMIN_GRANTS_VERSION = 2;
+export const ADMIN_GRANTS_VERSION = 3;
 const REPL_PRIVILEGES = 'REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR';
 
 /**
@@ -64,7 +66,7 @@ export async function syncAdminAccounts(c: AdminConnection, allowList: string[],
     } else {
       await c.query('CREATE USER ?@? IDENTIFIED BY ?', [ADMIN_USER, host, password]);
     }
-    await c.query(`GRANT ${ADMIN_GLOBAL_PRIVILEGES} ON *.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
+    await c.query(`GRANT ${ADMIN_GLOBAL_PRIVILEGES} ON *.* TO ?@?`, [ADMIN_USER, host]);
     await c.query(`GRANT ${ADMIN_SCHEMA_PRIVILEGES} ON \`%\`.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
     await c.query('GRANT SELECT ON mysql.* TO ?@?', [ADMIN_USER, host]);
   }

@@ -2,11 +2,22 @@ import { REPL_USER } from './accounts.js';
 
 /**
  * Global privilege bits (mysql.global_priv `access`, MariaDB 10.11) an account other than the
- * agent's may hold: CREATE USER, SHOW DATABASES and GRANT OPTION, the only global privileges
- * linroot has and can pass on. Anything else there was written into the grant tables directly
+ * agent's may hold: linroot's CREATE USER, SHOW DATABASES, PROCESS and RELOAD (which it cannot
+ * pass on). Anything else there was written into the grant tables directly
  * (docs/security/mysql.md) and is stripped at start.
  */
-const CUSTOMER_GLOBAL_ACCESS = (1 << 25) + (1 << 14) + (1 << 10);
+const CUSTOMER_GLOBAL_ACCESS = (1 << 25) + (1 << 14) + (1 << 8) + (1 << 6);
+
+/**
+ * A schema grant on a pattern that matches `mysql` (linroot may grant `%` to accounts it makes)
+ * would let that account write the system schema: MariaDB uses the most specific matching
+ * schema grant, so an explicit read-only grant on `mysql` for every such account closes it.
+ * Run at start and on every observation (agent/database/guard.ts); node-local.
+ */
+export const PIN_MYSQL_SCHEMA =
+  "INSERT INTO mysql.db (Host, Db, User, Select_priv) SELECT DISTINCT d.Host, 'mysql', d.User, 'Y' FROM mysql.db d" +
+  " WHERE 'mysql' LIKE d.Db AND d.Db <> 'mysql'" +
+  " AND NOT EXISTS (SELECT 1 FROM mysql.db e WHERE e.Host = d.Host AND e.User = d.User AND e.Db = 'mysql')";
 
 /** A string literal for the init file (which takes no parameters). */
 function lit(s: string): string {
@@ -33,6 +44,7 @@ export function renderInitSql(p: { adminPassword: string; replPassword: string }
       " WHERE NOT (User = 'root' AND Host = 'localhost') AND NOT (User = 'mariadb.sys' AND Host = 'localhost');",
     `UPDATE mysql.global_priv SET Priv = JSON_SET(Priv, '$.access', 0) WHERE User = '${REPL_USER}';`,
     'DELETE FROM mysql.plugin;',
+    `${PIN_MYSQL_SCHEMA};`,
     'FLUSH PRIVILEGES;',
     `CREATE USER IF NOT EXISTS 'root'@'localhost' IDENTIFIED BY ${admin};`,
     `ALTER USER 'root'@'localhost' IDENTIFIED BY ${admin} REQUIRE NONE ACCOUNT UNLOCK;`,

@@ -93,7 +93,7 @@ describe('security: linroot cannot escape the database (process runtime)', () =>
     expect(String(await fails("SET GLOBAL init_connect = 'SELECT 1'"))).toMatch(/denied|SUPER/i);
     expect(String(await fails('SET GLOBAL read_only = OFF'))).toMatch(/denied|SUPER/i);
     expect(String(await fails('SHUTDOWN'))).toMatch(/denied/i);
-    expect(String(await fails('FLUSH PRIVILEGES'))).toMatch(/denied|RELOAD/i);
+    expect(String(await fails('PURGE BINARY LOGS BEFORE NOW()'))).toMatch(/denied/i);
     expect(String(await fails('STOP SLAVE'))).toMatch(/denied/i);
   });
 
@@ -105,8 +105,26 @@ describe('security: linroot cannot escape the database (process runtime)', () =>
     expect(String(await fails("CREATE DEFINER = 'root'@'localhost' PROCEDURE app.p() SELECT 1"))).toMatch(/denied|SUPER|SET USER/i);
     expect(String(await fails("CREATE USER evil@'%' IDENTIFIED BY 'Evil.Pass_01'"))).toBe('null');
     expect(String(await fails("GRANT FILE ON *.* TO evil@'%'"))).toMatch(/denied/i);
+    expect(String(await fails("GRANT RELOAD ON *.* TO evil@'%'"))).toMatch(/denied/i);
     expect(String(await fails("GRANT ALL PRIVILEGES ON *.* TO evil@'%'"))).toMatch(/denied/i);
     expect(String(await fails("GRANT ALL PRIVILEGES ON mysql.* TO evil@'%'"))).toMatch(/denied/i);
+  });
+
+  it("an account linroot gives a pattern matching 'mysql' is pinned read-only on mysql by the agent", async () => {
+    await c.query("CREATE USER sub@'127.0.0.2' IDENTIFIED BY 'Sub.Pass_01'");
+    await c.query("GRANT ALL PRIVILEGES ON `%`.* TO sub@'127.0.0.2'");
+    await until('sub pinned', () =>
+      asRoot(async (r) => {
+        const [rows] = await r.query("SELECT COUNT(*) AS n FROM mysql.db WHERE User = 'sub' AND Db = 'mysql'");
+        return Number((rows as any[])[0].n) === 1;
+      }), 10_000);
+    const sub = await connectFrom({ source: '127.0.0.2', host: db.hostPrimary!, port: 3306, user: 'sub', password: 'Sub.Pass_01', ca: driver.db(41)!.caCertPem });
+    expect(String(await fails("INSERT INTO mysql.plugin VALUES ('server_audit', 'server_audit.so')", sub))).toMatch(/denied/i);
+    expect(String(await fails('CREATE PROCEDURE mysql.p() SELECT 1', sub))).toMatch(/denied/i);
+    await sub.query('CREATE DATABASE subdb');
+    await sub.query('DROP DATABASE subdb');
+    await sub.end();
+    await c.query("DROP USER sub@'127.0.0.2'");
   });
 
   it('what a schema owner and user manager needs still works', async () => {
@@ -120,6 +138,8 @@ describe('security: linroot cannot escape the database (process runtime)', () =>
     await c.query('CREATE EVENT shop.e ON SCHEDULE EVERY 1 DAY DO DELETE FROM shop.items WHERE id < 0');
     await c.query('CREATE TEMPORARY TABLE shop.tmp (x INT)');
     await c.query('LOCK TABLES shop.items WRITE');
+    await c.query('UNLOCK TABLES');
+    await c.query('FLUSH TABLES shop.items FOR EXPORT');
     await c.query('UNLOCK TABLES');
     await c.query("CREATE USER app@'%' IDENTIFIED BY 'App.Pass_01'");
     await c.query("GRANT SELECT, INSERT, UPDATE, DELETE ON shop.* TO app@'%'");
