@@ -8,6 +8,7 @@
  * accounts, which MariaDB's CREATE USER covers) repaired by the agent before it does harm, and
  * the server runs as an unprivileged uid of its own. What a schema owner needs still works.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -182,5 +183,21 @@ describe('security: linroot cannot escape the database (process runtime)', () =>
     const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(status)!.slice(1).map(Number);
     for (const u of uids) expect(u).not.toBe(0);
     expect(uids[0]).not.toBe(process.getuid?.());
+  });
+
+  it('a data dir left owned by root (an agent from before this change) is handed over and starts', async () => {
+    const rt = fx.agent!.runtime;
+    const node = (await rt.list({}))[0]!;
+    await rt.stop(node.name);
+    execFileSync('chown', ['-R', '0:0', node.spec!.dataDir]);
+    await rt.start(node.name);
+    const after = (await rt.inspect(node.name)).ref;
+    expect(readFileSync(`/proc/${after}/status`, 'utf8')).not.toMatch(/^Uid:\s+0\b/m);
+    await until('linroot served after the hand-over', async () => {
+      const x = await linroot();
+      await x.query('SELECT 1');
+      await x.end();
+      return true;
+    });
   });
 });
