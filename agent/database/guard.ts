@@ -6,7 +6,7 @@ import { PIN_MYSQL_SCHEMA } from '../mysql/init-sql.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 
 /** MariaDB's answers when root@localhost's password was changed, or the account dropped or locked. */
-const LOCKED_OUT = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_ACCOUNT_HAS_BEEN_LOCKED', 'ER_DBACCESS_DENIED_ERROR']);
+const LOCKED_OUT = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_ACCOUNT_HAS_BEEN_LOCKED']);
 /** A node restarted to repair its accounts is not restarted again sooner than this. */
 const RESTART_EVERY_MS = 60_000;
 const restarted = new Map<string, number>();
