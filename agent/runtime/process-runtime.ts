@@ -106,6 +106,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       await handOver(user, { dataDir: spec.dataDir, nodeDir: dir, confDir: p.confDir, runDir: p.runDir });
       await shareAncestors(dirname(spec.dataDir), user);
       await shareAncestors(dirname(dir), user);
+      // The binary too: an operator's build may sit in a folder only root can search.
+      await shareAncestors(dirname(spec.engine.binary!), user);
     }
     const errLog = join(dir, 'error.log');
     const args = [
