@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -47,7 +47,7 @@ describe('operations', () => {
   });
 
   it('persists results across a restart so an operation is not run twice', async () => {
-    const { make } = setup();
+    const { make, stateDir } = setup();
     const first = make();
     let calls = 0;
     first.register('deleteBackup', async () => {
@@ -56,7 +56,10 @@ describe('operations', () => {
     const op = { operationId: 'b', databaseId: 1, deleteBackup: { backupId: 3 }, kind: 'deleteBackup' as const };
     first.accept([op as any]);
     await until(() => first.results().length === 1);
-    await new Promise((r) => setTimeout(r, 20));
+    // The result is reported first and written after; wait for the write, not for a fixed time
+    // (20 ms was not enough on a loaded machine).
+    const persisted = join(stateDir, 'operations.json');
+    await until(() => existsSync(persisted) && readFileSync(persisted, 'utf8').includes('"b"'));
     const second = make();
     second.register('deleteBackup', async () => {
       calls++;
