@@ -169,6 +169,7 @@ describe('API error inventory', () => {
       addressType: 'address must be a string of the form ip:port',
       addressFormat: 'Must be a valid IPv4 address followed by :port',
       addressPort: 'Port must be between 1 and 65535.',
+      addressNotAllowed: 'This address is not allowed for a backend node on this server',
     });
   });
 
