@@ -2,7 +2,7 @@
  * The per-process commands. Each starts one composition root, writes where it listens into its
  * state folder (so the lab and scripts can find it), and shuts down cleanly on SIGINT/SIGTERM.
  */
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
 import { parseWireTime } from '../lib/clock.js';
@@ -31,13 +31,23 @@ function required<T>(v: T | undefined, name: string): T {
   return v;
 }
 
+/** A comma-separated flag as a list; undefined when the flag is absent. */
+function list(v: unknown): string[] | undefined {
+  return typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter(Boolean) : undefined;
+}
+
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
     'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string',
+    'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
+    'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
+    'backend-networks': 'string', 'backend-exclude': 'string',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
+  const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
   const cp = await startControlPlane({
     stateDir,
     apiHost: f['api-host'] as string | undefined,
@@ -47,10 +57,18 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     nodebalancerPool: f['nodebalancer-pool'] as string | undefined,
     databasePool: f['database-pool'] as string | undefined,
     hostnameSuffix: f['hostname-suffix'] as string | undefined,
+    apiTls: certFile && keyFile ? { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') } : undefined,
+    metricsHost: f['metrics-host'] as string | undefined,
+    metricsPort: f['metrics-port'] as number | undefined,
+    rateLimits: Object.fromEntries(Object.entries({
+      perToken: f['api-rate-limit'], stats: f['api-stats-rate-limit'], perIp: f['api-ip-rate-limit'],
+    }).filter(([, v]) => v !== undefined)),
+    backendNetworks: list(f['backend-networks']),
+    backendExcluded: list(f['backend-exclude']),
   });
   writeFileSync(
     join(stateDir, 'control-plane.json'),
-    JSON.stringify({ apiUrl: cp.apiUrl, grpcAddress: cp.grpcAddress, pid: process.pid }, null, 2),
+    JSON.stringify({ apiUrl: cp.apiUrl, grpcAddress: cp.grpcAddress, metricsUrl: cp.metricsUrl ?? null, pid: process.pid }, null, 2),
   );
   onShutdown(() => cp.close());
 }

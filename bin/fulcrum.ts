@@ -9,8 +9,12 @@ const usage = `usage: fulcrum <command> [options]
 
   lab            start control plane, data plane and agent on this machine
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
-                 --runtime process|docker (default process)
+                 --runtime process|docker (default process)  --api-tls (HTTPS with a lab CA)
+                 --api-rate-limit N  --api-ip-rate-limit N  --api-stats-rate-limit N
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
+                 [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
+                 [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
+                 [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
   dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
   agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
@@ -21,7 +25,10 @@ async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'lab':
-      return runLab(parseFlags(rest, { state: 'string', 'api-port': 'number', 'api-host': 'string', runtime: 'string' }) as any);
+      return runLab(parseFlags(rest, {
+        state: 'string', 'api-port': 'number', 'api-host': 'string', runtime: 'string',
+        'api-tls': 'boolean', 'api-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'api-stats-rate-limit': 'number',
+      }) as any);
     case 'control-plane': {
       const { runControlPlaneCommand } = await import('./commands.js');
       return runControlPlaneCommand(rest);

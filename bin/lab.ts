@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { ensureLabTls, type LabTls } from './lab-tls.js';
 
 /** Asks the kernel for a free TCP port on host (for the children's /metrics endpoints). */
 function freePort(host: string): Promise<number> {
@@ -27,6 +28,25 @@ export interface LabOptions {
   'api-port'?: number;
   'api-host'?: string;
   runtime?: string;
+  /** Serve the API over HTTPS with a certificate of a lab CA (default: plain HTTP on loopback). */
+  'api-tls'?: boolean;
+  'api-rate-limit'?: number;
+  'api-ip-rate-limit'?: number;
+  'api-stats-rate-limit'?: number;
+}
+
+/**
+ * The lab's control-plane settings beyond its ports (docs/security/api.md): backends may be on
+ * loopback (the lab's whole point), but never the agent's database nodes (127.79/16, the agent's
+ * default pool) nor the lab's own pools and listeners, which the control plane always refuses.
+ */
+function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, metricsPort: number): string[] {
+  const args = ['--backend-networks', '0.0.0.0/0,127.0.0.0/8', '--backend-exclude', '127.79.0.0/16', '--metrics-port', String(metricsPort)];
+  if (tls) args.push('--api-cert', tls.certFile, '--api-key', tls.keyFile);
+  for (const f of ['api-rate-limit', 'api-ip-rate-limit', 'api-stats-rate-limit'] as const) {
+    if (opts[f] !== undefined) args.push(`--${f}`, String(opts[f]));
+  }
+  return args;
 }
 
 interface Child {
@@ -95,11 +115,13 @@ export async function runLab(opts: LabOptions): Promise<void> {
   process.on('SIGTERM', shutdown);
 
   try {
-    const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort)], dirs.logs);
+    const tls = opts['api-tls'] ? ensureLabTls(join(dirs.cp, 'api-tls'), apiHost) : undefined;
+    const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort),
+      ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'))], dirs.logs);
     children.push(cp);
     const cpInfo = await waitFor('the control plane', () => {
       const j = readJson(join(dirs.cp, 'control-plane.json'));
-      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string }) : undefined;
+      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string; metricsUrl: string }) : undefined;
     }, cp);
     const adminToken = readFileSync(join(dirs.cp, 'admin-token'), 'utf8').trim();
 
@@ -116,8 +138,9 @@ export async function runLab(opts: LabOptions): Promise<void> {
       grpcAddress: cpInfo.grpcAddress,
       adminToken,
       stateDir: state,
+      ...(tls ? { apiCaFile: tls.caFile } : {}),
       metrics: {
-        controlPlane: `${cpInfo.apiUrl}/metrics`,
+        controlPlane: cpInfo.metricsUrl,
         dataplane: `http://127.0.0.1:${dpMetrics}/metrics`,
         agent: `http://127.0.0.1:${agentMetrics}/metrics`,
       },
@@ -136,11 +159,11 @@ export async function runLab(opts: LabOptions): Promise<void> {
         `  State:        ${state}   (logs in ${dirs.logs}, details in ${join(state, 'lab.json')})`,
         '',
         'linode-cli:',
-        `  export LINODE_CLI_API_HOST=${hostPort} LINODE_CLI_API_SCHEME=http LINODE_CLI_TOKEN=${adminToken}`,
+        `  export LINODE_CLI_API_HOST=${hostPort} LINODE_CLI_API_SCHEME=${tls ? 'https' : 'http'} LINODE_CLI_TOKEN=${adminToken}${tls ? ` REQUESTS_CA_BUNDLE=${tls.caFile}` : ''}`,
         'Terraform (linode provider) and linodego:',
-        `  export LINODE_URL=${cpInfo.apiUrl} LINODE_API_VERSION=v4 LINODE_TOKEN=${adminToken}`,
+        `  export LINODE_URL=${cpInfo.apiUrl} LINODE_API_VERSION=v4 LINODE_TOKEN=${adminToken}${tls ? ` LINODE_CA=${tls.caFile} SSL_CERT_FILE=${tls.caFile}` : ''}`,
         '@linode/api-v4: setToken(token) and an axios interceptor on baseRequest that rewrites',
-        `  https://api.linode.com to ${cpInfo.apiUrl}`,
+        `  https://api.linode.com to ${cpInfo.apiUrl}${tls ? ` (and NODE_EXTRA_CA_CERTS=${tls.caFile})` : ''}`,
         '',
         'Press Ctrl-C to stop.',
         '',

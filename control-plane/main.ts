@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { createLogger, type Logger } from '../lib/logger.js';
-import { createRegistry } from '../lib/metrics.js';
+import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
 import { openDatabase } from './store/sqlite/database.js';
@@ -13,6 +13,8 @@ import { EventService } from './domain/events/event-service.js';
 import { RegionCatalogue, type Region } from './domain/regions.js';
 import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
+import { RateLimiter, type RateLimitSettings } from './api/rate-limit.js';
+import { BackendNetworks } from './domain/nodebalancers/backend-networks.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
 import type { ControlPlaneContext } from './compose/context.js';
@@ -28,6 +30,16 @@ export interface ControlPlaneOptions {
   nodebalancerPool?: string;
   databasePool?: string;
   hostnameSuffix?: string;
+  /** PEM certificate (chain) and key: the API is served over HTTPS only (docs/security/api.md). */
+  apiTls?: { cert: string; key: string };
+  /** Per-token and per-address API limits; fields left out keep the defaults (api/rate-limit.ts). */
+  rateLimits?: Partial<RateLimitSettings>;
+  /** GET /metrics on its own listener (default host 127.0.0.1, port 0 = random); no port = none. */
+  metricsHost?: string;
+  metricsPort?: number;
+  /** Networks node addresses may be in (default: all but the special ranges), and ones never allowed. */
+  backendNetworks?: string[];
+  backendExcluded?: string[];
   regions?: Region[];
   logger?: Logger;
   registry?: Registry;
@@ -39,6 +51,8 @@ export interface ControlPlane {
   /** The bootstrap admin token (full scopes), kept in <stateDir>/admin-token with mode 0600. */
   adminToken: string;
   grpcAddress: string;
+  /** http://host:port/metrics of the metrics listener, when there is one. */
+  metricsUrl?: string;
   context: ControlPlaneContext;
   close(): Promise<void>;
 }
@@ -62,22 +76,20 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const userService = new UserService(users, auth);
   const events = new EventService(sqliteEvents(db), clock);
   const regions = new RegionCatalogue(opts.regions);
-  const app = createHttpServer(logger);
-  const router = new Router(app, auth);
+  const limiter = new RateLimiter(clock, registry, opts.rateLimits);
+  const app = createHttpServer(logger, { tls: opts.apiTls, limiter });
+  const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
-  app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', registry.contentType);
-    return reply.send(await registry.metrics());
-  });
   const grpcServer = new grpc.Server(serverOptions);
 
   // The product areas, each wiring its store, services, routes and push streams.
+  const nodebalancerPool = opts.nodebalancerPool ?? '127.77.0.0/16';
+  const databasePool = opts.databasePool ?? '127.78.0.0/16';
+  const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools: [nodebalancerPool, databasePool] });
   const context: ControlPlaneContext = {
     db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
-    clock, logger, registry, stateDir: opts.stateDir,
-    nodebalancerPool: opts.nodebalancerPool ?? '127.77.0.0/16',
-    databasePool: opts.databasePool ?? '127.78.0.0/16',
+    clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, databasePool, backends,
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     closers: [],
   };
@@ -93,8 +105,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
   const address = app.server.address();
   const apiPort = typeof address === 'object' && address ? address.port : 0;
-  const apiUrl = `http://${apiHost}:${apiPort}`;
-  logger.info({ apiUrl, grpc: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}` }, 'control plane ready');
+  const apiUrl = `${opts.apiTls ? 'https' : 'http'}://${apiHost}:${apiPort}`;
+  // Metrics name data planes and agents: on their own listener, loopback unless told otherwise.
+  const metricsHost = opts.metricsHost ?? '127.0.0.1';
+  const metricsServer = opts.metricsPort === undefined ? undefined : await serveMetrics(registry, metricsHost, opts.metricsPort);
+  const metricsAddr = metricsServer?.address();
+  const metricsUrl = metricsAddr && typeof metricsAddr === 'object' ? `http://${metricsHost}:${metricsAddr.port}/metrics` : undefined;
+  backends.refuseListener(apiHost, apiPort);
+  backends.refuseListener(opts.grpcHost ?? '127.0.0.1', grpcPort);
+  if (metricsAddr && typeof metricsAddr === 'object') backends.refuseListener(metricsHost, metricsAddr.port);
+  logger.info({ apiUrl, grpc: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`, metricsUrl }, 'control plane ready');
 
   const adminToken = bootstrapAdmin(auth, opts.stateDir, users.count() === 0);
 
@@ -102,11 +122,13 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     apiUrl,
     adminToken,
     grpcAddress: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`,
+    metricsUrl,
     context,
     async close() {
       for (const c of context.closers.reverse()) await c();
       await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
       await app.close();
+      if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       db.close();
     },
   };

@@ -36,6 +36,7 @@ export const apiReasons = {
   bodyNotObject: 'The request body must be a JSON object',
   bodyTooLarge: 'The request body is too large',
   scopeMissing: 'Your OAuth token is not authorized to use this endpoint.',
+  rateLimited: 'Too many requests',
   internal: 'Internal server error',
   positiveInteger: (param: string) => `${param} must be a positive integer`,
   pageMin: 'page must be 1 or greater',

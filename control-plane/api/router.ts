@@ -3,6 +3,8 @@ import { FulcrumError } from '../../lib/errors.js';
 import type { Actor, AuthService } from '../domain/auth/auth-service.js';
 import { hasScope, parseRequired } from '../domain/auth/scopes.js';
 import { apiReasons, badRequest } from './errors.js';
+import { RateLimiter, tighter, type RateTier } from './rate-limit.js';
+import { rateVerdict } from './server.js';
 
 export interface RequestContext {
   /** Undefined only on public routes called without a token. */
@@ -22,13 +24,16 @@ export type PublicHandler = (ctx: RequestContext) => unknown;
 
 /**
  * Registers routes on both /v4 and /v4beta (identical behaviour, as on the real service),
- * authenticates, checks the token's scope, and stores the caller for the header hook.
- * Handlers stay thin: parse, call one domain service, return the wire object.
+ * authenticates, counts the call against the token's rate limit, checks the token's scope, and
+ * stores the caller for the header hook. Routes under `/fulcrum/` (data planes, agents, tokens
+ * for others) are for unrestricted users only. Handlers stay thin: parse, call one domain
+ * service, return the wire object.
  */
 export class Router {
   constructor(
     private readonly app: FastifyInstance,
     private readonly auth: AuthService,
+    private readonly limiter?: RateLimiter,
   ) {}
 
   get(path: string, scope: string, h: Handler): void { this.add('GET', path, scope, h); }
@@ -38,31 +43,42 @@ export class Router {
 
   /** A route any valid token may call, whatever its scopes (e.g. /profile/grants). */
   getAuthenticated(path: string, h: Handler): void {
-    this.register('GET', path, '*', (req) => this.authenticate(req), async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
+    this.register('GET', path, '*', (req) => this.authenticate(req, path), async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
   }
 
   /** A route anyone may call; a token, when sent, must still be valid. */
   publicGet(path: string, h: PublicHandler): void {
-    this.register('GET', path, '*', (req) => (req.headers.authorization ? this.authenticate(req) : undefined), async (req, actor) =>
+    this.register('GET', path, '*', (req) => (req.headers.authorization ? this.authenticate(req, path) : undefined), async (req, actor) =>
       h(this.context(req, actor)),
     );
   }
 
   private add(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, scope: string, h: Handler): void {
     const required = parseRequired(scope);
+    // Fulcrum's own endpoints name data planes, agents and other users: admins only, refused
+    // the way the account's admin-only endpoints refuse a restricted user (docs/security/api.md).
+    const adminOnly = path.startsWith('/fulcrum/');
     const guard = (req: FastifyRequest): Actor => {
-      const actor = this.authenticate(req);
+      const actor = this.authenticate(req, path);
       if (!hasScope(actor.scopes, required)) {
         throw new FulcrumError('scope_missing', apiReasons.scopeMissing);
       }
+      if (adminOnly) this.auth.requireUnrestricted(actor);
       return actor;
     };
     this.register(method, path, scope, guard, async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
   }
 
-  private authenticate(req: FastifyRequest): Actor {
+  private authenticate(req: FastifyRequest, path: string): Actor {
     const actor = this.auth.authenticate(req.headers.authorization);
     (req as any).fulcrumScopes = actor.scopes;
+    if (this.limiter) {
+      // Stats have their own, smaller per-token limit, as on the real service (docs/api.md).
+      const tier: RateTier = path.endsWith('/stats') ? 'stats' : 'general';
+      const v = this.limiter.takeToken(actor.token.id, tier);
+      (req as any).fulcrumRate = tighter(rateVerdict(req), v);
+      if (v && !v.allowed) throw RateLimiter.tooMany();
+    }
     return actor;
   }
 

@@ -2,16 +2,32 @@ import Fastify, { type FastifyInstance, type FastifyError } from 'fastify';
 import type { Logger } from '../../lib/logger.js';
 import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
 import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, toApiError } from './errors.js';
+import { RateLimiter, type RateVerdict } from './rate-limit.js';
 
 const SPEC_VERSION = '4.176.0';
+
+export interface HttpServerOptions {
+  bodyLimit?: number;
+  /** PEM certificate (chain) and key: the API is then served over HTTPS only (docs/security/api.md). */
+  tls?: { cert: string; key: string };
+  /** Per-address limits here, per-token ones in the router; without one no limit is advertised. */
+  limiter?: RateLimiter;
+}
+
+/** The verdict of the limits a request was counted against, for the `X-RateLimit-*` headers. */
+export function rateVerdict(req: object): RateVerdict | undefined {
+  return (req as { fulcrumRate?: RateVerdict }).fulcrumRate;
+}
 
 /**
  * Builds the fastify instance with the real API's wire format: every response is exactly
  * `Content-Type: application/json` (linodego compares it string for string on errors), carries
  * the headers real responses carry, and every error is `{"errors":[{reason, field?}]}`.
  */
-export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = {}): FastifyInstance {
+export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): FastifyInstance {
+  const limiter = opts.limiter;
   const app = Fastify({
+    ...(opts.tls ? { https: { cert: opts.tls.cert, key: opts.tls.key } } : {}),
     // Per-request logs only at debug: an API under a polling client would drown the rest.
     loggerInstance: logger.child({ component: 'api' }, { level: logger.level === 'debug' || logger.level === 'trace' ? logger.level : 'warn' }) as any,
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
@@ -44,6 +60,16 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
     }
   });
 
+  // Every request counts against its client address first, before the token is even read, so
+  // guessing tokens or hammering public routes is limited too.
+  if (limiter) {
+    app.addHook('onRequest', async (req) => {
+      const v = limiter.takeIp(req.socket.remoteAddress);
+      (req as any).fulcrumRate = v;
+      if (v && !v.allowed) throw RateLimiter.tooMany();
+    });
+  }
+
   app.addHook('onSend', async (req, reply, payload) => {
     const accepted = (req as any).fulcrumAccepted as string | undefined;
     const scopes = (req as any).fulcrumScopes as string | undefined;
@@ -64,9 +90,10 @@ export function createHttpServer(logger: Logger, opts: { bodyLimit?: number } = 
       'x-content-type-options': 'nosniff',
       'x-frame-options': 'DENY',
       'x-xss-protection': '1; mode=block',
-      'x-ratelimit-limit': req.url.includes('/stats') ? '50' : '400',
       'x-spec-version': SPEC_VERSION,
     });
+    const rate = rateVerdict(req);
+    if (limiter && rate) reply.headers(limiter.headers(rate));
     return payload;
   });
 

@@ -9,6 +9,7 @@ import type { AuthService } from '../domain/auth/auth-service.js';
 import type { UserService } from '../domain/auth/user-service.js';
 import type { EventService } from '../domain/events/event-service.js';
 import type { RegionCatalogue } from '../domain/regions.js';
+import type { BackendNetworks } from '../domain/nodebalancers/backend-networks.js';
 
 /**
  * What main.ts builds once and hands to each product area (compose/nodebalancers.ts,
@@ -35,6 +36,8 @@ export interface ControlPlaneContext {
   /** IPv4 pool for database endpoints, e.g. 127.78.0.0/16. */
   databasePool: string;
   hostnameSuffix: string;
+  /** Where node addresses may point: the operator's backend networks minus Fulcrum's own services. */
+  backends: BackendNetworks;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

@@ -22,6 +22,7 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): void {
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,
+    backends: ctx.backends,
     onChange: () => push.notifyChanged(),
   });
   push.register(ctx.grpcServer);

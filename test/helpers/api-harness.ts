@@ -42,9 +42,15 @@ export interface ApiHarness {
   close(): Promise<void>;
 }
 
+/** What test harnesses configure as backend networks: everything, loopback included. */
+export const testBackendNetworks = ['0.0.0.0/0', '127.0.0.0/8'];
+
 export async function startApi(opts: Partial<ControlPlaneOptions> = {}): Promise<ApiHarness> {
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-api-'));
-  const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, logger: silentLogger(), ...opts });
+  // Tests use loopback and documentation addresses as backends: allow loopback explicitly, as
+  // the lab does (the product default refuses it; docs/security/api.md). Pass
+  // `backendNetworks: undefined` to test the product default.
+  const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, logger: silentLogger(), backendNetworks: testBackendNetworks, ...opts });
   const db = cp.context.db;
   const grantsOf = (g: Partial<Grants> = {}): Grants => ({ global: {}, nodebalancer: {}, database: {}, ...g });
 

@@ -13,6 +13,8 @@ export interface LabInfo {
   stateDir: string;
   pids: { lab: number; controlPlane: number; dataplane: number; agent: number };
   metrics: { controlPlane: string; dataplane: string; agent: string };
+  /** The lab CA's certificate when the lab serves HTTPS (`--api-tls`). */
+  apiCaFile?: string;
 }
 
 export interface RunningLab {
@@ -47,10 +49,19 @@ export function runFulcrum(args: string[]): ChildProcess {
   });
 }
 
+/**
+ * The e2e tests poll the API every 50-200 ms for up to minutes with one admin token, past the
+ * product's 400 requests per token per minute (docs/security/api.md): their labs raise the limits
+ * explicitly. test/security/api-tls-limits.test.ts checks the product defaults.
+ */
+export const testRateLimits = { perToken: 100_000, perIp: 100_000, stats: 100_000 };
+const testRateLimitFlags = ['--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp),
+  '--api-stats-rate-limit', String(testRateLimits.stats)];
+
 /** Starts `fulcrum lab` on random ports in a fresh (or given) state folder and waits for lab.json. */
 export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 'docker' } = {}): Promise<RunningLab> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'fulcrum-lab-'));
-  const proc = runFulcrum(['lab', '--state', stateDir, '--api-port', '0', '--runtime', opts.runtime ?? 'process']);
+  const proc = runFulcrum(['lab', '--state', stateDir, '--api-port', '0', '--runtime', opts.runtime ?? 'process', ...testRateLimitFlags]);
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));

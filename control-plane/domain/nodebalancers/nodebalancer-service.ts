@@ -8,6 +8,7 @@ import type { RegionCatalogue } from '../regions.js';
 import type { Body } from '../validation/fields.js';
 import type { NbConfig, NbNode, NodeBalancer } from './model.js';
 import { validateConfig, validateNode, validateNodeBalancerCreate, validateNodeBalancerUpdate, validateRebuildNodes } from './validation.js';
+import type { BackendCheck } from './backend-networks.js';
 
 export interface NodeBalancerServiceDeps {
   repo: NodeBalancerRepository;
@@ -18,6 +19,8 @@ export interface NodeBalancerServiceDeps {
   clock: Clock;
   /** The IPv4 pool NodeBalancer addresses come from, e.g. 127.77.0.0/16. */
   pool: string;
+  /** Where node addresses may point (backend-networks.ts). */
+  backends: BackendCheck;
   /** Called after every committed change; the push server coalesces these into snapshots. */
   onChange: () => void;
 }
@@ -58,6 +61,7 @@ export class NodeBalancerService {
     const { label, region, clientConnThrottle, tags, configs } = validateNodeBalancerCreate(body, {
       regionExists: (id) => this.d.regions.has(id, 'NodeBalancers'),
       labelTaken: (l) => this.d.repo.byLabel(l) !== undefined,
+      backends: this.d.backends,
     });
 
     const nb = this.d.repo.transaction(() => {
@@ -157,7 +161,7 @@ export class NodeBalancerService {
     const used = this.d.repo.configs(nbId).filter((c) => c.id !== configId).map((c) => c.port);
     const cfg = validateConfig(errs, body, '', used, cur);
     const existing = new Map(this.d.repo.nodes(configId).map((n) => [n.id, n]));
-    const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing);
+    const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing, this.d.backends);
     errs.throwIfAny();
     this.d.repo.transaction(() => {
       this.d.repo.updateConfig(configId, cfg!);
@@ -185,7 +189,7 @@ export class NodeBalancerService {
   createNode(actor: Actor, nbId: number, configId: number, body: Body): NbNode {
     this.config(actor, nbId, configId, 'read_write');
     const errs = new ErrorCollector();
-    const node = validateNode(errs, body, '');
+    const node = validateNode(errs, body, '', undefined, this.d.backends);
     errs.throwIfAny();
     const created = this.d.repo.createNode(nbId, configId, node!);
     this.changed(actor, 'nodebalancer_node_create', this.d.repo.get(nbId)!);
@@ -195,7 +199,7 @@ export class NodeBalancerService {
   updateNode(actor: Actor, nbId: number, configId: number, nodeId: number, body: Body): NbNode {
     const cur = this.node(actor, nbId, configId, nodeId, 'read_write');
     const errs = new ErrorCollector();
-    const node = validateNode(errs, body, '', cur);
+    const node = validateNode(errs, body, '', cur, this.d.backends);
     errs.throwIfAny();
     this.d.repo.updateNode(nodeId, node!);
     this.changed(actor, 'nodebalancer_node_update', this.d.repo.get(nbId)!);

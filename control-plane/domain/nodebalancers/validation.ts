@@ -3,6 +3,7 @@ import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4 } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, fieldPath, type Body, type FieldSpec } from '../validation/fields.js';
 import type { NewConfig, NewNode, NbConfig, NbNode } from './model.js';
+import type { BackendCheck } from './backend-networks.js';
 import { configDefaults } from './model.js';
 
 /**
@@ -66,6 +67,7 @@ export const nodeBalancerReasons = {
   addressType: 'address must be a string of the form ip:port',
   addressFormat: 'Must be a valid IPv4 address followed by :port',
   addressPort: 'Port must be between 1 and 65535.',
+  addressNotAllowed: 'This address is not allowed for a backend node on this server',
 } as const;
 
 const R = nodeBalancerReasons;
@@ -164,9 +166,10 @@ function validateTags(errs: ErrorCollector, v: unknown): string[] | undefined {
 
 /**
  * Validates a node body. `base` is the current node on update (partial bodies keep the other
- * fields), undefined on create (label and address required).
+ * fields), undefined on create (label and address required). An address sent must also lie in
+ * the backend networks (docs/security/api.md); a stored one is not checked again.
  */
-export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, base?: NbNode): NewNode | undefined {
+export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, base?: NbNode, backends?: BackendCheck): NewNode | undefined {
   if (b === null || typeof b !== 'object' || Array.isArray(b)) {
     errs.add(prefix || undefined, R.nodeObject);
     return undefined;
@@ -175,6 +178,8 @@ export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, b
   const specs = base ? { ...nodeSpecs, label: { ...nodeSpecs.label, required: undefined }, address: { ...nodeSpecs.address, required: undefined } } : nodeSpecs;
   const v = checkFields(errs, b as Body, specs, prefix);
   if (errs.errors.length > before) return undefined;
+  const address = v.address as string | undefined;
+  if (address && backends && !backends.allowsAddress(address)) return void errs.add(fieldPath(prefix, 'address'), R.addressNotAllowed);
   return {
     label: (v.label as string | undefined) ?? base!.label,
     address: (v.address as string | undefined) ?? base!.address,
@@ -290,7 +295,7 @@ export interface NodeBalancerCreateInput {
 }
 
 /** The configs (each with its nodes) of a NodeBalancer create. */
-function validateCreateConfigs(errs: ErrorCollector, raw: unknown): NodeBalancerCreateInput['configs'] {
+function validateCreateConfigs(errs: ErrorCollector, raw: unknown, backends?: BackendCheck): NodeBalancerCreateInput['configs'] {
   const configs: NodeBalancerCreateInput['configs'] = [];
   if (raw === undefined || raw === null) return configs;
   if (!Array.isArray(raw)) errs.add('configs', R.configsArray);
@@ -307,7 +312,7 @@ function validateCreateConfigs(errs: ErrorCollector, raw: unknown): NodeBalancer
       } else if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, R.nodesArray);
       else if (rawNodes.length > 255) errs.add(`configs[${i}].nodes`, R.nodesMax);
       else rawNodes.forEach((n, j) => {
-        const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`);
+        const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`, undefined, backends);
         if (node) nodes.push(node);
       });
       if (cfg) {
@@ -320,7 +325,7 @@ function validateCreateConfigs(errs: ErrorCollector, raw: unknown): NodeBalancer
 }
 
 /** POST /nodebalancers: the whole body, configs and nodes included; throws every violation at once. */
-export function validateNodeBalancerCreate(body: Body, look: { regionExists(id: string): boolean; labelTaken(label: string): boolean }): NodeBalancerCreateInput {
+export function validateNodeBalancerCreate(body: Body, look: { regionExists(id: string): boolean; labelTaken(label: string): boolean; backends?: BackendCheck }): NodeBalancerCreateInput {
   const errs = new ErrorCollector();
   const region = checkField<string>(errs, body, 'region', {
     required: R.regionRequired,
@@ -331,7 +336,7 @@ export function validateNodeBalancerCreate(body: Body, look: { regionExists(id: 
   const clientConnThrottle = checkField<number>(errs, body, 'client_conn_throttle', throttle) ?? 0;
   const tags = validateTags(errs, body.tags) ?? [];
   checkField(errs, body, 'firewall_id', { null: 'absent', check: () => R.firewalls });
-  const configs = validateCreateConfigs(errs, body.configs);
+  const configs = validateCreateConfigs(errs, body.configs, look.backends);
   errs.throwIfAny();
   return { label, region: region!, clientConnThrottle, tags, configs };
 }
@@ -350,7 +355,7 @@ export function validateNodeBalancerUpdate(body: Body, look: { current: string; 
  * The node list of a config rebuild: listed nodes with an id are updates of `existing` nodes,
  * nodes without one are creates.
  */
-export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existing: Map<number, NbNode>): { updates: { id: number; node: NewNode }[]; creates: NewNode[] } {
+export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existing: Map<number, NbNode>, backends?: BackendCheck): { updates: { id: number; node: NewNode }[]; creates: NewNode[] } {
   const updates: { id: number; node: NewNode }[] = [];
   const creates: NewNode[] = [];
   if (!Array.isArray(raw)) {
@@ -366,10 +371,10 @@ export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existin
       if (!base) return errs.add(`${prefix}.id`, R.nodeNotInConfig);
       if (seen.has(base.id)) return errs.add(`${prefix}.id`, R.nodeTwice);
       seen.add(base.id);
-      const node = validateNode(errs, n, prefix, base);
+      const node = validateNode(errs, n, prefix, base, backends);
       if (node) updates.push({ id: base.id, node });
     } else {
-      const node = validateNode(errs, n, prefix);
+      const node = validateNode(errs, n, prefix, undefined, backends);
       if (node) creates.push(node);
     }
   });

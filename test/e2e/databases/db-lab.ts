@@ -9,7 +9,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
-import { repoRoot, until } from '../../helpers/lab.js';
+import { repoRoot, testRateLimits, until } from '../../helpers/lab.js';
 
 export { until };
 export const MYSQL = '/v4/databases/mysql/instances';
@@ -44,7 +44,8 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   const octet = 100 + Math.floor(Math.random() * 150);
   const pool = `127.78.${octet}.0/24`;
   const nodePool = `127.79.${octet}.0/24`;
-  const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger() });
+  // Status polls every 100 ms for minutes: past the product's per-token limit (helpers/lab.ts).
+  const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger(), rateLimits: testRateLimits });
   const agentId = `e2e-${name}`;
   let child: ChildProcess | undefined;
   let out = '';

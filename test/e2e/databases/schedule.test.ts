@@ -9,6 +9,7 @@ import { detectLocalEngines } from '../../../control-plane/domain/databases/cata
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { databaseDir } from '../../../agent/database/state.js';
 import { MYSQL, until } from './db-lab.js';
+import { testRateLimits } from '../../helpers/lab.js';
 
 /**
  * Issue 8 acceptance 4 (auto backups at 00:00 UTC keeping 7, caught up after an agent restart)
@@ -62,7 +63,8 @@ describe('Managed MySQL schedules with an injected clock', () => {
     engineId = e.id;
     binary = e.binary;
     writeFileSync(enginesFile, JSON.stringify([{ id: engineId, binary }]));
-    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`, logger: silentLogger() });
+    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`, logger: silentLogger(),
+      rateLimits: testRateLimits }); // polls every 100 ms for minutes (helpers/lab.ts)
     await start();
     const d = await api('POST', MYSQL, { label: 'sched-db', region: 'us-east', type: 'g6-nanode-1', engine: engineId, allow_list: ['0.0.0.0/0'] });
     id = d.id;

@@ -10,7 +10,7 @@ describe('databases API: catalogue, validation and preconditions', () => {
   let api: ApiHarness;
   let engine: string;
   beforeAll(async () => {
-    api = await startApi();
+    api = await startApi({ metricsPort: 0 });
     engine = await firstEngine(api);
   });
   afterAll(async () => api?.close());
@@ -158,7 +158,7 @@ describe('databases API: catalogue, validation and preconditions', () => {
   });
 
   it('exposes databases by status as a metric', async () => {
-    const text = await (await fetch(`${api.url}/metrics`)).text();
+    const text = await (await fetch(api.cp.metricsUrl!)).text();
     expect(text).toMatch(/^fulcrum_databases\{status="provisioning"[^}]*\} [1-9]/m);
   });
 

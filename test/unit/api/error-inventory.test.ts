@@ -96,6 +96,7 @@ describe('API error inventory', () => {
       bodyNotObject: 'The request body must be a JSON object',
       bodyTooLarge: 'The request body is too large',
       scopeMissing: 'Your OAuth token is not authorized to use this endpoint.',
+      rateLimited: 'Too many requests',
       internal: 'Internal server error',
       positiveInteger: '{0} must be a positive integer',
       pageMin: 'page must be 1 or greater',
@@ -168,6 +169,7 @@ describe('API error inventory', () => {
       addressType: 'address must be a string of the form ip:port',
       addressFormat: 'Must be a valid IPv4 address followed by :port',
       addressPort: 'Port must be between 1 and 65535.',
+      addressNotAllowed: 'This address is not allowed for a backend node on this server',
     });
   });
 
