@@ -15,6 +15,8 @@ const EMPTY = Buffer.alloc(0);
  * backpressure, half-close passed on (a client that shuts its write side still gets the rest of
  * the response). The client socket is not read until the backend is connected, so a failed connect
  * can be retried on another node with nothing sent, and a PROXY header is the first write.
+ * Once connected, each side has an idle timeout (HAProxy's `timeout client` / `timeout server`):
+ * a side with no byte read or written for `idleMs` closes the session (docs/dataplane.md).
  */
 export class TcpSession {
   private backend: Socket | null = null;
@@ -28,7 +30,7 @@ export class TcpSession {
   private readonly ip: string;
   private readonly hash: number;
 
-  constructor(private readonly rt: SessionConfig, private readonly client: Socket) {
+  constructor(private readonly rt: SessionConfig, private readonly client: Socket, private readonly idleMs: number) {
     // The same key as http sessions and the throttle: an IPv4 client seen through a dual-stack
     // socket (`::ffff:a.b.c.d`) sticks and hashes as a.b.c.d.
     this.ip = unmapIpv4(client.remoteAddress ?? '');
@@ -90,9 +92,17 @@ export class TcpSession {
     const b = this.backend!;
     const c = this.client;
     this.connected = true;
-    b.setTimeout(0);
     b.removeListener('timeout', this.onConnectTimeout);
     if (this.closed) return this.close();
+    // Real time: the peers measure idleness on their own clocks too. Node re-arms a socket's
+    // timeout on every read and write without a timer call, so it costs nothing per chunk.
+    const idle = this.idleMs > 0 ? this.idleMs : 0;
+    b.setTimeout(idle);
+    c.setTimeout(idle);
+    if (idle > 0) {
+      b.on('timeout', this.onIdle);
+      c.on('timeout', this.onIdle);
+    }
     const pp = this.rt.spec.proxyProtocol;
     if (pp !== 'none') {
       const ends = { srcIp: c.remoteAddress ?? '', srcPort: c.remotePort ?? 0, dstIp: c.localAddress ?? '', dstPort: c.localPort ?? 0 };
@@ -115,6 +125,10 @@ export class TcpSession {
       if (this.clientEnded) this.close();
     });
     b.on('close', () => this.close());
+  };
+
+  private readonly onIdle = (): void => {
+    this.close();
   };
 
   private readonly onBackendRead = (n: number, buf: Buffer): boolean => {
