@@ -50,7 +50,7 @@ export class DatabaseController extends Cluster {
 
   constructor(deps: ControllerDeps) {
     super(deps);
-    this.endpoints = new EndpointSet(this.log, `db${deps.id}`);
+    this.endpoints = new EndpointSet(this.log, `db${deps.id}`, (reason) => deps.metrics?.frontProxyRefused.inc({ reason }));
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 

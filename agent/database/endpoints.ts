@@ -1,5 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
-import { createFrontProxy, type FrontProxy } from '../endpoints/front-proxy.js';
+import { createFrontProxy, type FrontProxy, type FrontProxyRefusal } from '../endpoints/front-proxy.js';
 import { NODE_PORT } from './state.js';
 
 /** Where a database's two endpoints listen, whom they admit and which nodes they lead to. */
@@ -25,7 +25,7 @@ export class EndpointSet {
   private readonly proxies = new Map<Role, FrontProxy>();
   private applied = '';
 
-  constructor(private readonly log: Logger, private readonly name: string) {}
+  constructor(private readonly log: Logger, private readonly name: string, private readonly onRefused?: (reason: FrontProxyRefusal) => void) {}
 
   isCurrent(target: EndpointTarget): boolean {
     return this.applied === targetKey(target);
@@ -40,7 +40,7 @@ export class EndpointSet {
         p = undefined;
       }
       if (!p) {
-        p = createFrontProxy({ host: hosts[role], port: target.port || NODE_PORT, logger: this.log, name: `${this.name}-${role}` });
+        p = createFrontProxy({ host: hosts[role], port: target.port || NODE_PORT, logger: this.log, name: `${this.name}-${role}`, onRefused: this.onRefused });
         await p.listen();
         this.proxies.set(role, p);
       }
