@@ -36,7 +36,9 @@ describe('descriptor exhaustion', () => {
     return seen;
   }
   async function settled(): Promise<void> {
-    await waitFor(async () => (await accountedFor()) >= attempts, 30_000, 'attempts accounted for');
+    // Bounded: a data plane out of descriptors never accounts for them all, and the assertions
+    // that follow say what broke.
+    await waitFor(async () => (await accountedFor()) >= attempts, 15_000, 'attempts accounted for').catch(() => undefined);
   }
 
   /** Opens `n` connections from `from`, keeps them, and waits until the data plane decided on each. */
@@ -48,6 +50,8 @@ describe('descriptor exhaustion', () => {
       s.on('error', () => undefined);
       s.once('close', () => resolve());
       s.once('connect', () => resolve());
+      // A data plane out of descriptors leaves handshakes in its backlog: do not wait for them.
+      setTimeout(resolve, 5000).unref();
     })));
     await settled();
   }
