@@ -12,6 +12,8 @@ const usage = `usage: fulcrum <command> [options]
                  --runtime process|docker (default process)
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
   dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
+                 [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
+                 [--max-conns-per-nodebalancer N] [--fd-reserve N] [--tcp-idle-timeout SECONDS]
   agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
                  [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]]
