@@ -15,8 +15,10 @@ const EMPTY = Buffer.alloc(0);
  * backpressure, half-close passed on (a client that shuts its write side still gets the rest of
  * the response). The client socket is not read until the backend is connected, so a failed connect
  * can be retried on another node with nothing sent, and a PROXY header is the first write.
- * Once connected, each side has an idle timeout (HAProxy's `timeout client` / `timeout server`):
- * a side with no byte read or written for `idleMs` closes the session (docs/dataplane.md).
+ * Once connected, the session has an idle timeout (HAProxy's `timeout client` / `timeout server`):
+ * no byte either way, on either side, for `idleMs` closes it (docs/dataplane.md). Chunks only bump
+ * a counter; a coarse timer (a quarter of the timeout) notices when it stopped moving, so the
+ * per-chunk cost is one increment rather than re-arming a socket timer on every read and write.
  */
 export class TcpSession {
   private backend: Socket | null = null;
@@ -27,6 +29,10 @@ export class TcpSession {
   private backendEnded = false;
   private closed = false;
   private connected = false;
+  private activity = 0;
+  private seenActivity = 0;
+  private idleTicks = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
   private readonly ip: string;
   private readonly hash: number;
 
@@ -94,15 +100,9 @@ export class TcpSession {
     this.connected = true;
     b.removeListener('timeout', this.onConnectTimeout);
     if (this.closed) return this.close();
-    // Real time: the peers measure idleness on their own clocks too. Node re-arms a socket's
-    // timeout on every read and write without a timer call, so it costs nothing per chunk.
-    const idle = this.idleMs > 0 ? this.idleMs : 0;
-    b.setTimeout(idle);
-    c.setTimeout(idle);
-    if (idle > 0) {
-      b.on('timeout', this.onIdle);
-      c.on('timeout', this.onIdle);
-    }
+    b.setTimeout(0);
+    // Real time: the peers measure idleness on their own clocks too (docs/architecture.md, Time).
+    if (this.idleMs > 0) this.idleTimer = setInterval(this.onIdleTick, Math.max(1, this.idleMs / 4));
     const pp = this.rt.spec.proxyProtocol;
     if (pp !== 'none') {
       const ends = { srcIp: c.remoteAddress ?? '', srcPort: c.remotePort ?? 0, dstIp: c.localAddress ?? '', dstPort: c.localPort ?? 0 };
@@ -110,6 +110,7 @@ export class TcpSession {
     }
     const traffic = this.rt.traffic;
     c.on('data', (d: Buffer) => {
+      this.activity++;
       traffic.received(d.length);
       if (!b.write(d)) c.pause();
     });
@@ -127,11 +128,18 @@ export class TcpSession {
     b.on('close', () => this.close());
   };
 
-  private readonly onIdle = (): void => {
-    this.close();
+  /** Closes the session after four ticks in a row (idleMs to 1.25 x idleMs) without a chunk. */
+  private readonly onIdleTick = (): void => {
+    if (this.activity !== this.seenActivity) {
+      this.seenActivity = this.activity;
+      this.idleTicks = 0;
+    } else if (++this.idleTicks >= 4) {
+      this.close();
+    }
   };
 
   private readonly onBackendRead = (n: number, buf: Buffer): boolean => {
+    this.activity++;
     this.rt.traffic.sent(n);
     const c = this.client;
     c.write(n === buf.length ? buf : buf.subarray(0, n));
@@ -152,6 +160,7 @@ export class TcpSession {
   private close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
     if (this.node !== null) this.rt.closed(this.node);
     this.node = null;
     // Let queued bytes flush on a clean close; destroy when either side errored.
