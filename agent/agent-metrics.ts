@@ -10,6 +10,7 @@ export function createAgentMetrics(registry: Registry) {
       buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 300], registers: [registry],
     }),
     failovers: new Counter({ name: 'fulcrum_agent_failovers_total', help: 'Primaries replaced after a failure', registers: [registry] }),
+    frontProxyRefused: new Counter({ name: 'fulcrum_agent_front_proxy_refused_total', help: 'Database endpoint connections refused by a cap', labelNames: ['reason'], registers: [registry] }),
     backups: new Counter({ name: 'fulcrum_agent_backups_total', help: 'Backups taken', labelNames: ['type', 'result'], registers: [registry] }),
   };
 }

@@ -74,7 +74,11 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
 }
 
 export async function runDataplaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number' });
+  const f = parseFlags(argv, {
+    id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
+    nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
+    'fd-reserve': 'number', 'tcp-idle-timeout': 'number',
+  });
   const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   mkdirSync(stateDir, { recursive: true });
@@ -85,6 +89,14 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     stateDir,
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
+    nofile: f.nofile as number | undefined,
+    limits: {
+      perClientPerNodeBalancer: f['max-conns-per-client'] as number | undefined,
+      perClient: f['max-conns-per-client-total'] as number | undefined,
+      perNodeBalancer: f['max-conns-per-nodebalancer'] as number | undefined,
+      fdReserve: f['fd-reserve'] as number | undefined,
+      tcpIdleTimeoutMs: f['tcp-idle-timeout'] === undefined ? undefined : (f['tcp-idle-timeout'] as number) * 1000,
+    },
   });
   writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null }, null, 2));
   onShutdown(() => dp.close());

@@ -6,6 +6,7 @@ import { validateSnapshot, type SnapshotInput } from './config/validate.js';
 import { Listener } from './listeners/listener.js';
 import { ConfigRuntime } from './runtime/config-runtime.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
+import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
 import type { MetricsSource } from './telemetry/metrics.js';
 
@@ -33,6 +34,8 @@ export interface EngineOptions {
   clock?: Clock;
   /** How long a removed listener's open connections may run on (default 30 s). */
   drainTimeoutMs?: number;
+  /** Connection caps, descriptor budget and tcp idle timeout (throttle/conn-limits.ts). */
+  limits?: ConnLimitOptions;
 }
 
 export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
@@ -42,6 +45,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const listeners = new Map<string, Listener>();
   const runtimes = new Map<number, ConfigRuntime>();
   const throttles = new Map<number, ConnThrottle>();
+  const limits = new ConnLimits(opts.limits);
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
@@ -82,7 +86,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
 
     // Bind every new address first; if one fails nothing changes.
     const fresh: Listener[] = [];
-    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, clock, log));
+    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, clock, log, limits));
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
@@ -98,7 +102,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       seenNb.add(nb.id);
       const t = throttles.get(nb.id);
       if (t) t.limit = nb.clientConnThrottle;
-      else throttles.set(nb.id, new ConnThrottle(nb.clientConnThrottle, clock));
+      else throttles.set(nb.id, new ConnThrottle(nb.clientConnThrottle, clock, limits.perClientPerNodeBalancer, limits.perNodeBalancer));
     }
     for (const id of throttles.keys()) if (!seenNb.has(id)) throttles.delete(id);
     const seenCfg = new Set<number>();
@@ -124,6 +128,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
+    limits.listeners = listeners.size;
     version = snap.version;
     log.info({ version, listeners: listeners.size, configs: runtimes.size }, 'snapshot applied');
   }
@@ -142,6 +147,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     },
     version: () => version,
     configs: () => runtimes.values(),
+    refusals: () => limits.refused,
+    openConnections: () => limits.open,
     onHealth(cb) {
       healthSubs.add(cb);
       return () => healthSubs.delete(cb);

@@ -8,6 +8,8 @@ import { SnapshotStore } from './config/persist.js';
 import { ConfigClient } from './control/config-client.js';
 import { TelemetryClient } from './telemetry/telemetry-client.js';
 import { registerDataplaneMetrics } from './telemetry/metrics.js';
+import { DEFAULT_NOFILE, raiseFdLimit } from './fd-limit.js';
+import type { ConnLimitOptions } from './throttle/conn-limits.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -27,6 +29,10 @@ export interface DataplaneOptions {
   /** Counter report interval (default 2 s). */
   telemetryIntervalMs?: number;
   clock?: Clock;
+  /** Open-file limit to raise the process to at start (default 1,048,576, capped by fs.nr_open). */
+  nofile?: number;
+  /** Connection caps and timeouts; the descriptor budget comes from the limit in force. */
+  limits?: Omit<ConnLimitOptions, 'fdLimit'>;
 }
 
 export interface Dataplane {
@@ -42,7 +48,12 @@ export interface Dataplane {
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
   const logger = (opts.logger ?? createLogger('dataplane')).child({ dataplane: opts.id });
   const registry = opts.registry ?? createRegistry('dataplane');
-  const engine = createProxyEngine({ logger, clock: opts.clock });
+  // Descriptors are what a flood of idle connections exhausts: take as many as the host allows
+  // and budget client connections below that, keeping a reserve (docs/dataplane.md).
+  const fds = raiseFdLimit(opts.nofile ?? DEFAULT_NOFILE);
+  if (fds.error) logger.warn({ limit: fds.limit, error: fds.error }, 'could not raise the open-file limit');
+  logger.info({ limit: fds.limit, raised: fds.raised }, 'open-file limit');
+  const engine = createProxyEngine({ logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit } });
   registerDataplaneMetrics(registry, engine);
   const store = new SnapshotStore(opts.stateDir, opts.id);
 

@@ -53,7 +53,7 @@ export class DatabaseController extends Cluster {
     this.endpoints = new EndpointSet(this.log, `db${deps.id}`, async (address) => {
       const k = (this.state?.addresses.indexOf(address) ?? -1) + 1;
       return k > 0 ? (await this.adminTarget(k)).socketPath : undefined;
-    });
+    }, (reason) => deps.metrics?.frontProxyRefused.inc({ reason }));
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 

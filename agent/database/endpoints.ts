@@ -1,5 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
-import { createFrontProxy, type FrontProxy } from '../endpoints/front-proxy.js';
+import { createFrontProxy, type FrontProxy, type FrontProxyRefusal } from '../endpoints/front-proxy.js';
 import { NODE_PORT } from './state.js';
 
 /** Where a database's two endpoints listen, whom they admit and which nodes they lead to. */
@@ -27,8 +27,16 @@ export class EndpointSet {
   private readonly proxies = new Map<Role, FrontProxy>();
   private applied = '';
 
-  /** `socketOf` gives a node address's Unix socket, which the proxies dial (agent/endpoints/front-proxy.ts). */
-  constructor(private readonly log: Logger, private readonly name: string, private readonly socketOf: (address: string) => Promise<string | undefined>) {}
+  /**
+   * `socketOf` gives a node address's Unix socket, which the proxies dial
+   * (agent/endpoints/front-proxy.ts); `onRefused` counts connections the caps turn away.
+   */
+  constructor(
+    private readonly log: Logger,
+    private readonly name: string,
+    private readonly socketOf: (address: string) => Promise<string | undefined>,
+    private readonly onRefused?: (reason: FrontProxyRefusal) => void,
+  ) {}
 
   isCurrent(target: EndpointTarget): boolean {
     return this.applied === targetKey(target);
@@ -43,7 +51,7 @@ export class EndpointSet {
         p = undefined;
       }
       if (!p) {
-        p = createFrontProxy({ host: hosts[role], port: target.port || NODE_PORT, logger: this.log, name: `${this.name}-${role}` });
+        p = createFrontProxy({ host: hosts[role], port: target.port || NODE_PORT, logger: this.log, name: `${this.name}-${role}`, onRefused: this.onRefused });
         await p.listen();
         this.proxies.set(role, p);
       }

@@ -1,4 +1,5 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { ConcurrencyCap } from '../../lib/conn-cap.js';
 import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
 import { proxyV1 } from '../../lib/proxy-protocol.js';
@@ -41,8 +42,33 @@ export interface FrontProxy {
   close(): Promise<void>;
 }
 
-export function createFrontProxy(opts: { host: string; port: number; logger: Logger; name: string }): FrontProxy {
+/**
+ * Accept-side limits of one endpoint (docs/agent.md §4, docs/security/traffic.md). The defaults
+ * follow the server behind it: one client address needs no more connections than the server
+ * accepts (max_connections=200, mysql/config-render.ts), and twice that in all leaves room for
+ * the ones the server is about to refuse. An hour without a byte either way ends a session, so
+ * abandoned clients do not hold descriptors for the server's 8 h wait_timeout, while pools that
+ * recycle connections within 30 minutes (the common default) never meet it.
+ */
+export const FRONT_PROXY_LIMITS = { perClient: 200, total: 400, idleTimeoutMs: 3_600_000 };
+
+export type FrontProxyRefusal = 'client_cap' | 'total_cap';
+
+export interface FrontProxyOptions {
+  host: string;
+  port: number;
+  logger: Logger;
+  name: string;
+  /** Concurrent connections per client address and in all (0 disables), idle timeout (0 = none). */
+  limits?: Partial<typeof FRONT_PROXY_LIMITS>;
+  /** Called for every connection refused by a cap (the agent's refusal metric). */
+  onRefused?: (reason: FrontProxyRefusal) => void;
+}
+
+export function createFrontProxy(opts: FrontProxyOptions): FrontProxy {
   const log = opts.logger.child({ component: 'front-proxy', endpoint: `${opts.host}:${opts.port}`, name: opts.name });
+  const limits = { ...FRONT_PROXY_LIMITS, ...opts.limits };
+  const caps = new ConcurrencyCap(limits.perClient, limits.total);
   let allowed = compileAllowList([]);
   let backends: Backend[] = [];
   let rr = 0;
@@ -57,6 +83,19 @@ export function createFrontProxy(opts: { host: string; port: number; logger: Log
     if (!allowed(source) || backends.length === 0) {
       client.destroy();
       return;
+    }
+    const refused = caps.admit(source);
+    if (refused !== null) {
+      // Closed at once, before a byte, like the data plane's caps.
+      opts.onRefused?.(refused === 'total' ? 'total_cap' : 'client_cap');
+      client.resetAndDestroy();
+      return;
+    }
+    client.once('close', () => caps.release(source));
+    // Everything proxied passes through the client socket, so its idle timer covers both ways.
+    if (limits.idleTimeoutMs > 0) {
+      client.setTimeout(limits.idleTimeoutMs);
+      client.once('timeout', () => client.destroy());
     }
     const backend = backends[rr++ % backends.length]!;
     const upstream = backend.socketPath ? connect({ path: backend.socketPath }) : connect({ host: backend.host, port: backend.port, localAddress: opts.host });

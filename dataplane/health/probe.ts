@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { proxyV2Local, proxyV1 } from '../../lib/proxy-protocol.js';
 import type { ProxyProtocol } from '../config/model.js';
+import { bodyMatcher, MATCH_TIME_LIMIT_MS } from './body-match.js';
 
 const BODY_WINDOW = 16 * 1024;
 const MAX_HEAD = 16 * 1024;
@@ -31,6 +32,8 @@ function proxyPreamble(sock: Socket, pp: ProxyProtocol): Buffer | null {
  * One active health probe. `connection` passes when the TCP handshake completes; `http` sends an
  * HTTP/1.0 GET with a Host header and passes on 2xx/3xx; `http_body` passes when the regex matches
  * within the first 16 KiB of the body. Backends behind PROXY protocol get a header first.
+ * The regex runs on the matcher's worker thread (body-match.ts), one match at a time per probe:
+ * bytes that arrive during a match are matched again once it ends.
  */
 export function probe(spec: ProbeSpec): Promise<ProbeResult> {
   return new Promise((resolve) => {
@@ -59,7 +62,16 @@ export function probe(spec: ProbeSpec): Promise<ProbeResult> {
       const req = Buffer.from(`GET ${spec.path} HTTP/1.0\r\nHost: ${hostHeader}\r\nUser-Agent: fulcrum-health-check\r\nAccept: */*\r\n\r\n`, 'latin1');
       sock.write(pre ? Buffer.concat([pre, req]) : req);
     });
-    const evaluate = (final: boolean): void => {
+    let matching = false;
+    let dirty = false;
+    let ended = false;
+    const evaluate = (): void => {
+      if (done) return;
+      if (matching) {
+        dirty = true;
+        return;
+      }
+      const final = ended;
       const buf = Buffer.concat(chunks, size);
       const headEnd = buf.indexOf('\r\n\r\n');
       if (headEnd < 0) {
@@ -71,15 +83,27 @@ export function probe(spec: ProbeSpec): Promise<ProbeResult> {
       const status = Number(m[1]);
       if (spec.type === 'http') return finish(status >= 200 && status < 400 ? null : `status ${status}`);
       const body = buf.subarray(headEnd + 4, headEnd + 4 + BODY_WINDOW);
-      if (spec.body!.test(body.toString('utf8'))) return finish(null);
-      if (final || body.length >= BODY_WINDOW) finish('body does not match check_body');
+      const complete = final || body.length >= BODY_WINDOW;
+      matching = true;
+      dirty = false;
+      void bodyMatcher.match(spec.body!, body.toString('utf8')).then((r) => {
+        matching = false;
+        if (r === 'match') return finish(null);
+        if (r === 'timeout') return finish(`check_body match ran over ${MATCH_TIME_LIMIT_MS} ms`);
+        if (complete) return finish('body does not match check_body');
+        if (dirty || ended) evaluate();
+      });
     };
     sock.on('data', (d: Buffer) => {
       if (spec.type === 'connection') return;
       chunks.push(d);
       size += d.length;
-      evaluate(false);
+      evaluate();
     });
-    sock.on('end', () => (spec.type === 'connection' ? undefined : evaluate(true)));
+    sock.on('end', () => {
+      if (spec.type === 'connection') return;
+      ended = true;
+      evaluate();
+    });
   });
 }

@@ -4,6 +4,7 @@ import type { Clock } from '../../lib/clock.js';
 import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import type { ConnLimits } from '../throttle/conn-limits.js';
 import { TcpSession } from './tcp-session.js';
 import { HttpSession } from './http-session.js';
 
@@ -22,7 +23,7 @@ export class Listener {
   /** Called when the last open connection of a draining listener closes. */
   private drained: (() => void) | null = null;
 
-  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger) {
+  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits) {
     this.server = createServer({ allowHalfOpen: true, noDelay: true }, (s) => this.onConnection(s));
     this.server.on('error', (e) => this.log.error({ err: e, ip, port }, 'listener error'));
   }
@@ -49,8 +50,11 @@ export class Listener {
       return;
     }
     // Keyed like the sessions' stickiness: an IPv4 client is one client however the socket saw it.
-    if (!rt.throttle.allow(unmapIpv4(sock.remoteAddress ?? ''))) {
-      // Over client_conn_throttle: refused at once, before a byte is read.
+    const ip = unmapIpv4(sock.remoteAddress ?? '');
+    const gate = rt.throttle;
+    if (!this.limits.admit(gate, ip)) {
+      // Over a cap, the descriptor budget or client_conn_throttle: refused at once, before a
+      // byte is read (docs/dataplane.md "Connection limits").
       sock.resetAndDestroy();
       return;
     }
@@ -58,13 +62,14 @@ export class Listener {
     const traffic = rt.traffic;
     traffic.connectionOpened();
     sock.once('close', () => {
+      this.limits.release(gate, ip);
       this.sockets.delete(sock);
       traffic.connectionClosed();
       if (this.sockets.size === 0) this.drained?.();
     });
     const protocol = rt.spec.protocol;
     if (protocol === 'tcp') {
-      new TcpSession(rt, sock);
+      new TcpSession(rt, sock, this.limits.tcpIdleTimeoutMs);
     } else if (protocol === 'http') {
       new HttpSession(rt, sock, false);
     } else {

@@ -15,6 +15,10 @@ const EMPTY = Buffer.alloc(0);
  * backpressure, half-close passed on (a client that shuts its write side still gets the rest of
  * the response). The client socket is not read until the backend is connected, so a failed connect
  * can be retried on another node with nothing sent, and a PROXY header is the first write.
+ * Once connected, the session has an idle timeout (HAProxy's `timeout client` / `timeout server`):
+ * no byte either way, on either side, for `idleMs` closes it (docs/dataplane.md). Chunks only bump
+ * a counter; a coarse timer (a quarter of the timeout) notices when it stopped moving, so the
+ * per-chunk cost is one increment rather than re-arming a socket timer on every read and write.
  */
 export class TcpSession {
   private backend: Socket | null = null;
@@ -25,10 +29,14 @@ export class TcpSession {
   private backendEnded = false;
   private closed = false;
   private connected = false;
+  private activity = 0;
+  private seenActivity = 0;
+  private idleTicks = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
   private readonly ip: string;
   private readonly hash: number;
 
-  constructor(private readonly rt: SessionConfig, private readonly client: Socket) {
+  constructor(private readonly rt: SessionConfig, private readonly client: Socket, private readonly idleMs: number) {
     // The same key as http sessions and the throttle: an IPv4 client seen through a dual-stack
     // socket (`::ffff:a.b.c.d`) sticks and hashes as a.b.c.d.
     this.ip = unmapIpv4(client.remoteAddress ?? '');
@@ -90,9 +98,11 @@ export class TcpSession {
     const b = this.backend!;
     const c = this.client;
     this.connected = true;
-    b.setTimeout(0);
     b.removeListener('timeout', this.onConnectTimeout);
     if (this.closed) return this.close();
+    b.setTimeout(0);
+    // Real time: the peers measure idleness on their own clocks too (docs/architecture.md, Time).
+    if (this.idleMs > 0) this.idleTimer = setInterval(this.onIdleTick, Math.max(1, this.idleMs / 4));
     const pp = this.rt.spec.proxyProtocol;
     if (pp !== 'none') {
       const ends = { srcIp: c.remoteAddress ?? '', srcPort: c.remotePort ?? 0, dstIp: c.localAddress ?? '', dstPort: c.localPort ?? 0 };
@@ -100,6 +110,7 @@ export class TcpSession {
     }
     const traffic = this.rt.traffic;
     c.on('data', (d: Buffer) => {
+      this.activity++;
       traffic.received(d.length);
       if (!b.write(d)) c.pause();
     });
@@ -117,7 +128,18 @@ export class TcpSession {
     b.on('close', () => this.close());
   };
 
+  /** Closes the session after four ticks in a row (idleMs to 1.25 x idleMs) without a chunk. */
+  private readonly onIdleTick = (): void => {
+    if (this.activity !== this.seenActivity) {
+      this.seenActivity = this.activity;
+      this.idleTicks = 0;
+    } else if (++this.idleTicks >= 4) {
+      this.close();
+    }
+  };
+
   private readonly onBackendRead = (n: number, buf: Buffer): boolean => {
+    this.activity++;
     this.rt.traffic.sent(n);
     const c = this.client;
     c.write(n === buf.length ? buf : buf.subarray(0, n));
@@ -138,6 +160,7 @@ export class TcpSession {
   private close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
     if (this.node !== null) this.rt.closed(this.node);
     this.node = null;
     // Let queued bytes flush on a clean close; destroy when either side errored.

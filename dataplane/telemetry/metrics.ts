@@ -2,6 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Protocol } from '../config/model.js';
 import type { NodeStatus } from '../runtime/node-state.js';
 import type { TrafficCounters } from '../runtime/traffic-counters.js';
+import { bodyMatcher } from '../health/body-match.js';
 
 /** What a scrape reads of one config being served. */
 export interface ConfigMetricsView {
@@ -14,6 +15,10 @@ export interface ConfigMetricsView {
 export interface MetricsSource {
   configs(): Iterable<ConfigMetricsView>;
   version(): number;
+  /** Client connections refused at accept, by reason (throttle/conn-limits.ts). */
+  refusals(): Readonly<Record<string, number>>;
+  /** Client connections open now over every NodeBalancer. */
+  openConnections(): number;
 }
 
 /**
@@ -30,6 +35,9 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
   const requests = new Counter({ name: 'fulcrum_dataplane_http_requests_total', help: 'HTTP responses sent to clients by status class', labelNames: [...labels, 'class'], registers: [registry] });
   const nodeUp = new Gauge({ name: 'fulcrum_dataplane_node_up', help: 'Node health: 1 UP, 0 DOWN, -1 unknown', labelNames: [...labels, 'node_id'], registers: [registry] });
   const version = new Gauge({ name: 'fulcrum_dataplane_config_version', help: 'Version of the snapshot being served', registers: [registry] });
+  const refused = new Counter({ name: 'fulcrum_dataplane_connections_refused_total', help: 'Client connections refused at accept, by reason', labelNames: ['reason'], registers: [registry] });
+  const matchTimeouts = new Counter({ name: 'fulcrum_dataplane_check_body_timeouts_total', help: 'check_body matches abandoned at the time limit (the check failed)', registers: [registry] });
+  const open = new Gauge({ name: 'fulcrum_dataplane_open_connections', help: 'Client connections open now over every NodeBalancer', registers: [registry] });
 
   // prom-client calls every metric's collect synchronously at the start of a scrape; the first
   // call refreshes all series and the flag is cleared once that synchronous pass is over.
@@ -62,6 +70,11 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
       }
     }
     version.set(source.version());
+    refused.reset();
+    for (const [reason, n] of Object.entries(source.refusals())) refused.inc({ reason }, n);
+    open.set(source.openConnections());
+    matchTimeouts.reset();
+    matchTimeouts.inc(bodyMatcher.timeouts);
   };
-  for (const m of [conns, active, bytes, requests, nodeUp, version] as Array<{ collect?: () => void }>) m.collect = refresh;
+  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts] as Array<{ collect?: () => void }>) m.collect = refresh;
 }

@@ -1,15 +1,21 @@
 import type { Clock } from '../../lib/clock.js';
+import { ConcurrencyCap } from '../../lib/conn-cap.js';
 
 /**
  * client_conn_throttle: at most `limit` new connections per client IP in any sliding second,
  * per NodeBalancer. Only admitted connections count, so a client that keeps retrying gets back in
  * as soon as its rate drops (the refused ones are closed at once, see docs/dataplane.md).
+ * Beside it, one per NodeBalancer as well, the NodeBalancer's concurrent caps (per client IP and
+ * in all), which `ConnLimits` (conn-limits.ts) checks and counts at accept.
  */
 export class ConnThrottle {
   private readonly seen = new Map<string, number[]>();
   private lastSweep = 0;
+  readonly concurrent: ConcurrencyCap;
 
-  constructor(public limit: number, private readonly clock: Clock) {}
+  constructor(public limit: number, private readonly clock: Clock, perClient = 0, total = 0) {
+    this.concurrent = new ConcurrencyCap(perClient, total);
+  }
 
   allow(ip: string): boolean {
     if (this.limit <= 0) return true;

@@ -5,6 +5,7 @@ import { checkField, checkFields, checkValue, fieldPath, type Body, type FieldSp
 import type { NewConfig, NewNode, NbConfig, NbNode } from './model.js';
 import type { BackendCheck } from './backend-networks.js';
 import { configDefaults } from './model.js';
+import { regexHazard } from './regex-safety.js';
 
 /**
  * Validation of NodeBalancer, Config and Node request bodies: one spec per field plus the
@@ -38,6 +39,9 @@ export const nodeBalancerReasons = {
   portUnique: 'Port must be unique.',
   checkPathChars: 'check_path may only contain letters, digits and / - % ? & = .',
   checkBodyRegex: 'check_body must be a valid regular expression',
+  checkBodyNested: 'check_body must not repeat a group that repeats inside, such as (a+)+ (matching it can take exponential time)',
+  checkBodyAlternation: 'check_body must not repeat an alternation, such as (a|ab)* (matching it can take exponential time); use a character class',
+  checkBodyBackref: 'check_body must not use backreferences',
   checkPassive: 'check_passive must be a boolean',
   pem: (f: string) => `${f} must be a PEM string`,
   pemTooLong: (f: string) => `${f} is too long`,
@@ -98,6 +102,14 @@ const isRegExp = (s: string): boolean => {
   }
 };
 
+// A tenant's regex runs on every data plane: refuse the shapes that backtrack exponentially.
+const hazardReasons = { nested_repeat: R.checkBodyNested, repeated_alternation: R.checkBodyAlternation, backreference: R.checkBodyBackref };
+const checkBody = (v: string): string | undefined => {
+  if (!isRegExp(v)) return R.checkBodyRegex;
+  const hazard = regexHazard(v);
+  return hazard === null ? undefined : hazardReasons[hazard];
+};
+
 const nbLabel: FieldSpec = {
   null: 'absent',
   type: { is: 'string', reason: R.nbLabelType },
@@ -139,7 +151,7 @@ const configSpecs = {
   check_timeout: int('check_timeout', 1, 30),
   check_attempts: int('check_attempts', 1, 30),
   check_path: { ...str('check_path', 255), pattern: { re: /^[a-zA-Z0-9/\-%?&=.]*$/, reason: R.checkPathChars } },
-  check_body: { ...str('check_body', 1024), check: (v: string) => (isRegExp(v) ? undefined : R.checkBodyRegex) },
+  check_body: { ...str('check_body', 1024), check: checkBody },
   check_passive: { type: { is: 'boolean', reason: R.checkPassive } },
 } satisfies Record<string, FieldSpec>;
 

@@ -1,0 +1,97 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SnapshotInput } from '../../dataplane/config/validate.js';
+import { waitFor } from '../helpers/backends.js';
+
+/**
+ * A real data plane process (`node bin/fulcrum.js dataplane`, from the sources) serving a
+ * snapshot written where it persists its last good one, so no control plane is needed: it
+ * serves the file at start and keeps retrying a control-plane address nobody listens on.
+ * `nofile` starts it under `prlimit` with that open-file limit (and asks it not to raise it).
+ */
+export interface DataplaneProcess {
+  readonly pid: number;
+  readonly metricsPort: number;
+  /** The /metrics text. */
+  metrics(): Promise<string>;
+  /** One sample's value, or undefined. `labels` as they appear, e.g. `reason="client_cap"`. */
+  metric(name: string, labels?: string): Promise<number | undefined>;
+  /** stderr and stdout so far (for failure messages). */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+async function deadPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nofile?: number; flags?: string[] } = {}): Promise<DataplaneProcess> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-sec-dp-'));
+  const id = 'sec-dp';
+  writeFileSync(join(stateDir, `dataplane-${id}.json`), JSON.stringify(snapshot), { mode: 0o600 });
+  const args = [
+    join(process.cwd(), 'bin', 'fulcrum.js'), 'dataplane', '--id', id, '--state', stateDir,
+    '--control-plane', `127.0.0.1:${await deadPort()}`, '--metrics-port', '0',
+    ...(opts.nofile ? ['--nofile', String(opts.nofile)] : []), ...(opts.flags ?? []),
+  ];
+  const [cmd, argv] = opts.nofile
+    ? ['prlimit', [`--nofile=${opts.nofile}:${opts.nofile}`, process.execPath, ...args]]
+    : [process.execPath, args];
+  const child: ChildProcess = spawn(cmd, argv as string[], {
+    env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
+  child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
+  let exited = false;
+  const exit = new Promise<void>((resolve) => child.once('exit', () => {
+    exited = true;
+    resolve();
+  }));
+  const info = join(stateDir, 'dataplane.json');
+  try {
+    await waitFor(() => {
+      if (exited) throw new Error(`data plane exited: ${out}`);
+      return existsSync(info);
+    }, 60_000, 'data plane started');
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
+  const { pid, metricsPort } = JSON.parse(readFileSync(info, 'utf8')) as { pid: number; metricsPort: number };
+  const metrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  return {
+    pid,
+    metricsPort,
+    metrics,
+    async metric(name, labels) {
+      const text = await metrics();
+      for (const line of text.split('\n')) {
+        if (!line.startsWith(name)) continue;
+        const rest = line.slice(name.length);
+        if (labels === undefined ? !/^[ {]/.test(rest) : !rest.startsWith('{') || !rest.includes(labels)) continue;
+        return Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+      return undefined;
+    },
+    output: () => out,
+    async stop() {
+      if (!exited) {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exit;
+        clearTimeout(t);
+      }
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
