@@ -18,6 +18,12 @@ import { userRoutes } from './api/routes/users.js';
 import type { ControlPlaneContext } from './compose/context.js';
 import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
+import { FleetCa } from './domain/fleet/ca.js';
+import { FleetService } from './domain/fleet/fleet-service.js';
+import { sqliteFleet } from './store/sqlite/fleet-repository.js';
+import { certificatePeers, insecurePeers } from './push/peer-auth.js';
+import { startBootstrapServer } from './push/bootstrap-server.js';
+import { fleetRoutes } from './api/routes/fleet.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -29,6 +35,15 @@ export interface ControlPlaneOptions {
   databasePool?: string;
   hostnameSuffix?: string;
   regions?: Region[];
+  /**
+   * Plain gRPC without client certificates: every peer's claimed id is believed. Only with the
+   * operator's explicit --insecure-grpc (docs/security/grpc.md); mutual TLS otherwise.
+   */
+  insecureGrpc?: boolean;
+  /** The bootstrap (join and renewal) HTTPS endpoint; host defaults to grpcHost, port 0 = random. */
+  bootstrapPort?: number;
+  /** Lifetime of data-plane and agent certificates (default 30 days). */
+  certLifetimeMs?: number;
   logger?: Logger;
   registry?: Registry;
   clock?: Clock;
@@ -39,6 +54,8 @@ export interface ControlPlane {
   /** The bootstrap admin token (full scopes), kept in <stateDir>/admin-token with mode 0600. */
   adminToken: string;
   grpcAddress: string;
+  /** host:port of the bootstrap endpoint (its port is also written into every join token). */
+  bootstrapAddress: string;
   context: ControlPlaneContext;
   close(): Promise<void>;
 }
@@ -72,10 +89,21 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   });
   const grpcServer = new grpc.Server(serverOptions);
 
+  // The fleet PKI: the control plane's CA, join tokens, revocation (docs/security/grpc.md).
+  const grpcHost = opts.grpcHost ?? '127.0.0.1';
+  const ca = FleetCa.open(opts.stateDir);
+  const serverPair = ca.serverPair();
+  let bootstrapPort = 0;
+  const fleet = new FleetService({ repo: sqliteFleet(db), ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
+  const bootstrap = await startBootstrapServer({ fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger });
+  bootstrapPort = bootstrap.port;
+  fleetRoutes(router, { fleet, auth });
+  if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
+
   // The product areas, each wiring its store, services, routes and push streams.
   const context: ControlPlaneContext = {
     db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
-    clock, logger, registry, stateDir: opts.stateDir,
+    clock, logger, registry, stateDir: opts.stateDir, fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     nodebalancerPool: opts.nodebalancerPool ?? '127.77.0.0/16',
     databasePool: opts.databasePool ?? '127.78.0.0/16',
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
@@ -84,28 +112,33 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   composeNodeBalancers(context);
   await composeDatabases(context);
 
+  // Mutual TLS: the handshake itself refuses a client without a certificate from the fleet CA.
+  const credentials = opts.insecureGrpc
+    ? grpc.ServerCredentials.createInsecure()
+    : grpc.ServerCredentials.createSsl(Buffer.from(ca.caPem), [{ private_key: Buffer.from(serverPair.keyPem), cert_chain: Buffer.from(serverPair.certPem) }], true);
   const grpcPort = await new Promise<number>((resolve, reject) =>
-    grpcServer.bindAsync(`${opts.grpcHost ?? '127.0.0.1'}:${opts.grpcPort ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
-      err ? reject(err) : resolve(port),
-    ),
+    grpcServer.bindAsync(`${grpcHost}:${opts.grpcPort ?? 0}`, credentials, (err, port) => (err ? reject(err) : resolve(port))),
   );
   const apiHost = opts.apiHost ?? '127.0.0.1';
   await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
   const address = app.server.address();
   const apiPort = typeof address === 'object' && address ? address.port : 0;
   const apiUrl = `http://${apiHost}:${apiPort}`;
-  logger.info({ apiUrl, grpc: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}` }, 'control plane ready');
+  logger.info({ apiUrl, grpc: `${grpcHost}:${grpcPort}`, bootstrap: `${grpcHost}:${bootstrapPort}`, mtls: !opts.insecureGrpc }, 'control plane ready');
 
   const adminToken = bootstrapAdmin(auth, opts.stateDir, users.count() === 0);
 
   return {
     apiUrl,
     adminToken,
-    grpcAddress: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`,
+    grpcAddress: `${grpcHost}:${grpcPort}`,
+    bootstrapAddress: `${grpcHost}:${bootstrapPort}`,
     context,
     async close() {
       for (const c of context.closers.reverse()) await c();
       await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      bootstrap.server.closeAllConnections();
+      await new Promise<void>((resolve) => bootstrap.server.close(() => resolve()));
       await app.close();
       db.close();
     },

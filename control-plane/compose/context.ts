@@ -9,6 +9,8 @@ import type { AuthService } from '../domain/auth/auth-service.js';
 import type { UserService } from '../domain/auth/user-service.js';
 import type { EventService } from '../domain/events/event-service.js';
 import type { RegionCatalogue } from '../domain/regions.js';
+import type { FleetService } from '../domain/fleet/fleet-service.js';
+import type { PeerAuth } from '../push/peer-auth.js';
 
 /**
  * What main.ts builds once and hands to each product area (compose/nodebalancers.ts,
@@ -35,6 +37,10 @@ export interface ControlPlaneContext {
   /** IPv4 pool for database endpoints, e.g. 127.78.0.0/16. */
   databasePool: string;
   hostnameSuffix: string;
+  /** The fleet PKI (join, renew, revoke); each area closes the streams of hosts it revokes. */
+  fleet: FleetService;
+  /** How push streams learn who their peer is (the client certificate; nobody when insecure). */
+  peers: PeerAuth;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

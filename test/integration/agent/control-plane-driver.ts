@@ -30,7 +30,8 @@ export async function startDriver(): Promise<Driver> {
   let version = 0;
   let databases: DesiredDatabase[] = [];
   let operations: Operation[] = [];
-  const current = (): AgentDesired => ({ version, databases, operations });
+  // Like the control plane, it marks an empty list as intended (the agent's mass-delete guard).
+  const current = (): AgentDesired => ({ version, databases, operations, deleteAllIntended: databases.length === 0 });
   const push = () => {
     version++;
     for (const s of streams) s.write(current());
