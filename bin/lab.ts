@@ -5,7 +5,7 @@
  * prints how to point clients at it, and stops everything on Ctrl-C.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -56,6 +56,23 @@ async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | un
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * `--join <token>` for a host whose state folder has no certificate yet: the lab asks its own API
+ * for a one-time token, so its data plane and agent join over the real bootstrap path (mutual
+ * TLS, docs/security/grpc.md); later starts reuse the certificate they keep.
+ */
+async function joinFlags(apiUrl: string, adminToken: string, stateDir: string, role: 'dataplane' | 'agent', id: string): Promise<string[]> {
+  if (existsSync(join(stateDir, 'pki', 'host.crt'))) return [];
+  const res = await fetch(`${apiUrl}/v4/fulcrum/join-tokens`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ role, id, region: '*' }),
+  });
+  const body = (await res.json()) as { token?: string };
+  if (!res.ok || !body.token) throw new Error(`could not create a join token for ${role} ${id}: ${res.status} ${JSON.stringify(body)}`);
+  return ['--join', body.token];
+}
+
 function readJson(path: string): any {
   try {
     return JSON.parse(readFileSync(path, 'utf8'));
@@ -77,6 +94,8 @@ export async function runLab(opts: LabOptions): Promise<void> {
   // started by hand against the previous run finds the control plane again.
   const previous = readJson(join(state, 'lab.json'));
   const grpcPort = apiPort === 0 ? Number(previous?.grpcAddress?.split(':')[1] ?? 0) : apiPort + 1;
+  // The join/renewal endpoint: fixed beside gRPC too, since hosts keep its port for renewals.
+  const bootstrapPort = apiPort === 0 ? Number(previous?.bootstrapAddress?.split(':')[1] ?? 0) : apiPort + 2;
   rmSync(join(dirs.cp, 'control-plane.json'), { force: true });
 
   const children: Child[] = [];
@@ -95,18 +114,20 @@ export async function runLab(opts: LabOptions): Promise<void> {
   process.on('SIGTERM', shutdown);
 
   try {
-    const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort)], dirs.logs);
+    const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort), '--bootstrap-port', String(bootstrapPort)], dirs.logs);
     children.push(cp);
     const cpInfo = await waitFor('the control plane', () => {
       const j = readJson(join(dirs.cp, 'control-plane.json'));
-      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string }) : undefined;
+      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string; bootstrapAddress: string }) : undefined;
     }, cp);
     const adminToken = readFileSync(join(dirs.cp, 'admin-token'), 'utf8').trim();
 
     const [dpMetrics, agentMetrics] = [await freePort('127.0.0.1'), await freePort('127.0.0.1')];
-    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics)], dirs.logs);
+    const dpJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.dp, 'dataplane', 'lab-dataplane');
+    const agentJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.agent, 'agent', 'lab-agent');
+    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics), ...dpJoin], dirs.logs);
     children.push(dp);
-    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit'], dirs.logs);
+    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
     children.push(agent);
     await waitFor('the data plane', () => (readJson(join(dirs.dp, 'dataplane.json'))?.pid === dp.proc.pid ? true : undefined), dp);
     await waitFor('the agent', () => (readJson(join(dirs.agent, 'agent.json'))?.pid === agent.proc.pid ? true : undefined), agent);
@@ -114,6 +135,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
     const info = {
       apiUrl: cpInfo.apiUrl,
       grpcAddress: cpInfo.grpcAddress,
+      bootstrapAddress: cpInfo.bootstrapAddress,
       adminToken,
       stateDir: state,
       metrics: {
