@@ -105,6 +105,24 @@ export async function joinFleet(o: { controlPlane: string; token: string; role: 
   return identity;
 }
 
+/**
+ * Renews a host's certificate over the authenticated channel: a new key and CSR, sent with the
+ * current certificate as the client certificate; the control plane answers with a certificate
+ * for the same identity (refused once revoked or expired). Stores and returns the new set.
+ */
+export async function renewCertificate(o: { controlPlane: string; stateDir: string; current: HostPki }): Promise<HostPki> {
+  const port = o.current.bootstrapPort;
+  if (!port) throw new Error(`no bootstrap port in ${pkiDir(o.stateDir)}; join again to renew`);
+  const { keyPem, csrPem } = generateKeyAndCsr();
+  const res = await call<{ certPem: string }>({ host: hostOf(o.controlPlane), port, path: '/v1/renew', caPem: o.current.caPem, client: o.current, body: { csr: csrPem } });
+  const next = { ...o.current, certPem: res.certPem, keyPem };
+  const was = hostIdentity(o.current);
+  const now = hostIdentity(next);
+  if (was.role !== now.role || was.id !== now.id || was.region !== now.region) throw new Error('the renewed certificate names another identity');
+  saveHostPki(o.stateDir, next);
+  return next;
+}
+
 export interface HostSecurityOptions {
   stateDir: string;
   /** host:port of the control plane's gRPC server (its host is also the bootstrap host). */
@@ -149,7 +167,6 @@ export async function prepareHostSecurity(o: HostSecurityOptions): Promise<HostS
   const listeners: (() => void)[] = [];
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
-  const host = hostOf(o.controlPlane);
 
   const schedule = (delayMs: number) => {
     if (closed) return;
@@ -158,17 +175,11 @@ export async function prepareHostSecurity(o: HostSecurityOptions): Promise<HostS
     timer.unref();
   };
   const renew = async () => {
-    const current = pki!;
     try {
-      const port = current.bootstrapPort;
-      if (!port) throw new Error(`no bootstrap port in ${pkiDir(o.stateDir)}; join again to renew`);
-      const { keyPem, csrPem } = generateKeyAndCsr();
-      const res = await call<{ certPem: string }>({ host, port, path: '/v1/renew', caPem: current.caPem, client: current, body: { csr: csrPem } });
-      pki = { ...current, certPem: res.certPem, keyPem };
-      saveHostPki(o.stateDir, pki);
+      pki = await renewCertificate({ controlPlane: o.controlPlane, stateDir: o.stateDir, current: pki! });
       creds = mtlsCredentials(pki, isControlPlaneCert);
       generation++;
-      o.logger.info({ validTo: new X509Certificate(res.certPem).validTo }, 'certificate renewed');
+      o.logger.info({ validTo: new X509Certificate(pki.certPem).validTo }, 'certificate renewed');
       for (const fn of listeners) fn();
       schedule(renewAt(pki.certPem) - Date.now());
     } catch (err) {
