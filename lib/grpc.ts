@@ -61,6 +61,9 @@ export const channelOptions: grpc.ChannelOptions = {
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,
+  // The server is recognised by its certificate's fulcrum:// identity, not by a host name; a fixed
+  // TLS server name keeps an IP address out of SNI (RFC 6066).
+  'grpc.ssl_target_name_override': 'fulcrum-control-plane',
   'grpc.max_receive_message_length': SNAPSHOT_MESSAGE_MAX,
   'grpc.max_send_message_length': PEER_MESSAGE_MAX,
 };
