@@ -31,6 +31,21 @@ function required<T>(v: T | undefined, name: string): T {
   return v;
 }
 
+/**
+ * The join endpoint's port when --bootstrap-port is not given (docs/security/grpc.md): the one
+ * the last run used (hosts keep it for renewals, and tokens carry it), else beside gRPC.
+ */
+function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
+  try {
+    const prev = JSON.parse(readFileSync(join(stateDir, 'control-plane.json'), 'utf8')) as { bootstrapAddress?: string };
+    const port = Number(prev.bootstrapAddress?.split(':').pop());
+    if (Number.isInteger(port) && port > 0) return port;
+  } catch {
+    // first start
+  }
+  return grpcPort === 0 ? 0 : grpcPort + 1;
+}
+
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
@@ -46,8 +61,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
     grpcHost: f['grpc-host'] as string | undefined,
     grpcPort,
-    // The join endpoint sits beside gRPC by default (docs/security/grpc.md); tokens carry its port.
-    bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? (grpcPort === 0 ? 0 : grpcPort + 1),
+    bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? defaultBootstrapPort(stateDir, grpcPort),
     insecureGrpc: Boolean(f['insecure-grpc']),
     nodebalancerPool: f['nodebalancer-pool'] as string | undefined,
     databasePool: f['database-pool'] as string | undefined,

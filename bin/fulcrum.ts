@@ -11,7 +11,7 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
-                 [--bootstrap-port N (default grpc port + 1)] [--insecure-grpc]
+                 [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
   dataplane      --control-plane HOST:PORT --state DIR [--join TOKEN] [--metrics-port N]
                  [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
   agent          --control-plane HOST:PORT --state DIR --runtime process|docker [--join TOKEN]
