@@ -119,12 +119,15 @@ export class ConfigPushServer {
       refuse(call, err);
       return;
     }
+    let refused = false;
     call.on('data', (msg: ConfigAck__Output) => {
+      if (refused) return;
       if (!sub) {
         let claim: { id: string; region: string };
         try {
           claim = resolveClaim(peer, { id: msg.dataplaneId, region: msg.region }, { id: `anonymous-${randomUUID().slice(0, 8)}`, region: '*' });
         } catch (err) {
+          refused = true;
           this.cRefused.inc({ service: 'config' });
           this.log.warn({ reason: (err as Error).message, claimed: msg.dataplaneId }, 'config stream refused');
           refuse(call, err);
