@@ -9,6 +9,7 @@ export function createAgentMetrics(registry: Registry) {
       name: 'fulcrum_agent_action_duration_seconds', help: 'Duration of reconcile actions', labelNames: ['action'],
       buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 300], registers: [registry],
     }),
+    desiredRefused: new Counter({ name: 'fulcrum_agent_desired_refused_total', help: 'Desired states refused because they would delete every database without the control plane marking it intended', registers: [registry] }),
     failovers: new Counter({ name: 'fulcrum_agent_failovers_total', help: 'Primaries replaced after a failure', registers: [registry] }),
     frontProxyRefused: new Counter({ name: 'fulcrum_agent_front_proxy_refused_total', help: 'Database endpoint connections refused by a cap', labelNames: ['reason'], registers: [registry] }),
     backups: new Counter({ name: 'fulcrum_agent_backups_total', help: 'Backups taken', labelNames: ['type', 'result'], registers: [registry] }),

@@ -200,6 +200,14 @@ export function createAgent(opts: AgentOptions): Agent {
   const ops = createOperations({ host: agent, stateDir: opts.stateDir, logger: log });
 
   function applyDesired(d: AgentDesired__Output, persist: boolean): void {
+    // An empty list would delete every database this agent runs, with its backups; that happens
+    // only when the control plane says so (docs/security/grpc.md), never from a forged or
+    // truncated message.
+    if (d.databases.length === 0 && !d.deleteAllIntended && [...controllers.values()].some((c) => !c.deleted)) {
+      metrics.desiredRefused.inc();
+      log.error({ version: d.version, running: controllers.size }, 'refused a desired state that would delete every database (not marked delete_all_intended)');
+      return;
+    }
     desired = d;
     const want = new Set<number>();
     for (const db of d.databases) {

@@ -1,6 +1,6 @@
 import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
-import { channelOptions, grpc, loadAgentProto } from '../lib/grpc.js';
+import { channelOptions, loadAgentProto, type ChannelSecurity, type grpc } from '../lib/grpc.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
@@ -9,6 +9,8 @@ import type { AgentServiceClient } from '../proto/gen/fulcrum/v1/AgentService.js
 export interface ControlStreamOptions {
   /** Control plane gRPC address, host:port. */
   target: string;
+  /** mTLS with the agent's certificate (or plain gRPC with --insecure-grpc). */
+  security: ChannelSecurity;
   agentId: string;
   region: string;
   logger: Logger;
@@ -26,6 +28,8 @@ export interface ControlStream {
   /** Sends a full (non-heartbeat) report soon; coalesces bursts of calls. */
   notify(): void;
   readonly connected: boolean;
+  /** Reopens the stream (after a certificate renewal: the new channel presents the new one). */
+  reconnect(): void;
   close(): Promise<void>;
 }
 
@@ -36,7 +40,17 @@ export interface ControlStream {
  */
 export function createControlStream(opts: ControlStreamOptions): ControlStream {
   const proto = loadAgentProto();
-  const client = new proto.fulcrum.v1.AgentService(opts.target, grpc.credentials.createInsecure(), channelOptions) as AgentServiceClient;
+  let client: AgentServiceClient | undefined;
+  let generation = -1;
+  // The channel, rebuilt when the certificate changed.
+  const channel = (): AgentServiceClient => {
+    if (!client || generation !== opts.security.generation) {
+      client?.close();
+      generation = opts.security.generation;
+      client = new proto.fulcrum.v1.AgentService(opts.target, opts.security.credentials(), channelOptions) as AgentServiceClient;
+    }
+    return client;
+  };
   const log = opts.logger.child({ component: 'control-stream' });
   const heartbeatMs = opts.heartbeatMs ?? 3000;
   let call: grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> | undefined;
@@ -83,7 +97,7 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
 
   const open = () => {
     if (closed) return;
-    const c = client.Stream();
+    const c = channel().Stream();
     call = c;
     let dead = false;
     const onGone = (why: string, err?: unknown) => {
@@ -126,6 +140,13 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
     get connected() {
       return connected;
     },
+    reconnect() {
+      try {
+        call?.cancel();
+      } catch {
+        // The stream may already be gone.
+      }
+    },
     async close() {
       closed = true;
       clearInterval(heartbeat);
@@ -137,7 +158,7 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
       } catch {
         // The stream may already be gone.
       }
-      client.close();
+      client?.close();
     },
   };
 }

@@ -10,12 +10,18 @@ import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
+import { prepareHostSecurity } from '../lib/fleet-host.js';
 
 export interface StartAgentOptions {
-  id: string;
-  region: string;
+  /** Optional with a certificate, whose id and region are the only ones it may claim. */
+  id?: string;
+  region?: string;
   /** Control plane gRPC address, host:port. */
   controlPlane: string;
+  /** A one-time join token (docs/security/grpc.md): join the fleet before starting. */
+  join?: string;
+  /** Plain gRPC without a certificate: only with the operator's explicit --insecure-grpc. */
+  insecureGrpc?: boolean;
   /** Everything the agent keeps: desired state, secrets, node data, backups. */
   stateDir: string;
   /** `process` (local mariadbd) or `docker`; or a ready ContainerRuntime (tests). */
@@ -67,12 +73,20 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   const clock = opts.clock ?? systemClock;
   const registry = opts.registry ?? createRegistry('agent');
   mkdirSync(opts.stateDir, { recursive: true });
+  const security = await prepareHostSecurity({ stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'agent', join: opts.join, insecure: opts.insecureGrpc, logger });
+  const me = security.identity;
+  if (me && ((opts.id && opts.id !== me.id) || (opts.region && opts.region !== me.region))) {
+    security.close();
+    throw new Error(`this agent's certificate is for ${me.id} in region ${me.region}; --id and --region must match it or be left out`);
+  }
+  const id = me?.id ?? opts.id ?? 'agent-1';
+  const region = me?.region ?? opts.region ?? '*';
   const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
   const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
   const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue());
 
   const agent = createAgent({
-    id: opts.id,
+    id,
     stateDir: opts.stateDir,
     runtime,
     runtimeKind,
@@ -91,8 +105,9 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
 
   const stream = createControlStream({
     target: opts.controlPlane,
-    agentId: opts.id,
-    region: opts.region,
+    security,
+    agentId: id,
+    region: region,
     logger,
     clock,
     heartbeatMs: opts.heartbeatMs,
@@ -100,21 +115,23 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     onDesired: (d) => agent.setDesired(d),
   });
   agent.onChange(() => stream.notify());
+  security.onRenewed(() => stream.reconnect());
 
   let metricsServer: Server | undefined;
   if (opts.metricsPort !== undefined) {
     metricsServer = await serveMetrics(registry, opts.metricsHost ?? '127.0.0.1', opts.metricsPort);
   }
-  logger.info({ agent: opts.id, region: opts.region, runtime: runtime.kind, engines: catalogue.map((e) => e.id) }, 'agent started');
+  logger.info({ agent: id, region, runtime: runtime.kind, engines: catalogue.map((e) => e.id) }, 'agent started');
 
   return {
     agent,
     runtime,
     async close(closeOpts?: { stopNodes?: boolean }) {
+      security.close();
       await stream.close();
       await agent.close();
       if (closeOpts?.stopNodes) {
-        const nodes = await runtime.list({ [LABEL_AGENT]: opts.id });
+        const nodes = await runtime.list({ [LABEL_AGENT]: id });
         await Promise.all(nodes.filter((n) => n.state === 'running').map((n) => runtime.stop(n.name).catch((err: Error) => logger.warn({ err, node: n.name }, 'node did not stop'))));
       }
       await runtime.close();

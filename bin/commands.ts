@@ -36,24 +36,42 @@ function list(v: unknown): string[] | undefined {
   return typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter(Boolean) : undefined;
 }
 
+/**
+ * The join endpoint's port when --bootstrap-port is not given (docs/security/grpc.md): the one
+ * the last run used (hosts keep it for renewals, and tokens carry it), else beside gRPC.
+ */
+function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
+  try {
+    const prev = JSON.parse(readFileSync(join(stateDir, 'control-plane.json'), 'utf8')) as { bootstrapAddress?: string };
+    const port = Number(prev.bootstrapAddress?.split(':').pop());
+    if (Number.isInteger(port) && port > 0) return port;
+  } catch {
+    // first start
+  }
+  return grpcPort === 0 ? 0 : grpcPort + 1;
+}
+
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
     'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
-    'backend-networks': 'string', 'backend-exclude': 'string',
+    'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
+  const grpcPort = (f['grpc-port'] as number | undefined) ?? 8081;
   const cp = await startControlPlane({
     stateDir,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
     grpcHost: f['grpc-host'] as string | undefined,
-    grpcPort: (f['grpc-port'] as number | undefined) ?? 8081,
+    grpcPort,
+    bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? defaultBootstrapPort(stateDir, grpcPort),
+    insecureGrpc: Boolean(f['insecure-grpc']),
     nodebalancerPool: f['nodebalancer-pool'] as string | undefined,
     databasePool: f['database-pool'] as string | undefined,
     hostnameSuffix: f['hostname-suffix'] as string | undefined,
@@ -68,7 +86,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   });
   writeFileSync(
     join(stateDir, 'control-plane.json'),
-    JSON.stringify({ apiUrl: cp.apiUrl, grpcAddress: cp.grpcAddress, metricsUrl: cp.metricsUrl ?? null, pid: process.pid }, null, 2),
+    JSON.stringify({ apiUrl: cp.apiUrl, grpcAddress: cp.grpcAddress, bootstrapAddress: cp.bootstrapAddress, metricsUrl: cp.metricsUrl ?? null, pid: process.pid }, null, 2),
   );
   onShutdown(() => cp.close());
 }
@@ -78,13 +96,17 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number',
+    join: 'string', 'insecure-grpc': 'boolean',
   });
   const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   mkdirSync(stateDir, { recursive: true });
   const dp = await startDataplane({
-    id: (f.id as string | undefined) ?? 'dataplane-1',
-    region: (f.region as string | undefined) ?? '*',
+    // With a certificate, id and region come from it (and may be left out here).
+    id: f.id as string | undefined,
+    region: f.region as string | undefined,
+    join: f.join as string | undefined,
+    insecureGrpc: Boolean(f['insecure-grpc']),
     controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
     stateDir,
     metricsHost: f['metrics-host'] as string | undefined,
@@ -105,15 +127,18 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
 export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
-    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean',
+    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean',
   });
   const runtime = (f.runtime as string | undefined) ?? 'process';
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
   const { startAgent } = await import('../agent/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const agent = await startAgent({
-    id: (f.id as string | undefined) ?? 'agent-1',
-    region: (f.region as string | undefined) ?? '*',
+    // With a certificate, id and region come from it (and may be left out here).
+    id: f.id as string | undefined,
+    region: f.region as string | undefined,
+    join: f.join as string | undefined,
+    insecureGrpc: Boolean(f['insecure-grpc']),
     controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
     stateDir,
     runtime,
@@ -153,6 +178,38 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
     }
     const { secret } = auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
     process.stdout.write(`${secret}\n`);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * `fulcrum join-token create`: a one-time token for a new data plane or agent, made on the
+ * control plane's host from its state folder (the same as POST /v4/fulcrum/join-tokens). The
+ * token carries the bootstrap port, so the control plane must have started once.
+ */
+export async function runJoinTokenCreate(argv: string[]): Promise<void> {
+  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  let bootstrapPort = 0;
+  try {
+    const info = JSON.parse(readFileSync(join(stateDir, 'control-plane.json'), 'utf8')) as { bootstrapAddress?: string };
+    bootstrapPort = Number(info.bootstrapAddress?.split(':').pop() ?? 0);
+  } catch {
+    // handled below
+  }
+  if (!bootstrapPort) throw new Error(`no running control plane found in ${stateDir} (control-plane.json): start it first, the token carries its bootstrap port`);
+  const { openDatabase } = await import('../control-plane/store/sqlite/database.js');
+  const { sqliteFleet } = await import('../control-plane/store/sqlite/fleet-repository.js');
+  const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
+  const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
+  const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
+  const { systemClock } = await import('../lib/clock.js');
+  const db = openDatabase(join(stateDir, 'control-plane.sqlite'));
+  try {
+    const fleet = new FleetService({ repo: sqliteFleet(db), ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
+    const t = fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
+    process.stdout.write(`${t.token}\n`);
   } finally {
     db.close();
   }

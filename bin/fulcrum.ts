@@ -1,6 +1,6 @@
 /**
  * The `fulcrum` command: `lab` (everything on one machine), `control-plane`, `dataplane`,
- * `agent` (each on its own for multi-host installs) and `token create`.
+ * `agent` (each on its own for multi-host installs), `token create` and `join-token create`.
  */
 import { runLab } from './lab.js';
 import { parseFlags } from '../lib/args.js';
@@ -15,10 +15,15 @@ const usage = `usage: fulcrum <command> [options]
                  [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
                  [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
-  dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
+                 [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
+  dataplane      --control-plane HOST:PORT --state DIR [--join TOKEN] [--metrics-port N]
+                 [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
                  [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
                  [--max-conns-per-nodebalancer N] [--fd-reserve N] [--tcp-idle-timeout SECONDS]
-  agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
+  agent          --control-plane HOST:PORT --state DIR --runtime process|docker [--join TOKEN]
+                 [--metrics-port N] [--id ID --region R] [--insecure-grpc]
+  join-token create  --state DIR --role dataplane|agent --id ID [--region R (default *)]
+                 [--expiry-seconds N (default 3600)]   (on the control plane's host)
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
                  [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]]
 `;
@@ -42,6 +47,11 @@ async function main(argv: string[]): Promise<void> {
     case 'agent': {
       const { runAgentCommand } = await import('./commands.js');
       return runAgentCommand(rest);
+    }
+    case 'join-token': {
+      if (rest[0] !== 'create') throw new Error('usage: fulcrum join-token create --state DIR --role dataplane|agent --id ID [--region R]');
+      const { runJoinTokenCreate } = await import('./commands.js');
+      return runJoinTokenCreate(rest.slice(1));
     }
     case 'token': {
       if (rest[0] !== 'create') throw new Error('usage: fulcrum token create --state DIR [...]');

@@ -5,7 +5,9 @@
  * prints how to point clients at it, and stops everything on Ctrl-C.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
@@ -76,6 +78,52 @@ async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | un
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * `--join <token>` for a host whose state folder has no certificate yet: the lab asks its own API
+ * for a one-time token, so its data plane and agent join over the real bootstrap path (mutual
+ * TLS, docs/security/grpc.md); later starts reuse the certificate they keep.
+ */
+async function joinFlags(apiUrl: string, adminToken: string, stateDir: string, role: 'dataplane' | 'agent', id: string, caFile?: string): Promise<string[]> {
+  if (existsSync(join(stateDir, 'pki', 'host.crt'))) return [];
+  const { status, body } = await postJson(`${apiUrl}/v4/fulcrum/join-tokens`, adminToken, { role, id, region: '*' }, caFile);
+  const token = (body as { token?: string } | undefined)?.token;
+  if (status !== 200 || !token) throw new Error(`could not create a join token for ${role} ${id}: ${status} ${JSON.stringify(body)}`);
+  return ['--join', token];
+}
+
+/** A JSON POST over http or https; with --api-tls the API's certificate is the lab CA's. */
+function postJson(url: string, bearer: string, payload: unknown, caFile?: string): Promise<{ status: number; body: unknown }> {
+  const data = JSON.stringify(payload);
+  const u = new URL(url);
+  const send = u.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolvePost, reject) => {
+    const req = send(
+      u,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+        ...(caFile ? { ca: readFileSync(caFile) } : {}),
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => {
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // not JSON: report the text
+          }
+          resolvePost({ status: res.statusCode ?? 0, body });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
 function readJson(path: string): any {
   try {
     return JSON.parse(readFileSync(path, 'utf8'));
@@ -97,6 +145,8 @@ export async function runLab(opts: LabOptions): Promise<void> {
   // started by hand against the previous run finds the control plane again.
   const previous = readJson(join(state, 'lab.json'));
   const grpcPort = apiPort === 0 ? Number(previous?.grpcAddress?.split(':')[1] ?? 0) : apiPort + 1;
+  // The join/renewal endpoint: fixed beside gRPC too, since hosts keep its port for renewals.
+  const bootstrapPort = apiPort === 0 ? Number(previous?.bootstrapAddress?.split(':')[1] ?? 0) : apiPort + 2;
   rmSync(join(dirs.cp, 'control-plane.json'), { force: true });
 
   const children: Child[] = [];
@@ -117,18 +167,20 @@ export async function runLab(opts: LabOptions): Promise<void> {
   try {
     const tls = opts['api-tls'] ? ensureLabTls(join(dirs.cp, 'api-tls'), apiHost) : undefined;
     const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort),
-      ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'))], dirs.logs);
+      '--bootstrap-port', String(bootstrapPort), ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'))], dirs.logs);
     children.push(cp);
     const cpInfo = await waitFor('the control plane', () => {
       const j = readJson(join(dirs.cp, 'control-plane.json'));
-      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string; metricsUrl: string }) : undefined;
+      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string; bootstrapAddress: string; metricsUrl: string }) : undefined;
     }, cp);
     const adminToken = readFileSync(join(dirs.cp, 'admin-token'), 'utf8').trim();
 
     const [dpMetrics, agentMetrics] = [await freePort('127.0.0.1'), await freePort('127.0.0.1')];
-    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics)], dirs.logs);
+    const dpJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.dp, 'dataplane', 'lab-dataplane', tls?.caFile);
+    const agentJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.agent, 'agent', 'lab-agent', tls?.caFile);
+    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics), ...dpJoin], dirs.logs);
     children.push(dp);
-    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit'], dirs.logs);
+    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
     children.push(agent);
     await waitFor('the data plane', () => (readJson(join(dirs.dp, 'dataplane.json'))?.pid === dp.proc.pid ? true : undefined), dp);
     await waitFor('the agent', () => (readJson(join(dirs.agent, 'agent.json'))?.pid === agent.proc.pid ? true : undefined), agent);
@@ -136,6 +188,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
     const info = {
       apiUrl: cpInfo.apiUrl,
       grpcAddress: cpInfo.grpcAddress,
+      bootstrapAddress: cpInfo.bootstrapAddress,
       adminToken,
       stateDir: state,
       ...(tls ? { apiCaFile: tls.caFile } : {}),

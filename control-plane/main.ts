@@ -20,6 +20,12 @@ import { userRoutes } from './api/routes/users.js';
 import type { ControlPlaneContext } from './compose/context.js';
 import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
+import { FleetCa } from './domain/fleet/ca.js';
+import { FleetService } from './domain/fleet/fleet-service.js';
+import { sqliteFleet } from './store/sqlite/fleet-repository.js';
+import { certificatePeers, insecurePeers } from './push/peer-auth.js';
+import { startBootstrapServer } from './push/bootstrap-server.js';
+import { fleetRoutes } from './api/routes/fleet.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -41,6 +47,15 @@ export interface ControlPlaneOptions {
   backendNetworks?: string[];
   backendExcluded?: string[];
   regions?: Region[];
+  /**
+   * Plain gRPC without client certificates: every peer's claimed id is believed. Only with the
+   * operator's explicit --insecure-grpc (docs/security/grpc.md); mutual TLS otherwise.
+   */
+  insecureGrpc?: boolean;
+  /** The bootstrap (join and renewal) HTTPS endpoint; host defaults to grpcHost, port 0 = random. */
+  bootstrapPort?: number;
+  /** Lifetime of data-plane and agent certificates (default 30 days). */
+  certLifetimeMs?: number;
   logger?: Logger;
   registry?: Registry;
   clock?: Clock;
@@ -53,6 +68,8 @@ export interface ControlPlane {
   grpcAddress: string;
   /** http://host:port/metrics of the metrics listener, when there is one. */
   metricsUrl?: string;
+  /** host:port of the bootstrap endpoint (its port is also written into every join token). */
+  bootstrapAddress: string;
   context: ControlPlaneContext;
   close(): Promise<void>;
 }
@@ -83,6 +100,17 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   userRoutes(router, { users: userService, auth });
   const grpcServer = new grpc.Server(serverOptions);
 
+  // The fleet PKI: the control plane's CA, join tokens, revocation (docs/security/grpc.md).
+  const grpcHost = opts.grpcHost ?? '127.0.0.1';
+  const ca = FleetCa.open(opts.stateDir);
+  const serverPair = ca.serverPair();
+  let bootstrapPort = 0;
+  const fleet = new FleetService({ repo: sqliteFleet(db), ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
+  const bootstrap = await startBootstrapServer({ fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger });
+  bootstrapPort = bootstrap.port;
+  fleetRoutes(router, { fleet, auth });
+  if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
+
   // The product areas, each wiring its store, services, routes and push streams.
   const nodebalancerPool = opts.nodebalancerPool ?? '127.77.0.0/16';
   const databasePool = opts.databasePool ?? '127.78.0.0/16';
@@ -90,16 +118,19 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const context: ControlPlaneContext = {
     db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, databasePool, backends,
+    fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     closers: [],
   };
   composeNodeBalancers(context);
   await composeDatabases(context);
 
+  // Mutual TLS: the handshake itself refuses a client without a certificate from the fleet CA.
+  const credentials = opts.insecureGrpc
+    ? grpc.ServerCredentials.createInsecure()
+    : grpc.ServerCredentials.createSsl(Buffer.from(ca.caPem), [{ private_key: Buffer.from(serverPair.keyPem), cert_chain: Buffer.from(serverPair.certPem) }], true);
   const grpcPort = await new Promise<number>((resolve, reject) =>
-    grpcServer.bindAsync(`${opts.grpcHost ?? '127.0.0.1'}:${opts.grpcPort ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
-      err ? reject(err) : resolve(port),
-    ),
+    grpcServer.bindAsync(`${grpcHost}:${opts.grpcPort ?? 0}`, credentials, (err, port) => (err ? reject(err) : resolve(port))),
   );
   const apiHost = opts.apiHost ?? '127.0.0.1';
   await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
@@ -112,21 +143,25 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const metricsAddr = metricsServer?.address();
   const metricsUrl = metricsAddr && typeof metricsAddr === 'object' ? `http://${metricsHost}:${metricsAddr.port}/metrics` : undefined;
   backends.refuseListener(apiHost, apiPort);
-  backends.refuseListener(opts.grpcHost ?? '127.0.0.1', grpcPort);
+  backends.refuseListener(grpcHost, grpcPort);
+  backends.refuseListener(grpcHost, bootstrapPort);
   if (metricsAddr && typeof metricsAddr === 'object') backends.refuseListener(metricsHost, metricsAddr.port);
-  logger.info({ apiUrl, grpc: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`, metricsUrl }, 'control plane ready');
+  logger.info({ apiUrl, grpc: `${grpcHost}:${grpcPort}`, bootstrap: `${grpcHost}:${bootstrapPort}`, mtls: !opts.insecureGrpc, metricsUrl }, 'control plane ready');
 
   const adminToken = bootstrapAdmin(auth, opts.stateDir, users.count() === 0);
 
   return {
     apiUrl,
     adminToken,
-    grpcAddress: `${opts.grpcHost ?? '127.0.0.1'}:${grpcPort}`,
+    grpcAddress: `${grpcHost}:${grpcPort}`,
+    bootstrapAddress: `${grpcHost}:${bootstrapPort}`,
     metricsUrl,
     context,
     async close() {
       for (const c of context.closers.reverse()) await c();
       await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      bootstrap.server.closeAllConnections();
+      await new Promise<void>((resolve) => bootstrap.server.close(() => resolve()));
       await app.close();
       if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       db.close();

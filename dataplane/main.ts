@@ -10,17 +10,23 @@ import { TelemetryClient } from './telemetry/telemetry-client.js';
 import { registerDataplaneMetrics } from './telemetry/metrics.js';
 import { DEFAULT_NOFILE, raiseFdLimit } from './fd-limit.js';
 import type { ConnLimitOptions } from './throttle/conn-limits.js';
+import { prepareHostSecurity } from '../lib/fleet-host.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
 export type { ProxyEngine, CounterDelta, HealthEvent, EngineOptions } from './engine.js';
 
 export interface DataplaneOptions {
-  id: string;
-  region: string;
+  /** Optional with a certificate, whose id and region are the only ones it may claim. */
+  id?: string;
+  region?: string;
   /** host:port of the control plane's gRPC server. */
   controlPlane: string;
   stateDir: string;
+  /** A one-time join token (docs/security/grpc.md): join the fleet before starting. */
+  join?: string;
+  /** Plain gRPC without a certificate: only with the operator's explicit --insecure-grpc. */
+  insecureGrpc?: boolean;
   metricsHost?: string;
   /** 0 = a random port, undefined = no metrics endpoint. */
   metricsPort?: number;
@@ -46,7 +52,18 @@ export interface Dataplane {
  * Every metric of the process is registered here, on the one registry.
  */
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
-  const logger = (opts.logger ?? createLogger('dataplane')).child({ dataplane: opts.id });
+  const security = await prepareHostSecurity({
+    stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
+    logger: opts.logger ?? createLogger('dataplane'),
+  });
+  const me = security.identity;
+  if (me && ((opts.id && opts.id !== me.id) || (opts.region && opts.region !== me.region))) {
+    security.close();
+    throw new Error(`this data plane's certificate is for ${me.id} in region ${me.region}; --id and --region must match it or be left out`);
+  }
+  const id = me?.id ?? opts.id ?? 'dataplane-1';
+  const region = me?.region ?? opts.region ?? '*';
+  const logger = (opts.logger ?? createLogger('dataplane')).child({ dataplane: id });
   const registry = opts.registry ?? createRegistry('dataplane');
   // Descriptors are what a flood of idle connections exhausts: take as many as the host allows
   // and budget client connections below that, keeping a reserve (docs/dataplane.md).
@@ -55,7 +72,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   logger.info({ limit: fds.limit, raised: fds.raised }, 'open-file limit');
   const engine = createProxyEngine({ logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit } });
   registerDataplaneMetrics(registry, engine);
-  const store = new SnapshotStore(opts.stateDir, opts.id);
+  const store = new SnapshotStore(opts.stateDir, id);
 
   try {
     const saved = await store.load();
@@ -70,9 +87,10 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const applies = new Counter({ name: 'fulcrum_dataplane_snapshots_total', help: 'Snapshots received from the control plane, by result (ack or nack)', labelNames: ['result'], registers: [registry] });
   const connected = new Gauge({ name: 'fulcrum_dataplane_control_plane_connected', help: '1 while the config stream is up', registers: [registry] });
   const config = new ConfigClient({
-    id: opts.id,
-    region: opts.region,
+    id,
+    region,
     address: opts.controlPlane,
+    security,
     logger: logger.child({ component: 'config-client' }),
     version: () => engine.version(),
     apply: async (snap) => {
@@ -88,12 +106,17 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     onConnected: (up) => connected.set(up ? 1 : 0),
   });
   const telemetry = new TelemetryClient({
-    id: opts.id,
+    id,
     address: opts.controlPlane,
+    security,
     source: engine,
     logger: logger.child({ component: 'telemetry' }),
     intervalMs: opts.telemetryIntervalMs,
     clock: opts.clock,
+  });
+  security.onRenewed(() => {
+    config.reconnect();
+    telemetry.reconnect();
   });
   config.start();
   telemetry.start();
@@ -108,6 +131,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     metricsPort: addr && typeof addr === 'object' ? addr.port : undefined,
     close() {
       closing ??= (async () => {
+        security.close();
         config.close();
         telemetry.close();
         await engine.close();

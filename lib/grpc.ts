@@ -46,13 +46,26 @@ export function loadAgentProto(): AgentProto {
   return agentProto;
 }
 
+/**
+ * Message limits (docs/security/grpc.md). What the control plane accepts from a peer (ACKs,
+ * telemetry batches, agent reports) is small, so it takes at most 4 MiB per message: a peer
+ * cannot make it buffer hundreds of MiB. What a host accepts from the control plane is one whole
+ * snapshot: about 12 KiB per NodeBalancer with a TLS config (chain + key + nodes), so 64 MiB
+ * holds a region of several thousand TLS NodeBalancers.
+ */
+export const PEER_MESSAGE_MAX = 4 * 1024 * 1024;
+export const SNAPSHOT_MESSAGE_MAX = 64 * 1024 * 1024;
+
 /** Keepalive settings shared by every stream so that a dead peer is noticed in seconds. */
 export const channelOptions: grpc.ChannelOptions = {
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,
-  'grpc.max_receive_message_length': 256 * 1024 * 1024,
-  'grpc.max_send_message_length': 256 * 1024 * 1024,
+  // The server is recognised by its certificate's fulcrum:// identity, not by a host name; a fixed
+  // TLS server name keeps an IP address out of SNI (RFC 6066).
+  'grpc.ssl_target_name_override': 'fulcrum-control-plane',
+  'grpc.max_receive_message_length': SNAPSHOT_MESSAGE_MAX,
+  'grpc.max_send_message_length': PEER_MESSAGE_MAX,
 };
 
 export const serverOptions: grpc.ServerOptions = {
@@ -60,9 +73,32 @@ export const serverOptions: grpc.ServerOptions = {
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,
   'grpc.http2.min_ping_interval_without_data_ms': 5_000,
-  'grpc.max_receive_message_length': 256 * 1024 * 1024,
-  'grpc.max_send_message_length': 256 * 1024 * 1024,
+  'grpc.max_receive_message_length': PEER_MESSAGE_MAX,
+  'grpc.max_send_message_length': SNAPSHOT_MESSAGE_MAX,
 };
+
+/**
+ * How a data plane or agent reaches the control plane: mutual TLS with its current certificate
+ * (lib/fleet-host.ts), or plain gRPC only when the operator passed --insecure-grpc. `generation`
+ * changes when the certificate is renewed, so clients rebuild their channel on the next stream.
+ */
+export interface ChannelSecurity {
+  credentials(): grpc.ChannelCredentials;
+  readonly generation: number;
+}
+
+export const insecureChannel: ChannelSecurity = { credentials: () => grpc.credentials.createInsecure(), generation: 0 };
+
+/**
+ * mTLS credentials for a host: trusts only the fleet CA, and accepts the server only if its
+ * certificate names the control plane role (the fleet CA is private, so the URI identity stands
+ * in for a host name the operator may reach by any address).
+ */
+export function mtlsCredentials(pki: { caPem: string; certPem: string; keyPem: string }, isControlPlane: (raw: Buffer) => boolean): grpc.ChannelCredentials {
+  return grpc.credentials.createSsl(Buffer.from(pki.caPem), Buffer.from(pki.keyPem), Buffer.from(pki.certPem), {
+    checkServerIdentity: (_host, cert) => (cert.raw && isControlPlane(cert.raw) ? undefined : new Error('the server is not the fleet control plane')),
+  });
+}
 
 /**
  * Calls `gone` when a server-side stream ends for any reason (peer half-close, error,

@@ -58,6 +58,8 @@ export interface DataplaneProcessOptions {
   grpcAddress: string;
   stateDir: string;
   logDir: string;
+  /** The control plane, which issues the data plane a join token (mutual TLS, as in production). */
+  cp: ControlPlane;
   /** Extra node flags, e.g. --cpu-prof. */
   nodeFlags?: string[];
 }
@@ -72,7 +74,8 @@ export function startDataplaneProcess(o: DataplaneProcessOptions): Spawned {
   return startProcess(o.id, process.execPath, [
     ...(o.nodeFlags ?? []),
     join(repoRoot(), 'bin', 'fulcrum.js'),
-    'dataplane', '--id', o.id, '--region', '*', '--control-plane', o.grpcAddress, '--state', o.stateDir,
+    'dataplane', '--control-plane', o.grpcAddress, '--state', o.stateDir,
+    '--join', o.cp.context.fleet.createJoinToken({ role: 'dataplane', id: o.id, region: '*' }).token,
   ], o.logDir, env, o.stateDir); // cwd: V8 log files (--perf-basic-prof) land in the temp folder
 }
 

@@ -10,6 +10,8 @@ import type { UserService } from '../domain/auth/user-service.js';
 import type { EventService } from '../domain/events/event-service.js';
 import type { RegionCatalogue } from '../domain/regions.js';
 import type { BackendNetworks } from '../domain/nodebalancers/backend-networks.js';
+import type { FleetService } from '../domain/fleet/fleet-service.js';
+import type { PeerAuth } from '../push/peer-auth.js';
 
 /**
  * What main.ts builds once and hands to each product area (compose/nodebalancers.ts,
@@ -38,6 +40,10 @@ export interface ControlPlaneContext {
   hostnameSuffix: string;
   /** Where node addresses may point: the operator's backend networks minus Fulcrum's own services. */
   backends: BackendNetworks;
+  /** The fleet PKI (join, renew, revoke); each area closes the streams of hosts it revokes. */
+  fleet: FleetService;
+  /** How push streams learn who their peer is (the client certificate; nobody when insecure). */
+  peers: PeerAuth;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

@@ -17,8 +17,9 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): void {
   const repo = sqliteNodeBalancers(ctx.db);
   const dataplanes = sqliteDataplanes(ctx.db);
   const stats = new StatsService(repo, ctx.clock);
-  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
-  const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger });
+  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
+  const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers });
+  ctx.fleet.onRevoke((role, id) => role === 'dataplane' && push.kick(id));
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,

@@ -45,11 +45,17 @@ function orderedOperations(pending: OperationRecord[]): OperationRecord[] {
 export interface AgentContent {
   databases: DesiredDatabase[];
   operations: Operation[];
+  /** True only when the store has no live database on this agent (the agent's mass-delete guard). */
+  deleteAllIntended: boolean;
 }
 
 /** The agent's share of the stored state: the live databases placed on it and their operations. */
 export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[]): AgentContent {
   const dbs = all.filter((x) => x.agentId === agentId && !x.deleting);
   const ids = new Set(dbs.map((x) => x.id));
-  return { databases: dbs.map(toDesired), operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation) };
+  return {
+    databases: dbs.map(toDesired),
+    operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
+    deleteAllIntended: dbs.length === 0,
+  };
 }

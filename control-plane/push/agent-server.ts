@@ -12,6 +12,7 @@ import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from
 import { placeDatabases } from '../domain/databases/placement.js';
 import { agentContent, type AgentContent } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
 export interface AgentServerDeps {
   repo: DatabaseRepository;
@@ -20,6 +21,8 @@ export interface AgentServerDeps {
   clock: Clock;
   logger: Logger;
   registry: Registry;
+  /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
+  peers: PeerAuth;
   coalesceMs?: number;
 }
 
@@ -88,6 +91,8 @@ function results(msg: AgentReport__Output): OperationResultView[] {
 export class AgentPushServer {
   private readonly cache: SnapshotCache<Round, AgentContent>;
   private readonly log: Logger;
+  /** Open streams by agent id, so that a revoked agent's stream can be closed. */
+  private readonly streams = new Map<string, grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
@@ -131,14 +136,40 @@ export class AgentPushServer {
     this.d.repo.upsertAgent({ ...prev, runtime, engines });
   }
 
+  /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */
+  kick(id: string): void {
+    const call = this.streams.get(id);
+    if (call) refuse(call, new PeerRefused(`agent ${id} was removed`));
+  }
+
   private onStream(call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>): void {
     let sub: Subscriber<AgentContent> | undefined;
+    let peer: ReturnType<PeerAuth['identify']>;
+    try {
+      peer = this.d.peers.identify(call, 'agent');
+    } catch (err) {
+      this.log.warn({ reason: (err as Error).message }, 'agent stream refused');
+      refuse(call, err);
+      return;
+    }
+    let refused = false;
     call.on('data', (msg: AgentReport__Output) => {
+      if (refused) return;
       try {
         const fresh = !sub;
         if (!sub) {
-          const id = msg.agentId || 'agent';
-          sub = this.cache.connect(id, msg.region ?? '', Number(msg.appliedVersion), {
+          let claim: { id: string; region: string };
+          try {
+            claim = resolveClaim(peer, { id: msg.agentId, region: msg.region }, { id: 'agent', region: '' });
+          } catch (err) {
+            refused = true;
+            this.log.warn({ reason: (err as Error).message, claimed: msg.agentId }, 'agent stream refused');
+            refuse(call, err);
+            return;
+          }
+          const id = claim.id;
+          this.streams.set(id, call);
+          sub = this.cache.connect(id, claim.region, Number(msg.appliedVersion), {
             send: ({ version, content }) => {
               call.write({ version, ...content });
               this.log.debug({ agent: id, version, databases: content.databases.length, operations: content.operations.length }, 'desired state sent');
@@ -159,6 +190,7 @@ export class AgentPushServer {
       }
     });
     onStreamGone(call, () => {
+      if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
       if (sub && this.cache.disconnect(sub)) this.log.info({ agent: sub.id }, 'agent disconnected');
     });
   }

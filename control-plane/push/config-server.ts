@@ -11,6 +11,7 @@ import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js'
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
 import { buildAll, servedIn } from './snapshot-builder.js';
 import { SnapshotCache, VersionLedger, contentHash, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
 export interface ConfigServerDeps {
   repo: NodeBalancerRepository;
@@ -19,6 +20,8 @@ export interface ConfigServerDeps {
   clock: Clock;
   logger: Logger;
   registry: Registry;
+  /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
+  peers: PeerAuth;
   /** Changes arriving within this window are sent as one snapshot. */
   coalesceMs?: number;
 }
@@ -64,6 +67,9 @@ export class ConfigPushServer {
   private readonly log: Logger;
   private readonly gVersion: Gauge;
   private readonly cNacks: Counter;
+  private readonly cRefused: Counter;
+  /** Open streams by data plane id, so that a revoked data plane's stream can be closed. */
+  private readonly streams = new Map<string, grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>>();
 
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
@@ -78,6 +84,7 @@ export class ConfigPushServer {
       },
     });
     this.gVersion = new Gauge({ name: 'fulcrum_dataplane_config_version_applied', help: 'Config version each data plane has ACKed', labelNames: ['dataplane'], registers: [d.registry] });
+    this.cRefused = new Counter({ name: 'fulcrum_grpc_peers_refused_total', help: 'Streams refused because the peer certificate did not allow them', labelNames: ['service'], registers: [d.registry] });
     this.cNacks = new Counter({ name: 'fulcrum_dataplane_config_nacks_total', help: 'Snapshots rejected by data planes', labelNames: ['dataplane'], registers: [d.registry] });
   }
 
@@ -95,12 +102,39 @@ export class ConfigPushServer {
     this.cache.close();
   }
 
+  /** Closes a (revoked) data plane's open stream; its next one is refused by its certificate. */
+  kick(id: string): void {
+    const call = this.streams.get(id);
+    if (call) refuse(call, new PeerRefused(`data plane ${id} was removed`));
+  }
+
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
     let sub: Subscriber<NbProto[]> | undefined;
+    let peer: ReturnType<PeerAuth['identify']>;
+    try {
+      peer = this.d.peers.identify(call, 'dataplane');
+    } catch (err) {
+      this.cRefused.inc({ service: 'config' });
+      this.log.warn({ reason: (err as Error).message }, 'config stream refused');
+      refuse(call, err);
+      return;
+    }
+    let refused = false;
     call.on('data', (msg: ConfigAck__Output) => {
+      if (refused) return;
       if (!sub) {
-        const id = msg.dataplaneId || `anonymous-${randomUUID().slice(0, 8)}`;
-        const region = msg.region || '*';
+        let claim: { id: string; region: string };
+        try {
+          claim = resolveClaim(peer, { id: msg.dataplaneId, region: msg.region }, { id: `anonymous-${randomUUID().slice(0, 8)}`, region: '*' });
+        } catch (err) {
+          refused = true;
+          this.cRefused.inc({ service: 'config' });
+          this.log.warn({ reason: (err as Error).message, claimed: msg.dataplaneId }, 'config stream refused');
+          refuse(call, err);
+          return;
+        }
+        const { id, region } = claim;
+        this.streams.set(id, call);
         sub = this.cache.connect(id, region, Number(msg.versionApplied), {
           send: ({ version, nonce, content }) => {
             call.write({ version, nonce, nodebalancers: content });
@@ -122,6 +156,7 @@ export class ConfigPushServer {
       }
     });
     onStreamGone(call, () => {
+      if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
       if (sub && this.cache.disconnect(sub)) this.log.info({ dataplane: sub.id }, 'data plane disconnected');
     });
   }

@@ -5,12 +5,15 @@ import type { TelemetryReport__Output } from '../../proto/gen/fulcrum/v1/Telemet
 import type { TelemetryAck } from '../../proto/gen/fulcrum/v1/TelemetryAck.js';
 import type { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
 import type { StatsService } from '../domain/nodebalancers/stats-service.js';
+import { PeerRefused, type PeerAuth } from './peer-auth.js';
 
 export interface TelemetryServerDeps {
   health: NodeHealthService;
   stats: StatsService;
   clock: Clock;
   logger: Logger;
+  /** Who the reporting data plane is: its certificate (docs/security/grpc.md), or nobody when insecure. */
+  peers: PeerAuth;
 }
 
 /**
@@ -31,7 +34,27 @@ export class TelemetryServer {
   }
 
   private onReport(call: grpc.ServerReadableStream<TelemetryReport__Output, TelemetryAck>, cb: grpc.sendUnaryData<TelemetryAck>): void {
+    let peer: ReturnType<PeerAuth['identify']>;
+    let answered = false;
+    const deny = (err: unknown) => {
+      if (answered) return;
+      answered = true;
+      this.log.warn({ reason: (err as Error).message }, 'telemetry refused');
+      cb({ code: grpc.status.PERMISSION_DENIED, details: err instanceof PeerRefused ? err.message : 'refused' });
+    };
+    try {
+      peer = this.d.peers.identify(call, 'dataplane');
+    } catch (err) {
+      deny(err);
+      return;
+    }
     call.on('data', (r: TelemetryReport__Output) => {
+      if (answered) return;
+      // A report speaks for the data plane its certificate names, never another.
+      if (peer && r.dataplaneId && r.dataplaneId !== peer.id) {
+        deny(new PeerRefused(`the certificate is for ${peer.id}, not ${r.dataplaneId}`));
+        return;
+      }
       try {
         for (const h of r.health ?? []) this.d.health.report(Number(h.configId), Number(h.nodeId), h.status);
         for (const c of r.counters ?? []) {
@@ -43,7 +66,10 @@ export class TelemetryServer {
         this.log.error({ err }, 'telemetry report could not be stored');
       }
     });
-    call.on('end', () => cb(null, {}));
+    call.on('end', () => {
+      if (!answered) cb(null, {});
+      answered = true;
+    });
     call.on('error', () => undefined);
   }
 }

@@ -1,4 +1,4 @@
-import { grpc, loadConfigProto, channelOptions } from '../../lib/grpc.js';
+import { grpc, loadConfigProto, channelOptions, type ChannelSecurity } from '../../lib/grpc.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
@@ -9,6 +9,8 @@ export interface ConfigClientOptions {
   id: string;
   region: string;
   address: string;
+  /** mTLS with the data plane's certificate (or plain gRPC with --insecure-grpc). */
+  security: ChannelSecurity;
   logger: Logger;
   /** Version being served now (sent in the hello and in NACKs). */
   version(): number;
@@ -24,7 +26,8 @@ export interface ConfigClientOptions {
  * response supersedes older ones).
  */
 export class ConfigClient {
-  private readonly client: ConfigServiceClient;
+  private client: ConfigServiceClient | null = null;
+  private generation = -1;
   private call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> | null = null;
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -32,18 +35,31 @@ export class ConfigClient {
   private pending: ConfigSnapshot__Output | null = null;
   private applying = false;
 
-  constructor(private readonly o: ConfigClientOptions) {
-    const proto = loadConfigProto();
-    this.client = new proto.fulcrum.v1.ConfigService(o.address, grpc.credentials.createInsecure(), channelOptions) as unknown as ConfigServiceClient;
-  }
+  constructor(private readonly o: ConfigClientOptions) {}
 
   start(): void {
     this.open();
   }
 
+  /** Reopens the stream (after a certificate renewal: the new channel presents the new one). */
+  reconnect(): void {
+    this.call?.cancel();
+  }
+
+  /** The channel, rebuilt when the certificate changed. */
+  private channel(): ConfigServiceClient {
+    if (!this.client || this.generation !== this.o.security.generation) {
+      this.client?.close();
+      const proto = loadConfigProto();
+      this.generation = this.o.security.generation;
+      this.client = new proto.fulcrum.v1.ConfigService(this.o.address, this.o.security.credentials(), channelOptions) as unknown as ConfigServiceClient;
+    }
+    return this.client;
+  }
+
   private open(): void {
     if (this.stopped) return;
-    const call = this.client.Stream();
+    const call = this.channel().Stream();
     this.call = call;
     let gotData = false;
     call.on('data', (snap: ConfigSnapshot__Output) => {
@@ -99,6 +115,6 @@ export class ConfigClient {
     if (this.timer) clearTimeout(this.timer);
     this.call?.cancel();
     this.call = null;
-    this.client.close();
+    this.client?.close();
   }
 }

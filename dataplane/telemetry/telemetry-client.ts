@@ -1,4 +1,4 @@
-import { grpc, loadConfigProto, channelOptions } from '../../lib/grpc.js';
+import { grpc, loadConfigProto, channelOptions, type ChannelSecurity } from '../../lib/grpc.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -9,6 +9,8 @@ import type { HealthEvent, TelemetrySource } from './telemetry-source.js';
 export interface TelemetryClientOptions {
   id: string;
   address: string;
+  /** mTLS with the data plane's certificate (or plain gRPC with --insecure-grpc). */
+  security: ChannelSecurity;
   /** The engine: health transitions and counter deltas. */
   source: TelemetrySource;
   logger: Logger;
@@ -24,7 +26,8 @@ export interface TelemetryClientOptions {
  * engine while the control plane is away instead of being lost.
  */
 export class TelemetryClient {
-  private readonly client: TelemetryServiceClient;
+  private client: TelemetryServiceClient | null = null;
+  private generation = -1;
   private call: grpc.ClientWritableStream<TelemetryReport> | null = null;
   private attempt = 0;
   private stopped = false;
@@ -36,8 +39,6 @@ export class TelemetryClient {
   private readonly clock: Clock;
 
   constructor(private readonly o: TelemetryClientOptions) {
-    const proto = loadConfigProto();
-    this.client = new proto.fulcrum.v1.TelemetryService(o.address, grpc.credentials.createInsecure(), channelOptions) as unknown as TelemetryServiceClient;
     this.clock = o.clock ?? systemClock;
     this.unsubscribe = o.source.onHealth((ev) => {
       this.pendingHealth.push(ev);
@@ -53,9 +54,25 @@ export class TelemetryClient {
     this.open();
   }
 
+  /** Reopens the stream (after a certificate renewal: the new channel presents the new one). */
+  reconnect(): void {
+    this.call?.cancel();
+  }
+
+  /** The channel, rebuilt when the certificate changed. */
+  private channel(): TelemetryServiceClient {
+    if (!this.client || this.generation !== this.o.security.generation) {
+      this.client?.close();
+      const proto = loadConfigProto();
+      this.generation = this.o.security.generation;
+      this.client = new proto.fulcrum.v1.TelemetryService(this.o.address, this.o.security.credentials(), channelOptions) as unknown as TelemetryServiceClient;
+    }
+    return this.client;
+  }
+
   private open(): void {
     if (this.stopped) return;
-    const call = this.client.Report((err) => {
+    const call = this.channel().Report((err) => {
       if (this.call !== call) return;
       this.call = null;
       if (this.stopped) return;
@@ -112,7 +129,7 @@ export class TelemetryClient {
       if (deltas.length > 0) call.write({ dataplaneId: this.o.id, health: [], counters: deltas });
       call.end();
     }
-    this.client.close();
+    this.client?.close();
   }
 }
 

@@ -1,4 +1,4 @@
-import { grpc, loadConfigProto } from '../../lib/grpc.js';
+import { loadConfigProto, type grpc } from '../../lib/grpc.js';
 
 export interface TrafficSample {
   nodebalancerId: number;
@@ -15,10 +15,12 @@ export interface TrafficSample {
  */
 export async function reportTelemetry(
   grpcAddress: string,
+  /** mTLS credentials of a data plane whose id is `test-telemetry` (test/helpers/fleet.ts). */
+  credentials: grpc.ChannelCredentials,
   r: { counters?: TrafficSample[]; health?: { nodebalancerId: number; configId: number; nodeId: number; status: 'UP' | 'DOWN' }[] },
 ): Promise<void> {
   const proto = loadConfigProto();
-  const client = new proto.fulcrum.v1.TelemetryService(grpcAddress, grpc.credentials.createInsecure());
+  const client = new proto.fulcrum.v1.TelemetryService(grpcAddress, credentials);
   try {
     await new Promise<void>((resolve, reject) => {
       const call = client.Report((err: grpc.ServiceError | null) => (err ? reject(err) : resolve()));

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import type { Database as Db } from 'better-sqlite3';
 import { coreMigrations, type Migration } from './migrations.js';
 import { databaseMigrations } from './migrations-databases.js';
+import { fleetMigrations } from './migrations-fleet.js';
 
 export type { Db };
 
@@ -15,7 +16,7 @@ export function openDatabase(path: string): Db {
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db, [...coreMigrations, ...databaseMigrations]);
+  migrate(db, [...coreMigrations, ...fleetMigrations, ...databaseMigrations]);
   return db;
 }
 

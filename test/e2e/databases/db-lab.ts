@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, readdirSync } from 'node:fs';
+import { enrolHost } from '../../helpers/fleet.js';
 import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -68,6 +69,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   const lab: DbLab = {
     cp, runtime: runtimeKind, agentDir, agentId, api,
     async startAgent() {
+      if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', agentId, 'us-east');
       child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), agentId, 'us-east',
         cp.grpcAddress, agentDir, runtimeKind, nodePool], {
         cwd: repoRoot,

@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { enrolHost } from '../../helpers/fleet.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,6 +42,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
     return json;
   };
   const start = async () => {
+    if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', 'sched-agent', 'us-east');
     agent = await startAgent({
       id: 'sched-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process',
       nodeAddressPool: nodePool, heartbeatMs: 200, reconcileIntervalMs: 200, clock, logger: silentLogger(),

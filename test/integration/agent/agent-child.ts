@@ -9,6 +9,8 @@ await startAgent({
   id: process.env.AGENT_ID ?? 'agent-child',
   region: 'us-east',
   controlPlane: process.env.CONTROL_PLANE!,
+  // The test's control plane is a stand-in driver without TLS.
+  insecureGrpc: true,
   stateDir: process.env.STATE_DIR!,
   runtime: 'process',
   nodeAddressPool: process.env.NODE_POOL,

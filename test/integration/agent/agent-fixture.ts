@@ -45,7 +45,8 @@ export async function createAgentFixture(o: {
     net: testNet('127.78', o.slot),
     nodePool: `${testNet('127.79', o.slot)}.0/24`,
     options: () => ({
-      id: o.id, region: 'us-east', controlPlane: driver.target, stateDir, runtime: 'process',
+      // The driver is a stand-in control plane without TLS, so the agent runs with the explicit flag.
+      id: o.id, region: 'us-east', controlPlane: driver.target, insecureGrpc: true, stateDir, runtime: 'process',
       logger: silentLogger(), nodeAddressPool: fx.nodePool, heartbeatMs: 500, reconcileIntervalMs: o.reconcileIntervalMs ?? 500,
       ...(o.clock ? { clock: o.clock } : {}),
       ...(o.extra?.() ?? {}),

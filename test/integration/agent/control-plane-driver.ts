@@ -16,6 +16,8 @@ export interface Driver {
   last(): AgentReport__Output | undefined;
   db(id: number): ObservedDatabase__Output | undefined;
   setDatabases(dbs: DesiredDatabase[]): void;
+  /** Sends this message as it is (a forged or truncated desired state), bypassing the driver's own state. */
+  sendRaw(d: Omit<AgentDesired, 'version'>): void;
   addOperation(op: Operation): void;
   ackOperation(id: string): void;
   waitFor<T>(fn: () => T | undefined | false, timeoutMs?: number, what?: string): Promise<T>;
@@ -30,7 +32,8 @@ export async function startDriver(): Promise<Driver> {
   let version = 0;
   let databases: DesiredDatabase[] = [];
   let operations: Operation[] = [];
-  const current = (): AgentDesired => ({ version, databases, operations });
+  // Like the control plane, it marks an empty list as intended (the agent's mass-delete guard).
+  const current = (): AgentDesired => ({ version, databases, operations, deleteAllIntended: databases.length === 0 });
   const push = () => {
     version++;
     for (const s of streams) s.write(current());
@@ -60,6 +63,10 @@ export async function startDriver(): Promise<Driver> {
     reports,
     last: () => reports[reports.length - 1],
     db: (id) => reports[reports.length - 1]?.databases.find((d) => d.id === id),
+    sendRaw(d) {
+      version++;
+      for (const s of streams) s.write({ ...d, version });
+    },
     setDatabases(dbs) {
       databases = dbs;
       push();

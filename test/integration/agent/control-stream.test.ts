@@ -5,6 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
+import { insecureChannel } from '../../../lib/grpc.js';
 import { createControlStream, type ControlStream } from '../../../agent/control-stream.js';
 import type { AgentDesired__Output } from '../../../proto/gen/fulcrum/v1/AgentDesired.js';
 import { desiredDb, startDriver, type Driver } from './control-plane-driver.js';
@@ -22,7 +23,7 @@ describe('agent control stream', () => {
     const target = driver.target;
     const received: AgentDesired__Output[] = [];
     stream = createControlStream({
-      target, agentId: 'cs-1', region: 'us-east', logger: silentLogger(), clock: systemClock, heartbeatMs: 100,
+      target, security: insecureChannel, agentId: 'cs-1', region: 'us-east', logger: silentLogger(), clock: systemClock, heartbeatMs: 100,
       observe: () => ({ appliedVersion: received.at(-1)?.version ?? 0, databases: [], operationResults: [], engines: [], runtime: 'process' }),
       onDesired: (d) => received.push(d),
     });

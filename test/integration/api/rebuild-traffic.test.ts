@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { enrolHost } from '../../helpers/fleet.js';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +55,7 @@ describe('rebuild and delete as seen by traffic', () => {
   beforeAll(async () => {
     api = await startApi({ nodebalancerPool: pool });
     dpState = mkdtempSync(join(tmpdir(), 'fulcrum-dp-'));
+    enrolHost(api.cp, dpState, 'dataplane', 'dp-rebuild', 'us-east');
     dp = await startDataplane({ id: 'dp-rebuild', region: 'us-east', controlPlane: api.cp.grpcAddress, stateDir: dpState, logger: silentLogger(), telemetryIntervalMs: 200 });
     for (const name of ['alpha', 'beta', 'gamma']) backends[name] = await startTcpBackend(name, { ip: loopback() });
   });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fieldErrors, startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { MYSQL, eventsFor, firstEngine, until, waitStatus } from './helpers.js';
 import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
+import { hostCredentials } from '../../helpers/fleet.js';
 
 /**
  * The control plane's side of the lifecycle over a real gRPC stream, with a scripted agent that
@@ -17,7 +18,7 @@ describe('databases API lifecycle with a scripted agent', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east' });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
     const r = await api.req('POST', MYSQL, { body: { label: 'life-db', region: 'us-east', type: 'g6-standard-1', engine, allow_list: ['127.0.0.2/32'] } });
     id = r.body.id;
   });
@@ -194,7 +195,7 @@ describe('databases API lifecycle with a scripted agent', () => {
     const v1 = agent.desired()!.version;
     agent.close();
     await until('agent disconnected', async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data[0].connected === false || undefined);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east' });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
     const d = await until('desired after reconnect', () => agent.desired());
     expect(d.version).toBeGreaterThanOrEqual(v1);
     expect(d.databases.map((x) => Number(x.id))).toEqual([id]);
@@ -203,7 +204,7 @@ describe('databases API lifecycle with a scripted agent', () => {
 
   it('places databases only on an agent of their region', async () => {
     const r = await api.req('POST', MYSQL, { body: { label: 'lab-db', region: 'lab-local', type: 'g6-nanode-1', engine } });
-    const other = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-lab', region: 'lab-local' });
+    const other = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-lab', region: 'lab-local', credentials: hostCredentials(api.cp, 'agent', 'agent-lab', 'lab-local') });
     try {
       await waitStatus(api, r.body.id, 'active');
       expect(other.desired()!.databases.map((x) => Number(x.id))).toEqual([r.body.id]);

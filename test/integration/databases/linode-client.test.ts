@@ -3,6 +3,7 @@ import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { apiErrors, pointLinodeClientAt, sdk } from '../../helpers/api-linode-client.js';
 import { firstEngine, until } from './helpers.js';
 import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
+import { hostCredentials } from '../../helpers/fleet.js';
 
 /**
  * The real @linode/api-v4 client (which sends every database call to /v4beta) against the
@@ -16,7 +17,7 @@ describe('databases API with @linode/api-v4', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'sdk-agent' });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'sdk-agent', credentials: hostCredentials(api.cp, 'agent', 'sdk-agent', '*') });
     unpoint = pointLinodeClientAt(api.url, () => api.token);
   });
   afterAll(async () => {

@@ -22,9 +22,9 @@ export interface ScriptedAgent {
   close(): void;
 }
 
-export function startScriptedAgent(target: string, opts: { id?: string; region?: string; engines?: string[] } = {}): ScriptedAgent {
+export function startScriptedAgent(target: string, opts: { id?: string; region?: string; engines?: string[]; credentials?: grpc.ChannelCredentials } = {}): ScriptedAgent {
   const proto = loadAgentProto();
-  const client = new proto.fulcrum.v1.AgentService(target, grpc.credentials.createInsecure(), channelOptions) as any;
+  const client = new proto.fulcrum.v1.AgentService(target, opts.credentials ?? grpc.credentials.createInsecure(), channelOptions) as any;
   const call = client.Stream();
   let latest: AgentDesired__Output | undefined;
   const overrides = new Map<number, string>();

@@ -24,7 +24,7 @@ async function setup() {
 }
 
 async function start(cp: TestControlPlane, stateDir: string, id = 'dp-1'): Promise<Dataplane> {
-  const dp = await startDataplane({ id, region: 'lab', controlPlane: cp.address, stateDir, logger: silentLogger(), metricsPort: 0, telemetryIntervalMs: 200 });
+  const dp = await startDataplane({ insecureGrpc: true, id, region: 'lab', controlPlane: cp.address, stateDir, logger: silentLogger(), metricsPort: 0, telemetryIntervalMs: 200 });
   cleanup.push(() => dp.close());
   return dp;
 }
@@ -110,7 +110,7 @@ describe('data plane over real gRPC', () => {
     await cp.close();
     // Control plane gone: a restarted data plane serves the persisted snapshot on its own.
     const dead = `${loopback()}:1`;
-    const dp2 = await startDataplane({ id: 'dp-persist', region: 'lab', controlPlane: dead, stateDir, logger: silentLogger() });
+    const dp2 = await startDataplane({ insecureGrpc: true, id: 'dp-persist', region: 'lab', controlPlane: dead, stateDir, logger: silentLogger() });
     cleanup.push(() => dp2.close());
     expect(await greeting(ip, port)).toBe('a');
   });

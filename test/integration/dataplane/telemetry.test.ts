@@ -16,7 +16,7 @@ async function boot() {
   const cp = await startTestControlPlane();
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-dp-'));
   const registry = createRegistry('dataplane-test');
-  const dp = await startDataplane({ id: 'dp-tel', region: 'lab', controlPlane: cp.address, stateDir, logger: silentLogger(), registry, metricsPort: 0, telemetryIntervalMs: 300 });
+  const dp = await startDataplane({ insecureGrpc: true, id: 'dp-tel', region: 'lab', controlPlane: cp.address, stateDir, logger: silentLogger(), registry, metricsPort: 0, telemetryIntervalMs: 300 });
   cleanup.push(() => rmSync(stateDir, { recursive: true, force: true }), () => cp.close(), () => dp.close());
   return { cp, dp, registry };
 }

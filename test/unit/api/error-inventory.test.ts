@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { apiReasons, statusByCode } from '../../../control-plane/api/errors.js';
 import { databaseReasons } from '../../../control-plane/domain/databases/validation.js';
 import { nodeBalancerReasons } from '../../../control-plane/domain/nodebalancers/validation.js';
+import { fleetReasons } from '../../../control-plane/domain/fleet/validation.js';
 import { repoRoot } from '../../helpers/lab.js';
 
 /**
@@ -207,6 +208,15 @@ describe('API error inventory', () => {
       snapshotLabelTaken: 'A backup labelled {0} already exists for this database',
       target: 'target must be primary or secondary',
       targetSecondary: 'target secondary needs a cluster_size of 3',
+    });
+  });
+
+  it('lists the fleet texts (control-plane/domain/fleet/validation.ts)', () => {
+    expect(render(fleetReasons)).toEqual({
+      role: 'role must be dataplane or agent',
+      id: 'id must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit',
+      region: 'region must be * or a region id from /regions',
+      expiry: 'expiry_seconds must be an integer from 60 to 604800',
     });
   });
 
