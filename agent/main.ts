@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../lib/clock.js';
@@ -66,7 +66,9 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   const logger = opts.logger ?? createLogger('agent');
   const clock = opts.clock ?? systemClock;
   const registry = opts.registry ?? createRegistry('agent');
-  mkdirSync(opts.stateDir, { recursive: true });
+  // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
+  restrictUmask();
+  makePrivate(opts.stateDir);
   const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
   const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
   const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue());

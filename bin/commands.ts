@@ -34,12 +34,13 @@ function required<T>(v: T | undefined, name: string): T {
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
-    'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string',
+    'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const cp = await startControlPlane({
     stateDir,
+    kekFile: f['kek-file'] as string | undefined,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
     grpcHost: f['grpc-host'] as string | undefined,
@@ -95,14 +96,14 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
 }
 
 export async function runTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string' });
+  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string', 'kek-file': 'string' });
   const stateDir = required(f.state as string | undefined, 'state');
   const { openDatabase } = await import('../control-plane/store/sqlite/database.js');
   const { sqliteTokens, sqliteUsers } = await import('../control-plane/store/sqlite/core-repositories.js');
   const { AuthService } = await import('../control-plane/domain/auth/auth-service.js');
   const { validateScopes } = await import('../control-plane/domain/auth/scopes.js');
   const { systemClock } = await import('../lib/clock.js');
-  const db = openDatabase(join(stateDir, 'control-plane.sqlite'));
+  const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   try {
     const users = sqliteUsers(db);
     const auth = new AuthService(users, sqliteTokens(db), systemClock);
@@ -126,4 +127,13 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
   } finally {
     db.close();
   }
+}
+
+/** `fulcrum kek rotate`: a new key-encryption key for the control plane's secrets (docs/security/secrets.md). */
+export async function runKekRotate(argv: string[]): Promise<void> {
+  const f = parseFlags(argv, { state: 'string', 'kek-file': 'string' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  const { rotateKek } = await import('../control-plane/store/sqlite/database.js');
+  const r = rotateKek(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
+  process.stdout.write(`key ${r.keyId} now seals every secret (${r.resealed} re-sealed)\n`);
 }

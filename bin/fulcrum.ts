@@ -4,6 +4,7 @@
  */
 import { runLab } from './lab.js';
 import { parseFlags } from '../lib/args.js';
+import { restrictUmask } from '../lib/private-files.js';
 
 const usage = `usage: fulcrum <command> [options]
 
@@ -11,13 +12,17 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
+                 [--kek-file PATH (default DIR/keys/kek)]
   dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
   agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
-                 [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]]
+                 [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]] [--kek-file PATH]
+  kek rotate     --state DIR [--kek-file PATH]   a new key for the secrets in the control-plane store
 `;
 
 async function main(argv: string[]): Promise<void> {
+  // Everything a Fulcrum process writes is private to its user (docs/security/secrets.md).
+  restrictUmask();
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'lab':
@@ -38,6 +43,11 @@ async function main(argv: string[]): Promise<void> {
       if (rest[0] !== 'create') throw new Error('usage: fulcrum token create --state DIR [...]');
       const { runTokenCreate } = await import('./commands.js');
       return runTokenCreate(rest.slice(1));
+    }
+    case 'kek': {
+      if (rest[0] !== 'rotate') throw new Error('usage: fulcrum kek rotate --state DIR [--kek-file PATH]');
+      const { runKekRotate } = await import('./commands.js');
+      return runKekRotate(rest.slice(1));
     }
     case undefined:
     case 'help':

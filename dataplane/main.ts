@@ -5,6 +5,7 @@ import type { Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
 import { SnapshotStore } from './config/persist.js';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { ConfigClient } from './control/config-client.js';
 import { TelemetryClient } from './telemetry/telemetry-client.js';
 import { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -44,6 +45,9 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const registry = opts.registry ?? createRegistry('dataplane');
   const engine = createProxyEngine({ logger, clock: opts.clock });
   registerDataplaneMetrics(registry, engine);
+  // Private state (the persisted snapshot holds TLS keys): umask 077, folder 0700/0600 (docs/security/secrets.md).
+  restrictUmask();
+  makePrivate(opts.stateDir);
   const store = new SnapshotStore(opts.stateDir, opts.id);
 
   try {

@@ -107,7 +107,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     ];
     if (process.getuid?.() === 0) args.push('--user=root');
     const out = openSync(errLog, 'a');
-    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out] });
+    // mariadbd sets its own file modes from UMASK/UMASK_DIR (default 0660): owner-only instead
+    // (docs/security/secrets.md).
+    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, UMASK: '0600', UMASK_DIR: '0700' } });
     closeSync(out);
     // Listeners first: a binary that cannot be executed emits 'error' on the next tick, and is
     // reported like a server that exits at once.
