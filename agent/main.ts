@@ -5,7 +5,7 @@ import { systemClock, type Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { createAgent, type Agent } from './agent.js';
-import { detectLocalCatalogue, type Catalogue } from './catalogue.js';
+import { detectLocalCatalogue, loadCatalogueFile, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
@@ -22,6 +22,8 @@ export interface StartAgentOptions {
   runtime: 'process' | 'docker' | ContainerRuntime;
   /** Engines this agent can run; default: the local server binaries it finds (process runtime). */
   catalogue?: Catalogue;
+  /** The operator's engine file, listed ahead of the detected engines (agent/catalogue.ts). */
+  enginesFile?: string;
   /** Pool of loopback addresses for nodes (each node listens on its own address, port 3306). */
   nodeAddressPool?: string;
   metricsHost?: string;
@@ -71,7 +73,10 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   makePrivate(opts.stateDir);
   const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
   const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
-  const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue());
+  const catalogue = opts.catalogue ?? [
+    ...(opts.enginesFile ? loadCatalogueFile(opts.enginesFile) : []),
+    ...(runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue()),
+  ];
 
   const agent = createAgent({
     id: opts.id,

@@ -76,7 +76,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
 export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
-    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean',
+    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', engines: 'string',
   });
   const runtime = (f.runtime as string | undefined) ?? 'process';
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
@@ -88,6 +88,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
     stateDir,
     runtime,
+    enginesFile: f.engines as string | undefined,
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
   });

@@ -15,6 +15,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--kek-file PATH (default DIR/keys/kek)]
   dataplane      --id ID --region R --control-plane HOST:PORT --state DIR [--metrics-port N]
   agent          --id ID --region R --control-plane HOST:PORT --state DIR --runtime process|docker [--metrics-port N]
+                 [--engines FILE (the engines this host may run besides the ones it finds)]
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
                  [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]] [--kek-file PATH]
   kek rotate     --state DIR [--kek-file PATH]   a new key for the secrets in the control-plane store

@@ -40,8 +40,11 @@ describe('Managed MySQL schedules with an injected clock', () => {
     return json;
   };
   const start = async () => {
+    // The agent's operator lists the patched build in its catalogue: an agent runs nothing else.
+    const version = engineId.split('/')[1]!;
+    const catalogue = [binary, join(binDir, 'mariadbd')].map((b) => ({ id: engineId, engine: 'mysql' as const, version, binary: b }));
     agent = await startAgent({
-      id: 'sched-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process',
+      id: 'sched-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process', catalogue,
       nodeAddressPool: nodePool, heartbeatMs: 200, reconcileIntervalMs: 200, clock, logger: silentLogger(),
     });
   };
