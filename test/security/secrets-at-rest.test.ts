@@ -121,10 +121,10 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
 
   it('the store holds no password or TLS key in plain text (main file, WAL, shared memory)', () => {
     const bytes = storeBytes(dirs.cp);
-    expect(bytes.includes('fkek1:')).toBe(true);
     expect(bytes.includes(password)).toBe(false);
     expect(bytes.includes(keyBody(pem))).toBe(false);
     expect(bytes.includes('PRIVATE KEY')).toBe(false);
+    expect(bytes.includes('fkek1:')).toBe(true);
   });
 
   it('no file under the control plane, data plane or agent state folder is open to other users', () => {
