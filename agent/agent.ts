@@ -111,7 +111,7 @@ export function createAgent(opts: AgentOptions): Agent {
     runtime: opts.runtime,
     metrics,
     async start() {
-      await mkdir(join(opts.stateDir, 'databases'), { recursive: true });
+      await mkdir(join(opts.stateDir, 'databases'), { recursive: true, mode: 0o700 });
       extraHooks = opts.extras?.(agent);
       extras = extraHooks;
       for (const [kind, h] of Object.entries(extraHooks?.handlers ?? {})) if (h) ops.register(kind as OperationKind, h);
@@ -220,8 +220,9 @@ export function createAgent(opts: AgentOptions): Agent {
     ops.accept(d.operations);
     if (persist) {
       void (async () => {
-        await mkdir(opts.stateDir, { recursive: true });
-        await writeFile(`${desiredFile}.tmp`, JSON.stringify(d));
+        await mkdir(opts.stateDir, { recursive: true, mode: 0o700 });
+        // Every linroot password is in here: owner-only (docs/security/secrets.md).
+        await writeFile(`${desiredFile}.tmp`, JSON.stringify(d), { mode: 0o600 });
         await rename(`${desiredFile}.tmp`, desiredFile);
       })().catch((err) => log.error({ err }, 'could not persist desired state'));
     }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { FulcrumError } from '../lib/errors.js';
 
@@ -52,20 +52,53 @@ export async function detectLocalCatalogue(
   return out;
 }
 
-/** Finds the entry for a desired database: by binary/image when given, else by engine id. */
+/**
+ * The agent operator's own engine file (`fulcrum agent --engines FILE`): `[{id, binary?, image?}]`,
+ * e.g. a newer build to patch to. Listed ahead of the detected servers; a broken file is an error
+ * at start, never a silent fallback.
+ */
+export function loadCatalogueFile(path: string): Catalogue {
+  const raw = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+  if (!Array.isArray(raw)) throw new Error(`${path}: expected a JSON array of engines`);
+  return raw.map((e, i) => {
+    const m = /^mysql\/([0-9][0-9A-Za-z.+_-]{0,40})$/.exec(typeof e?.id === 'string' ? e.id : '');
+    if (!m) throw new Error(`${path}[${i}].id: expected mysql/<version>`);
+    const binary = typeof e.binary === 'string' && e.binary ? e.binary : undefined;
+    const image = typeof e.image === 'string' && e.image ? e.image : undefined;
+    if (!binary && !image) throw new Error(`${path}[${i}]: expected a binary or an image`);
+    return { id: e.id as string, engine: 'mysql' as const, version: m[1]!, ...(binary ? { binary } : {}), ...(image ? { image } : {}) };
+  });
+}
+
+/**
+ * Finds the entry for a desired database: by binary/image when given, else by engine id. Only
+ * this agent's own catalogue runs (docs/security/secrets.md, "Engines"): a binary or image the
+ * desired state names that the catalogue does not list for that engine id is refused, whoever
+ * sent it, before anything is started.
+ */
 export function resolveEngine(
   catalogue: Catalogue,
   want: { engineId: string; binary?: string; image?: string },
   runtime: 'process' | 'docker',
 ): CatalogueEntry {
   const byId = catalogue.filter((e) => e.id === want.engineId);
+  const refuse = (what: string) => new FulcrumError('invalid_config', `${what} is not in this agent's catalogue for engine ${want.engineId}; refusing to run it`, { field: 'engine' });
   if (runtime === 'process') {
-    const exact = want.binary ? byId.find((e) => e.binary === want.binary) ?? (existsSync(want.binary) ? { ...byId[0]!, binary: want.binary } : undefined) : undefined;
-    const hit = exact ?? byId.find((e) => e.binary);
-    if (hit?.binary) return hit;
+    if (want.binary) {
+      const exact = byId.find((e) => e.binary === want.binary);
+      if (!exact) throw refuse(`binary ${want.binary}`);
+      return exact;
+    }
+    const hit = byId.find((e) => e.binary);
+    if (hit) return hit;
   } else {
-    const hit = want.image ? { ...(byId[0] ?? { id: want.engineId, engine: 'mysql' as const, version: want.engineId.split('/')[1] ?? '' }), image: want.image } : byId.find((e) => e.image);
-    if (hit?.image) return hit;
+    if (want.image) {
+      const exact = byId.find((e) => e.image === want.image);
+      if (!exact) throw refuse(`image ${want.image}`);
+      return exact;
+    }
+    const hit = byId.find((e) => e.image);
+    if (hit) return hit;
   }
   throw new FulcrumError('invalid_config', `engine ${want.engineId} is not in this agent's catalogue`, { field: 'engine' });
 }

@@ -1,16 +1,17 @@
-import { mkdirSync } from 'node:fs';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { createAgent, type Agent } from './agent.js';
-import { detectLocalCatalogue, type Catalogue } from './catalogue.js';
+import { detectLocalCatalogue, loadCatalogueFile, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
+import { existingNodeGroupId } from './runtime/node-user.js';
 
 export interface StartAgentOptions {
   /** Optional with a certificate, whose id and region are the only ones it may claim. */
@@ -28,6 +29,8 @@ export interface StartAgentOptions {
   runtime: 'process' | 'docker' | ContainerRuntime;
   /** Engines this agent can run; default: the local server binaries it finds (process runtime). */
   catalogue?: Catalogue;
+  /** The operator's engine file, listed ahead of the detected engines (agent/catalogue.ts). */
+  enginesFile?: string;
   /** Pool of loopback addresses for nodes (each node listens on its own address, port 3306). */
   nodeAddressPool?: string;
   metricsHost?: string;
@@ -72,7 +75,10 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   const logger = opts.logger ?? createLogger('agent');
   const clock = opts.clock ?? systemClock;
   const registry = opts.registry ?? createRegistry('agent');
-  mkdirSync(opts.stateDir, { recursive: true });
+  // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md); the
+  // database servers' group keeps search (not read) permission on the folders shared with them.
+  restrictUmask();
+  makePrivate(opts.stateDir, { shareGroup: existingNodeGroupId() });
   const security = await prepareHostSecurity({ stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'agent', join: opts.join, insecure: opts.insecureGrpc, logger });
   const me = security.identity;
   if (me && ((opts.id && opts.id !== me.id) || (opts.region && opts.region !== me.region))) {
@@ -83,7 +89,10 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   const region = me?.region ?? opts.region ?? '*';
   const runtimeKind = typeof opts.runtime === 'string' ? opts.runtime : (opts.runtime.kind as 'process' | 'docker');
   const runtime = typeof opts.runtime === 'string' ? await makeRuntime(opts.runtime, opts.stateDir, logger) : opts.runtime;
-  const catalogue = opts.catalogue ?? (runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue());
+  const catalogue = opts.catalogue ?? [
+    ...(opts.enginesFile ? loadCatalogueFile(opts.enginesFile) : []),
+    ...(runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue()),
+  ];
 
   const agent = createAgent({
     id,

@@ -62,7 +62,7 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
     }
   }
   const save = () =>
-    writeFile(`${file}.tmp`, JSON.stringify([...results.values()]))
+    writeFile(`${file}.tmp`, JSON.stringify([...results.values()]), { mode: 0o600 })
       .then(() => rename(`${file}.tmp`, file))
       .catch((err) => opts.logger.error({ err }, 'could not persist operation results'));
 

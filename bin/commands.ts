@@ -54,7 +54,7 @@ function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
-    'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string',
+    'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
     'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean',
@@ -66,6 +66,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const grpcPort = (f['grpc-port'] as number | undefined) ?? 8081;
   const cp = await startControlPlane({
     stateDir,
+    kekFile: f['kek-file'] as string | undefined,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
     grpcHost: f['grpc-host'] as string | undefined,
@@ -127,7 +128,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
 export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
-    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean',
+    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
   });
   const runtime = (f.runtime as string | undefined) ?? 'process';
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
@@ -142,6 +143,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
     stateDir,
     runtime,
+    enginesFile: f.engines as string | undefined,
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
   });
@@ -150,14 +152,14 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
 }
 
 export async function runTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string' });
+  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string', 'kek-file': 'string' });
   const stateDir = required(f.state as string | undefined, 'state');
   const { openDatabase } = await import('../control-plane/store/sqlite/database.js');
   const { sqliteTokens, sqliteUsers } = await import('../control-plane/store/sqlite/core-repositories.js');
   const { AuthService } = await import('../control-plane/domain/auth/auth-service.js');
   const { validateScopes } = await import('../control-plane/domain/auth/scopes.js');
   const { systemClock } = await import('../lib/clock.js');
-  const db = openDatabase(join(stateDir, 'control-plane.sqlite'));
+  const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   try {
     const users = sqliteUsers(db);
     const auth = new AuthService(users, sqliteTokens(db), systemClock);
@@ -189,7 +191,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
  * token carries the bootstrap port, so the control plane must have started once.
  */
 export async function runJoinTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number' });
+  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number', 'kek-file': 'string' });
   const stateDir = required(f.state as string | undefined, 'state');
   let bootstrapPort = 0;
   try {
@@ -205,7 +207,7 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
   const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
   const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
   const { systemClock } = await import('../lib/clock.js');
-  const db = openDatabase(join(stateDir, 'control-plane.sqlite'));
+  const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   try {
     const fleet = new FleetService({ repo: sqliteFleet(db), ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
     const t = fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
@@ -213,4 +215,13 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
   } finally {
     db.close();
   }
+}
+
+/** `fulcrum kek rotate`: a new key-encryption key for the control plane's secrets (docs/security/secrets.md). */
+export async function runKekRotate(argv: string[]): Promise<void> {
+  const f = parseFlags(argv, { state: 'string', 'kek-file': 'string' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  const { rotateKek } = await import('../control-plane/store/sqlite/database.js');
+  const r = rotateKek(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
+  process.stdout.write(`key ${r.keyId} now seals every secret (${r.resealed} re-sealed)\n`);
 }

@@ -4,6 +4,7 @@
  */
 import { runLab } from './lab.js';
 import { parseFlags } from '../lib/args.js';
+import { restrictUmask } from '../lib/private-files.js';
 
 const usage = `usage: fulcrum <command> [options]
 
@@ -16,19 +17,24 @@ const usage = `usage: fulcrum <command> [options]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
                  [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
                  [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
+                 [--kek-file PATH (default DIR/keys/kek)]
   dataplane      --control-plane HOST:PORT --state DIR [--join TOKEN] [--metrics-port N]
                  [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
                  [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
                  [--max-conns-per-nodebalancer N] [--fd-reserve N] [--tcp-idle-timeout SECONDS]
   agent          --control-plane HOST:PORT --state DIR --runtime process|docker [--join TOKEN]
                  [--metrics-port N] [--id ID --region R] [--insecure-grpc]
+                 [--engines FILE (the engines this host may run besides the ones it finds)]
   join-token create  --state DIR --role dataplane|agent --id ID [--region R (default *)]
-                 [--expiry-seconds N (default 3600)]   (on the control plane's host)
+                 [--expiry-seconds N (default 3600)] [--kek-file PATH]   (on the control plane's host)
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
-                 [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]]
+                 [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]] [--kek-file PATH]
+  kek rotate     --state DIR [--kek-file PATH]   a new key for the secrets in the control-plane store
 `;
 
 async function main(argv: string[]): Promise<void> {
+  // Everything a Fulcrum process writes is private to its user (docs/security/secrets.md).
+  restrictUmask();
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'lab':
@@ -57,6 +63,11 @@ async function main(argv: string[]): Promise<void> {
       if (rest[0] !== 'create') throw new Error('usage: fulcrum token create --state DIR [...]');
       const { runTokenCreate } = await import('./commands.js');
       return runTokenCreate(rest.slice(1));
+    }
+    case 'kek': {
+      if (rest[0] !== 'rotate') throw new Error('usage: fulcrum kek rotate --state DIR [--kek-file PATH]');
+      const { runKekRotate } = await import('./commands.js');
+      return runKekRotate(rest.slice(1));
     }
     case undefined:
     case 'help':

@@ -11,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
 /** Asks the kernel for a free TCP port on host (for the children's /metrics endpoints). */
 function freePort(host: string): Promise<number> {
@@ -57,7 +58,7 @@ interface Child {
 }
 
 function spawnChild(name: string, args: string[], logDir: string): Child {
-  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a', mode: 0o600 });
   const proc = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, FULCRUM_LAB: '1' },
@@ -139,7 +140,10 @@ export async function runLab(opts: LabOptions): Promise<void> {
   const runtime = opts.runtime ?? 'process';
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
   const dirs = { cp: join(state, 'control-plane'), dp: join(state, 'dataplane'), agent: join(state, 'agent'), logs: join(state, 'logs') };
-  for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
+  // The lab's state (tokens, keys, logs) is private to its user (docs/security/secrets.md).
+  restrictUmask();
+  makePrivate(state);
+  for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true, mode: 0o700 });
 
   // A second start reuses the state; it also reuses the gRPC port so a data plane or agent
   // started by hand against the previous run finds the control plane again.

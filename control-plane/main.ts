@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { createLogger, type Logger } from '../lib/logger.js';
@@ -6,6 +6,7 @@ import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
 import { openDatabase } from './store/sqlite/database.js';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { sqliteAddresses, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './store/sqlite/core-repositories.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
@@ -29,6 +30,8 @@ import { fleetRoutes } from './api/routes/fleet.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
+  /** Key-encryption key file for secrets in the store (default `<stateDir>/keys/kek`, docs/security/secrets.md). */
+  kekFile?: string;
   apiHost?: string;
   apiPort?: number; // 0 = random
   grpcHost?: string;
@@ -81,11 +84,13 @@ export interface ControlPlane {
  * gRPC push services. Only main.ts and compose/ construct dependencies.
  */
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
-  mkdirSync(opts.stateDir, { recursive: true });
+  // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
+  restrictUmask();
+  makePrivate(opts.stateDir);
   const logger = opts.logger ?? createLogger('control-plane');
   const registry = opts.registry ?? createRegistry('control-plane');
   const clock = opts.clock ?? systemClock;
-  const db = openDatabase(join(opts.stateDir, 'control-plane.sqlite'));
+  const db = openDatabase(join(opts.stateDir, 'control-plane.sqlite'), { kekFile: opts.kekFile });
 
   // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
   const users = sqliteUsers(db);

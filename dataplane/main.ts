@@ -5,6 +5,7 @@ import type { Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
 import { SnapshotStore } from './config/persist.js';
+import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { ConfigClient } from './control/config-client.js';
 import { TelemetryClient } from './telemetry/telemetry-client.js';
 import { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -52,6 +53,10 @@ export interface Dataplane {
  * Every metric of the process is registered here, on the one registry.
  */
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
+  // Private state (the persisted snapshot holds TLS keys, pki/ the host's key): umask 077,
+  // folder 0700/0600 (docs/security/secrets.md).
+  restrictUmask();
+  makePrivate(opts.stateDir);
   const security = await prepareHostSecurity({
     stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
     logger: opts.logger ?? createLogger('dataplane'),

@@ -104,10 +104,12 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       const written = encrypted ? pipeline(gzip, createEncryptStream(await backupKey(c)), tap, out) : pipeline(gzip, tap, out);
       gzip.write(await usersSql(c, node));
       if (databases.length > 0) {
+        // Schema names are the customer's: after `--` a name such as `--result-file=/path` is a
+        // name, never an option (docs/security/secrets.md).
         const res = await opts.runtime.exec(
           c.nodeName(node),
           ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
-            '--master-data=2', '--gtid', '--add-drop-database', '--databases', ...databases],
+            '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
           { stdout: gzip, env: { MYSQL_PWD: s.adminPassword } },
         );
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);

@@ -119,8 +119,9 @@ async function seedReplica(opts: {
     await c.query('STOP SLAVE');
     await c.query('RESET SLAVE ALL');
   });
+  // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
   const what = schemas.length > 0
-    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', ...schemas]
+    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...schemas]
     : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
   const dump = new PassThrough();
   const feed = new PassThrough();

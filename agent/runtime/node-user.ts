@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, readdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -24,6 +24,16 @@ export interface NodeUser {
 }
 
 let group: Promise<number> | undefined;
+
+/** NODE_GROUP's gid when the group exists (at agent start, before any node), else undefined. */
+export function existingNodeGroupId(): number | undefined {
+  try {
+    const gid = Number(execFileSync('getent', ['group', NODE_GROUP], { encoding: 'utf8' }).split(':')[2]);
+    return Number.isInteger(gid) ? gid : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The gid of NODE_GROUP, creating the group when the install did not (the README needs no extra step). */
 function nodeGroupId(): Promise<number> {

@@ -10,6 +10,8 @@ import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js
 import { handOver, nodeUser, shareAncestors } from './node-user.js';
 
 const execFileP = promisify(execFile);
+/** mariadbd sets its own file modes from UMASK/UMASK_DIR (default 0660): owner-only instead (docs/security/secrets.md). */
+const PRIVATE_FILES = { UMASK: '0600', UMASK_DIR: '0700' };
 
 interface NodeMeta {
   spec: NodeSpec;
@@ -71,7 +73,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
         // resizes it at start to what the node's config asks for.
         const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', '--innodb-log-file-size=8M'];
         if (process.getuid?.() === 0) args.push('--user=root');
-        await execFileP(installDb, args, { timeout: 120_000 });
+        await execFileP(installDb, args, { timeout: 120_000, env: { ...process.env, ...PRIVATE_FILES } });
         await rm(dir, { recursive: true, force: true });
         await rename(tmp, dir);
         return dir;
@@ -120,7 +122,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       `--log-error=${errLog}`,
     ];
     const out = openSync(errLog, 'a');
-    const child = spawn(spec.engine.binary!, args, { detached: true, stdio: ['ignore', out, out], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    const child = spawn(spec.engine.binary!, args, {
+      detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...PRIVATE_FILES }, ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
     closeSync(out);
     // Listeners first: a binary that cannot be executed emits 'error' on the next tick, and is
     // reported like a server that exits at once.

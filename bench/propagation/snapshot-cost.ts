@@ -10,7 +10,7 @@
  */
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseFlags } from '../../lib/args.js';
 import { loadConfigProto } from '../../lib/grpc.js';
@@ -28,7 +28,8 @@ function main(): void {
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-snapshot-cost-'));
   const copy = join(dir, 'control-plane.sqlite');
   copyFileSync(file, copy);
-  const db = openDatabase(copy);
+  // The copy's secrets open with the original's key file (docs/security/secrets.md).
+  const db = openDatabase(copy, { kekFile: join(dirname(file), 'keys', 'kek') });
   try {
     const repo = sqliteNodeBalancers(db);
     const proto = loadConfigProto() as any;

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { Gauge } from 'prom-client';
 import { sqliteDatabaseRepository } from '../store/sqlite/database-repository.js';
-import { EngineCatalogue, detectLocalEngines, parseEngineId, watchedEngines, type EngineEntry } from '../domain/databases/catalogue.js';
+import { EngineCatalogue, detectLocalEngines, watchedEngines } from '../domain/databases/catalogue.js';
 import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
 import { AgentPushServer } from '../push/agent-server.js';
@@ -18,14 +18,12 @@ const RETARGET_MS = 2000;
  */
 export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> {
   const repo = sqliteDatabaseRepository(ctx.db);
-  // Engine catalogue: the operator's file wins; else what agents report plus the local servers.
+  // Engine catalogue: the operator's file wins; else the local servers plus the engine ids agents
+  // report. Never an image or binary from an agent (docs/security/secrets.md, "Engines").
   const configured = watchedEngines(join(ctx.stateDir, 'database-engines.json'));
   const detected = await detectLocalEngines();
-  const reported = (): EngineEntry[] =>
-    repo.agents().flatMap((a) => a.engines)
-      .filter((e) => parseEngineId(e.id))
-      .map((e) => ({ id: e.id, engine: 'mysql' as const, version: parseEngineId(e.id)!.version, image: e.image, binary: e.binary }));
-  const engines = new EngineCatalogue(configured, detected, reported);
+  const reportedIds = (): string[] => repo.agents().flatMap((a) => a.engines.map((e) => e.id));
+  const engines = new EngineCatalogue(configured, detected, reportedIds);
 
   // The service and the observer are built before the push server they notify.
   const push: { server?: AgentPushServer } = {};

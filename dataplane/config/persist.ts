@@ -26,7 +26,7 @@ export class SnapshotStore {
   async save(snapshot: SnapshotInput): Promise<void> {
     const { nonce: _nonce, ...rest } = snapshot;
     const dir = join(this.file, '..');
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const tmp = `${this.file}.${process.pid}.tmp`;
     await writeFile(tmp, JSON.stringify(rest), { mode: 0o600 });
     await rename(tmp, this.file);

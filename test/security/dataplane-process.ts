@@ -39,7 +39,8 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
   writeFileSync(join(stateDir, `dataplane-${id}.json`), JSON.stringify(snapshot), { mode: 0o600 });
   const args = [
     join(process.cwd(), 'bin', 'fulcrum.js'), 'dataplane', '--id', id, '--state', stateDir,
-    '--control-plane', `127.0.0.1:${await deadPort()}`, '--metrics-port', '0',
+    // Nobody listens there: plain gRPC, explicitly, as no certificate could be checked anyway.
+    '--control-plane', `127.0.0.1:${await deadPort()}`, '--insecure-grpc', '--metrics-port', '0',
     ...(opts.nofile ? ['--nofile', String(opts.nofile)] : []), ...(opts.flags ?? []),
   ];
   const [cmd, argv] = opts.nofile

@@ -15,10 +15,12 @@ export interface EngineEntry {
 }
 
 /**
- * The engine catalogue is configuration, merged from three sources (first wins per id):
- * 1. the operator's file `<stateDir>/database-engines.json` (`[{id, image?, binary?}]`);
- * 2. engines the connected agents report they can run (persisted, so known after a restart);
- * 3. the lab default: local server binaries found on this host, under their true version.
+ * The engine catalogue is the operator's configuration (docs/security/secrets.md, "Engines"):
+ * 1. the operator's file `<stateDir>/database-engines.json` (`[{id, image?, binary?}]`), if any;
+ * 2. else the lab default: local server binaries found on this host, under their true version,
+ *    plus the engine ids the connected agents report they can run. An agent names versions
+ *    only: its entries carry no image or binary, so each agent runs its own local server for
+ *    them, and no agent can choose the software another host runs.
  * A MariaDB server is offered under engine `mysql` (clients only know mysql/postgresql) with
  * its true version, e.g. `mysql/10.11.14`; a 10.x version cannot be confused with MySQL.
  */
@@ -26,14 +28,21 @@ export class EngineCatalogue {
   constructor(
     private readonly configured: () => EngineEntry[],
     private readonly detected: EngineEntry[],
-    private readonly reported: () => EngineEntry[],
+    private readonly reportedIds: () => string[],
   ) {}
 
   list(): EngineEntry[] {
-    const out = new Map<string, EngineEntry>();
     const configured = this.configured();
-    const sources = configured.length > 0 ? [configured] : [this.reported(), this.detected];
-    for (const src of sources) for (const e of src) if (!out.has(e.id)) out.set(e.id, e);
+    const out = new Map<string, EngineEntry>();
+    if (configured.length > 0) {
+      for (const e of configured) if (!out.has(e.id)) out.set(e.id, e);
+    } else {
+      for (const e of this.detected) if (!out.has(e.id)) out.set(e.id, e);
+      for (const id of this.reportedIds()) {
+        const parsed = parseEngineId(id);
+        if (parsed && !out.has(id)) out.set(id, { id, engine: 'mysql', version: parsed.version, image: '', binary: '' });
+      }
+    }
     return [...out.values()].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
   }
 

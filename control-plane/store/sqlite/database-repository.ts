@@ -1,8 +1,11 @@
 import type { Db } from './database.js';
+import type { SecretBox } from '../../../lib/secret-box.js';
+import { secretsOf } from './secrets.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, OperationRecord } from '../../domain/databases/model.js';
 
-const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain'][] = [
+// `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
+const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret'][] = [
   ['label', 'label', 'plain'], ['region', 'region', 'plain'], ['type', 'type', 'plain'],
   ['engineId', 'engine_id', 'plain'], ['version', 'version', 'plain'], ['image', 'image', 'plain'],
   ['binary', 'binary', 'plain'], ['clusterSize', 'cluster_size', 'plain'], ['replicationType', 'replication_type', 'plain'],
@@ -10,28 +13,28 @@ const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain'][] = [
   ['updates', 'updates', 'json'], ['status', 'status', 'plain'], ['hostPrimary', 'host_primary', 'plain'],
   ['hostSecondary', 'host_secondary', 'plain'], ['port', 'port', 'plain'], ['provisioned', 'provisioned', 'bool'],
   ['members', 'members', 'json'], ['caCert', 'ca_cert', 'plain'], ['usedDiskMb', 'used_disk_mb', 'plain'],
-  ['rootPassword', 'root_password', 'plain'], ['nextPassword', 'next_password', 'plain'], ['generation', 'generation', 'plain'],
+  ['rootPassword', 'root_password', 'secret'], ['nextPassword', 'next_password', 'secret'], ['generation', 'generation', 'plain'],
   ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
 ];
 
-function toRow(d: Partial<DatabaseRecord>): Record<string, unknown> {
+function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, col, kind] of columns) {
     if (!(key in d)) continue;
     const v = d[key];
-    out[col] = kind === 'json' ? JSON.stringify(v) : kind === 'bool' ? (v ? 1 : 0) : v;
+    out[col] = kind === 'json' ? JSON.stringify(v) : kind === 'bool' ? (v ? 1 : 0) : kind === 'secret' ? box.sealNullable(v as string | null, `databases.${col}`) : v;
   }
   return out;
 }
 
-function fromRow(r: any): DatabaseRecord | undefined {
+function fromRowWith(r: any, box: SecretBox): DatabaseRecord | undefined {
   if (!r) return undefined;
   const out: Record<string, unknown> = { id: r.id };
   for (const [key, col, kind] of columns) {
     const v = r[col];
-    out[key] = kind === 'json' ? JSON.parse(v) : kind === 'bool' ? v === 1 : v;
+    out[key] = kind === 'json' ? JSON.parse(v) : kind === 'bool' ? v === 1 : kind === 'secret' ? box.openNullable(v, `databases.${col}`) : v;
   }
   return out as unknown as DatabaseRecord;
 }
@@ -40,8 +43,8 @@ function backupRow(r: any): BackupRecord {
   return { databaseId: r.database_id, id: r.id, label: r.label, type: r.type, target: r.target, created: r.created, sizeBytes: r.size_bytes, status: r.status };
 }
 
-function opRow(r: any): OperationRecord {
-  return { id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(r.payload), eventId: r.event_id, state: r.state, error: r.error, created: r.created };
+function opRowWith(r: any, box: SecretBox): OperationRecord {
+  return { id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(box.open(r.payload, 'database_operations.payload')), eventId: r.event_id, state: r.state, error: r.error, created: r.created };
 }
 
 function agentRow(r: any): AgentRecord {
@@ -50,6 +53,10 @@ function agentRow(r: any): AgentRecord {
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
 export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
+  const box = secretsOf(db);
+  const fromRow = (r: any) => fromRowWith(r, box);
+  const toRow = (d: Partial<DatabaseRecord>) => toRowWith(d, box);
+  const opRow = (r: any) => opRowWith(r, box);
   const get = (id: number) => fromRow(db.prepare('SELECT * FROM databases WHERE id = ?').get(id));
   return {
     transaction: <T>(fn: () => T): T => db.transaction(fn)(),
@@ -91,7 +98,7 @@ export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
 
     createOperation(op) {
       db.prepare('INSERT INTO database_operations (id, database_id, kind, payload, event_id, state, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(op.id, op.databaseId, op.kind, JSON.stringify(op.payload), op.eventId, op.state, op.error, op.created);
+        .run(op.id, op.databaseId, op.kind, box.seal(JSON.stringify(op.payload), 'database_operations.payload'), op.eventId, op.state, op.error, op.created);
     },
     operation(id) {
       const r = db.prepare('SELECT * FROM database_operations WHERE id = ?').get(id);

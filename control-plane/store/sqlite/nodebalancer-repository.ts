@@ -1,6 +1,8 @@
 import type { Db } from './database.js';
 import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
 import { nextSequenceId } from './core-repositories.js';
+import { secretsOf } from './secrets.js';
+import type { SecretBox } from '../../../lib/secret-box.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
 
 const BUCKET_MS = 5 * 60 * 1000;
@@ -13,13 +15,16 @@ function nbRow(r: any): NodeBalancer | undefined {
   };
 }
 
-function configRow(r: any): NbConfig | undefined {
+// ssl_key is sealed at rest (secrets.ts, docs/security/secrets.md).
+const SSL_KEY = 'nb_configs.ssl_key';
+
+function configRow(r: any, box: SecretBox): NbConfig | undefined {
   if (!r) return undefined;
   return {
     id: r.id, nodebalancerId: r.nodebalancer_id, port: r.port, protocol: r.protocol, algorithm: r.algorithm,
     stickiness: r.stickiness, check: r.check, checkInterval: r.check_interval, checkTimeout: r.check_timeout,
     checkAttempts: r.check_attempts, checkPath: r.check_path, checkBody: r.check_body, checkPassive: r.check_passive === 1,
-    proxyProtocol: r.proxy_protocol, cipherSuite: r.cipher_suite, sslCert: r.ssl_cert, sslKey: r.ssl_key,
+    proxyProtocol: r.proxy_protocol, cipherSuite: r.cipher_suite, sslCert: r.ssl_cert, sslKey: box.openNullable(r.ssl_key, SSL_KEY),
     sslCommonname: r.ssl_commonname, sslFingerprint: r.ssl_fingerprint,
   };
 }
@@ -32,17 +37,18 @@ function nodeRow(r: any): NbNode | undefined {
   };
 }
 
-function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>) {
+function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox) {
   return {
     port: c.port, protocol: c.protocol, algorithm: c.algorithm, stickiness: c.stickiness, check: c.check,
     check_interval: c.checkInterval, check_timeout: c.checkTimeout, check_attempts: c.checkAttempts,
     check_path: c.checkPath, check_body: c.checkBody, check_passive: c.checkPassive ? 1 : 0,
-    proxy_protocol: c.proxyProtocol, cipher_suite: c.cipherSuite, ssl_cert: c.sslCert, ssl_key: c.sslKey,
+    proxy_protocol: c.proxyProtocol, cipher_suite: c.cipherSuite, ssl_cert: c.sslCert, ssl_key: box.sealNullable(c.sslKey, SSL_KEY),
     ssl_commonname: c.sslCommonname, ssl_fingerprint: c.sslFingerprint,
   };
 }
 
 export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
+  const box = secretsOf(db);
   const configCols =
     'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint';
   const configVals =
@@ -83,17 +89,17 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
       }),
     setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
 
-    configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r)!),
-    config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id)),
+    configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r, box)!),
+    config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id), box),
     createConfig(nbId, c) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nb_configs');
-        insertConfig.run({ id: next, nodebalancer_id: nbId, ...configParams(c) });
+        insertConfig.run({ id: next, nodebalancer_id: nbId, ...configParams(c, box) });
         return next;
       });
       return { ...c, id, nodebalancerId: nbId };
     },
-    updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c) }),
+    updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c, box) }),
     deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
 
     nodes: (cid) => (db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid) as any[]).map((r) => nodeRow(r)!),

@@ -43,8 +43,11 @@ describe('Managed MySQL schedules with an injected clock', () => {
   };
   const start = async () => {
     if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', 'sched-agent', 'us-east');
+    // The agent's operator lists the patched build in its catalogue: an agent runs nothing else.
+    const version = engineId.split('/')[1]!;
+    const catalogue = [binary, join(binDir, 'mariadbd')].map((b) => ({ id: engineId, engine: 'mysql' as const, version, binary: b }));
     agent = await startAgent({
-      id: 'sched-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process',
+      id: 'sched-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process', catalogue,
       nodeAddressPool: nodePool, heartbeatMs: 200, reconcileIntervalMs: 200, clock, logger: silentLogger(),
     });
   };

@@ -70,13 +70,17 @@ describe('agent: day two on real clusters', () => {
   const net = testNet('127.78', 25);
 
   beforeAll(async () => {
-    fx = await createAgentFixture({ id: 'agent-daytwo', slot: 25, clock, reconcileIntervalMs: 300 });
+    // The agent's operator lists the newer build in its catalogue: an agent runs nothing else.
+    fx = await createAgentFixture({
+      id: 'agent-daytwo', slot: 25, clock, reconcileIntervalMs: 300,
+      extra: () => ({ catalogue: [engine, { ...engine, binary: patched }] }),
+    });
     ({ driver, stateDir } = fx);
     patched = join(stateDir, 'mariadbd-patched');
-    agent = await fx.startAgent();
     [engine] = (await detectLocalCatalogue()) as [CatalogueEntry];
     // A "newer build of the same version": another path to the server binary.
     symlinkSync(engine.binary!, patched);
+    agent = await fx.startAgent();
     const updates = { frequency: 'weekly', duration: 1, hourOfDay: 20, dayOfWeek: 7, weekOfMonth: 0 };
     three = desiredDb({
       id: 21, engineId: engine.id, version: engine.version, clusterSize: 3, replicationType: 'semi_synch', updates,

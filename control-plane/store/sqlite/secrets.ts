@@ -1,0 +1,71 @@
+import { SecretBox } from '../../../lib/secret-box.js';
+import type { Database as Db } from 'better-sqlite3';
+
+/**
+ * The columns that hold secrets (docs/security/secrets.md): sealed on write and opened on read by
+ * the repositories, so domain code only ever sees plain values. The context bound to each sealed
+ * value is `<table>.<column>`.
+ */
+export const secretColumns = [
+  { table: 'databases', column: 'root_password' },
+  { table: 'databases', column: 'next_password' },
+  // Operation payloads carry a pending reset password (resetCredentials); all are sealed alike.
+  { table: 'database_operations', column: 'payload' },
+  { table: 'nb_configs', column: 'ssl_key' },
+] as const;
+
+const boxes = new WeakMap<Db, SecretBox>();
+
+export function attachSecretBox(db: Db, box: SecretBox): void {
+  boxes.set(db, box);
+}
+
+/** The secret box of a store opened by openDatabase. */
+export function secretsOf(db: Db): SecretBox {
+  const box = boxes.get(db);
+  if (!box) throw new Error('this database was opened without a key-encryption key');
+  return box;
+}
+
+/**
+ * Seals every secret value that is not sealed under the active key: plain values left by a
+ * version before encryption (the first start after an upgrade) or, during `fulcrum kek rotate`,
+ * values under an older key. Runs in one transaction; returns how many values changed.
+ */
+export function resealSecrets(db: Db, box: SecretBox): number {
+  let changed = 0;
+  db.transaction(() => {
+    for (const { table, column } of secretColumns) {
+      const context = `${table}.${column}`;
+      const rows = db.prepare(`SELECT rowid AS r, "${column}" AS v FROM ${table} WHERE "${column}" IS NOT NULL`).all() as { r: number; v: string }[];
+      const update = db.prepare(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`);
+      for (const { r, v } of rows) {
+        if (SecretBox.keyIdOf(v) === box.activeId) continue;
+        update.run(box.seal(box.open(v, context), context), r);
+        changed++;
+      }
+    }
+  })();
+  return changed;
+}
+
+/** How many secret values are still plain or sealed under a key other than the active one. */
+export function unsealedCount(db: Db, box: SecretBox): number {
+  let n = 0;
+  for (const { table, column } of secretColumns) {
+    const values = db.prepare(`SELECT "${column}" FROM ${table} WHERE "${column}" IS NOT NULL`).pluck().all() as string[];
+    n += values.filter((v) => SecretBox.keyIdOf(v) !== box.activeId).length;
+  }
+  return n;
+}
+
+/**
+ * After values were re-sealed, the old bytes can still sit in the WAL and in free pages:
+ * checkpoint the WAL into the main file, truncate it, and rebuild the file (secure_delete is on,
+ * so freed pages are zeroed too).
+ */
+export function scrubFreedPages(db: Db): void {
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.exec('VACUUM');
+  db.pragma('wal_checkpoint(TRUNCATE)');
+}

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { resolveEngine, type Catalogue } from '../../../agent/catalogue.js';
+import { EngineCatalogue } from '../../../control-plane/domain/databases/catalogue.js';
+
+describe('engine catalogues: the operator chooses the software (docs/security/secrets.md)', () => {
+  const local: Catalogue = [
+    { id: 'mysql/10.11.9', engine: 'mysql', version: '10.11.9', binary: '/usr/sbin/mariadbd' },
+    { id: 'mysql/10.11.9', engine: 'mysql', version: '10.11.9', image: 'fulcrum/mariadb:10.11' },
+  ];
+
+  it('an agent resolves only binaries and images its own catalogue lists for the engine id', () => {
+    expect(resolveEngine(local, { engineId: 'mysql/10.11.9' }, 'process').binary).toBe('/usr/sbin/mariadbd');
+    expect(resolveEngine(local, { engineId: 'mysql/10.11.9', binary: '/usr/sbin/mariadbd' }, 'process').binary).toBe('/usr/sbin/mariadbd');
+    expect(() => resolveEngine(local, { engineId: 'mysql/10.11.9', binary: '/bin/sh' }, 'process')).toThrow(/binary \/bin\/sh is not in this agent's catalogue/);
+    expect(resolveEngine(local, { engineId: 'mysql/10.11.9' }, 'docker').image).toBe('fulcrum/mariadb:10.11');
+    expect(() => resolveEngine(local, { engineId: 'mysql/10.11.9', image: 'evil/image' }, 'docker')).toThrow(/image evil\/image is not in this agent's catalogue/);
+    expect(() => resolveEngine(local, { engineId: 'mysql/9.9.9', image: 'fulcrum/mariadb:10.11' }, 'docker')).toThrow(/not in this agent's catalogue/);
+  });
+
+  it('the control plane takes engine ids from agents, never an image or binary; the operator file replaces everything', () => {
+    const detected = [{ id: 'mysql/10.11.9', engine: 'mysql' as const, version: '10.11.9', image: '', binary: '/usr/sbin/mariadbd' }];
+    let configured: ReturnType<EngineCatalogue['list']> = [];
+    const c = new EngineCatalogue(() => configured, detected, () => ['mysql/10.11.9', 'mysql/11.4.2', 'not-an-id']);
+    expect(c.list()).toEqual([
+      detected[0],
+      { id: 'mysql/11.4.2', engine: 'mysql', version: '11.4.2', image: '', binary: '' },
+    ]);
+    configured = [{ id: 'mysql/10.11.9', engine: 'mysql', version: '10.11.9', image: 'ops/mariadb:1', binary: '' }];
+    expect(c.list()).toEqual(configured);
+  });
+});
