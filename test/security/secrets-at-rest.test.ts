@@ -23,6 +23,7 @@ import { silentLogger } from '../../lib/logger.js';
 import { makeCa, makeCert, type Pem } from '../helpers/certs.js';
 import { api, repoRoot, runFulcrum, startLab, until, type RunningLab } from '../helpers/lab.js';
 import { enrolHost } from '../helpers/fleet.js';
+import { testBackendNetworks } from '../helpers/api-harness.js';
 
 const MYSQL = '/v4/databases/mysql/instances';
 
@@ -93,7 +94,7 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
 
   const startCp = async () => {
     cp = await startControlPlane({
-      stateDir: dirs.cp, apiPort: 0, grpcPort: 0, logger: silentLogger(),
+      stateDir: dirs.cp, apiPort: 0, grpcPort: 0, logger: silentLogger(), backendNetworks: testBackendNetworks,
       databasePool: `127.78.${octet}.0/24`, nodebalancerPool: `127.77.${octet}.0/24`,
     });
     call = api(cp.apiUrl, cp.adminToken);
@@ -229,7 +230,18 @@ describe('security: the lab state folder is private', () => {
   });
   afterAll(async () => {
     await lab?.stop();
-    if (lab) rmSync(lab.info.stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    if (!lab) return;
+    // A server the agent was still preparing (a template data folder) may be finishing its last
+    // writes as the lab stops: try again for a few seconds rather than fail the suite on cleanup.
+    for (let i = 0; ; i++) {
+      try {
+        rmSync(lab.info.stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+        return;
+      } catch (err) {
+        if (i === 10) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
   });
 
   it('lab.json, logs, and every process folder are owner-only; the lab store seals TLS keys', async () => {
