@@ -1,6 +1,6 @@
 import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
-import { channelOptions, loadAgentProto, type ChannelSecurity, type grpc } from '../lib/grpc.js';
+import { channelOptions, loadAgentProto, renewingClient, type ChannelSecurity, type grpc } from '../lib/grpc.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
@@ -40,17 +40,9 @@ export interface ControlStream {
  */
 export function createControlStream(opts: ControlStreamOptions): ControlStream {
   const proto = loadAgentProto();
-  let client: AgentServiceClient | undefined;
-  let generation = -1;
   // The channel, rebuilt when the certificate changed.
-  const channel = (): AgentServiceClient => {
-    if (!client || generation !== opts.security.generation) {
-      client?.close();
-      generation = opts.security.generation;
-      client = new proto.fulcrum.v1.AgentService(opts.target, opts.security.credentials(), channelOptions) as AgentServiceClient;
-    }
-    return client;
-  };
+  const client = renewingClient(opts.security, (creds) => new proto.fulcrum.v1.AgentService(opts.target, creds, channelOptions) as AgentServiceClient);
+  const channel = () => client.get();
   const log = opts.logger.child({ component: 'control-stream' });
   const heartbeatMs = opts.heartbeatMs ?? 3000;
   let call: grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> | undefined;
@@ -158,7 +150,7 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
       } catch {
         // The stream may already be gone.
       }
-      client?.close();
+      client.close();
     },
   };
 }

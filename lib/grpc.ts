@@ -89,6 +89,30 @@ export interface ChannelSecurity {
 
 export const insecureChannel: ChannelSecurity = { credentials: () => grpc.credentials.createInsecure(), generation: 0 };
 
+/** A gRPC client that follows its host's certificate: `get()` rebuilds it after a renewal. */
+export interface RenewingClient<T> {
+  get(): T;
+  close(): void;
+}
+
+export function renewingClient<T extends { close(): void }>(security: ChannelSecurity, make: (credentials: grpc.ChannelCredentials) => T): RenewingClient<T> {
+  let client: T | undefined;
+  let generation = -1;
+  return {
+    get() {
+      if (!client || generation !== security.generation) {
+        client?.close();
+        generation = security.generation;
+        client = make(security.credentials());
+      }
+      return client;
+    },
+    close() {
+      client?.close();
+    },
+  };
+}
+
 /**
  * mTLS credentials for a host: trusts only the fleet CA, and accepts the server only if its
  * certificate names the control plane role (the fleet CA is private, so the URI identity stands

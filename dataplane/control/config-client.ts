@@ -1,4 +1,4 @@
-import { grpc, loadConfigProto, channelOptions, type ChannelSecurity } from '../../lib/grpc.js';
+import { grpc, loadConfigProto, channelOptions, renewingClient, type ChannelSecurity, type RenewingClient } from '../../lib/grpc.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
@@ -26,8 +26,7 @@ export interface ConfigClientOptions {
  * response supersedes older ones).
  */
 export class ConfigClient {
-  private client: ConfigServiceClient | null = null;
-  private generation = -1;
+  private readonly client: RenewingClient<ConfigServiceClient>;
   private call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> | null = null;
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -35,7 +34,10 @@ export class ConfigClient {
   private pending: ConfigSnapshot__Output | null = null;
   private applying = false;
 
-  constructor(private readonly o: ConfigClientOptions) {}
+  constructor(private readonly o: ConfigClientOptions) {
+    const proto = loadConfigProto();
+    this.client = renewingClient(o.security, (creds) => new proto.fulcrum.v1.ConfigService(o.address, creds, channelOptions) as unknown as ConfigServiceClient);
+  }
 
   start(): void {
     this.open();
@@ -48,13 +50,7 @@ export class ConfigClient {
 
   /** The channel, rebuilt when the certificate changed. */
   private channel(): ConfigServiceClient {
-    if (!this.client || this.generation !== this.o.security.generation) {
-      this.client?.close();
-      const proto = loadConfigProto();
-      this.generation = this.o.security.generation;
-      this.client = new proto.fulcrum.v1.ConfigService(this.o.address, this.o.security.credentials(), channelOptions) as unknown as ConfigServiceClient;
-    }
-    return this.client;
+    return this.client.get();
   }
 
   private open(): void {
@@ -115,6 +111,6 @@ export class ConfigClient {
     if (this.timer) clearTimeout(this.timer);
     this.call?.cancel();
     this.call = null;
-    this.client?.close();
+    this.client.close();
   }
 }

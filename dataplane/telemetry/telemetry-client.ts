@@ -1,4 +1,4 @@
-import { grpc, loadConfigProto, channelOptions, type ChannelSecurity } from '../../lib/grpc.js';
+import { grpc, loadConfigProto, channelOptions, renewingClient, type ChannelSecurity, type RenewingClient } from '../../lib/grpc.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -26,8 +26,7 @@ export interface TelemetryClientOptions {
  * engine while the control plane is away instead of being lost.
  */
 export class TelemetryClient {
-  private client: TelemetryServiceClient | null = null;
-  private generation = -1;
+  private readonly client: RenewingClient<TelemetryServiceClient>;
   private call: grpc.ClientWritableStream<TelemetryReport> | null = null;
   private attempt = 0;
   private stopped = false;
@@ -40,6 +39,8 @@ export class TelemetryClient {
 
   constructor(private readonly o: TelemetryClientOptions) {
     this.clock = o.clock ?? systemClock;
+    const proto = loadConfigProto();
+    this.client = renewingClient(o.security, (creds) => new proto.fulcrum.v1.TelemetryService(o.address, creds, channelOptions) as unknown as TelemetryServiceClient);
     this.unsubscribe = o.source.onHealth((ev) => {
       this.pendingHealth.push(ev);
       if (!this.flushScheduled) {
@@ -61,13 +62,7 @@ export class TelemetryClient {
 
   /** The channel, rebuilt when the certificate changed. */
   private channel(): TelemetryServiceClient {
-    if (!this.client || this.generation !== this.o.security.generation) {
-      this.client?.close();
-      const proto = loadConfigProto();
-      this.generation = this.o.security.generation;
-      this.client = new proto.fulcrum.v1.TelemetryService(this.o.address, this.o.security.credentials(), channelOptions) as unknown as TelemetryServiceClient;
-    }
-    return this.client;
+    return this.client.get();
   }
 
   private open(): void {
@@ -129,7 +124,7 @@ export class TelemetryClient {
       if (deltas.length > 0) call.write({ dataplaneId: this.o.id, health: [], counters: deltas });
       call.end();
     }
-    this.client?.close();
+    this.client.close();
   }
 }
 
