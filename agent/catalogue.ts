@@ -83,22 +83,15 @@ export function resolveEngine(
 ): CatalogueEntry {
   const byId = catalogue.filter((e) => e.id === want.engineId);
   const refuse = (what: string) => new FulcrumError('invalid_config', `${what} is not in this agent's catalogue for engine ${want.engineId}; refusing to run it`, { field: 'engine' });
-  if (runtime === 'process') {
-    if (want.binary) {
-      const exact = byId.find((e) => e.binary === want.binary);
-      if (!exact) throw refuse(`binary ${want.binary}`);
-      return exact;
-    }
-    const hit = byId.find((e) => e.binary);
-    if (hit) return hit;
-  } else {
-    if (want.image) {
-      const exact = byId.find((e) => e.image === want.image);
-      if (!exact) throw refuse(`image ${want.image}`);
-      return exact;
-    }
-    const hit = byId.find((e) => e.image);
-    if (hit) return hit;
+  // The process runtime runs a binary, docker an image; either way only one this catalogue lists.
+  const key = runtime === 'process' ? 'binary' : 'image';
+  const asked = want[key];
+  if (asked) {
+    const exact = byId.find((e) => e[key] === asked);
+    if (!exact) throw refuse(`${key} ${asked}`);
+    return exact;
   }
+  const hit = byId.find((e) => e[key]);
+  if (hit) return hit;
   throw new FulcrumError('invalid_config', `engine ${want.engineId} is not in this agent's catalogue`, { field: 'engine' });
 }
