@@ -55,13 +55,19 @@ export class TelemetryServer {
         deny(new PeerRefused(`the certificate is for ${peer.id}, not ${r.dataplaneId}`));
         return;
       }
+      // The certificate's region bounds what it may report on (no certificate: --insecure-grpc).
+      const region = peer?.region ?? '*';
       try {
-        for (const h of r.health ?? []) this.d.health.report(Number(h.configId), Number(h.nodeId), h.status);
+        let skipped = 0;
+        for (const h of r.health ?? []) {
+          if (!this.d.health.report(Number(h.configId), Number(h.nodeId), h.status, region) && (h.status === 'UP' || h.status === 'DOWN')) skipped++;
+        }
         for (const c of r.counters ?? []) {
           const delta = { bytesIn: Number(c.bytesIn), bytesOut: Number(c.bytesOut), connections: Number(c.connections) };
           if (delta.bytesIn === 0 && delta.bytesOut === 0 && delta.connections === 0) continue;
-          this.d.stats.record(Number(c.nodebalancerId), Number(c.configId), Number(c.atMs) || this.d.clock.now(), delta);
+          if (!this.d.stats.record(Number(c.nodebalancerId), Number(c.configId), Number(c.atMs) || this.d.clock.now(), delta, region)) skipped++;
         }
+        if (skipped > 0) this.log.warn({ dataplane: peer?.id, region, skipped }, 'telemetry for NodeBalancers this data plane does not serve (or that no longer exist) ignored');
       } catch (err) {
         this.log.error({ err }, 'telemetry report could not be stored');
       }

@@ -170,6 +170,30 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
     expect(stats).toBeLessThan(1e12);
   });
 
+  it('records telemetry only for NodeBalancers in the region the certificate names', async () => {
+    const nb = (await api.req('GET', '/v4/nodebalancers')).body.data.find((x: any) => x.label === 'sec-tls');
+    const config = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs`)).body.data[0];
+    const node = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs/${config.id}/nodes`)).body.data[0];
+    const status = async () => (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs/${config.id}/nodes/${node.id}`)).body.status;
+    const traffic = () => api.cp.context.db.prepare('SELECT COALESCE(SUM(bytes_in), 0) FROM nb_traffic WHERE nodebalancer_id = ?').pluck().get(nb.id) as number;
+    const report = (id: string, health: string) => ({
+      dataplaneId: id,
+      health: [{ nodebalancerId: nb.id, configId: config.id, nodeId: node.id, status: health, atMs: Date.now() }],
+      counters: [{ nodebalancerId: nb.id, configId: config.id, bytesIn: 5e9, bytesOut: 5e9, connections: 1000, atMs: Date.now() }],
+    });
+    const before = { status: await status(), traffic: traffic() };
+    // A data plane of another region (sec-tls is in us-east) forges health and traffic: ignored.
+    const other = creds(issueHostPki(api.cp, 'dataplane', 'dp-lab-local', 'lab-local'));
+    expect(await tryTelemetry(addr, other, report('dp-lab-local', before.status === 'DOWN' ? 'UP' : 'DOWN'))).toBeNull();
+    expect(await status()).toBe(before.status);
+    expect(traffic()).toBe(before.traffic);
+    // The same report from a data plane of us-east is what the API shows (the control case).
+    const own = creds(issueHostPki(api.cp, 'dataplane', 'dp-us-east', 'us-east'));
+    expect(await tryTelemetry(addr, own, report('dp-us-east', 'DOWN'))).toBeNull();
+    expect(await status()).toBe('DOWN');
+    expect(traffic()).toBe(before.traffic + 5e9);
+  });
+
   it('refuses a message larger than a peer ever needs to send (4 MiB), even from a valid certificate', async () => {
     const dp = creds(issueHostPki(api.cp, 'dataplane', 'dp-big', 'us-east'));
     const r = await tryStream('config', addr, dp, { dataplaneId: 'dp-big', region: 'us-east', versionApplied: 0, responseNonce: '', errorDetail: 'x'.repeat(5 * 1024 * 1024) });

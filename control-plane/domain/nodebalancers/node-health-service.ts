@@ -9,10 +9,22 @@ import type { NodeStatus } from './model.js';
 export class NodeHealthService {
   constructor(private readonly repo: NodeBalancerRepository) {}
 
-  /** Records one report; nodes deleted since the data plane saw them are skipped. */
-  report(configId: number, nodeId: number, status: string): void {
-    if (status !== 'UP' && status !== 'DOWN') return;
+  /**
+   * Records one report from a data plane serving `fromRegion` (`*` = every region). Nodes deleted
+   * since the data plane saw them are skipped, and so are nodes of NodeBalancers outside its
+   * region: a data plane speaks only for traffic it can serve (docs/security/grpc.md). Returns
+   * whether the report was recorded.
+   */
+  report(configId: number, nodeId: number, status: string, fromRegion = '*'): boolean {
+    if (status !== 'UP' && status !== 'DOWN') return false;
     const node = this.repo.node(configId, nodeId);
-    if (node) this.repo.setNodeStatus(node.id, status satisfies NodeStatus);
+    if (!node || !inRegion(this.repo.get(node.nodebalancerId)?.region, fromRegion)) return false;
+    this.repo.setNodeStatus(node.id, status satisfies NodeStatus);
+    return true;
   }
+}
+
+/** Whether a NodeBalancer in `region` is served by a data plane of `served` (`*`: all). */
+export function inRegion(region: string | undefined, served: string): boolean {
+  return region !== undefined && (served === '*' || served === region);
 }

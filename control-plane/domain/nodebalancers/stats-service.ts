@@ -1,4 +1,5 @@
 import { FulcrumError } from '../../../lib/errors.js';
+import { inRegion } from './node-health-service.js';
 import type { Clock } from '../../../lib/clock.js';
 import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
 import type { NodeBalancer } from './model.js';
@@ -18,9 +19,11 @@ export class StatsService {
     private readonly clock: Clock,
   ) {}
 
-  record(nbId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }): void {
-    if (!this.repo.get(nbId)) return;
+  /** Adds traffic a data plane of `fromRegion` counted; NodeBalancers outside its region are skipped. */
+  record(nbId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }, fromRegion = '*'): boolean {
+    if (!inRegion(this.repo.get(nbId)?.region, fromRegion)) return false;
     this.repo.addTraffic(nbId, configId, atMs, d);
+    return true;
   }
 
   transfer(nbId: number): { in: number | null; out: number | null; total: number | null } {
