@@ -42,3 +42,11 @@ export class RegionCatalogue {
     return this.get(id)?.capabilities.includes(capability) ?? false;
   }
 }
+
+/**
+ * Whether a data plane or agent serving `served` serves something in `region`: `*` serves every
+ * region (the lab runs one of each for everything).
+ */
+export function regionServed(served: string, region: string): boolean {
+  return served === '*' || served === region;
+}

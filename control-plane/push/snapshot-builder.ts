@@ -1,4 +1,5 @@
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import { regionServed } from '../domain/regions.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 
 /**
@@ -6,7 +7,7 @@ import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBal
  * region is `*` serves every region (the lab runs one data plane for everything).
  */
 export function servedIn(all: { region: string; nb: NbProto }[], region: string): NbProto[] {
-  return all.filter((x) => region === '*' || x.region === region).map((x) => x.nb);
+  return all.filter((x) => regionServed(region, x.region)).map((x) => x.nb);
 }
 
 export function buildNodeBalancers(repo: NodeBalancerRepository, region: string): NbProto[] {

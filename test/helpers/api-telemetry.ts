@@ -1,13 +1,8 @@
 import { loadConfigProto, type grpc } from '../../lib/grpc.js';
+import type { CounterDelta } from '../../dataplane/telemetry/telemetry-source.js';
 
-export interface TrafficSample {
-  nodebalancerId: number;
-  configId: number;
-  bytesIn: number;
-  bytesOut: number;
-  connections: number;
-  atMs: number;
-}
+/** One counter delta, as a data plane reports it. */
+export type TrafficSample = CounterDelta;
 
 /**
  * Reports traffic counters and node health to the control plane over its real gRPC telemetry

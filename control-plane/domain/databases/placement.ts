@@ -1,8 +1,9 @@
+import { regionServed } from '../regions.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 
 /** Whether an agent of `agentRegion` may run a database of `dbRegion` (empty = any region). */
 export function servesRegion(agentRegion: string, dbRegion: string): boolean {
-  return agentRegion === '' || agentRegion === '*' || agentRegion === dbRegion;
+  return agentRegion === '' || regionServed(agentRegion, dbRegion);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { regionServed } from '../regions.js';
 import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
 import type { NodeStatus } from './model.js';
 
@@ -18,13 +19,11 @@ export class NodeHealthService {
   report(configId: number, nodeId: number, status: string, fromRegion = '*'): boolean {
     if (status !== 'UP' && status !== 'DOWN') return false;
     const node = this.repo.node(configId, nodeId);
-    if (!node || !inRegion(this.repo.get(node.nodebalancerId)?.region, fromRegion)) return false;
+    if (!node) return false;
+    const nb = this.repo.get(node.nodebalancerId);
+    if (!nb || !regionServed(fromRegion, nb.region)) return false;
     this.repo.setNodeStatus(node.id, status satisfies NodeStatus);
     return true;
   }
 }
 
-/** Whether a NodeBalancer in `region` is served by a data plane of `served` (`*`: all). */
-export function inRegion(region: string | undefined, served: string): boolean {
-  return region !== undefined && (served === '*' || served === region);
-}

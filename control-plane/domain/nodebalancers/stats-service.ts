@@ -1,5 +1,5 @@
 import { FulcrumError } from '../../../lib/errors.js';
-import { inRegion } from './node-health-service.js';
+import { regionServed } from '../regions.js';
 import type { Clock } from '../../../lib/clock.js';
 import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
 import type { NodeBalancer } from './model.js';
@@ -21,7 +21,8 @@ export class StatsService {
 
   /** Adds traffic a data plane of `fromRegion` counted; NodeBalancers outside its region are skipped. */
   record(nbId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }, fromRegion = '*'): boolean {
-    if (!inRegion(this.repo.get(nbId)?.region, fromRegion)) return false;
+    const nb = this.repo.get(nbId);
+    if (!nb || !regionServed(fromRegion, nb.region)) return false;
     this.repo.addTraffic(nbId, configId, atMs, d);
     return true;
   }
