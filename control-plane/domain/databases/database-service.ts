@@ -6,6 +6,7 @@ import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { Actor, AuthService } from '../auth/auth-service.js';
 import type { EntityRef, EventService } from '../events/event-service.js';
 import type { RegionCatalogue } from '../regions.js';
+import type { AddressPools } from '../address-pools.js';
 import type { EngineCatalogue } from './catalogue.js';
 import { parseEngineId } from './catalogue.js';
 import type { BackupRecord, DatabaseRecord, OperationKind } from './model.js';
@@ -23,8 +24,8 @@ export interface DatabaseServiceDeps {
   regions: RegionCatalogue;
   engines: EngineCatalogue;
   clock: Clock;
-  /** Pool for endpoint addresses (hosts.primary / hosts.secondary), e.g. 127.78.0.0/16. */
-  pool: string;
+  /** Pools for endpoint addresses (hosts.primary / hosts.secondary) per region, e.g. 127.78.0.0/16. */
+  pool: AddressPools;
   /** Called after every committed change of desired state; the agent server pushes. */
   onChange: () => void;
 }
@@ -92,10 +93,10 @@ export class DatabaseService {
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
-      const primary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
+      const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches
       // the primary too); the agent's front proxy serves both.
-      const secondary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
+      const secondary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       if (!primary || !secondary) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
       const event = this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });
       return this.d.repo.update(row.id, { hostPrimary: primary, hostSecondary: secondary, pendingEventId: event.id });

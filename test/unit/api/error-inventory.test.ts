@@ -239,6 +239,7 @@ describe('API error inventory', () => {
       'Length must be 1-100 characters',
       'Must be a valid email address.',
       'No ${kind} with id ${String(id)} on this account',
+      'No ${this.what} addresses are configured for region ${region}',
       'No NodeBalancer addresses are left in the pool',
       'No database endpoint addresses are left in the pool',
       'Not found',
