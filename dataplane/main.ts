@@ -12,6 +12,8 @@ import { registerDataplaneMetrics } from './telemetry/metrics.js';
 import { DEFAULT_NOFILE, raiseFdLimit } from './fd-limit.js';
 import type { ConnLimitOptions } from './throttle/conn-limits.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
+import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
+import type { VrrpSettings } from './vrrp/keepalived-config.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -40,6 +42,8 @@ export interface DataplaneOptions {
   nofile?: number;
   /** Connection caps and timeouts; the descriptor budget comes from the limit in force. */
   limits?: Omit<ConnLimitOptions, 'fdLimit'>;
+  /** Pair mode: hold the served addresses through keepalived with peers (docs/multi-host.md). */
+  vrrp?: Omit<VrrpSettings, 'name'>;
 }
 
 export interface Dataplane {
@@ -78,6 +82,9 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const engine = createProxyEngine({ logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit } });
   registerDataplaneMetrics(registry, engine);
   const store = new SnapshotStore(opts.stateDir, id);
+  // Pair mode: listeners bind addresses a peer may hold (nonlocal bind), checked before anything.
+  const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }) }) : undefined;
+  if (vrrp) ensureNonlocalBind(logger);
 
   try {
     const saved = await store.load();
@@ -87,6 +94,15 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     }
   } catch (err) {
     logger.error({ err }, 'persisted snapshot could not be applied; waiting for the control plane');
+  }
+  if (vrrp) {
+    try {
+      await vrrp.start(engine.addresses());
+    } catch (err) {
+      security.close();
+      await engine.close();
+      throw err;
+    }
   }
 
   const applies = new Counter({ name: 'fulcrum_dataplane_snapshots_total', help: 'Snapshots received from the control plane, by result (ack or nack)', labelNames: ['result'], registers: [registry] });
@@ -106,6 +122,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
         throw err;
       }
       applies.inc({ result: 'ack' });
+      vrrp?.update(engine.addresses());
       await store.save(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
     },
     onConnected: (up) => connected.set(up ? 1 : 0),
@@ -136,6 +153,8 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     metricsPort: addr && typeof addr === 'object' ? addr.port : undefined,
     close() {
       closing ??= (async () => {
+        // Addresses first: a peer takes them over while this one still drains.
+        await vrrp?.stop();
         security.close();
         config.close();
         telemetry.close();

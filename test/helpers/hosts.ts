@@ -8,6 +8,7 @@
  *   const srv = b.spawn('socat', [...]);        // runs inside b's namespace, killed at teardown
  *   await a.exec('ping', ['-c1', b.ip]);        // runs to completion inside a's namespace
  *   const cp = a.fulcrum(['control-plane', ...]); // `fulcrum <args>` from the sources, on host a
+ *   const w = watch(b.spawn(...));             // spawn + output()/kill()/stop()
  *   await a.linkDown(); await a.linkUp();       // a cut cable: carrier lost on a's only link
  *   await net.teardown();                       // kills every process in the namespaces, removes
  *                                               // namespaces, links and the iptables rule
@@ -159,7 +160,8 @@ export async function cleanHosts(prefix: string): Promise<void> {
   }
 }
 
-function hostProcess(proc: ChildProcess): HostProcess {
+/** Collects a spawned process's output and gives it kill/stop (what `fulcrum()` returns). */
+export function watch(proc: ChildProcess): HostProcess {
   let out = '';
   proc.stdout?.on('data', (d) => (out = (out + String(d)).slice(-1_000_000)));
   proc.stderr?.on('data', (d) => (out = (out + String(d)).slice(-1_000_000)));
@@ -232,7 +234,7 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
         }),
       spawn: spawnIn,
       fulcrum: (args, env = {}) =>
-        hostProcess(spawnIn(process.execPath, [cli, ...args], {
+        watch(spawnIn(process.execPath, [cli, ...args], {
           cwd: repoRoot,
           env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'info', ...env },
         })),
