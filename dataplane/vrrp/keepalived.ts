@@ -62,6 +62,12 @@ function cmdline(pid: number): string {
   }
 }
 
+/** A process's start time in clock ticks since boot (/proc/<pid>/stat field 22). */
+export function startTime(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[19] ?? '';
+}
+
 async function waitGone(pid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
@@ -101,7 +107,9 @@ export class Keepalived {
       '#!/bin/sh',
       '# Written by the Fulcrum data plane (docs/multi-host.md): succeeds while the data plane that',
       '# started this keepalived runs; once it is gone, stops keepalived, which gives up the addresses.',
-      `if tr '\\0' ' ' < /proc/${process.pid}/cmdline 2>/dev/null | grep -q dataplane; then exit 0; fi`,
+      // The start time tells this process from a later one that reuses its pid.
+      `started=$(sed 's/.*) //' /proc/${process.pid}/stat 2>/dev/null | cut -d' ' -f20)`,
+      `[ "$started" = "${startTime(process.pid)}" ] && exit 0`,
       `kill -TERM "$(cat ${q(this.pidFile)})" 2>/dev/null`,
       'exit 1',
       '',

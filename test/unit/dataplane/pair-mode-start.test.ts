@@ -2,10 +2,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ensureNonlocalBind } from '../../../dataplane/vrrp/keepalived.js';
+import { Keepalived, ensureNonlocalBind } from '../../../dataplane/vrrp/keepalived.js';
 import { silentLogger } from '../../../lib/logger.js';
 
-// Pair mode's nonlocal bind (docs/multi-host.md): set when it can be, a clear refusal when not.
+// Starting pair mode (docs/multi-host.md): nonlocal bind set when it can be, and clear refusals
+// when it cannot or keepalived is missing.
 describe('nonlocal bind in pair mode', () => {
   const dirs: string[] = [];
   afterEach(() => {
@@ -37,5 +38,15 @@ describe('nonlocal bind in pair mode', () => {
     const d = mkdtempSync(join(tmpdir(), 'fulcrum-nonlocal-'));
     dirs.push(d);
     expect(() => ensureNonlocalBind(silentLogger(), d)).toThrow(/needs net.ipv4.ip_nonlocal_bind=1/);
+  });
+
+  it('refuses to start without keepalived, naming the package', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'fulcrum-nokeepalived-'));
+    dirs.push(d);
+    const k = new Keepalived({ iface: 'eth0', peers: ['198.19.1.11'], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), binary: join(d, 'no-such-keepalived') });
+    await expect(k.start(['198.18.100.2'])).rejects.toThrow('needs keepalived: install the keepalived package');
+    await k.stop();
+    // What it would have run is written, private.
+    expect(readFileSync(join(d, 'vrrp', 'keepalived.conf'), 'utf8')).toContain('198.18.100.2/32 dev eth0');
   });
 });
