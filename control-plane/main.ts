@@ -85,6 +85,11 @@ export interface ControlPlane {
  * gRPC push services. Only main.ts and compose/ construct dependencies.
  */
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
+  // Settings first: a bad pool stops the start before anything is opened or listens.
+  const nodebalancerPool = AddressPools.parse(opts.nodebalancerPool ?? '127.77.0.0/16', 'NodeBalancer');
+  const databasePool = AddressPools.parse(opts.databasePool ?? '127.78.0.0/16', 'database endpoint');
+  const servicePools = [...nodebalancerPool.cidrs(), ...databasePool.cidrs()];
+  assertDisjoint(servicePools, 'NodeBalancer and database endpoint');
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
@@ -118,10 +123,6 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
 
   // The product areas, each wiring its store, services, routes and push streams.
-  const nodebalancerPool = AddressPools.parse(opts.nodebalancerPool ?? '127.77.0.0/16', 'NodeBalancer');
-  const databasePool = AddressPools.parse(opts.databasePool ?? '127.78.0.0/16', 'database endpoint');
-  const servicePools = [...nodebalancerPool.cidrs(), ...databasePool.cidrs()];
-  assertDisjoint(servicePools, 'NodeBalancer and database endpoint');
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
     db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
