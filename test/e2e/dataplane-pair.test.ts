@@ -155,6 +155,15 @@ describe('data planes in pairs (keepalived)', () => {
     await until('its keepalived runs', async () => (await processesIn(holder)).includes('keepalived'), 30_000, 200);
     // No preemption: the address stays where it is.
     expect(await holds(other, vip)).toBe(true);
+    // A keepalived that exits while its data plane runs is started again by the data plane.
+    const pidFile = join(dir, holder.name, 'vrrp', 'keepalived.pid');
+    const firstPid = Number(readFileSync(pidFile, 'utf8'));
+    process.kill(firstPid, 'SIGTERM');
+    await until('the data plane restarted its keepalived', async () => {
+      const now = Number(readFileSync(pidFile, 'utf8'));
+      return now !== firstPid && (await processesIn(holder)).includes('keepalived');
+    }, 30_000, 200);
+    expect(await holds(other, vip)).toBe(true);
 
     // Case 2: the new holder's link goes down (a cut cable).
     const cutAt = Date.now();
