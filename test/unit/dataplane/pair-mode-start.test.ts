@@ -1,4 +1,5 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -48,5 +49,36 @@ describe('nonlocal bind in pair mode', () => {
     await k.stop();
     // What it would have run is written, private.
     expect(readFileSync(join(d, 'vrrp', 'keepalived.conf'), 'utf8')).toContain('198.18.100.2/32 dev eth0');
+  });
+
+  it("stops the keepalived an earlier run left, and nothing else the pid file may name", async () => {
+    const d = mkdtempSync(join(tmpdir(), 'fulcrum-leftover-'));
+    dirs.push(d);
+    mkdirSync(join(d, 'vrrp'));
+    const conf = join(d, 'vrrp', 'keepalived.conf');
+    // Resolved once exec has happened, so /proc/<pid>/cmdline shows the arguments.
+    const idle = async (...extra: string[]) => {
+      const p = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', '--', ...extra], { stdio: 'ignore' });
+      await new Promise((r) => p.once('spawn', r));
+      return p;
+    };
+    const settings = { iface: 'eth0', peers: [], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), binary: join(d, 'none') };
+    const exited = (p: ReturnType<typeof spawn>) => new Promise((r) => (p.exitCode !== null || p.signalCode !== null ? r(null) : p.once('exit', r)));
+
+    // A process that is not this data plane's keepalived: left alone.
+    const stranger = await idle('-f', '/elsewhere/keepalived.conf');
+    writeFileSync(join(d, 'vrrp', 'keepalived.pid'), `${stranger.pid}\n`);
+    await expect(new Keepalived(settings).start([])).rejects.toThrow('needs keepalived');
+    expect(stranger.exitCode === null && stranger.signalCode === null).toBe(true);
+    stranger.kill('SIGKILL');
+    await exited(stranger);
+
+    // One started with this state folder's file: stopped before a new one starts.
+    const leftover = await idle('-f', conf);
+    writeFileSync(join(d, 'vrrp', 'keepalived.pid'), `${leftover.pid}\n`);
+    const gone = exited(leftover);
+    await expect(new Keepalived(settings).start([])).rejects.toThrow('needs keepalived');
+    await gone;
+    expect(leftover.signalCode).toBe('SIGTERM');
   });
 });
