@@ -193,10 +193,20 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
   const names = opts.names ?? Array.from({ length: opts.count ?? 2 }, (_, i) => `h${i}`);
   if (names.length < 1 || names.length > 200) throw new Error('createHosts: 1..200 hosts');
   const subnet = opts.subnet ?? defaultSubnet(prefix);
+  if (!Number.isInteger(subnet) || subnet < 0 || subnet > 255) throw new Error('createHosts: subnet 0..255');
+  await cleanHosts(prefix);
+  try {
+    return await build(prefix, names, subnet);
+  } catch (err) {
+    // Half-built: the caller has no HostNet to tear down, so nothing may stay.
+    await cleanHosts(prefix);
+    throw err;
+  }
+}
+
+async function build(prefix: string, names: string[], subnet: number): Promise<HostNet> {
   const bridge = `${prefix}-br`;
   const rootIp = `198.19.${subnet}.1`;
-  await cleanHosts(prefix);
-
   await sh('ip', ['link', 'add', bridge, 'type', 'bridge']);
   await sh('ip', ['addr', 'add', `${rootIp}/24`, 'dev', bridge]);
   await sh('ip', ['link', 'set', bridge, 'up']);
