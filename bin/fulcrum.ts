@@ -12,6 +12,8 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)  --api-tls (HTTPS with a lab CA)
                  --api-rate-limit N  --api-ip-rate-limit N  --api-stats-rate-limit N
+  control-plane, dataplane and agent also take --config FILE: \`key = value\` lines named like
+                 their flags (docs/install.md); flags on the command line win
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
                  [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
