@@ -54,8 +54,16 @@ describe('systemd units in scripts/systemd', () => {
       expect(exec, unit).toEqual(['/usr/bin/node', '/opt/fulcrum/bin/fulcrum.js', cmd, '--config', `/etc/fulcrum/${cmd}.conf`]);
       expect(help, cmd).toMatch(new RegExp(`^  ${cmd} `, 'm'));
       expect(service.get('UMask'), unit).toBe('0077');
-      // Only the agent runs as root (docs/install.md says why).
+      // Only the agent runs as root (docs/install.md says why); the others get no more than they need.
       expect(service.get('User'), unit).toBe(cmd === 'agent' ? 'root' : 'fulcrum');
+      const caps = { 'control-plane': '', dataplane: 'CAP_NET_BIND_SERVICE' }[cmd as 'control-plane' | 'dataplane'];
+      if (caps !== undefined) {
+        expect(service.get('CapabilityBoundingSet'), unit).toBe(caps);
+        expect(service.get('NoNewPrivileges'), unit).toBe('yes');
+      } else {
+        expect(service.get('CapabilityBoundingSet')!.split(' '), unit).not.toContain('CAP_SYS_ADMIN');
+        expect(service.get('KillMode'), unit).toBe('process');
+      }
     }
   });
 
