@@ -8,6 +8,8 @@ import { startDataplane, type Dataplane } from '../../../dataplane/main.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { enrolHost } from '../../helpers/fleet.js';
+import { joinFleet, renewCertificate } from '../../../lib/fleet-host.js';
+import { hostIdentity, loadHostPki } from '../../../lib/pki.js';
 import { api, until } from '../../helpers/lab.js';
 import { ask, echoBackend } from '../../helpers/tcp.js';
 
@@ -122,6 +124,29 @@ describe('a list of control-plane addresses', () => {
     expect(toA).toBeLessThan(5_000);
     expect(failures).toBe(0);
     expect(served).toBeGreaterThan(5);
+  });
+
+  it('joins and renews through the first replica whose bootstrap endpoint answers', async () => {
+    const joinState = mkdtempSync(join(tmpdir(), 'ops-replicas-join-'));
+    const own = await startControlPlane({ stateDir: join(joinState, 'cp'), apiPort: 0, grpcPort: 0, bootstrapPort: 0, logger: silentLogger() });
+    try {
+      const port = own.grpcAddress.split(':').pop();
+      // Nothing listens on 127.0.0.2 (the bootstrap endpoint is bound to 127.0.0.1): refused, next.
+      const list = [`127.0.0.2:${port}`, own.grpcAddress];
+      const token = own.context.fleet.createJoinToken({ role: 'agent', id: 'ops-replicas-joiner', region: '*' }).token;
+      const id = await joinFleet({ controlPlane: list, token, role: 'agent', stateDir: join(joinState, 'host') });
+      expect(id).toMatchObject({ role: 'agent', id: 'ops-replicas-joiner' });
+      const current = loadHostPki(join(joinState, 'host'))!;
+      const renewed = await renewCertificate({ controlPlane: list, stateDir: join(joinState, 'host'), current });
+      expect(hostIdentity(renewed)).toEqual(hostIdentity(current));
+      // A refusal is an answer: the token was used, and no other replica is asked to accept it.
+      await expect(joinFleet({ controlPlane: [own.grpcAddress, `127.0.0.2:${port}`], token, role: 'agent', stateDir: join(joinState, 'again') })).rejects.toThrow(/already used/);
+      // With no replica reachable the last error is reported.
+      await expect(joinFleet({ controlPlane: [`127.0.0.2:${port}`, `127.0.0.3:${port}`], token, role: 'agent', stateDir: join(joinState, 'none') })).rejects.toThrow(/ECONNREFUSED 127\.0\.0\.3/);
+    } finally {
+      await own.close();
+      rmSync(joinState, { recursive: true, force: true });
+    }
   });
 
   it('refuses a malformed address list naming the bad entry', async () => {
