@@ -16,6 +16,9 @@ SERVICES=(mariadb nginx haproxy keepalived)
 
 log() { printf 'install-system-deps: %s\n' "$*" >&2; }
 
+# systemd-analyze checks the unit files of docs/install.md (test/integration/cli/systemd-units.test.ts).
+PKGS+=(systemd)
+
 # The group every database server runs in (docs/security/mysql.md): each database gets its own
 # uid in it, never root; the agent creates the group itself when this script did not run.
 ensure_node_group() {
