@@ -35,7 +35,7 @@ export interface DbObs {
   patchPending: boolean;
   /** A patch was asked for now (PatchOp): it runs whatever the window says. */
   patchRequested: boolean;
-  /** The maintenance window is open now (maintenance/window.ts). */
+  /** The maintenance window is open now (lib/maintenance-window.ts). */
   windowOpen: boolean;
   /** Consecutive observations in which the primary was unusable. */
   primaryDownCount: number;

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { FulcrumError } from '../../../lib/errors.js';
-import type { Clock } from '../../../lib/clock.js';
+import { wireTime, type Clock } from '../../../lib/clock.js';
+import { nextWindowStart } from '../../../lib/maintenance-window.js';
 import type { AddressRepository } from '../../store/ports.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { Actor, AuthService } from '../auth/auth-service.js';
@@ -61,6 +62,17 @@ export class DatabaseService {
     return this.live().some((x) => x.label === label && x.id !== except);
   }
 
+  /**
+   * `updates.pending`: a new engine build the agent holds for the maintenance window, planned for
+   * the window's next start. No deadline: nothing forces it before the window (docs/databases.md).
+   */
+  pendingUpdates(db: DatabaseRecord): { deadline: string | null; description: string; planned_for: string | null }[] {
+    if (!db.patchPending) return [];
+    const u = db.updates;
+    const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
+    return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
+  }
+
   list(actor: Actor): DatabaseRecord[] {
     return this.live().filter((x) => this.d.auth.canRead(actor, 'database', x.id));
   }
@@ -88,7 +100,7 @@ export class DatabaseService {
         image: engine.image, binary: engine.binary, clusterSize: input.clusterSize, replicationType: input.replicationType,
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
-        provisioned: false, members: {}, caCert: null, usedDiskMb: null, rootPassword: generatePassword(), nextPassword: null,
+        provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, rootPassword: generatePassword(), nextPassword: null,
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });

@@ -130,6 +130,7 @@ export class DatabaseObserver {
     if (JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
+    if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;

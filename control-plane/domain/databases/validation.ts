@@ -156,7 +156,8 @@ function intIn(f: string, lo: number, hi: number): FieldSpec {
 
 const updatesSpecs = {
   frequency: { oneOf: { values: ['weekly', 'monthly'], reason: R.frequency } },
-  duration: intIn('duration', 1, 3),
+  // 4 hours is what today's platform defaults to and its clients send (docs/databases.md).
+  duration: intIn('duration', 1, 4),
   hour_of_day: intIn('hour_of_day', 0, 23),
   // Not nullable, unlike week_of_month (docs/databases.md).
   day_of_week: intIn('day_of_week', 1, 7),
@@ -164,7 +165,7 @@ const updatesSpecs = {
 } satisfies Record<string, FieldSpec>;
 
 /**
- * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-3
+ * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-4
  * (hours), hour_of_day 0-23 (UTC), day_of_week 1-7 (Monday 1, never null), week_of_month 1-4 for monthly and
  * null for weekly. Switching to weekly without naming week_of_month clears it.
  */

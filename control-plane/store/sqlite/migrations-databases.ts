@@ -80,4 +80,13 @@ export const databaseMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // The newer platform's fields (docs/databases.md): a build waiting for the window
+    // (updates.pending) and the validated engine_config (JSON object).
+    id: '202-databases-current',
+    sql: `
+      ALTER TABLE databases ADD COLUMN patch_pending INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE databases ADD COLUMN engine_config TEXT NOT NULL DEFAULT '{}';
+    `,
+  },
 ];

@@ -59,7 +59,7 @@ describe('databases API lifecycle with a scripted agent', () => {
       [{ label: 'xy' }, 'label'],
       [{ allow_list: ['300.1.1.1'] }, 'allow_list[0]'],
       [{ updates: { frequency: 'yearly' } }, 'updates.frequency'],
-      [{ updates: { duration: 4 } }, 'updates.duration'],
+      [{ updates: { duration: 5 } }, 'updates.duration'],
       [{ updates: { duration: 0 } }, 'updates.duration'],
       [{ updates: { hour_of_day: 24 } }, 'updates.hour_of_day'],
       [{ updates: { day_of_week: 0 } }, 'updates.day_of_week'],

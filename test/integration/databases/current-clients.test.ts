@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
+import { assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { hostCredentials } from '../../helpers/fleet.js';
+import { MYSQL, firstEngine, until, waitStatus } from './helpers.js';
+import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
+
+/**
+ * The newer platform's fields beside the 4.176 ones (docs/databases.md, "Objects"), checked
+ * against the shape today's clients decode (test/helpers/database-schema.ts), with a scripted
+ * agent over the real gRPC stream.
+ */
+describe('databases API: the fields today\'s clients read', () => {
+  let api: ApiHarness;
+  let agent: ScriptedAgent;
+  let engine: string;
+  beforeAll(async () => {
+    api = await startApi();
+    engine = await firstEngine(api);
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-cur', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east') });
+  });
+  afterAll(async () => {
+    agent?.close();
+    await api?.close();
+  });
+
+  it('answers platform, members, hosts.standby, port, integer disk sizes and updates.pending, before and after provisioning', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-fields', region: 'us-east', type: 'g6-standard-1', engine } });
+    expect(created.status).toBe(200);
+    assertCurrentDatabase(created.body);
+    // Never null, even while provisioning: both are integers in every schema.
+    expect(created.body).toMatchObject({ platform: 'rdbms-default', port: 3306, total_disk_size_gb: 50, used_disk_size_gb: 0, engine_config: {} });
+    expect(created.body.hosts).toEqual({ primary: null, secondary: null, standby: null });
+    expect(created.body.updates.pending).toEqual([]);
+
+    const d = await waitStatus(api, created.body.id, 'active');
+    assertCurrentDatabase(d);
+    expect(d.hosts.standby).toBe(d.hosts.secondary);
+    expect(d.hosts.standby).toMatch(/^127\.78\.\d+\.\d+$/);
+    expect(d.members).toEqual({ [d.hosts.primary]: 'primary' });
+    expect(d.used_disk_size_gb).toBe(2);
+    for (const prefix of ['/v4', '/v4beta']) {
+      const list = await api.req('GET', `${prefix}/databases/mysql/instances`);
+      for (const item of list.body.data) assertCurrentDatabase(item);
+    }
+  });
+
+  it('lists a build held for the window in updates.pending, planned for the next window start', async () => {
+    const created = await api.req('POST', MYSQL, {
+      body: { label: 'cur-pending', region: 'us-east', type: 'g6-nanode-1', engine, updates: { frequency: 'weekly', day_of_week: 3, hour_of_day: 5, duration: 4 } },
+    });
+    const id = created.body.id as number;
+    await waitStatus(api, id, 'active');
+    agent.setPatchPending(id, true);
+    const d = await until('pending update listed', async () => {
+      const r = await api.req('GET', `${MYSQL}/${id}`);
+      return r.body.updates.pending.length > 0 ? r.body : undefined;
+    });
+    assertCurrentDatabase(d);
+    expect(d.updates.duration).toBe(4);
+    const [p] = d.updates.pending;
+    expect(p.deadline).toBeNull();
+    expect(p.description).toMatch(/engine/);
+    const planned = new Date(`${p.planned_for}Z`);
+    expect(planned.getUTCDay()).toBe(3);
+    expect(planned.getUTCHours()).toBe(5);
+    expect(planned.getTime()).toBeGreaterThan(Date.now());
+    expect(planned.getTime() - Date.now()).toBeLessThanOrEqual(7 * 24 * 3_600_000);
+    agent.setPatchPending(id, false);
+    await until('pending update gone', async () => ((await api.req('GET', `${MYSQL}/${id}`)).body.updates.pending.length === 0 ? true : undefined));
+  });
+
+  it('accepts a maintenance duration of 4 hours, as today\'s clients send, and refuses 5', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-window', region: 'us-east', type: 'g6-nanode-1', engine } });
+    const id = created.body.id as number;
+    await waitStatus(api, id, 'active');
+    // Shaped as the Terraform provider sends it: no week_of_month for a weekly window.
+    const put = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { day_of_week: 4, duration: 4, frequency: 'weekly', hour_of_day: 16 } } });
+    expect(put.status).toBe(200);
+    assertCurrentDatabase(put.body);
+    expect(put.body.updates).toMatchObject({ day_of_week: 4, duration: 4, frequency: 'weekly', hour_of_day: 16, week_of_month: null });
+    await waitStatus(api, id, 'active');
+    expect(agent.desired()!.databases.find((x) => Number(x.id) === id)!.updates!.duration).toBe(4);
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { duration: 5 } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([{ field: 'updates.duration', reason: 'duration must be an integer from 1 to 4' }]);
+  });
+});
