@@ -6,6 +6,7 @@ import { paginate, parsePage } from '../pagination.js';
 import type { DatabaseService } from '../../domain/databases/database-service.js';
 import type { EngineCatalogue } from '../../domain/databases/catalogue.js';
 import type { DatabaseRecord } from '../../domain/databases/model.js';
+import { configDescription } from '../../domain/databases/engine-config.js';
 import { databaseTypes, findType, typeToWire } from '../../domain/databases/types.js';
 import { backupToWire, databaseSummaryToWire, databaseToWire, engineToWire } from '../wire/databases.js';
 
@@ -50,6 +51,9 @@ export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
     if (!t) throw FulcrumError.notFound();
     return typeToWire(t);
   });
+
+  // The keys engine_config takes, with types, limits and whether a change restarts the servers.
+  r.publicGet('/databases/mysql/config', () => configDescription());
 
   r.get('/databases/instances', R, (c) => {
     const page = parsePage(c.query);

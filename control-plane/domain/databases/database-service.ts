@@ -100,7 +100,7 @@ export class DatabaseService {
         image: engine.image, binary: engine.binary, clusterSize: input.clusterSize, replicationType: input.replicationType,
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
-        provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, rootPassword: generatePassword(), nextPassword: null,
+        provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
@@ -125,12 +125,14 @@ export class DatabaseService {
       typeDisk: (t) => findType(t)?.disk,
       currentType: db.type,
       currentUpdates: db.updates,
+      currentEngineConfig: db.engineConfig,
     });
     const patch: Partial<DatabaseRecord> = {};
     if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
     if (input.allowList !== undefined && JSON.stringify(input.allowList) !== JSON.stringify(db.allowList)) patch.allowList = input.allowList;
     if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
     if (input.type !== undefined) patch.type = input.type;
+    if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
     if (Object.keys(patch).length === 0) return db;
     const updated = this.d.repo.transaction(() => {
       const event = this.d.events.record('database_update', databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });

@@ -1,7 +1,8 @@
 import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
-import type { ReplicationType, UpdatesWindow } from './model.js';
+import { validateEngineConfig } from './engine-config.js';
+import type { EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
 
 /**
  * Pure request validation for Managed Databases: every rule is a 400 naming the field, and all
@@ -97,6 +98,7 @@ export interface CreateInput {
   sslConnection: boolean;
   allowList: string[];
   updates?: UpdatesWindow;
+  engineConfig: EngineConfig;
 }
 
 export interface CreateLookups {
@@ -135,8 +137,10 @@ export function validateCreate(body: Body, look: CreateLookups): CreateInput {
   if (body.allow_list !== undefined && body.allow_list !== null) allowList = validateAllowList(errs, body.allow_list) ?? [];
   let updates: UpdatesWindow | undefined;
   if (body.updates !== undefined && body.updates !== null) updates = validateUpdates(errs, body.updates, defaultUpdates());
+  let engineConfig: EngineConfig = {};
+  if (body.engine_config !== undefined && body.engine_config !== null) engineConfig = validateEngineConfig(errs, body.engine_config, {}) ?? {};
   errs.throwIfAny();
-  return { label: label!, region: region!, type: type!, engineId: engineId!, clusterSize, replicationType, encrypted, sslConnection, allowList, updates };
+  return { label: label!, region: region!, type: type!, engineId: engineId!, clusterSize, replicationType, encrypted, sslConnection, allowList, updates, engineConfig };
 }
 
 /**
@@ -198,6 +202,7 @@ export interface UpdateInput {
   allowList?: string[];
   updates?: UpdatesWindow;
   type?: string;
+  engineConfig?: EngineConfig;
 }
 
 export interface UpdateLookups {
@@ -206,6 +211,7 @@ export interface UpdateLookups {
   typeDisk(id: string): number | undefined;
   currentType: string;
   currentUpdates: UpdatesWindow;
+  currentEngineConfig?: EngineConfig;
 }
 
 export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
@@ -215,6 +221,7 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
   if (label !== undefined) out.label = label;
   if (body.allow_list !== undefined && body.allow_list !== null) out.allowList = validateAllowList(errs, body.allow_list);
   if (body.updates !== undefined && body.updates !== null) out.updates = validateUpdates(errs, body.updates, look.currentUpdates);
+  if (body.engine_config !== undefined && body.engine_config !== null) out.engineConfig = validateEngineConfig(errs, body.engine_config, look.currentEngineConfig ?? {});
   if (body.type !== undefined && body.type !== null) {
     const disk = typeof body.type === 'string' ? look.typeDisk(body.type) : undefined;
     const currentDisk = look.typeDisk(look.currentType) ?? 0;

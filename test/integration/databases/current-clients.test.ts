@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
-import { assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { assertCurrentConfig, assertCurrentDatabase } from '../../helpers/database-schema.js';
 import { hostCredentials } from '../../helpers/fleet.js';
 import { MYSQL, firstEngine, until, waitStatus } from './helpers.js';
 import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
@@ -84,5 +84,48 @@ describe('databases API: the fields today\'s clients read', () => {
     const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { duration: 5 } } });
     expect(bad.status).toBe(400);
     expect(bad.body.errors).toEqual([{ field: 'updates.duration', reason: 'duration must be an integer from 1 to 4' }]);
+  });
+
+  it('describes engine_config at /databases/mysql/config on both prefixes', async () => {
+    for (const prefix of ['/v4', '/v4beta']) {
+      const r = await api.req('GET', `${prefix}/databases/mysql/config`, { token: null });
+      expect(r.status).toBe(200);
+      assertCurrentConfig(r.body);
+      expect(r.body.mysql.innodb_ft_min_token_size).toMatchObject({ minimum: 0, maximum: 16, requires_restart: true, type: 'integer' });
+      expect(r.body.binlog_retention_period).toMatchObject({ minimum: 600, maximum: 86400 });
+    }
+  });
+
+  it('takes engine_config on create and PUT, merged and stored, sends the agent MariaDB variables, and refuses bad keys by name', async () => {
+    const created = await api.req('POST', MYSQL, {
+      body: { label: 'cur-config', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { binlog_retention_period: 900, mysql: { connect_timeout: 20, innodb_ft_min_token_size: 2 } } },
+    });
+    expect(created.status).toBe(200);
+    assertCurrentDatabase(created.body);
+    const id = created.body.id as number;
+    expect(created.body.engine_config).toEqual({ binlog_retention_period: 900, mysql: { connect_timeout: 20, innodb_ft_min_token_size: 2 } });
+    await waitStatus(api, id, 'active');
+    const desired = () => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    expect(desired().restartOptions).toEqual({ innodb_ft_min_token_size: '2' });
+    expect(desired().dynamicOptions).toEqual({ connect_timeout: '20' });
+
+    const put = await api.req('PUT', `${MYSQL}/${id}`, { body: { engine_config: { mysql: { innodb_ft_min_token_size: 4, sql_require_primary_key: true, connect_timeout: null } } } });
+    expect(put.status).toBe(200);
+    expect(put.body.status).toBe('updating');
+    expect(put.body.engine_config).toEqual({ binlog_retention_period: 900, mysql: { innodb_ft_min_token_size: 4, sql_require_primary_key: true } });
+    const done = await waitStatus(api, id, 'active');
+    assertCurrentDatabase(done);
+    expect(desired().restartOptions).toEqual({ innodb_ft_min_token_size: '4' });
+    expect(desired().dynamicOptions).toEqual({ innodb_force_primary_key: 'ON' });
+
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { engine_config: { mysql: { innodb_ft_min_token_size: 17, internal_tmp_mem_storage_engine: 'TempTable' } } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([
+      { field: 'engine_config.mysql.innodb_ft_min_token_size', reason: 'innodb_ft_min_token_size must be from 0 to 16' },
+      { field: 'engine_config.mysql.internal_tmp_mem_storage_engine', reason: expect.stringMatching(/^internal_tmp_mem_storage_engine cannot be set on these servers: /) },
+    ]);
+    const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
+    expect(badCreate.status).toBe(400);
+    expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
   });
 });
