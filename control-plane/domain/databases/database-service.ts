@@ -126,6 +126,9 @@ export class DatabaseService {
       currentType: db.type,
       currentUpdates: db.updates,
       currentEngineConfig: db.engineConfig,
+      currentClusterSize: db.clusterSize,
+      currentVersion: db.version,
+      engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
     });
     const patch: Partial<DatabaseRecord> = {};
     if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
@@ -133,10 +136,19 @@ export class DatabaseService {
     if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
     if (input.type !== undefined) patch.type = input.type;
     if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
+    if (input.engineId !== undefined) {
+      // An upgrade points the database at the newer catalogue entry; the agent rolls the nodes
+      // onto it at once (replicas first, then a switchover), as it does a patch.
+      const e = this.d.engines.get(input.engineId)!;
+      Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
+    }
     if (Object.keys(patch).length === 0) return db;
+    // What the real service shows and records: a plan change is a resize, a version change an upgrade.
+    const status = patch.type !== undefined ? 'resizing' : 'updating';
+    const action = patch.type !== undefined ? 'database_resize' : patch.engineId !== undefined ? 'database_upgrade' : 'database_update';
     const updated = this.d.repo.transaction(() => {
-      const event = this.d.events.record('database_update', databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });
-      return this.d.repo.update(id, { ...patch, status: 'updating', generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+      const event = this.d.events.record(action, databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });
+      return this.d.repo.update(id, { ...patch, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
     });
     this.d.onChange();
     return updated;

@@ -41,6 +41,9 @@ export const databaseReasons = {
   resizeToMoreDisk: (current: string) => `A database can only be resized to a plan with more disk than ${current}`,
   typeWithAllowList: 'type and allow_list cannot be changed in the same request',
   immutable: (f: string) => `${f} cannot be changed after creation`,
+  clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
+  versionUnavailable: (v: string) => `version ${v} is not available; see /databases/engines for the versions offered`,
+  versionDowngrade: (current: string) => `version can only be upgraded from ${current}, not lowered`,
   snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
   snapshotLabelTaken: (label: string) => `A backup labelled ${label} already exists for this database`,
   target: 'target must be primary or secondary',
@@ -203,6 +206,8 @@ export interface UpdateInput {
   updates?: UpdatesWindow;
   type?: string;
   engineConfig?: EngineConfig;
+  /** An upgrade: the catalogue engine id of the newer version. */
+  engineId?: string;
 }
 
 export interface UpdateLookups {
@@ -212,6 +217,40 @@ export interface UpdateLookups {
   currentType: string;
   currentUpdates: UpdatesWindow;
   currentEngineConfig?: EngineConfig;
+  currentClusterSize?: number;
+  currentVersion?: string;
+  /** The catalogue engine id offering this MySQL version, undefined when none does. */
+  engineForVersion?(version: string): string | undefined;
+}
+
+/** Dotted versions compared number by number (10.11.9 < 10.11.14). */
+export function compareVersions(a: string, b: string): number {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (x[i] ?? 0) - (y[i] ?? 0);
+    if (d !== 0) return Math.sign(d);
+  }
+  return 0;
+}
+
+/**
+ * `version` and `cluster_size` as today's clients send them: the current value (Terraform and
+ * linodego send what they hold) is no change; a newer catalogue version is an upgrade; a size
+ * change is refused until scaling exists.
+ */
+function validateResizeAndUpgrade(errs: ErrorCollector, body: Body, look: UpdateLookups, out: UpdateInput): void {
+  if (body.cluster_size !== undefined && body.cluster_size !== null) {
+    if (body.cluster_size !== 1 && body.cluster_size !== 3) errs.add('cluster_size', R.clusterSize);
+    else if (body.cluster_size !== look.currentClusterSize) errs.add('cluster_size', R.clusterSizeChange);
+  }
+  if (body.version !== undefined && body.version !== null && body.version !== look.currentVersion) {
+    const v = body.version;
+    const engineId = typeof v === 'string' ? look.engineForVersion?.(v) : undefined;
+    if (typeof v !== 'string' || !engineId) errs.add('version', R.versionUnavailable(String(v)));
+    else if (compareVersions(v, look.currentVersion ?? '0') < 0) errs.add('version', R.versionDowngrade(look.currentVersion ?? ''));
+    else out.engineId = engineId;
+  }
 }
 
 export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
@@ -230,7 +269,8 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
     else if (body.type !== look.currentType) out.type = body.type as string;
     if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) errs.add('type', R.typeWithAllowList);
   }
-  for (const k of ['engine', 'region', 'cluster_size', 'replication_type', 'encrypted', 'ssl_connection']) {
+  validateResizeAndUpgrade(errs, body, look, out);
+  for (const k of ['engine', 'region', 'replication_type', 'encrypted', 'ssl_connection']) {
     if (body[k] !== undefined) errs.add(k, R.immutable(k));
   }
   errs.throwIfAny();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { assertCurrentConfig, assertCurrentDatabase } from '../../helpers/database-schema.js';
 import { hostCredentials } from '../../helpers/fleet.js';
-import { MYSQL, firstEngine, until, waitStatus } from './helpers.js';
+import { MYSQL, eventsFor, firstEngine, until, waitStatus } from './helpers.js';
 import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
 
 /**
@@ -10,6 +10,8 @@ import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
  * against the shape today's clients decode (test/helpers/database-schema.ts), with a scripted
  * agent over the real gRPC stream.
  */
+const NEWER = 'mysql/99.0.1';
+
 describe('databases API: the fields today\'s clients read', () => {
   let api: ApiHarness;
   let agent: ScriptedAgent;
@@ -17,7 +19,11 @@ describe('databases API: the fields today\'s clients read', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-cur', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east') });
+    // The agent also offers a newer build, so that a version upgrade has somewhere to go.
+    agent = startScriptedAgent(api.cp.grpcAddress, {
+      id: 'agent-cur', region: 'us-east', engines: [NEWER], credentials: hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east'),
+    });
+    await until('newer engine offered', async () => ((await api.req('GET', '/v4/databases/engines', { token: null })).body.data.some((e: any) => e.id === NEWER) || undefined));
   });
   afterAll(async () => {
     agent?.close();
@@ -127,5 +133,48 @@ describe('databases API: the fields today\'s clients read', () => {
     const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
     expect(badCreate.status).toBe(400);
     expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
+  });
+
+  it('takes PUTs shaped as linodego and the Terraform provider send them: type is a resize, version an upgrade, cluster_size refused', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-put', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, engine_config: { mysql: { wait_timeout: 600 } } } });
+    const id = created.body.id as number;
+    let d = await waitStatus(api, id, 'active');
+    const desired = () => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    // Terraform sends what it holds: unchanged values of every field are no change.
+    const same = await api.req('PUT', `${MYSQL}/${id}`, {
+      body: { label: d.label, allow_list: d.allow_list, type: d.type, cluster_size: 3, version: d.version, engine_config: d.engine_config,
+        updates: { day_of_week: d.updates.day_of_week, duration: d.updates.duration, frequency: d.updates.frequency, hour_of_day: d.updates.hour_of_day } },
+    });
+    expect(same.status).toBe(200);
+    expect(same.body.status).toBe('active');
+    assertCurrentDatabase(same.body);
+
+    // linodego's MySQLUpdateOptions with only Type set.
+    const resize = await api.req('PUT', `${MYSQL}/${id}`, { body: { type: 'g6-standard-1' } });
+    expect(resize.status).toBe(200);
+    expect(resize.body).toMatchObject({ status: 'resizing', type: 'g6-standard-1', total_disk_size_gb: 50 });
+    assertCurrentDatabase(resize.body);
+    d = await waitStatus(api, id, 'active');
+    expect(desired().type).toMatchObject({ id: 'g6-standard-1', memoryMb: 2048 });
+    expect((await eventsFor(api, id, 'database_resize'))[0]).toMatchObject({ status: 'finished' });
+
+    const upgrade = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: '99.0.1' } });
+    expect(upgrade.status).toBe(200);
+    expect(upgrade.body).toMatchObject({ status: 'updating', version: '99.0.1' });
+    assertCurrentDatabase(upgrade.body);
+    d = await waitStatus(api, id, 'active');
+    expect(desired()).toMatchObject({ engineId: NEWER, version: '99.0.1' });
+    expect((await eventsFor(api, id, 'database_upgrade'))[0]).toMatchObject({ status: 'finished' });
+
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 1, version: '1.0.0' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([
+      { field: 'cluster_size', reason: 'cluster_size cannot be changed yet; the database keeps the size it was created with' },
+      { field: 'version', reason: 'version 1.0.0 is not available; see /databases/engines for the versions offered' },
+    ]);
+    const down = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: engine.split('/')[1] } });
+    expect(down.status).toBe(400);
+    expect(down.body.errors).toEqual([{ field: 'version', reason: 'version can only be upgraded from 99.0.1, not lowered' }]);
+    expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 2 } })).body.errors).toEqual([{ field: 'cluster_size', reason: 'cluster_size must be 1 or 3' }]);
   });
 });
