@@ -101,7 +101,7 @@ export class DatabaseService {
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
-        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
+        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, secondEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
       const primary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
@@ -143,12 +143,20 @@ export class DatabaseService {
       Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
     }
     if (Object.keys(patch).length === 0) return db;
-    // What the real service shows and records: a plan change is a resize, a version change an upgrade.
-    const status = patch.type !== undefined ? 'resizing' : 'updating';
-    const action = patch.type !== undefined ? 'database_resize' : patch.engineId !== undefined ? 'database_upgrade' : 'database_update';
+    // What the real service shows and records, and what Terraform waits for: a plan change is a
+    // resize (database_resize, status resizing); anything else, a version upgrade included, is an
+    // update (database_update). A PUT doing both records both, completed by the same convergence.
+    const resize = patch.type !== undefined;
+    const update = Object.keys(patch).some((k) => k !== 'type');
     const updated = this.d.repo.transaction(() => {
-      const event = this.d.events.record(action, databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });
-      return this.d.repo.update(id, { ...patch, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+      const ref = databaseRef({ id, label: patch.label ?? db.label });
+      const record = (action: string) => this.d.events.record(action, ref, { username: actor.user.username }).id;
+      const resizeEvent = resize ? record('database_resize') : null;
+      const updateEvent = update ? record('database_update') : null;
+      return this.d.repo.update(id, {
+        ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
+        pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),
+      });
     });
     this.d.onChange();
     return updated;

@@ -65,6 +65,11 @@ export interface DatabaseRecord {
   agentId: string | null;
   /** The long-running event that the next convergence completes (create, update, suspend...). */
   pendingEventId: number | null;
+  /**
+   * A second event the same convergence completes: a PUT that both resizes and updates records
+   * database_resize and database_update, and Terraform waits for each (docs/databases.md).
+   */
+  secondEventId: number | null;
   /** Deleted through the API; kept (hidden) until the agent confirms it removed everything. */
   deleting: boolean;
   deleteEventId: number | null;

@@ -121,6 +121,10 @@ export class DatabaseObserver {
       this.d.events.complete(db.pendingEventId, t.complete.outcome, t.complete.message);
       patch.pendingEventId = null;
     }
+    if (t.complete && db.secondEventId !== null) {
+      this.d.events.complete(db.secondEventId, t.complete.outcome, t.complete.message);
+      patch.secondEventId = null;
+    }
     if (t.notify) this.d.events.record(t.notify.action, databaseRef(db), { message: t.notify.message ?? null });
     if (!db.provisioned && (t.status === 'active' || t.status === 'degraded')) {
       patch.provisioned = true;

@@ -42,6 +42,7 @@ export const databaseReasons = {
   typeWithAllowList: 'type and allow_list cannot be changed in the same request',
   immutable: (f: string) => `${f} cannot be changed after creation`,
   clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
+  notYet: (f: string) => `${f} is not supported yet`,
   versionUnavailable: (v: string) => `version ${v} is not available; see /databases/engines for the versions offered`,
   versionDowngrade: (current: string) => `version can only be upgraded from ${current}, not lowered`,
   snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
@@ -140,6 +141,7 @@ export function validateCreate(body: Body, look: CreateLookups): CreateInput {
   if (body.allow_list !== undefined && body.allow_list !== null) allowList = validateAllowList(errs, body.allow_list) ?? [];
   let updates: UpdatesWindow | undefined;
   if (body.updates !== undefined && body.updates !== null) updates = validateUpdates(errs, body.updates, defaultUpdates());
+  refuseNotYet(errs, body);
   let engineConfig: EngineConfig = {};
   if (body.engine_config !== undefined && body.engine_config !== null) engineConfig = validateEngineConfig(errs, body.engine_config, {}) ?? {};
   errs.throwIfAny();
@@ -223,6 +225,15 @@ export interface UpdateLookups {
   engineForVersion?(version: string): string | undefined;
 }
 
+/**
+ * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a fork
+ * is never silently an empty database, nor a private network a public one. null (what clients
+ * send for "none") is accepted.
+ */
+function refuseNotYet(errs: ErrorCollector, body: Body): void {
+  for (const f of ['fork', 'private_network']) if (body[f] !== undefined && body[f] !== null) errs.add(f, R.notYet(f));
+}
+
 /** Dotted versions compared number by number (10.11.9 < 10.11.14). */
 export function compareVersions(a: string, b: string): number {
   const x = a.split('.').map(Number);
@@ -270,6 +281,7 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
     if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) errs.add('type', R.typeWithAllowList);
   }
   validateResizeAndUpgrade(errs, body, look, out);
+  refuseNotYet(errs, body);
   for (const k of ['engine', 'region', 'replication_type', 'encrypted', 'ssl_connection']) {
     if (body[k] !== undefined) errs.add(k, R.immutable(k));
   }

@@ -133,6 +133,12 @@ describe('databases API: the fields today\'s clients read', () => {
     const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
     expect(badCreate.status).toBe(400);
     expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
+    // A fork or a private network is refused by name, never created as something else.
+    const fork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: id, restore_time: '2026-01-01T00:00:00' }, private_network: null } });
+    expect(fork.status).toBe(400);
+    expect(fork.body.errors).toEqual([{ field: 'fork', reason: 'fork is not supported yet' }]);
+    const vpc = await api.req('PUT', `${MYSQL}/${id}`, { body: { private_network: { vpc_id: 1, subnet_id: 2, public_access: true } } });
+    expect(vpc.body.errors).toEqual([{ field: 'private_network', reason: 'private_network is not supported yet' }]);
   });
 
   it('takes PUTs shaped as linodego and the Terraform provider send them: type is a resize, version an upgrade, cluster_size refused', async () => {
@@ -164,7 +170,17 @@ describe('databases API: the fields today\'s clients read', () => {
     assertCurrentDatabase(upgrade.body);
     d = await waitStatus(api, id, 'active');
     expect(desired()).toMatchObject({ engineId: NEWER, version: '99.0.1' });
-    expect((await eventsFor(api, id, 'database_upgrade'))[0]).toMatchObject({ status: 'finished' });
+    // Terraform waits for database_update after an engine_id change.
+    expect((await eventsFor(api, id, 'database_update'))[0]).toMatchObject({ status: 'finished' });
+
+    // A PUT that resizes and updates records both events, each finished once it has converged:
+    // Terraform waits for both.
+    const both = await api.req('PUT', `${MYSQL}/${id}`, { body: { type: 'g6-standard-2', label: 'cur-put-2' } });
+    expect(both.body.status).toBe('resizing');
+    await waitStatus(api, id, 'active');
+    expect((await eventsFor(api, id, 'database_resize'))[0]).toMatchObject({ status: 'finished' });
+    expect((await eventsFor(api, id, 'database_update'))[0]).toMatchObject({ status: 'finished', entity: { label: 'cur-put-2' } });
+    expect((await eventsFor(api, id, 'database_update')).every((e: any) => e.status === 'finished')).toBe(true);
 
     const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 1, version: '1.0.0' } });
     expect(bad.status).toBe(400);
