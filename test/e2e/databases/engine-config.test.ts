@@ -1,14 +1,14 @@
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab } from './db-lab.js';
+import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
- * engine_config on real MariaDB servers run by a `fulcrum agent` process (docs/databases.md,
+ * engine_config on real MariaDB servers run by a `fulcrum agent` process, on both runtimes (docs/databases.md,
  * "engine_config"): a 3-node database created with settings, then changed with a PUT that needs a
  * restart (rolled out replicas first) and one that does not (set live); every member shows the
  * values in SHOW VARIABLES and the database takes writes afterwards.
  */
-describe('engine_config applied to every member (process runtime)', () => {
+describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to every member (%s runtime)', (runtime) => {
   let lab: DbLab;
   let db: any;
   let password = '';
@@ -47,11 +47,11 @@ describe('engine_config applied to every member (process runtime)', () => {
   };
 
   beforeAll(async () => {
-    lab = await startDbLab('engcfg', 'process');
+    lab = await startDbLab(`engcfg-${runtime}`, runtime);
     await lab.startAgent();
     const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
     const created = await ok('POST', MYSQL, {
-      label: 'engcfg-three', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, allow_list: ['0.0.0.0/0'],
+      label: `engcfg-${runtime}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, allow_list: ['0.0.0.0/0'],
       engine_config: { binlog_retention_period: 900, mysql: { innodb_ft_min_token_size: 2, connect_timeout: 20 } },
     });
     db = await waitStatus(lab, created.id, 'active', 180_000);
@@ -90,7 +90,8 @@ describe('engine_config applied to every member (process runtime)', () => {
   });
 
   it('sets a change that needs no restart live on every member, and refuses an out-of-range value naming the key', async () => {
-    const before = await lab.nodes();
+    const mine = async () => (await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`));
+    const before = await mine();
     await ok('PUT', `${MYSQL}/${db.id}`, { engine_config: { mysql: { wait_timeout: 300, sql_mode: 'ANSI_QUOTES,STRICT_ALL_TABLES', sql_require_primary_key: true } } });
     db = await waitStatus(lab, db.id, 'active', 120_000);
     const v = await variables(['wait_timeout', 'sql_mode', 'innodb_force_primary_key', 'innodb_ft_min_token_size']);
@@ -98,7 +99,8 @@ describe('engine_config applied to every member (process runtime)', () => {
       expect(x, address).toEqual({ wait_timeout: '300', sql_mode: 'ANSI_QUOTES,STRICT_ALL_TABLES', innodb_force_primary_key: 'ON', innodb_ft_min_token_size: '5' });
     }
     // Not restarted: the same server processes as before.
-    expect((await lab.nodes()).map((n) => n.ref).sort()).toEqual(before.map((n) => n.ref).sort());
+    expect(before).toHaveLength(3);
+    expect((await mine()).map((n) => n.ref).sort()).toEqual(before.map((n) => n.ref).sort());
     expect(await writeRow(3)).toBe(3);
 
     const bad = await lab.api('PUT', `${MYSQL}/${db.id}`, { engine_config: { mysql: { innodb_ft_min_token_size: 99 } } });
