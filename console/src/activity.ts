@@ -8,9 +8,12 @@ import { toast } from './ui.js';
  */
 interface Pending { type: string; id: number; action: string; since: number; label: string }
 const pending: Pending[] = [];
+const announced = new Set<number>();
 
 export function track(type: string, id: number, action: string, label: string): void {
-  pending.push({ type, id, action, since: Date.now() - 5_000, label });
+  // The event is recorded when the request is accepted, before the answer reaches the page, and
+  // a busy machine can make that seconds: a minute of slack, and no event is announced twice.
+  pending.push({ type, id, action, since: Date.now() - 60_000, label });
 }
 
 export interface EventWire {
@@ -29,10 +32,11 @@ export async function checkPending(): Promise<void> {
   if (pending.length === 0) return;
   const events = await newestEvents();
   for (const p of [...pending]) {
-    const e = events.find((x) => x.entity?.type === p.type && x.entity.id === p.id && x.action === p.action
+    const e = events.find((x) => !announced.has(x.id) && x.entity?.type === p.type && x.entity.id === p.id && x.action === p.action
       && (x.status === 'finished' || x.status === 'failed' || x.status === 'notification') && Date.parse(`${x.created}Z`) >= p.since);
     if (!e) continue;
     pending.splice(pending.indexOf(p), 1);
+    announced.add(e.id);
     toast(`${p.action.replace(/_/g, ' ')} ${e.status === 'failed' ? 'failed' : 'finished'}: ${p.label}`, e.status === 'failed' ? 'fail' : 'ok');
   }
 }

@@ -101,7 +101,7 @@ export function toast(text: string, kind: Toast['kind'] = 'ok'): void {
   setTimeout(() => {
     toasts = toasts.filter((x) => x.id !== t.id);
     toastListeners.forEach((l) => l(toasts));
-  }, 15_000);
+  }, 20_000);
 }
 
 export function Toasts() {

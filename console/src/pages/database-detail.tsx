@@ -62,11 +62,13 @@ function Backups({ db, editable, onChanged }: { db: any; editable: boolean; onCh
   const [rows, setRows] = useState<any[]>();
   const [label, setLabel] = useState('');
   const [err, setErr] = useState<unknown>();
+  const provisioning = db.status === 'provisioning';
   usePoll(async () => {
     // Listing backups needs read_write, as on the real service (docs/databases.md).
-    if (!editable) return;
+    // ...and is refused while the database is still provisioning.
+    if (!editable || provisioning) return;
     try { setRows(await all(`${DB_BASE}/${db.id}/backups`)); } catch (e) { setErr(e); }
-  }, 5_000, [db.id, editable]);
+  }, 5_000, [db.id, editable, provisioning]);
   if (!editable) return <section aria-labelledby="backups"><h2 id="backups">Backups</h2><p>Listing backups needs a read-write token.</p></section>;
   return (
     <section aria-labelledby="backups">
@@ -85,7 +87,7 @@ function Backups({ db, editable, onChanged }: { db: any; editable: boolean; onCh
         <button type="submit">Take snapshot</button>
       </form>
       <ErrorBox error={err} />
-      {rows === undefined ? <p role="status">Loading backups…</p> : rows.length === 0 ? <p>No backups yet.</p> : (
+      {provisioning ? <p>Backups are listed once the database is provisioned.</p> : rows === undefined ? <p role="status">Loading backups…</p> : rows.length === 0 ? <p>No backups yet.</p> : (
         <div class="table-wrap">
           <table>
             <caption class="sr-only">Backups</caption>
