@@ -65,6 +65,7 @@ export async function capture(page: Page, name: string): Promise<string[]> {
   const bad: string[] = [];
   for (const v of viewports) {
     await page.setViewport(v);
+    await page.evaluate(() => window.scrollTo(0, 0));
     await new Promise((r) => setTimeout(r, 300)); // let the layout and charts settle at the new width
     const file = join(artifactsDir, `${name}-${v.width}x${v.height}.png`);
     await page.screenshot({ path: file as `${string}.png` });

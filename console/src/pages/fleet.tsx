@@ -5,6 +5,16 @@ import { ErrorBox, PageTitle, Status, useAccess, when } from '../ui.js';
 
 interface Member { id: string; region: string; connected: boolean; appliedVersion?: number | string | null; lastError?: string | null; lastSeen?: number | string | null }
 
+/** The fleet endpoints have spelled these fields more than one way; read any of them. */
+function member(raw: Record<string, any>): Member {
+  return {
+    id: raw.id, region: raw.region, connected: raw.connected === true,
+    appliedVersion: raw.appliedVersion ?? raw.versionApplied ?? raw.applied_version ?? raw.version_applied ?? null,
+    lastError: raw.lastError ?? raw.last_error ?? null,
+    lastSeen: raw.lastSeen ?? raw.last_seen ?? null,
+  };
+}
+
 function at(v: number | string | null | undefined): string {
   if (v === null || v === undefined) return '';
   return typeof v === 'number' ? new Date(v).toLocaleString() : when(v);
@@ -46,7 +56,7 @@ export function FleetPage() {
     if (!isAdmin(access)) return;
     try {
       const [d, a] = await Promise.all([call('GET', '/v4/fulcrum/dataplanes'), call('GET', '/v4/fulcrum/agents')]);
-      setFleet({ dataplanes: d.data, agents: a.data });
+      setFleet({ dataplanes: d.data.map(member), agents: a.data.map(member) });
       setErr(undefined);
     } catch (e) { setErr(e); }
   }, 5_000);
