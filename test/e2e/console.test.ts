@@ -44,7 +44,7 @@ describe('web console', () => {
     await browser?.close();
     for (const b of backends) await b.close();
     await lab?.stop();
-    if (lab && passed === 6) rmSync(lab.info.stateDir, { recursive: true, force: true });
+    if (lab && passed === 7) rmSync(lab.info.stateDir, { recursive: true, force: true });
     else if (lab) console.log(`lab state kept in ${lab.info.stateDir}`);
   });
 
@@ -239,6 +239,20 @@ describe('web console', () => {
     ] as const) {
       const r = await asRo(method, path, body);
       expect(r.status, `${method} ${path}`).toBe(401);
+    }
+    passed++;
+  });
+
+  it('deletes the NodeBalancer and the database after a dialog naming each label', async () => {
+    for (const [path, label, button, list] of [[nbPath, 'console-nb', 'Delete NodeBalancer', '/v4/nodebalancers'], [dbPath, 'console-db', 'Delete database', '/v4/databases/mysql/instances']] as const) {
+      await page.goto(`${lab.info.apiUrl}${path}`, { waitUntil: 'networkidle0' });
+      await waitText(page, 'h1', (t) => t === label, `the ${label} page`);
+      await clickText(page, button);
+      const question = await waitText(page, 'dialog[open] p', (t) => t.length > 0, 'the confirmation');
+      expect(question).toContain(label);
+      await clickText(page, `Delete ${label}`);
+      await waitText(page, 'h1', (t) => t === (label === 'console-nb' ? 'NodeBalancers' : 'Databases'), 'the list after delete');
+      await until(`${label} gone from the API`, async () => !(await call('GET', list)).body.data.some((x: any) => x.label === label) || undefined, 60_000, 250);
     }
     passed++;
   });
