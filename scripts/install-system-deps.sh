@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the Fulcrum test suite runs for real (MariaDB servers, Docker,
 # the proxies we compare against, the load generator, debootstrap for the lab image, dnsmasq and
-# dig for the UDP DNS test).
+# dig for the UDP DNS test, nginx's stream module for the UDP bench).
 #
 # Idempotent and fast when everything is present (one dpkg-query, no network). Meant for a fresh
 # Debian 12 machine or CI runner as root without a TTY, where only the Debian mirror and the npm
@@ -11,7 +11,7 @@
 # is stopped afterwards.
 set -euo pipefail
 
-PKGS=(mariadb-server mariadb-client docker.io haproxy nginx wrk debootstrap openssl iproute2 dnsmasq-base bind9-dnsutils)
+PKGS=(mariadb-server mariadb-client docker.io haproxy nginx wrk debootstrap openssl iproute2 dnsmasq-base bind9-dnsutils libnginx-mod-stream)
 SERVICES=(mariadb nginx haproxy)
 
 log() { printf 'install-system-deps: %s\n' "$*" >&2; }
