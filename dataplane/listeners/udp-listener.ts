@@ -19,6 +19,8 @@ interface UdpSession {
   readonly rt: ConfigRuntime;
   readonly socket: Socket;
   node: NodeState;
+  /** The node the last datagram went to: a reply from it is recognised without building a key. */
+  sentTo: NodeState | null;
   /** Node addresses (`host:port`) this session sent to: the only sources a reply is taken from. */
   readonly peers: Set<string>;
   lastSeen: number;
@@ -100,9 +102,12 @@ export class UdpListener {
         s.node = next;
       }
     }
-    const { host, port } = s.node.spec;
-    s.peers.add(`${host}:${port}`);
-    s.socket.send(msg, port, host);
+    const node = s.node;
+    if (node !== s.sentTo) {
+      s.sentTo = node;
+      s.peers.add(`${node.spec.host}:${node.spec.port}`);
+    }
+    s.socket.send(msg, node.spec.port, node.spec.host);
   }
 
   private pick(rt: ConfigRuntime, ip: string, flow: string): NodeState | undefined {
@@ -123,9 +128,12 @@ export class UdpListener {
       return undefined;
     }
     const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4' });
-    const s: UdpSession = { flow, ip: from.address, port: from.port, rt, socket, node, peers: new Set(), lastSeen: this.clock.now(), ended: false };
+    const s: UdpSession = { flow, ip: from.address, port: from.port, rt, socket, node, sentTo: null, peers: new Set(), lastSeen: this.clock.now(), ended: false };
     socket.on('message', (reply, peer) => {
-      if (s.ended || !s.peers.has(`${peer.address}:${peer.port}`)) return;
+      if (s.ended) return;
+      const last = s.sentTo;
+      const known = last !== null && peer.port === last.spec.port && peer.address === last.spec.host;
+      if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
       s.lastSeen = this.clock.now();
       rt.traffic.sent(reply.length);
       this.socket.send(reply, s.port, s.ip);
