@@ -120,7 +120,7 @@ describe('API error inventory', () => {
     });
   });
 
-  it('lists the NodeBalancer validation texts (control-plane/domain/nodebalancers/validation.ts)', () => {
+  it('lists the NodeBalancer validation texts (control-plane/domain/nodebalancers/reasons.ts)', () => {
     expect(render(nodeBalancerReasons)).toEqual({
       integer: '{0} must be an integer',
       between: '{0} must be between {1} and {2}',
@@ -175,6 +175,16 @@ describe('API error inventory', () => {
       addressFormat: 'Must be a valid IPv4 address followed by :port',
       addressPort: 'Port must be between 1 and 65535.',
       addressNotAllowed: 'This address is not allowed for a backend node on this server',
+      vpcs: 'VPCs are not supported by this server',
+      typeMax: 'A {0} NodeBalancer may have at most {1} nodes per config',
+      udpOnly: '{0} {1} is only allowed with protocol udp',
+      notUdp: '{0} {1} is not allowed with protocol udp',
+      udpProxyProtocol: 'proxy_protocol must be none with protocol udp',
+      udpCheckPassive: 'check_passive is not supported with protocol udp',
+      udpCipherSuite: 'cipher_suite must be none with protocol udp',
+      cipherNoneNeedsUdp: 'cipher_suite none is only allowed with protocol udp',
+      udpSessionTimeout: 'udp_session_timeout is read-only',
+      modeNoneNeedsUdp: 'mode none is only allowed for nodes of a udp config',
     });
   });
 
