@@ -7,20 +7,30 @@ export interface RegionalEndpoint {
   ep: DatabaseEndpoint;
 }
 
+/** What one database's endpoints are made of. */
+export type EndpointSource = Pick<DatabaseRecord, 'id' | 'hostPrimary' | 'hostSecondary' | 'port' | 'allowList' | 'sslConnection' | 'members' | 'status'>;
+
 /**
- * Every live database's endpoints in the data planes' proto shape (docs/databases.md, "Database
+ * One database's endpoints in the data planes' proto shape (docs/databases.md, "Database
  * endpoints"): hosts.primary leads to the primary, hosts.secondary to the replicas, each with
- * the database's allow_list and TLS rule. A database being deleted has none, so its addresses
- * are released on every data plane.
+ * the database's allow_list and TLS rule.
+ */
+export function endpointsOf(d: EndpointSource): DatabaseEndpoint[] {
+  if (!d.hostPrimary) return [];
+  const routes = endpointRoutes(d);
+  const base = { databaseId: d.id, port: d.port, allowList: [...d.allowList], requireTls: d.sslConnection };
+  const out: DatabaseEndpoint[] = [{ ...base, role: 'primary', address: d.hostPrimary, targets: routes.primary ? [routes.primary] : [] }];
+  if (d.hostSecondary) out.push({ ...base, role: 'secondary', address: d.hostSecondary, targets: routes.secondaries });
+  return out;
+}
+
+/**
+ * Every live database's endpoints with their region. A database being deleted has none, so its
+ * addresses are released on every data plane.
  */
 export function buildDatabaseEndpoints(dbs: DatabaseRecord[]): RegionalEndpoint[] {
-  const out: RegionalEndpoint[] = [];
-  for (const d of [...dbs].sort((a, b) => a.id - b.id)) {
-    if (d.deleting || !d.hostPrimary) continue;
-    const routes = endpointRoutes(d);
-    const base = { databaseId: d.id, port: d.port, allowList: [...d.allowList], requireTls: d.sslConnection };
-    out.push({ region: d.region, ep: { ...base, role: 'primary', address: d.hostPrimary, targets: routes.primary ? [routes.primary] : [] } });
-    if (d.hostSecondary) out.push({ region: d.region, ep: { ...base, role: 'secondary', address: d.hostSecondary, targets: routes.secondaries } });
-  }
-  return out;
+  return [...dbs]
+    .sort((a, b) => a.id - b.id)
+    .filter((d) => !d.deleting)
+    .flatMap((d) => endpointsOf(d).map((ep) => ({ region: d.region, ep })));
 }
