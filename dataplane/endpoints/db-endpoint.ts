@@ -142,31 +142,45 @@ export class DbEndpoint {
       client.setTimeout(this.limits.idleTimeoutMs);
       client.once('timeout', () => client.destroy());
     }
-    const target = spec.targets[this.rr++ % spec.targets.length]!;
-    const upstream = connect({ host: target.host, port: target.port, localAddress: this.sourceAddress, noDelay: true });
-    // A member whose host is gone would hold the client for the kernel's SYN timeout (minutes).
-    upstream.setTimeout(this.limits.connectTimeoutMs, () => upstream.destroy(new Error('connect timeout')));
-    upstream.once('connect', () => upstream.setTimeout(0));
-    const entry: Live = { client, upstream, target, source };
+    const n = spec.targets.length;
+    const first = this.rr++ % n;
+    const entry: Live = { client, upstream: undefined as unknown as Socket, target: spec.targets[first]!, source };
     this.live.add(entry);
     client.setNoDelay(true);
-    upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: spec.address, dstPort: spec.port }));
-    if (spec.requireTls) requireTlsGate(client, upstream);
-    else client.pipe(upstream);
-    upstream.pipe(client);
     const done = () => {
       this.live.delete(entry);
       client.destroy();
-      upstream.destroy();
+      entry.upstream.destroy();
     };
-    upstream.on('error', (err) => {
-      this.stats.upstreamErrors++;
-      this.log.debug({ err, endpoint: spec.listenKey, target: targetKey(target) }, 'member connection failed');
-      done();
-    });
     client.on('error', done);
     client.on('close', done);
-    upstream.on('close', done);
+    // The server speaks first, so nothing of the client's is lost if a member refuses: a client
+    // of hosts.secondary tries the next replica (a stopped one refuses at once).
+    const dial = (attempt: number): void => {
+      const target = spec.targets[(first + attempt) % n]!;
+      const upstream = connect({ host: target.host, port: target.port, localAddress: this.sourceAddress, noDelay: true });
+      entry.upstream = upstream;
+      entry.target = target;
+      let connected = false;
+      // A member whose host is gone would hold the client for the kernel's SYN timeout (minutes).
+      upstream.setTimeout(this.limits.connectTimeoutMs, () => upstream.destroy(new Error('connect timeout')));
+      upstream.once('connect', () => {
+        connected = true;
+        upstream.setTimeout(0);
+        upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: spec.address, dstPort: spec.port }));
+        if (spec.requireTls) requireTlsGate(client, upstream);
+        else client.pipe(upstream);
+        upstream.pipe(client);
+        upstream.on('close', done);
+      });
+      upstream.on('error', (err) => {
+        this.stats.upstreamErrors++;
+        this.log.debug({ err, endpoint: spec.listenKey, target: targetKey(target) }, 'member connection failed');
+        if (!connected && attempt + 1 < n && this.live.has(entry)) dial(attempt + 1);
+        else done();
+      });
+    };
+    dial(0);
   }
 }
 

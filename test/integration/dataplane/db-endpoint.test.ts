@@ -125,6 +125,20 @@ describe('data plane database endpoints', () => {
     expect(got).toContain('three');
   });
 
+  it('a member that refuses is skipped: every client of a two-target endpoint reaches the live one', async () => {
+    const dead = loopback();
+    const deadPort = await freePort(dead);
+    await apply({ role: 'secondary', allowList: ['127.0.0.0/8'], targets: [{ host: dead, port: deadPort }, { host: b.ip, port: b.port }] });
+    const errorsBefore = stats().upstreamErrors;
+    for (let i = 0; i < 4; i++) {
+      const { got, closed } = await talk(loopback(), `r${i}`).done;
+      expect(closed, `client ${i}: ${got}`).toBe(false);
+      expect(got.startsWith('b:PROXY TCP4')).toBe(true);
+    }
+    // Half of them were dealt the dead member first.
+    expect(stats().upstreamErrors - errorsBefore).toBe(2);
+  });
+
   it('NACKs a snapshot whose endpoint takes a NodeBalancer ip:port and keeps serving the previous one', async () => {
     const before = engine.version();
     const err = await engine.apply({
