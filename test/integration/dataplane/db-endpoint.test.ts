@@ -1,8 +1,8 @@
 /**
  * A data plane's database endpoints on real sockets (docs/databases.md, "Database endpoints"),
  * with TCP echo servers as members: the PROXY v1 header leaves from the endpoint source address
- * and names the client; the allow_list, an unknown primary and the TLS rule refuse before a byte
- * reaches a member; a narrower allow_list and a new primary close the connections they no longer
+ * and names the client; the allow_list, an unknown primary (after a 3 s wait for one) and the TLS
+ * rule refuse before a byte reaches a member; a narrower allow_list and a new primary close the connections they no longer
  * admit; a snapshot that puts an endpoint on a NodeBalancer's ip:port is NACKed whole.
  */
 import { connect, type Socket } from 'node:net';
@@ -73,6 +73,17 @@ describe('data plane database endpoints', () => {
     expect(got).toMatch(new RegExp(`^a:PROXY TCP4 ${client.replace(/\./g, '\\.')} ${address.replace(/\./g, '\\.')} \\d+ ${port}\\r\\n`));
     expect(got).toContain('hello');
     expect(peers.at(-1)).toBe(source);
+  });
+
+  it('a client that arrives while no primary is known is forwarded when one is named within the wait', async () => {
+    await apply({ targets: [] });
+    const waiting = talk(loopback(), 'early');
+    await waitFor(() => waiting.socket.readyState === 'open' || undefined, 2000, 'client connected');
+    await apply({ targets: [{ host: a.ip, port: a.port }] });
+    const { got, closed } = await waiting.done;
+    expect(closed).toBe(false);
+    expect(got.startsWith('a:PROXY TCP4')).toBe(true);
+    expect(got).toContain('early');
   });
 
   it('refuses clients outside the allow_list, and everybody while no primary is known, before a byte reaches a member', async () => {
