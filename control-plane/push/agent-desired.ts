@@ -5,7 +5,7 @@ import { findType } from '../domain/databases/types.js';
 import { serverOptions } from '../domain/databases/engine-config.js';
 
 /** The desired state of one database as the agent sees it. */
-function toDesired(d: DatabaseRecord): DesiredDatabase {
+function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
   const t = findType(d.type);
   const options = serverOptions(d.engineConfig);
   return {
@@ -19,7 +19,7 @@ function toDesired(d: DatabaseRecord): DesiredDatabase {
     },
     rootPassword: d.nextPassword ?? d.rootPassword, state: d.runState,
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
-    restartOptions: options.restart, dynamicOptions: options.dynamic,
+    restartOptions: options.restart, dynamicOptions: options.dynamic, proxySources,
   };
 }
 
@@ -53,11 +53,11 @@ export interface AgentContent {
 }
 
 /** The agent's share of the stored state: the live databases placed on it and their operations. */
-export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[]): AgentContent {
+export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => []): AgentContent {
   const dbs = all.filter((x) => x.agentId === agentId && !x.deleting);
   const ids = new Set(dbs.map((x) => x.id));
   return {
-    databases: dbs.map(toDesired),
+    databases: dbs.map((d) => toDesired(d, proxySources(d.region))),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };
