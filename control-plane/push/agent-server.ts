@@ -7,7 +7,7 @@ import type { AgentReport__Output } from '../../proto/gen/fulcrum/v1/AgentReport
 import type { AgentDesired } from '../../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { DatabaseRepository } from '../store/database-repository.js';
 import type { KeyValueRepository } from '../store/ports.js';
-import type { AgentRecord, DatabaseRecord, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import { agentContent, type AgentContent } from './agent-desired.js';
@@ -26,7 +26,7 @@ export interface AgentServerDeps {
   coalesceMs?: number;
 }
 
-type Round = { databases: DatabaseRecord[]; pending: OperationRecord[] };
+type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[] };
 
 /**
  * Each agent's desired state. A round first places unplaced databases on the open streams'
@@ -37,10 +37,11 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     read(subscribers) {
-      for (const p of placeDatabases(repo, subscribers)) log.info(p, 'database placed');
-      return { databases: repo.list(), pending: repo.pendingOperations() };
+      const connected = subscribers.map((s) => ({ ...s, membersAcrossHosts: repo.agent(s.id)?.membersAcrossHosts ?? false }));
+      for (const p of placeDatabases(repo, connected)) log.info(p, 'database placed');
+      return { databases: repo.list(), members: repo.members(), pending: repo.pendingOperations() };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.pending),
+    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending),
     version: (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, repo.agent(sub.id)?.appliedVersion ?? 0),
   };
 }
@@ -59,7 +60,7 @@ function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
     put: (s) => {
       const prev = repo.agent(s.id);
       repo.upsertAgent({
-        id: s.id, region: s.region, runtime: prev?.runtime ?? '', connected: s.connected, lastSeen: s.lastSeen,
+        id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, lastSeen: s.lastSeen,
         appliedVersion: s.appliedVersion, engines: prev?.engines ?? [],
       });
     },
@@ -129,11 +130,13 @@ export class AgentPushServer {
     const prev = this.d.repo.agent(id);
     if (!prev) return;
     const runtime = msg.runtime || prev.runtime || '';
+    // Said in every report (a bool has no "absent"): the latest report is the capability.
+    const membersAcrossHosts = msg.membersAcrossHosts;
     const engines = (msg.engines ?? []).length > 0
       ? msg.engines.map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary }))
       : prev.engines;
-    if (runtime === prev.runtime && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
-    this.d.repo.upsertAgent({ ...prev, runtime, engines });
+    if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
+    this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
   }
 
   /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */

@@ -89,7 +89,7 @@ export class DatabaseService {
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, rootPassword: generatePassword(), nextPassword: null,
-        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
+        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
       const primary = this.d.addresses.allocate(this.d.pool, 'database', row.id);
