@@ -4,12 +4,15 @@ import { sqliteDatabaseRepository } from '../store/sqlite/database-repository.js
 import { EngineCatalogue, detectLocalEngines, watchedEngines } from '../domain/databases/catalogue.js';
 import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
+import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { databaseRoutes } from '../api/routes/databases.js';
 import type { ControlPlaneContext } from './context.js';
 
 /** How often the engine catalogue is compared with what the databases run. */
 const RETARGET_MS = 2000;
+/** How often spread clusters' primaries are checked (well under FAILOVER_AFTER_MS). */
+const FAILOVER_TICK_MS = 500;
 
 /**
  * Wires Managed Databases in: the engine catalogue, the service behind the REST routes, the
@@ -32,7 +35,8 @@ export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> 
     pool: ctx.databasePool, onChange: () => push.server?.notifyChanged(),
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
-  const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
+  const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger });
+  const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
   ctx.fleet.onRevoke((role, id) => role === 'agent' && agents.kick(id));
   push.server = agents;
   agents.register(ctx.grpcServer);
@@ -47,6 +51,17 @@ export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> 
     }
   }, RETARGET_MS);
   ctx.closers.push(() => retarget.cancel());
+
+  // Clusters spread over agents: the control plane decides their failover (docs/databases.md,
+  // "Clusters across hosts"); a promotion is pushed to every agent of the cluster at once.
+  const failoverTick = ctx.clock.setInterval(() => {
+    try {
+      if (failover.tick()) agents.notifyChanged();
+    } catch (err) {
+      ctx.logger.error({ err }, 'database failover check failed');
+    }
+  }, FAILOVER_TICK_MS);
+  ctx.closers.push(() => failoverTick.cancel());
 
   // Databases by status, read from the store at scrape time (bounded label set).
   new Gauge({

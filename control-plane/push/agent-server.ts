@@ -10,6 +10,7 @@ import type { KeyValueRepository } from '../store/ports.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
+import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
 import { agentContent, type AgentContent } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
@@ -23,6 +24,8 @@ export interface AgentServerDeps {
   registry: Registry;
   /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
+  /** Failover of clusters spread over agents; gets every report's member nodes. */
+  failover?: FailoverCoordinator;
   coalesceMs?: number;
 }
 
@@ -74,6 +77,14 @@ function observations(msg: AgentReport__Output): ObservedDatabaseView[] {
     backups: (o.backups ?? []).map((b) => ({ id: Number(b.id), label: b.label, type: b.type, createdMs: Number(b.createdMs), sizeBytes: Number(b.sizeBytes), status: b.status, target: b.target })),
     events: (o.events ?? []).map((e) => ({ id: e.id, action: e.action, message: e.message, atMs: Number(e.atMs), status: e.status })),
     nodes: (o.nodes ?? []).map((n) => ({ role: n.role, state: n.state })),
+  }));
+}
+
+/** Each database's nodes as the failover coordinator reads them (member index, state, role, GTID). */
+function reportedNodes(msg: AgentReport__Output): { id: number; nodes: ReportedNode[] }[] {
+  return (msg.databases ?? []).map((o) => ({
+    id: Number(o.id),
+    nodes: (o.nodes ?? []).map((n) => ({ member: n.member, state: n.state, role: n.role, gtid: n.gtidCurrentPos, address: n.address ? `${n.address}:${n.port}` : '' })),
   }));
 }
 
@@ -185,6 +196,7 @@ export class AgentPushServer {
         }
         this.recordInventory(sub.id, msg);
         const changed = this.d.observer.apply(sub.id, observations(msg), results(msg));
+        this.d.failover?.record(sub.id, reportedNodes(msg));
         // Level-triggered: a (re)connected agent gets the full desired state at once.
         if (fresh || msg.hello) this.cache.push(sub, true);
         if (changed) this.notifyChanged();
