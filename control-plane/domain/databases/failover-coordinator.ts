@@ -75,6 +75,7 @@ export class FailoverCoordinator {
       });
       const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
       changed = this.apply(db.id, decision) || changed;
+      changed = this.syncMembers(db.id) || changed;
     }
     for (const id of [...this.lostSince.keys()]) if (!live.has(id)) this.lostSince.delete(id);
     for (const id of [...this.nodes.keys()]) if (!this.d.repo.get(id)) this.nodes.delete(id);
@@ -89,6 +90,25 @@ export class FailoverCoordinator {
     if (!placement) return undefined;
     const address = this.nodes.get(databaseId)?.get(db.primaryMember)?.address ?? '';
     return { databaseId, term: db.term, member: db.primaryMember, agentId: placement.agentId, address };
+  }
+
+  /**
+   * The API's `members` (address -> primary | failover) of a spread cluster, assembled from every
+   * agent's report with the primary the control plane named: no one agent can report it, and the
+   * endpoint routing reads it (hosts.primary follows the named primary at once).
+   */
+  private syncMembers(id: number): boolean {
+    const db = this.d.repo.get(id);
+    if (!db) return false;
+    const members: Record<string, string> = {};
+    for (const m of this.d.repo.members(id)) {
+      const address = this.nodes.get(id)?.get(m.member)?.address ?? '';
+      const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
+      if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
+    }
+    if (Object.keys(members).length === 0 || JSON.stringify(members) === JSON.stringify(db.members)) return false;
+    this.d.repo.update(id, { members });
+    return true;
   }
 
   private apply(id: number, decision: FailoverDecision): boolean {

@@ -70,6 +70,12 @@ describe('a 3-node cluster over three agents', () => {
       expect(x).toMatchObject({ term: 1, primary: 1 });
       expect(new Set(x.members.map((m) => m.agentId)).size).toBe(3);
     }
+    // The API's members come from all three agents' reports, with the primary the control plane named.
+    const api1 = await until('members from three agents', async () => {
+      const r = await api.req('GET', `${MYSQL}/${id}`);
+      return Object.keys(r.body.members).length === 3 ? r.body : undefined;
+    });
+    expect(api1.members).toEqual({ '127.80.0.1': 'primary', '127.80.0.2': 'failover', '127.80.0.3': 'failover' });
   });
 
   it('promotes the most advanced replica within seconds when the primary agent\'s stream ends, and tells the other agents', async () => {
@@ -89,6 +95,12 @@ describe('a 3-node cluster over three agents', () => {
     console.log(`primary named ${gap} ms after its agent's stream ended`);
     expect(gap).toBeLessThan(15_000);
     for (const x of after) expect(x.primary).toBe(3);
+    // hosts.primary's routing reads `members`: it names the new primary at once.
+    const routed = await until('members follow the new primary', async () => {
+      const r = await api.req('GET', `${MYSQL}/${id}`);
+      return r.body.members['127.80.0.3'] === 'primary' ? r.body.members : undefined;
+    });
+    expect(routed).toEqual({ '127.80.0.1': 'failover', '127.80.0.2': 'failover', '127.80.0.3': 'primary' });
     const ev = await until('failover event', async () => (await failoverEvents(id))[0]);
     expect(ev).toMatchObject({ status: 'notification', entity: { id, type: 'database' } });
     expect(ev.message).toContain('Member 3');
