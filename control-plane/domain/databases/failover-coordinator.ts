@@ -119,8 +119,8 @@ export class FailoverCoordinator {
         return false;
       case 'waiting':
       case 'stuck':
-        if (!this.lostSince.has(id)) this.log.warn({ database: id, reason: decision.reason }, 'database primary lost');
-        if (decision.kind === 'stuck' && !this.stuck.has(id)) this.log.error({ database: id, reason: decision.reason }, 'no replica can be promoted');
+        if (!this.lostSince.has(id)) this.log.warn({ database: id, cause: decision.cause }, 'database primary lost');
+        if (decision.kind === 'stuck' && !this.stuck.has(id)) this.log.error({ database: id, cause: decision.cause }, 'no replica can be promoted');
         if (decision.kind === 'stuck') this.stuck.add(id);
         this.lostSince.set(id, decision.lostSince);
         return false;
@@ -131,9 +131,9 @@ export class FailoverCoordinator {
           const db = this.d.repo.get(id);
           if (!db || db.term >= decision.term) return false;
           this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
-          const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.reason}.`;
+          const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
           this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
-          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, reason: decision.reason }, 'database failover');
+          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
           return true;
         });
       }

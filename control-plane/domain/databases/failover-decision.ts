@@ -37,21 +37,21 @@ export interface FailoverInput {
 export type FailoverDecision =
   | { kind: 'healthy' }
   /** The primary is lost but not for long enough yet. */
-  | { kind: 'waiting'; lostSince: number; reason: string }
+  | { kind: 'waiting'; lostSince: number; cause: string }
   /** Lost for long enough, but no replica can take over (the cluster stays without a primary). */
-  | { kind: 'stuck'; lostSince: number; reason: string }
-  | { kind: 'promote'; member: number; agentId: string; term: number; reason: string };
+  | { kind: 'stuck'; lostSince: number; cause: string }
+  | { kind: 'promote'; member: number; agentId: string; term: number; cause: string };
 
 function agentAlive(m: MemberView, now: number): boolean {
   return m.agentConnected && m.agentSeenAt !== null && now - m.agentSeenAt <= AGENT_SILENT_MS;
 }
 
 /** Why the primary counts as lost, or null while it serves. */
-function lostReason(p: MemberView | undefined, now: number): string | null {
+function lostCause(p: MemberView | undefined, now: number): string | null {
   if (!p) return 'the primary member has no placement';
   if (!p.agentConnected) return `the agent ${p.agentId} of the primary is disconnected`;
   if (!agentAlive(p, now)) return `the agent ${p.agentId} of the primary has not reported for ${AGENT_SILENT_MS / 1000} s`;
-  if (!p.node) return null; // not reported yet (a fresh control plane): no reason to act
+  if (!p.node) return null; // not reported yet (a fresh control plane): no cause to act
   if (p.node.state !== 'running' || p.node.role === 'down') return `the agent ${p.agentId} reports the primary ${p.node.state === 'running' ? 'not answering' : p.node.state}`;
   return null;
 }
@@ -79,14 +79,14 @@ export function gtidProgress(pos: string): number {
 export function decideFailover(input: FailoverInput, now: number): FailoverDecision {
   if (input.clusterSize < 2) return { kind: 'healthy' };
   const primary = input.members.find((m) => m.member === input.primaryMember);
-  const reason = lostReason(primary, now);
-  if (reason === null) return { kind: 'healthy' };
+  const cause = lostCause(primary, now);
+  if (cause === null) return { kind: 'healthy' };
   const lostSince = input.lostSince ?? now;
-  if (now - lostSince < FAILOVER_AFTER_MS) return { kind: 'waiting', lostSince, reason };
+  if (now - lostSince < FAILOVER_AFTER_MS) return { kind: 'waiting', lostSince, cause };
   const candidates = input.members
     .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica')
     .sort((a, b) => gtidProgress(b.node!.gtid) - gtidProgress(a.node!.gtid) || a.member - b.member);
   const best = candidates[0];
-  if (!best) return { kind: 'stuck', lostSince, reason: `${reason}, and no replica runs on a connected agent` };
-  return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, reason };
+  if (!best) return { kind: 'stuck', lostSince, cause: `${cause}, and no replica runs on a connected agent` };
+  return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, cause };
 }

@@ -33,12 +33,12 @@ describe('the control plane failover decision', () => {
     const clock = new ManualClock();
     const decide = driver(clock);
     const cut = () => cluster(clock, { 1: { agentConnected: false, agentSeenAt: clock.now() - 1000 } });
-    expect(decide(cut())).toMatchObject({ kind: 'waiting', reason: expect.stringContaining('agent a of the primary is disconnected') });
+    expect(decide(cut())).toMatchObject({ kind: 'waiting', cause: expect.stringContaining('agent a of the primary is disconnected') });
     clock.advance(FAILOVER_AFTER_MS - 1);
     expect(decide(cut()).kind).toBe('waiting');
     clock.advance(1);
     // Member 3 is at seq 10, member 2 at 9.
-    expect(decide(cut())).toEqual({ kind: 'promote', member: 3, agentId: 'c', term: 5, reason: expect.stringContaining('disconnected') });
+    expect(decide(cut())).toEqual({ kind: 'promote', member: 3, agentId: 'c', term: 5, cause: expect.stringContaining('disconnected') });
   });
 
   it('counts an agent silent for longer than AGENT_SILENT_MS as gone even with its stream open (a cut link before keepalive fires)', () => {
@@ -49,7 +49,7 @@ describe('the control plane failover decision', () => {
     const silent = () => cluster(clock, { 1: { agentSeenAt: seen } });
     expect(decide(silent()).kind).toBe('healthy');
     clock.advance(1);
-    expect(decide(silent())).toMatchObject({ kind: 'waiting', reason: expect.stringContaining('has not reported') });
+    expect(decide(silent())).toMatchObject({ kind: 'waiting', cause: expect.stringContaining('has not reported') });
     clock.advance(FAILOVER_AFTER_MS);
     expect(decide(silent())).toMatchObject({ kind: 'promote', member: 3, term: 5 });
   });
@@ -58,7 +58,7 @@ describe('the control plane failover decision', () => {
     const clock = new ManualClock();
     const decide = driver(clock);
     const down = () => cluster(clock, { 1: { node: { state: 'stopped', role: 'down', gtid: '0-1-10' } } });
-    expect(decide(down())).toMatchObject({ kind: 'waiting', reason: expect.stringContaining('reports the primary stopped') });
+    expect(decide(down())).toMatchObject({ kind: 'waiting', cause: expect.stringContaining('reports the primary stopped') });
     clock.advance(FAILOVER_AFTER_MS - 500);
     expect(decide(cluster(clock)).kind).toBe('healthy');
     clock.advance(1000);
@@ -77,7 +77,7 @@ describe('the control plane failover decision', () => {
     });
     decide(members());
     clock.advance(FAILOVER_AFTER_MS);
-    expect(decide(members())).toMatchObject({ kind: 'stuck', reason: expect.stringContaining('no replica runs on a connected agent') });
+    expect(decide(members())).toMatchObject({ kind: 'stuck', cause: expect.stringContaining('no replica runs on a connected agent') });
     // Member 2 answers again: it is the only candidate, though behind.
     expect(decide(cluster(clock, { 1: { agentConnected: false }, 3: { agentConnected: false } }))).toMatchObject({ kind: 'promote', member: 2, agentId: 'b' });
   });
