@@ -3,7 +3,7 @@ import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import { databaseRef } from './database-service.js';
-import { decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
+import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
 import { spansAgents } from './placement.js';
 
 /** One node as an agent reports it (transport-neutral part of NodeObservation). */
@@ -43,8 +43,11 @@ export class FailoverCoordinator {
   private readonly stuck = new Set<number>();
   private readonly log: Logger;
 
+  private readonly startedAt: number;
+
   constructor(private readonly d: { repo: DatabaseRepository; events: EventService; clock: Clock; logger: Logger }) {
     this.log = d.logger.child({ component: 'database-failover' });
+    this.startedAt = d.clock.now();
   }
 
   /** An agent's report: kept only for members placed on that agent (an agent speaks for its own). */
@@ -61,6 +64,9 @@ export class FailoverCoordinator {
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */
   tick(): boolean {
     const now = this.d.clock.now();
+    // A control plane that just started has not heard from its agents yet (they reconnect with
+    // backoff); a primary agent that is merely slower to reconnect is no reason to fail over.
+    if (now - this.startedAt < AGENT_SILENT_MS) return false;
     let changed = false;
     const live = new Set<number>();
     for (const db of this.d.repo.list()) {
