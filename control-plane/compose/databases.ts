@@ -35,7 +35,7 @@ export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> 
     pool: ctx.databasePool, onChange: () => push.server?.notifyChanged(),
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
-  const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger });
+  const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
   const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
   ctx.fleet.onRevoke((role, id) => role === 'agent' && agents.kick(id));
   push.server = agents;

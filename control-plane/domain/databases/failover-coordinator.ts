@@ -1,3 +1,4 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Clock } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
@@ -45,9 +46,19 @@ export class FailoverCoordinator {
 
   private readonly startedAt: number;
 
-  constructor(private readonly d: { repo: DatabaseRepository; events: EventService; clock: Clock; logger: Logger }) {
+  private readonly promoted: Counter;
+
+  constructor(private readonly d: { repo: DatabaseRepository; events: EventService; clock: Clock; logger: Logger; registry: Registry }) {
     this.log = d.logger.child({ component: 'database-failover' });
     this.startedAt = d.clock.now();
+    this.promoted = new Counter({ name: 'fulcrum_database_failovers_total', help: 'Primaries named by the control plane for clusters spread over agents', registers: [d.registry] });
+    const lost = this.lostSince;
+    new Gauge({
+      name: 'fulcrum_database_primary_lost', help: 'Clusters spread over agents whose primary is lost right now (waiting or with no replica to promote)', registers: [d.registry],
+      collect() {
+        this.set(lost.size);
+      },
+    });
   }
 
   /** An agent's report: kept only for members placed on that agent (an agent speaks for its own). */
@@ -139,6 +150,7 @@ export class FailoverCoordinator {
           this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
           this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+          this.promoted.inc();
           this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
           return true;
         });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
+import { createRegistry } from '../../../lib/metrics.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
 import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
@@ -50,8 +51,9 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
         coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306` }] }]);
       }
     };
-    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger() });
-    return { clock, repo, events, coord, row, seen, report };
+    const registry = createRegistry('control-plane');
+    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger(), registry });
+    return { clock, repo, events, coord, row, seen, report, registry };
   }
 
   it('does nothing in its first AGENT_SILENT_MS (agents are still reconnecting), then assembles members', () => {
@@ -65,8 +67,8 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     expect(repo.get(row.id)!.term).toBe(1);
   });
 
-  it('promotes, records the event, moves the reporting agent and the members, and leaves a healthy cluster alone', () => {
-    const { clock, repo, events, coord, row, seen, report } = setup();
+  it('promotes, records the event and the metrics, moves the reporting agent and the members, and leaves a healthy cluster alone', async () => {
+    const { clock, repo, events, coord, row, seen, report, registry } = setup();
     clock.advance(AGENT_SILENT_MS);
     report();
     expect(coord.tick()).toBe(true); // members assembled
@@ -80,11 +82,14 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     clock.advance(500);
     report();
     expect(coord.tick()).toBe(false);
+    expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 1\b/);
     clock.advance(FAILOVER_AFTER_MS);
     report();
     expect(coord.tick()).toBe(true);
     expect(repo.get(row.id)).toMatchObject({ term: 2, primaryMember: 3, agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
     expect(coord.primaryOf(row.id)).toEqual({ databaseId: row.id, term: 2, member: 3, agentId: 'c', address: '10.0.0.3:3306' });
+    expect(await registry.getSingleMetricAsString('fulcrum_database_failovers_total')).toMatch(/fulcrum_database_failovers_total(\{[^}]*\})? 1\b/);
+    expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 0\b/);
     const ev = events.list().filter((e) => e.action === 'database_failover');
     expect(ev).toHaveLength(1);
     expect(ev[0]).toMatchObject({ status: 'notification', entity: { id: row.id, type: 'database' } });
