@@ -64,5 +64,7 @@ async function reportErrant(db: FailoverContext, old: number, winner: number, ol
   const errant = errantGtids(oldGtid, newGtid);
   if (errant.length === 0) return;
   db.log.error({ node: old, errant, oldPosition: oldGtid, newPrimary: winner, newPosition: newGtid }, 'errant transactions on the old primary');
-  db.emit('database_failover', `errant transactions: node ${old} had GTIDs ${errant.join(', ')} that the new primary (node ${winner}, at ${newGtid}) never received; they are not in the database any more (node ${old} is rebuilt from the new primary)`, 'failed');
+  db.state.errant = { node: old, gtids: errant, after: newGtid };
+  await db.save();
+  db.emit('database_failover', `errant transactions: node ${old} had GTIDs ${errant.join(', ')} that the new primary (node ${winner}, at ${newGtid}) never received; they are not in the database any more: their binlog events are saved in the agent's state folder (errant/) before node ${old} is rebuilt from the new primary`, 'failed');
 }

@@ -8,10 +8,13 @@
  * cluster is active with three members again.
  */
 import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { withAdmin, q } from '../../../agent/mysql/admin.js';
+import { databaseDir } from '../../../agent/database/state.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -95,5 +98,16 @@ describe('agent: an errant transaction on a failed primary', () => {
     expect((rows as any[]).map((x) => x.id)).toEqual([1]);
     await r.end();
     expect(Object.values(driver.db(44)!.members).sort()).toEqual(['failover', 'failover', 'primary']);
+
+    // Kept, not dropped: the old node's binlog events after the new primary's position, in a 0600 file.
+    const dir = join(databaseDir(fx.stateDir, 44), 'errant');
+    const files = readdirSync(dir);
+    expect(files).toEqual([`node${oldPrimary}-0-${oldPrimary}-${seq}.sql`]);
+    const kept = readFileSync(join(dir, files[0]!), 'utf8');
+    expect(statSync(join(dir, files[0]!)).mode & 0o777).toBe(0o600);
+    expect(kept).toContain(`GTID 0-${oldPrimary}-${seq}`);
+    expect(kept).toMatch(/INSERT INTO `app`.`t`[\s\S]*@1=666/);
+    expect(kept).not.toMatch(/@1=1\b/);
+    expect(driver.db(44)!.events.filter((e) => e.message.includes('could not be saved'))).toEqual([]);
   });
 });
