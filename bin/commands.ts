@@ -5,6 +5,7 @@
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
+import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -52,7 +53,7 @@ function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
 }
 
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
     'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
@@ -93,11 +94,12 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
 }
 
 export async function runDataplaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number',
     join: 'string', 'insecure-grpc': 'boolean',
+    'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
   });
   const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
@@ -120,13 +122,24 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
       fdReserve: f['fd-reserve'] as number | undefined,
       tcpIdleTimeoutMs: f['tcp-idle-timeout'] === undefined ? undefined : (f['tcp-idle-timeout'] as number) * 1000,
     },
+    vrrp: vrrpFlags(f),
   });
   writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null }, null, 2));
   onShutdown(() => dp.close());
 }
 
+/** Pair mode's flags (docs/multi-host.md); undefined without --vrrp-interface. */
+function vrrpFlags(f: Record<string, unknown>) {
+  const iface = f['vrrp-interface'] as string | undefined;
+  if (iface === undefined) {
+    if (f['vrrp-peers'] !== undefined || f['vrrp-priority'] !== undefined || f['vrrp-router-id'] !== undefined) throw new Error('--vrrp-peers, --vrrp-priority and --vrrp-router-id need --vrrp-interface');
+    return undefined;
+  }
+  return { iface, peers: list(f['vrrp-peers']) ?? [], priority: (f['vrrp-priority'] as number | undefined) ?? 100, routerId: (f['vrrp-router-id'] as number | undefined) ?? 51 };
+}
+
 export async function runAgentCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
   });

@@ -16,6 +16,7 @@ import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
 import { RateLimiter, type RateLimitSettings } from './api/rate-limit.js';
 import { BackendNetworks } from './domain/nodebalancers/backend-networks.js';
+import { AddressPools, assertDisjoint } from './domain/address-pools.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
 import type { ControlPlaneContext } from './compose/context.js';
@@ -84,6 +85,11 @@ export interface ControlPlane {
  * gRPC push services. Only main.ts and compose/ construct dependencies.
  */
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
+  // Settings first: a bad pool stops the start before anything is opened or listens.
+  const nodebalancerPool = AddressPools.parse(opts.nodebalancerPool ?? '127.77.0.0/16', 'NodeBalancer');
+  const databasePool = AddressPools.parse(opts.databasePool ?? '127.78.0.0/16', 'database endpoint');
+  const servicePools = [...nodebalancerPool.cidrs(), ...databasePool.cidrs()];
+  assertDisjoint(servicePools, 'NodeBalancer and database endpoint');
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
@@ -117,9 +123,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
 
   // The product areas, each wiring its store, services, routes and push streams.
-  const nodebalancerPool = opts.nodebalancerPool ?? '127.77.0.0/16';
-  const databasePool = opts.databasePool ?? '127.78.0.0/16';
-  const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools: [nodebalancerPool, databasePool] });
+  const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
     db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, databasePool, backends,

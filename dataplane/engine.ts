@@ -26,6 +26,8 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   apply(snapshot: SnapshotInput): Promise<void>;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
+  /** The addresses of the snapshot being served (each NodeBalancer's ipv4), sorted, distinct. */
+  addresses(): string[];
   close(): Promise<void>;
 }
 
@@ -50,6 +52,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
   let version = 0;
+  let served: string[] = [];
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
 
@@ -130,6 +133,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     }
     limits.listeners = listeners.size;
     version = snap.version;
+    served = [...new Set(snap.nodebalancers.map((nb) => nb.ipv4))].sort();
     log.info({ version, listeners: listeners.size, configs: runtimes.size }, 'snapshot applied');
   }
 
@@ -146,6 +150,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       return run;
     },
     version: () => version,
+    addresses: () => served,
     configs: () => runtimes.values(),
     refusals: () => limits.refused,
     openConnections: () => limits.open,

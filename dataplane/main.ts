@@ -12,6 +12,9 @@ import { registerDataplaneMetrics } from './telemetry/metrics.js';
 import { DEFAULT_NOFILE, raiseFdLimit } from './fd-limit.js';
 import type { ConnLimitOptions } from './throttle/conn-limits.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
+import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
+import type { VrrpSettings } from './vrrp/keepalived-config.js';
+import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -21,8 +24,8 @@ export interface DataplaneOptions {
   /** Optional with a certificate, whose id and region are the only ones it may claim. */
   id?: string;
   region?: string;
-  /** host:port of the control plane's gRPC server. */
-  controlPlane: string;
+  /** The control plane's gRPC server, host:port, or its replicas (`a:port,b:port` or a list). */
+  controlPlane: ControlPlaneTarget;
   stateDir: string;
   /** A one-time join token (docs/security/grpc.md): join the fleet before starting. */
   join?: string;
@@ -40,6 +43,8 @@ export interface DataplaneOptions {
   nofile?: number;
   /** Connection caps and timeouts; the descriptor budget comes from the limit in force. */
   limits?: Omit<ConnLimitOptions, 'fdLimit'>;
+  /** Pair mode: hold the served addresses through keepalived with peers (docs/multi-host.md). */
+  vrrp?: Omit<VrrpSettings, 'name'>;
 }
 
 export interface Dataplane {
@@ -53,12 +58,13 @@ export interface Dataplane {
  * Every metric of the process is registered here, on the one registry.
  */
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
+  const controlPlane = controlPlaneAddresses(opts.controlPlane);
   // Private state (the persisted snapshot holds TLS keys, pki/ the host's key): umask 077,
   // folder 0700/0600 (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
   const security = await prepareHostSecurity({
-    stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
+    stateDir: opts.stateDir, controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
     logger: opts.logger ?? createLogger('dataplane'),
   });
   const me = security.identity;
@@ -78,6 +84,9 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const engine = createProxyEngine({ logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit } });
   registerDataplaneMetrics(registry, engine);
   const store = new SnapshotStore(opts.stateDir, id);
+  // Pair mode: listeners bind addresses a peer may hold (nonlocal bind), checked before anything.
+  const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }) }) : undefined;
+  if (vrrp) ensureNonlocalBind(logger);
 
   try {
     const saved = await store.load();
@@ -88,13 +97,22 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   } catch (err) {
     logger.error({ err }, 'persisted snapshot could not be applied; waiting for the control plane');
   }
+  if (vrrp) {
+    try {
+      await vrrp.start(engine.addresses());
+    } catch (err) {
+      security.close();
+      await engine.close();
+      throw err;
+    }
+  }
 
   const applies = new Counter({ name: 'fulcrum_dataplane_snapshots_total', help: 'Snapshots received from the control plane, by result (ack or nack)', labelNames: ['result'], registers: [registry] });
   const connected = new Gauge({ name: 'fulcrum_dataplane_control_plane_connected', help: '1 while the config stream is up', registers: [registry] });
   const config = new ConfigClient({
     id,
     region,
-    address: opts.controlPlane,
+    address: controlPlane,
     security,
     logger: logger.child({ component: 'config-client' }),
     version: () => engine.version(),
@@ -106,13 +124,14 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
         throw err;
       }
       applies.inc({ result: 'ack' });
+      vrrp?.update(engine.addresses());
       await store.save(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
     },
     onConnected: (up) => connected.set(up ? 1 : 0),
   });
   const telemetry = new TelemetryClient({
     id,
-    address: opts.controlPlane,
+    address: controlPlane,
     security,
     source: engine,
     logger: logger.child({ component: 'telemetry' }),
@@ -136,6 +155,8 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     metricsPort: addr && typeof addr === 'object' ? addr.port : undefined,
     close() {
       closing ??= (async () => {
+        // Addresses first: a peer takes them over while this one still drains.
+        await vrrp?.stop();
         security.close();
         config.close();
         telemetry.close();

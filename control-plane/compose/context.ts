@@ -1,3 +1,4 @@
+import type { AddressPools } from '../domain/address-pools.js';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
@@ -33,10 +34,10 @@ export interface ControlPlaneContext {
   logger: Logger;
   registry: Registry;
   stateDir: string;
-  /** IPv4 pool for NodeBalancer addresses, e.g. 127.77.0.0/16. */
-  nodebalancerPool: string;
-  /** IPv4 pool for database endpoints, e.g. 127.78.0.0/16. */
-  databasePool: string;
+  /** IPv4 pools for NodeBalancer addresses per region, e.g. 127.77.0.0/16 for all. */
+  nodebalancerPool: AddressPools;
+  /** IPv4 pools for database endpoints per region, e.g. 127.78.0.0/16 for all. */
+  databasePool: AddressPools;
   hostnameSuffix: string;
   /** Where node addresses may point: the operator's backend networks minus Fulcrum's own services. */
   backends: BackendNetworks;

@@ -4,6 +4,7 @@ import type { DesiredMember } from '../../proto/gen/fulcrum/v1/DesiredMember.js'
 import type { DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import { spansAgents } from '../domain/databases/placement.js';
 import { findType } from '../domain/databases/types.js';
+import { serverOptions } from '../domain/databases/engine-config.js';
 
 /**
  * The members of a database as `agentId` sees them. A database without placements (placed by an
@@ -17,6 +18,7 @@ function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: s
 /** The desired state of one database as the agent sees it. */
 function toDesired(d: DatabaseRecord, members: DesiredMember[]): DesiredDatabase {
   const t = findType(d.type);
+  const options = serverOptions(d.engineConfig);
   return {
     id: d.id, label: d.label, engineId: d.engineId, version: d.version, image: d.image, binary: d.binary,
     type: { id: d.type, memoryMb: t?.memory ?? 1024, vcpus: t?.vcpus ?? 1, diskMb: t?.disk ?? 25600 },
@@ -28,6 +30,7 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[]): DesiredDatabase
     },
     rootPassword: d.nextPassword ?? d.rootPassword, state: d.runState,
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
+    restartOptions: options.restart, dynamicOptions: options.dynamic,
     // Only a cluster spread over agents has a primary named by the control plane (0 = the agent decides).
     members, term: d.term, primaryMember: spansAgents(members) ? d.primaryMember : 0,
   };

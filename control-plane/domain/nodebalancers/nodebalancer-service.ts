@@ -1,4 +1,5 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
+import type { AddressPools } from '../address-pools.js';
 import type { Clock } from '../../../lib/clock.js';
 import type { AddressRepository } from '../../store/ports.js';
 import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
@@ -17,8 +18,8 @@ export interface NodeBalancerServiceDeps {
   events: EventService;
   regions: RegionCatalogue;
   clock: Clock;
-  /** The IPv4 pool NodeBalancer addresses come from, e.g. 127.77.0.0/16. */
-  pool: string;
+  /** The IPv4 pools NodeBalancer addresses come from, per region. */
+  pool: AddressPools;
   /** Where node addresses may point (backend-networks.ts). */
   backends: BackendCheck;
   /** Called after every committed change; the push server coalesces these into snapshots. */
@@ -70,7 +71,7 @@ export class NodeBalancerService {
       // inside the same transaction. The placeholder has a character no valid label can have,
       // so it never collides with a label a client chose.
       const created = this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', clientConnThrottle, tags, created: now, updated: now });
-      const ipv4 = this.d.addresses.allocate(this.d.pool, 'nodebalancer', created.id);
+      const ipv4 = this.d.addresses.allocate(this.d.pool.forRegion(region), 'nodebalancer', created.id);
       if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
       // The label defaults to balancer<ID>, known only once the row exists.
       const finalLabel = label ?? `balancer${created.id}`;

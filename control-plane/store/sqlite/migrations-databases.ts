@@ -81,6 +81,17 @@ export const databaseMigrations: Migration[] = [
     `,
   },
   {
+    // The newer platform's fields (docs/databases.md): a build waiting for the window
+    // (updates.pending), the validated engine_config (JSON object), and the second event of a
+    // PUT that both resizes and updates.
+    id: '202-databases-current',
+    sql: `
+      ALTER TABLE databases ADD COLUMN patch_pending INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE databases ADD COLUMN engine_config TEXT NOT NULL DEFAULT '{}';
+      ALTER TABLE databases ADD COLUMN second_event_id INTEGER;
+    `,
+  },
+  {
     // Clusters across hosts (docs/databases.md): each member's agent, the cluster's term and the
     // member the control plane names primary. Databases placed before keep every member on their
     // one agent.

@@ -17,7 +17,7 @@ const spread: Omit<DatabaseRecord, 'id'> = {
   label: 'spread', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
   clusterSize: 3, replicationType: 'semi_synch', encrypted: false, sslConnection: true, allowList: [],
   updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'active',
-  hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, provisioned: true, members: {}, caCert: null, usedDiskMb: null,
+  hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, secondEventId: null,
   rootPassword: 'x'.repeat(16), nextPassword: null, generation: 1, convergedGeneration: 1, runState: 'running', agentId: 'a', term: 1,
   primaryMember: 1, pendingEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 0, updated: 0,
 };

@@ -4,6 +4,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { apiReasons, statusByCode } from '../../../control-plane/api/errors.js';
 import { databaseReasons } from '../../../control-plane/domain/databases/validation.js';
+import { engineConfigReasons } from '../../../control-plane/domain/databases/engine-config.js';
 import { nodeBalancerReasons } from '../../../control-plane/domain/nodebalancers/validation.js';
 import { fleetReasons } from '../../../control-plane/domain/fleet/validation.js';
 import { repoRoot } from '../../helpers/lab.js';
@@ -204,10 +205,30 @@ describe('API error inventory', () => {
       resizeToMoreDisk: 'A database can only be resized to a plan with more disk than {0}',
       typeWithAllowList: 'type and allow_list cannot be changed in the same request',
       immutable: '{0} cannot be changed after creation',
+      clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
+      notYet: '{0} is not supported yet',
+      versionUnavailable: 'version {0} is not available; see /databases/engines for the versions offered',
+      versionDowngrade: 'version can only be upgraded from {0}, not lowered',
       snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
       snapshotLabelTaken: 'A backup labelled {0} already exists for this database',
       target: 'target must be primary or secondary',
       targetSecondary: 'target secondary needs a cluster_size of 3',
+    });
+  });
+
+  it('lists the engine_config texts (control-plane/domain/databases/engine-config.ts)', () => {
+    expect(render(engineConfigReasons)).toEqual({
+      object: 'engine_config must be an object',
+      mysqlObject: 'engine_config.mysql must be an object',
+      unknown: '{0} is not a setting of MySQL databases; see /databases/mysql/config',
+      refused: '{0} cannot be set on these servers: {1}',
+      typeInteger: '{0} must be an integer',
+      typeBoolean: '{0} must be true or false',
+      typeString: '{0} must be a string',
+      range: '{0} must be from {1} to {2}',
+      length: '{0} must be {1} to {2} characters long',
+      format: '{0} is not in a valid format, e.g. {1}',
+      sqlMode: 'sql_mode {0} is not a MariaDB SQL mode',
     });
   });
 
@@ -239,6 +260,7 @@ describe('API error inventory', () => {
       'Length must be 1-100 characters',
       'Must be a valid email address.',
       'No ${kind} with id ${String(id)} on this account',
+      'No ${this.what} addresses are configured for region ${region}',
       'No NodeBalancer addresses are left in the pool',
       'No database endpoint addresses are left in the pool',
       'Not found',

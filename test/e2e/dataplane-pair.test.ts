@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { api, testRateLimits, until } from '../helpers/lab.js';
+import { createHosts, leftovers, watch, type Host, type HostNet, type HostProcess } from '../helpers/hosts.js';
+
+// Data planes in pairs (docs/multi-host.md): two data planes of one region on two hosts, the
+// NodeBalancer's address held through keepalived by one of them. During a client loop that opens
+// a new connection per request, the holder's process is SIGKILLed, then (second case) the new
+// holder's link is cut: each time new connections succeed again through the other data plane
+// within 5 s. Everything runs as real processes on network-namespace hosts and is removed after.
+
+const PREFIX = 'fhpair';
+const POOL = '198.18.100.0/24';
+const LIMIT_FLAGS = ['--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp), '--api-stats-rate-limit', String(testRateLimits.stats)];
+
+/** One request per line of output: when it started and ended (ms since epoch), and what came back. */
+interface Probe { start: number; end: number; ok: boolean; body: string }
+
+/** A client loop inside `host`: a new TCP connection + HTTP GET every 100 ms, 1 s deadline each. */
+const CLIENT_LOOP = `
+const http = require('http');
+const [ip, port] = process.argv.slice(1);
+function once() {
+  const start = Date.now();
+  let done = false;
+  const finish = (ok, body) => { if (done) return; done = true; console.log(JSON.stringify({ start, end: Date.now(), ok, body })); setTimeout(once, 100); };
+  const req = http.get({ host: ip, port: Number(port), path: '/', agent: false, timeout: 1000 }, (res) => {
+    let b = ''; res.on('data', (d) => (b += d)); res.on('end', () => finish(res.statusCode === 200, b)); res.on('error', (e) => finish(false, e.code));
+  });
+  req.on('timeout', () => { req.destroy(); finish(false, 'timeout'); });
+  req.on('error', (e) => finish(false, e.code || e.message));
+}
+once();
+`;
+
+const BACKEND = `
+const [ip, port, name] = process.argv.slice(1);
+require('http').createServer((req, res) => res.end('hello from ' + name)).listen(Number(port), ip, () => console.log('listening'));
+`;
+
+function probes(p: HostProcess): Probe[] {
+  return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Probe);
+}
+
+async function holds(h: Host, ip: string): Promise<boolean> {
+  return (await h.exec('ip', ['-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout.includes(` ${ip}/32 `);
+}
+
+async function listensOn(h: Host, ip: string, port: number): Promise<boolean> {
+  return (await h.exec('ss', ['-Hltn', `src ${ip}:${port}`])).stdout.includes(`${ip}:${port}`);
+}
+
+/** The names of the processes running in a host (its network namespace). */
+async function processesIn(h: Host): Promise<string[]> {
+  const { stdout } = await h.exec('sh', ['-c', 'for p in $(ip netns pids "$1"); do cat /proc/$p/comm 2>/dev/null; done', 'sh', h.ns]);
+  return stdout.split('\n').filter(Boolean);
+}
+
+describe('data planes in pairs (keepalived)', () => {
+  let net: HostNet;
+  let dir: string;
+  let call: ReturnType<typeof api>;
+  let grpc: string;
+  const dps: Record<string, HostProcess> = {};
+  let cpHost: Host, dpa: Host, dpb: Host, be: Host, cl: Host;
+  let cp: HostProcess;
+
+  function dataplane(h: Host, peer: Host, priority: number, token?: string): HostProcess {
+    const args = ['dataplane', '--control-plane', grpc, '--state', join(dir, h.name), '--vrrp-interface', 'eth0', '--vrrp-peers', peer.ip, '--vrrp-priority', String(priority)];
+    if (token) args.push('--join', token);
+    const p = h.fulcrum(args);
+    dps[h.name] = p;
+    return p;
+  }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fulcrum-fhpair-'));
+    net = await createHosts({ prefix: PREFIX, names: ['cp', 'dpa', 'dpb', 'be', 'cl'] });
+    [cpHost, dpa, dpb, be, cl] = net.hosts as [Host, Host, Host, Host, Host];
+
+    const cpState = join(dir, 'cp');
+    cp = cpHost.fulcrum(['control-plane', '--state', cpState, '--api-host', cpHost.ip, '--api-port', '0', '--grpc-host', cpHost.ip, '--grpc-port', '0',
+      '--nodebalancer-pool', `us-east=${POOL}`, '--database-pool', '198.18.101.0/24', '--backend-networks', '198.19.0.0/16', ...LIMIT_FLAGS]);
+    const info = await until('control-plane.json', () => {
+      if (cp.proc.exitCode !== null) throw new Error(`control plane exited: ${cp.output()}`);
+      try {
+        return JSON.parse(readFileSync(join(cpState, 'control-plane.json'), 'utf8')) as { apiUrl: string; grpcAddress: string; pid: number };
+      } catch {
+        return undefined;
+      }
+    }, 120_000, 200);
+    grpc = info.grpcAddress;
+    call = api(info.apiUrl, readFileSync(join(cpState, 'admin-token'), 'utf8').trim());
+
+    for (const [h, peer, prio] of [[dpa, dpb, 150], [dpb, dpa, 100]] as const) {
+      const t = await call('POST', '/v4/fulcrum/join-tokens', { role: 'dataplane', id: h.name, region: 'us-east' });
+      expect(t.status).toBe(200);
+      dataplane(h, peer, prio, t.body.token);
+    }
+    for (const [port, name] of [[8001, 'one'], [8002, 'two']] as const) be.spawn(process.execPath, ['-e', BACKEND, be.ip, String(port), name]);
+  });
+
+  afterAll(async () => {
+    for (const p of Object.values(dps)) await p.stop();
+    await cp?.stop();
+    await net?.teardown();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('moves the address to the other data plane within 5 s when the holder is SIGKILLed or cut off, and leaves nothing behind', async () => {
+    const created = await call('POST', '/v4/nodebalancers', {
+      region: 'us-east', label: 'pair-nb',
+      configs: [{ port: 80, protocol: 'http', check: 'none', nodes: [{ label: 'one', address: `${be.ip}:8001` }, { label: 'two', address: `${be.ip}:8002` }] }],
+    });
+    expect(created.status).toBe(200);
+    const vip: string = created.body.ipv4;
+    expect(vip.startsWith('198.18.100.')).toBe(true);
+
+    // Both data planes bind the listener (the standby without the address), one holds it.
+    await until('both data planes listen on the address', async () => (await listensOn(dpa, vip, 80)) && (await listensOn(dpb, vip, 80)), 120_000, 250);
+    const holder = await until('one data plane holds the address', async () => {
+      const [a, b] = [await holds(dpa, vip), await holds(dpb, vip)];
+      return a !== b ? (a ? dpa : dpb) : undefined;
+    }, 60_000, 200);
+    const other = holder === dpa ? dpb : dpa;
+
+    const loop = watch(cl.spawn(process.execPath, ['-e', CLIENT_LOOP, vip, '80']));
+    await until('the client gets answers', () => probes(loop).filter((p) => p.ok).length >= 3, 60_000, 100);
+    expect(probes(loop).filter((p) => p.ok).map((p) => p.body)).toEqual(expect.arrayContaining([expect.stringMatching(/^hello from (one|two)$/)]));
+
+    /** How long after `t` new connections succeeded again: the first success of a request begun after t. */
+    const recovery = async (what: string, t: number) => {
+      const first = await until(`a request begun after ${what} succeeds`, () => probes(loop).find((p) => p.start > t && p.ok), 30_000, 100);
+      const failed = probes(loop).filter((p) => p.start > t - 1000 && p.start < first.start && !p.ok).length;
+      const gap = first.end - t;
+      console.log(`[dataplane-pair] ${what}: new connections succeeded again after ${gap} ms (${failed} failed requests in between)`);
+      return gap;
+    };
+
+    // Case 1: the holder's process is SIGKILLed (its host stays up).
+    const killedAt = Date.now();
+    await dps[holder.name]!.kill();
+    const gap1 = await recovery(`SIGKILL of the data plane on ${holder.name}`, killedAt);
+    expect(gap1).toBeLessThan(5_000);
+    await until('the other data plane holds the address', () => holds(other, vip), 10_000, 100);
+    expect(await holds(holder, vip)).toBe(false);
+    // The orphaned keepalived noticed its data plane was gone and stopped.
+    await until(`no keepalived left on ${holder.name}`, async () => !(await processesIn(holder)).includes('keepalived'), 10_000, 200);
+
+    // The killed data plane comes back (its certificate is kept) as the standby.
+    dataplane(holder, other, holder === dpa ? 150 : 100);
+    await until('the restarted data plane listens again', () => listensOn(holder, vip, 80), 120_000, 250);
+    await until('its keepalived runs', async () => (await processesIn(holder)).includes('keepalived'), 30_000, 200);
+    // No preemption: the address stays where it is.
+    expect(await holds(other, vip)).toBe(true);
+    // A keepalived that exits while its data plane runs is started again by the data plane.
+    const pidFile = join(dir, holder.name, 'vrrp', 'keepalived.pid');
+    const firstPid = Number(readFileSync(pidFile, 'utf8'));
+    process.kill(firstPid, 'SIGTERM');
+    await until('the data plane restarted its keepalived', async () => {
+      const now = Number(readFileSync(pidFile, 'utf8'));
+      return now !== firstPid && (await processesIn(holder)).includes('keepalived');
+    }, 30_000, 200);
+    expect(await holds(other, vip)).toBe(true);
+
+    // Case 2: the new holder's link goes down (a cut cable).
+    const cutAt = Date.now();
+    await other.linkDown();
+    const gap2 = await recovery(`link down of ${other.name}`, cutAt);
+    expect(gap2).toBeLessThan(5_000);
+    expect(await holds(holder, vip)).toBe(true);
+    await other.linkUp();
+    // Back on the network, the cut-off data plane does not take the address back (nopreempt),
+    // and there is one holder.
+    await until('the returning data plane stands by', async () => !(await holds(other, vip)), 20_000, 200);
+    expect(await holds(holder, vip)).toBe(true);
+    const okAfter = Date.now();
+    await until('traffic still flows', () => probes(loop).some((p) => p.start > okAfter && p.ok), 20_000, 100);
+    await loop.kill();
+
+    // A data plane that exits normally takes its keepalived with it and gives up the address.
+    for (const h of [dpa, dpb]) {
+      const code = await dps[h.name]!.stop();
+      expect(code).toBe(0);
+      delete dps[h.name];
+      expect(await processesIn(h)).not.toContain('keepalived');
+      expect(await holds(h, vip)).toBe(false);
+    }
+
+    await cp.stop();
+    await net.teardown();
+    expect(await leftovers(PREFIX)).toEqual([]);
+  });
+});
