@@ -231,7 +231,7 @@ export class DatabaseController extends Cluster {
         case 'restart-primary': return await restartPrimary(this.context);
         case 'promote-primary': return await promotePrimary(this.context);
         case 'failover':
-          await failover(this.context, this.observer.liveReplicas(this.state!.primary));
+          await failover(this.context, this.observer.liveReplicas(this.state!.primary), this.observer.lastKnownGtid(this.state!.primary));
           return;
         case 'rejoin':
           await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);

@@ -1,7 +1,8 @@
 import { withAdmin } from '../mysql/admin.js';
 import { failover as promoteBestReplica } from '../mysql/promotion.js';
-import { promote } from '../mysql/replication.js';
+import { gtidCurrentPos, promote } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import { errantGtids } from './errant.js';
 
 /**
  * The primary's troubles (docs/agent.md §7): a primary that came back read-only is made
@@ -26,9 +27,12 @@ export async function restartPrimary(db: PrimaryContext): Promise<void> {
 
 /**
  * Replaces a dead primary: fences it, promotes the most advanced of the `alive` replicas (the
- * others follow it) and marks the old primary for a rebuild. Returns the new primary's index.
+ * others follow it) and marks the old primary for a rebuild. `oldGtid` is the last position the
+ * old primary was seen at: transactions in it that the new primary lacks are errant and are
+ * reported (event and log, with their GTIDs) before the rebuild replaces that node's data.
+ * Returns the new primary's index.
  */
-export async function failover(db: FailoverContext, alive: number[]): Promise<number> {
+export async function failover(db: FailoverContext, alive: number[], oldGtid = ''): Promise<number> {
   const s = db.state;
   const old = s.primary;
   // Fence first: a primary that is merely hung must not wake up writable next to the new one.
@@ -39,5 +43,28 @@ export async function failover(db: FailoverContext, alive: number[]): Promise<nu
   await db.save();
   await db.refresh();
   db.emit('database_failover', `primary node ${old} (${s.addresses[old - 1]}) failed; node ${winner} (${s.addresses[winner - 1]}) promoted`);
+  await reportErrant(db, old, winner, oldGtid);
   return winner;
+}
+
+/**
+ * Errant transactions of the old primary: committed there, never received by the new primary
+ * (written while no replica acknowledged, or in the instant of the crash). Never dropped in
+ * silence: an event on the database and an error log name them before the rebuild.
+ */
+async function reportErrant(db: FailoverContext, old: number, winner: number, oldGtid: string): Promise<void> {
+  if (!oldGtid) return;
+  let newGtid: string;
+  try {
+    newGtid = await withAdmin((await db.clusterNode(winner)).admin, gtidCurrentPos);
+  } catch (err) {
+    db.log.warn({ err, node: winner }, 'new primary position unreadable; errant transactions not checked');
+    return;
+  }
+  const errant = errantGtids(oldGtid, newGtid);
+  if (errant.length === 0) return;
+  db.log.error({ node: old, errant, oldPosition: oldGtid, newPrimary: winner, newPosition: newGtid }, 'errant transactions on the old primary');
+  db.state.errant = { node: old, gtids: errant, after: newGtid };
+  await db.save();
+  db.emit('database_failover', `errant transactions: node ${old} had GTIDs ${errant.join(', ')} that the new primary (node ${winner}, at ${newGtid}) never received; they are not in the database any more: their binlog events are saved in the agent's state folder (errant/) before node ${old} is rebuilt from the new primary`, 'failed');
 }

@@ -41,6 +41,8 @@ export interface ObserveInput {
  */
 export class Observer {
   details: NodeDetail[] = [];
+  /** Each node's last GTID position seen while it answered (kept after it stops answering). */
+  private readonly lastGtid = new Map<number, string>();
   last?: DbObs;
   /** The desired generation the last full observation was checked against. */
   generation = 0;
@@ -73,6 +75,7 @@ export class Observer {
       return base;
     }
     this.details = await inspectNodes(db, s);
+    for (const n of this.details) if (n.reachable && n.gtid) this.lastGtid.set(n.index, n.gtid);
     const primary = this.details.find((n) => n.index === s.primary);
     this.primaryDown = primary?.state === 'running' && primary.reachable ? 0 : this.primaryDown + 1;
     let patchPending = false;
@@ -99,6 +102,11 @@ export class Observer {
   /** Replicas seen replicating in the last observation, most useful first. */
   healthyReplicas(primary: number | undefined): number[] {
     return this.details.filter((n) => n.index !== primary && n.state === 'running' && n.reachable && n.replicating).map((n) => n.index);
+  }
+
+  /** The last GTID position node k had while it answered ('' when never seen). */
+  lastKnownGtid(k: number): string {
+    return this.lastGtid.get(k) ?? '';
   }
 
   /** Node indexes, other than the primary, whose server answered in the last observation. */

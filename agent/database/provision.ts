@@ -17,6 +17,10 @@ export type ProvisionContext = Pick<ClusterContext,
 export async function provision(db: ProvisionContext): Promise<void> {
   const d = db.spec;
   if (!d.hostPrimary || !d.hostSecondary) throw new Error('the control plane assigned no endpoint addresses');
+  // This agent runs whole clusters only (it reports members_across_hosts=false); a member placed on
+  // another agent must not be started here as well (docs/databases.md, "Clusters across hosts").
+  const elsewhere = (d.members ?? []).filter((m) => !m.local);
+  if (elsewhere.length > 0) throw new Error(`this agent runs whole clusters only; member ${elsewhere.map((m) => `${m.index} is placed on agent ${m.agentId}`).join(', member ')}`);
   const started = Date.now();
   const s = db.state;
   if (s.addresses.length !== d.clusterSize) s.addresses = await db.allocateAddresses(d.clusterSize);

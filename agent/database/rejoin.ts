@@ -1,7 +1,10 @@
+import { createWriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { systemClock } from '../../lib/clock.js';
 import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
-import { secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
+import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -16,7 +19,7 @@ import { NODE_PORT } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit'>;
 
 /**
  * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
@@ -27,6 +30,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
+  if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
     // binlog holds the whole history; seedReplica covers the case where it does not.
@@ -59,6 +63,36 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   await db.save();
   await db.refresh();
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
+}
+
+/**
+ * Saves an old primary's errant transactions before its rebuild wipes them: the node is started
+ * on its own data (read-only, replication not started, as every node starts) and its binlog
+ * events after the new primary's position are written, as mariadb-binlog prints them (row
+ * images decoded in comments), to `<database dir>/errant/node<k>-<gtids>.sql` (mode 0600).
+ * Failing to save them is reported as an event, never skipped in silence.
+ */
+async function keepErrant(db: RejoinContext, k: number): Promise<void> {
+  const e = db.state.errant!;
+  const name = db.nodeName(k);
+  const dir = join(db.dir, 'errant');
+  const file = join(dir, `node${k}-${e.gtids.join('_').replace(/[^0-9._-]/g, '')}.sql`);
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await db.runtime.ensure(db.nodeSpec(k));
+    const first = await withAdmin(await db.adminTarget(k), async (c) => String((await q(c, 'SHOW BINARY LOGS'))[0]?.Log_name ?? ''));
+    if (!first) throw new Error('the node has no binlog');
+    const out = createWriteStream(file, { mode: 0o600 });
+    out.write(`-- errant transactions of node ${k}: ${e.gtids.join(', ')}; the new primary was at ${e.after}\n`);
+    const r = await db.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--to-last-log', `--start-position=${e.after}`, '--verbose', first], { stdout: out, env: { MYSQL_PWD: db.state.adminPassword } });
+    if (r.exitCode !== 0) throw new Error(clientError(r.stderr));
+    db.log.warn({ node: k, file, errant: e.gtids }, 'errant transactions saved');
+  } catch (err) {
+    db.log.error({ err, node: k, errant: e.gtids }, 'errant transactions could not be saved');
+    db.emit('database_failover', `errant transactions ${e.gtids.join(', ')} of node ${k} could not be saved before its rebuild: ${(err as Error).message}`, 'failed');
+  }
+  delete db.state.errant;
+  await db.save();
 }
 
 /**

@@ -73,6 +73,7 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
     replicationOk: n.index === s?.primary ? true : n.replicating,
     gtidCurrentPos: n.gtid,
     lastError: n.lastError,
+    member: n.index,
   }));
   return {
     id: r.id,

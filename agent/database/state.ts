@@ -26,6 +26,11 @@ export interface DbState {
   accountsKey: string;
   /** Nodes that were primary before a failover and must be rebuilt before they rejoin. */
   rebuild: number[];
+  /**
+   * An old primary with transactions the new primary lacks (docs/agent.md §7): its binlog events
+   * after `after` (the new primary's position) are saved before its rebuild wipes them.
+   */
+  errant?: { node: number; gtids: string[]; after: string };
   suspended: boolean;
   nextBackupId: number;
   /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */

@@ -4,6 +4,7 @@ import { sqliteDatabaseRepository } from '../store/sqlite/database-repository.js
 import { EngineCatalogue, detectLocalEngines, watchedEngines } from '../domain/databases/catalogue.js';
 import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
+import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { databaseRoutes } from '../api/routes/databases.js';
 import type { ControlPlaneContext } from './context.js';
@@ -12,6 +13,8 @@ import { buildDatabaseEndpoints } from '../push/endpoint-builder.js';
 
 /** How often the engine catalogue is compared with what the databases run. */
 const RETARGET_MS = 2000;
+/** How often spread clusters' primaries are checked (well under FAILOVER_AFTER_MS). */
+const FAILOVER_TICK_MS = 500;
 
 /**
  * Wires Managed Databases in: the engine catalogue, the service behind the REST routes, the
@@ -38,8 +41,9 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     },
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
+  const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
   const agents = new AgentPushServer({
-    repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
+    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     // Coalesced, and an unchanged snapshot is never resent: cheap after every report.
     onObserved: () => dataplanes.notifyChanged(),
@@ -61,6 +65,21 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     }
   }, RETARGET_MS);
   ctx.closers.push(() => retarget.cancel());
+
+  // Clusters spread over agents: the control plane decides their failover (docs/databases.md,
+  // "Clusters across hosts"); a promotion is pushed to every agent of the cluster at once.
+  const failoverTick = ctx.clock.setInterval(() => {
+    try {
+      // The new primary reaches the agents (roles) and the data planes (endpoint routes) at once.
+      if (failover.tick()) {
+        agents.notifyChanged();
+        dataplanes.notifyChanged();
+      }
+    } catch (err) {
+      ctx.logger.error({ err }, 'database failover check failed');
+    }
+  }, FAILOVER_TICK_MS);
+  ctx.closers.push(() => failoverTick.cancel());
 
   // Databases by status, read from the store at scrape time (bounded label set).
   new Gauge({

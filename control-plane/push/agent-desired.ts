@@ -1,11 +1,22 @@
 import type { DesiredDatabase } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import type { Operation } from '../../proto/gen/fulcrum/v1/Operation.js';
-import type { DatabaseRecord, OperationRecord } from '../domain/databases/model.js';
+import type { DesiredMember } from '../../proto/gen/fulcrum/v1/DesiredMember.js';
+import type { DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import { spansAgents } from '../domain/databases/placement.js';
 import { findType } from '../domain/databases/types.js';
 import { serverOptions } from '../domain/databases/engine-config.js';
 
+/**
+ * The members of a database as `agentId` sees them. A database without placements (placed by an
+ * older control plane) runs every member on its one agent.
+ */
+function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: string): DesiredMember[] {
+  const list = placements.length > 0 ? placements : Array.from({ length: d.clusterSize }, (_, k) => ({ databaseId: d.id, member: k + 1, agentId: d.agentId ?? agentId }));
+  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: '' }));
+}
+
 /** The desired state of one database as the agent sees it. */
-function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
+function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[]): DesiredDatabase {
   const t = findType(d.type);
   const options = serverOptions(d.engineConfig);
   return {
@@ -20,6 +31,8 @@ function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
     rootPassword: d.nextPassword ?? d.rootPassword, state: d.runState,
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
     restartOptions: options.restart, dynamicOptions: options.dynamic, proxySources,
+    // Only a cluster spread over agents has a primary named by the control plane (0 = the agent decides).
+    members, term: d.term, primaryMember: spansAgents(members) ? d.primaryMember : 0,
   };
 }
 
@@ -52,12 +65,18 @@ export interface AgentContent {
   deleteAllIntended: boolean;
 }
 
-/** The agent's share of the stored state: the live databases placed on it and their operations. */
-export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => []): AgentContent {
-  const dbs = all.filter((x) => x.agentId === agentId && !x.deleting);
-  const ids = new Set(dbs.map((x) => x.id));
+/**
+ * The agent's share of the stored state: the live databases with a member on it (or placed on it
+ * whole) and their operations.
+ */
+export function agentContent(agentId: string, all: DatabaseRecord[], placements: MemberPlacement[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => []): AgentContent {
+  const byDb = new Map<number, MemberPlacement[]>();
+  for (const m of placements) byDb.set(m.databaseId, [...(byDb.get(m.databaseId) ?? []), m]);
+  const dbs = all.filter((x) => !x.deleting && (x.agentId === agentId || (byDb.get(x.id) ?? []).some((m) => m.agentId === agentId)));
+  // One-off operations go to the reporting agent only (the one whose reports carry the results).
+  const ids = new Set(dbs.filter((x) => x.agentId === agentId).map((x) => x.id));
   return {
-    databases: dbs.map((d) => toDesired(d, proxySources(d.region))),
+    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId), proxySources(d.region))),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };

@@ -7,9 +7,10 @@ import type { AgentReport__Output } from '../../proto/gen/fulcrum/v1/AgentReport
 import type { AgentDesired } from '../../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { DatabaseRepository } from '../store/database-repository.js';
 import type { KeyValueRepository } from '../store/ports.js';
-import type { AgentRecord, DatabaseRecord, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
+import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
 import { agentContent, type AgentContent } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
@@ -23,6 +24,8 @@ export interface AgentServerDeps {
   registry: Registry;
   /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
+  /** Failover of clusters spread over agents; gets every report's member nodes. */
+  failover?: FailoverCoordinator;
   coalesceMs?: number;
   /** The data planes' member-facing addresses for a region (the members' PROXY header senders). */
   proxySources?: (region: string) => string[];
@@ -30,7 +33,7 @@ export interface AgentServerDeps {
   onObserved?: () => void;
 }
 
-type Round = { databases: DatabaseRecord[]; pending: OperationRecord[] };
+type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[] };
 
 /**
  * Each agent's desired state. A round first places unplaced databases on the open streams'
@@ -41,10 +44,11 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     read(subscribers) {
-      for (const p of placeDatabases(repo, subscribers)) log.info(p, 'database placed');
-      return { databases: repo.list(), pending: repo.pendingOperations() };
+      const connected = subscribers.map((s) => ({ ...s, membersAcrossHosts: repo.agent(s.id)?.membersAcrossHosts ?? false }));
+      for (const p of placeDatabases(repo, connected)) log.info(p, 'database placed');
+      return { databases: repo.list(), members: repo.members(), pending: repo.pendingOperations() };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.pending, proxySources),
+    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources),
     version: (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, repo.agent(sub.id)?.appliedVersion ?? 0),
   };
 }
@@ -63,7 +67,7 @@ function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
     put: (s) => {
       const prev = repo.agent(s.id);
       repo.upsertAgent({
-        id: s.id, region: s.region, runtime: prev?.runtime ?? '', connected: s.connected, lastSeen: s.lastSeen,
+        id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, lastSeen: s.lastSeen,
         appliedVersion: s.appliedVersion, engines: prev?.engines ?? [],
       });
     },
@@ -77,6 +81,14 @@ function observations(msg: AgentReport__Output): ObservedDatabaseView[] {
     backups: (o.backups ?? []).map((b) => ({ id: Number(b.id), label: b.label, type: b.type, createdMs: Number(b.createdMs), sizeBytes: Number(b.sizeBytes), status: b.status, target: b.target })),
     events: (o.events ?? []).map((e) => ({ id: e.id, action: e.action, message: e.message, atMs: Number(e.atMs), status: e.status })),
     nodes: (o.nodes ?? []).map((n) => ({ role: n.role, state: n.state })),
+  }));
+}
+
+/** Each database's nodes as the failover coordinator reads them (member index, state, role, GTID). */
+function reportedNodes(msg: AgentReport__Output): { id: number; nodes: ReportedNode[] }[] {
+  return (msg.databases ?? []).map((o) => ({
+    id: Number(o.id),
+    nodes: (o.nodes ?? []).map((n) => ({ member: n.member, state: n.state, role: n.role, gtid: n.gtidCurrentPos, address: n.address ? `${n.address}:${n.port}` : '' })),
   }));
 }
 
@@ -133,11 +145,13 @@ export class AgentPushServer {
     const prev = this.d.repo.agent(id);
     if (!prev) return;
     const runtime = msg.runtime || prev.runtime || '';
+    // Said in every report (a bool has no "absent"): the latest report is the capability.
+    const membersAcrossHosts = msg.membersAcrossHosts;
     const engines = (msg.engines ?? []).length > 0
       ? msg.engines.map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary }))
       : prev.engines;
-    if (runtime === prev.runtime && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
-    this.d.repo.upsertAgent({ ...prev, runtime, engines });
+    if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
+    this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
   }
 
   /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */
@@ -186,6 +200,7 @@ export class AgentPushServer {
         }
         this.recordInventory(sub.id, msg);
         const changed = this.d.observer.apply(sub.id, observations(msg), results(msg));
+        this.d.failover?.record(sub.id, reportedNodes(msg));
         // Level-triggered: a (re)connected agent gets the full desired state at once.
         if (fresh || msg.hello) this.cache.push(sub, true);
         if (changed) this.notifyChanged();

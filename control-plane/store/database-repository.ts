@@ -1,4 +1,4 @@
-import type { AgentRecord, BackupRecord, DatabaseRecord, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 
 /**
  * Storage port of the Managed Databases domain. Synchronous like the other ports; `transaction`
@@ -25,6 +25,11 @@ export interface DatabaseRepository {
   operation(id: string): OperationRecord | undefined;
   pendingOperations(databaseId?: number): OperationRecord[];
   finishOperation(id: string, state: 'done' | 'failed', error: string | null): void;
+
+  /** Member placements of one database, or of every database; ordered by database and member. */
+  members(databaseId?: number): MemberPlacement[];
+  /** Places member k+1 on agents[k] (the whole set, once; placements never move). */
+  setMembers(databaseId: number, agents: string[]): void;
 
   agents(): AgentRecord[];
   agent(id: string): AgentRecord | undefined;

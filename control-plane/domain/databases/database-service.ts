@@ -102,7 +102,7 @@ export class DatabaseService {
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
-        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, secondEventId: null, deleting: false,
+        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
       const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);

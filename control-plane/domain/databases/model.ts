@@ -62,7 +62,15 @@ export interface DatabaseRecord {
   convergedGeneration: number;
   /** Desired run state: running or suspended. */
   runState: 'running' | 'suspended';
+  /**
+   * The agent whose reports give the database's status: the only agent when one runs every
+   * member, else the agent of the current primary member (docs/databases.md, "Clusters across hosts").
+   */
   agentId: string | null;
+  /** Raised each time the control plane names a new primary; never lowered. */
+  term: number;
+  /** The member (1..cluster_size) the control plane names primary in `term`. */
+  primaryMember: number;
   /** The long-running event that the next convergence completes (create, update, suspend...). */
   pendingEventId: number | null;
   /**
@@ -103,10 +111,20 @@ export interface OperationRecord {
   created: number;
 }
 
+/** Where one member of a database runs; it stays on that agent for its life. */
+export interface MemberPlacement {
+  databaseId: number;
+  /** 1..cluster_size (node k). */
+  member: number;
+  agentId: string;
+}
+
 export interface AgentRecord {
   id: string;
   region: string;
   runtime: string;
+  /** The agent can run part of a cluster and replicate across hosts (AgentReport.members_across_hosts). */
+  membersAcrossHosts: boolean;
   connected: boolean;
   lastSeen: number | null;
   appliedVersion: number;

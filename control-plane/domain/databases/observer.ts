@@ -5,6 +5,7 @@ import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
 import { nextStatus, settle, type Observation } from './status-rules.js';
+import { spansAgents } from './placement.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
@@ -131,7 +132,8 @@ export class DatabaseObserver {
       // The real service fills in a maintenance day once the database is up; ours is Sunday.
       if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
     }
-    if (JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
+    if (!spansAgents(this.d.repo.members(db.id)) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;

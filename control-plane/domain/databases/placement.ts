@@ -6,24 +6,60 @@ export function servesRegion(agentRegion: string, dbRegion: string): boolean {
   return agentRegion === '' || regionServed(agentRegion, dbRegion);
 }
 
+/** A connected agent as placement sees it. */
+export interface PlacementAgent {
+  id: string;
+  region: string;
+  /** It can run part of a cluster and replicate across hosts (AgentReport.members_across_hosts). */
+  membersAcrossHosts?: boolean;
+}
+
 /**
- * Placement of databases on agents: every database not yet placed goes to the connected agent of
- * its region running the fewest databases (ties by id, so the choice is stable), and stays there
- * for its life. Returns the placements made; a database with no agent for its region waits for
- * one to connect.
+ * The agent of each member (index k-1 -> member k) of a new database, from candidates ordered
+ * best first (least loaded). Anti-affinity: a cluster goes to as many distinct agents as can take
+ * part of one, up to one per member; with fewer such agents the members wrap round them (three
+ * members on two agents: 1 and 3 share the first). When fewer than two candidates can run part of
+ * a cluster, the best candidate runs every member, as a single host always has.
  */
-export function placeDatabases(repo: DatabaseRepository, connected: readonly { id: string; region: string }[]): { database: number; agent: string }[] {
-  const placed: { database: number; agent: string }[] = [];
+export function memberAgents(clusterSize: number, candidates: readonly PlacementAgent[]): string[] {
+  const spreading = candidates.filter((a) => a.membersAcrossHosts);
+  const pool = clusterSize > 1 && spreading.length > 1 ? spreading.slice(0, clusterSize) : candidates.slice(0, 1);
+  return Array.from({ length: clusterSize }, (_, k) => pool[k % pool.length]!.id);
+}
+
+/**
+ * Placement of databases on agents: every database not yet placed gets its members' agents from
+ * the connected agents of its region, least loaded first (load = live databases with a member on
+ * the agent; ties by id, so the choice is stable), and every member stays there for its life.
+ * The database's reporting agent is member 1's (the first primary). Returns the placements made;
+ * a database with no agent for its region waits for one to connect.
+ */
+export function placeDatabases(repo: DatabaseRepository, connected: readonly PlacementAgent[]): { database: number; agent: string; members: string[] }[] {
+  const placed: { database: number; agent: string; members: string[] }[] = [];
   const live = repo.list().filter((x) => !x.deleting);
+  const liveIds = new Set(live.map((x) => x.id));
+  const load = new Map<string, Set<number>>();
+  const count = (agent: string, db: number) => load.set(agent, (load.get(agent) ?? new Set()).add(db));
+  for (const m of repo.members()) if (liveIds.has(m.databaseId)) count(m.agentId, m.databaseId);
+  // A database placed before member placements existed counts on its one agent.
+  for (const x of live) if (x.agentId !== null) count(x.agentId, x.id);
   for (const db of live) {
     if (db.agentId !== null) continue;
     const candidates = connected.filter((a) => servesRegion(a.region, db.region));
     if (candidates.length === 0) continue;
-    const load = (id: string) => live.filter((x) => x.agentId === id).length;
-    const best = [...candidates].sort((a, b) => load(a.id) - load(b.id) || a.id.localeCompare(b.id))[0]!;
-    repo.update(db.id, { agentId: best.id });
-    db.agentId = best.id;
-    placed.push({ database: db.id, agent: best.id });
+    const size = (id: string) => load.get(id)?.size ?? 0;
+    const ordered = [...candidates].sort((a, b) => size(a.id) - size(b.id) || a.id.localeCompare(b.id));
+    const members = memberAgents(db.clusterSize ?? 1, ordered);
+    repo.setMembers(db.id, members);
+    repo.update(db.id, { agentId: members[0]!, primaryMember: 1 });
+    db.agentId = members[0]!;
+    for (const a of members) count(a, db.id);
+    placed.push({ database: db.id, agent: members[0]!, members });
   }
   return placed;
+}
+
+/** Whether a database's members run on more than one agent (the control plane then decides failover). */
+export function spansAgents(members: readonly { agentId?: string }[]): boolean {
+  return new Set(members.map((m) => m.agentId)).size > 1;
 }

@@ -2,7 +2,7 @@ import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import { secretsOf } from './secrets.js';
 import type { DatabaseRepository } from '../database-repository.js';
-import type { AgentRecord, BackupRecord, DatabaseRecord, OperationRecord } from '../../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
 const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret'][] = [
@@ -15,7 +15,7 @@ const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secre
   ['members', 'members', 'json'], ['caCert', 'ca_cert', 'plain'], ['usedDiskMb', 'used_disk_mb', 'plain'],
   ['patchPending', 'patch_pending', 'bool'], ['engineConfig', 'engine_config', 'json'], ['secondEventId', 'second_event_id', 'plain'],
   ['rootPassword', 'root_password', 'secret'], ['nextPassword', 'next_password', 'secret'], ['generation', 'generation', 'plain'],
-  ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'],
+  ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'], ['term', 'term', 'plain'], ['primaryMember', 'primary_member', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
 ];
@@ -48,8 +48,12 @@ function opRowWith(r: any, box: SecretBox): OperationRecord {
   return { id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(box.open(r.payload, 'database_operations.payload')), eventId: r.event_id, state: r.state, error: r.error, created: r.created };
 }
 
+function memberRow(r: any): MemberPlacement {
+  return { databaseId: r.database_id, member: r.member, agentId: r.agent_id };
+}
+
 function agentRow(r: any): AgentRecord {
-  return { id: r.id, region: r.region, runtime: r.runtime, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
+  return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
 }
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
@@ -115,15 +119,26 @@ export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
       db.prepare('UPDATE database_operations SET state = ?, error = ? WHERE id = ?').run(state, error, id);
     },
 
+    members(databaseId) {
+      const rows = databaseId === undefined
+        ? db.prepare('SELECT * FROM database_members ORDER BY database_id, member').all()
+        : db.prepare('SELECT * FROM database_members WHERE database_id = ? ORDER BY member').all(databaseId);
+      return (rows as any[]).map(memberRow);
+    },
+    setMembers(databaseId, agents) {
+      const ins = db.prepare('INSERT OR REPLACE INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?)');
+      agents.forEach((agent, k) => ins.run(databaseId, k + 1, agent));
+    },
+
     agents: () => (db.prepare('SELECT * FROM database_agents ORDER BY id').all() as any[]).map(agentRow),
     agent(id) {
       const r = db.prepare('SELECT * FROM database_agents WHERE id = ?').get(id);
       return r ? agentRow(r) : undefined;
     },
     upsertAgent(a) {
-      db.prepare(`INSERT INTO database_agents (id, region, runtime, connected, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @connected, @last_seen, @applied_version, @engines)
-        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
-        .run({ id: a.id, region: a.region, runtime: a.runtime, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
+      db.prepare(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @across, @connected, @last_seen, @applied_version, @engines)
+        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
+        .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
     },
 
     markAgentEvent(id, databaseId, at) {

@@ -91,4 +91,25 @@ export const databaseMigrations: Migration[] = [
       ALTER TABLE databases ADD COLUMN second_event_id INTEGER;
     `,
   },
+  {
+    // Clusters across hosts (docs/databases.md): each member's agent, the cluster's term and the
+    // member the control plane names primary. Databases placed before keep every member on their
+    // one agent.
+    id: '210-database-members',
+    sql: `
+      CREATE TABLE database_members (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        member INTEGER NOT NULL,
+        agent_id TEXT NOT NULL,
+        PRIMARY KEY (database_id, member)
+      );
+      CREATE INDEX database_members_agent ON database_members (agent_id);
+      INSERT INTO database_members (database_id, member, agent_id)
+        SELECT d.id, m.k, d.agent_id FROM databases d JOIN (SELECT 1 AS k UNION ALL SELECT 2 UNION ALL SELECT 3) m
+        WHERE d.agent_id IS NOT NULL AND m.k <= d.cluster_size;
+      ALTER TABLE databases ADD COLUMN term INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE databases ADD COLUMN primary_member INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -21,10 +21,20 @@ export interface ScriptedAgent {
   /** When true, operations are held (not answered) until released. */
   hold(v: boolean): void;
   report(): void;
+  /** Stops every report (heartbeats too) while the stream stays open: a link cut before keepalive notices. */
+  mute(v: boolean): void;
+  /** Overrides what is reported of a local member (membersAcrossHosts agents). */
+  setNode(id: number, member: number, node: { state?: string; role?: string; gtid?: string } | undefined): void;
   close(): void;
 }
 
-export function startScriptedAgent(target: string, opts: { id?: string; region?: string; engines?: string[]; credentials?: grpc.ChannelCredentials } = {}): ScriptedAgent {
+/**
+ * With `membersAcrossHosts` the agent says it can run part of a cluster, reports one node per
+ * member the desired state marks local (member k at 127.80.0.k:3306, GTID 0-1-(10+k) unless set,
+ * primary when the control plane names it) and sends a heartbeat every `heartbeatMs` (default
+ * 1 s), as the real agent does.
+ */
+export function startScriptedAgent(target: string, opts: { id?: string; region?: string; engines?: string[]; credentials?: grpc.ChannelCredentials; membersAcrossHosts?: boolean; heartbeatMs?: number } = {}): ScriptedAgent {
   const proto = loadAgentProto();
   const client = new proto.fulcrum.v1.AgentService(target, opts.credentials ?? grpc.credentials.createInsecure(), channelOptions) as any;
   const call = client.Stream();
@@ -38,8 +48,16 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   let holding = false;
   let nextBackup = 1;
   let hello = true;
+  let muted = false;
+  const nodeOverrides = new Map<string, { state?: string; role?: string; gtid?: string }>();
+  const nodesOf = (db: AgentDesired__Output['databases'][number]) => (opts.membersAcrossHosts ? db.members : []).filter((m) => m.local).map((m) => {
+    const o = nodeOverrides.get(`${db.id}:${m.index}`) ?? {};
+    const primary = Number(db.primaryMember || 1) === m.index;
+    return { name: `scripted-db${db.id}-n${m.index}`, member: m.index, address: `127.80.0.${m.index}`, port: 3306, state: o.state ?? 'running', role: o.role ?? (primary ? 'primary' : 'replica'), replicationOk: true, gtidCurrentPos: o.gtid ?? `0-1-${10 + m.index}` };
+  });
 
   const report = () => {
+    if (muted) return;
     const d = latest;
     if (d && !holding) {
       for (const op of d.operations) {
@@ -66,6 +84,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
       hello,
       appliedVersion: d?.version ?? 0,
       runtime: 'process',
+      membersAcrossHosts: !!opts.membersAcrossHosts,
       engines: (opts.engines ?? []).map((id) => ({ id, engine: 'mysql', version: id.split('/')[1], binary: '/bin/false' })),
       databases: (d?.databases ?? []).map((db) => ({
         id: db.id,
@@ -79,6 +98,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
         usedDiskMb: 2048,
         patchPending: patchPending.has(Number(db.id)),
         backups: backups.get(Number(db.id)) ?? [],
+        nodes: nodesOf(db),
       })),
       operationResults: [...results.values()].filter((r) => pendingIds.has(r.operationId!)),
     };
@@ -92,6 +112,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   });
   call.on('error', () => undefined);
   report();
+  const heartbeat = opts.membersAcrossHosts ? setInterval(report, opts.heartbeatMs ?? 1000) : undefined;
 
   return {
     desired: () => latest,
@@ -114,7 +135,17 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
       report();
     },
     report,
+    mute(v) {
+      muted = v;
+      report();
+    },
+    setNode(id, member, node) {
+      if (node === undefined) nodeOverrides.delete(`${id}:${member}`);
+      else nodeOverrides.set(`${id}:${member}`, node);
+      report();
+    },
     close() {
+      clearInterval(heartbeat);
       call.end();
       call.cancel();
       client.close();

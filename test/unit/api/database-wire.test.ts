@@ -37,7 +37,7 @@ const record = (over: Partial<DatabaseRecord> = {}): DatabaseRecord => ({
   updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'provisioning',
   hostPrimary: '127.78.0.2', hostSecondary: '127.78.0.3', port: 3306, provisioned: false, members: {}, caCert: null, usedDiskMb: null,
   patchPending: false, engineConfig: {}, rootPassword: 'x', nextPassword: null, generation: 1, convergedGeneration: 0, runState: 'running',
-  agentId: null, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null, lastError: null,
+  agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null, lastError: null,
   created: Date.UTC(2026, 0, 1), updated: Date.UTC(2026, 0, 1), ...over,
 });
 

@@ -1,0 +1,160 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Clock } from '../../../lib/clock.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { EventService } from '../events/event-service.js';
+import type { DatabaseRepository } from '../../store/database-repository.js';
+import { databaseRef } from './database-service.js';
+import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
+import { spansAgents } from './placement.js';
+
+/** One node as an agent reports it (transport-neutral part of NodeObservation). */
+export interface ReportedNode {
+  /** Member index, 0 when the agent did not say. */
+  member: number;
+  state: string;
+  role: string;
+  gtid: string;
+  /** address:port where the member listens. */
+  address: string;
+}
+
+/** Where a cluster's primary is, for the endpoint routing (hosts.primary follows it). */
+export interface PrimaryLocation {
+  databaseId: number;
+  term: number;
+  member: number;
+  agentId: string;
+  /** address:port as the member's agent reported it; empty until it has. */
+  address: string;
+}
+
+/**
+ * Failover of clusters whose members run on different agents (docs/databases.md, "Clusters across
+ * hosts"): no one agent sees the whole cluster, so the control plane decides. It keeps what each
+ * agent last said of its own members (in memory: after a control-plane restart it waits for fresh
+ * reports, and an unreported primary is never failed over), and on every tick runs
+ * decideFailover; a promotion raises the term, names the new primary member, makes its agent the
+ * one that reports the database, and records a `database_failover` event. The new desired roles
+ * reach the agents through the next push round (the caller's onChange).
+ */
+export class FailoverCoordinator {
+  private readonly nodes = new Map<number, Map<number, ReportedNode>>();
+  private readonly lostSince = new Map<number, number>();
+  /** Clusters already logged as having no replica to promote (logged once per loss). */
+  private readonly stuck = new Set<number>();
+  private readonly log: Logger;
+
+  private readonly startedAt: number;
+
+  private readonly promoted: Counter;
+
+  constructor(private readonly d: { repo: DatabaseRepository; events: EventService; clock: Clock; logger: Logger; registry: Registry }) {
+    this.log = d.logger.child({ component: 'database-failover' });
+    this.startedAt = d.clock.now();
+    this.promoted = new Counter({ name: 'fulcrum_database_failovers_total', help: 'Primaries named by the control plane for clusters spread over agents', registers: [d.registry] });
+    const lost = this.lostSince;
+    new Gauge({
+      name: 'fulcrum_database_primary_lost', help: 'Clusters spread over agents whose primary is lost right now (waiting or with no replica to promote)', registers: [d.registry],
+      collect() {
+        this.set(lost.size);
+      },
+    });
+  }
+
+  /** An agent's report: kept only for members placed on that agent (an agent speaks for its own). */
+  record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): void {
+    for (const db of databases) {
+      const mine = new Set(this.d.repo.members(db.id).filter((m) => m.agentId === agentId).map((m) => m.member));
+      if (mine.size === 0) continue;
+      const known = this.nodes.get(db.id) ?? new Map<number, ReportedNode>();
+      for (const n of db.nodes) if (mine.has(n.member)) known.set(n.member, { ...n });
+      this.nodes.set(db.id, known);
+    }
+  }
+
+  /** Runs the decision for every spread cluster; true when a primary was named (push again). */
+  tick(): boolean {
+    const now = this.d.clock.now();
+    // A control plane that just started has not heard from its agents yet (they reconnect with
+    // backoff); a primary agent that is merely slower to reconnect is no reason to fail over.
+    if (now - this.startedAt < AGENT_SILENT_MS) return false;
+    let changed = false;
+    const live = new Set<number>();
+    for (const db of this.d.repo.list()) {
+      if (db.deleting || db.runState !== 'running' || !db.provisioned) continue;
+      const placements = this.d.repo.members(db.id);
+      if (!spansAgents(placements)) continue;
+      live.add(db.id);
+      const members: MemberView[] = placements.map((m) => {
+        const agent = this.d.repo.agent(m.agentId);
+        const node = this.nodes.get(db.id)?.get(m.member);
+        return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
+      });
+      const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
+      changed = this.apply(db.id, decision) || changed;
+      changed = this.syncMembers(db.id) || changed;
+    }
+    for (const id of [...this.lostSince.keys()]) if (!live.has(id)) this.lostSince.delete(id);
+    for (const id of [...this.nodes.keys()]) if (!this.d.repo.get(id)) this.nodes.delete(id);
+    return changed;
+  }
+
+  /** The current primary of a spread cluster, or undefined (one agent runs it all, or unknown). */
+  primaryOf(databaseId: number): PrimaryLocation | undefined {
+    const db = this.d.repo.get(databaseId);
+    if (!db || db.deleting) return undefined;
+    const placement = this.d.repo.members(databaseId).find((m) => m.member === db.primaryMember);
+    if (!placement) return undefined;
+    const address = this.nodes.get(databaseId)?.get(db.primaryMember)?.address ?? '';
+    return { databaseId, term: db.term, member: db.primaryMember, agentId: placement.agentId, address };
+  }
+
+  /**
+   * The API's `members` (address -> primary | failover) of a spread cluster, assembled from every
+   * agent's report with the primary the control plane named: no one agent can report it, and the
+   * endpoint routing reads it (hosts.primary follows the named primary at once).
+   */
+  private syncMembers(id: number): boolean {
+    const db = this.d.repo.get(id);
+    if (!db) return false;
+    const members: Record<string, string> = {};
+    for (const m of this.d.repo.members(id)) {
+      const address = this.nodes.get(id)?.get(m.member)?.address ?? '';
+      const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
+      if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
+    }
+    if (Object.keys(members).length === 0 || JSON.stringify(members) === JSON.stringify(db.members)) return false;
+    this.d.repo.update(id, { members });
+    return true;
+  }
+
+  private apply(id: number, decision: FailoverDecision): boolean {
+    switch (decision.kind) {
+      case 'healthy':
+        this.lostSince.delete(id);
+        this.stuck.delete(id);
+        return false;
+      case 'waiting':
+      case 'stuck':
+        if (!this.lostSince.has(id)) this.log.warn({ database: id, cause: decision.cause }, 'database primary lost');
+        if (decision.kind === 'stuck' && !this.stuck.has(id)) this.log.error({ database: id, cause: decision.cause }, 'no replica can be promoted');
+        if (decision.kind === 'stuck') this.stuck.add(id);
+        this.lostSince.set(id, decision.lostSince);
+        return false;
+      case 'promote': {
+        this.lostSince.delete(id);
+        this.stuck.delete(id);
+        return this.d.repo.transaction(() => {
+          const db = this.d.repo.get(id);
+          if (!db || db.term >= decision.term) return false;
+          this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+          const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
+          this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+          this.promoted.inc();
+          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
+          return true;
+        });
+      }
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The control plane's failover decision for a cluster whose members run on different agents
+ * (docs/databases.md, "Clusters across hosts"). Pure: the coordinator gathers what the agents
+ * reported and the clock, this says whether to promote and whom.
+ */
+
+/** How long the primary must stay lost before a replica is promoted. */
+export const FAILOVER_AFTER_MS = 3000;
+/**
+ * An agent whose last report is older than this counts as gone even while its stream looks open
+ * (agents send a heartbeat every 3 s; a cut link is noticed by the report gap or by keepalive,
+ * whichever comes first).
+ */
+export const AGENT_SILENT_MS = 7000;
+
+/** One member as the control plane knows it from its agent's reports. */
+export interface MemberView {
+  member: number;
+  agentId: string;
+  /** The agent's stream is open. */
+  agentConnected: boolean;
+  /** When the agent last reported (ms), null when never. */
+  agentSeenAt: number | null;
+  /** What the agent last said of this member; undefined when it has not reported it. */
+  node?: { state: string; role: string; gtid: string };
+}
+
+export interface FailoverInput {
+  clusterSize: number;
+  term: number;
+  primaryMember: number;
+  members: MemberView[];
+  /** When the primary was first seen lost (kept by the caller between decisions), else null. */
+  lostSince: number | null;
+}
+
+export type FailoverDecision =
+  | { kind: 'healthy' }
+  /** The primary is lost but not for long enough yet. */
+  | { kind: 'waiting'; lostSince: number; cause: string }
+  /** Lost for long enough, but no replica can take over (the cluster stays without a primary). */
+  | { kind: 'stuck'; lostSince: number; cause: string }
+  | { kind: 'promote'; member: number; agentId: string; term: number; cause: string };
+
+function agentAlive(m: MemberView, now: number): boolean {
+  return m.agentConnected && m.agentSeenAt !== null && now - m.agentSeenAt <= AGENT_SILENT_MS;
+}
+
+/** Why the primary counts as lost, or null while it serves. */
+function lostCause(p: MemberView | undefined, now: number): string | null {
+  if (!p) return 'the primary member has no placement';
+  if (!p.agentConnected) return `the agent ${p.agentId} of the primary is disconnected`;
+  if (!agentAlive(p, now)) return `the agent ${p.agentId} of the primary has not reported for ${AGENT_SILENT_MS / 1000} s`;
+  if (!p.node) return null; // not reported yet (a fresh control plane): no cause to act
+  if (p.node.state !== 'running' || p.node.role === 'down') return `the agent ${p.agentId} reports the primary ${p.node.state === 'running' ? 'not answering' : p.node.state}`;
+  return null;
+}
+
+/**
+ * MariaDB `gtid_current_pos` ("domain-server-seq,..."): the sequence number per replication
+ * domain. Two positions compare by the sum over domains, which under gtid_strict_mode with the
+ * one domain the agent uses is the plain sequence number.
+ */
+export function gtidProgress(pos: string): number {
+  let total = 0;
+  for (const part of pos.split(',')) {
+    const m = /^\s*(\d+)-(\d+)-(\d+)\s*$/.exec(part);
+    if (m) total += Number(m[3]);
+  }
+  return total;
+}
+
+/**
+ * Decides one cluster. The primary is lost when its agent's stream is gone, its agent has been
+ * silent too long, or its agent reports it down; after FAILOVER_AFTER_MS of that the most
+ * advanced running replica on a live agent is promoted (ties: lowest member index) with the
+ * term raised by one. No replica on a live agent: stuck, never a guess.
+ */
+export function decideFailover(input: FailoverInput, now: number): FailoverDecision {
+  if (input.clusterSize < 2) return { kind: 'healthy' };
+  const primary = input.members.find((m) => m.member === input.primaryMember);
+  const cause = lostCause(primary, now);
+  if (cause === null) return { kind: 'healthy' };
+  const lostSince = input.lostSince ?? now;
+  if (now - lostSince < FAILOVER_AFTER_MS) return { kind: 'waiting', lostSince, cause };
+  const candidates = input.members
+    .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica')
+    .sort((a, b) => gtidProgress(b.node!.gtid) - gtidProgress(a.node!.gtid) || a.member - b.member);
+  const best = candidates[0];
+  if (!best) return { kind: 'stuck', lostSince, cause: `${cause}, and no replica runs on a connected agent` };
+  return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, cause };
+}

@@ -1,0 +1,117 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { createRegistry } from '../../../lib/metrics.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
+import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
+import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
+import { EventService } from '../../../control-plane/domain/events/event-service.js';
+import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
+import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
+import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+
+const spread: Omit<DatabaseRecord, 'id'> = {
+  label: 'spread', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
+  clusterSize: 3, replicationType: 'semi_synch', encrypted: false, sslConnection: true, allowList: [],
+  updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'active',
+  hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, secondEventId: null,
+  rootPassword: 'x'.repeat(16), nextPassword: null, generation: 1, convergedGeneration: 1, runState: 'running', agentId: 'a', term: 1,
+  primaryMember: 1, pendingEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 0, updated: 0,
+};
+
+/**
+ * The coordinator over the real SQLite store and event log, driven by a ManualClock: what it
+ * reads (agents' connection and last report, member placements), what it writes (term, primary
+ * member, reporting agent, members, the event).
+ */
+describe('failover coordinator (SQLite store, manual clock)', () => {
+  let dir: string;
+  let db: Db;
+  afterEach(() => {
+    db?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function setup() {
+    dir = mkdtempSync(join(tmpdir(), 'fulcrum-mh-cluster-coord-'));
+    db = openDatabase(join(dir, 'cp.db'));
+    const clock = new ManualClock();
+    const repo = sqliteDatabaseRepository(db);
+    const events = new EventService(sqliteEvents(db), clock);
+    const row = repo.create(spread);
+    repo.setMembers(row.id, ['a', 'b', 'c']);
+    const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    const report = () => {
+      for (const [k, agent] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
+        if (repo.agent(agent)?.connected === false) continue;
+        seen(agent);
+        coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306` }] }]);
+      }
+    };
+    const registry = createRegistry('control-plane');
+    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger(), registry });
+    return { clock, repo, events, coord, row, seen, report, registry };
+  }
+
+  it('does nothing in its first AGENT_SILENT_MS (agents are still reconnecting), then assembles members', () => {
+    const { clock, repo, coord, row, seen } = setup();
+    // Only b and c are back; a (the primary's agent) is slower.
+    seen('a', false);
+    seen('b');
+    seen('c');
+    clock.advance(AGENT_SILENT_MS - 1);
+    expect(coord.tick()).toBe(false);
+    expect(repo.get(row.id)!.term).toBe(1);
+  });
+
+  it('promotes, records the event and the metrics, moves the reporting agent and the members, and leaves a healthy cluster alone', async () => {
+    const { clock, repo, events, coord, row, seen, report, registry } = setup();
+    clock.advance(AGENT_SILENT_MS);
+    report();
+    expect(coord.tick()).toBe(true); // members assembled
+    expect(repo.get(row.id)!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    for (let i = 0; i < 10; i++) {
+      clock.advance(500);
+      report();
+      expect(coord.tick()).toBe(false);
+    }
+    seen('a', false);
+    clock.advance(500);
+    report();
+    expect(coord.tick()).toBe(false);
+    expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 1\b/);
+    clock.advance(FAILOVER_AFTER_MS);
+    report();
+    expect(coord.tick()).toBe(true);
+    expect(repo.get(row.id)).toMatchObject({ term: 2, primaryMember: 3, agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
+    expect(coord.primaryOf(row.id)).toEqual({ databaseId: row.id, term: 2, member: 3, agentId: 'c', address: '10.0.0.3:3306' });
+    expect(await registry.getSingleMetricAsString('fulcrum_database_failovers_total')).toMatch(/fulcrum_database_failovers_total(\{[^}]*\})? 1\b/);
+    expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 0\b/);
+    const ev = events.list().filter((e) => e.action === 'database_failover');
+    expect(ev).toHaveLength(1);
+    expect(ev[0]).toMatchObject({ status: 'notification', entity: { id: row.id, type: 'database' } });
+    expect(ev[0]!.message).toBe('Member 3 on agent c promoted to primary (term 2): the agent a of the primary is disconnected.');
+    // The new primary is healthy: no second promotion.
+    clock.advance(FAILOVER_AFTER_MS * 2);
+    report();
+    expect(coord.tick()).toBe(false);
+    expect(repo.get(row.id)!.term).toBe(2);
+  });
+
+  it('only keeps what an agent says about its own members', () => {
+    const { clock, repo, coord, row, seen } = setup();
+    clock.advance(AGENT_SILENT_MS);
+    for (const a of ['a', 'b', 'c']) seen(a);
+    // Agent b claims member 1 is down: ignored (member 1 is a's).
+    coord.record('b', [{ id: row.id, nodes: [{ member: 1, state: 'stopped', role: 'down', gtid: '', address: '10.9.9.9:3306' }] }]);
+    coord.record('a', [{ id: row.id, nodes: [{ member: 1, state: 'running', role: 'primary', gtid: '0-1-1', address: '10.0.0.1:3306' }] }]);
+    clock.advance(FAILOVER_AFTER_MS * 2);
+    for (const a of ['a', 'b', 'c']) seen(a);
+    coord.tick();
+    expect(repo.get(row.id)!.term).toBe(1);
+    expect(coord.primaryOf(row.id)!.address).toBe('10.0.0.1:3306');
+  });
+});

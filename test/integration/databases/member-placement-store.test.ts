@@ -1,0 +1,70 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../../control-plane/store/sqlite/database.js';
+import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
+import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+
+const record = (agentId: string | null, clusterSize: 1 | 3): Omit<DatabaseRecord, 'id'> => ({
+  label: `db-${clusterSize}-${agentId}`, region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
+  clusterSize, replicationType: clusterSize === 3 ? 'semi_synch' : 'none', encrypted: false, sslConnection: true, allowList: [],
+  updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'active',
+  hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, secondEventId: null,
+  rootPassword: 'x'.repeat(16), nextPassword: null, generation: 1, convergedGeneration: 1, runState: 'running', agentId, term: 1,
+  primaryMember: 1, pendingEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 0, updated: 0,
+});
+
+/** The member placement table of migration 210 on a real SQLite file. */
+describe('member placement in the store', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  const file = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fulcrum-mh-cluster-store-'));
+    dirs.push(dir);
+    return join(dir, 'cp.db');
+  };
+
+  it('stores each member\'s agent, the term and the primary member, and keeps them across a reopen', () => {
+    const path = file();
+    let db = openDatabase(path);
+    let repo = sqliteDatabaseRepository(db);
+    const row = repo.create(record(null, 3));
+    repo.setMembers(row.id, ['a', 'b', 'c']);
+    repo.update(row.id, { agentId: 'a', term: 4, primaryMember: 3 });
+    db.close();
+    db = openDatabase(path);
+    repo = sqliteDatabaseRepository(db);
+    expect(repo.members(row.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'a'], [2, 'b'], [3, 'c']]);
+    expect(repo.get(row.id)).toMatchObject({ agentId: 'a', term: 4, primaryMember: 3 });
+    expect(repo.members().length).toBe(3);
+    // Purging a database removes its placements.
+    repo.purge(row.id);
+    expect(repo.members()).toEqual([]);
+    db.close();
+  });
+
+  it('gives databases placed before the migration every member on their one agent', () => {
+    const path = file();
+    let db = openDatabase(path);
+    let repo = sqliteDatabaseRepository(db);
+    const three = repo.create(record('old-agent', 3));
+    const one = repo.create(record('old-agent', 1));
+    const unplaced = repo.create(record(null, 3));
+    // Back to the schema before migration 210, with these rows in it.
+    db.exec(`DROP TABLE database_members;
+      ALTER TABLE databases DROP COLUMN term; ALTER TABLE databases DROP COLUMN primary_member;
+      ALTER TABLE database_agents DROP COLUMN members_across_hosts;
+      DELETE FROM schema_migrations WHERE id = '210-database-members';`);
+    db.close();
+    db = openDatabase(path);
+    repo = sqliteDatabaseRepository(db);
+    expect(repo.members(three.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent'], [2, 'old-agent'], [3, 'old-agent']]);
+    expect(repo.members(one.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent']]);
+    expect(repo.members(unplaced.id)).toEqual([]);
+    expect(repo.get(three.id)).toMatchObject({ term: 1, primaryMember: 1 });
+    db.close();
+  });
+});
