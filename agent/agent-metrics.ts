@@ -11,7 +11,6 @@ export function createAgentMetrics(registry: Registry) {
     }),
     desiredRefused: new Counter({ name: 'fulcrum_agent_desired_refused_total', help: 'Desired states refused because they would delete every database without the control plane marking it intended', registers: [registry] }),
     failovers: new Counter({ name: 'fulcrum_agent_failovers_total', help: 'Primaries replaced after a failure', registers: [registry] }),
-    frontProxyRefused: new Counter({ name: 'fulcrum_agent_front_proxy_refused_total', help: 'Database endpoint connections refused by a cap', labelNames: ['reason'], registers: [registry] }),
     backups: new Counter({ name: 'fulcrum_agent_backups_total', help: 'Backups taken', labelNames: ['type', 'result'], registers: [registry] }),
   };
 }

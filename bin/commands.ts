@@ -96,7 +96,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
-    'fd-reserve': 'number', 'tcp-idle-timeout': 'number',
+    'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
     join: 'string', 'insecure-grpc': 'boolean',
     'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
   });
@@ -114,6 +114,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
     nofile: f.nofile as number | undefined,
+    endpointSource: f['endpoint-source'] as string | undefined,
     limits: {
       perClientPerNodeBalancer: f['max-conns-per-client'] as number | undefined,
       perClient: f['max-conns-per-client-total'] as number | undefined,

@@ -13,6 +13,9 @@ import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
+/** Where the lab's data plane dials database members from (beside the 127.77/78/79 pools). */
+const LAB_ENDPOINT_SOURCE = '127.76.0.1';
+
 /** Asks the kernel for a free TCP port on host (for the children's /metrics endpoints). */
 function freePort(host: string): Promise<number> {
   return new Promise((ok, fail) => {
@@ -182,7 +185,10 @@ export async function runLab(opts: LabOptions): Promise<void> {
     const [dpMetrics, agentMetrics] = [await freePort('127.0.0.1'), await freePort('127.0.0.1')];
     const dpJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.dp, 'dataplane', 'lab-dataplane', tls?.caFile);
     const agentJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.agent, 'agent', 'lab-agent', tls?.caFile);
-    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--metrics-port', String(dpMetrics), ...dpJoin], dirs.logs);
+    // The data plane serves the database endpoints and dials the members from its own loopback
+    // address, the one they accept PROXY headers from (docs/security/mysql.md).
+    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp,
+      '--metrics-port', String(dpMetrics), '--endpoint-source', LAB_ENDPOINT_SOURCE, ...dpJoin], dirs.logs);
     children.push(dp);
     const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
     children.push(agent);

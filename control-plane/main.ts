@@ -131,8 +131,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     closers: [],
   };
-  composeNodeBalancers(context);
-  await composeDatabases(context);
+  const configPush = composeNodeBalancers(context);
+  await composeDatabases(context, configPush);
 
   // Mutual TLS: the handshake itself refuses a client without a certificate from the fleet CA.
   const credentials = opts.insecureGrpc

@@ -9,6 +9,8 @@ import { ConnThrottle } from './throttle/conn-throttle.js';
 import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
 import type { MetricsSource } from './telemetry/metrics.js';
+import { DbEndpointSet, type DbEndpointSetOptions } from './endpoints/endpoint-set.js';
+import type { DbEndpoint } from './endpoints/db-endpoint.js';
 
 export type { CounterDelta, HealthEvent };
 
@@ -29,6 +31,8 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   /** The addresses of the snapshot being served (each NodeBalancer's ipv4), sorted, distinct. */
   addresses(): string[];
   close(): Promise<void>;
+  /** The database endpoints being served (docs/databases.md, "Database endpoints"). */
+  databaseEndpoints(): Iterable<DbEndpoint>;
 }
 
 export interface EngineOptions {
@@ -38,6 +42,8 @@ export interface EngineOptions {
   drainTimeoutMs?: number;
   /** Connection caps, descriptor budget and tcp idle timeout (throttle/conn-limits.ts). */
   limits?: ConnLimitOptions;
+  /** Database endpoints: the source address of member connections and the endpoint caps. */
+  endpoints?: DbEndpointSetOptions;
 }
 
 export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
@@ -48,6 +54,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const runtimes = new Map<number, ConfigRuntime>();
   const throttles = new Map<number, ConnThrottle>();
   const limits = new ConnLimits(opts.limits);
+  const endpoints = new DbEndpointSet(log, opts.endpoints);
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
@@ -93,8 +100,11 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
+    const eps = await endpoints.bind(snap.databaseEndpoints);
+    failed.push(...eps.failed);
     if (failed.length > 0) {
       for (const l of fresh) l.destroy();
+      for (const e of eps.fresh) e.close();
       throw new FulcrumError('invalid_config', `cannot listen on ${failed.join(', ')}`);
     }
 
@@ -131,10 +141,11 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
-    limits.listeners = listeners.size;
+    endpoints.swap(snap.databaseEndpoints, eps.fresh);
+    limits.listeners = listeners.size + endpoints.size;
     version = snap.version;
     served = [...new Set(snap.nodebalancers.map((nb) => nb.ipv4))].sort();
-    log.info({ version, listeners: listeners.size, configs: runtimes.size }, 'snapshot applied');
+    log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size }, 'snapshot applied');
   }
 
   function retire(rt: ConfigRuntime): void {
@@ -154,6 +165,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     configs: () => runtimes.values(),
     refusals: () => limits.refused,
     openConnections: () => limits.open,
+    databaseEndpoints: () => endpoints.all(),
     onHealth(cb) {
       healthSubs.add(cb);
       return () => healthSubs.delete(cb);
@@ -183,6 +195,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       for (const rt of runtimes.values()) rt.retire();
       for (const l of listeners.values()) l.destroy();
       listeners.clear();
+      endpoints.close();
       runtimes.clear();
     },
   };

@@ -4,6 +4,8 @@ import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import type { Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
+import { isIpv4 } from '../lib/ipv4.js';
+import { registerEndpointMetrics } from './telemetry/endpoint-metrics.js';
 import { SnapshotStore } from './config/persist.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { ConfigClient } from './control/config-client.js';
@@ -44,6 +46,12 @@ export interface DataplaneOptions {
   limits?: Omit<ConnLimitOptions, 'fdLimit'>;
   /** Pair mode: hold the served addresses through keepalived with peers (docs/multi-host.md). */
   vrrp?: Omit<VrrpSettings, 'name'>;
+  /**
+   * The local address database endpoints dial members from, told to the control plane so that
+   * the members accept PROXY headers from it (docs/security/mysql.md). Unset: the kernel's
+   * choice, and the control plane takes the address the config stream comes from.
+   */
+  endpointSource?: string;
 }
 
 export interface Dataplane {
@@ -59,6 +67,7 @@ export interface Dataplane {
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
   // Private state (the persisted snapshot holds TLS keys, pki/ the host's key): umask 077,
   // folder 0700/0600 (docs/security/secrets.md).
+  if (opts.endpointSource !== undefined && !isIpv4(opts.endpointSource)) throw new Error(`--endpoint-source must be an IPv4 address; got ${JSON.stringify(opts.endpointSource)}`);
   restrictUmask();
   makePrivate(opts.stateDir);
   const security = await prepareHostSecurity({
@@ -79,8 +88,11 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const fds = raiseFdLimit(opts.nofile ?? DEFAULT_NOFILE);
   if (fds.error) logger.warn({ limit: fds.limit, error: fds.error }, 'could not raise the open-file limit');
   logger.info({ limit: fds.limit, raised: fds.raised }, 'open-file limit');
-  const engine = createProxyEngine({ logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit } });
+  const engine = createProxyEngine({
+    logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit }, endpoints: { sourceAddress: opts.endpointSource },
+  });
   registerDataplaneMetrics(registry, engine);
+  registerEndpointMetrics(registry, engine);
   const store = new SnapshotStore(opts.stateDir, id);
   // Pair mode: listeners bind addresses a peer may hold (nonlocal bind), checked before anything.
   const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }) }) : undefined;
@@ -110,6 +122,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const config = new ConfigClient({
     id,
     region,
+    endpointSource: opts.endpointSource ?? '',
     address: opts.controlPlane,
     security,
     logger: logger.child({ component: 'config-client' }),

@@ -3,7 +3,7 @@ import { systemClock } from '../../lib/clock.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import { Cluster, type ControllerDeps } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
-import { EndpointSet } from './endpoints.js';
+import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, promotePrimary, restartPrimary } from './failover.js';
 import { Observer } from './observe.js';
 import { plan, type Action, type DbObs } from './plan.js';
@@ -39,7 +39,6 @@ export class DatabaseController extends Cluster {
   busy?: string;
   extras?: ControllerExtras;
   private readonly observer = new Observer();
-  private readonly endpoints: EndpointSet;
   private readonly disk: DiskUsage;
   /** Set by a patch operation; settled when a rolling patch ends. */
   private patchRequested?: (err?: string) => void;
@@ -50,10 +49,6 @@ export class DatabaseController extends Cluster {
 
   constructor(deps: ControllerDeps) {
     super(deps);
-    this.endpoints = new EndpointSet(this.log, `db${deps.id}`, async (address) => {
-      const k = (this.state?.addresses.indexOf(address) ?? -1) + 1;
-      return k > 0 ? (await this.adminTarget(k)).socketPath : undefined;
-    }, (reason) => deps.metrics?.frontProxyRefused.inc({ reason }));
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
@@ -62,24 +57,34 @@ export class DatabaseController extends Cluster {
     return this.observer.healthyReplicas(this.state?.primary);
   }
 
-  /** Observes the nodes again and points the front proxies at the current roles. */
+  /**
+   * Observes the nodes again and lets the members accept PROXY headers from the data planes.
+   * The roles reach the data planes' endpoints through the report (docs/databases.md,
+   * "Database endpoints").
+   */
   async refresh(): Promise<void> {
     await this.observe();
     await this.syncEndpoints();
   }
 
-  /** Points the front proxies at the roles of the last observation. */
+  /** Sets proxy_protocol_networks on the running members (database/endpoints.ts). */
   async syncEndpoints(): Promise<void> {
-    await this.endpoints.sync(this.observer.endpointTarget(this.desired!, this.state!, this.primaryAddress()));
+    const running = this.observer.details.filter((n) => n.state === 'running');
+    const members = await Promise.all(running.map(async (n) => ({ index: n.index, target: await this.adminTarget(n.index) })));
+    await applyProxyNetworks(this.log, members, this.wantedProxyNetworks());
   }
 
-  /** Closes client connections and refuses new ones until the next refresh (a restore). */
-  pauseTraffic(): void {
-    this.endpoints.pause();
-  }
+  /**
+   * A restore: the control plane stops routing clients while the database is `restoring`
+   * (control-plane/domain/databases/endpoint-routes.ts); nothing to do here any more.
+   */
+  pauseTraffic(): void {}
 
-  async closeEndpoints(): Promise<void> {
-    await this.endpoints.close();
+  /** The endpoints live on the data planes; a deleted or suspended database has nothing here. */
+  async closeEndpoints(): Promise<void> {}
+
+  private wantedProxyNetworks(): string {
+    return proxyNetworks(this.desired?.proxySources ?? this.state?.desired?.proxySources ?? []);
   }
 
   /** Asks for a rolling patch now, whatever the window says; settles when it has run. */
@@ -108,7 +113,7 @@ export class DatabaseController extends Cluster {
       patchRequested: !!this.patchRequested,
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
-      endpointsCurrent: (t) => this.endpoints.isCurrent(t),
+      proxyNetworks: this.wantedProxyNetworks(),
     });
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     return obs;

@@ -3,7 +3,7 @@ import { q, withAdmin } from '../mysql/admin.js';
 import { replicaStatus } from '../mysql/replication.js';
 import { sameSpec } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
-import type { EndpointTarget } from './endpoints.js';
+import { readProxyNetworks, sameNetworks } from './endpoints.js';
 import { guardSession, lockedOut, restartForRepair } from './guard.js';
 import type { DbObs, NodeObs } from './plan.js';
 import { accountsKey, type DbState } from './state.js';
@@ -11,6 +11,8 @@ import { accountsKey, type DbState } from './state.js';
 /** What one observation found on a node, beyond what `plan` needs. */
 export interface NodeDetail extends NodeObs {
   address: string;
+  /** The member's proxy_protocol_networks ('' when not read). */
+  proxyNetworks: string;
   gtid: string;
   lastError: string;
 }
@@ -27,7 +29,8 @@ export interface ObserveInput {
   windowOpen: () => boolean;
   /** The engine build the desired state asks for (a different one is a pending patch). */
   resolveEngine: () => DbState['running'];
-  endpointsCurrent: (target: EndpointTarget) => boolean;
+  /** proxy_protocol_networks the members should run with (database/endpoints.ts). */
+  proxyNetworks: string;
 }
 
 /**
@@ -84,7 +87,7 @@ export class Observer {
       nodes: this.details,
       primaryDownCount: this.primaryDown,
       accountsCurrent: s.accountsKey === accountsKey(d.allowList, input.linrootPassword),
-      proxiesCurrent: input.endpointsCurrent(this.endpointTarget(d, s, db.primaryAddress())),
+      proxiesCurrent: this.details.every((n) => n.state !== 'running' || !n.reachable || sameNetworks(n.proxyNetworks, input.proxyNetworks)),
       patchPending,
       windowOpen: input.windowOpen(),
     };
@@ -102,20 +105,6 @@ export class Observer {
   liveReplicas(primary: number): number[] {
     return this.details.filter((n) => n.index !== primary && n.state === 'running' && n.reachable).map((n) => n.index);
   }
-
-  /** The front proxies as the last observation calls for them. */
-  endpointTarget(d: DesiredDatabase__Output, s: DbState, primaryAddress: string): EndpointTarget {
-    const reps = this.details.filter((n) => n.index !== s.primary && n.state === 'running' && n.replicating);
-    return {
-      hostPrimary: d.hostPrimary,
-      hostSecondary: d.hostSecondary,
-      port: d.port,
-      allowList: d.allowList,
-      requireTls: d.sslConnection,
-      primary: primaryAddress,
-      secondaries: reps.length > 0 ? reps.map((n) => n.address) : [primaryAddress],
-    };
-  }
 }
 
 /** Runtime state, spec equality, and over the admin socket read_only, GTID and replication. */
@@ -125,7 +114,7 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
       const st = await db.runtime.inspect(db.nodeName(k));
       const n: NodeDetail = {
         index: k, state: st.state, specCurrent: false, reachable: false, readOnly: true, replicating: false,
-        address: s.addresses[k - 1]!, gtid: '', lastError: '',
+        address: s.addresses[k - 1]!, gtid: '', lastError: '', proxyNetworks: '',
       };
       if (st.state === 'missing') return n;
       n.specCurrent = !!st.spec && sameSpec(st.spec, db.nodeSpec(k));
@@ -137,6 +126,7 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
           const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g');
           n.readOnly = Number(rows[0]?.ro) === 1;
           n.gtid = String(rows[0]?.g ?? '');
+          n.proxyNetworks = await readProxyNetworks(c);
           const rs = await replicaStatus(c);
           n.replicating = !!rs && rs.ioRunning && rs.sqlRunning && rs.masterHost === db.primaryAddress();
           n.lastError = rs?.lastError ?? '';

@@ -7,6 +7,8 @@ import { DatabaseObserver } from '../domain/databases/observer.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { databaseRoutes } from '../api/routes/databases.js';
 import type { ControlPlaneContext } from './context.js';
+import type { ConfigPushServer } from '../push/config-server.js';
+import { buildDatabaseEndpoints } from '../push/endpoint-builder.js';
 
 /** How often the engine catalogue is compared with what the databases run. */
 const RETARGET_MS = 2000;
@@ -14,9 +16,10 @@ const RETARGET_MS = 2000;
 /**
  * Wires Managed Databases in: the engine catalogue, the service behind the REST routes, the
  * agent push (every committed change schedules a round; placement happens there) and the
- * observer that turns agent reports into the API status.
+ * observer that turns agent reports into the API status, and the database endpoints the data
+ * planes serve (`dataplanes`, the config push).
  */
-export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> {
+export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: ConfigPushServer): Promise<void> {
   const repo = sqliteDatabaseRepository(ctx.db);
   // Engine catalogue: the operator's file wins; else the local servers plus the engine ids agents
   // report. Never an image or binary from an agent (docs/security/secrets.md, "Engines").
@@ -29,12 +32,23 @@ export async function composeDatabases(ctx: ControlPlaneContext): Promise<void> 
   const push: { server?: AgentPushServer } = {};
   const service = new DatabaseService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, engines, clock: ctx.clock,
-    pool: ctx.databasePool, onChange: () => push.server?.notifyChanged(),
+    pool: ctx.databasePool, onChange: () => {
+      push.server?.notifyChanged();
+      dataplanes.notifyChanged();
+    },
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
-  const agents = new AgentPushServer({ repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
+  const agents = new AgentPushServer({
+    repo, kv: ctx.kv, observer, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
+    proxySources: (region) => dataplanes.sources.forRegion(region),
+    // Coalesced, and an unchanged snapshot is never resent: cheap after every report.
+    onObserved: () => dataplanes.notifyChanged(),
+  });
   ctx.fleet.onRevoke((role, id) => role === 'agent' && agents.kick(id));
   push.server = agents;
+  // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
+  // with a new member-facing address changes what the members accept PROXY headers from.
+  dataplanes.serveDatabaseEndpoints(() => buildDatabaseEndpoints(repo.list()), () => agents.notifyChanged());
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
 

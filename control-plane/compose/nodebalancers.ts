@@ -11,9 +11,9 @@ import type { ControlPlaneContext } from './context.js';
 /**
  * Wires NodeBalancers in: the service behind the REST routes, the config push to data planes
  * (every committed change schedules a snapshot), and the telemetry that comes back from them
- * (node status, traffic counters).
+ * (node status, traffic counters). Returns the config push, which database endpoints join.
  */
-export function composeNodeBalancers(ctx: ControlPlaneContext): void {
+export function composeNodeBalancers(ctx: ControlPlaneContext): ConfigPushServer {
   const repo = sqliteNodeBalancers(ctx.db);
   const dataplanes = sqliteDataplanes(ctx.db);
   const stats = new StatsService(repo, ctx.clock);
@@ -34,4 +34,5 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): void {
   ctx.users.registerEntities('nodebalancer', () => repo.list().map((nb) => ({ id: nb.id, label: nb.label })));
   // Data-plane status (connected, applied version, last NACK), for operators and tests.
   ctx.router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', () => ({ data: dataplanes.list() }));
+  return push;
 }

@@ -4,7 +4,7 @@ import type { DatabaseRecord, OperationRecord } from '../domain/databases/model.
 import { findType } from '../domain/databases/types.js';
 
 /** The desired state of one database as the agent sees it. */
-function toDesired(d: DatabaseRecord): DesiredDatabase {
+function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
   const t = findType(d.type);
   return {
     id: d.id, label: d.label, engineId: d.engineId, version: d.version, image: d.image, binary: d.binary,
@@ -17,6 +17,7 @@ function toDesired(d: DatabaseRecord): DesiredDatabase {
     },
     rootPassword: d.nextPassword ?? d.rootPassword, state: d.runState,
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
+    proxySources,
   };
 }
 
@@ -50,11 +51,11 @@ export interface AgentContent {
 }
 
 /** The agent's share of the stored state: the live databases placed on it and their operations. */
-export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[]): AgentContent {
+export function agentContent(agentId: string, all: DatabaseRecord[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => []): AgentContent {
   const dbs = all.filter((x) => x.agentId === agentId && !x.deleting);
   const ids = new Set(dbs.map((x) => x.id));
   return {
-    databases: dbs.map(toDesired),
+    databases: dbs.map((d) => toDesired(d, proxySources(d.region))),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };

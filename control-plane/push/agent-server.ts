@@ -24,6 +24,10 @@ export interface AgentServerDeps {
   /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
   coalesceMs?: number;
+  /** The data planes' member-facing addresses for a region (the members' PROXY header senders). */
+  proxySources?: (region: string) => string[];
+  /** Called after every report is applied (the data planes' endpoints follow what agents see). */
+  onObserved?: () => void;
 }
 
 type Round = { databases: DatabaseRecord[]; pending: OperationRecord[] };
@@ -33,14 +37,14 @@ type Round = { databases: DatabaseRecord[]; pending: OperationRecord[] };
  * agents. Versions are per agent and raised above what the agent already applied, so an agent
  * that kept a newer version than the store (a restored control plane) still sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger): SnapshotSource<Round, AgentContent> {
+function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     read(subscribers) {
       for (const p of placeDatabases(repo, subscribers)) log.info(p, 'database placed');
       return { databases: repo.list(), pending: repo.pendingOperations() };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.pending),
+    select: (round, sub) => agentContent(sub.id, round.databases, round.pending, proxySources),
     version: (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, repo.agent(sub.id)?.appliedVersion ?? 0),
   };
 }
@@ -96,7 +100,7 @@ export class AgentPushServer {
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
-    this.cache = new SnapshotCache({ source: desiredSource(d.repo, d.kv, this.log), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs });
+    this.cache = new SnapshotCache({ source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs });
     const cache = this.cache;
     new Gauge({
       name: 'fulcrum_agents_connected', help: 'Agents with an open stream', registers: [d.registry],
@@ -185,6 +189,7 @@ export class AgentPushServer {
         // Level-triggered: a (re)connected agent gets the full desired state at once.
         if (fresh || msg.hello) this.cache.push(sub, true);
         if (changed) this.notifyChanged();
+        this.d.onObserved?.();
       } catch (err) {
         this.log.error({ err }, 'agent report could not be applied');
       }

@@ -10,6 +10,10 @@ import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBal
 import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
 import { buildAll, servedIn } from './snapshot-builder.js';
+import type { RegionalEndpoint } from './endpoint-builder.js';
+import { DataplaneSources } from './dataplane-sources.js';
+import type { DatabaseEndpoint } from '../../proto/gen/fulcrum/v1/DatabaseEndpoint.js';
+import { regionServed } from '../domain/regions.js';
 import { SnapshotCache, VersionLedger, contentHash, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
@@ -26,20 +30,29 @@ export interface ConfigServerDeps {
   coalesceMs?: number;
 }
 
-type Round = { all: { region: string; nb: NbProto }[]; version: number };
+type Round = { all: { region: string; nb: NbProto }[]; endpoints: RegionalEndpoint[]; version: number };
+/** What one data plane is sent. */
+type Content = { nodebalancers: NbProto[]; databaseEndpoints: DatabaseEndpoint[] };
 
 /**
- * Every NodeBalancer, built once per round. All data planes share one version, that of the
- * whole state, so equal versions mean equal content whatever region a data plane serves.
+ * Every NodeBalancer and database endpoint, built once per round. All data planes share one
+ * version, that of the whole state, so equal versions mean equal content whatever region a
+ * data plane serves. A state without database endpoints hashes as before they existed.
  */
-function nodeBalancerSource(repo: NodeBalancerRepository, kv: KeyValueRepository): SnapshotSource<Round, NbProto[]> {
+function snapshotSource(repo: NodeBalancerRepository, kv: KeyValueRepository, endpoints: () => RegionalEndpoint[]): SnapshotSource<Round, Content> {
   const ledger = new VersionLedger(kv, 'config_version');
   return {
     read() {
       const all = buildAll(repo);
-      return { all, version: ledger.versionFor('config_hash', contentHash(all.map((x) => x.nb))) };
+      const eps = endpoints();
+      const hashed: unknown[] = all.map((x) => x.nb);
+      if (eps.length > 0) hashed.push({ databaseEndpoints: eps });
+      return { all, endpoints: eps, version: ledger.versionFor('config_hash', contentHash(hashed)) };
     },
-    select: (round, sub) => servedIn(round.all, sub.region),
+    select: (round, sub) => ({
+      nodebalancers: servedIn(round.all, sub.region),
+      databaseEndpoints: round.endpoints.filter((e) => regionServed(sub.region, e.region)).map((e) => e.ep),
+    }),
     version: (round) => round.version,
   };
 }
@@ -63,7 +76,11 @@ function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore
  * and answers each nonce with an ACK or a NACK, which become its status and metrics.
  */
 export class ConfigPushServer {
-  private readonly cache: SnapshotCache<Round, NbProto[]>;
+  private readonly cache: SnapshotCache<Round, Content>;
+  /** Where each data plane dials database members from (the members' PROXY header senders). */
+  readonly sources: DataplaneSources;
+  private endpoints: () => RegionalEndpoint[] = () => [];
+  private sourcesChanged: () => void = () => undefined;
   private readonly log: Logger;
   private readonly gVersion: Gauge;
   private readonly cNacks: Counter;
@@ -73,8 +90,9 @@ export class ConfigPushServer {
 
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
+    this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
     this.cache = new SnapshotCache({
-      source: nodeBalancerSource(d.repo, d.kv), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: snapshotSource(d.repo, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
     });
     const cache = this.cache;
     new Gauge({
@@ -102,14 +120,25 @@ export class ConfigPushServer {
     this.cache.close();
   }
 
+  /**
+   * Serves database endpoints too (compose/databases.ts): `endpoints` is read every round;
+   * `onSourcesChanged` hears of a data plane whose member-facing address is new or gone.
+   */
+  serveDatabaseEndpoints(endpoints: () => RegionalEndpoint[], onSourcesChanged: () => void): void {
+    this.endpoints = endpoints;
+    this.sourcesChanged = onSourcesChanged;
+    this.notifyChanged();
+  }
+
   /** Closes a (revoked) data plane's open stream; its next one is refused by its certificate. */
   kick(id: string): void {
     const call = this.streams.get(id);
+    this.sources.forget(id);
     if (call) refuse(call, new PeerRefused(`data plane ${id} was removed`));
   }
 
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
-    let sub: Subscriber<NbProto[]> | undefined;
+    let sub: Subscriber<Content> | undefined;
     let peer: ReturnType<PeerAuth['identify']>;
     try {
       peer = this.d.peers.identify(call, 'dataplane');
@@ -135,9 +164,10 @@ export class ConfigPushServer {
         }
         const { id, region } = claim;
         this.streams.set(id, call);
+        this.sources.record(id, region, msg.endpointSource, call.getPeer());
         sub = this.cache.connect(id, region, Number(msg.versionApplied), {
           send: ({ version, nonce, content }) => {
-            call.write({ version, nonce, nodebalancers: content });
+            call.write({ version, nonce, nodebalancers: content.nodebalancers, databaseEndpoints: content.databaseEndpoints });
             this.log.debug({ dataplane: id, version }, 'snapshot sent');
           },
           end: () => call.end(),

@@ -1,3 +1,5 @@
+import type { DbEndpointSpec } from './endpoint-model.js';
+
 /**
  * The data plane's own, validated and frozen view of a ConfigSnapshot. Everything the proxy
  * needs is parsed once here (addresses split, regexes compiled, seconds turned into ms), so the
@@ -61,4 +63,5 @@ export interface NodeBalancerSpec {
 export interface SnapshotSpec {
   readonly version: number;
   readonly nodebalancers: readonly NodeBalancerSpec[];
+  readonly databaseEndpoints: readonly DbEndpointSpec[];
 }

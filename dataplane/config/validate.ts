@@ -7,6 +7,7 @@ import type {
   ProxyProtocol, SnapshotSpec, Stickiness,
 } from './model.js';
 import { tlsOptions } from './cipher-suites.js';
+import { validateEndpoints, type EndpointsInput } from './validate-endpoints.js';
 
 /**
  * A snapshot as it arrives over gRPC (proto-loader camelCase, defaults on) or from the state
@@ -41,6 +42,7 @@ export interface SnapshotInput {
       nodes?: Array<{ id?: number | string; label?: string; address?: string; weight?: number; mode?: string }>;
     }>;
   }>;
+  databaseEndpoints?: EndpointsInput;
 }
 
 function oneOf<T extends string>(errs: ErrorCollector, field: string, value: string | undefined, allowed: readonly T[], dflt: T): T {
@@ -185,8 +187,9 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
     });
     nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, clientConnThrottle: throttle, configs: Object.freeze(configs) }));
   });
+  const databaseEndpoints = validateEndpoints(input.databaseEndpoints ?? [], errs, seenListen);
   if (!errs.empty) {
     throw new FulcrumError('invalid_config', errs.errors);
   }
-  return Object.freeze({ version, nodebalancers: Object.freeze(nbs) });
+  return Object.freeze({ version, nodebalancers: Object.freeze(nbs), databaseEndpoints: Object.freeze(databaseEndpoints) });
 }

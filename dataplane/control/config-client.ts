@@ -8,6 +8,8 @@ import type { ConfigServiceClient } from '../../proto/gen/fulcrum/v1/ConfigServi
 export interface ConfigClientOptions {
   id: string;
   region: string;
+  /** Sent in the hello: where database endpoints dial members from (empty: the stream's address). */
+  endpointSource?: string;
   address: string;
   /** mTLS with the data plane's certificate (or plain gRPC with --insecure-grpc). */
   security: ChannelSecurity;
@@ -80,7 +82,7 @@ export class ConfigClient {
     };
     call.on('error', (e: Error) => retry(e.message));
     call.on('end', () => retry('stream ended'));
-    call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '' });
+    call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '', endpointSource: this.o.endpointSource ?? '' });
   }
 
   private async drain(call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>): Promise<void> {

@@ -1,6 +1,8 @@
 import { connect, type Socket } from 'node:net';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFrontProxy, type FrontProxy, type FrontProxyRefusal } from '../../agent/endpoints/front-proxy.js';
+import { createProxyEngine, type ProxyEngine } from '../../dataplane/engine.js';
+import { registerEndpointMetrics } from '../../dataplane/telemetry/endpoint-metrics.js';
 import { silentLogger } from '../../lib/logger.js';
 import { loopback, waitFor, type TcpBackend } from '../helpers/backends.js';
 import { echoBackend } from '../helpers/tcp.js';
@@ -8,38 +10,47 @@ import { freePort } from '../integration/dataplane/snapshot.js';
 
 /**
  * One client exhausts a database endpoint (docs/security/traffic.md): an allowed address opens
- * 250 idle connections. The front proxy holds 200 (its per-client cap), refuses the rest at once
- * and counts them, serves another client, and closes the idle ones after its idle timeout
- * (shortened to 2 s here). Real sockets on both sides; the node is a TCP echo server.
+ * 250 idle connections to a data plane's database endpoint. It holds 200 (its per-client cap),
+ * refuses the rest at once and counts them, serves another client, and closes the idle ones after
+ * its idle timeout (shortened to 2 s here). Real sockets on both sides; the member is a TCP echo
+ * server.
  */
-describe('database front proxy caps', () => {
-  let proxy: FrontProxy;
+describe('database endpoint caps (data plane)', () => {
+  let engine: ProxyEngine;
   let node: TcpBackend;
+  const registry = new Registry();
   const host = loopback();
   let port = 0;
-  const refused: FrontProxyRefusal[] = [];
   const sockets: Socket[] = [];
+
+  const refused = async (): Promise<Record<string, number>> => {
+    const m = await registry.getSingleMetric('fulcrum_dataplane_database_refused_total')!.get();
+    return Object.fromEntries(m.values.filter((v) => v.value > 0).map((v) => [String(v.labels.reason), v.value]));
+  };
+  const open = (): number => [...engine.databaseEndpoints()].reduce((n, e) => n + e.stats.open, 0);
 
   beforeAll(async () => {
     node = await echoBackend(loopback(), 'n');
     port = await freePort(host);
-    proxy = createFrontProxy({ host, port, logger: silentLogger(), name: 'sec', limits: { idleTimeoutMs: 2000 }, onRefused: (r) => refused.push(r) });
-    await proxy.listen();
-    proxy.setAllowList(['127.0.0.0/8']);
-    proxy.setBackends([{ host: node.ip, port: node.port }]);
+    engine = createProxyEngine({ logger: silentLogger(), endpoints: { limits: { idleTimeoutMs: 2000 } } });
+    registerEndpointMetrics(registry, engine);
+    await engine.apply({
+      version: 1,
+      databaseEndpoints: [{ databaseId: 9, role: 'primary', address: host, port, allowList: ['127.0.0.0/8'], targets: [{ host: node.ip, port: node.port }] }],
+    });
   });
   afterAll(async () => {
     for (const s of sockets) s.destroy();
-    await proxy?.close();
+    await engine?.close();
     await node?.close();
   });
 
-  function open(from: string, read = true): Promise<Socket> {
+  function openFrom(from: string, read = true): Promise<Socket> {
     return new Promise((resolve) => {
       const s = connect({ host, port, localAddress: from });
       sockets.push(s);
       s.on('error', () => undefined);
-      // Read (and drop) what comes back, so the proxy's close is seen.
+      // Read (and drop) what comes back, so the endpoint's close is seen.
       s.once('connect', () => {
         if (read) s.resume();
         resolve(s);
@@ -50,13 +61,13 @@ describe('database front proxy caps', () => {
 
   it('cuts one address back to its cap, serves another, and closes idle sessions', async () => {
     const attacker = loopback();
-    const mine = await Promise.all(Array.from({ length: 250 }, () => open(attacker)));
-    await waitFor(() => refused.length === 50, 10_000, '50 refusals counted');
-    expect(new Set(refused)).toEqual(new Set(['client_cap']));
+    const mine = await Promise.all(Array.from({ length: 250 }, () => openFrom(attacker)));
+    await waitFor(async () => (await refused()).client_cap === 50, 10_000, '50 refusals counted');
+    expect(await refused()).toEqual({ client_cap: 50 });
     await waitFor(() => mine.filter((s) => !s.destroyed).length === 200, 5_000, '200 held');
-    expect(proxy.connections()).toBe(200);
+    expect(open()).toBe(200);
 
-    const other = await open(loopback(), false);
+    const other = await openFrom(loopback(), false);
     // The echo node answers the PROXY header too; the client's bytes come back at the end.
     const answer = await new Promise<string>((resolve, reject) => {
       let got = '';
@@ -70,6 +81,6 @@ describe('database front proxy caps', () => {
     expect(answer).toMatch(/^n:PROXY TCP4 [\s\S]*hi$/);
 
     await waitFor(() => mine.every((s) => s.destroyed || s.readyState === 'closed'), 10_000, 'idle sessions closed');
-    await waitFor(() => proxy.connections() === 0, 10_000, 'proxy empty');
+    await waitFor(() => open() === 0, 10_000, 'endpoint empty');
   });
 });

@@ -5,8 +5,9 @@
  * address on the allow_list, then logs in as linroot. Before the fix the node trusted PROXY
  * headers from the endpoint addresses and the login succeeded as linroot@<allowed address>. Now
  * the node accepts them only over its Unix socket, whose directory other local users cannot
- * enter: the forged header is refused, the socket is out of reach, and real clients through the
- * front proxy are still seen with their own address. Run on both runtimes (the docker node
+ * enter, and from the data planes' addresses (test/security/proxy-sources.test.ts): the forged
+ * header is refused, the socket is out of reach, and real clients through the data plane's
+ * endpoint are still seen with their own address. Run on both runtimes (the docker node
  * reaches the socket through a bind mount and runs as a non-root uid inside its container).
  */
 import { spawnSync } from 'node:child_process';
@@ -88,7 +89,7 @@ describe.each(cases)('security: PROXY headers cannot be forged by local users ($
     expect(probe.stdout.trim()).toMatch(/^(EACCES|ENOENT)$/);
   });
 
-  it('real clients through the front proxy are seen with their own address', async () => {
+  it('real clients through the data plane endpoint are seen with their own address', async () => {
     const c = await fromClient('127.0.0.2');
     const [rows] = await c.query('SELECT USER() AS u, CURRENT_USER() AS cu');
     expect((rows as any[])[0]).toEqual({ u: 'linroot@127.0.0.2', cu: 'linroot@127.0.0.2' });
@@ -101,7 +102,7 @@ describe.each(cases)('security: PROXY headers cannot be forged by local users ($
     expect(refused).toBeInstanceOf(Error);
   });
 
-  it('a plain (non-TLS) client is refused through the front proxy, as require_secure_transport says', async () => {
+  it('a plain (non-TLS) client is refused through the data plane endpoint, as require_secure_transport says', async () => {
     const err = await connectFrom({ source: '127.0.0.2', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword! })
       .then((x) => x.end().then(() => null), (e: Error) => e);
     expect(String(err)).toMatch(/insecure transport/i);

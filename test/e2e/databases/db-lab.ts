@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
+import { startDataplane, type Dataplane } from '../../../dataplane/main.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
@@ -17,12 +18,14 @@ export const MYSQL = '/v4/databases/mysql/instances';
 
 /**
  * An e2e lab for Managed Databases: the control plane in-process (port 0, temp state, its own
- * /24 of endpoint addresses) and the agent as a separate OS process (agent-process.ts, the same
- * startAgent as `fulcrum agent`, with its own /24 of node addresses), so that it can really be
- * killed (SIGKILL) and started again.
+ * /24 of endpoint addresses), a data plane in-process that serves the endpoints (mutual TLS,
+ * dialling members from its own 127.76 address), and the agent as a separate OS process
+ * (agent-process.ts, the same startAgent as `fulcrum agent`, with its own /24 of node addresses),
+ * so that it can really be killed (SIGKILL) and started again.
  */
 export interface DbLab {
   cp: ControlPlane;
+  dataplane: Dataplane;
   runtime: RuntimeKind;
   agentDir: string;
   agentId: string;
@@ -41,6 +44,7 @@ export type RuntimeKind = 'process' | 'docker';
 export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
+  const dpDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-dp-`));
   // Own /24s for endpoints and nodes: other agents and labs may run on this host meanwhile.
   const octet = 100 + Math.floor(Math.random() * 150);
   const pool = `127.78.${octet}.0/24`;
@@ -48,6 +52,10 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   // Status polls every 100 ms for minutes: past the product's per-token limit (helpers/lab.ts).
   const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger(), rateLimits: testRateLimits });
   const agentId = `e2e-${name}`;
+  enrolHost(cp, dpDir, 'dataplane', `${agentId}-dp`, 'us-east');
+  const dataplane = await startDataplane({
+    controlPlane: cp.grpcAddress, stateDir: dpDir, logger: silentLogger(), endpointSource: `127.76.${octet}.1`, telemetryIntervalMs: 500,
+  });
   let child: ChildProcess | undefined;
   let out = '';
 
@@ -67,7 +75,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   };
 
   const lab: DbLab = {
-    cp, runtime: runtimeKind, agentDir, agentId, api,
+    cp, dataplane, runtime: runtimeKind, agentDir, agentId, api,
     async startAgent() {
       if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', agentId, 'us-east');
       child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), agentId, 'us-east',
@@ -104,8 +112,10 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
       const rt = runtimeFor();
       for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
       await rt.close();
+      await dataplane.close();
       await cp.close();
       rmSync(stateDir, { recursive: true, force: true });
+      rmSync(dpDir, { recursive: true, force: true });
       rmSync(agentDir, { recursive: true, force: true });
     },
   };

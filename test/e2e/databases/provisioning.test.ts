@@ -198,8 +198,10 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     // Static stability: the databases keep serving without their agent.
     const { password } = await creds(one.id);
     const c1 = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: 3306, user: 'linroot', password, ca: await ca(one.id) }).catch((e) => e);
-    const servedWithoutAgent = !(c1 instanceof Error);
-    if (!(c1 instanceof Error)) await c1.end();
+    // The endpoint lives on the data plane (docs/databases.md, "Database endpoints"), so it
+    // answers while the agent is down.
+    expect(c1).not.toBeInstanceOf(Error);
+    await c1.end();
     await lab.startAgent();
     await waitStatus(lab, one.id, 'active', 30_000);
     await waitStatus(lab, three.id, 'active', 30_000);
@@ -209,7 +211,6 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     const [rows] = await c.query('SELECT COUNT(*) AS n FROM app.t');
     expect((rows as any[])[0].n).toBe(1);
     await c.end();
-    console.log(`front proxy served while the agent was down: ${servedWithoutAgent}`);
   });
 
   it('acceptance 4: deleting databases leaves no process, listener or data directory', async () => {

@@ -38,7 +38,8 @@ export async function createAgentFixture(o: {
   extra?: () => Partial<StartAgentOptions>;
 }): Promise<AgentFixture> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${o.id}-`));
-  const driver = await startDriver();
+  // The endpoints are served by a data plane dialling members from this file's own source address.
+  const driver = await startDriver({ endpointSource: `${testNet('127.76', o.slot)}.1` });
   const fx: AgentFixture = {
     driver,
     stateDir,

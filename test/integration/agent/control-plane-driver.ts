@@ -9,6 +9,7 @@ import type { AgentReport__Output } from '../../../proto/gen/fulcrum/v1/AgentRep
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import type { Operation } from '../../../proto/gen/fulcrum/v1/Operation.js';
 import type { ObservedDatabase__Output } from '../../../proto/gen/fulcrum/v1/ObservedDatabase.js';
+import { DriverDataplane } from './driver-dataplane.js';
 
 export interface Driver {
   target: string;
@@ -21,10 +22,17 @@ export interface Driver {
   addOperation(op: Operation): void;
   ackOperation(id: string): void;
   waitFor<T>(fn: () => T | undefined | false, timeoutMs?: number, what?: string): Promise<T>;
+  /** The data plane serving the databases' endpoints (with `endpointSource` only). */
+  dataplane?: DriverDataplane;
   close(): Promise<void>;
 }
 
-export async function startDriver(): Promise<Driver> {
+/**
+ * `endpointSource`: also run a data plane that serves the endpoints from this source address,
+ * which every desired database names in `proxySources` (unless the test sets its own).
+ */
+export async function startDriver(opts: { endpointSource?: string } = {}): Promise<Driver> {
+  const dataplane = opts.endpointSource ? new DriverDataplane(opts.endpointSource) : undefined;
   const proto = loadAgentProto();
   const server = new grpc.Server(serverOptions);
   const streams = new Set<grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
@@ -34,6 +42,7 @@ export async function startDriver(): Promise<Driver> {
   let operations: Operation[] = [];
   // Like the control plane, it marks an empty list as intended (the agent's mass-delete guard).
   const current = (): AgentDesired => ({ version, databases, operations, deleteAllIntended: databases.length === 0 });
+  const route = () => dataplane?.update(databases, (id) => reports[reports.length - 1]?.databases.find((d) => Number(d.id) === id));
   const push = () => {
     version++;
     for (const s of streams) s.write(current());
@@ -44,6 +53,7 @@ export async function startDriver(): Promise<Driver> {
       call.on('data', (r: AgentReport__Output) => {
         reports.push(r);
         if (reports.length > 2000) reports.splice(0, 1000);
+        route();
         if (r.hello) call.write(current());
       });
       const gone = () => streams.delete(call);
@@ -68,8 +78,9 @@ export async function startDriver(): Promise<Driver> {
       for (const s of streams) s.write({ ...d, version });
     },
     setDatabases(dbs) {
-      databases = dbs;
+      databases = dataplane ? dbs.map((d) => ({ ...d, proxySources: d.proxySources ?? [dataplane.source] })) : dbs;
       push();
+      route();
     },
     addOperation(op) {
       operations = [...operations, op];
@@ -88,9 +99,11 @@ export async function startDriver(): Promise<Driver> {
         await new Promise((r) => setTimeout(r, 50));
       }
     },
+    dataplane,
     async close() {
       for (const s of streams) s.end();
       server.forceShutdown();
+      await dataplane?.close();
     },
   };
   return driver;

@@ -61,7 +61,7 @@ describe('Observer', () => {
     const desired = { allowList: [], rootPassword: 'x', generation: 4, hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306 } as unknown as DesiredDatabase__Output;
     const input = {
       state, desired, linrootPassword: 'x', patchRequested: false, windowOpen: () => false,
-      resolveEngine: () => state.running, endpointsCurrent: () => true,
+      resolveEngine: () => state.running, proxyNetworks: 'localhost,127.76.0.1',
     };
     const o = new Observer();
     expect((await o.observe(db, input)).primaryDownCount).toBe(1);
@@ -69,7 +69,8 @@ describe('Observer', () => {
     state.primary = 2;
     expect((await o.observe(db, input)).primaryDownCount).toBe(1);
     expect(o.generation).toBe(4);
-    expect(o.endpointTarget(desired, state, db.primaryAddress()).secondaries).toEqual(['127.79.0.2']);
+    // No member answers, so none has a proxy_protocol_networks to correct.
+    expect(o.last?.proxiesCurrent).toBe(true);
   });
 });
 

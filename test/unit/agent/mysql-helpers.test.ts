@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { accountHost, desiredAdminHosts } from '../../../agent/mysql/accounts.js';
 import { bufferPoolMb, renderNodeConfig } from '../../../agent/mysql/config-render.js';
 import { gtidSeq } from '../../../agent/mysql/replication.js';
-import { compileAllowList } from '../../../agent/endpoints/allow-list.js';
+import { compileAllowList } from '../../../lib/allow-list.js';
 import { parseServerVersion } from '../../../agent/catalogue.js';
 
 describe('accountHost', () => {

@@ -1,0 +1,67 @@
+import { isIpv4, unmapIpv4 } from '../../lib/ipv4.js';
+import type { KeyValueRepository } from '../store/ports.js';
+import { regionServed } from '../domain/regions.js';
+
+const KEY = 'dataplane_endpoint_sources';
+
+interface Source {
+  region: string;
+  address: string;
+}
+
+/**
+ * The addresses the data planes dial database members from (docs/security/mysql.md): each
+ * data plane's own word in its hello (it is authenticated by its certificate), else the address
+ * its config stream comes from. Remembered across restarts and disconnects, so a data plane that
+ * is briefly away (or a control plane that restarts) does not lock its endpoints out of the
+ * members; a revoked data plane is forgotten.
+ */
+export class DataplaneSources {
+  private readonly sources: Record<string, Source>;
+
+  constructor(private readonly kv: KeyValueRepository, private readonly onChange: () => void) {
+    let stored: Record<string, Source> = {};
+    try {
+      stored = JSON.parse(kv.get(KEY) ?? '{}') as Record<string, Source>;
+    } catch {
+      // An unreadable record is rebuilt as data planes connect.
+    }
+    this.sources = stored;
+  }
+
+  /** Records where a data plane's member connections come from; `peer` is the stream's "host:port". */
+  record(id: string, region: string, claimed: string, peer: string): void {
+    const address = claimed && isIpv4(claimed) ? claimed : peerAddress(peer);
+    if (!address) return;
+    const prev = this.sources[id];
+    if (prev && prev.address === address && prev.region === region) return;
+    this.sources[id] = { region, address };
+    this.save();
+  }
+
+  forget(id: string): void {
+    if (!this.sources[id]) return;
+    delete this.sources[id];
+    this.save();
+  }
+
+  /** The source addresses of the data planes serving `region`, sorted and unique. */
+  forRegion(region: string): string[] {
+    const out = new Set<string>();
+    for (const s of Object.values(this.sources)) if (regionServed(s.region, region)) out.add(s.address);
+    return [...out].sort();
+  }
+
+  private save(): void {
+    this.kv.set(KEY, JSON.stringify(this.sources));
+    this.onChange();
+  }
+}
+
+/** "127.0.0.1:5000", "[::ffff:10.0.0.1]:5000" or "ipv4:..." -> the IPv4 address, if any. */
+export function peerAddress(peer: string): string | undefined {
+  const bare = peer.replace(/^ipv[46]:/, '');
+  const host = bare.startsWith('[') ? bare.slice(1, bare.indexOf(']')) : bare.slice(0, bare.lastIndexOf(':'));
+  const v4 = unmapIpv4(host);
+  return isIpv4(v4) ? v4 : undefined;
+}

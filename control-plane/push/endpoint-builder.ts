@@ -1,0 +1,36 @@
+import type { DatabaseEndpoint } from '../../proto/gen/fulcrum/v1/DatabaseEndpoint.js';
+import type { DatabaseRecord } from '../domain/databases/model.js';
+import { endpointRoutes } from '../domain/databases/endpoint-routes.js';
+
+export interface RegionalEndpoint {
+  region: string;
+  ep: DatabaseEndpoint;
+}
+
+/** What one database's endpoints are made of. */
+export type EndpointSource = Pick<DatabaseRecord, 'id' | 'hostPrimary' | 'hostSecondary' | 'port' | 'allowList' | 'sslConnection' | 'members' | 'status'>;
+
+/**
+ * One database's endpoints in the data planes' proto shape (docs/databases.md, "Database
+ * endpoints"): hosts.primary leads to the primary, hosts.secondary to the replicas, each with
+ * the database's allow_list and TLS rule.
+ */
+export function endpointsOf(d: EndpointSource): DatabaseEndpoint[] {
+  if (!d.hostPrimary) return [];
+  const routes = endpointRoutes(d);
+  const base = { databaseId: d.id, port: d.port, allowList: [...d.allowList], requireTls: d.sslConnection };
+  const out: DatabaseEndpoint[] = [{ ...base, role: 'primary', address: d.hostPrimary, targets: routes.primary ? [routes.primary] : [] }];
+  if (d.hostSecondary) out.push({ ...base, role: 'secondary', address: d.hostSecondary, targets: routes.secondaries });
+  return out;
+}
+
+/**
+ * Every live database's endpoints with their region. A database being deleted has none, so its
+ * addresses are released on every data plane.
+ */
+export function buildDatabaseEndpoints(dbs: DatabaseRecord[]): RegionalEndpoint[] {
+  return [...dbs]
+    .sort((a, b) => a.id - b.id)
+    .filter((d) => !d.deleting)
+    .flatMap((d) => endpointsOf(d).map((ep) => ({ region: d.region, ep })));
+}

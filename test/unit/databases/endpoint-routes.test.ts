@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { endpointRoutes } from '../../../control-plane/domain/databases/endpoint-routes.js';
+import { endpointsOf } from '../../../control-plane/push/endpoint-builder.js';
+import { peerAddress } from '../../../control-plane/push/dataplane-sources.js';
+import { validateSnapshot } from '../../../dataplane/config/validate.js';
+import { proxyNetworks, sameNetworks } from '../../../agent/database/endpoints.js';
+
+describe('endpointRoutes (which member is the primary and where it listens)', () => {
+  it('routes hosts.primary to the reported primary and hosts.secondary to the replicas', () => {
+    const r = endpointRoutes({ status: 'active', members: { '10.0.0.3': 'failover', '10.0.0.1': 'primary', '10.0.0.2': 'failover' } });
+    expect(r.primary).toEqual({ host: '10.0.0.1', port: 3306 });
+    expect(r.secondaries).toEqual([{ host: '10.0.0.2', port: 3306 }, { host: '10.0.0.3', port: 3306 }]);
+  });
+  it('without replicas hosts.secondary leads to the primary; without a primary nothing is routed', () => {
+    expect(endpointRoutes({ status: 'active', members: { '10.0.0.1': 'primary' } }).secondaries).toEqual([{ host: '10.0.0.1', port: 3306 }]);
+    expect(endpointRoutes({ status: 'provisioning', members: {} })).toEqual({ secondaries: [] });
+    expect(endpointRoutes({ status: 'degraded', members: { '10.0.0.2': 'failover' } })).toEqual({ secondaries: [] });
+  });
+  it('routes nobody while a restore rewrites the data', () => {
+    expect(endpointRoutes({ status: 'restoring', members: { '10.0.0.1': 'primary' } })).toEqual({ secondaries: [] });
+  });
+  it('builds both endpoints with the allow_list and the TLS rule', () => {
+    const eps = endpointsOf({ id: 7, hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, allowList: ['10.0.0.0/8'], sslConnection: true, status: 'active', members: { '127.79.0.1': 'primary' } });
+    expect(eps).toEqual([
+      { databaseId: 7, role: 'primary', address: '127.78.0.1', port: 3306, allowList: ['10.0.0.0/8'], requireTls: true, targets: [{ host: '127.79.0.1', port: 3306 }] },
+      { databaseId: 7, role: 'secondary', address: '127.78.0.2', port: 3306, allowList: ['10.0.0.0/8'], requireTls: true, targets: [{ host: '127.79.0.1', port: 3306 }] },
+    ]);
+  });
+});
+
+describe('database endpoints in a data plane snapshot', () => {
+  const ep = { databaseId: 1, role: 'primary', address: '127.78.0.1', port: 3306, allowList: ['0.0.0.0/0'], targets: [{ host: '127.79.0.1', port: 3306 }] };
+  it('accepts a well-formed endpoint', () => {
+    const s = validateSnapshot({ version: 1, databaseEndpoints: [ep] });
+    expect(s.databaseEndpoints[0]).toMatchObject({ databaseId: 1, listenKey: '127.78.0.1:3306', targets: [{ host: '127.79.0.1', port: 3306 }] });
+  });
+  it('refuses the whole snapshot naming every bad field, and an address a NodeBalancer already uses', () => {
+    const bad = { databaseId: 0, role: 'leader', address: 'x', port: 0, allowList: ['nope'], targets: [{ host: 'h', port: 70000 }] };
+    const nb = { id: 1, ipv4: '127.78.0.1', configs: [{ id: 1, port: 3306, protocol: 'tcp' }] };
+    let msg = '';
+    try {
+      validateSnapshot({ version: 1, nodebalancers: [nb], databaseEndpoints: [bad, ep] });
+    } catch (e) {
+      msg = JSON.stringify(e);
+    }
+    for (const f of ['database_endpoints[0].database_id', 'database_endpoints[0].role', 'database_endpoints[0].address', 'database_endpoints[0].port',
+      'database_endpoints[0].allow_list[0]', 'database_endpoints[0].targets[0].host', 'database_endpoints[0].targets[0].port', 'database_endpoints[1].port']) {
+      expect(msg).toContain(f);
+    }
+  });
+});
+
+describe('proxy_protocol_networks and data plane source addresses', () => {
+  it('is the Unix socket plus the data planes, sorted, unique, IPv4 only', () => {
+    expect(proxyNetworks([])).toBe('localhost');
+    expect(proxyNetworks(['10.0.0.2', '10.0.0.1', '10.0.0.2', 'evil,0.0.0.0/0'])).toBe('localhost,10.0.0.1,10.0.0.2');
+    expect(sameNetworks('localhost, 10.0.0.2,10.0.0.1', 'localhost,10.0.0.1,10.0.0.2')).toBe(true);
+    expect(sameNetworks('localhost', 'localhost,10.0.0.1')).toBe(false);
+  });
+  it('takes the IPv4 address of a stream peer', () => {
+    expect(peerAddress('127.0.0.1:5000')).toBe('127.0.0.1');
+    expect(peerAddress('[::ffff:198.18.0.5]:5000')).toBe('198.18.0.5');
+    expect(peerAddress('ipv4:198.18.0.6:1')).toBe('198.18.0.6');
+    expect(peerAddress('[::1]:5000')).toBeUndefined();
+  });
+});
