@@ -28,7 +28,11 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   apply(snapshot: SnapshotInput): Promise<void>;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
-  /** The addresses of the snapshot being served (each NodeBalancer's ipv4), sorted, distinct. */
+  /**
+   * The addresses of the snapshot being served, sorted, distinct: each NodeBalancer's ipv4 and
+   * each database endpoint's address, so that in pair mode `hosts.primary` moves with the pair
+   * (docs/multi-host.md).
+   */
   addresses(): string[];
   close(): Promise<void>;
   /** The database endpoints being served (docs/databases.md, "Database endpoints"). */
@@ -144,7 +148,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     endpoints.swap(snap.databaseEndpoints, eps.fresh);
     limits.listeners = listeners.size + endpoints.size;
     version = snap.version;
-    served = [...new Set(snap.nodebalancers.map((nb) => nb.ipv4))].sort();
+    served = [...new Set([...snap.nodebalancers.map((nb) => nb.ipv4), ...snap.databaseEndpoints.map((e) => e.address)])].sort();
     log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size }, 'snapshot applied');
   }
 
