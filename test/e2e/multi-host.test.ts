@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,7 @@ describe('a fleet on eight hosts', () => {
 
   it('serves a NodeBalancer and a 3-node database to the client host through the data plane pair, and leaves nothing behind', async () => {
     const { call, procs } = fleet;
+    onTestFailed(() => console.log(`[control plane output]\n${fleet.cp.output().slice(-6000)}`));
 
     // The NodeBalancer: traffic from the client host reaches both backends on the backend host.
     const nb = await call('POST', '/v4/nodebalancers', {
@@ -90,11 +91,11 @@ describe('a fleet on eight hosts', () => {
 
     // The 3-node database, written from the client host through hosts.primary.
     const created = await call('POST', MYSQL, {
-      label: 'fhmh8-three', region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(call, agents[0]!), cluster_size: 3, allow_list: [`${cl.ip}/32`],
+      label: 'fhmh8-three', region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(fleet, agents[0]!), cluster_size: 3, allow_list: [`${cl.ip}/32`],
     });
     expect(created.status).toBe(200);
     const id: number = created.body.id;
-    const db = await waitActive(call, id, 600_000, () => agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
+    const db = await waitActive(fleet, id, 600_000, () => agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
     const primary: string = db.hosts.primary;
     expect(primary.startsWith('198.18.161.')).toBe(true);
     const members = Object.keys(db.members as Record<string, string>);

@@ -15,6 +15,8 @@ export interface Fleet {
   call: ReturnType<typeof api>;
   grpc: string;
   procs: Record<string, HostProcess>;
+  /** The control plane's process. */
+  cp: HostProcess;
   /** Joins a data plane in pair mode on `h` (its own address as the endpoint source). */
   dataplane(h: Host, peers: Host[], priority: number): Promise<HostProcess>;
   /**
@@ -52,6 +54,7 @@ export async function startFleet(o: { cpHost: Host; dir: string; nbPool: string;
     call,
     grpc,
     procs,
+    cp,
     async dataplane(h, peers, priority) {
       const p = h.fulcrum(['dataplane', '--control-plane', grpc, '--state', join(o.dir, h.name), '--join', await token('dataplane', h),
         '--endpoint-source', h.ip, '--vrrp-interface', 'eth0', '--vrrp-peers', peers.map((x) => x.ip).join(','), '--vrrp-priority', String(priority)]);
@@ -85,17 +88,19 @@ export function sixOf(pool: string): string[] {
 }
 
 /** Waits for the agent on `h` to offer an engine and returns its id. */
-export async function engineOf(call: Fleet['call'], h: Host): Promise<string> {
+export async function engineOf(fleet: Fleet, h: Host): Promise<string> {
   const a = await until(`the agent on ${h.name} offers an engine`, async () => {
-    const r = await call('GET', '/v4/fulcrum/agents');
+    if (fleet.cp.proc.exitCode !== null || fleet.cp.proc.signalCode !== null) throw new Error(`control plane exited: ${fleet.cp.output().slice(-4000)}`);
+    const r = await fleet.call('GET', '/v4/fulcrum/agents');
     return (r.body.data as { id: string; engines?: { id: string }[] }[]).find((x) => x.id === h.name && (x.engines?.length ?? 0) > 0);
   }, 120_000, 500);
   return a.engines![0]!.id;
 }
 
-export async function waitActive(call: Fleet['call'], id: number, timeoutMs: number, explain: () => string): Promise<any> {
+export async function waitActive(fleet: Fleet, id: number, timeoutMs: number, explain: () => string): Promise<any> {
   return until(`database ${id} active`, async () => {
-    const r = await call('GET', `${MYSQL}/${id}`);
+    if (fleet.cp.proc.exitCode !== null || fleet.cp.proc.signalCode !== null) throw new Error(`control plane exited: ${fleet.cp.output().slice(-4000)}`);
+    const r = await fleet.call('GET', `${MYSQL}/${id}`);
     if (r.body.status === 'failed') throw new Error(`database ${id} failed: ${explain()}`);
     return r.body.status === 'active' ? r.body : undefined;
   }, timeoutMs, 500);
