@@ -180,8 +180,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   /**
-   * Restores in place: verify, stop client traffic at the front proxy, take a safety copy of
-   * the current data from the primary (same machinery, backup id 0, type `pre-restore`, never
+   * Restores in place (the data planes route no client while the database is `restoring`):
+   * verify, take a safety copy of the current data from the primary (same machinery, backup id 0, type `pre-restore`, never
    * listed), replace the data with the backup, re-apply linroot from the desired state, wait
    * for the replicas to agree, and let traffic back in. If the load fails at any point, the
    * safety copy is loaded the same way and the restore fails with the client's error: the
@@ -228,7 +228,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       } finally {
         await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
-        await c.syncEndpoints().catch((err) => log.error({ err }, 'front proxy not restored'));
+        await c.syncEndpoints().catch((err) => log.error({ err }, 'proxy_protocol_networks not restored'));
       }
       log.info({ database: c.id, backup: m.id }, 'restored');
     });
@@ -273,7 +273,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       } finally {
         await refresh(c.id).catch(() => undefined);
         await c.observe().catch(() => undefined);
-        await c.syncEndpoints().catch((err) => log.error({ err }, 'front proxy not restored'));
+        await c.syncEndpoints().catch((err) => log.error({ err }, 'proxy_protocol_networks not restored'));
       }
     });
   }

@@ -38,7 +38,7 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
   const d = r.desired;
   const primaryOk = r.details.some((n) => n.index === s?.primary && n.state === 'running' && n.reachable && !n.readOnly);
   const replicas = r.details.filter((n) => n.index !== s?.primary);
-  // Health is about the servers: a front proxy or account sync still to do (right after an
+  // Health is about the servers: a proxy_protocol_networks or account sync still to do (right after an
   // agent restart, say) is not a degraded database.
   const healthy = primaryOk && r.details.length === r.clusterSize && !s?.rebuild.length
     && replicas.every((n) => n.state === 'running' && n.reachable && n.replicating);

@@ -48,7 +48,7 @@ export function desiredAdminHosts(allowList: string[]): string[] {
 
 /**
  * Makes the linroot accounts mirror the allow_list with `password` (defence in depth behind the
- * front proxy, which passes the client's address with the PROXY protocol). Runs on the primary
+ * data plane's endpoint, which passes the client's address with the PROXY protocol). Runs on the primary
  * with the binlog on, so replicas follow. Every account is re-granted from scratch, so an account
  * made by an older agent with `ALL ON *.*` ends with exactly the grants above (without READ_ONLY
  * ADMIN, linroot cannot write to a read-only replica through hosts.secondary).

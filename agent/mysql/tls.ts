@@ -19,7 +19,7 @@ export interface ClusterTls {
  * A per-database CA and one server certificate shared by the database's nodes, made with the
  * openssl CLI (Node cannot sign certificates). The server certificate names every node address
  * and both endpoint addresses, so clients verifying the CA and the address they dialled (the
- * front proxy passes TLS through untouched) and replicas verifying their primary all succeed.
+ * data plane's endpoint passes TLS through untouched) and replicas verifying their primary all succeed.
  * The CA is kept across calls; the server certificate is re-issued when the address set changes.
  * P-256 keys: generating them takes milliseconds, which keeps provisioning fast.
  */

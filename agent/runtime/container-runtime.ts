@@ -79,7 +79,7 @@ export interface NodeStatus {
 
 /** How the agent reaches a node for administration. */
 export interface NodeConnection {
-  /** TCP address of the node (what replicas and the front proxy use). */
+  /** TCP address of the node (what replicas and the data planes' database endpoints dial). */
   host: string;
   port: number;
   /**

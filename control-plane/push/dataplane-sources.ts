@@ -3,6 +3,11 @@ import type { KeyValueRepository } from '../store/ports.js';
 import { regionServed } from '../domain/regions.js';
 
 const KEY = 'dataplane_endpoint_sources';
+/**
+ * Most data planes remembered. Only certified data planes connect, unless the operator runs
+ * with --insecure-grpc, where any peer may claim any id: the oldest entries then make room.
+ */
+const MAX_SOURCES = 1000;
 
 interface Source {
   region: string;
@@ -35,6 +40,10 @@ export class DataplaneSources {
     if (!address) return;
     const prev = this.sources[id];
     if (prev && prev.address === address && prev.region === region) return;
+    if (!prev) {
+      const ids = Object.keys(this.sources);
+      for (const old of ids.slice(0, Math.max(0, ids.length - MAX_SOURCES + 1))) delete this.sources[old];
+    }
     this.sources[id] = { region, address };
     this.save();
   }

@@ -12,9 +12,11 @@ import type { DbEndpointSpec, EndpointTargetSpec } from '../config/endpoint-mode
  * accepts (max_connections=200), and twice that in all leaves room for the ones the server is
  * about to refuse. An hour without a byte either way ends a session: abandoned clients do not
  * hold descriptors for the server's 8 h wait_timeout, while pools that recycle connections
- * within 30 minutes never meet it.
+ * within 30 minutes never meet it. A client that arrives while no primary is known waits up to
+ * 3 s for one (the moment between a failover, or a database turning active, and the snapshot
+ * that names the new primary), then is reset.
  */
-export const DB_ENDPOINT_LIMITS = { perClient: 200, total: 400, idleTimeoutMs: 3_600_000, connectTimeoutMs: 5_000 };
+export const DB_ENDPOINT_LIMITS = { perClient: 200, total: 400, idleTimeoutMs: 3_600_000, connectTimeoutMs: 5_000, primaryWaitMs: 3_000 };
 
 export type DbEndpointLimits = typeof DB_ENDPOINT_LIMITS;
 
@@ -54,6 +56,8 @@ export class DbEndpoint {
   private readonly server: Server;
   private readonly caps: ConcurrencyCap;
   private readonly live = new Set<Live>();
+  /** Admitted clients waiting for a target (see DB_ENDPOINT_LIMITS.primaryWaitMs). */
+  private readonly waiting = new Map<Socket, { source: string; timer: NodeJS.Timeout }>();
   private allowed: (address: string) => boolean = () => false;
   private rr = 0;
   private closed = false;
@@ -100,6 +104,14 @@ export class DbEndpoint {
     for (const e of this.live) {
       if (!keep.has(targetKey(e.target)) || !this.allowed(e.source)) this.cut(e);
     }
+    for (const [client, w] of this.waiting) {
+      if (!this.allowed(w.source)) client.destroy();
+      else if (next.targets.length > 0) {
+        clearTimeout(w.timer);
+        this.waiting.delete(client);
+        if (!client.destroyed) this.forward(client, w.source);
+      }
+    }
   }
 
   /** Stops accepting and closes every connection. */
@@ -107,6 +119,7 @@ export class DbEndpoint {
     this.closed = true;
     this.server.close();
     for (const e of this.live) this.cut(e);
+    for (const client of this.waiting.keys()) client.destroy();
   }
 
   private cut(e: Live): void {
@@ -123,50 +136,77 @@ export class DbEndpoint {
 
   private onConnection(client: Socket): void {
     client.on('error', () => client.destroy());
-    const spec = this.spec;
     const source = unmapIpv4(client.remoteAddress ?? '');
     if (this.closed) return void client.destroy();
     if (!this.allowed(source)) return this.refuse(client, 'allow_list');
-    if (spec.targets.length === 0) return this.refuse(client, 'no_primary');
     const capped = this.caps.admit(source);
     if (capped !== null) return this.refuse(client, capped === 'total' ? 'total_cap' : 'client_cap');
+    client.once('close', () => this.caps.release(source));
+    if (this.spec.targets.length > 0) return this.forward(client, source);
+    if (this.limits.primaryWaitMs <= 0) return this.refuse(client, 'no_primary');
+    // Real time: the wait is for a snapshot from the control plane, on no clock of ours.
+    const timer = setTimeout(() => {
+      this.waiting.delete(client);
+      this.refuse(client, 'no_primary');
+    }, this.limits.primaryWaitMs);
+    this.waiting.set(client, { source, timer });
+    client.once('close', () => {
+      clearTimeout(timer);
+      this.waiting.delete(client);
+    });
+  }
+
+  /** Proxies an admitted client to a target of the current spec. */
+  private forward(client: Socket, source: string): void {
+    const spec = this.spec;
     this.stats.accepted++;
     this.stats.open++;
-    client.once('close', () => {
-      this.caps.release(source);
-      this.stats.open--;
-    });
+    client.once('close', () => this.stats.open--);
     // Everything proxied passes through the client socket, so its idle timer covers both ways.
     // Real time: the client and the server measure idleness in real time too.
     if (this.limits.idleTimeoutMs > 0) {
       client.setTimeout(this.limits.idleTimeoutMs);
       client.once('timeout', () => client.destroy());
     }
-    const target = spec.targets[this.rr++ % spec.targets.length]!;
-    const upstream = connect({ host: target.host, port: target.port, localAddress: this.sourceAddress, noDelay: true });
-    // A member whose host is gone would hold the client for the kernel's SYN timeout (minutes).
-    upstream.setTimeout(this.limits.connectTimeoutMs, () => upstream.destroy(new Error('connect timeout')));
-    upstream.once('connect', () => upstream.setTimeout(0));
-    const entry: Live = { client, upstream, target, source };
+    const n = spec.targets.length;
+    const first = this.rr++ % n;
+    const entry: Live = { client, upstream: undefined as unknown as Socket, target: spec.targets[first]!, source };
     this.live.add(entry);
     client.setNoDelay(true);
-    upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: spec.address, dstPort: spec.port }));
-    if (spec.requireTls) requireTlsGate(client, upstream);
-    else client.pipe(upstream);
-    upstream.pipe(client);
     const done = () => {
       this.live.delete(entry);
       client.destroy();
-      upstream.destroy();
+      entry.upstream.destroy();
     };
-    upstream.on('error', (err) => {
-      this.stats.upstreamErrors++;
-      this.log.debug({ err, endpoint: spec.listenKey, target: targetKey(target) }, 'member connection failed');
-      done();
-    });
     client.on('error', done);
     client.on('close', done);
-    upstream.on('close', done);
+    // The server speaks first, so nothing of the client's is lost if a member refuses: a client
+    // of hosts.secondary tries the next replica (a stopped one refuses at once).
+    const dial = (attempt: number): void => {
+      const target = spec.targets[(first + attempt) % n]!;
+      const upstream = connect({ host: target.host, port: target.port, localAddress: this.sourceAddress, noDelay: true });
+      entry.upstream = upstream;
+      entry.target = target;
+      let connected = false;
+      // A member whose host is gone would hold the client for the kernel's SYN timeout (minutes).
+      upstream.setTimeout(this.limits.connectTimeoutMs, () => upstream.destroy(new Error('connect timeout')));
+      upstream.once('connect', () => {
+        connected = true;
+        upstream.setTimeout(0);
+        upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: spec.address, dstPort: spec.port }));
+        if (spec.requireTls) requireTlsGate(client, upstream);
+        else client.pipe(upstream);
+        upstream.pipe(client);
+        upstream.on('close', done);
+      });
+      upstream.on('error', (err) => {
+        this.stats.upstreamErrors++;
+        this.log.debug({ err, endpoint: spec.listenKey, target: targetKey(target) }, 'member connection failed');
+        if (!connected && attempt + 1 < n && this.live.has(entry)) dial(attempt + 1);
+        else done();
+      });
+    };
+    dial(0);
   }
 }
 

@@ -95,7 +95,7 @@ export class DatabaseService {
       });
       const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches
-      // the primary too); the agent's front proxy serves both.
+      // the primary too); the data planes serve both (docs/databases.md, "Database endpoints").
       const secondary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       if (!primary || !secondary) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
       const event = this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });

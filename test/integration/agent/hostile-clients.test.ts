@@ -1,7 +1,8 @@
 /**
- * The per-database front proxy under hostile clients: garbage instead of the MySQL protocol,
- * connections from addresses the allow_list refuses, and floods of connects and drops. The
- * proxy must survive, leave nothing open behind, and keep serving the allowed client.
+ * A database endpoint (served by the data plane in front of the agent's nodes) under hostile
+ * clients: garbage instead of the MySQL protocol, connections from addresses the allow_list
+ * refuses, and floods of connects and drops. The endpoint and the node must survive, leave
+ * nothing open behind, and keep serving the allowed client.
  * Deterministic: garbage comes from a seeded generator.
  */
 import { connect as netConnect, type Socket } from 'node:net';
@@ -16,7 +17,7 @@ import { garbage, prng } from '../../helpers/random.js';
 const ALLOWED = '127.0.27.2';
 const REFUSED = '127.0.27.3';
 
-describe('agent front proxy under hostile clients', () => {
+describe('database endpoint under hostile clients', () => {
   let fx: AgentFixture;
   let driver: Driver;
   let db: DesiredDatabase;

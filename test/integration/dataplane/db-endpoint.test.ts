@@ -1,8 +1,8 @@
 /**
  * A data plane's database endpoints on real sockets (docs/databases.md, "Database endpoints"),
  * with TCP echo servers as members: the PROXY v1 header leaves from the endpoint source address
- * and names the client; the allow_list, an unknown primary and the TLS rule refuse before a byte
- * reaches a member; a narrower allow_list and a new primary close the connections they no longer
+ * and names the client; the allow_list, an unknown primary (after a 3 s wait for one) and the TLS
+ * rule refuse before a byte reaches a member; a narrower allow_list and a new primary close the connections they no longer
  * admit; a snapshot that puts an endpoint on a NodeBalancer's ip:port is NACKed whole.
  */
 import { connect, type Socket } from 'node:net';
@@ -75,6 +75,17 @@ describe('data plane database endpoints', () => {
     expect(peers.at(-1)).toBe(source);
   });
 
+  it('a client that arrives while no primary is known is forwarded when one is named within the wait', async () => {
+    await apply({ targets: [] });
+    const waiting = talk(loopback(), 'early');
+    await waitFor(() => waiting.socket.readyState === 'open' || undefined, 2000, 'client connected');
+    await apply({ targets: [{ host: a.ip, port: a.port }] });
+    const { got, closed } = await waiting.done;
+    expect(closed).toBe(false);
+    expect(got.startsWith('a:PROXY TCP4')).toBe(true);
+    expect(got).toContain('early');
+  });
+
   it('refuses clients outside the allow_list, and everybody while no primary is known, before a byte reaches a member', async () => {
     const seen = peers.length;
     await apply({ allowList: ['127.0.0.0/8'], targets: [] });
@@ -123,6 +134,20 @@ describe('data plane database endpoints', () => {
     const { got } = await talk(stay, 'three').done;
     expect(got.startsWith('b:PROXY TCP4')).toBe(true);
     expect(got).toContain('three');
+  });
+
+  it('a member that refuses is skipped: every client of a two-target endpoint reaches the live one', async () => {
+    const dead = loopback();
+    const deadPort = await freePort(dead);
+    await apply({ role: 'secondary', allowList: ['127.0.0.0/8'], targets: [{ host: dead, port: deadPort }, { host: b.ip, port: b.port }] });
+    const errorsBefore = stats().upstreamErrors;
+    for (let i = 0; i < 4; i++) {
+      const { got, closed } = await talk(loopback(), `r${i}`).done;
+      expect(closed, `client ${i}: ${got}`).toBe(false);
+      expect(got.startsWith('b:PROXY TCP4')).toBe(true);
+    }
+    // Half of them were dealt the dead member first.
+    expect(stats().upstreamErrors - errorsBefore).toBe(2);
   });
 
   it('NACKs a snapshot whose endpoint takes a NodeBalancer ip:port and keeps serving the previous one', async () => {

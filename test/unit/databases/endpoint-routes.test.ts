@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { endpointRoutes } from '../../../control-plane/domain/databases/endpoint-routes.js';
 import { endpointsOf } from '../../../control-plane/push/endpoint-builder.js';
-import { peerAddress } from '../../../control-plane/push/dataplane-sources.js';
+import { DataplaneSources, peerAddress } from '../../../control-plane/push/dataplane-sources.js';
 import { validateSnapshot } from '../../../dataplane/config/validate.js';
 import { proxyNetworks, sameNetworks } from '../../../agent/database/endpoints.js';
 
@@ -62,5 +62,35 @@ describe('proxy_protocol_networks and data plane source addresses', () => {
     expect(peerAddress('[::ffff:198.18.0.5]:5000')).toBe('198.18.0.5');
     expect(peerAddress('ipv4:198.18.0.6:1')).toBe('198.18.0.6');
     expect(peerAddress('[::1]:5000')).toBeUndefined();
+  });
+});
+
+describe('DataplaneSources', () => {
+  const kv = () => {
+    const m = new Map<string, string>();
+    return { get: (k: string) => m.get(k), set: (k: string, v: string) => void m.set(k, v) };
+  };
+  it('prefers the claimed address, falls back to the peer, serves regions, survives a restart, forgets revoked ones', () => {
+    const store = kv();
+    let changes = 0;
+    const s = new DataplaneSources(store, () => changes++);
+    s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4000');
+    s.record('dp2', '*', '', '[::ffff:198.18.0.11]:4000');
+    s.record('dp3', 'eu-west', 'not-an-ip', '198.18.0.12:4000');
+    expect(s.forRegion('us-east')).toEqual(['198.18.0.10', '198.18.0.11']);
+    expect(s.forRegion('eu-west')).toEqual(['198.18.0.11', '198.18.0.12']);
+    s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4001');
+    expect(changes).toBe(3);
+    const again = new DataplaneSources(store, () => undefined);
+    again.forget('dp2');
+    expect(again.forRegion('us-east')).toEqual(['198.18.0.10']);
+  });
+  it('keeps at most 1,000 data planes, dropping the oldest', () => {
+    const s = new DataplaneSources(kv(), () => undefined);
+    for (let i = 0; i < 1005; i++) s.record(`dp${i}`, 'r', `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}`, '');
+    const all = s.forRegion('r');
+    expect(all).toHaveLength(1000);
+    expect(all).not.toContain('10.0.0.1');
+    expect(all).toContain('10.0.4.5');
   });
 });
