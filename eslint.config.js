@@ -34,6 +34,13 @@ export default tseslint.config(
   ]),
   boundary('dataplane', ['control-plane', 'agent']),
   boundary('agent', ['control-plane', 'dataplane']),
+  // The web console runs in a browser and knows Fulcrum only through the public HTTP API.
+  {
+    files: ['console/**/*.ts', 'console/**/*.tsx'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control-plane/*', '**/dataplane/*', '**/agent/*', '**/lib/*', '**/proto/*'], message: 'console/ talks to Fulcrum only over the /v4 API.' }] }],
+    },
+  },
   {
     files: ['lib/**/*.ts'],
     rules: {

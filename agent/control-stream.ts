@@ -1,14 +1,15 @@
 import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
-import { channelOptions, loadAgentProto, renewingClient, type ChannelSecurity, type grpc } from '../lib/grpc.js';
+import { loadAgentProto, type ChannelSecurity, type grpc } from '../lib/grpc.js';
+import { attemptChannelOptions, controlPlaneClient, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
 import type { AgentServiceClient } from '../proto/gen/fulcrum/v1/AgentService.js';
 
 export interface ControlStreamOptions {
-  /** Control plane gRPC address, host:port. */
-  target: string;
+  /** The control plane's gRPC replicas (host:port, or a list): the stream moves to the next one when lost. */
+  target: ControlPlaneTarget;
   /** mTLS with the agent's certificate (or plain gRPC with --insecure-grpc). */
   security: ChannelSecurity;
   agentId: string;
@@ -40,9 +41,8 @@ export interface ControlStream {
  */
 export function createControlStream(opts: ControlStreamOptions): ControlStream {
   const proto = loadAgentProto();
-  // The channel, rebuilt when the certificate changed.
-  const client = renewingClient(opts.security, (creds) => new proto.fulcrum.v1.AgentService(opts.target, creds, channelOptions) as AgentServiceClient);
-  const channel = () => client.get();
+  // A fresh channel per attempt, rebuilt also when the certificate changed.
+  const client = controlPlaneClient(opts.target, opts.security, (address, creds) => new proto.fulcrum.v1.AgentService(address, creds, attemptChannelOptions) as AgentServiceClient);
   const log = opts.logger.child({ component: 'control-stream' });
   const heartbeatMs = opts.heartbeatMs ?? 3000;
   let call: grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> | undefined;
@@ -76,10 +76,11 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
     }
   };
 
-  const scheduleReconnect = () => {
+  const scheduleReconnect = (backOff: boolean) => {
     if (closed || reconnectTimer) return;
-    const delay = backoffDelay(attempt++);
-    log.info({ delayMs: delay, attempt }, 'control plane stream lost; reconnecting');
+    // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
+    const delay = backOff ? backoffDelay(attempt++) : 0;
+    log.info({ delayMs: delay, attempt, next: client.address }, 'control plane stream lost; reconnecting');
     reconnectTimer = setTimeout(() => {
       reconnectTimer = undefined;
       open();
@@ -89,7 +90,8 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
 
   const open = () => {
     if (closed) return;
-    const c = channel().Stream();
+    const address = client.address;
+    const c = client.get().Stream();
     call = c;
     let dead = false;
     const onGone = (why: string, err?: unknown) => {
@@ -97,11 +99,13 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
       dead = true;
       if (call === c) call = undefined;
       setConnected(false);
-      if (!closed) log.debug({ why, err }, 'stream ended');
-      scheduleReconnect();
+      if (closed) return;
+      log.debug({ why, err, address }, 'stream ended');
+      scheduleReconnect(client.failed());
     };
     c.on('data', (msg: AgentDesired__Output) => {
       attempt = 0;
+      client.succeeded();
       setConnected(true);
       try {
         opts.onDesired(msg);

@@ -5,7 +5,7 @@ import type { ControllerExtras, DatabaseController } from './database/controller
 import { createLocalBackupStorage, type BackupStorage } from './backup/backup-storage.js';
 import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from './backup/schedule.js';
-import { isInWindow } from './maintenance/window.js';
+import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 
 /** A failed auto backup is tried again after this long (of the injected clock). */
@@ -20,7 +20,7 @@ export interface DayTwo extends ControllerExtras {
 /**
  * Day-two services wired onto the agent (docs/agent.md §6, §7): backups with their storage, the
  * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
- * (backup/schedule.ts, maintenance/window.ts); node-cron and the reconcile loop only tick.
+ * (backup/schedule.ts, lib/maintenance-window.ts); node-cron and the reconcile loop only tick.
  */
 export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });

@@ -12,13 +12,14 @@ import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.
 import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
 import { existingNodeGroupId } from './runtime/node-user.js';
+import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 
 export interface StartAgentOptions {
   /** Optional with a certificate, whose id and region are the only ones it may claim. */
   id?: string;
   region?: string;
-  /** Control plane gRPC address, host:port. */
-  controlPlane: string;
+  /** The control plane's gRPC server, host:port, or its replicas (`a:port,b:port` or a list). */
+  controlPlane: ControlPlaneTarget;
   /** A one-time join token (docs/security/grpc.md): join the fleet before starting. */
   join?: string;
   /** Plain gRPC without a certificate: only with the operator's explicit --insecure-grpc. */
@@ -75,6 +76,7 @@ async function dockerCatalogue(): Promise<Catalogue> {
 
 /** The agent's composition root. */
 export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent> {
+  const controlPlane = controlPlaneAddresses(opts.controlPlane);
   const logger = opts.logger ?? createLogger('agent');
   const clock = opts.clock ?? systemClock;
   const registry = opts.registry ?? createRegistry('agent');
@@ -82,7 +84,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   // database servers' group keeps search (not read) permission on the folders shared with them.
   restrictUmask();
   makePrivate(opts.stateDir, { shareGroup: existingNodeGroupId() });
-  const security = await prepareHostSecurity({ stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'agent', join: opts.join, insecure: opts.insecureGrpc, logger });
+  const security = await prepareHostSecurity({ stateDir: opts.stateDir, controlPlane, role: 'agent', join: opts.join, insecure: opts.insecureGrpc, logger });
   const me = security.identity;
   if (me && ((opts.id && opts.id !== me.id) || (opts.region && opts.region !== me.region))) {
     security.close();
@@ -116,7 +118,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   }
 
   const stream = createControlStream({
-    target: opts.controlPlane,
+    target: controlPlane,
     security,
     agentId: id,
     region: region,

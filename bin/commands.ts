@@ -5,6 +5,7 @@
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
+import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
 import { parseCidr } from '../lib/ipv4.js';
 
@@ -53,7 +54,7 @@ function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
 }
 
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
     'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
@@ -94,7 +95,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
 }
 
 export async function runDataplaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
@@ -140,7 +141,7 @@ function vrrpFlags(f: Record<string, unknown>) {
 }
 
 export async function runAgentCommand(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, {
+  const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
     'node-pool': 'string',

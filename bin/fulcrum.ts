@@ -12,6 +12,8 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)  --api-tls (HTTPS with a lab CA)
                  --api-rate-limit N  --api-ip-rate-limit N  --api-stats-rate-limit N
+  control-plane, dataplane and agent also take --config FILE: \`key = value\` lines named like
+                 their flags (docs/install.md); flags on the command line win
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
                  [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
@@ -19,13 +21,13 @@ const usage = `usage: fulcrum <command> [options]
                  [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
                  [--kek-file PATH (default DIR/keys/kek)]
                  [--nodebalancer-pool CIDR | REGION=CIDR,...] [--database-pool CIDR | REGION=CIDR,...]
-  dataplane      --control-plane HOST:PORT --state DIR [--join TOKEN] [--metrics-port N]
+  dataplane      --control-plane HOST:PORT[,HOST:PORT...] --state DIR [--join TOKEN] [--metrics-port N]
                  [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
                  [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
                  [--max-conns-per-nodebalancer N] [--fd-reserve N] [--tcp-idle-timeout SECONDS]
                  [--vrrp-interface IFACE --vrrp-peers IP,... [--vrrp-priority 1-254 (100)]
                   [--vrrp-router-id 1-255 (51)]]   pair mode: addresses held through keepalived
-  agent          --control-plane HOST:PORT --state DIR --runtime process|docker [--join TOKEN]
+  agent          --control-plane HOST:PORT[,HOST:PORT...] --state DIR --runtime process|docker [--join TOKEN]
                  [--metrics-port N] [--id ID --region R] [--insecure-grpc]
                  [--engines FILE (the engines this host may run besides the ones it finds)]
                  [--node-pool CIDR (default 127.79.0.0/16)]   addresses members listen on (this host's)

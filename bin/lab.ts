@@ -197,6 +197,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
 
     const info = {
       apiUrl: cpInfo.apiUrl,
+      consoleUrl: `${cpInfo.apiUrl}/console/`,
       grpcAddress: cpInfo.grpcAddress,
       bootstrapAddress: cpInfo.bootstrapAddress,
       adminToken,
@@ -219,6 +220,9 @@ export async function runLab(opts: LabOptions): Promise<void> {
         '',
         `  API:          ${cpInfo.apiUrl}/v4  (and /v4beta)`,
         `  Admin token:  ${adminToken}`,
+        // The token rides in the fragment, which browsers never send: the page reads it into
+        // session storage and drops it from the address bar (docs/console.md).
+        `  Console:      ${cpInfo.apiUrl}/console/#token=${adminToken}`,
         `  State:        ${state}   (logs in ${dirs.logs}, details in ${join(state, 'lab.json')})`,
         '',
         'linode-cli:',

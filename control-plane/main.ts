@@ -28,6 +28,7 @@ import { sqliteFleet } from './store/sqlite/fleet-repository.js';
 import { certificatePeers, insecurePeers } from './push/peer-auth.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
+import { consoleRoutes, defaultConsoleDir } from './api/console.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -60,6 +61,8 @@ export interface ControlPlaneOptions {
   bootstrapPort?: number;
   /** Lifetime of data-plane and agent certificates (default 30 days). */
   certLifetimeMs?: number;
+  /** The built web console served at /console (default: the build's dist/console, docs/console.md). */
+  consoleDir?: string;
   logger?: Logger;
   registry?: Registry;
   clock?: Clock;
@@ -109,6 +112,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
+  consoleRoutes(app, opts.consoleDir ?? defaultConsoleDir());
   const grpcServer = new grpc.Server(serverOptions);
 
   // The fleet PKI: the control plane's CA, join tokens, revocation (docs/security/grpc.md).

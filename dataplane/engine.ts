@@ -4,6 +4,7 @@ import { silentLogger, type Logger } from '../lib/logger.js';
 import type { ConfigSpec } from './config/model.js';
 import { validateSnapshot, type SnapshotInput } from './config/validate.js';
 import { Listener } from './listeners/listener.js';
+import { UdpListener } from './listeners/udp-listener.js';
 import { ConfigRuntime } from './runtime/config-runtime.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
 import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
@@ -28,11 +29,7 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   apply(snapshot: SnapshotInput): Promise<void>;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
-  /**
-   * The addresses of the snapshot being served, sorted, distinct: each NodeBalancer's ipv4 and
-   * each database endpoint's address, so that in pair mode `hosts.primary` moves with the pair
-   * (docs/multi-host.md).
-   */
+  /** The addresses of the snapshot being served (NodeBalancers' ipv4 and database endpoints'), sorted, distinct. */
   addresses(): string[];
   close(): Promise<void>;
   /** The database endpoints being served (docs/databases.md, "Database endpoints"). */
@@ -54,9 +51,11 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const log = (opts.logger ?? silentLogger()).child({ component: 'engine' });
   const clock = opts.clock ?? systemClock;
   const drainTimeoutMs = opts.drainTimeoutMs ?? 30_000;
-  const listeners = new Map<string, Listener>();
+  const listeners = new Map<string, Listener | UdpListener>();
   const runtimes = new Map<number, ConfigRuntime>();
   const throttles = new Map<number, ConnThrottle>();
+  // Per NodeBalancer as well: client_udp_sess_throttle and the UDP session caps (docs/dataplane.md "UDP").
+  const udpGates = new Map<number, ConnThrottle>();
   const limits = new ConnLimits(opts.limits);
   const endpoints = new DbEndpointSet(log, opts.endpoints);
   const healthSubs = new Set<(ev: HealthEvent) => void>();
@@ -99,8 +98,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     for (const nb of snap.nodebalancers) for (const c of nb.configs) wanted.set(c.listenKey, c);
 
     // Bind every new address first; if one fails nothing changes.
-    const fresh: Listener[] = [];
-    for (const [key, c] of wanted) if (!listeners.has(key)) fresh.push(new Listener(c.ip, c.port, clock, log, limits));
+    const fresh: (Listener | UdpListener)[] = [];
+    for (const [key, c] of wanted) {
+      if (!listeners.has(key)) fresh.push(c.protocol === 'udp' ? new UdpListener(c.ip, c.port, clock, log, limits) : new Listener(c.ip, c.port, clock, log, limits));
+    }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
@@ -120,18 +121,27 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       const t = throttles.get(nb.id);
       if (t) t.limit = nb.clientConnThrottle;
       else throttles.set(nb.id, new ConnThrottle(nb.clientConnThrottle, clock, limits.perClientPerNodeBalancer, limits.perNodeBalancer));
+      const u = udpGates.get(nb.id);
+      if (u) u.limit = nb.clientUdpSessThrottle;
+      else udpGates.set(nb.id, new ConnThrottle(nb.clientUdpSessThrottle, clock, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer));
+      // A premium NodeBalancer may hold what the service states: 10x the connections, 8x the UDP sessions.
+      const premium = nb.type === 'premium';
+      throttles.get(nb.id)!.concurrent.total = limits.perNodeBalancer * (premium ? 10 : 1);
+      udpGates.get(nb.id)!.concurrent.total = limits.udpSessionsPerNodeBalancer * (premium ? 8 : 1);
     }
     for (const id of throttles.keys()) if (!seenNb.has(id)) throttles.delete(id);
+    for (const id of udpGates.keys()) if (!seenNb.has(id)) udpGates.delete(id);
     const seenCfg = new Set<number>();
     for (const nb of snap.nodebalancers) {
       for (const c of nb.configs) {
         seenCfg.add(c.id);
         let rt = runtimes.get(c.id);
-        if (rt && rt.spec.nodebalancerId === c.nodebalancerId) {
+        const udp = c.protocol === 'udp';
+        if (rt && rt.spec.nodebalancerId === c.nodebalancerId && (rt.spec.protocol === 'udp') === udp) {
           rt.update(c);
         } else {
           if (rt) retire(rt);
-          rt = new ConfigRuntime(c, throttles.get(nb.id)!, clock, log.child({ configId: c.id }), emit);
+          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit);
           runtimes.set(c.id, rt);
         }
         if (rt.tls) Listener.attachTls(rt);
@@ -148,6 +158,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     endpoints.swap(snap.databaseEndpoints, eps.fresh);
     limits.listeners = listeners.size + endpoints.size;
     version = snap.version;
+    // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
+    // hosts.primary moves with the pair (docs/multi-host.md).
     served = [...new Set([...snap.nodebalancers.map((nb) => nb.ipv4), ...snap.databaseEndpoints.map((e) => e.address)])].sort();
     log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size }, 'snapshot applied');
   }

@@ -16,6 +16,7 @@ import type { ConnLimitOptions } from './throttle/conn-limits.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
 import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
 import type { VrrpSettings } from './vrrp/keepalived-config.js';
+import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -25,8 +26,8 @@ export interface DataplaneOptions {
   /** Optional with a certificate, whose id and region are the only ones it may claim. */
   id?: string;
   region?: string;
-  /** host:port of the control plane's gRPC server. */
-  controlPlane: string;
+  /** The control plane's gRPC server, host:port, or its replicas (`a:port,b:port` or a list). */
+  controlPlane: ControlPlaneTarget;
   stateDir: string;
   /** A one-time join token (docs/security/grpc.md): join the fleet before starting. */
   join?: string;
@@ -65,13 +66,14 @@ export interface Dataplane {
  * Every metric of the process is registered here, on the one registry.
  */
 export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane> {
+  const controlPlane = controlPlaneAddresses(opts.controlPlane);
   // Private state (the persisted snapshot holds TLS keys, pki/ the host's key): umask 077,
   // folder 0700/0600 (docs/security/secrets.md).
   if (opts.endpointSource !== undefined && !isIpv4(opts.endpointSource)) throw new Error(`--endpoint-source must be an IPv4 address; got ${JSON.stringify(opts.endpointSource)}`);
   restrictUmask();
   makePrivate(opts.stateDir);
   const security = await prepareHostSecurity({
-    stateDir: opts.stateDir, controlPlane: opts.controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
+    stateDir: opts.stateDir, controlPlane, role: 'dataplane', join: opts.join, insecure: opts.insecureGrpc,
     logger: opts.logger ?? createLogger('dataplane'),
   });
   const me = security.identity;
@@ -123,7 +125,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     id,
     region,
     endpointSource: opts.endpointSource ?? '',
-    address: opts.controlPlane,
+    address: controlPlane,
     security,
     logger: logger.child({ component: 'config-client' }),
     version: () => engine.version(),
@@ -142,7 +144,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   });
   const telemetry = new TelemetryClient({
     id,
-    address: opts.controlPlane,
+    address: controlPlane,
     security,
     source: engine,
     logger: logger.child({ component: 'telemetry' }),

@@ -9,6 +9,7 @@ import type { TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { insecureChannel, mtlsCredentials, type ChannelSecurity } from './grpc.js';
+import { controlPlaneAddresses, hostOf, type ControlPlaneTarget } from './control-plane-client.js';
 import { caPin, generateKeyAndCsr, hostIdentity, identityOf, loadHostPki, pkiDir, renewAt, saveHostPki, type FleetIdentity, type HostPki } from './pki.js';
 
 /** `fulcrum1.<bootstrap port>.<token id>.<secret>.<CA pin>`: everything a new host needs. */
@@ -31,11 +32,26 @@ export function parseJoinToken(s: string): JoinToken {
 
 export const isControlPlaneCert = (raw: Buffer): boolean => identityOf(new X509Certificate(raw))?.role === 'control-plane';
 
-function hostOf(address: string): string {
-  const i = address.lastIndexOf(':');
-  const host = i === -1 ? address : address.slice(0, i);
-  return host.replace(/^\[|\]$/g, '');
+/**
+ * Runs `fn` against each replica's host in turn until one answers: every replica serves the
+ * bootstrap endpoint on the same port (the one in the join token). A refusal (an HTTP answer)
+ * is final; only an unreachable replica moves on to the next.
+ */
+async function eachReplica<T>(target: ControlPlaneTarget, fn: (host: string) => Promise<T>): Promise<T> {
+  let last: unknown;
+  for (const address of controlPlaneAddresses(target)) {
+    try {
+      return await fn(hostOf(address));
+    } catch (err) {
+      if (err instanceof RefusedError) throw err;
+      last = err;
+    }
+  }
+  throw last;
 }
+
+/** The bootstrap endpoint answered, and said no. */
+class RefusedError extends Error {}
 
 interface CallOptions {
   host: string;
@@ -69,7 +85,7 @@ function call<T>(o: CallOptions): Promise<T> {
         } catch {
           json = { error: text };
         }
-        if ((res.statusCode ?? 500) >= 300) reject(new Error(`control plane refused (${res.statusCode}): ${json?.error ?? text}`));
+        if ((res.statusCode ?? 500) >= 300) reject(new RefusedError(`control plane refused (${res.statusCode}): ${json?.error ?? text}`));
         else resolve(json as T);
       });
     });
@@ -91,13 +107,15 @@ function call<T>(o: CallOptions): Promise<T> {
  * a CSR (the key stays here) with the token over TLS verified against that CA, and stores the
  * certificate it gets. The control plane decides role, id and region from the token alone.
  */
-export async function joinFleet(o: { controlPlane: string; token: string; role: 'dataplane' | 'agent'; stateDir: string }): Promise<FleetIdentity> {
+export async function joinFleet(o: { controlPlane: ControlPlaneTarget; token: string; role: 'dataplane' | 'agent'; stateDir: string }): Promise<FleetIdentity> {
   const t = parseJoinToken(o.token);
-  const host = hostOf(o.controlPlane);
-  const { caPem } = await call<{ caPem: string }>({ host, port: t.port, path: '/v1/ca' });
-  if (caPin(caPem) !== t.pin) throw new Error('the control plane CA does not match the join token (hash mismatch): refusing to join');
   const { keyPem, csrPem } = generateKeyAndCsr();
-  const res = await call<{ certPem: string }>({ host, port: t.port, path: '/v1/join', caPem, body: { token: `${t.id}.${t.secret}`, role: o.role, csr: csrPem } });
+  const { caPem, res } = await eachReplica(o.controlPlane, async (host) => {
+    const { caPem } = await call<{ caPem: string }>({ host, port: t.port, path: '/v1/ca' });
+    if (caPin(caPem) !== t.pin) throw new RefusedError('the control plane CA does not match the join token (hash mismatch): refusing to join');
+    const res = await call<{ certPem: string }>({ host, port: t.port, path: '/v1/join', caPem, body: { token: `${t.id}.${t.secret}`, role: o.role, csr: csrPem } });
+    return { caPem, res };
+  });
   const pki = { caPem, certPem: res.certPem, keyPem, bootstrapPort: t.port };
   const identity = hostIdentity(pki);
   if (identity.role !== o.role) throw new Error(`the join token is for a ${identity.role}, not a ${o.role}`);
@@ -110,11 +128,11 @@ export async function joinFleet(o: { controlPlane: string; token: string; role: 
  * current certificate as the client certificate; the control plane answers with a certificate
  * for the same identity (refused once revoked or expired). Stores and returns the new set.
  */
-export async function renewCertificate(o: { controlPlane: string; stateDir: string; current: HostPki }): Promise<HostPki> {
+export async function renewCertificate(o: { controlPlane: ControlPlaneTarget; stateDir: string; current: HostPki }): Promise<HostPki> {
   const port = o.current.bootstrapPort;
   if (!port) throw new Error(`no bootstrap port in ${pkiDir(o.stateDir)}; join again to renew`);
   const { keyPem, csrPem } = generateKeyAndCsr();
-  const res = await call<{ certPem: string }>({ host: hostOf(o.controlPlane), port, path: '/v1/renew', caPem: o.current.caPem, client: o.current, body: { csr: csrPem } });
+  const res = await eachReplica(o.controlPlane, (host) => call<{ certPem: string }>({ host, port, path: '/v1/renew', caPem: o.current.caPem, client: o.current, body: { csr: csrPem } }));
   const next = { ...o.current, certPem: res.certPem, keyPem };
   const was = hostIdentity(o.current);
   const now = hostIdentity(next);
@@ -125,8 +143,8 @@ export async function renewCertificate(o: { controlPlane: string; stateDir: stri
 
 export interface HostSecurityOptions {
   stateDir: string;
-  /** host:port of the control plane's gRPC server (its host is also the bootstrap host). */
-  controlPlane: string;
+  /** host:port of the control plane's gRPC server, or its replicas (their hosts serve the bootstrap endpoint too). */
+  controlPlane: ControlPlaneTarget;
   role: 'dataplane' | 'agent';
   /** A join token: join now (replacing any certificate kept). */
   join?: string;

@@ -80,7 +80,8 @@ export const serverOptions: grpc.ServerOptions = {
 /**
  * How a data plane or agent reaches the control plane: mutual TLS with its current certificate
  * (lib/fleet-host.ts), or plain gRPC only when the operator passed --insecure-grpc. `generation`
- * changes when the certificate is renewed, so clients rebuild their channel on the next stream.
+ * changes when the certificate is renewed, so clients rebuild their channel on the next stream
+ * (lib/control-plane-client.ts).
  */
 export interface ChannelSecurity {
   credentials(): grpc.ChannelCredentials;
@@ -88,30 +89,6 @@ export interface ChannelSecurity {
 }
 
 export const insecureChannel: ChannelSecurity = { credentials: () => grpc.credentials.createInsecure(), generation: 0 };
-
-/** A gRPC client that follows its host's certificate: `get()` rebuilds it after a renewal. */
-export interface RenewingClient<T> {
-  get(): T;
-  close(): void;
-}
-
-export function renewingClient<T extends { close(): void }>(security: ChannelSecurity, make: (credentials: grpc.ChannelCredentials) => T): RenewingClient<T> {
-  let client: T | undefined;
-  let generation = -1;
-  return {
-    get() {
-      if (!client || generation !== security.generation) {
-        client?.close();
-        generation = security.generation;
-        client = make(security.credentials());
-      }
-      return client;
-    },
-    close() {
-      client?.close();
-    },
-  };
-}
 
 /**
  * mTLS credentials for a host: trusts only the fleet CA, and accepts the server only if its

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the Fulcrum test suite runs for real (MariaDB servers, Docker,
 # the proxies we compare against, the load generator, debootstrap for the lab image, keepalived
-# for data planes in pairs, iptables for the multi-host tests' bridges).
+# for data planes in pairs, iptables for the multi-host tests' bridges, dnsmasq and dig for the
+# UDP DNS test, nginx's stream module for the UDP bench, and the headless browser the console's
+# browser test drives).
 #
 # Idempotent and fast when everything is present (one dpkg-query, no network). Meant for a fresh
 # Debian 12 machine or CI runner as root without a TTY, where only the Debian mirror and the npm
@@ -11,10 +13,14 @@
 # is stopped afterwards.
 set -euo pipefail
 
-PKGS=(mariadb-server mariadb-client docker.io haproxy nginx wrk debootstrap openssl iproute2 keepalived iptables)
+PKGS=(mariadb-server mariadb-client docker.io haproxy nginx wrk debootstrap openssl iproute2 keepalived iptables
+  dnsmasq-base bind9-dnsutils libnginx-mod-stream chromium)
 SERVICES=(mariadb nginx haproxy keepalived)
 
 log() { printf 'install-system-deps: %s\n' "$*" >&2; }
+
+# systemd-analyze checks the unit files of docs/install.md (test/integration/cli/systemd-units.test.ts).
+PKGS+=(systemd)
 
 # The group every database server runs in (docs/security/mysql.md): each database gets its own
 # uid in it, never root; the agent creates the group itself when this script did not run.

@@ -14,6 +14,7 @@ import { reportDatabase } from './report.js';
 import { rolling } from './rolling.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
+import { DynamicVariables } from './variables.js';
 
 export type { ControllerDeps };
 
@@ -40,6 +41,7 @@ export class DatabaseController extends Cluster {
   extras?: ControllerExtras;
   private readonly observer = new Observer();
   private readonly disk: DiskUsage;
+  private readonly variables = new DynamicVariables();
   /** Set by a patch operation; settled when a rolling patch ends. */
   private patchRequested?: (err?: string) => void;
   private readonly rejoinFailures = new Map<number, number>();
@@ -50,6 +52,11 @@ export class DatabaseController extends Cluster {
   constructor(deps: ControllerDeps) {
     super(deps);
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
+  }
+
+  /** Nodes whose server answered in the last observation. */
+  private liveNodes(): number[] {
+    return this.observer.details.filter((n) => n.state === 'running' && n.reachable).map((n) => n.index);
   }
 
   /** Replicas seen replicating in the last observation, most useful first. */
@@ -116,6 +123,13 @@ export class DatabaseController extends Cluster {
       proxyNetworks: this.wantedProxyNetworks(),
     });
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
+    // The observation object is the one the report plans on, so convergence waits for these too.
+    if (s?.provisioned && d && !s.suspended) {
+      obs.variablesCurrent = await this.variables.current(this.context, d.dynamicOptions ?? {}, this.liveNodes()).catch((err) => {
+        this.log.warn({ err }, 'engine_config variables could not be read');
+        return false;
+      });
+    }
     return obs;
   }
 
@@ -229,6 +243,7 @@ export class DatabaseController extends Cluster {
           return;
         case 'sync-accounts': return await this.syncAccounts();
         case 'sync-proxies': return await this.syncEndpoints();
+        case 'sync-variables': return await this.variables.apply(this.context, this.desired?.dynamicOptions ?? {}, this.liveNodes());
       }
     } catch (err) {
       const msg = (err as Error).message;

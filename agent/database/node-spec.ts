@@ -56,6 +56,7 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
       semiSync: i.semiSync,
       ssl: d.sslConnection,
       encrypted: d.encrypted,
+      options: d.restartOptions,
     }),
     files,
     host: s.addresses[k - 1]!,

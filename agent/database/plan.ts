@@ -35,10 +35,12 @@ export interface DbObs {
   patchPending: boolean;
   /** A patch was asked for now (PatchOp): it runs whatever the window says. */
   patchRequested: boolean;
-  /** The maintenance window is open now (maintenance/window.ts). */
+  /** The maintenance window is open now (lib/maintenance-window.ts). */
   windowOpen: boolean;
   /** Consecutive observations in which the primary was unusable. */
   primaryDownCount: number;
+  /** false: a running node lacks a dynamic engine_config variable (variables.ts); absent: nothing to check. */
+  variablesCurrent?: boolean;
 }
 
 export interface DesiredObs {
@@ -57,7 +59,8 @@ export type Action =
   | { kind: 'rejoin'; index: number; rebuild: boolean }
   | { kind: 'rolling'; reason: 'resize' | 'patch' }
   | { kind: 'sync-accounts' }
-  | { kind: 'sync-proxies' };
+  | { kind: 'sync-proxies' }
+  | { kind: 'sync-variables' };
 
 /** Observations of a dead primary (process gone) needed before a failover. */
 export const FAILOVER_AFTER = 2;
@@ -104,6 +107,7 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
   if (actions.length > 0) return actions;
   if (o.nodes.some((n) => !n.specCurrent)) actions.push({ kind: 'rolling', reason: 'resize' });
   else if (o.patchRequested || (o.patchPending && o.windowOpen)) actions.push({ kind: 'rolling', reason: 'patch' });
+  if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
   if (!o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
   if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
   return actions;

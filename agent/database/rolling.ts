@@ -5,7 +5,7 @@ import type { ClusterContext } from './context.js';
 import { attach } from './rejoin.js';
 
 export type RollingContext = Pick<ClusterContext,
-  'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
+  'spec' | 'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
   | 'primaryAddress' | 'resolveEngine' | 'ensureTls' | 'save' | 'refresh' | 'emit'>;
 
 /**
@@ -15,7 +15,9 @@ export type RollingContext = Pick<ClusterContext,
  */
 export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): Promise<void> {
   const s = db.state;
-  if (reason === 'patch') {
+  // A patch, or a version upgrade (the desired version is not the one running): the nodes come
+  // back on the desired engine build.
+  if (reason === 'patch' || (db.spec.version && db.spec.version !== s.running.version)) {
     s.running = db.resolveEngine();
     await db.save();
   }

@@ -15,6 +15,23 @@ export interface NodeConfigInput {
   semiSync: boolean;
   ssl: boolean;
   encrypted: boolean;
+  /** The database's engine_config variables that need a restart (docs/databases.md), name -> value. */
+  options?: Record<string, string>;
+}
+
+const OPTION_NAME = /^[a-z][a-z0-9_]*$/;
+const OPTION_VALUE = /^[A-Za-z0-9_+:,/.-]*$/;
+
+/**
+ * engine_config lines, after Fulcrum's own (the last setting of a name wins). A name Fulcrum sets
+ * itself is never overridden (replication, confinement and TLS are not the tenant's to change),
+ * and a name or value that could break out of its line is dropped: the control plane only sends
+ * validated ones, so either would be a bug or a forged desired state.
+ */
+function optionLines(options: Record<string, string>, own: Set<string>): string[] {
+  return Object.keys(options).sort()
+    .filter((name) => OPTION_NAME.test(name) && OPTION_VALUE.test(options[name]!) && !own.has(name))
+    .map((name) => `${name}=${options[name]}`);
 }
 
 /** A small fraction of the plan's memory goes to the buffer pool: lab hosts run many nodes. */
@@ -86,5 +103,7 @@ export function renderNodeConfig(c: NodeConfigInput): string {
       'aria_encrypt_tables=ON',
     );
   }
+  const own = new Set(lines.map((l) => l.split('=')[0]!));
+  lines.push(...optionLines(c.options ?? {}, own));
   return `${lines.join('\n')}\n`;
 }

@@ -49,7 +49,9 @@ export function apiClient(apiUrl: string, token: string): Api {
  */
 export async function startBenchControlPlane(stateDir: string, nodebalancerPool: string): Promise<{ cp: ControlPlane; api: Api }> {
   mkdirSync(stateDir, { recursive: true });
-  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0, nodebalancerPool });
+  // The bench's backends are on loopback, which the product's default backend networks refuse
+  // (docs/security/api.md): allowed here as the lab allows it.
+  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0, nodebalancerPool, backendNetworks: ['127.0.0.0/8'] });
   return { cp, api: apiClient(cp.apiUrl, cp.adminToken) };
 }
 

@@ -4,7 +4,7 @@
  * target is missed: the shortfall is printed instead.
  *
  * Flags: --duration S (per round, default 6) --rounds N (default 3) --connections N (default 50)
- *        --only a,b (scenario names) --profile (CPU-profile our data plane and print the hot spots)
+ *        --only a,b (scenario names; `udp` is the UDP scenario against nginx's stream proxy, udp.ts) --profile (CPU-profile our data plane and print the hot spots)
  *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
  *        --hold (set everything up, print the addresses and pids, and wait for Ctrl-C: for strace/perf)
  *        --perf-map (start the data plane with --perf-basic-prof, so `perf report` names JS functions)
@@ -21,6 +21,7 @@ import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, star
 import { scenarios, type Scenario } from './scenarios.js';
 import { errorCount, runWrk, wrkScript, type WrkResult } from './wrk.js';
 import { summarizeProfile } from './profile.js';
+import { runUdpScenario } from './udp.js';
 
 type Target = 'ours' | 'haproxy';
 
@@ -45,8 +46,10 @@ async function main(): Promise<void> {
   const connections = (f.connections as number | undefined) ?? 50;
   const only = (f.only as string | undefined)?.split(',').filter(Boolean);
   let list = scenarios(connections);
+  // `udp` is measured apart (udp.ts): against nginx's stream proxy, not HAProxy, without wrk.
+  const withUdp = !only || only.includes('udp');
   if (only) {
-    const unknown = only.filter((n) => !list.some((s) => s.name === n));
+    const unknown = only.filter((n) => n !== 'udp' && !list.some((s) => s.name === n));
     if (unknown.length) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${list.map((s) => s.name).join(', ')}`);
     list = list.filter((s) => only.includes(s.name));
   }
@@ -59,6 +62,7 @@ async function main(): Promise<void> {
   printMachine(versions, durationS, rounds, connections);
 
   const samples: Sample[] = [];
+  let udpShortfalls: string[] = [];
   const profileDir = join(dir, 'profile');
   try {
     const cert = await makeCert(dir);
@@ -107,13 +111,18 @@ async function main(): Promise<void> {
         }
       }
     }
+    if (withUdp) {
+      const waitApplied = () => waitForApplied(cp, api, 'bench-dataplane', 60_000);
+      udpShortfalls = await runUdpScenario({ dir, api, nginxBin: tools.nginx!, ourPid: dp.pid, waitApplied, durationS, rounds, flows: connections });
+    }
     await dp.stop();
   } finally {
     await cleanupCp();
     await stopAll();
   }
 
-  report(list, samples);
+  if (list.length > 0) report(list, samples);
+  if (udpShortfalls.length > 0) process.stdout.write(`SHORTFALL (udp):\n${udpShortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
   if (f.json) writeFileSync(f.json as string, JSON.stringify({ machine: versions, durationS, rounds, connections, samples }, null, 2));
   if (f.profile) {
     const files = readdirSync(profileDir).filter((n) => n.endsWith('.cpuprofile'));

@@ -3,6 +3,7 @@ import type { Logger } from '../../lib/logger.js';
 import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
 import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, toApiError } from './errors.js';
 import { RateLimiter, type RateVerdict } from './rate-limit.js';
+import { isConsoleRequest } from './console.js';
 
 const SPEC_VERSION = '4.176.0';
 
@@ -71,6 +72,8 @@ export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): 
   }
 
   app.addHook('onSend', async (req, reply, payload) => {
+    // The console's pages and scripts carry their own types and policy (api/console.ts).
+    if (isConsoleRequest(req)) return payload;
     const accepted = (req as any).fulcrumAccepted as string | undefined;
     const scopes = (req as any).fulcrumScopes as string | undefined;
     reply.headers({

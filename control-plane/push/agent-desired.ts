@@ -2,10 +2,12 @@ import type { DesiredDatabase } from '../../proto/gen/fulcrum/v1/DesiredDatabase
 import type { Operation } from '../../proto/gen/fulcrum/v1/Operation.js';
 import type { DatabaseRecord, OperationRecord } from '../domain/databases/model.js';
 import { findType } from '../domain/databases/types.js';
+import { serverOptions } from '../domain/databases/engine-config.js';
 
 /** The desired state of one database as the agent sees it. */
 function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
   const t = findType(d.type);
+  const options = serverOptions(d.engineConfig);
   return {
     id: d.id, label: d.label, engineId: d.engineId, version: d.version, image: d.image, binary: d.binary,
     type: { id: d.type, memoryMb: t?.memory ?? 1024, vcpus: t?.vcpus ?? 1, diskMb: t?.disk ?? 25600 },
@@ -17,7 +19,7 @@ function toDesired(d: DatabaseRecord, proxySources: string[]): DesiredDatabase {
     },
     rootPassword: d.nextPassword ?? d.rootPassword, state: d.runState,
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
-    proxySources,
+    restartOptions: options.restart, dynamicOptions: options.dynamic, proxySources,
   };
 }
 

@@ -23,6 +23,8 @@ export function buildAll(repo: NodeBalancerRepository): { region: string; nb: Nb
       label: nb.label,
       ipv4: nb.ipv4,
       clientConnThrottle: nb.clientConnThrottle,
+      clientUdpSessThrottle: nb.clientUdpSessThrottle,
+      type: nb.type,
       configs: repo.configs(nb.id).map((c) => ({
         id: c.id,
         port: c.port,
@@ -40,6 +42,8 @@ export function buildAll(repo: NodeBalancerRepository): { region: string; nb: Nb
         cipherSuite: c.cipherSuite,
         sslCert: c.sslCert ?? '',
         sslKey: c.sslKey ?? '',
+        udpCheckPort: c.udpCheckPort,
+        udpSessionTimeout: c.udpSessionTimeout,
         nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
       })),
     } }));

@@ -12,7 +12,7 @@ export interface NodeBalancerRepository {
   byLabel(label: string): NodeBalancer | undefined;
   /** Inserts the row with the next id from the NodeBalancer id sequence and returns it. */
   create(nb: Omit<NodeBalancer, 'id'>): NodeBalancer;
-  update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'tags' | 'updated'>>): void;
+  update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'clientUdpSessThrottle' | 'tags' | 'updated'>>): void;
   delete(id: number): void;
   setIpv4(id: number, ipv4: string): void;
 

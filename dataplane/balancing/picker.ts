@@ -4,6 +4,8 @@ import type { Algorithm } from '../config/model.js';
 export interface Balanced {
   readonly weight: number;
   readonly active: number;
+  /** A stable identity (the node id): ring_hash places a node's points by it. */
+  readonly id?: number;
 }
 
 /**
@@ -11,7 +13,7 @@ export interface Balanced {
  * or their health changes; pickers never do I/O and never touch sockets.
  * `pick` returns undefined when nothing can serve (a value, not a throw: the caller answers 503
  * or closes). `exclude` lists nodes that already failed for this connection (retry).
- * `hash` is the client-IP hash (used by `source`, ignored by the others).
+ * `hash` is the client hash (`source`: the client IP; `ring_hash`: the UDP flow), ignored by the others.
  */
 export interface Picker<T extends Balanced> {
   pick(hash: number, exclude: ReadonlySet<T> | null): T | undefined;

@@ -3,6 +3,7 @@ import type { BalancingPolicy } from './picker.js';
 import { roundRobinPolicy } from './roundrobin.js';
 import { leastConnPolicy } from './leastconn.js';
 import { sourcePolicy } from './source.js';
+import { ringHashPolicy } from './ring-hash.js';
 
 /**
  * The policy for each `algorithm` value. A new policy is one file beside this one implementing
@@ -12,4 +13,5 @@ export const policies: Readonly<Record<Algorithm, BalancingPolicy>> = Object.fre
   roundrobin: roundRobinPolicy,
   leastconn: leastConnPolicy,
   source: sourcePolicy,
+  ring_hash: ringHashPolicy,
 });

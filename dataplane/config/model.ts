@@ -5,13 +5,15 @@ import type { DbEndpointSpec } from './endpoint-model.js';
  * needs is parsed once here (addresses split, regexes compiled, seconds turned into ms), so the
  * hot path never re-parses configuration.
  */
-export type Protocol = 'tcp' | 'http' | 'https';
-export type Algorithm = 'roundrobin' | 'leastconn' | 'source';
-export type Stickiness = 'none' | 'table' | 'http_cookie';
+export type Protocol = 'tcp' | 'http' | 'https' | 'udp';
+export type Algorithm = 'roundrobin' | 'leastconn' | 'source' | 'ring_hash';
+export type Stickiness = 'none' | 'table' | 'http_cookie' | 'session' | 'source_ip';
 export type CheckType = 'none' | 'connection' | 'http' | 'http_body';
 export type ProxyProtocol = 'none' | 'v1' | 'v2';
-export type CipherSuite = 'recommended' | 'legacy';
-export type NodeMode = 'accept' | 'reject' | 'drain' | 'backup';
+export type CipherSuite = 'recommended' | 'legacy' | 'none';
+/** `none` (nodes of a udp config) serves like `accept`. */
+export type NodeMode = 'accept' | 'reject' | 'drain' | 'backup' | 'none';
+export type NodeBalancerType = 'common' | 'premium';
 
 export interface NodeSpec {
   readonly id: number;
@@ -44,7 +46,11 @@ export interface ConfigSpec {
   readonly sslCert: string;
   readonly sslKey: string;
   readonly nodes: readonly NodeSpec[];
-  /** Key of the listener this config is served on: `ip:port`. */
+  /** udp: the port each node's active check connects to (TCP or HTTP on the node's host). */
+  readonly udpCheckPort: number;
+  /** udp: silence after which a client flow's session ends. */
+  readonly udpSessionTimeoutMs: number;
+  /** Key of the listener this config is served on: `ip:port`, `udp/ip:port` for udp. */
   readonly listenKey: string;
   /** Stable text of the health-check parameters; a change restarts the checker. */
   readonly checkKey: string;
@@ -57,6 +63,9 @@ export interface NodeBalancerSpec {
   readonly label: string;
   readonly ipv4: string;
   readonly clientConnThrottle: number;
+  /** New UDP sessions per second per client IP; 0 = off. */
+  readonly clientUdpSessThrottle: number;
+  readonly type: NodeBalancerType;
   readonly configs: readonly ConfigSpec[];
 }
 

@@ -3,7 +3,7 @@ import { createSecureContext, type SecureContext } from 'node:tls';
 import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
 import { ErrorCollector, FulcrumError } from '../../lib/errors.js';
 import type {
-  Algorithm, CheckType, CipherSuite, ConfigSpec, NodeBalancerSpec, NodeMode, NodeSpec, Protocol,
+  Algorithm, CheckType, CipherSuite, ConfigSpec, NodeBalancerSpec, NodeBalancerType, NodeMode, NodeSpec, Protocol,
   ProxyProtocol, SnapshotSpec, Stickiness,
 } from './model.js';
 import { tlsOptions } from './cipher-suites.js';
@@ -22,6 +22,8 @@ export interface SnapshotInput {
     label?: string;
     ipv4?: string;
     clientConnThrottle?: number;
+    clientUdpSessThrottle?: number;
+    type?: string;
     configs?: Array<{
       id?: number | string;
       port?: number;
@@ -39,6 +41,8 @@ export interface SnapshotInput {
       cipherSuite?: string;
       sslCert?: string;
       sslKey?: string;
+      udpCheckPort?: number;
+      udpSessionTimeout?: number;
       nodes?: Array<{ id?: number | string; label?: string; address?: string; weight?: number; mode?: string }>;
     }>;
   }>;
@@ -108,6 +112,9 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
     if (isIP(ipv4) !== 4) errs.add(`${p}.ipv4`, `must be an IPv4 address; got ${JSON.stringify(ipv4)}`);
     const throttle = nb.clientConnThrottle ?? 0;
     if (!Number.isInteger(throttle) || throttle < 0 || throttle > 1000) errs.add(`${p}.client_conn_throttle`, 'must be an integer 0..1000');
+    const udpThrottle = nb.clientUdpSessThrottle ?? 0;
+    if (!Number.isInteger(udpThrottle) || udpThrottle < 0 || udpThrottle > 1000) errs.add(`${p}.client_udp_sess_throttle`, 'must be an integer 0..1000');
+    const type = oneOf<NodeBalancerType>(errs, `${p}.type`, nb.type, ['common', 'premium'], 'common');
     const configs: ConfigSpec[] = [];
     (nb.configs ?? []).forEach((c, j) => {
       const cp = `${p}.configs[${j}]`;
@@ -117,16 +124,21 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
       seenConfigIds.add(id);
       const port = c.port ?? 0;
       if (!Number.isInteger(port) || port < 1 || port > 65535) errs.add(`${cp}.port`, `must be 1..65535; got ${port}`);
-      const listenKey = `${ipv4}:${port}`;
+      const protocol = oneOf<Protocol>(errs, `${cp}.protocol`, c.protocol, ['tcp', 'http', 'https', 'udp'], 'http');
+      // A udp socket and a tcp one may share ip:port; keyed apart, a protocol switch rebinds.
+      const listenKey = protocol === 'udp' ? `udp/${ipv4}:${port}` : `${ipv4}:${port}`;
       const other = seenListen.get(listenKey);
       if (other) errs.add(`${cp}.port`, `${listenKey} is already used by ${other}`);
       seenListen.set(listenKey, cp);
-      const protocol = oneOf<Protocol>(errs, `${cp}.protocol`, c.protocol, ['tcp', 'http', 'https'], 'http');
-      const algorithm = oneOf<Algorithm>(errs, `${cp}.algorithm`, c.algorithm, ['roundrobin', 'leastconn', 'source'], 'roundrobin');
-      const stickiness = oneOf<Stickiness>(errs, `${cp}.stickiness`, c.stickiness, ['none', 'table', 'http_cookie'], 'none');
+      const algorithm = oneOf<Algorithm>(errs, `${cp}.algorithm`, c.algorithm, ['roundrobin', 'leastconn', 'source', 'ring_hash'], 'roundrobin');
+      const stickiness = oneOf<Stickiness>(errs, `${cp}.stickiness`, c.stickiness, ['none', 'table', 'http_cookie', 'session', 'source_ip'], 'none');
       const check = oneOf<CheckType>(errs, `${cp}.check`, c.check, ['none', 'connection', 'http', 'http_body'], 'none');
       const proxyProtocol = oneOf<ProxyProtocol>(errs, `${cp}.proxy_protocol`, c.proxyProtocol, ['none', 'v1', 'v2'], 'none');
-      const cipherSuite = oneOf<CipherSuite>(errs, `${cp}.cipher_suite`, c.cipherSuite, ['recommended', 'legacy'], 'recommended');
+      const cipherSuite = oneOf<CipherSuite>(errs, `${cp}.cipher_suite`, c.cipherSuite, ['recommended', 'legacy', 'none'], 'recommended');
+      const udpCheckPort = c.udpCheckPort || 80;
+      const udpTimeout = c.udpSessionTimeout || 16;
+      if (!Number.isInteger(udpCheckPort) || udpCheckPort < 1 || udpCheckPort > 65535) errs.add(`${cp}.udp_check_port`, 'must be 1..65535');
+      if (!Number.isInteger(udpTimeout) || udpTimeout < 1 || udpTimeout > 3600) errs.add(`${cp}.udp_session_timeout`, 'must be 1..3600 seconds');
       if (stickiness === 'http_cookie' && protocol === 'tcp') errs.add(`${cp}.stickiness`, 'http_cookie needs protocol http or https');
       if (proxyProtocol !== 'none' && protocol !== 'tcp') errs.add(`${cp}.proxy_protocol`, 'needs protocol tcp');
       const interval = c.checkInterval || 31;
@@ -170,22 +182,22 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
         if (!addr) errs.add(`${np}.address`, `must be ip:port; got ${JSON.stringify(n.address)}`);
         const weight = n.weight || 1;
         if (!Number.isInteger(weight) || weight < 1 || weight > 255) errs.add(`${np}.weight`, 'must be 1..255');
-        const mode = oneOf<NodeMode>(errs, `${np}.mode`, n.mode, ['accept', 'reject', 'drain', 'backup'], 'accept');
+        const mode = oneOf<NodeMode>(errs, `${np}.mode`, n.mode, ['accept', 'reject', 'drain', 'backup', 'none'], 'accept');
         nodes.push(Object.freeze({
           id: nid, label: n.label ?? '', address: n.address ?? '', host: addr?.host ?? '', port: addr?.port ?? 0, weight, mode,
         }));
       });
-      const checkKey = [check, interval, timeout, attempts, checkPath, c.checkBody ?? '', proxyProtocol,
+      const checkKey = [check, interval, timeout, attempts, checkPath, c.checkBody ?? '', proxyProtocol, protocol === 'udp' ? udpCheckPort : 0,
         nodes.map((n) => `${n.id}@${n.address}/${n.mode}`).join(',')].join('|');
       configs.push(Object.freeze({
         id, nodebalancerId: nbId, ip: ipv4, port, protocol, algorithm, stickiness, check,
         checkIntervalMs: interval * 1000, checkTimeoutMs: timeout * 1000, checkAttempts: attempts, checkPath, checkBody,
         checkPassive: c.checkPassive ?? true, proxyProtocol, cipherSuite, sslCert, sslKey,
-        nodes: Object.freeze(nodes), listenKey, checkKey,
+        nodes: Object.freeze(nodes), udpCheckPort, udpSessionTimeoutMs: udpTimeout * 1000, listenKey, checkKey,
         fingerprint: `${nbId}|${listenKey}|${JSON.stringify(c)}`,
       }));
     });
-    nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, clientConnThrottle: throttle, configs: Object.freeze(configs) }));
+    nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, clientConnThrottle: throttle, clientUdpSessThrottle: udpThrottle, type, configs: Object.freeze(configs) }));
   });
   const databaseEndpoints = validateEndpoints(input.databaseEndpoints ?? [], errs, seenListen);
   if (!errs.empty) {

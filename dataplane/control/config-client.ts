@@ -1,4 +1,5 @@
-import { grpc, loadConfigProto, channelOptions, renewingClient, type ChannelSecurity, type RenewingClient } from '../../lib/grpc.js';
+import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
+import { attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
@@ -10,7 +11,8 @@ export interface ConfigClientOptions {
   region: string;
   /** Sent in the hello: where database endpoints dial members from (empty: the stream's address). */
   endpointSource?: string;
-  address: string;
+  /** The control plane's replicas; the client moves to the next one when its stream is lost. */
+  address: ControlPlaneTarget;
   /** mTLS with the data plane's certificate (or plain gRPC with --insecure-grpc). */
   security: ChannelSecurity;
   logger: Logger;
@@ -28,7 +30,7 @@ export interface ConfigClientOptions {
  * response supersedes older ones).
  */
 export class ConfigClient {
-  private readonly client: RenewingClient<ConfigServiceClient>;
+  private readonly client: ControlPlaneClient<ConfigServiceClient>;
   private call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> | null = null;
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -38,7 +40,7 @@ export class ConfigClient {
 
   constructor(private readonly o: ConfigClientOptions) {
     const proto = loadConfigProto();
-    this.client = renewingClient(o.security, (creds) => new proto.fulcrum.v1.ConfigService(o.address, creds, channelOptions) as unknown as ConfigServiceClient);
+    this.client = controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.ConfigService(address, creds, attemptChannelOptions) as unknown as ConfigServiceClient);
   }
 
   start(): void {
@@ -50,20 +52,17 @@ export class ConfigClient {
     this.call?.cancel();
   }
 
-  /** The channel, rebuilt when the certificate changed. */
-  private channel(): ConfigServiceClient {
-    return this.client.get();
-  }
-
   private open(): void {
     if (this.stopped) return;
-    const call = this.channel().Stream();
+    const address = this.client.address;
+    const call = this.client.get().Stream();
     this.call = call;
     let gotData = false;
     call.on('data', (snap: ConfigSnapshot__Output) => {
       if (!gotData) {
         gotData = true;
         this.attempt = 0;
+        this.client.succeeded();
         this.o.onConnected?.(true);
       }
       this.pending = snap;
@@ -74,8 +73,9 @@ export class ConfigClient {
       this.call = null;
       this.o.onConnected?.(false);
       if (this.stopped) return;
-      const delay = backoffDelay(this.attempt++);
-      this.o.logger.warn({ why, delay }, 'config stream lost; reconnecting');
+      // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
+      const delay = this.client.failed() ? backoffDelay(this.attempt++) : 0;
+      this.o.logger.warn({ why, delay, address, next: this.client.address }, 'config stream lost; reconnecting');
       // A plain (ref'd) timer on purpose: it keeps a data plane that has nothing to serve yet
       // alive while the control plane is away.
       this.timer = setTimeout(() => this.open(), delay);

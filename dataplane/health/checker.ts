@@ -72,7 +72,8 @@ export class HealthChecker {
 
   private probeSpec(node: NodeState, type: ProbeSpec['type'], timeoutMs: number): ProbeSpec {
     return {
-      type, host: node.spec.host, port: node.spec.port, timeoutMs,
+      // A udp node is checked over TCP or HTTP on its udp_check_port.
+      type, host: node.spec.host, port: this.spec.protocol === 'udp' ? this.spec.udpCheckPort : node.spec.port, timeoutMs,
       path: this.spec.checkPath, body: this.spec.checkBody, proxyProtocol: this.spec.proxyProtocol,
     };
   }

@@ -76,7 +76,9 @@ export class ConfigRuntime implements SessionConfig {
     }
     this.nodes = next;
     this.byCookie = new Map([...next.values()].map((s) => [s.cookie, s]));
+    // source_ip (udp) is a table too, its entries living for the session timeout.
     if (spec.stickiness === 'table') this.table ??= new StickyTable(this.clock);
+    else if (spec.stickiness === 'source_ip') this.table = old.udpSessionTimeoutMs === spec.udpSessionTimeoutMs && this.table ? this.table : new StickyTable(this.clock, spec.udpSessionTimeoutMs);
     else this.table = null;
     this.setupTls(old, first);
     // Statuses the health checker does not produce: reject is DOWN, check none is UP.
@@ -113,7 +115,7 @@ export class ConfigRuntime implements SessionConfig {
     const backup: NodeState[] = [];
     for (const st of this.nodes.values()) {
       if (st.status === 'DOWN') continue;
-      if (st.spec.mode === 'accept') accept.push(st);
+      if (st.spec.mode === 'accept' || st.spec.mode === 'none') accept.push(st);
       else if (st.spec.mode === 'backup') backup.push(st);
     }
     const policy = policies[this.spec.algorithm];

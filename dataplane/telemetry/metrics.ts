@@ -58,7 +58,7 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
       active.set(l, t.open);
       bytes.inc({ ...l, direction: 'in' }, t.totalIn);
       bytes.inc({ ...l, direction: 'out' }, t.totalOut);
-      if (rt.spec.protocol !== 'tcp') {
+      if (rt.spec.protocol === 'http' || rt.spec.protocol === 'https') {
         requests.inc({ ...l, class: '1xx' }, t.status1xx);
         requests.inc({ ...l, class: '2xx' }, t.status2xx);
         requests.inc({ ...l, class: '3xx' }, t.status3xx);

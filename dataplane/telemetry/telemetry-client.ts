@@ -1,4 +1,5 @@
-import { grpc, loadConfigProto, channelOptions, renewingClient, type ChannelSecurity, type RenewingClient } from '../../lib/grpc.js';
+import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
+import { attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -8,7 +9,8 @@ import type { HealthEvent, TelemetrySource } from './telemetry-source.js';
 
 export interface TelemetryClientOptions {
   id: string;
-  address: string;
+  /** The control plane's replicas; the client moves to the next one when its stream is lost. */
+  address: ControlPlaneTarget;
   /** mTLS with the data plane's certificate (or plain gRPC with --insecure-grpc). */
   security: ChannelSecurity;
   /** The engine: health transitions and counter deltas. */
@@ -26,7 +28,7 @@ export interface TelemetryClientOptions {
  * engine while the control plane is away instead of being lost.
  */
 export class TelemetryClient {
-  private readonly client: RenewingClient<TelemetryServiceClient>;
+  private readonly client: ControlPlaneClient<TelemetryServiceClient>;
   private call: grpc.ClientWritableStream<TelemetryReport> | null = null;
   private attempt = 0;
   private stopped = false;
@@ -40,7 +42,7 @@ export class TelemetryClient {
   constructor(private readonly o: TelemetryClientOptions) {
     this.clock = o.clock ?? systemClock;
     const proto = loadConfigProto();
-    this.client = renewingClient(o.security, (creds) => new proto.fulcrum.v1.TelemetryService(o.address, creds, channelOptions) as unknown as TelemetryServiceClient);
+    this.client = controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.TelemetryService(address, creds, attemptChannelOptions) as unknown as TelemetryServiceClient);
     this.unsubscribe = o.source.onHealth((ev) => {
       this.pendingHealth.push(ev);
       if (!this.flushScheduled) {
@@ -60,19 +62,16 @@ export class TelemetryClient {
     this.call?.cancel();
   }
 
-  /** The channel, rebuilt when the certificate changed. */
-  private channel(): TelemetryServiceClient {
-    return this.client.get();
-  }
-
   private open(): void {
     if (this.stopped) return;
-    const call = this.channel().Report((err) => {
+    const address = this.client.address;
+    const call = this.client.get().Report((err) => {
       if (this.call !== call) return;
       this.call = null;
       if (this.stopped) return;
-      const delay = backoffDelay(this.attempt++);
-      this.o.logger.warn({ why: err?.message ?? 'ended', delay }, 'telemetry stream lost; reconnecting');
+      // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
+      const delay = this.client.failed() ? backoffDelay(this.attempt++) : 0;
+      this.o.logger.warn({ why: err?.message ?? 'ended', delay, address, next: this.client.address }, 'telemetry stream lost; reconnecting');
       // A plain (ref'd) timer on purpose, like the config client's: a data plane waiting for its
       // control plane must not exit for lack of anything else to wait on.
       this.reconnectTimer = setTimeout(() => this.open(), delay);
@@ -82,7 +81,11 @@ export class TelemetryClient {
     this.pendingHealth = [];
     this.write({ dataplaneId: this.o.id, health: this.o.source.healthSnapshot().map(toWire), counters: [] });
     // The stream counts as healthy once a report got through; reset backoff then.
-    this.clock.setTimeout(() => { if (this.call === call) this.attempt = 0; }, 1000);
+    this.clock.setTimeout(() => {
+      if (this.call !== call) return;
+      this.attempt = 0;
+      this.client.succeeded();
+    }, 1000);
   }
 
   private write(report: TelemetryReport): void {

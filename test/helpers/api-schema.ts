@@ -23,7 +23,8 @@ ajv.addFormat('ip', (s: string) => isIP(s) !== 0);
 const compiled = new Map<string, { ok: ValidateFunction; error: ValidateFunction }>();
 const templates = Object.keys(fixture.operations).map((key) => {
   const [method, path] = key.split(' ') as [string, string];
-  const re = new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+  // Numeric ids match digits only, so /nodebalancers/types is not taken for /nodebalancers/{nodeBalancerId}.
+  const re = new RegExp(`^${path.replace(/\{(nodeBalancerId|configId|nodeId|eventId|tokenId)\}/g, '\\d+').replace(/\{[^}]+\}/g, '[^/]+')}$`);
   return { key, method, re };
 });
 

@@ -8,6 +8,8 @@ const cli = join(repoRoot, 'bin', 'fulcrum.js');
 
 export interface LabInfo {
   apiUrl: string;
+  /** The web console (docs/console.md); the lab's printed link adds `#token=` to it. */
+  consoleUrl: string;
   grpcAddress: string;
   adminToken: string;
   stateDir: string;

@@ -6,7 +6,15 @@ import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
 import type { Actor, AuthService } from '../../domain/auth/auth-service.js';
 import { eventToWire, type EventService } from '../../domain/events/event-service.js';
-import type { RegionCatalogue } from '../../domain/regions.js';
+import type { Region, RegionCatalogue } from '../../domain/regions.js';
+
+/**
+ * A region as recorded real responses carry it: every region here is a core site, and the
+ * placement-group limits are the service's defaults (Fulcrum has no placement groups).
+ */
+function regionToWire(r: Region): Record<string, unknown> {
+  return { ...r, site_type: 'core', placement_group_limits: { maximum_linodes_per_pg: 5, maximum_pgs_per_customer: null } };
+}
 import type { TokenRecord } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';
 
@@ -65,10 +73,10 @@ export function accountRoutes(r: Router, d: { auth: AuthService; events: EventSe
   r.put('/profile/tokens/:tokenId', 'account:read_write', (c) => tokenToWire(d.auth.updateToken(c.actor, idParam(c.params, 'tokenId'), c.body)));
   r.delete('/profile/tokens/:tokenId', 'account:read_write', (c) => (d.auth.revokeToken(c.actor, idParam(c.params, 'tokenId')), {}));
 
-  r.publicGet('/regions', (c) => paginate(d.regions.list(), parsePage(c.query)));
+  r.publicGet('/regions', (c) => paginate(d.regions.list().map(regionToWire), parsePage(c.query)));
   r.publicGet('/regions/:regionId', (c) => {
     const region = d.regions.get(c.params.regionId ?? '');
     if (!region) throw FulcrumError.notFound();
-    return region;
+    return regionToWire(region);
   });
 }

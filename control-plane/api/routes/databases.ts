@@ -5,6 +5,8 @@ import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
 import type { DatabaseService } from '../../domain/databases/database-service.js';
 import type { EngineCatalogue } from '../../domain/databases/catalogue.js';
+import type { DatabaseRecord } from '../../domain/databases/model.js';
+import { configDescription } from '../../domain/databases/engine-config.js';
 import { databaseTypes, findType, typeToWire } from '../../domain/databases/types.js';
 import { backupToWire, databaseSummaryToWire, databaseToWire, engineToWire } from '../wire/databases.js';
 
@@ -22,6 +24,7 @@ const xf = (h: Record<string, string | string[] | undefined>) => h['x-filter'] a
 /** /databases/engines, /databases/types, /databases/instances and /databases/mysql/instances/... */
 export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
   const id = (p: Record<string, string>) => idParam(p, 'instanceId');
+  const full = (db: DatabaseRecord) => databaseToWire(db, d.service.pendingUpdates(db));
   const engineById = (engineId: string) => {
     const e = d.engines.get(engineId);
     if (!e) throw FulcrumError.notFound();
@@ -49,19 +52,22 @@ export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
     return typeToWire(t);
   });
 
+  // The keys engine_config takes, with types, limits and whether a change restarts the servers.
+  r.publicGet('/databases/mysql/config', () => configDescription());
+
   r.get('/databases/instances', R, (c) => {
     const page = parsePage(c.query);
-    return paginate(applyFilter(d.service.list(c.actor).map(databaseSummaryToWire), parseFilter(xf(c.headers), DB_FILTER)), page);
+    return paginate(applyFilter(d.service.list(c.actor).map((db) => databaseSummaryToWire(db, d.service.pendingUpdates(db))), parseFilter(xf(c.headers), DB_FILTER)), page);
   });
 
   const base = '/databases/mysql/instances';
   r.get(base, R, (c) => {
     const page = parsePage(c.query);
-    return paginate(applyFilter(d.service.list(c.actor).map(databaseToWire), parseFilter(xf(c.headers), DB_FILTER)), page);
+    return paginate(applyFilter(d.service.list(c.actor).map(full), parseFilter(xf(c.headers), DB_FILTER)), page);
   });
-  r.post(base, W, (c) => databaseToWire(d.service.create(c.actor, c.body)));
-  r.get(`${base}/:instanceId`, R, (c) => databaseToWire(d.service.get(c.actor, id(c.params))));
-  r.put(`${base}/:instanceId`, W, (c) => databaseToWire(d.service.update(c.actor, id(c.params), c.body)));
+  r.post(base, W, (c) => full(d.service.create(c.actor, c.body)));
+  r.get(`${base}/:instanceId`, R, (c) => full(d.service.get(c.actor, id(c.params))));
+  r.put(`${base}/:instanceId`, W, (c) => full(d.service.update(c.actor, id(c.params), c.body)));
   r.delete(`${base}/:instanceId`, W, (c) => (d.service.delete(c.actor, id(c.params)), {}));
 
   r.get(`${base}/:instanceId/credentials`, R, (c) => d.service.credentials(c.actor, id(c.params)));

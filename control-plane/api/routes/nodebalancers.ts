@@ -5,7 +5,8 @@ import { paginate, parsePage } from '../pagination.js';
 import type { NodeBalancerService } from '../../domain/nodebalancers/nodebalancer-service.js';
 import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
 import type { NodeBalancer } from '../../domain/nodebalancers/model.js';
-import { configToWire, nodeBalancerToWire, nodeToWire, type Transfer } from '../wire/nodebalancers.js';
+import { configToWire, nodeBalancerToWire, nodeBalancerTypeToWire, nodeToWire, type Transfer } from '../wire/nodebalancers.js';
+import { nodeBalancerTypes } from '../../domain/nodebalancers/types.js';
 import type { StatsService } from '../../domain/nodebalancers/stats-service.js';
 
 const R = 'nodebalancers:read_only';
@@ -31,6 +32,7 @@ export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
     return paginate(applyFilter(d.service.list(c.actor).map(nbWire), filter), page);
   });
   r.post('/nodebalancers', W, (c) => nbWire(d.service.create(c.actor, c.body)));
+  r.publicGet('/nodebalancers/types', (c) => paginate(nodeBalancerTypes.map(nodeBalancerTypeToWire), parsePage(c.query)));
   r.get('/nodebalancers/:nodeBalancerId', R, (c) => nbWire(d.service.get(c.actor, nb(c.params))));
   r.put('/nodebalancers/:nodeBalancerId', W, (c) => nbWire(d.service.update(c.actor, nb(c.params), c.body)));
   r.delete('/nodebalancers/:nodeBalancerId', W, (c) => (d.service.delete(c.actor, nb(c.params)), {}));

@@ -8,20 +8,29 @@ import { findType } from '../../domain/databases/types.js';
  * the full MySQL instance (with `members`), the reduced `/databases/instances` item (with
  * `instance_uri`, without ssl_connection/replication_type), engines and backups.
  */
-function hosts(d: DatabaseRecord): { primary: string | null; secondary: string | null } {
+function hosts(d: DatabaseRecord): { primary: string | null; secondary: string | null; standby: string | null } {
   // Hosts are assigned (shown) once provisioning completes; they are the endpoint IPv4 addresses
-  // themselves so that any client can connect without DNS.
-  if (!d.provisioned) return { primary: null, secondary: null };
-  return { primary: d.hostPrimary, secondary: d.hostSecondary };
+  // themselves so that any client can connect without DNS. `standby` is today's name of
+  // `secondary`; both are sent so old and new clients find it (docs/databases.md).
+  if (!d.provisioned) return { primary: null, secondary: null, standby: null };
+  return { primary: d.hostPrimary, secondary: d.hostSecondary, standby: d.hostSecondary };
 }
 
-function disks(d: DatabaseRecord): { total: number | null; used: number | null } {
-  if (!d.provisioned) return { total: null, used: null };
+/** Both sizes are integers in every schema: the plan's disk, and what the agent measured (0 before). */
+function disks(d: DatabaseRecord): { total: number; used: number } {
   const type = findType(d.type);
-  return { total: type ? Math.round(type.disk / 1024) : null, used: d.usedDiskMb === null ? 0 : Math.ceil(d.usedDiskMb / 1024) };
+  return { total: type ? Math.round(type.disk / 1024) : 0, used: d.usedDiskMb === null ? 0 : Math.ceil(d.usedDiskMb / 1024) };
 }
 
-export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
+/** One entry of `updates.pending`: work waiting for the maintenance window. */
+export interface PendingUpdate {
+  deadline: string | null;
+  description: string;
+  planned_for: string | null;
+}
+
+/** The full object; `pending` is what DatabaseService.pendingUpdates says waits for the window. */
+export function databaseToWire(d: DatabaseRecord, pending: PendingUpdate[] = []): Record<string, unknown> {
   const disk = disks(d);
   return {
     allow_list: d.allowList,
@@ -29,10 +38,12 @@ export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
     created: wireTime(d.created),
     encrypted: d.encrypted,
     engine: 'mysql',
+    engine_config: d.engineConfig,
     hosts: hosts(d),
     id: d.id,
     label: d.label,
     members: d.members,
+    platform: 'rdbms-default',
     port: d.port,
     region: d.region,
     replication_type: d.replicationType,
@@ -41,7 +52,7 @@ export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
     total_disk_size_gb: disk.total,
     type: d.type,
     updated: wireTime(d.updated),
-    updates: d.updates,
+    updates: { ...d.updates, pending },
     used_disk_size_gb: disk.used,
     version: d.version,
   };
@@ -53,15 +64,16 @@ export function databaseToWire(d: DatabaseRecord): Record<string, unknown> {
  * the specification states; that wins over the 2024 recording, which still carried port and
  * disks (docs/databases.md).
  */
-export function databaseSummaryToWire(d: DatabaseRecord): Record<string, unknown> {
+export function databaseSummaryToWire(d: DatabaseRecord, pending: PendingUpdate[] = []): Record<string, unknown> {
   const {
+    engine_config: _e,
     port: _p,
     replication_type: _r,
     ssl_connection: _s,
     total_disk_size_gb: _t,
     used_disk_size_gb: _u,
     ...rest
-  } = databaseToWire(d);
+  } = databaseToWire(d, pending);
   return { ...rest, instance_uri: `/v4/databases/mysql/instances/${d.id}` };
 }
 

@@ -1,5 +1,6 @@
 import { wireTime } from '../../../lib/clock.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
+import type { NodeBalancerTypeEntry } from '../../domain/nodebalancers/types.js';
 
 /** Transfer in MB for the current month; all null until the NodeBalancer has seen traffic. */
 export interface Transfer {
@@ -23,6 +24,10 @@ export function nodeBalancerToWire(nb: NodeBalancer, transfer: Transfer, hostnam
     created: wireTime(nb.created),
     updated: wireTime(nb.updated),
     client_conn_throttle: nb.clientConnThrottle,
+    client_udp_sess_throttle: nb.clientUdpSessThrottle,
+    type: nb.type,
+    // Fulcrum runs no LKE: no NodeBalancer belongs to a cluster.
+    lke_cluster: null,
     tags: nb.tags,
     transfer,
   };
@@ -49,6 +54,8 @@ export function configToWire(c: NbConfig, nodes: NbNode[]): Record<string, unkno
     ssl_fingerprint: c.sslFingerprint,
     ssl_cert: c.sslCert ? '<REDACTED>' : null,
     ssl_key: c.sslKey ? '<REDACTED>' : null,
+    udp_check_port: c.udpCheckPort,
+    udp_session_timeout: c.udpSessionTimeout,
     nodes_status: {
       up: nodes.filter((n) => n.status === 'UP').length,
       down: nodes.filter((n) => n.status === 'DOWN').length,
@@ -66,5 +73,12 @@ export function nodeToWire(n: NbNode): Record<string, unknown> {
     mode: n.mode,
     config_id: n.configId,
     nodebalancer_id: n.nodebalancerId,
+    // No VPCs on this server (docs/compatibility.md).
+    vpc_config_id: null,
   };
+}
+
+/** A /nodebalancers/types item: the shape @linode/api-v4 (PriceType) and linodego read. */
+export function nodeBalancerTypeToWire(t: NodeBalancerTypeEntry): Record<string, unknown> {
+  return { id: t.id, label: t.label, price: { hourly: t.price[0], monthly: t.price[1] }, region_prices: [], transfer: 0 };
 }

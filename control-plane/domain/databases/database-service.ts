@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { FulcrumError } from '../../../lib/errors.js';
-import type { Clock } from '../../../lib/clock.js';
+import { wireTime, type Clock } from '../../../lib/clock.js';
+import { nextWindowStart } from '../../../lib/maintenance-window.js';
 import type { AddressRepository } from '../../store/ports.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { Actor, AuthService } from '../auth/auth-service.js';
@@ -62,6 +63,17 @@ export class DatabaseService {
     return this.live().some((x) => x.label === label && x.id !== except);
   }
 
+  /**
+   * `updates.pending`: a new engine build the agent holds for the maintenance window, planned for
+   * the window's next start. No deadline: nothing forces it before the window (docs/databases.md).
+   */
+  pendingUpdates(db: DatabaseRecord): { deadline: string | null; description: string; planned_for: string | null }[] {
+    if (!db.patchPending) return [];
+    const u = db.updates;
+    const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
+    return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
+  }
+
   list(actor: Actor): DatabaseRecord[] {
     return this.live().filter((x) => this.d.auth.canRead(actor, 'database', x.id));
   }
@@ -89,8 +101,8 @@ export class DatabaseService {
         image: engine.image, binary: engine.binary, clusterSize: input.clusterSize, replicationType: input.replicationType,
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
-        provisioned: false, members: {}, caCert: null, usedDiskMb: null, rootPassword: generatePassword(), nextPassword: null,
-        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, deleting: false,
+        provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
+        generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, pendingEventId: null, secondEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
       const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
@@ -114,16 +126,38 @@ export class DatabaseService {
       typeDisk: (t) => findType(t)?.disk,
       currentType: db.type,
       currentUpdates: db.updates,
+      currentEngineConfig: db.engineConfig,
+      currentClusterSize: db.clusterSize,
+      currentVersion: db.version,
+      engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
     });
     const patch: Partial<DatabaseRecord> = {};
     if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
     if (input.allowList !== undefined && JSON.stringify(input.allowList) !== JSON.stringify(db.allowList)) patch.allowList = input.allowList;
     if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
     if (input.type !== undefined) patch.type = input.type;
+    if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
+    if (input.engineId !== undefined) {
+      // An upgrade points the database at the newer catalogue entry; the agent rolls the nodes
+      // onto it at once (replicas first, then a switchover), as it does a patch.
+      const e = this.d.engines.get(input.engineId)!;
+      Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
+    }
     if (Object.keys(patch).length === 0) return db;
+    // What the real service shows and records, and what Terraform waits for: a plan change is a
+    // resize (database_resize, status resizing); anything else, a version upgrade included, is an
+    // update (database_update). A PUT doing both records both, completed by the same convergence.
+    const resize = patch.type !== undefined;
+    const update = Object.keys(patch).some((k) => k !== 'type');
     const updated = this.d.repo.transaction(() => {
-      const event = this.d.events.record('database_update', databaseRef({ id, label: patch.label ?? db.label }), { username: actor.user.username });
-      return this.d.repo.update(id, { ...patch, status: 'updating', generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+      const ref = databaseRef({ id, label: patch.label ?? db.label });
+      const record = (action: string) => this.d.events.record(action, ref, { username: actor.user.username }).id;
+      const resizeEvent = resize ? record('database_resize') : null;
+      const updateEvent = update ? record('database_update') : null;
+      return this.d.repo.update(id, {
+        ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
+        pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),
+      });
     });
     this.d.onChange();
     return updated;

@@ -5,7 +5,7 @@
  */
 export type DatabaseStatus =
   | 'provisioning' | 'active' | 'suspending' | 'suspended' | 'resuming' | 'restoring'
-  | 'failed' | 'degraded' | 'updating' | 'backing_up';
+  | 'failed' | 'degraded' | 'updating' | 'backing_up' | 'resizing';
 
 export type ReplicationType = 'none' | 'asynch' | 'semi_synch';
 
@@ -15,6 +15,12 @@ export interface UpdatesWindow {
   hour_of_day: number;
   day_of_week: number | null;
   week_of_month: number | null;
+}
+
+/** `engine_config` as the API shows it: `{mysql?: {...}, binlog_retention_period?}`. */
+export interface EngineConfig {
+  mysql?: Record<string, string | number | boolean>;
+  binlog_retention_period?: number;
 }
 
 export interface DatabaseRecord {
@@ -44,6 +50,10 @@ export interface DatabaseRecord {
   members: Record<string, string>;
   caCert: string | null;
   usedDiskMb: number | null;
+  /** The agent reports a new engine build waiting for the maintenance window (updates.pending). */
+  patchPending: boolean;
+  /** The validated `engine_config` (docs/databases.md, "engine_config"); `{}` when none. */
+  engineConfig: EngineConfig;
   rootPassword: string;
   /** The password being rolled out by a credentials reset (null when none). */
   nextPassword: string | null;
@@ -55,6 +65,11 @@ export interface DatabaseRecord {
   agentId: string | null;
   /** The long-running event that the next convergence completes (create, update, suspend...). */
   pendingEventId: number | null;
+  /**
+   * A second event the same convergence completes: a PUT that both resizes and updates records
+   * database_resize and database_update, and Terraform waits for each (docs/databases.md).
+   */
+  secondEventId: number | null;
   /** Deleted through the API; kept (hidden) until the agent confirms it removed everything. */
   deleting: boolean;
   deleteEventId: number | null;

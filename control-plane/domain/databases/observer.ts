@@ -121,6 +121,10 @@ export class DatabaseObserver {
       this.d.events.complete(db.pendingEventId, t.complete.outcome, t.complete.message);
       patch.pendingEventId = null;
     }
+    if (t.complete && db.secondEventId !== null) {
+      this.d.events.complete(db.secondEventId, t.complete.outcome, t.complete.message);
+      patch.secondEventId = null;
+    }
     if (t.notify) this.d.events.record(t.notify.action, databaseRef(db), { message: t.notify.message ?? null });
     if (!db.provisioned && (t.status === 'active' || t.status === 'degraded')) {
       patch.provisioned = true;
@@ -130,6 +134,7 @@ export class DatabaseObserver {
     if (JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
+    if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;

@@ -49,6 +49,8 @@ export interface Observation {
   error: string;
   usedDiskMb: number;
   convergedGeneration: number;
+  /** A new engine build waits for the maintenance window (updates.pending). */
+  patchPending?: boolean;
 }
 
 export interface Transition {
@@ -82,10 +84,12 @@ export function nextStatus(db: Pick<DatabaseRecord, 'status' | 'generation'>, ob
       if (converged && (o === 'active' || o === 'degraded')) return { status: o, complete: { outcome: 'finished' } };
       return { status: 'provisioning' };
     case 'updating':
-      if (opPending) return { status: 'updating' };
+    case 'resizing':
+      // A resize is an update that changes the nodes' limits: it ends the same way.
+      if (opPending) return { status: db.status };
       if (o === 'failed') return { status: 'failed', complete: { outcome: 'failed', message: error ?? 'Update failed' } };
       if (converged && (o === 'active' || o === 'degraded')) return { status: o, complete: { outcome: 'finished' } };
-      return { status: 'updating' };
+      return { status: db.status };
     case 'backing_up':
     case 'restoring':
       return { status: opPending ? db.status : settle(o) };

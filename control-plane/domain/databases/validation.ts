@@ -1,7 +1,8 @@
 import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
-import type { ReplicationType, UpdatesWindow } from './model.js';
+import { validateEngineConfig } from './engine-config.js';
+import type { EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
 
 /**
  * Pure request validation for Managed Databases: every rule is a 400 naming the field, and all
@@ -40,6 +41,10 @@ export const databaseReasons = {
   resizeToMoreDisk: (current: string) => `A database can only be resized to a plan with more disk than ${current}`,
   typeWithAllowList: 'type and allow_list cannot be changed in the same request',
   immutable: (f: string) => `${f} cannot be changed after creation`,
+  clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
+  notYet: (f: string) => `${f} is not supported yet`,
+  versionUnavailable: (v: string) => `version ${v} is not available; see /databases/engines for the versions offered`,
+  versionDowngrade: (current: string) => `version can only be upgraded from ${current}, not lowered`,
   snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
   snapshotLabelTaken: (label: string) => `A backup labelled ${label} already exists for this database`,
   target: 'target must be primary or secondary',
@@ -97,6 +102,7 @@ export interface CreateInput {
   sslConnection: boolean;
   allowList: string[];
   updates?: UpdatesWindow;
+  engineConfig: EngineConfig;
 }
 
 export interface CreateLookups {
@@ -135,8 +141,11 @@ export function validateCreate(body: Body, look: CreateLookups): CreateInput {
   if (body.allow_list !== undefined && body.allow_list !== null) allowList = validateAllowList(errs, body.allow_list) ?? [];
   let updates: UpdatesWindow | undefined;
   if (body.updates !== undefined && body.updates !== null) updates = validateUpdates(errs, body.updates, defaultUpdates());
+  refuseNotYet(errs, body);
+  let engineConfig: EngineConfig = {};
+  if (body.engine_config !== undefined && body.engine_config !== null) engineConfig = validateEngineConfig(errs, body.engine_config, {}) ?? {};
   errs.throwIfAny();
-  return { label: label!, region: region!, type: type!, engineId: engineId!, clusterSize, replicationType, encrypted, sslConnection, allowList, updates };
+  return { label: label!, region: region!, type: type!, engineId: engineId!, clusterSize, replicationType, encrypted, sslConnection, allowList, updates, engineConfig };
 }
 
 /**
@@ -156,7 +165,8 @@ function intIn(f: string, lo: number, hi: number): FieldSpec {
 
 const updatesSpecs = {
   frequency: { oneOf: { values: ['weekly', 'monthly'], reason: R.frequency } },
-  duration: intIn('duration', 1, 3),
+  // 4 hours is what today's platform defaults to and its clients send (docs/databases.md).
+  duration: intIn('duration', 1, 4),
   hour_of_day: intIn('hour_of_day', 0, 23),
   // Not nullable, unlike week_of_month (docs/databases.md).
   day_of_week: intIn('day_of_week', 1, 7),
@@ -164,7 +174,7 @@ const updatesSpecs = {
 } satisfies Record<string, FieldSpec>;
 
 /**
- * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-3
+ * The `updates` object, merged over the current window: frequency weekly|monthly, duration 1-4
  * (hours), hour_of_day 0-23 (UTC), day_of_week 1-7 (Monday 1, never null), week_of_month 1-4 for monthly and
  * null for weekly. Switching to weekly without naming week_of_month clears it.
  */
@@ -197,6 +207,9 @@ export interface UpdateInput {
   allowList?: string[];
   updates?: UpdatesWindow;
   type?: string;
+  engineConfig?: EngineConfig;
+  /** An upgrade: the catalogue engine id of the newer version. */
+  engineId?: string;
 }
 
 export interface UpdateLookups {
@@ -205,6 +218,50 @@ export interface UpdateLookups {
   typeDisk(id: string): number | undefined;
   currentType: string;
   currentUpdates: UpdatesWindow;
+  currentEngineConfig?: EngineConfig;
+  currentClusterSize?: number;
+  currentVersion?: string;
+  /** The catalogue engine id offering this MySQL version, undefined when none does. */
+  engineForVersion?(version: string): string | undefined;
+}
+
+/**
+ * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a fork
+ * is never silently an empty database, nor a private network a public one. null (what clients
+ * send for "none") is accepted.
+ */
+function refuseNotYet(errs: ErrorCollector, body: Body): void {
+  for (const f of ['fork', 'private_network']) if (body[f] !== undefined && body[f] !== null) errs.add(f, R.notYet(f));
+}
+
+/** Dotted versions compared number by number (10.11.9 < 10.11.14). */
+export function compareVersions(a: string, b: string): number {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (x[i] ?? 0) - (y[i] ?? 0);
+    if (d !== 0) return Math.sign(d);
+  }
+  return 0;
+}
+
+/**
+ * `version` and `cluster_size` as today's clients send them: the current value (Terraform and
+ * linodego send what they hold) is no change; a newer catalogue version is an upgrade; a size
+ * change is refused until scaling exists.
+ */
+function validateResizeAndUpgrade(errs: ErrorCollector, body: Body, look: UpdateLookups, out: UpdateInput): void {
+  if (body.cluster_size !== undefined && body.cluster_size !== null) {
+    if (body.cluster_size !== 1 && body.cluster_size !== 3) errs.add('cluster_size', R.clusterSize);
+    else if (body.cluster_size !== look.currentClusterSize) errs.add('cluster_size', R.clusterSizeChange);
+  }
+  if (body.version !== undefined && body.version !== null && body.version !== look.currentVersion) {
+    const v = body.version;
+    const engineId = typeof v === 'string' ? look.engineForVersion?.(v) : undefined;
+    if (typeof v !== 'string' || !engineId) errs.add('version', R.versionUnavailable(String(v)));
+    else if (compareVersions(v, look.currentVersion ?? '0') < 0) errs.add('version', R.versionDowngrade(look.currentVersion ?? ''));
+    else out.engineId = engineId;
+  }
 }
 
 export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
@@ -214,6 +271,7 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
   if (label !== undefined) out.label = label;
   if (body.allow_list !== undefined && body.allow_list !== null) out.allowList = validateAllowList(errs, body.allow_list);
   if (body.updates !== undefined && body.updates !== null) out.updates = validateUpdates(errs, body.updates, look.currentUpdates);
+  if (body.engine_config !== undefined && body.engine_config !== null) out.engineConfig = validateEngineConfig(errs, body.engine_config, look.currentEngineConfig ?? {});
   if (body.type !== undefined && body.type !== null) {
     const disk = typeof body.type === 'string' ? look.typeDisk(body.type) : undefined;
     const currentDisk = look.typeDisk(look.currentType) ?? 0;
@@ -222,7 +280,9 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
     else if (body.type !== look.currentType) out.type = body.type as string;
     if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) errs.add('type', R.typeWithAllowList);
   }
-  for (const k of ['engine', 'region', 'cluster_size', 'replication_type', 'encrypted', 'ssl_connection']) {
+  validateResizeAndUpgrade(errs, body, look, out);
+  refuseNotYet(errs, body);
+  for (const k of ['engine', 'region', 'replication_type', 'encrypted', 'ssl_connection']) {
     if (body[k] !== undefined) errs.add(k, R.immutable(k));
   }
   errs.throwIfAny();

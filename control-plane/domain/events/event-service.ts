@@ -80,7 +80,8 @@ export function eventToWire(e: EventRecord): Record<string, unknown> {
     duration: e.duration,
     entity: e.entity,
     secondary_entity: e.secondaryEntity,
-    message: e.message,
+    // Recorded real events carry a string here, empty when there is nothing to say.
+    message: e.message ?? '',
     percent_complete: e.percentComplete,
     rate: null,
     read: e.read,

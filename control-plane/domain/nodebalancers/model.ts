@@ -1,11 +1,17 @@
 /** Stored shapes of NodeBalancers, Configs and Nodes (domain side, not the wire format). */
 
+/** The NodeBalancer types Fulcrum offers (types.ts holds their limits). */
+export type NodeBalancerType = 'common' | 'premium';
+
 export interface NodeBalancer {
   id: number;
   label: string;
   region: string;
   ipv4: string;
   clientConnThrottle: number;
+  /** New UDP sessions per second per client IP; 0 = off (docs/dataplane.md "UDP"). */
+  clientUdpSessThrottle: number;
+  type: NodeBalancerType;
   tags: string[];
   created: number;
   updated: number;
@@ -15,9 +21,9 @@ export interface NbConfig {
   id: number;
   nodebalancerId: number;
   port: number;
-  protocol: 'tcp' | 'http' | 'https';
-  algorithm: 'roundrobin' | 'leastconn' | 'source';
-  stickiness: 'none' | 'table' | 'http_cookie';
+  protocol: 'tcp' | 'http' | 'https' | 'udp';
+  algorithm: 'roundrobin' | 'leastconn' | 'source' | 'ring_hash';
+  stickiness: 'none' | 'table' | 'http_cookie' | 'session' | 'source_ip';
   check: 'none' | 'connection' | 'http' | 'http_body';
   checkInterval: number;
   checkTimeout: number;
@@ -26,14 +32,19 @@ export interface NbConfig {
   checkBody: string;
   checkPassive: boolean;
   proxyProtocol: 'none' | 'v1' | 'v2';
-  cipherSuite: 'recommended' | 'legacy';
+  cipherSuite: 'recommended' | 'legacy' | 'none';
   sslCert: string | null;
   sslKey: string | null;
   sslCommonname: string;
   sslFingerprint: string;
+  /** Port of the active check of a udp config's nodes (TCP or HTTP on the node's address). */
+  udpCheckPort: number;
+  /** Seconds of silence after which a UDP session ends (read-only on the wire). */
+  udpSessionTimeout: number;
 }
 
-export type NodeMode = 'accept' | 'reject' | 'drain' | 'backup';
+/** `none` is the mode of nodes of a udp config; it serves like `accept`. */
+export type NodeMode = 'accept' | 'reject' | 'drain' | 'backup' | 'none';
 export type NodeStatus = 'unknown' | 'UP' | 'DOWN';
 
 export interface NbNode {
@@ -68,6 +79,8 @@ export const configDefaults: NewConfig = {
   sslKey: null,
   sslCommonname: '',
   sslFingerprint: '',
+  udpCheckPort: 80,
+  udpSessionTimeout: 16,
 };
 
 /** What the control plane knows of one data plane serving NodeBalancers (GET /v4/fulcrum/dataplanes). */

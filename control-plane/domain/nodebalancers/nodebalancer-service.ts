@@ -10,6 +10,8 @@ import type { Body } from '../validation/fields.js';
 import type { NbConfig, NbNode, NodeBalancer } from './model.js';
 import { validateConfig, validateNode, validateNodeBalancerCreate, validateNodeBalancerUpdate, validateRebuildNodes } from './validation.js';
 import type { BackendCheck } from './backend-networks.js';
+import { nodeBalancerReasons } from './reasons.js';
+import { typeLimits } from './types.js';
 
 export interface NodeBalancerServiceDeps {
   repo: NodeBalancerRepository;
@@ -59,7 +61,7 @@ export class NodeBalancerService {
 
   create(actor: Actor, body: Body): NodeBalancer {
     this.d.auth.requireAddGrant(actor, 'nodebalancer');
-    const { label, region, clientConnThrottle, tags, configs } = validateNodeBalancerCreate(body, {
+    const { label, region, clientConnThrottle, clientUdpSessThrottle, type, tags, configs } = validateNodeBalancerCreate(body, {
       regionExists: (id) => this.d.regions.has(id, 'NodeBalancers'),
       labelTaken: (l) => this.d.repo.byLabel(l) !== undefined,
       backends: this.d.backends,
@@ -70,7 +72,7 @@ export class NodeBalancerService {
       // Without a label the row is inserted under a placeholder and renamed balancer<ID> below,
       // inside the same transaction. The placeholder has a character no valid label can have,
       // so it never collides with a label a client chose.
-      const created = this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', clientConnThrottle, tags, created: now, updated: now });
+      const created = this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', clientConnThrottle, clientUdpSessThrottle, type, tags, created: now, updated: now });
       const ipv4 = this.d.addresses.allocate(this.d.pool.forRegion(region), 'nodebalancer', created.id);
       if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
       // The label defaults to balancer<ID>, known only once the row exists.
@@ -95,6 +97,7 @@ export class NodeBalancerService {
     const patch: Partial<NodeBalancer> = {};
     if (input.label !== undefined) patch.label = input.label;
     if (input.clientConnThrottle !== undefined) patch.clientConnThrottle = input.clientConnThrottle;
+    if (input.clientUdpSessThrottle !== undefined) patch.clientUdpSessThrottle = input.clientUdpSessThrottle;
     if (input.tags !== undefined) patch.tags = input.tags;
     this.d.repo.update(id, { ...patch, updated: this.now() });
     const next = this.d.repo.get(id)!;
@@ -162,7 +165,9 @@ export class NodeBalancerService {
     const used = this.d.repo.configs(nbId).filter((c) => c.id !== configId).map((c) => c.port);
     const cfg = validateConfig(errs, body, '', used, cur);
     const existing = new Map(this.d.repo.nodes(configId).map((n) => [n.id, n]));
-    const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing, this.d.backends);
+    const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing, this.d.backends, cfg?.protocol ?? cur.protocol);
+    const limit = typeLimits(this.d.repo.get(nbId)!.type);
+    if (updates.length + creates.length > limit.nodesPerConfig) errs.add('nodes', nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
     errs.throwIfAny();
     this.d.repo.transaction(() => {
       this.d.repo.updateConfig(configId, cfg!);
@@ -188,9 +193,11 @@ export class NodeBalancerService {
   }
 
   createNode(actor: Actor, nbId: number, configId: number, body: Body): NbNode {
-    this.config(actor, nbId, configId, 'read_write');
+    const cfg = this.config(actor, nbId, configId, 'read_write');
     const errs = new ErrorCollector();
-    const node = validateNode(errs, body, '', undefined, this.d.backends);
+    const node = validateNode(errs, body, '', undefined, this.d.backends, cfg.protocol);
+    const limit = typeLimits(this.d.repo.get(nbId)!.type);
+    if (this.d.repo.nodes(configId).length >= limit.nodesPerConfig) errs.add(undefined, nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
     errs.throwIfAny();
     const created = this.d.repo.createNode(nbId, configId, node!);
     this.changed(actor, 'nodebalancer_node_create', this.d.repo.get(nbId)!);
@@ -200,7 +207,7 @@ export class NodeBalancerService {
   updateNode(actor: Actor, nbId: number, configId: number, nodeId: number, body: Body): NbNode {
     const cur = this.node(actor, nbId, configId, nodeId, 'read_write');
     const errs = new ErrorCollector();
-    const node = validateNode(errs, body, '', cur, this.d.backends);
+    const node = validateNode(errs, body, '', cur, this.d.backends, this.d.repo.config(nbId, configId)!.protocol);
     errs.throwIfAny();
     this.d.repo.updateNode(nodeId, node!);
     this.changed(actor, 'nodebalancer_node_update', this.d.repo.get(nbId)!);

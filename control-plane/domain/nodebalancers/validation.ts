@@ -2,10 +2,13 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4 } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, fieldPath, type Body, type FieldSpec } from '../validation/fields.js';
-import type { NewConfig, NewNode, NbConfig, NbNode } from './model.js';
+import type { NewConfig, NewNode, NbConfig, NbNode, NodeBalancer } from './model.js';
 import type { BackendCheck } from './backend-networks.js';
 import { configDefaults } from './model.js';
 import { regexHazard } from './regex-safety.js';
+import { nodeBalancerReasons } from './reasons.js';
+import { nodeBalancerTypeIds, typeLimits } from './types.js';
+import { protocolRules } from './validation-udp.js';
 
 /**
  * Validation of NodeBalancer, Config and Node request bodies: one spec per field plus the
@@ -13,77 +16,19 @@ import { regexHazard } from './regex-safety.js';
  * (`configs[0].nodes[1].address`) so a client sees them all in one 400.
  */
 
-/**
- * Every reason text a NodeBalancer request can be refused with. Clients and tests match on these
- * byte for byte: change one only on purpose, together with the inventory in
- * test/unit/api/error-inventory.test.ts.
- */
-export const nodeBalancerReasons = {
-  integer: (f: string) => `${f} must be an integer`,
-  between: (f: string, min: number, max: number) => `${f} must be between ${min} and ${max}`,
-  oneOf: (f: string, allowed: string) => `${f} must be one of ${allowed}`,
-  string: (f: string) => `${f} must be a string`,
-  tooLong: (f: string, max: number) => `${f} must be ${max} characters or fewer`,
-  regionRequired: 'Region is required.',
-  regionInvalid: 'region is not valid',
-  nbLabelType: 'Label must be a string',
-  nbLabelLength: 'Label must be between 3 and 32 characters.',
-  nbLabelChars: "Label can't contain special characters or spaces.",
-  nbLabelUnique: 'Label must be unique among your NodeBalancers',
-  tagsArray: 'tags must be an array of strings',
-  tag: 'Tags must be strings of 3 to 50 characters',
-  firewalls: 'Firewalls are not supported by this server',
-  configsArray: 'configs must be an array',
-  configsMax: 'A NodeBalancer may have at most 50 configs',
-  configObject: 'config must be an object',
-  portUnique: 'Port must be unique.',
-  checkPathChars: 'check_path may only contain letters, digits and / - % ? & = .',
-  checkBodyRegex: 'check_body must be a valid regular expression',
-  checkBodyNested: 'check_body must not repeat a group that repeats inside, such as (a+)+ (matching it can take exponential time)',
-  checkBodyAlternation: 'check_body must not repeat an alternation, such as (a|ab)* (matching it can take exponential time); use a character class',
-  checkBodyBackref: 'check_body must not use backreferences',
-  checkPassive: 'check_passive must be a boolean',
-  pem: (f: string) => `${f} must be a PEM string`,
-  pemTooLong: (f: string) => `${f} is too long`,
-  intervalOverTimeout: 'check_interval must be greater than check_timeout',
-  httpPathRequired: 'An HTTP path is required.',
-  httpBodyRequired: 'An HTTP body regex is required.',
-  proxyNeedsTcp: 'proxy_protocol v1 and v2 require protocol tcp',
-  cookieNeedsHttp: 'http_cookie stickiness requires protocol http or https',
-  certRequired: 'SSL certificate is required when using HTTPS.',
-  keyRequired: 'SSL key is required when using HTTPS.',
-  certInvalid: 'Invalid SSL certificate: it must be a PEM encoded certificate',
-  keyInvalid: 'Invalid SSL key: it must be a PEM encoded private key',
-  keyMismatch: 'SSL key does not match the certificate',
-  httpsOnly: (f: string) => `${f} is only allowed with protocol https`,
-  nodesRequired: 'You must provide at least one back end node.',
-  nodesArray: 'nodes must be an array',
-  nodesMax: 'A config may have at most 255 nodes',
-  rebuildNodes: 'nodes is required and must be an array',
-  nodeNotInConfig: 'Node not found in this config',
-  nodeTwice: 'Node listed twice',
-  nodeObject: 'node must be an object',
-  labelRequired: 'label is required',
-  labelString: 'label must be a string',
-  nodeLabelLength: 'Label should be between 3 and 32 characters.',
-  nodeLabelChars: 'Label may only contain letters, numbers, periods, dashes, and underscores.',
-  addressRequired: 'address is required',
-  addressType: 'address must be a string of the form ip:port',
-  addressFormat: 'Must be a valid IPv4 address followed by :port',
-  addressPort: 'Port must be between 1 and 65535.',
-  addressNotAllowed: 'This address is not allowed for a backend node on this server',
-} as const;
+export { nodeBalancerReasons };
 
 const R = nodeBalancerReasons;
 
 const enums = {
-  protocol: ['http', 'https', 'tcp'],
-  algorithm: ['roundrobin', 'leastconn', 'source'],
-  stickiness: ['none', 'table', 'http_cookie'],
+  protocol: ['http', 'https', 'tcp', 'udp'],
+  algorithm: ['roundrobin', 'leastconn', 'source', 'ring_hash'],
+  stickiness: ['none', 'table', 'http_cookie', 'session', 'source_ip'],
   check: ['none', 'connection', 'http', 'http_body'],
   proxy_protocol: ['none', 'v1', 'v2'],
-  cipher_suite: ['recommended', 'legacy'],
-  mode: ['accept', 'reject', 'drain', 'backup'],
+  cipher_suite: ['recommended', 'legacy', 'none'],
+  mode: ['accept', 'reject', 'drain', 'backup', 'none'],
+  type: nodeBalancerTypeIds,
 } as const;
 
 const int = (f: string, min: number, max: number): FieldSpec => ({
@@ -117,6 +62,7 @@ const nbLabel: FieldSpec = {
   pattern: { re: /^[a-zA-Z0-9_-]+$/, reason: R.nbLabelChars },
 };
 const throttle = int('client_conn_throttle', 0, 20);
+const udpThrottle = int('client_udp_sess_throttle', 0, 20);
 const tag: FieldSpec = { type: { is: 'string', reason: R.tag }, range: { min: 3, max: 50, reason: R.tag } };
 
 /** `ip:port` with a dotted IPv4 (no leading zeros) and a port 1..65535. */
@@ -153,13 +99,14 @@ const configSpecs = {
   check_path: { ...str('check_path', 255), pattern: { re: /^[a-zA-Z0-9/\-%?&=.]*$/, reason: R.checkPathChars } },
   check_body: { ...str('check_body', 1024), check: checkBody },
   check_passive: { type: { is: 'boolean', reason: R.checkPassive } },
+  udp_check_port: int('udp_check_port', 1, 65535),
 } satisfies Record<string, FieldSpec>;
 
 const configKeys: Record<keyof typeof configSpecs, keyof NewConfig> = {
   protocol: 'protocol', algorithm: 'algorithm', stickiness: 'stickiness', check: 'check',
   proxy_protocol: 'proxyProtocol', cipher_suite: 'cipherSuite', check_interval: 'checkInterval',
   check_timeout: 'checkTimeout', check_attempts: 'checkAttempts', check_path: 'checkPath',
-  check_body: 'checkBody', check_passive: 'checkPassive',
+  check_body: 'checkBody', check_passive: 'checkPassive', udp_check_port: 'udpCheckPort',
 };
 
 function validateTags(errs: ErrorCollector, v: unknown): string[] | undefined {
@@ -181,7 +128,7 @@ function validateTags(errs: ErrorCollector, v: unknown): string[] | undefined {
  * fields), undefined on create (label and address required). An address sent must also lie in
  * the backend networks (docs/security/api.md); a stored one is not checked again.
  */
-export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, base?: NbNode, backends?: BackendCheck): NewNode | undefined {
+export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, base?: NbNode, backends?: BackendCheck, protocol?: NbConfig['protocol']): NewNode | undefined {
   if (b === null || typeof b !== 'object' || Array.isArray(b)) {
     errs.add(prefix || undefined, R.nodeObject);
     return undefined;
@@ -192,11 +139,13 @@ export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, b
   if (errs.errors.length > before) return undefined;
   const address = v.address as string | undefined;
   if (address && backends && !backends.allowsAddress(address)) return void errs.add(fieldPath(prefix, 'address'), R.addressNotAllowed);
+  // Nodes of a udp config have mode none (served like accept); the other modes stay available.
+  if (v.mode === 'none' && protocol !== undefined && protocol !== 'udp') return void errs.add(fieldPath(prefix, 'mode'), R.modeNoneNeedsUdp);
   return {
     label: (v.label as string | undefined) ?? base!.label,
     address: (v.address as string | undefined) ?? base!.address,
     weight: (v.weight as number | undefined) ?? base?.weight ?? 50,
-    mode: (v.mode as NewNode['mode'] | undefined) ?? base?.mode ?? 'accept',
+    mode: (v.mode as NewNode['mode'] | undefined) ?? base?.mode ?? (protocol === 'udp' ? 'none' : 'accept'),
   };
 }
 
@@ -220,8 +169,9 @@ function inspectCertificate(cert: string, key: string): { commonname: string; fi
 }
 
 /** The rules between fields of a config whose fields are each valid; fills in the certificate's details. */
-function crossFieldRules(errs: ErrorCollector, cur: NewConfig, body: Body, prefix: string): void {
+function crossFieldRules(errs: ErrorCollector, cur: NewConfig, body: Body, prefix: string, base?: NbConfig): void {
   const at = (f: string) => fieldPath(prefix, f);
+  protocolRules(errs, cur, body, base, at);
   if (cur.checkInterval <= cur.checkTimeout) errs.add(at('check_interval'), R.intervalOverTimeout);
   if ((cur.check === 'http' || cur.check === 'http_body') && !cur.checkPath) errs.add(at('check_path'), R.httpPathRequired);
   if (cur.check === 'http_body' && !cur.checkBody) errs.add(at('check_body'), R.httpBodyRequired);
@@ -292,7 +242,7 @@ export function validateConfig(errs: ErrorCollector, b: unknown, prefix: string,
     else cur[key] = value;
   }
 
-  if (errs.errors.length === before) crossFieldRules(errs, cur, body, prefix);
+  if (errs.errors.length === before) crossFieldRules(errs, cur, body, prefix, base);
   if (errs.errors.length > before) return undefined;
   return cur;
 }
@@ -302,12 +252,14 @@ export interface NodeBalancerCreateInput {
   label?: string;
   region: string;
   clientConnThrottle: number;
+  clientUdpSessThrottle: number;
+  type: NodeBalancer['type'];
   tags: string[];
   configs: { config: NewConfig; nodes: NewNode[] }[];
 }
 
 /** The configs (each with its nodes) of a NodeBalancer create. */
-function validateCreateConfigs(errs: ErrorCollector, raw: unknown, backends?: BackendCheck): NodeBalancerCreateInput['configs'] {
+function validateCreateConfigs(errs: ErrorCollector, raw: unknown, type: NodeBalancer['type'], backends?: BackendCheck): NodeBalancerCreateInput['configs'] {
   const configs: NodeBalancerCreateInput['configs'] = [];
   if (raw === undefined || raw === null) return configs;
   if (!Array.isArray(raw)) errs.add('configs', R.configsArray);
@@ -323,8 +275,9 @@ function validateCreateConfigs(errs: ErrorCollector, raw: unknown, backends?: Ba
         errs.add(`configs[${i}].nodes`, R.nodesRequired);
       } else if (!Array.isArray(rawNodes)) errs.add(`configs[${i}].nodes`, R.nodesArray);
       else if (rawNodes.length > 255) errs.add(`configs[${i}].nodes`, R.nodesMax);
+      else if (rawNodes.length > typeLimits(type).nodesPerConfig) errs.add(`configs[${i}].nodes`, R.typeMax(type, typeLimits(type).nodesPerConfig));
       else rawNodes.forEach((n, j) => {
-        const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`, undefined, backends);
+        const node = validateNode(errs, n, `configs[${i}].nodes[${j}]`, undefined, backends, cfg?.protocol);
         if (node) nodes.push(node);
       });
       if (cfg) {
@@ -346,28 +299,33 @@ export function validateNodeBalancerCreate(body: Body, look: { regionExists(id: 
   });
   const label = checkField<string>(errs, body, 'label', { ...nbLabel, check: (v) => (look.labelTaken(v) ? R.nbLabelUnique : undefined) });
   const clientConnThrottle = checkField<number>(errs, body, 'client_conn_throttle', throttle) ?? 0;
+  const clientUdpSessThrottle = checkField<number>(errs, body, 'client_udp_sess_throttle', udpThrottle) ?? 0;
+  const type = checkField<NodeBalancer['type']>(errs, body, 'type', { null: 'absent', ...oneOf('type') }) ?? 'common';
   const tags = validateTags(errs, body.tags) ?? [];
+  // Refused rather than dropped: a client that asks for a firewall or a VPC must not get a NodeBalancer without one.
   checkField(errs, body, 'firewall_id', { null: 'absent', check: () => R.firewalls });
-  const configs = validateCreateConfigs(errs, body.configs, look.backends);
+  checkField(errs, body, 'vpcs', { null: 'absent', check: (v) => (Array.isArray(v) && v.length === 0 ? undefined : R.vpcs) });
+  const configs = validateCreateConfigs(errs, body.configs, type, look.backends);
   errs.throwIfAny();
-  return { label, region: region!, clientConnThrottle, tags, configs };
+  return { label, region: region!, clientConnThrottle, clientUdpSessThrottle, type, tags, configs };
 }
 
 /** PUT /nodebalancers/{id}: the fields sent, checked against `current` for label uniqueness. */
-export function validateNodeBalancerUpdate(body: Body, look: { current: string; labelTaken(label: string): boolean }): { label?: string; clientConnThrottle?: number; tags?: string[] } {
+export function validateNodeBalancerUpdate(body: Body, look: { current: string; labelTaken(label: string): boolean }): { label?: string; clientConnThrottle?: number; clientUdpSessThrottle?: number; tags?: string[] } {
   const errs = new ErrorCollector();
   const label = checkField<string>(errs, body, 'label', { ...nbLabel, check: (v) => (v !== look.current && look.labelTaken(v) ? R.nbLabelUnique : undefined) });
   const clientConnThrottle = checkField<number>(errs, body, 'client_conn_throttle', throttle);
+  const clientUdpSessThrottle = checkField<number>(errs, body, 'client_udp_sess_throttle', udpThrottle);
   const tags = validateTags(errs, body.tags);
   errs.throwIfAny();
-  return { label, clientConnThrottle, tags };
+  return { label, clientConnThrottle, clientUdpSessThrottle, tags };
 }
 
 /**
  * The node list of a config rebuild: listed nodes with an id are updates of `existing` nodes,
  * nodes without one are creates.
  */
-export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existing: Map<number, NbNode>, backends?: BackendCheck): { updates: { id: number; node: NewNode }[]; creates: NewNode[] } {
+export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existing: Map<number, NbNode>, backends?: BackendCheck, protocol?: NbConfig['protocol']): { updates: { id: number; node: NewNode }[]; creates: NewNode[] } {
   const updates: { id: number; node: NewNode }[] = [];
   const creates: NewNode[] = [];
   if (!Array.isArray(raw)) {
@@ -383,10 +341,10 @@ export function validateRebuildNodes(errs: ErrorCollector, raw: unknown, existin
       if (!base) return errs.add(`${prefix}.id`, R.nodeNotInConfig);
       if (seen.has(base.id)) return errs.add(`${prefix}.id`, R.nodeTwice);
       seen.add(base.id);
-      const node = validateNode(errs, n, prefix, base, backends);
+      const node = validateNode(errs, n, prefix, base, backends, protocol);
       if (node) updates.push({ id: base.id, node });
     } else {
-      const node = validateNode(errs, n, prefix, undefined, backends);
+      const node = validateNode(errs, n, prefix, undefined, backends, protocol);
       if (node) creates.push(node);
     }
   });

@@ -13,6 +13,7 @@ const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secre
   ['updates', 'updates', 'json'], ['status', 'status', 'plain'], ['hostPrimary', 'host_primary', 'plain'],
   ['hostSecondary', 'host_secondary', 'plain'], ['port', 'port', 'plain'], ['provisioned', 'provisioned', 'bool'],
   ['members', 'members', 'json'], ['caCert', 'ca_cert', 'plain'], ['usedDiskMb', 'used_disk_mb', 'plain'],
+  ['patchPending', 'patch_pending', 'bool'], ['engineConfig', 'engine_config', 'json'], ['secondEventId', 'second_event_id', 'plain'],
   ['rootPassword', 'root_password', 'secret'], ['nextPassword', 'next_password', 'secret'], ['generation', 'generation', 'plain'],
   ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],

@@ -80,4 +80,15 @@ export const databaseMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // The newer platform's fields (docs/databases.md): a build waiting for the window
+    // (updates.pending), the validated engine_config (JSON object), and the second event of a
+    // PUT that both resizes and updates.
+    id: '202-databases-current',
+    sql: `
+      ALTER TABLE databases ADD COLUMN patch_pending INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE databases ADD COLUMN engine_config TEXT NOT NULL DEFAULT '{}';
+      ALTER TABLE databases ADD COLUMN second_event_id INTEGER;
+    `,
+  },
 ];

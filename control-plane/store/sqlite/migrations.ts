@@ -144,4 +144,14 @@ export const coreMigrations: Migration[] = [
       CREATE INDEX IF NOT EXISTS nb_nodes_nodebalancer ON nb_nodes(nodebalancer_id);
     `,
   },
+  {
+    // Fields today's clients send and read: types, the UDP throttle and the udp config fields.
+    id: '104-nb-udp-types',
+    sql: `
+      ALTER TABLE nodebalancers ADD COLUMN type TEXT NOT NULL DEFAULT 'common';
+      ALTER TABLE nodebalancers ADD COLUMN client_udp_sess_throttle INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE nb_configs ADD COLUMN udp_check_port INTEGER NOT NULL DEFAULT 80;
+      ALTER TABLE nb_configs ADD COLUMN udp_session_timeout INTEGER NOT NULL DEFAULT 16;
+    `,
+  },
 ];

@@ -11,7 +11,7 @@ function nbRow(r: any): NodeBalancer | undefined {
   if (!r) return undefined;
   return {
     id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, clientConnThrottle: r.client_conn_throttle,
-    tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
+    clientUdpSessThrottle: r.client_udp_sess_throttle, type: r.type, tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
   };
 }
 
@@ -25,7 +25,7 @@ function configRow(r: any, box: SecretBox): NbConfig | undefined {
     stickiness: r.stickiness, check: r.check, checkInterval: r.check_interval, checkTimeout: r.check_timeout,
     checkAttempts: r.check_attempts, checkPath: r.check_path, checkBody: r.check_body, checkPassive: r.check_passive === 1,
     proxyProtocol: r.proxy_protocol, cipherSuite: r.cipher_suite, sslCert: r.ssl_cert, sslKey: box.openNullable(r.ssl_key, SSL_KEY),
-    sslCommonname: r.ssl_commonname, sslFingerprint: r.ssl_fingerprint,
+    sslCommonname: r.ssl_commonname, sslFingerprint: r.ssl_fingerprint, udpCheckPort: r.udp_check_port, udpSessionTimeout: r.udp_session_timeout,
   };
 }
 
@@ -43,16 +43,16 @@ function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox
     check_interval: c.checkInterval, check_timeout: c.checkTimeout, check_attempts: c.checkAttempts,
     check_path: c.checkPath, check_body: c.checkBody, check_passive: c.checkPassive ? 1 : 0,
     proxy_protocol: c.proxyProtocol, cipher_suite: c.cipherSuite, ssl_cert: c.sslCert, ssl_key: box.sealNullable(c.sslKey, SSL_KEY),
-    ssl_commonname: c.sslCommonname, ssl_fingerprint: c.sslFingerprint,
+    ssl_commonname: c.sslCommonname, ssl_fingerprint: c.sslFingerprint, udp_check_port: c.udpCheckPort, udp_session_timeout: c.udpSessionTimeout,
   };
 }
 
 export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
   const box = secretsOf(db);
   const configCols =
-    'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint';
+    'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint, udp_check_port, udp_session_timeout';
   const configVals =
-    '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint';
+    '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint, @udp_check_port, @udp_session_timeout';
   const insertConfig = db.prepare(`INSERT INTO nb_configs (id, nodebalancer_id, ${configCols}) VALUES (@id, @nodebalancer_id, ${configVals})`);
   // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own.
   const tx = <T>(fn: () => T): T => db.transaction(fn)();
@@ -68,8 +68,8 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
     create(nb) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nodebalancers');
-        db.prepare('INSERT INTO nodebalancers (id, label, region, ipv4, client_conn_throttle, tags, created, updated) VALUES (?,?,?,?,?,?,?,?)')
-          .run(next, nb.label, nb.region, nb.ipv4, nb.clientConnThrottle, JSON.stringify(nb.tags), nb.created, nb.updated);
+        db.prepare('INSERT INTO nodebalancers (id, label, region, ipv4, client_conn_throttle, client_udp_sess_throttle, type, tags, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?)')
+          .run(next, nb.label, nb.region, nb.ipv4, nb.clientConnThrottle, nb.clientUdpSessThrottle, nb.type, JSON.stringify(nb.tags), nb.created, nb.updated);
         return next;
       });
       return { ...nb, id };
@@ -78,8 +78,8 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
       const cur = nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id));
       if (!cur) return;
       const next = { ...cur, ...p };
-      db.prepare('UPDATE nodebalancers SET label = ?, client_conn_throttle = ?, tags = ?, updated = ? WHERE id = ?').run(
-        next.label, next.clientConnThrottle, JSON.stringify(next.tags), next.updated, id,
+      db.prepare('UPDATE nodebalancers SET label = ?, client_conn_throttle = ?, client_udp_sess_throttle = ?, tags = ?, updated = ? WHERE id = ?').run(
+        next.label, next.clientConnThrottle, next.clientUdpSessThrottle, JSON.stringify(next.tags), next.updated, id,
       );
     },
     delete: (id) =>

@@ -34,7 +34,7 @@ export interface DbLab {
   killAgent(): Promise<void>;
   agentPid(): number | undefined;
   /** Node processes (pids) the process runtime knows for this agent's state folder. */
-  nodes(): Promise<{ name: string; ref: string; state: string; host: string }[]>;
+  nodes(): Promise<{ name: string; ref: string; state: string; host: string; memoryMb: number; cpus: number }[]>;
   output(): string;
   close(): Promise<void>;
 }
@@ -100,7 +100,9 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
     async nodes() {
       const rt = runtimeFor();
       try {
-        return (await rt.list({})).map((n) => ({ name: n.name, ref: String(n.ref), state: n.state, host: n.spec?.host ?? '' }));
+        return (await rt.list({})).map((n) => ({
+          name: n.name, ref: String(n.ref), state: n.state, host: n.spec?.host ?? '', memoryMb: n.spec?.memoryMb ?? 0, cpus: n.spec?.cpus ?? 0,
+        }));
       } finally {
         await rt.close();
       }

@@ -156,11 +156,11 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     await s.end();
   });
 
-  it('resize: a larger plan restarts the nodes with its limits, updating -> active, data kept', async () => {
+  it('resize: a larger plan restarts the nodes with its limits, resizing -> active, data kept', async () => {
     const small = (await lab.api('PUT', `${MYSQL}/${three.id}`, { type: 'g6-nanode-1' }));
     expect(small.status).toBe(200); // same plan: nothing to do
     const r = await ok('PUT', `${MYSQL}/${three.id}`, { type: 'g6-standard-1' });
-    expect(r).toMatchObject({ status: 'updating', type: 'g6-standard-1' });
+    expect(r).toMatchObject({ status: 'resizing', type: 'g6-standard-1' });
     const t0 = Date.now();
     await waitStatus(lab, three.id, 'active', 120_000);
     timings.resize3 = (Date.now() - t0) / 1000;

@@ -53,6 +53,7 @@ describe('NodeBalancer validation and defaults', () => {
       port: 80, protocol: 'http', algorithm: 'roundrobin', stickiness: 'none', check: 'none', check_interval: 31, check_timeout: 30,
       check_attempts: 3, check_path: '', check_body: '', check_passive: true, proxy_protocol: 'none', cipher_suite: 'recommended',
       nodebalancer_id: nbId, ssl_commonname: '', ssl_fingerprint: '', ssl_cert: null, ssl_key: null, nodes_status: { up: 0, down: 0 },
+      udp_check_port: 80, udp_session_timeout: 16,
     });
     const n = await api.req('POST', `/v4/nodebalancers/${nbId}/configs/${id}/nodes`, { body: { address: '127.0.0.1:8080', label: 'lo-node' } });
     expect(n.body).toMatchObject({ weight: 50, mode: 'accept', status: 'unknown', address: '127.0.0.1:8080' });
@@ -103,10 +104,10 @@ describe('NodeBalancer validation and defaults', () => {
       'configs[0].nodes[1].address': 'Must be a valid IPv4 address followed by :port',
       'configs[0].nodes[1].label': 'Label should be between 3 and 32 characters.',
       'configs[1].port': 'Port must be unique.',
-      'configs[1].protocol': 'protocol must be one of http, https, tcp',
+      'configs[1].protocol': 'protocol must be one of http, https, tcp, udp',
       'configs[1].nodes[0].address': 'Must be a valid IPv4 address followed by :port',
       'configs[1].nodes[0].weight': 'weight must be between 1 and 255',
-      'configs[1].nodes[0].mode': 'mode must be one of accept, reject, drain, backup',
+      'configs[1].nodes[0].mode': 'mode must be one of accept, reject, drain, backup, none',
     });
     // Each config given at create needs at least one node (spec 4.1).
     expect(await rejected('POST', '/v4/nodebalancers', { region: 'us-east', configs: [{ port: 80, nodes: [] }, { port: 81 }] })).toEqual({

@@ -59,7 +59,7 @@ describe('databases API lifecycle with a scripted agent', () => {
       [{ label: 'xy' }, 'label'],
       [{ allow_list: ['300.1.1.1'] }, 'allow_list[0]'],
       [{ updates: { frequency: 'yearly' } }, 'updates.frequency'],
-      [{ updates: { duration: 4 } }, 'updates.duration'],
+      [{ updates: { duration: 5 } }, 'updates.duration'],
       [{ updates: { duration: 0 } }, 'updates.duration'],
       [{ updates: { hour_of_day: 24 } }, 'updates.hour_of_day'],
       [{ updates: { day_of_week: 0 } }, 'updates.day_of_week'],
@@ -86,7 +86,8 @@ describe('databases API lifecycle with a scripted agent', () => {
     expect(agent.desired()!.databases[0]).toMatchObject({ label: 'life-db-2', allowList: ['127.0.0.3/32'], updates: { frequency: 'monthly', weekOfMonth: 3, dayOfWeek: 3, hourOfDay: 8, duration: 1 } });
 
     const resize = await api.req('PUT', `${MYSQL}/${id}`, { body: { type: 'g6-standard-2' } });
-    expect(resize.body).toMatchObject({ status: 'updating', type: 'g6-standard-2' });
+    // The real service's status while a plan change is applied.
+    expect(resize.body).toMatchObject({ status: 'resizing', type: 'g6-standard-2' });
     await waitStatus(api, id, 'active');
     expect(agent.desired()!.databases[0]!.type).toMatchObject({ id: 'g6-standard-2', memoryMb: 4096, vcpus: 2 });
     const weekly = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { frequency: 'weekly' } } });

@@ -88,14 +88,16 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect(r.status).toBe(200);
     const d = r.body;
     expect(Object.keys(d).sort()).toEqual([
-      'allow_list', 'cluster_size', 'created', 'encrypted', 'engine', 'hosts', 'id', 'label', 'members', 'port', 'region',
+      'allow_list', 'cluster_size', 'created', 'encrypted', 'engine', 'engine_config', 'hosts', 'id', 'label', 'members', 'platform', 'port', 'region',
       'replication_type', 'ssl_connection', 'status', 'total_disk_size_gb', 'type', 'updated', 'updates', 'used_disk_size_gb', 'version',
     ]);
     expect(d).toMatchObject({
       status: 'provisioning', engine: 'mysql', version: engine.split('/')[1], cluster_size: 1, replication_type: 'none',
-      ssl_connection: true, encrypted: false, port: 3306, hosts: { primary: null, secondary: null }, members: {},
-      allow_list: ['203.0.113.1', '192.0.2.0/24'], total_disk_size_gb: null, used_disk_size_gb: null,
-      updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null },
+      ssl_connection: true, encrypted: false, port: 3306, hosts: { primary: null, secondary: null, standby: null }, members: {},
+      // Integers from the start (the 4.176 schema allows no null): the plan's disk, nothing used yet.
+      allow_list: ['203.0.113.1', '192.0.2.0/24'], total_disk_size_gb: 25, used_disk_size_gb: 0,
+      platform: 'rdbms-default', engine_config: {},
+      updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] },
     });
     expect(d.created).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
 

@@ -14,6 +14,8 @@ export interface ScriptedAgent {
   desired(): AgentDesired__Output | undefined;
   /** Overrides the status reported for a database (e.g. 'degraded', 'failed', 'provisioning'). */
   setStatus(id: number, status: string | undefined): void;
+  /** Reports a new engine build waiting for the window (patch_pending) for a database. */
+  setPatchPending(id: number, pending: boolean): void;
   /** Makes operations of this kind fail with the given error. */
   failOps(kind: string | undefined, error?: string): void;
   /** When true, operations are held (not answered) until released. */
@@ -28,6 +30,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   const call = client.Stream();
   let latest: AgentDesired__Output | undefined;
   const overrides = new Map<number, string>();
+  const patchPending = new Set<number>();
   const backups = new Map<number, BackupInfo[]>();
   const results = new Map<string, OperationResult>();
   let failKind: string | undefined;
@@ -74,6 +77,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
         caCertPem: '-----BEGIN CERTIFICATE-----\nscripted\n-----END CERTIFICATE-----\n',
         convergedGeneration: db.generation,
         usedDiskMb: 2048,
+        patchPending: patchPending.has(Number(db.id)),
         backups: backups.get(Number(db.id)) ?? [],
       })),
       operationResults: [...results.values()].filter((r) => pendingIds.has(r.operationId!)),
@@ -94,6 +98,11 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
     setStatus(id, status) {
       if (status === undefined) overrides.delete(id);
       else overrides.set(id, status);
+      report();
+    },
+    setPatchPending(id, pending) {
+      if (pending) patchPending.add(id);
+      else patchPending.delete(id);
       report();
     },
     failOps(kind, error = 'scripted failure') {

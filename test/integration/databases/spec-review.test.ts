@@ -35,7 +35,7 @@ describe('databases API: spec review', () => {
   it('gives day_of_week an integer from the create on and refuses null for it (spec 2.3)', async () => {
     const created = await api.req('POST', MYSQL, { body: { label: 'db-window', region: 'us-east', type: 'g6-nanode-1', engine } });
     expect(created.status).toBe(200);
-    expect(created.body.updates).toEqual({ frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null });
+    expect(created.body.updates).toEqual({ frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] });
     const listed = await api.req('GET', '/v4/databases/instances');
     expect(listed.body.data.find((x: any) => x.id === created.body.id).updates.day_of_week).toBe(7);
     const bad = await api.req('POST', MYSQL, { body: { label: 'db-window-2', region: 'us-east', type: 'g6-nanode-1', engine, updates: { day_of_week: null } } });

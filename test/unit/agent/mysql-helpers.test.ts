@@ -56,6 +56,14 @@ describe('renderNodeConfig', () => {
     expect(c).toContain('innodb_encrypt_tables=ON');
     expect(c).toContain('require_secure_transport=OFF');
   });
+  it('appends engine_config restart options, never over its own settings or with a line break', () => {
+    const c = renderNodeConfig({ ...base, options: { innodb_ft_min_token_size: '2', read_only: 'OFF', 'bad name': '1', innodb_rollback_on_timeout: 'ON\nlocal_infile=ON' } });
+    expect(c.trimEnd().split('\n').at(-1)).toBe('innodb_ft_min_token_size=2');
+    expect(c).not.toContain('read_only=OFF');
+    expect(c).not.toContain('bad name');
+    expect(c).not.toContain('local_infile=ON');
+    expect(c).not.toContain('innodb_rollback_on_timeout');
+  });
   it('sizes the buffer pool from the plan', () => {
     expect(bufferPoolMb(1024)).toBe(128);
     expect(bufferPoolMb(100)).toBe(32);

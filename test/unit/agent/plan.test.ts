@@ -12,6 +12,11 @@ const obs = (over: Partial<DbObs> = {}): DbObs => ({
 const running3 = { clusterSize: 3, state: 'running' as const };
 
 describe('plan', () => {
+  it('sets dynamic engine_config variables after any restart, before accounts and proxies', () => {
+    expect(plan(running3, obs({ variablesCurrent: true }))).toEqual([]);
+    expect(plan(running3, obs({ variablesCurrent: false, accountsCurrent: false }))).toEqual([{ kind: 'sync-variables' }, { kind: 'sync-accounts' }]);
+    expect(plan(running3, obs({ variablesCurrent: false, nodes: [node(1), node(2, { specCurrent: false }), node(3)] }))[0]).toEqual({ kind: 'rolling', reason: 'resize' });
+  });
   it('does nothing for a healthy cluster', () => {
     expect(plan(running3, obs())).toEqual([]);
   });

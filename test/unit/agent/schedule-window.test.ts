@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from '../../../agent/backup/schedule.js';
-import { isInWindow, nextWindowStart, type UpdatesWindow } from '../../../agent/maintenance/window.js';
+import { isInWindow, nextWindowStart, type UpdatesWindow } from '../../../lib/maintenance-window.js';
 
 const at = (s: string) => Date.parse(`${s}Z`);
 
@@ -48,10 +48,12 @@ describe('maintenance window', () => {
     expect(isInWindow(m, at('2026-03-25T08:15:00'))).toBe(false);
     expect(nextWindowStart(m, at('2026-03-19T00:00:00'))).toBe(at('2026-04-15T08:00:00'));
   });
-  it('next start, day_of_week unset means Sunday, duration clamped to 1-3', () => {
+  it('next start, day_of_week unset means Sunday, duration clamped to 1-4 (the platform accepts 4 hours)', () => {
     expect(nextWindowStart(weekly, at('2026-03-02T00:00:00'))).toBe(at('2026-03-08T20:00:00'));
     expect(nextWindowStart({ ...weekly, dayOfWeek: 0 }, at('2026-03-02T00:00:00'))).toBe(at('2026-03-08T20:00:00'));
-    expect(isInWindow({ ...weekly, duration: 9 }, at('2026-03-01T23:30:00'))).toBe(false);
+    expect(isInWindow({ ...weekly, duration: 9 }, at('2026-03-01T23:30:00'))).toBe(true);
+    expect(isInWindow({ ...weekly, duration: 9 }, at('2026-03-02T00:30:00'))).toBe(false);
+    expect(isInWindow({ ...weekly, duration: 3 }, at('2026-03-01T23:30:00'))).toBe(false);
     expect(isInWindow({ ...weekly, duration: 0 }, at('2026-03-01T20:30:00'))).toBe(true);
   });
 });

@@ -4,6 +4,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { apiReasons, statusByCode } from '../../../control-plane/api/errors.js';
 import { databaseReasons } from '../../../control-plane/domain/databases/validation.js';
+import { engineConfigReasons } from '../../../control-plane/domain/databases/engine-config.js';
 import { nodeBalancerReasons } from '../../../control-plane/domain/nodebalancers/validation.js';
 import { fleetReasons } from '../../../control-plane/domain/fleet/validation.js';
 import { repoRoot } from '../../helpers/lab.js';
@@ -119,7 +120,7 @@ describe('API error inventory', () => {
     });
   });
 
-  it('lists the NodeBalancer validation texts (control-plane/domain/nodebalancers/validation.ts)', () => {
+  it('lists the NodeBalancer validation texts (control-plane/domain/nodebalancers/reasons.ts)', () => {
     expect(render(nodeBalancerReasons)).toEqual({
       integer: '{0} must be an integer',
       between: '{0} must be between {1} and {2}',
@@ -174,6 +175,16 @@ describe('API error inventory', () => {
       addressFormat: 'Must be a valid IPv4 address followed by :port',
       addressPort: 'Port must be between 1 and 65535.',
       addressNotAllowed: 'This address is not allowed for a backend node on this server',
+      vpcs: 'VPCs are not supported by this server',
+      typeMax: 'A {0} NodeBalancer may have at most {1} nodes per config',
+      udpOnly: '{0} {1} is only allowed with protocol udp',
+      notUdp: '{0} {1} is not allowed with protocol udp',
+      udpProxyProtocol: 'proxy_protocol must be none with protocol udp',
+      udpCheckPassive: 'check_passive is not supported with protocol udp',
+      udpCipherSuite: 'cipher_suite must be none with protocol udp',
+      cipherNoneNeedsUdp: 'cipher_suite none is only allowed with protocol udp',
+      udpSessionTimeout: 'udp_session_timeout is read-only',
+      modeNoneNeedsUdp: 'mode none is only allowed for nodes of a udp config',
     });
   });
 
@@ -204,10 +215,30 @@ describe('API error inventory', () => {
       resizeToMoreDisk: 'A database can only be resized to a plan with more disk than {0}',
       typeWithAllowList: 'type and allow_list cannot be changed in the same request',
       immutable: '{0} cannot be changed after creation',
+      clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
+      notYet: '{0} is not supported yet',
+      versionUnavailable: 'version {0} is not available; see /databases/engines for the versions offered',
+      versionDowngrade: 'version can only be upgraded from {0}, not lowered',
       snapshotLabel: 'label must be 1 to 30 characters of ASCII letters, digits and underscore',
       snapshotLabelTaken: 'A backup labelled {0} already exists for this database',
       target: 'target must be primary or secondary',
       targetSecondary: 'target secondary needs a cluster_size of 3',
+    });
+  });
+
+  it('lists the engine_config texts (control-plane/domain/databases/engine-config.ts)', () => {
+    expect(render(engineConfigReasons)).toEqual({
+      object: 'engine_config must be an object',
+      mysqlObject: 'engine_config.mysql must be an object',
+      unknown: '{0} is not a setting of MySQL databases; see /databases/mysql/config',
+      refused: '{0} cannot be set on these servers: {1}',
+      typeInteger: '{0} must be an integer',
+      typeBoolean: '{0} must be true or false',
+      typeString: '{0} must be a string',
+      range: '{0} must be from {1} to {2}',
+      length: '{0} must be {1} to {2} characters long',
+      format: '{0} is not in a valid format, e.g. {1}',
+      sqlMode: 'sql_mode {0} is not a MariaDB SQL mode',
     });
   });
 

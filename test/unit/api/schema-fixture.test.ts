@@ -6,7 +6,7 @@ describe('OpenAPI schema fixture', () => {
   const nb = {
     id: 1, label: 'balancer1', region: 'us-east', hostname: '127-77-0-2.ip.linodeusercontent.com', ipv4: '127.77.0.2', ipv6: null,
     created: '2024-01-01T00:00:00', updated: '2024-01-01T00:00:00', client_conn_throttle: 0, tags: [],
-    transfer: { in: null, out: null, total: null },
+    transfer: { in: null, out: null, total: null }, client_udp_sess_throttle: 0, type: 'common', lke_cluster: null,
   };
 
   it('covers every operation we serve and maps concrete paths to them', () => {
@@ -27,7 +27,7 @@ describe('OpenAPI schema fixture', () => {
   });
 
   it('follows the spec where it wins: node status is unknown/UP/DOWN', () => {
-    const node = { id: 1, address: '10.0.0.1:80', label: 'node1', status: 'unknown', weight: 50, mode: 'accept', config_id: 1, nodebalancer_id: 1 };
+    const node = { id: 1, address: '10.0.0.1:80', label: 'node1', status: 'unknown', weight: 50, mode: 'accept', config_id: 1, nodebalancer_id: 1, vpc_config_id: null };
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, node)).not.toThrow();
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, { ...node, status: 'Unknown' })).toThrow();
     expect(() => assertResponseSchema('GET', '/v4/nodebalancers/1/configs/1/nodes/1', 200, { ...node, address: '10.0.0.1' })).toThrow();

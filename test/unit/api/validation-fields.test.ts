@@ -55,12 +55,12 @@ describe('field specs', () => {
 
   it('answers in the wire error shape, all violations of a NodeBalancer config together', () => {
     const errs = new ErrorCollector();
-    validateConfig(errs, { port: 'x', protocol: 'udp', check_interval: 1 }, 'configs[0]', []);
+    validateConfig(errs, { port: 'x', protocol: 'sctp', check_interval: 1 }, 'configs[0]', []);
     validateNode(errs, { label: 'n', address: '10.0.0.1:99999' }, 'configs[0].nodes[0]');
     expect(() => errs.throwIfAny()).toThrow(FulcrumError);
     expect(errs.errors).toEqual([
       { field: 'configs[0].port', reason: 'port must be an integer' },
-      { field: 'configs[0].protocol', reason: 'protocol must be one of http, https, tcp' },
+      { field: 'configs[0].protocol', reason: 'protocol must be one of http, https, tcp, udp' },
       { field: 'configs[0].check_interval', reason: 'check_interval must be between 2 and 3600' },
       { field: 'configs[0].nodes[0].label', reason: 'Label should be between 3 and 32 characters.' },
       { field: 'configs[0].nodes[0].address', reason: 'Port must be between 1 and 65535.' },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
-import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
+import { compareVersions, defaultUpdates, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
 
 const look = {
   engineExists: (id: string) => id === 'mysql/10.11.14',
@@ -56,6 +56,20 @@ describe('database validation', () => {
     expect(run({ hour_of_day: -1, day_of_week: 7 }).fields).toEqual(['updates.hour_of_day']);
     expect(run({ day_of_week: null }).fields).toEqual(['updates.day_of_week']);
     expect(cur.day_of_week).toBe(7);
+  });
+
+  it('takes version and cluster_size as clients send them: unchanged is no change, upgrades only', () => {
+    const u = {
+      labelTaken: () => false, typeDisk: () => 25600, currentType: 'g6-nanode-1', currentUpdates: defaultUpdates(),
+      currentClusterSize: 3, currentVersion: '10.11.9', engineForVersion: (v: string) => (['10.11.9', '10.11.14', '10.6.1'].includes(v) ? `mysql/${v}` : undefined),
+    };
+    expect(validateUpdate({ version: '10.11.9', cluster_size: 3 }, u)).toEqual({});
+    expect(validateUpdate({ version: '10.11.14' }, u)).toEqual({ engineId: 'mysql/10.11.14' });
+    expect(fields(() => validateUpdate({ version: '10.6.1' }, u))).toEqual(['version']);
+    expect(fields(() => validateUpdate({ version: 11 }, u))).toEqual(['version']);
+    expect(fields(() => validateUpdate({ cluster_size: 1 }, u))).toEqual(['cluster_size']);
+    expect(compareVersions('10.11.9', '10.11.14')).toBe(-1);
+    expect(compareVersions('10.11', '10.11.0')).toBe(0);
   });
 
   it('resizes only to a plan with more disk and never together with allow_list', () => {

@@ -26,7 +26,7 @@ function startsOn(w: UpdatesWindow, dayStartMs: number): boolean {
 }
 
 function duration(w: UpdatesWindow): number {
-  return Math.min(Math.max(w.duration || 1, 1), 3) * HOUR;
+  return Math.min(Math.max(w.duration || 1, 1), 4) * HOUR;
 }
 
 /** True when `nowMs` is inside a window (which may have started the day before). */

@@ -1,0 +1,165 @@
+/**
+ * The UDP scenario of `npm run bench:dataplane` (`--only udp` runs it alone): our data plane's
+ * udp config against nginx's `stream` UDP proxy (one worker), both in front of the same two UDP
+ * echo backends, roundrobin, no health checks. The load is closed-loop: each of N flows (its own
+ * source port, so its own session on both proxies) sends a 64-byte datagram and waits for the
+ * answer before the next one. Printed: datagrams/s, p50/p99 round trip, proxy CPU, and the ratio
+ * to nginx against the 0.8 target.
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cpuTimes, startProcess, waitFor, type Spawned } from '../common/processes.js';
+import type { Api } from '../common/fulcrum.js';
+import { fmt, median, percentile, table } from '../common/stats.js';
+
+export const UDP_BACKENDS = ['127.0.61.1', '127.0.61.2'];
+export const UDP_BACKEND_PORT = 9053;
+export const NGINX_UDP_IP = '127.0.71.1';
+export const UDP_PORT = 8053;
+const PAYLOAD = Buffer.alloc(64, 0x75);
+const TARGET = 0.8;
+
+/** One echo process per backend address (Node's dgram: answers each datagram with itself). */
+function startEchoBackends(dir: string): Spawned[] {
+  const code = `const s=require('node:dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(m,r.port,r.address));s.bind(${UDP_BACKEND_PORT},process.argv[1]);`;
+  return UDP_BACKENDS.map((ip, i) => startProcess(`udp-echo-${i + 1}`, process.execPath, ['-e', code, ip], dir));
+}
+
+function startNginxUdp(dir: string, nginxBin: string): Spawned {
+  const conf = join(dir, 'nginx-udp.conf');
+  writeFileSync(conf, `
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx-udp.pid;
+error_log ${dir}/nginx-udp-error.log warn;
+events { worker_connections 16384; }
+stream {
+  upstream udp_nodes {
+    ${UDP_BACKENDS.map((ip) => `server ${ip}:${UDP_BACKEND_PORT};`).join('\n    ')}
+  }
+  server {
+    listen ${NGINX_UDP_IP}:${UDP_PORT} udp;
+    proxy_pass udp_nodes;
+    proxy_timeout 16s;
+  }
+}
+`);
+  return startProcess('nginx-udp', nginxBin, ['-c', conf, '-p', dir], dir);
+}
+
+/** Resolves when ip:port answers a datagram (the proxy and a backend are up). */
+function answers(ip: string, port: number, timeoutMs = 500): Promise<true | undefined> {
+  return new Promise((resolve) => {
+    const s = createSocket('udp4');
+    const done = (v: true | undefined) => {
+      clearTimeout(t);
+      s.close();
+      resolve(v);
+    };
+    const t = setTimeout(() => done(undefined), timeoutMs);
+    s.on('message', () => done(true));
+    s.on('error', () => done(undefined));
+    s.send(PAYLOAD, port, ip);
+  });
+}
+
+/** CPU of a process and its direct children (nginx's work is done by its worker, a child of the master). */
+function treeCpu(pid: number): { user: number; sys: number } {
+  let kids: number[] = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    // No children file (not Linux): the process alone.
+  }
+  // A child gone between the listing and the read reads NaN: counted as nothing.
+  const or0 = (x: number) => (Number.isFinite(x) ? x : 0);
+  return [pid, ...kids].map(cpuTimes).reduce((a, c) => ({ user: a.user + or0(c.user), sys: a.sys + or0(c.sys) }), { user: 0, sys: 0 });
+}
+
+interface UdpResult {
+  perS: number;
+  p50Ms: number;
+  p99Ms: number;
+  lost: number;
+  cpuShare: number;
+}
+
+/** Closed-loop load from `flows` sockets for `durationS`. */
+async function load(ip: string, port: number, flows: number, durationS: number, pid: number): Promise<UdpResult> {
+  const rtts: number[] = [];
+  let lost = 0;
+  const deadline = Date.now() + durationS * 1000;
+  const cpu0 = treeCpu(pid);
+  const started = process.hrtime.bigint();
+  const one = (s: Socket) => new Promise<void>((resolve) => {
+    const loop = () => {
+      if (Date.now() >= deadline) return resolve();
+      const t0 = process.hrtime.bigint();
+      const timer = setTimeout(() => {
+        s.removeListener('message', onReply);
+        lost++;
+        loop();
+      }, 1000);
+      const onReply = () => {
+        clearTimeout(timer);
+        rtts.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        loop();
+      };
+      s.once('message', onReply);
+      s.send(PAYLOAD, port, ip);
+    };
+    loop();
+  });
+  const sockets = Array.from({ length: flows }, () => createSocket('udp4'));
+  await Promise.all(sockets.map((s) => new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()))));
+  await Promise.all(sockets.map(one));
+  const elapsedS = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu1 = treeCpu(pid);
+  for (const s of sockets) s.close();
+  return {
+    perS: rtts.length / elapsedS, p50Ms: percentile(rtts, 50), p99Ms: percentile(rtts, 99), lost,
+    cpuShare: (cpu1.user - cpu0.user + cpu1.sys - cpu0.sys) / elapsedS,
+  };
+}
+
+/**
+ * Sets up both sides, runs `rounds` ABBA rounds and prints the comparison. `ourPid` is the data
+ * plane process's pid (for its CPU time).
+ */
+export async function runUdpScenario(o: { dir: string; api: Api; nginxBin: string; ourPid: number; waitApplied: () => Promise<unknown>; durationS: number; rounds: number; flows: number }): Promise<string[]> {
+  startEchoBackends(o.dir);
+  const nginx = startNginxUdp(o.dir, o.nginxBin);
+  const nb = await o.api('POST', '/nodebalancers', {
+    region: 'us-east', label: 'bench-udp',
+    configs: [{
+      port: UDP_PORT, protocol: 'udp', algorithm: 'roundrobin', stickiness: 'session', check: 'none',
+      nodes: UDP_BACKENDS.map((ip, i) => ({ label: `udp-echo-${i + 1}`, address: `${ip}:${UDP_BACKEND_PORT}` })),
+    }],
+  });
+  await o.waitApplied();
+  const addr = { ours: nb.ipv4 as string, nginx: NGINX_UDP_IP };
+  const pid = { ours: o.ourPid, nginx: nginx.proc.pid! };
+  for (const ip of [addr.ours, addr.nginx]) await waitFor(`${ip}:${UDP_PORT} to answer`, () => answers(ip, UDP_PORT), 30_000, 100);
+  process.stdout.write(`udp: ${o.flows} flows, closed loop, 64-byte datagrams; ours ${addr.ours}, nginx stream ${addr.nginx} (pid ${pid.nginx})\n`);
+  const samples: Record<'ours' | 'nginx', UdpResult[]> = { ours: [], nginx: [] };
+  for (const t of ['ours', 'nginx'] as const) await load(addr[t], UDP_PORT, o.flows, 1, pid[t]); // warm-up
+  for (let round = 0; round < o.rounds; round++) {
+    const order = round % 2 === 0 ? (['ours', 'nginx'] as const) : (['nginx', 'ours'] as const);
+    for (const t of order) {
+      const r = await load(addr[t], UDP_PORT, o.flows, o.durationS, pid[t]);
+      samples[t].push(r);
+      process.stdout.write(`  round ${round + 1} ${t.padEnd(7)} ${fmt(r.perS)} datagrams/s  p50 ${fmt(r.p50Ms, 2)} ms  p99 ${fmt(r.p99Ms, 2)} ms  lost ${r.lost}  proxy cpu ${fmt(r.cpuShare * 100)}%\n`);
+    }
+  }
+  const agg = (xs: UdpResult[]) => ({ v: median(xs.map((x) => x.perS)), p50: median(xs.map((x) => x.p50Ms)), p99: median(xs.map((x) => x.p99Ms)) });
+  const ours = agg(samples.ours);
+  const ng = agg(samples.nginx);
+  const ratio = ours.v / ng.v;
+  process.stdout.write(`\n${table([
+    ['scenario', 'unit', 'ours', 'nginx', 'ratio', 'target', 'ours p50/p99 ms', 'nginx p50/p99 ms'],
+    ['udp', 'datagrams/s', fmt(ours.v), fmt(ng.v), fmt(ratio, 2), `>= ${TARGET}`, `${fmt(ours.p50, 2)}/${fmt(ours.p99, 2)}`, `${fmt(ng.p50, 2)}/${fmt(ng.p99, 2)}`],
+  ])}\n\n`);
+  return ratio >= TARGET ? [] : [`udp: ${fmt(ratio, 2)} of nginx's datagrams/s, target ${TARGET}`];
+}

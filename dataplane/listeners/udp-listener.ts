@@ -1,0 +1,201 @@
+import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
+import type { Clock, Timer } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import { hashString } from '../balancing/picker.js';
+import type { ConfigRuntime } from '../runtime/config-runtime.js';
+import type { NodeState } from '../runtime/node-state.js';
+import type { ConnLimits } from '../throttle/conn-limits.js';
+
+/** How often expired sessions are looked for, at most (a shorter session timeout sweeps more often). */
+const SWEEP_MS = 1000;
+/** Asked of the kernel for the listening socket, so a burst is not dropped before we read it. */
+const SOCKET_BUFFER = 4 * 1024 * 1024;
+
+/** One client flow (source address and port): its own socket towards the node, and its node. */
+interface UdpSession {
+  readonly flow: string;
+  readonly ip: string;
+  readonly port: number;
+  readonly rt: ConfigRuntime;
+  readonly socket: Socket;
+  node: NodeState;
+  /** The node the last datagram went to: a reply from it is recognised without building a key. */
+  sentTo: NodeState | null;
+  /** Node addresses (`host:port`) this session sent to: the only sources a reply is taken from. */
+  readonly peers: Set<string>;
+  lastSeen: number;
+  ended: boolean;
+}
+
+/**
+ * A udp config's listening socket (docs/dataplane.md "UDP"). Each client flow is a session bound
+ * to one node until `udp_session_timeout` of silence either way; the session talks to the node
+ * from its own socket, and replies go back to the client from this socket, so the client sees
+ * the NodeBalancer's address. Datagrams are forwarded one by one as they arrive: never
+ * reassembled, reordered or held back. Which config is served is the `rt` pointer, as for TCP.
+ */
+export class UdpListener {
+  readonly socket: Socket;
+  rt: ConfigRuntime | null = null;
+  private readonly sessions = new Map<string, UdpSession>();
+  private sweeper: Timer | null = null;
+  private closed = false;
+
+  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits) {
+    this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4' });
+    this.socket.on('message', (msg, from) => this.onDatagram(msg, from));
+    this.socket.on('error', (e) => this.log.error({ err: e, ip, port }, 'udp listener error'));
+  }
+
+  get key(): string {
+    return `udp/${this.ip}:${this.port}`;
+  }
+
+  /** Open sessions (tests and metrics). */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onErr = (e: Error) => reject(e);
+      this.socket.once('error', onErr);
+      this.socket.bind({ address: this.ip, port: this.port, exclusive: true }, () => {
+        this.socket.removeListener('error', onErr);
+        for (const set of [(n: number) => this.socket.setRecvBufferSize(n), (n: number) => this.socket.setSendBufferSize(n)]) {
+          try {
+            set(SOCKET_BUFFER);
+          } catch {
+            // The kernel's own maximum applies; the default still works.
+          }
+        }
+        resolve();
+      });
+    });
+  }
+
+  private onDatagram(msg: Buffer, from: RemoteInfo): void {
+    const rt = this.rt;
+    if (rt === null || this.closed) return;
+    const flow = `${from.address}:${from.port}`;
+    let s = this.sessions.get(flow);
+    // A session started under another config (the listener now serves a new one) starts over.
+    if (s !== undefined && s.rt !== rt) {
+      this.end(s);
+      s = undefined;
+    }
+    const fresh = s === undefined;
+    if (s === undefined) {
+      s = this.open(rt, flow, from);
+      if (s === undefined) return;
+    }
+    s.lastSeen = this.clock.now();
+    rt.traffic.received(msg.length);
+    // Stickiness none picks per datagram; otherwise the session keeps its node while it can serve
+    // (a drained node keeps its sessions), and one that went down moves on this datagram.
+    if (!fresh && (rt.spec.stickiness === 'none' || !s.node.servesPinned)) {
+      const next = this.pick(rt, s.ip, s.flow);
+      if (next === undefined) return;
+      if (next !== s.node) {
+        rt.closed(s.node);
+        rt.opened(next);
+        s.node = next;
+      }
+    }
+    const node = s.node;
+    if (node !== s.sentTo) {
+      s.sentTo = node;
+      s.peers.add(`${node.spec.host}:${node.spec.port}`);
+    }
+    s.socket.send(msg, node.spec.port, node.spec.host);
+  }
+
+  private pick(rt: ConfigRuntime, ip: string, flow: string): NodeState | undefined {
+    const algorithm = rt.spec.algorithm;
+    const hash = algorithm === 'ring_hash' ? hashString(flow) : algorithm === 'source' ? hashString(ip) : 0;
+    return rt.choose(ip, hash, undefined, null);
+  }
+
+  /** A new session, or undefined when a cap, the throttle or the lack of a node refuses it. */
+  private open(rt: ConfigRuntime, flow: string, from: RemoteInfo): UdpSession | undefined {
+    const cap = rt.throttle.concurrent.total;
+    // The config's own bound, beside the NodeBalancer's: one config can never hold more.
+    if (cap > 0 && this.sessions.size >= cap) return void this.limits.refuse('udp_config_cap');
+    if (!this.limits.admitUdp(rt.throttle, from.address)) return undefined;
+    const node = this.pick(rt, from.address, flow);
+    if (node === undefined) {
+      this.limits.releaseUdp(rt.throttle, from.address);
+      return undefined;
+    }
+    const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4' });
+    const s: UdpSession = { flow, ip: from.address, port: from.port, rt, socket, node, sentTo: null, peers: new Set(), lastSeen: this.clock.now(), ended: false };
+    socket.on('message', (reply, peer) => {
+      if (s.ended) return;
+      const last = s.sentTo;
+      const known = last !== null && peer.port === last.spec.port && peer.address === last.spec.host;
+      if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
+      s.lastSeen = this.clock.now();
+      rt.traffic.sent(reply.length);
+      this.socket.send(reply, s.port, s.ip);
+    });
+    socket.on('error', (e) => {
+      this.log.debug({ err: e, flow }, 'udp session socket error');
+      this.end(s);
+    });
+    this.sessions.set(flow, s);
+    rt.opened(node);
+    rt.traffic.connectionOpened();
+    this.startSweeper(rt);
+    return s;
+  }
+
+  private end(s: UdpSession): void {
+    if (s.ended) return;
+    s.ended = true;
+    this.sessions.delete(s.flow);
+    s.socket.close();
+    s.rt.closed(s.node);
+    s.rt.traffic.connectionClosed();
+    this.limits.releaseUdp(s.rt.throttle, s.ip);
+  }
+
+  private startSweeper(rt: ConfigRuntime): void {
+    if (this.sweeper !== null) return;
+    const every = Math.max(100, Math.min(SWEEP_MS, Math.floor(rt.spec.udpSessionTimeoutMs / 4)));
+    this.sweeper = this.clock.setInterval(() => this.sweep(), every);
+  }
+
+  /** Ends the sessions silent for their config's timeout; stops when none are left. */
+  private sweep(): void {
+    const now = this.clock.now();
+    for (const s of this.sessions.values()) {
+      if (now - s.lastSeen >= s.rt.spec.udpSessionTimeoutMs) this.end(s);
+    }
+    if (this.sessions.size === 0 && this.sweeper !== null) {
+      this.sweeper.cancel();
+      this.sweeper = null;
+    }
+  }
+
+  /**
+   * UDP has no connection to let finish: a removed listener ends its sessions and closes at once,
+   * so the address can be bound again by the next snapshot.
+   */
+  drain(_deadlineMs: number): Promise<void> {
+    this.destroy();
+    return Promise.resolve();
+  }
+
+  destroy(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of [...this.sessions.values()]) this.end(s);
+    this.sweeper?.cancel();
+    this.sweeper = null;
+    try {
+      this.socket.close();
+    } catch {
+      // Never bound (a failed listen): nothing to close.
+    }
+  }
+}

@@ -1,0 +1,69 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { api, repoRoot, until } from '../helpers/lab.js';
+
+function sh(cmd: string, args: string[]): string {
+  return execFileSync(cmd, args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// The container image of docs/install.md: built without a registry on top of the MariaDB image,
+// the control plane runs in it as a non-root user and answers the API.
+describe('the fulcrum container image', () => {
+  const name = `ops-fulcrum-image-${randomBytes(4).toString('hex')}`;
+  afterAll(() => {
+    spawnSync('docker', ['rm', '-f', '-v', name], { stdio: 'ignore' });
+  });
+
+  // Building the sources (npm run build) dominates on a cold run: a few minutes on 2 busy cores.
+  it('builds, runs the control plane as a non-root user and serves /v4/regions', { timeout: 900_000 }, async () => {
+    sh('bash', ['scripts/start-dockerd.sh']);
+    sh('bash', ['scripts/build-mysql-image.sh']);
+    const started = Date.now();
+    sh('bash', ['scripts/build-fulcrum-image.sh']);
+    const version = (JSON.parse(readFileSync(`${repoRoot}/package.json`, 'utf8')) as { version: string }).version;
+    process.stdout.write(`fulcrum/fulcrum:${version} built in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
+    expect(sh('docker', ['image', 'inspect', '-f', '{{.Config.User}} {{json .Config.Entrypoint}}', `fulcrum/fulcrum:${version}`]).trim())
+      .toBe('fulcrum ["/usr/local/bin/node","/opt/fulcrum/bin/fulcrum.js"]');
+
+    // Host networking: this machine's dockerd may run without a bridge (docs/docker.md).
+    const port = await freePort();
+    sh('docker', ['run', '-d', '--name', name, '--network', 'host', `fulcrum/fulcrum:${version}`,
+      'control-plane', '--state', '/var/lib/fulcrum/control-plane', '--api-host', '127.0.0.1', '--api-port', String(port),
+      '--grpc-port', '0', '--bootstrap-port', '0']);
+    const token = await until('admin token', () => {
+      const r = spawnSync('docker', ['exec', name, 'cat', '/var/lib/fulcrum/control-plane/admin-token'], { encoding: 'utf8' });
+      if (r.status !== 0 && sh('docker', ['inspect', '-f', '{{.State.Running}}', name]).trim() !== 'true') {
+        throw new Error(`container stopped: ${sh('docker', ['logs', name])}`);
+      }
+      return r.status === 0 && r.stdout.trim() ? r.stdout.trim() : undefined;
+    }, 120_000, 250);
+    const regions = await until('/v4/regions', () => api(`http://127.0.0.1:${port}`, token)('GET', '/v4/regions').catch(() => undefined), 60_000, 250);
+    expect(regions.status).toBe(200);
+    expect(regions.body.data.length).toBeGreaterThan(0);
+    expect((await api(`http://127.0.0.1:${port}`, 'wrong')('GET', '/v4/regions')).status).toBe(401);
+
+    // The process itself, seen from the host: real, effective, saved and filesystem uids are not root.
+    const pid = sh('docker', ['inspect', '-f', '{{.State.Pid}}', name]).trim();
+    const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))!.slice(1).map(Number);
+    expect(uids).toHaveLength(4);
+    for (const uid of uids) expect(uid).not.toBe(0);
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('control-plane');
+    expect(sh('docker', ['exec', name, 'id', '-un']).trim()).toBe('fulcrum');
+    // Its state is private to that user.
+    expect(sh('docker', ['exec', name, 'stat', '-c', '%U %a', '/var/lib/fulcrum/control-plane/admin-token']).trim()).toBe('fulcrum 600');
+  });
+});

@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
+import { assertCurrentConfig, assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { hostCredentials } from '../../helpers/fleet.js';
+import { MYSQL, eventsFor, firstEngine, until, waitStatus } from './helpers.js';
+import { startScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
+
+/**
+ * The newer platform's fields beside the 4.176 ones (docs/databases.md, "Objects"), checked
+ * against the shape today's clients decode (test/helpers/database-schema.ts), with a scripted
+ * agent over the real gRPC stream.
+ */
+const NEWER = 'mysql/99.0.1';
+
+describe('databases API: the fields today\'s clients read', () => {
+  let api: ApiHarness;
+  let agent: ScriptedAgent;
+  let engine: string;
+  beforeAll(async () => {
+    api = await startApi();
+    engine = await firstEngine(api);
+    // The agent also offers a newer build, so that a version upgrade has somewhere to go.
+    agent = startScriptedAgent(api.cp.grpcAddress, {
+      id: 'agent-cur', region: 'us-east', engines: [NEWER], credentials: hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east'),
+    });
+    await until('newer engine offered', async () => ((await api.req('GET', '/v4/databases/engines', { token: null })).body.data.some((e: any) => e.id === NEWER) || undefined));
+  });
+  afterAll(async () => {
+    agent?.close();
+    await api?.close();
+  });
+
+  it('answers platform, members, hosts.standby, port, integer disk sizes and updates.pending, before and after provisioning', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-fields', region: 'us-east', type: 'g6-standard-1', engine } });
+    expect(created.status).toBe(200);
+    assertCurrentDatabase(created.body);
+    // Never null, even while provisioning: both are integers in every schema.
+    expect(created.body).toMatchObject({ platform: 'rdbms-default', port: 3306, total_disk_size_gb: 50, used_disk_size_gb: 0, engine_config: {} });
+    expect(created.body.hosts).toEqual({ primary: null, secondary: null, standby: null });
+    expect(created.body.updates.pending).toEqual([]);
+
+    const d = await waitStatus(api, created.body.id, 'active');
+    assertCurrentDatabase(d);
+    expect(d.hosts.standby).toBe(d.hosts.secondary);
+    expect(d.hosts.standby).toMatch(/^127\.78\.\d+\.\d+$/);
+    expect(d.members).toEqual({ [d.hosts.primary]: 'primary' });
+    expect(d.used_disk_size_gb).toBe(2);
+    for (const prefix of ['/v4', '/v4beta']) {
+      const list = await api.req('GET', `${prefix}/databases/mysql/instances`);
+      for (const item of list.body.data) assertCurrentDatabase(item);
+    }
+  });
+
+  it('lists a build held for the window in updates.pending, planned for the next window start', async () => {
+    const created = await api.req('POST', MYSQL, {
+      body: { label: 'cur-pending', region: 'us-east', type: 'g6-nanode-1', engine, updates: { frequency: 'weekly', day_of_week: 3, hour_of_day: 5, duration: 4 } },
+    });
+    const id = created.body.id as number;
+    await waitStatus(api, id, 'active');
+    agent.setPatchPending(id, true);
+    const d = await until('pending update listed', async () => {
+      const r = await api.req('GET', `${MYSQL}/${id}`);
+      return r.body.updates.pending.length > 0 ? r.body : undefined;
+    });
+    assertCurrentDatabase(d);
+    expect(d.updates.duration).toBe(4);
+    const [p] = d.updates.pending;
+    expect(p.deadline).toBeNull();
+    expect(p.description).toMatch(/engine/);
+    const planned = new Date(`${p.planned_for}Z`);
+    expect(planned.getUTCDay()).toBe(3);
+    expect(planned.getUTCHours()).toBe(5);
+    expect(planned.getTime()).toBeGreaterThan(Date.now());
+    expect(planned.getTime() - Date.now()).toBeLessThanOrEqual(7 * 24 * 3_600_000);
+    agent.setPatchPending(id, false);
+    await until('pending update gone', async () => ((await api.req('GET', `${MYSQL}/${id}`)).body.updates.pending.length === 0 ? true : undefined));
+  });
+
+  it('accepts a maintenance duration of 4 hours, as today\'s clients send, and refuses 5', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-window', region: 'us-east', type: 'g6-nanode-1', engine } });
+    const id = created.body.id as number;
+    await waitStatus(api, id, 'active');
+    // Shaped as the Terraform provider sends it: no week_of_month for a weekly window.
+    const put = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { day_of_week: 4, duration: 4, frequency: 'weekly', hour_of_day: 16 } } });
+    expect(put.status).toBe(200);
+    assertCurrentDatabase(put.body);
+    expect(put.body.updates).toMatchObject({ day_of_week: 4, duration: 4, frequency: 'weekly', hour_of_day: 16, week_of_month: null });
+    await waitStatus(api, id, 'active');
+    expect(agent.desired()!.databases.find((x) => Number(x.id) === id)!.updates!.duration).toBe(4);
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { updates: { duration: 5 } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([{ field: 'updates.duration', reason: 'duration must be an integer from 1 to 4' }]);
+  });
+
+  it('describes engine_config at /databases/mysql/config on both prefixes', async () => {
+    for (const prefix of ['/v4', '/v4beta']) {
+      const r = await api.req('GET', `${prefix}/databases/mysql/config`, { token: null });
+      expect(r.status).toBe(200);
+      assertCurrentConfig(r.body);
+      expect(r.body.mysql.innodb_ft_min_token_size).toMatchObject({ minimum: 0, maximum: 16, requires_restart: true, type: 'integer' });
+      expect(r.body.binlog_retention_period).toMatchObject({ minimum: 600, maximum: 86400 });
+    }
+  });
+
+  it('takes engine_config on create and PUT, merged and stored, sends the agent MariaDB variables, and refuses bad keys by name', async () => {
+    const created = await api.req('POST', MYSQL, {
+      body: { label: 'cur-config', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { binlog_retention_period: 900, mysql: { connect_timeout: 20, innodb_ft_min_token_size: 2 } } },
+    });
+    expect(created.status).toBe(200);
+    assertCurrentDatabase(created.body);
+    const id = created.body.id as number;
+    expect(created.body.engine_config).toEqual({ binlog_retention_period: 900, mysql: { connect_timeout: 20, innodb_ft_min_token_size: 2 } });
+    await waitStatus(api, id, 'active');
+    const desired = () => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    expect(desired().restartOptions).toEqual({ innodb_ft_min_token_size: '2' });
+    expect(desired().dynamicOptions).toEqual({ connect_timeout: '20' });
+
+    const put = await api.req('PUT', `${MYSQL}/${id}`, { body: { engine_config: { mysql: { innodb_ft_min_token_size: 4, sql_require_primary_key: true, connect_timeout: null } } } });
+    expect(put.status).toBe(200);
+    expect(put.body.status).toBe('updating');
+    expect(put.body.engine_config).toEqual({ binlog_retention_period: 900, mysql: { innodb_ft_min_token_size: 4, sql_require_primary_key: true } });
+    const done = await waitStatus(api, id, 'active');
+    assertCurrentDatabase(done);
+    expect(desired().restartOptions).toEqual({ innodb_ft_min_token_size: '4' });
+    expect(desired().dynamicOptions).toEqual({ innodb_force_primary_key: 'ON' });
+
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { engine_config: { mysql: { innodb_ft_min_token_size: 17, internal_tmp_mem_storage_engine: 'TempTable' } } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([
+      { field: 'engine_config.mysql.innodb_ft_min_token_size', reason: 'innodb_ft_min_token_size must be from 0 to 16' },
+      { field: 'engine_config.mysql.internal_tmp_mem_storage_engine', reason: expect.stringMatching(/^internal_tmp_mem_storage_engine cannot be set on these servers: /) },
+    ]);
+    const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
+    expect(badCreate.status).toBe(400);
+    expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
+    // A fork or a private network is refused by name, never created as something else.
+    const fork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: id, restore_time: '2026-01-01T00:00:00' }, private_network: null } });
+    expect(fork.status).toBe(400);
+    expect(fork.body.errors).toEqual([{ field: 'fork', reason: 'fork is not supported yet' }]);
+    const vpc = await api.req('PUT', `${MYSQL}/${id}`, { body: { private_network: { vpc_id: 1, subnet_id: 2, public_access: true } } });
+    expect(vpc.body.errors).toEqual([{ field: 'private_network', reason: 'private_network is not supported yet' }]);
+  });
+
+  it('takes PUTs shaped as linodego and the Terraform provider send them: type is a resize, version an upgrade, cluster_size refused', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-put', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, engine_config: { mysql: { wait_timeout: 600 } } } });
+    const id = created.body.id as number;
+    let d = await waitStatus(api, id, 'active');
+    const desired = () => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    // Terraform sends what it holds: unchanged values of every field are no change.
+    const same = await api.req('PUT', `${MYSQL}/${id}`, {
+      body: { label: d.label, allow_list: d.allow_list, type: d.type, cluster_size: 3, version: d.version, engine_config: d.engine_config,
+        updates: { day_of_week: d.updates.day_of_week, duration: d.updates.duration, frequency: d.updates.frequency, hour_of_day: d.updates.hour_of_day } },
+    });
+    expect(same.status).toBe(200);
+    expect(same.body.status).toBe('active');
+    assertCurrentDatabase(same.body);
+
+    // linodego's MySQLUpdateOptions with only Type set.
+    const resize = await api.req('PUT', `${MYSQL}/${id}`, { body: { type: 'g6-standard-1' } });
+    expect(resize.status).toBe(200);
+    expect(resize.body).toMatchObject({ status: 'resizing', type: 'g6-standard-1', total_disk_size_gb: 50 });
+    assertCurrentDatabase(resize.body);
+    d = await waitStatus(api, id, 'active');
+    expect(desired().type).toMatchObject({ id: 'g6-standard-1', memoryMb: 2048 });
+    expect((await eventsFor(api, id, 'database_resize'))[0]).toMatchObject({ status: 'finished' });
+
+    const upgrade = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: '99.0.1' } });
+    expect(upgrade.status).toBe(200);
+    expect(upgrade.body).toMatchObject({ status: 'updating', version: '99.0.1' });
+    assertCurrentDatabase(upgrade.body);
+    d = await waitStatus(api, id, 'active');
+    expect(desired()).toMatchObject({ engineId: NEWER, version: '99.0.1' });
+    // Terraform waits for database_update after an engine_id change.
+    expect((await eventsFor(api, id, 'database_update'))[0]).toMatchObject({ status: 'finished' });
+
+    // A PUT that resizes and updates records both events, each finished once it has converged:
+    // Terraform waits for both.
+    const both = await api.req('PUT', `${MYSQL}/${id}`, { body: { type: 'g6-standard-2', label: 'cur-put-2' } });
+    expect(both.body.status).toBe('resizing');
+    await waitStatus(api, id, 'active');
+    expect((await eventsFor(api, id, 'database_resize'))[0]).toMatchObject({ status: 'finished' });
+    expect((await eventsFor(api, id, 'database_update'))[0]).toMatchObject({ status: 'finished', entity: { label: 'cur-put-2' } });
+    expect((await eventsFor(api, id, 'database_update')).every((e: any) => e.status === 'finished')).toBe(true);
+
+    const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 1, version: '1.0.0' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([
+      { field: 'cluster_size', reason: 'cluster_size cannot be changed yet; the database keeps the size it was created with' },
+      { field: 'version', reason: 'version 1.0.0 is not available; see /databases/engines for the versions offered' },
+    ]);
+    const down = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: engine.split('/')[1] } });
+    expect(down.status).toBe(400);
+    expect(down.body.errors).toEqual([{ field: 'version', reason: 'version can only be upgraded from 99.0.1, not lowered' }]);
+    expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 2 } })).body.errors).toEqual([{ field: 'cluster_size', reason: 'cluster_size must be 1 or 3' }]);
+  });
+});

@@ -1,0 +1,83 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createProxyEngine, type HealthEvent } from '../../../dataplane/engine.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { waitFor } from '../../helpers/backends.js';
+import { commonTcpPort, udpLoopback } from '../../helpers/udp.js';
+import { cleanup } from './engine-harness.js';
+import { config, node, nodebalancer, snapshot } from './snapshot.js';
+
+/**
+ * Real DNS through a UDP NodeBalancer: two dnsmasq servers (Debian's dnsmasq-base) on their own
+ * 127.117.x addresses behind one udp config, and `dig` (bind9-dnsutils) in batch mode asking
+ * 10,000 queries, one try each, so a lost datagram shows as a missing answer.
+ */
+const QUERIES = 10_000;
+
+function startDnsmasq(ip: string, port: number, who: string): ChildProcess {
+  const p = spawn('dnsmasq', [
+    '--keep-in-foreground', '--no-resolv', '--no-hosts', '--no-poll', '--conf-file=/dev/null', '--pid-file',
+    `--listen-address=${ip}`, '--bind-interfaces', `--port=${port}`, '--cache-size=1000',
+    `--txt-record=who.fulcrum.test,${who}`, '--host-record=host.fulcrum.test,10.1.2.3',
+  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  cleanup.push(() => new Promise<void>((resolve) => {
+    if (p.exitCode !== null) return resolve();
+    p.once('exit', () => resolve());
+    p.kill('SIGTERM');
+  }));
+  return p;
+}
+
+function dig(file: string, ip: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('dig', ['-f', file, `@${ip}`, '-p', String(port), '+short', '+tries=1', '+time=3']);
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.on('error', reject);
+    p.on('exit', () => resolve(out));
+  });
+}
+
+describe('UDP NodeBalancer in front of real DNS servers', () => {
+  it(`answers every one of ${QUERIES} dig queries through two dnsmasq servers`, async () => {
+    const ips = [udpLoopback(), udpLoopback()];
+    const port = await commonTcpPort(ips);
+    const servers = [startDnsmasq(ips[0]!, port, 'a'), startDnsmasq(ips[1]!, port, 'b')];
+    const engine = createProxyEngine({ logger: silentLogger(), limits: { udpSessionsPerClient: 2 * QUERIES, udpSessionsPerNodeBalancer: 2 * QUERIES } });
+    cleanup.push(() => engine.close());
+    const events: HealthEvent[] = [];
+    engine.onHealth((e) => events.push(e));
+    const nodes = ips.map((ip) => node(`${ip}:${port}`, { mode: 'none' }));
+    const nbIp = udpLoopback();
+    const nbPort = 20000 + Math.floor(Math.random() * 20000);
+    // dnsmasq answers TCP on its DNS port too: that is the udp_check_port a connection check uses.
+    await engine.apply(snapshot(1, [nodebalancer(nbIp, [config(nbPort, nodes, {
+      protocol: 'udp', algorithm: 'roundrobin', stickiness: 'session', check: 'connection', checkInterval: 2, checkTimeout: 1,
+      checkAttempts: 2, checkPassive: false, cipherSuite: 'none', udpCheckPort: port, udpSessionTimeout: 16,
+    })])]));
+    await waitFor(() => nodes.every((n) => events.some((e) => e.nodeId === n.id && e.status === 'UP')), 15_000, 'both dnsmasq servers UP');
+    expect(servers.every((s) => s.exitCode === null)).toBe(true);
+
+    const dir = mkdtempSync(join(tmpdir(), 'fulcrum-udp-dns-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'queries');
+    const lines: string[] = [];
+    for (let i = 0; i < QUERIES; i++) lines.push(i % 2 === 0 ? 'who.fulcrum.test TXT' : 'host.fulcrum.test A');
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    engine.drainCounters();
+    const out = (await dig(file, nbIp, nbPort)).split('\n').filter((l) => l !== '');
+    const tally = out.reduce<Record<string, number>>((m, l) => ({ ...m, [l]: (m[l] ?? 0) + 1 }), {});
+    // Every query answered: 5,000 addresses, and 5,000 TXT answers from both servers.
+    expect(tally['10.1.2.3']).toBe(QUERIES / 2);
+    expect((tally['"a"'] ?? 0) + (tally['"b"'] ?? 0)).toBe(QUERIES / 2);
+    expect(tally['"a"']).toBeGreaterThan(0);
+    expect(tally['"b"']).toBeGreaterThan(0);
+    expect(out).toHaveLength(QUERIES);
+    const counted = engine.drainCounters();
+    expect(counted.reduce((a, d) => a + d.connections, 0)).toBeGreaterThan(0);
+    expect(engine.refusals()).toMatchObject({ udp_throttle: 0, udp_client_cap: 0, udp_nodebalancer_cap: 0, udp_fd_reserve: 0 });
+  }, 180_000);
+});
