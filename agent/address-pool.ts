@@ -10,7 +10,7 @@ async function bindable(host: string, port: number): Promise<boolean> {
 }
 
 /**
- * Node addresses from a loopback pool (default 127.79.0.0/16): each node listens on its own
+ * Node addresses from a pool (default 127.79.0.0/16, `--node-pool`): each node listens on its own
  * address and port 3306, so `members` can name nodes by address. Skips addresses already
  * taken by this agent and any whose port is in use on the host (another agent, a stray server).
  */

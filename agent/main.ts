@@ -32,7 +32,10 @@ export interface StartAgentOptions {
   catalogue?: Catalogue;
   /** The operator's engine file, listed ahead of the detected engines (agent/catalogue.ts). */
   enginesFile?: string;
-  /** Pool of loopback addresses for nodes (each node listens on its own address, port 3306). */
+  /**
+   * Pool of addresses for nodes (each node listens on its own address, port 3306); across hosts
+   * the data planes must reach them (docs/multi-host.md). Default 127.79.0.0/16.
+   */
   nodeAddressPool?: string;
   metricsHost?: string;
   metricsPort?: number;

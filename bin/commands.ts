@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
 import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
+import { parseCidr } from '../lib/ipv4.js';
 
 function onShutdown(close: () => Promise<void>): void {
   let closing = false;
@@ -143,7 +144,10 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
+    'node-pool': 'string',
   });
+  const nodePool = f['node-pool'] as string | undefined;
+  if (nodePool !== undefined && !parseCidr(nodePool)) throw new Error('--node-pool must be an IPv4 CIDR such as 198.18.110.0/28');
   const runtime = (f.runtime as string | undefined) ?? 'process';
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
   const { startAgent } = await import('../agent/main.js');
@@ -158,6 +162,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     stateDir,
     runtime,
     enginesFile: f.engines as string | undefined,
+    nodeAddressPool: nodePool,
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
   });

@@ -30,6 +30,7 @@ const usage = `usage: fulcrum <command> [options]
   agent          --control-plane HOST:PORT[,HOST:PORT...] --state DIR --runtime process|docker [--join TOKEN]
                  [--metrics-port N] [--id ID --region R] [--insecure-grpc]
                  [--engines FILE (the engines this host may run besides the ones it finds)]
+                 [--node-pool CIDR (default 127.79.0.0/16)]   addresses members listen on (this host's)
   join-token create  --state DIR --role dataplane|agent --id ID [--region R (default *)]
                  [--expiry-seconds N (default 3600)] [--kek-file PATH]   (on the control plane's host)
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
