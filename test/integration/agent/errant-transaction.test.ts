@@ -1,9 +1,9 @@
 /**
  * Errant transactions are reported, never dropped in silence (docs/databases.md, "Clusters across
  * hosts"; docs/agent.md §7), with real MariaDB servers and the process runtime: the primary's
- * replication link is cut (iptables drops TCP to and from its replication port; clients and the
- * agent reach it over its Unix socket, so they are unaffected), a row is committed on it that no
- * replica receives, the primary dies, a replica is promoted, and the agent reports the missing
+ * replication link is cut (iptables drops TCP to and from its replication port; the agent and
+ * the test's one cut-off write reach it over its Unix socket, so they are unaffected), a row is
+ * committed on it that no replica receives, the primary dies, a replica is promoted, and the agent reports the missing
  * transaction's GTID in a failed `database_failover` event before the old node is rebuilt and the
  * cluster is active with three members again.
  */
@@ -68,6 +68,9 @@ describe('agent: an errant transaction on a failed primary', () => {
     await w.query('CREATE DATABASE app');
     await w.query('CREATE TABLE app.t (id INT PRIMARY KEY)');
     await w.query('INSERT INTO app.t VALUES (1)');
+    // Closed before the cut: clients reach the primary through the data plane over TCP, which the
+    // cut drops too (docs/databases.md, "Database endpoints").
+    await w.end();
 
     const c = agent.agent.database(44)!;
     const oldPrimary = c.state!.primary;
@@ -75,10 +78,12 @@ describe('agent: an errant transaction on a failed primary', () => {
     for (const rule of cutRules(address)) execFileSync('iptables', ['-I', ...rule]);
     // Written around the fencing: semi-sync off for this one commit, so it is acknowledged while
     // no replica can receive it (what a cut-off primary with an asynchronous fallback does).
-    await withAdmin(await c.adminTarget(oldPrimary), (x) => x.query('SET GLOBAL rpl_semi_sync_master_enabled=OFF'));
-    await w.query('INSERT INTO app.t VALUES (666)');
+    // The write goes over the node's Unix socket, which the cut leaves alone.
+    await withAdmin(await c.adminTarget(oldPrimary), async (x) => {
+      await x.query('SET GLOBAL rpl_semi_sync_master_enabled=OFF');
+      await x.query('INSERT INTO app.t VALUES (666)');
+    });
     const gtid = await withAdmin(await c.adminTarget(oldPrimary), async (x) => String((await q(x, 'SELECT @@gtid_current_pos AS g'))[0].g));
-    await w.end();
     const seq = Number(gtid.split('-')[2]);
     // The agent has seen the old primary at that position before it dies.
     await driver.waitFor(() => driver.db(44)!.nodes.some((n) => n.role === 'primary' && n.gtidCurrentPos === gtid), 10_000, 'position observed');
