@@ -3,7 +3,8 @@ import { ESLint } from 'eslint';
 import { repoRoot } from '../helpers/lab.js';
 
 // The three processes talk only over gRPC; the lint rule is what keeps them honest.
-describe('lint: process boundaries', () => {
+// ESLint's first run loads every plugin and the TypeScript parser: slow on a busy 2-core machine.
+describe('lint: process boundaries', { timeout: 60_000 }, () => {
   const eslint = new ESLint({ cwd: repoRoot });
   const lint = async (file: string, code: string, rule = 'no-restricted-imports') => {
     const [r] = await eslint.lintText(code, { filePath: `${repoRoot}/${file}` });
