@@ -1,24 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { api, repoRoot, until } from '../helpers/lab.js';
+import { freePort } from '../helpers/tcp.js';
 
 function sh(cmd: string, args: string[]): string {
   return execFileSync(cmd, args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 });
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 // The container image of docs/install.md: built without a registry on top of the MariaDB image,
 // the control plane runs in it as a non-root user and answers the API.

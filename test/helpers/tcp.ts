@@ -1,4 +1,4 @@
-import { createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { startTcpBackend, type TcpBackend } from './backends.js';
 
 /** A TCP backend on its own loopback address that answers every chunk with `<name>:<chunk>`. */
@@ -33,6 +33,18 @@ export function ask(host: string, port: number, msg: string, opts: { localAddres
     sock.once('close', () => {
       clearTimeout(timer);
       reject(new Error('closed without an answer'));
+    });
+  });
+}
+
+/** A port nothing listens on now on `host` (bind port 0, read it, close): for configs that must name one. */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
     });
   });
 }

@@ -7,7 +7,6 @@
  * `engine` is the catalogue entry to run, `root` a scratch directory for data dirs.
  * The suite runs real servers; every node it creates is removed in afterAll.
  */
-import { createServer } from 'node:net';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +19,8 @@ import {
   type ContainerRuntime,
   type NodeSpec,
 } from '../../../agent/runtime/container-runtime.js';
+import { freePort } from '../../helpers/tcp.js';
+export { freePort };
 
 export interface RuntimeFixture {
   runtime: ContainerRuntime;
@@ -30,17 +31,6 @@ export interface RuntimeFixture {
   cleanup?: () => Promise<void>;
 }
 
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function query(runtime: ContainerRuntime, name: string, sql: string): Promise<any[]> {
   const c = await runtime.connection(name);

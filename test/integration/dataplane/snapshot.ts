@@ -1,4 +1,6 @@
 import type { SnapshotInput } from '../../../dataplane/config/validate.js';
+import { freePort } from '../../helpers/tcp.js';
+export { freePort };
 
 type NbIn = NonNullable<SnapshotInput['nodebalancers']>[number];
 type CfgIn = NonNullable<NbIn['configs']>[number];
@@ -31,15 +33,3 @@ export function snapshot(version: number, nbs: NbIn[]): SnapshotInput & { versio
   return { version, nonce: '', nodebalancers: nbs };
 }
 
-/** A free port on `ip` (bind 0, read, close) for listeners that must be named in a config. */
-export async function freePort(ip: string): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, ip, () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}

@@ -2,7 +2,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
 import { startDataplane, type Dataplane } from '../../../dataplane/main.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
@@ -12,21 +11,11 @@ import { joinFleet, renewCertificate } from '../../../lib/fleet-host.js';
 import { hostIdentity, loadHostPki } from '../../../lib/pki.js';
 import { api, until } from '../../helpers/lab.js';
 import { ask, echoBackend } from '../../helpers/tcp.js';
+import { freePort } from '../../helpers/tcp.js';
 
 // The backend here is on loopback, which the product refuses by default (docs/security/api.md).
 const loopbackBackends = ['127.0.61.0/24'];
 
-/** A port nothing listens on now (bound and released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * `--control-plane a:port,b:port`: a data plane and an agent given two replica addresses connect
