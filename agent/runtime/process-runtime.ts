@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { chown, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { FulcrumError } from '../../lib/errors.js';
@@ -71,9 +71,17 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
         const installDb = toolPath(binary, 'mariadb-install-db');
         // A small redo log keeps each node's copy small (the default is 96 MiB); the server
         // resizes it at start to what the node's config asks for.
-        const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', '--innodb-log-file-size=8M'];
+        // The bootstrap server gets a private tmpdir too: another server starting meanwhile would
+        // delete its temporary tables from a shared /tmp and the bootstrap would fail.
+        const bootTmp = `${tmp}.tmpdir`;
+        await mkdir(bootTmp, { recursive: true, mode: 0o700 });
+        const args = ['--no-defaults', `--datadir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', '--innodb-log-file-size=8M', `--tmpdir=${bootTmp}`];
         if (process.getuid?.() === 0) args.push('--user=root');
-        await execFileP(installDb, args, { timeout: 120_000, env: { ...process.env, ...PRIVATE_FILES } });
+        try {
+          await execFileP(installDb, args, { timeout: 120_000, env: { ...process.env, ...PRIVATE_FILES } });
+        } finally {
+          await rm(bootTmp, { recursive: true, force: true });
+        }
         await rm(dir, { recursive: true, force: true });
         await rename(tmp, dir);
         return dir;
@@ -111,6 +119,12 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       // The binary too: an operator's build may sit in a folder only root can search.
       await shareAncestors(dirname(spec.engine.binary!), user);
     }
+    // Its own tmpdir: a MariaDB server deletes every `#sql*` file in its tmpdir when it starts
+    // (its own leftovers, it assumes), so servers sharing /tmp destroy each other's on-disk
+    // temporary tables mid-query (docs/agent.md, "Process runtime").
+    const tmpDir = join(p.runDir, 'tmp');
+    await mkdir(tmpDir, { recursive: true, mode: 0o700 });
+    if (user) await chown(tmpDir, user.uid, user.gid);
     const errLog = join(dir, 'error.log');
     const args = [
       `--defaults-file=${cnf}`,
@@ -120,6 +134,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       `--port=${spec.port}`,
       `--bind-address=${spec.host}`,
       `--log-error=${errLog}`,
+      `--tmpdir=${tmpDir}`,
     ];
     const out = openSync(errLog, 'a');
     const child = spawn(spec.engine.binary!, args, {

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import mysql from 'mysql2/promise';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger } from '../../../lib/logger.js';
@@ -38,6 +39,33 @@ describe('process runtime specifics', () => {
     } finally {
       for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('gives each server its own tmpdir, so starting one never deletes another\'s temporary tables', async () => {
+    // A MariaDB server deletes every #sql* file in its tmpdir at start; this one stands for a
+    // temporary table of another server that shares /tmp.
+    const probe = join(tmpdir(), `#sql-fulcrum-probe-${process.pid}`);
+    writeFileSync(probe, '');
+    const root = mkdtempSync(join(tmpdir(), 'fulcrum-prt-tmp-'));
+    const rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
+    const [engine] = await detectLocalCatalogue();
+    try {
+      const st = await rt.ensure({
+        name: 'fulcrum-tmpdir-n1', labels: {}, dataDir: join(root, 'data'), files: {}, host: '127.0.0.1', memoryMb: 256, cpus: 1,
+        engine: engine!, config: '[mysqld]\ninnodb_buffer_pool_size=32M\n', port: await freePort(),
+      });
+      expect(st.state).toBe('running');
+      const c = await mysql.createConnection({ socketPath: (await rt.connection('fulcrum-tmpdir-n1')).socketPath, user: 'root', password: '' });
+      const [rows] = await c.query('SELECT @@tmpdir AS t');
+      await c.end();
+      const dir = (rows as { t: string }[])[0]!.t;
+      expect(dir.startsWith(join(root, 'runtime'))).toBe(true);
+      expect(existsSync(probe)).toBe(true);
+    } finally {
+      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+      rmSync(root, { recursive: true, force: true });
+      rmSync(probe, { force: true });
     }
   });
 });
