@@ -1,6 +1,5 @@
-import { isIP } from 'node:net';
 import type { ErrorCollector } from '../../lib/errors.js';
-import { parseCidr } from '../../lib/ipv4.js';
+import { isIpv4, parseCidr } from '../../lib/ipv4.js';
 import type { DbEndpointSpec, EndpointTargetSpec } from './endpoint-model.js';
 
 /** A snapshot's database endpoints as they arrive (untrusted: every field optional). */
@@ -30,7 +29,7 @@ export function validateEndpoints(input: EndpointsInput, errs: ErrorCollector, s
     const role = e.role === 'secondary' ? 'secondary' : 'primary';
     if (e.role !== 'primary' && e.role !== 'secondary') errs.add(`${p}.role`, `must be one of primary, secondary; got ${JSON.stringify(e.role)}`);
     const address = e.address ?? '';
-    if (isIP(address) !== 4) errs.add(`${p}.address`, `must be an IPv4 address; got ${JSON.stringify(address)}`);
+    if (!isIpv4(address)) errs.add(`${p}.address`, `must be an IPv4 address; got ${JSON.stringify(address)}`);
     const port = e.port ?? 0;
     if (!validPort(port)) errs.add(`${p}.port`, `must be 1..65535; got ${port}`);
     const listenKey = `${address}:${port}`;
@@ -43,7 +42,7 @@ export function validateEndpoints(input: EndpointsInput, errs: ErrorCollector, s
     });
     const targets: EndpointTargetSpec[] = [];
     (e.targets ?? []).forEach((t, k) => {
-      if (isIP(t.host ?? '') !== 4) errs.add(`${p}.targets[${k}].host`, `must be an IPv4 address; got ${JSON.stringify(t.host)}`);
+      if (!isIpv4(t.host ?? '')) errs.add(`${p}.targets[${k}].host`, `must be an IPv4 address; got ${JSON.stringify(t.host)}`);
       if (!validPort(t.port)) errs.add(`${p}.targets[${k}].port`, `must be 1..65535; got ${t.port}`);
       targets.push(Object.freeze({ host: t.host ?? '', port: t.port ?? 0 }));
     });
