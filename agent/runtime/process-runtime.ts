@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { chown, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,6 +8,7 @@ import type { Logger } from '../../lib/logger.js';
 import { sameSpec, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
 import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 import { handOver, nodeUser, shareAncestors } from './node-user.js';
+import { runsWith } from '../../lib/processes.js';
 
 const execFileP = promisify(execFile);
 /** mariadbd sets its own file modes from UMASK/UMASK_DIR (default 0660): owner-only instead (docs/security/secrets.md). */
@@ -42,15 +43,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
   const paths = (spec: NodeSpec) => ({ dataDir: spec.dataDir, ...store.hostPaths(spec.name) });
 
   function alive(meta: NodeMeta | undefined): boolean {
-    if (!meta?.pid) return false;
-    try {
-      const stat = readFileSync(`/proc/${meta.pid}/stat`, 'utf8');
-      if (/^\d+ \(.*\) Z/.test(stat)) return false;
-      const cmd = readFileSync(`/proc/${meta.pid}/cmdline`, 'utf8');
-      return cmd.includes(join(nodeDir(meta.spec.name), 'my.cnf'));
-    } catch {
-      return false;
-    }
+    return !!meta?.pid && runsWith(meta.pid, join(nodeDir(meta.spec.name), 'my.cnf'));
   }
 
   function toolPath(binary: string, tool: string): string {

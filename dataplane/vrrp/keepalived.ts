@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/logger.js';
+import { runsWith } from '../../lib/processes.js';
 import { renderKeepalivedConfig, validateVrrpSettings, type VrrpSettings } from './keepalived-config.js';
 
 /**
@@ -51,14 +52,6 @@ function isAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-function cmdline(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-  } catch {
-    return '';
   }
 }
 
@@ -151,7 +144,7 @@ export class Keepalived {
   private async stopLeftover(): Promise<void> {
     if (!existsSync(this.pidFile)) return;
     const pid = Number(readFileSync(this.pidFile, 'utf8').trim());
-    if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid) || !cmdline(pid).includes(this.conf)) return;
+    if (!Number.isInteger(pid) || pid <= 1 || !runsWith(pid, this.conf)) return;
     this.o.logger.warn({ pid }, 'stopping the keepalived an earlier run left');
     process.kill(pid, 'SIGTERM');
     if (!(await waitGone(pid, 5_000))) process.kill(pid, 'SIGKILL');
