@@ -17,7 +17,7 @@ import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from '.
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
   'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
-  | 'syncAccounts' | 'runExclusive' | 'pauseTraffic' | 'observe' | 'syncEndpoints'>;
+  | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints'>;
 
 const DUMP_FILE = 'dump.sql.gz';
 const ENCRYPTED_FILE = 'dump.sql.gz.aes';
@@ -194,7 +194,6 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     await c.runExclusive('restore', async () => {
       const s = c.state!;
       const p = s.primary;
-      c.pauseTraffic();
       try {
         // A restore interrupted by an agent crash is undone first, or its half-loaded data
         // would become this restore's safety copy.
@@ -262,12 +261,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
 
   /**
    * Called by the agent's tick for a database whose state says a restore was interrupted
-   * (the agent stopped mid-load): puts the previous data back with traffic paused.
+   * (the agent stopped mid-load): puts the previous data back.
    */
   async function recoverInterrupted(c: BackupDatabase): Promise<void> {
     if (!c.state?.restoreInProgress) return;
     await c.runExclusive('restore', async () => {
-      c.pauseTraffic();
       try {
         await rollBackInterrupted(c);
       } finally {

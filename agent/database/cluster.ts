@@ -58,7 +58,7 @@ export abstract class Cluster {
     this.context = this.makeContext();
   }
 
-  /** Observes the nodes again and points the front proxies at the current roles. */
+  /** Observes the nodes again and lets the members accept PROXY headers from the data planes. */
   abstract refresh(): Promise<void>;
   abstract closeEndpoints(): Promise<void>;
 

@@ -53,8 +53,11 @@ export interface ClusterContext {
   syncAccounts(): Promise<void>;
   /** The linroot password: a credentials reset in progress, else the desired one. */
   linrootPassword(): string;
-  /** Observes the nodes again and points the front proxies at the current roles. */
+  /** Observes the nodes again and lets the members accept PROXY headers from the data planes. */
   refresh(): Promise<void>;
-  /** Closes both front proxies (clients are disconnected). */
+  /**
+   * Before the nodes stop (suspend, delete). The endpoints live on the data planes, which stop
+   * routing by the control plane's state, so the controller has nothing to close today.
+   */
   closeEndpoints(): Promise<void>;
 }

@@ -81,12 +81,6 @@ export class DatabaseController extends Cluster {
     await applyProxyNetworks(this.log, members, this.wantedProxyNetworks());
   }
 
-  /**
-   * A restore: the control plane stops routing clients while the database is `restoring`
-   * (control-plane/domain/databases/endpoint-routes.ts); nothing to do here any more.
-   */
-  pauseTraffic(): void {}
-
   /** The endpoints live on the data planes; a deleted or suspended database has nothing here. */
   async closeEndpoints(): Promise<void> {}
 

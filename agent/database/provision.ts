@@ -11,8 +11,8 @@ export type ProvisionContext = Pick<ClusterContext,
 /**
  * Builds the database (docs/agent.md §3): addresses, TLS, every node started in parallel and
  * secured, node 1 promoted, the replicas attached (and, for semi_synch, acknowledging), linroot,
- * the replicas caught up, the front proxies; then the state says `provisioned`. Safe to run
- * again after a failure: every step is idempotent.
+ * the replicas caught up, the members' PROXY sources; then the state says `provisioned`. Safe to
+ * run again after a failure: every step is idempotent.
  */
 export async function provision(db: ProvisionContext): Promise<void> {
   const d = db.spec;

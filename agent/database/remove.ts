@@ -5,7 +5,7 @@ import type { ClusterContext } from './context.js';
 export type RemoveContext = Pick<ClusterContext, 'id' | 'agentId' | 'dir' | 'backupsDir' | 'runtime' | 'nodeIndexes' | 'nodeName' | 'closeEndpoints'>;
 
 /**
- * Removes everything of the database: front proxies, every node labelled with it (with its
+ * Removes everything of the database: every node labelled with it (with its
  * data, also nodes beyond the current size), its folder and its backups. Idempotent, so a
  * failed removal is simply run again.
  */
