@@ -51,7 +51,7 @@ export interface RunningAgent {
   agent: Agent;
   runtime: ContainerRuntime;
   /**
-   * Stops the agent's own work (stream, loops, front proxies). Database nodes keep running
+   * Stops the agent's own work (stream, loops). Database nodes keep running
    * (an agent restart must not interrupt them) unless `stopNodes` is set, as the lab does on
    * Ctrl-C: then every node of this agent is stopped gracefully, data kept, and the next start
    * of the agent starts them again.
