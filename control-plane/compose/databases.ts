@@ -42,17 +42,28 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
   const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  // Every agent reports every few seconds; a data-plane round rebuilds every NodeBalancer, so a
+  // report starts one only when the endpoints (members, status) differ from what the last round,
+  // whoever started it, sent.
+  let sentEndpoints = '';
+  const endpoints = () => {
+    const eps = buildDatabaseEndpoints(repo.list());
+    sentEndpoints = JSON.stringify(eps);
+    return eps;
+  };
+  const endpointsMayHaveChanged = () => {
+    if (JSON.stringify(buildDatabaseEndpoints(repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
+  };
   const agents = new AgentPushServer({
     repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     proxySources: (region) => dataplanes.sources.forRegion(region),
-    // Coalesced, and an unchanged snapshot is never resent: cheap after every report.
-    onObserved: () => dataplanes.notifyChanged(),
+    onObserved: endpointsMayHaveChanged,
   });
   ctx.fleet.onRevoke((role, id) => role === 'agent' && agents.kick(id));
   push.server = agents;
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
-  dataplanes.serveDatabaseEndpoints(() => buildDatabaseEndpoints(repo.list()), () => agents.notifyChanged());
+  dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
 
