@@ -27,6 +27,17 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
     },
   },
+  // The store answers asynchronously (control-plane/store/ports.ts): a promise nobody awaits is
+  // a write that may fail unseen or land after the answer, so the control plane must await or
+  // explicitly hand off every one. Type-aware, hence only here.
+  {
+    files: ['control-plane/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+    },
+  },
   boundary('control-plane', ['dataplane', 'agent']),
   // The domain is what the API is a view of: business rules must not depend on the wire format.
   boundary('control-plane/domain', ['dataplane', 'agent'], [

@@ -191,13 +191,13 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
       if (Number.isNaN(expiry)) throw new Error('--expiry must look like 2030-01-01T00:00:00');
     }
     const username = (f.user as string | undefined) ?? 'admin';
-    let user = users.byUsername(username);
+    let user = await users.byUsername(username);
     if (!user) {
       const global: Record<string, boolean> = {};
       for (const g of ((f.grants as string | undefined) ?? '').split(',').filter(Boolean)) global[g] = true;
-      user = auth.createUser(username, Boolean(f.restricted), { global, nodebalancer: {}, database: {} });
+      user = await auth.createUser(username, Boolean(f.restricted), { global, nodebalancer: {}, database: {} });
     }
-    const { secret } = auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
+    const { secret } = await auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
     process.stdout.write(`${secret}\n`);
   } finally {
     db.close();
@@ -229,7 +229,7 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
   const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   try {
     const fleet = new FleetService({ repo: sqliteFleet(db), ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
-    const t = fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
+    const t = await fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
     process.stdout.write(`${t.token}\n`);
   } finally {
     db.close();

@@ -5,9 +5,8 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
-import { openDatabase } from './store/sqlite/database.js';
+import { openSqliteStore } from './store/sqlite/store.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
-import { sqliteAddresses, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './store/sqlite/core-repositories.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
 import { EventService } from './domain/events/event-service.js';
@@ -24,7 +23,6 @@ import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
 import { FleetCa } from './domain/fleet/ca.js';
 import { FleetService } from './domain/fleet/fleet-service.js';
-import { sqliteFleet } from './store/sqlite/fleet-repository.js';
 import { certificatePeers, insecurePeers } from './push/peer-auth.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
@@ -99,13 +97,13 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const logger = opts.logger ?? createLogger('control-plane');
   const registry = opts.registry ?? createRegistry('control-plane');
   const clock = opts.clock ?? systemClock;
-  const db = openDatabase(join(opts.stateDir, 'control-plane.sqlite'), { kekFile: opts.kekFile });
+  const store = openSqliteStore(join(opts.stateDir, 'control-plane.sqlite'), { kekFile: opts.kekFile });
 
   // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
-  const users = sqliteUsers(db);
-  const auth = new AuthService(users, sqliteTokens(db), clock);
+  const users = store.users;
+  const auth = new AuthService(users, store.tokens, clock);
   const userService = new UserService(users, auth);
-  const events = new EventService(sqliteEvents(db), clock);
+  const events = new EventService(store.events, clock);
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
   const app = createHttpServer(logger, { tls: opts.apiTls, limiter });
@@ -120,7 +118,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const ca = FleetCa.open(opts.stateDir);
   const serverPair = ca.serverPair();
   let bootstrapPort = 0;
-  const fleet = new FleetService({ repo: sqliteFleet(db), ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
+  const fleet = new FleetService({ repo: store.fleet, ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
   const bootstrap = await startBootstrapServer({ fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger });
   bootstrapPort = bootstrap.port;
   fleetRoutes(router, { fleet, auth });
@@ -129,13 +127,13 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   // The product areas, each wiring its store, services, routes and push streams.
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
-    db, router, grpcServer, auth, users: userService, events, regions, addresses: sqliteAddresses(db), kv: sqliteKeyValue(db),
+    store, db: store.db, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     closers: [],
   };
-  const configPush = composeNodeBalancers(context);
+  const configPush = await composeNodeBalancers(context);
   await composeDatabases(context, configPush);
 
   // Mutual TLS: the handshake itself refuses a client without a certificate from the fleet CA.
@@ -161,7 +159,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   if (metricsAddr && typeof metricsAddr === 'object') backends.refuseListener(metricsHost, metricsAddr.port);
   logger.info({ apiUrl, grpc: `${grpcHost}:${grpcPort}`, bootstrap: `${grpcHost}:${bootstrapPort}`, mtls: !opts.insecureGrpc, metricsUrl }, 'control plane ready');
 
-  const adminToken = bootstrapAdmin(auth, opts.stateDir, users.count() === 0);
+  const adminToken = await bootstrapAdmin(auth, opts.stateDir, (await users.count()) === 0);
 
   return {
     apiUrl,
@@ -177,7 +175,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
       await new Promise<void>((resolve) => bootstrap.server.close(() => resolve()));
       await app.close();
       if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
-      db.close();
+      await store.close();
     },
   };
 }
@@ -186,11 +184,11 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
  * On first start, creates the unrestricted `admin` user and a token with all scopes, and keeps
  * the secret in the state folder (mode 0600) so later starts and scripts can read it back.
  */
-function bootstrapAdmin(auth: AuthService, stateDir: string, fresh: boolean): string {
+async function bootstrapAdmin(auth: AuthService, stateDir: string, fresh: boolean): Promise<string> {
   const file = join(stateDir, 'admin-token');
   if (!fresh && existsSync(file)) return readFileSync(file, 'utf8').trim();
-  const admin = auth.ensureAdmin();
-  const { secret } = auth.issueToken(admin.id, { label: 'fulcrum-bootstrap', scopes: '*', expiry: null });
+  const admin = await auth.ensureAdmin();
+  const { secret } = await auth.issueToken(admin.id, { label: 'fulcrum-bootstrap', scopes: '*', expiry: null });
   writeFileSync(file, `${secret}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return secret;

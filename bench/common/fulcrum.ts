@@ -67,7 +67,8 @@ export interface DataplaneProcessOptions {
 }
 
 /** Starts `fulcrum dataplane` as a separate Node process (one process, one event loop). */
-export function startDataplaneProcess(o: DataplaneProcessOptions): Spawned {
+export async function startDataplaneProcess(o: DataplaneProcessOptions): Promise<Spawned> {
+  const token = (await o.cp.context.fleet.createJoinToken({ role: 'dataplane', id: o.id, region: '*' })).token;
   mkdirSync(o.stateDir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' };
   // Compiled bench -> compiled data plane; a bench run through tsx runs the sources.
@@ -77,13 +78,13 @@ export function startDataplaneProcess(o: DataplaneProcessOptions): Spawned {
     ...(o.nodeFlags ?? []),
     join(repoRoot(), 'bin', 'fulcrum.js'),
     'dataplane', '--control-plane', o.grpcAddress, '--state', o.stateDir,
-    '--join', o.cp.context.fleet.createJoinToken({ role: 'dataplane', id: o.id, region: '*' }).token,
+    '--join', token,
   ], o.logDir, env, o.stateDir); // cwd: V8 log files (--perf-basic-prof) land in the temp folder
 }
 
 /** The newest snapshot version the control plane has produced (0 before the first push). */
-export function currentConfigVersion(cp: ControlPlane): number {
-  return Number(cp.context.kv.get('config_version') ?? 0);
+export async function currentConfigVersion(cp: ControlPlane): Promise<number> {
+  return Number((await cp.context.kv.get('config_version')) ?? 0);
 }
 
 /**
@@ -96,7 +97,7 @@ export async function waitForApplied(cp: ControlPlane, api: Api, dataplaneId: st
     const r = await api('GET', '/fulcrum/dataplanes');
     const dp = r.data.find((d: any) => d.id === dataplaneId);
     if (dp?.lastError) throw new GiveUp(`data plane rejected the snapshot: ${dp.lastError}`);
-    const want = currentConfigVersion(cp);
+    const want = await currentConfigVersion(cp);
     return dp?.connected && want > 0 && dp.versionApplied >= want ? (dp.versionApplied as number) : undefined;
   }, timeoutMs, 25);
 }

@@ -71,7 +71,7 @@ async function main(): Promise<void> {
 
     const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'), '127.177.0.0/16');
     cleanupCp = () => cp.close();
-    const dp = startDataplaneProcess({
+    const dp = await startDataplaneProcess({
       id: 'bench-dataplane', cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir,
       nodeFlags: [...(f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(f['perf-map'] ? ['--perf-basic-prof'] : [])],
     });

@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     // 1. Small configuration.
     {
       const { cp, api } = await startBenchControlPlane(join(dir, 'cp-small'), '127.178.0.0/16');
-      const dp = startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dp-small'), logDir: dir });
+      const dp = await startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dp-small'), logDir: dir });
       const lat = await writeToTraffic(api, cp, a, b, changes, 'small');
       await dp.stop();
       await cp.close();
@@ -72,7 +72,7 @@ async function main(): Promise<void> {
 
     const t0 = performance.now();
     const dpState = join(dir, 'dp-large');
-    const dp = startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: dpState, logDir: dir });
+    const dp = await startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: dpState, logDir: dir });
     let peakWhileApplying = 0;
     const sampler = setInterval(() => (peakWhileApplying = Math.max(peakWhileApplying, memoryMb(dp.pid).rss)), 20);
     await waitForApplied(cp, api, DP_ID, 120_000);

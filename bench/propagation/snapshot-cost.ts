@@ -20,7 +20,7 @@ import { buildNodeBalancers } from '../../control-plane/push/snapshot-builder.js
 import { contentHash as hashNodeBalancers } from '../../control-plane/push/snapshot-cache.js';
 import { fmt, median, table } from '../common/stats.js';
 
-function main(): void {
+async function main(): Promise<void> {
   const [file, ...rest] = process.argv.slice(2);
   if (!file) throw new Error('usage: snapshot-cost.js CONTROL_PLANE_SQLITE [--rounds N]');
   const f = parseFlags(rest, { rounds: 'number' });
@@ -39,7 +39,7 @@ function main(): void {
     let count = 0;
     for (let i = 0; i < rounds; i++) {
       let t0 = performance.now();
-      const nbs = buildNodeBalancers(repo, '*');
+      const nbs = await buildNodeBalancers(repo, '*');
       t.build!.push(performance.now() - t0);
       t0 = performance.now();
       hashNodeBalancers(nbs);
@@ -62,4 +62,4 @@ function main(): void {
   }
 }
 
-main();
+await main();

@@ -54,7 +54,7 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
   const agentDir = mkdtempSync(join(tmpdir(), 'bench-provision-agent-'));
   const octet = 100 + Math.floor(Math.random() * 150);
   const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
-  const joinToken = cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-${runtime}`, region: '*' }).token;
+  const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-${runtime}`, region: '*' })).token;
   const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const samples: Sample[] = [];

@@ -19,8 +19,8 @@ export interface RequestContext {
 export const NO_CONTENT = Symbol('no-content');
 
 /** A route returns the JSON body to send with 200 (or NO_CONTENT). */
-export type Handler = (ctx: RequestContext & { actor: Actor }) => unknown;
-export type PublicHandler = (ctx: RequestContext) => unknown;
+export type Handler = (ctx: RequestContext & { actor: Actor }) => Promise<unknown> | unknown;
+export type PublicHandler = (ctx: RequestContext) => Promise<unknown> | unknown;
 
 /**
  * Registers routes on both /v4 and /v4beta (identical behaviour, as on the real service),
@@ -58,8 +58,8 @@ export class Router {
     // Fulcrum's own endpoints name data planes, agents and other users: admins only, refused
     // the way the account's admin-only endpoints refuse a restricted user (docs/security/api.md).
     const adminOnly = path.startsWith('/fulcrum/');
-    const guard = (req: FastifyRequest): Actor => {
-      const actor = this.authenticate(req, path);
+    const guard = async (req: FastifyRequest): Promise<Actor> => {
+      const actor = await this.authenticate(req, path);
       if (!hasScope(actor.scopes, required)) {
         throw new FulcrumError('scope_missing', apiReasons.scopeMissing);
       }
@@ -69,8 +69,8 @@ export class Router {
     this.register(method, path, scope, guard, async (req, actor) => h({ ...this.context(req, actor), actor: actor! }));
   }
 
-  private authenticate(req: FastifyRequest, path: string): Actor {
-    const actor = this.auth.authenticate(req.headers.authorization);
+  private async authenticate(req: FastifyRequest, path: string): Promise<Actor> {
+    const actor = await this.auth.authenticate(req.headers.authorization);
     (req as any).fulcrumScopes = actor.scopes;
     if (this.limiter) {
       // Stats have their own, smaller per-token limit, as on the real service (docs/api.md).
@@ -104,7 +104,7 @@ export class Router {
     method: string,
     path: string,
     scope: string,
-    guard: (req: FastifyRequest) => Actor | undefined,
+    guard: (req: FastifyRequest) => Promise<Actor | undefined> | undefined,
     run: (req: FastifyRequest, actor: Actor | undefined) => Promise<unknown>,
   ): void {
     for (const prefix of ['/v4', '/v4beta']) {
@@ -113,7 +113,7 @@ export class Router {
         url: prefix + path,
         onRequest: async (req: FastifyRequest) => {
           (req as any).fulcrumAccepted = scope;
-          (req as any).fulcrumActor = guard(req);
+          (req as any).fulcrumActor = await guard(req);
         },
         handler: async (req: FastifyRequest, reply: FastifyReply) => {
           const out = await run(req, (req as any).fulcrumActor as Actor | undefined);

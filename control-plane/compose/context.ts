@@ -4,6 +4,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import type { grpc } from '../../lib/grpc.js';
 import type { Db } from '../store/sqlite/database.js';
+import type { Store } from '../store/store.js';
 import type { AddressRepository, KeyValueRepository } from '../store/ports.js';
 import type { Router } from '../api/router.js';
 import type { AuthService } from '../domain/auth/auth-service.js';
@@ -20,7 +21,10 @@ import type { PeerAuth } from '../push/peer-auth.js';
  * gRPC server to register on, and the closers to run on shutdown.
  */
 export interface ControlPlaneContext {
-  db: Db;
+  /** Every repository, over SQLite or PostgreSQL. */
+  store: Store;
+  /** The SQLite connection when the store is SQLite (tests read rows through it). */
+  db?: Db;
   router: Router;
   grpcServer: grpc.Server;
   auth: AuthService;

@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { Gauge } from 'prom-client';
-import { sqliteDatabaseRepository } from '../store/sqlite/database-repository.js';
 import { EngineCatalogue, detectLocalEngines, watchedEngines } from '../domain/databases/catalogue.js';
 import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
@@ -23,13 +22,18 @@ const FAILOVER_TICK_MS = 500;
  * planes serve (`dataplanes`, the config push).
  */
 export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: ConfigPushServer): Promise<void> {
-  const repo = sqliteDatabaseRepository(ctx.db);
+  const repo = ctx.store.databases;
   // Engine catalogue: the operator's file wins; else the local servers plus the engine ids agents
-  // report. Never an image or binary from an agent (docs/security/secrets.md, "Engines").
+  // report. Never an image or binary from an agent (docs/security/secrets.md, "Engines"). The
+  // catalogue answers at once, so the reported ids are read after every agent report and tick.
   const configured = watchedEngines(join(ctx.stateDir, 'database-engines.json'));
   const detected = await detectLocalEngines();
-  const reportedIds = (): string[] => repo.agents().flatMap((a) => a.engines.map((e) => e.id));
-  const engines = new EngineCatalogue(configured, detected, reportedIds);
+  let reported: string[] = [];
+  const readReported = async () => {
+    reported = (await repo.agents()).flatMap((a) => a.engines.map((e) => e.id));
+  };
+  await readReported();
+  const engines = new EngineCatalogue(configured, detected, () => reported);
 
   // The service and the observer are built before the push server they notify.
   const push: { server?: AgentPushServer } = {};
@@ -46,20 +50,23 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   // report starts one only when the endpoints (members, status) differ from what the last round,
   // whoever started it, sent.
   let sentEndpoints = '';
-  const endpoints = () => {
-    const eps = buildDatabaseEndpoints(repo.list());
+  const endpoints = async () => {
+    const eps = buildDatabaseEndpoints(await repo.list());
     sentEndpoints = JSON.stringify(eps);
     return eps;
   };
-  const endpointsMayHaveChanged = () => {
-    if (JSON.stringify(buildDatabaseEndpoints(repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
+  const endpointsMayHaveChanged = async () => {
+    await readReported();
+    if (JSON.stringify(buildDatabaseEndpoints(await repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
   };
   const agents = new AgentPushServer({
     repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
   });
-  ctx.fleet.onRevoke((role, id) => role === 'agent' && agents.kick(id));
+  ctx.fleet.onRevoke((role, id) => {
+    if (role === 'agent') agents.kick(id);
+  });
   push.server = agents;
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
@@ -68,28 +75,21 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.closers.push(() => agents.close());
 
   // Catalogue changes (a new image or binary for an engine id) become pending patches.
-  const retarget = ctx.clock.setInterval(() => {
-    try {
-      if (service.retargetEngines()) agents.notifyChanged();
-    } catch (err) {
-      ctx.logger.error({ err }, 'engine retargeting failed');
-    }
-  }, RETARGET_MS);
+  const retarget = every(ctx, RETARGET_MS, 'engine retargeting failed', async () => {
+    await readReported();
+    if (await service.retargetEngines()) agents.notifyChanged();
+  });
   ctx.closers.push(() => retarget.cancel());
 
   // Clusters spread over agents: the control plane decides their failover (docs/databases.md,
   // "Clusters across hosts"); a promotion is pushed to every agent of the cluster at once.
-  const failoverTick = ctx.clock.setInterval(() => {
-    try {
-      // The new primary reaches the agents (roles) and the data planes (endpoint routes) at once.
-      if (failover.tick()) {
-        agents.notifyChanged();
-        dataplanes.notifyChanged();
-      }
-    } catch (err) {
-      ctx.logger.error({ err }, 'database failover check failed');
+  const failoverTick = every(ctx, FAILOVER_TICK_MS, 'database failover check failed', async () => {
+    // The new primary reaches the agents (roles) and the data planes (endpoint routes) at once.
+    if (await failover.tick()) {
+      agents.notifyChanged();
+      dataplanes.notifyChanged();
     }
-  }, FAILOVER_TICK_MS);
+  });
   ctx.closers.push(() => failoverTick.cancel());
 
   // Databases by status, read from the store at scrape time (bounded label set).
@@ -98,15 +98,31 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     help: 'Managed databases by API status',
     labelNames: ['status'],
     registers: [ctx.registry],
-    collect() {
+    async collect() {
+      const list = await repo.list();
       this.reset();
-      for (const d of repo.list()) if (!d.deleting) this.inc({ status: d.status });
+      for (const d of list) if (!d.deleting) this.inc({ status: d.status });
     },
   });
 
   // Grants can name databases (and are checked against the ones that exist), like NodeBalancers.
-  ctx.users.registerEntities('database', () => repo.list().filter((d) => !d.deleting).map((d) => ({ id: d.id, label: d.label })));
+  ctx.users.registerEntities('database', async () => (await repo.list()).filter((d) => !d.deleting).map((d) => ({ id: d.id, label: d.label })));
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
-  ctx.router.get('/fulcrum/agents', 'databases:read_only', () => ({ data: agents.agents() }));
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await agents.agents() }));
+}
+
+/**
+ * Runs `fn` every `ms`; a run still going when the next is due makes that one skip, so slow
+ * store answers never pile runs up.
+ */
+export function every(ctx: Pick<ControlPlaneContext, 'clock' | 'logger'>, ms: number, failure: string, fn: () => Promise<void>): { cancel(): void } {
+  let running = false;
+  return ctx.clock.setInterval(() => {
+    if (running) return;
+    running = true;
+    fn().catch((err) => ctx.logger.error({ err }, failure)).finally(() => {
+      running = false;
+    });
+  }, ms);
 }

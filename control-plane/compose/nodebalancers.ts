@@ -1,5 +1,3 @@
-import { sqliteDataplanes } from '../store/sqlite/core-repositories.js';
-import { sqliteNodeBalancers } from '../store/sqlite/nodebalancer-repository.js';
 import { NodeBalancerService } from '../domain/nodebalancers/nodebalancer-service.js';
 import { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
 import { StatsService } from '../domain/nodebalancers/stats-service.js';
@@ -13,13 +11,16 @@ import type { ControlPlaneContext } from './context.js';
  * (every committed change schedules a snapshot), and the telemetry that comes back from them
  * (node status, traffic counters). Returns the config push, which database endpoints join.
  */
-export function composeNodeBalancers(ctx: ControlPlaneContext): ConfigPushServer {
-  const repo = sqliteNodeBalancers(ctx.db);
-  const dataplanes = sqliteDataplanes(ctx.db);
+export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<ConfigPushServer> {
+  const repo = ctx.store.nodebalancers;
+  const dataplanes = ctx.store.dataplanes;
   const stats = new StatsService(repo, ctx.clock);
   const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
   const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers });
-  ctx.fleet.onRevoke((role, id) => role === 'dataplane' && push.kick(id));
+  ctx.fleet.onRevoke(async (role, id) => {
+    if (role === 'dataplane') await push.kick(id);
+  });
+  await push.start();
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,
@@ -31,8 +32,8 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): ConfigPushServer
   ctx.closers.push(() => push.close());
 
   nodeBalancerRoutes(ctx.router, { service, repo, stats, hostnameSuffix: ctx.hostnameSuffix });
-  ctx.users.registerEntities('nodebalancer', () => repo.list().map((nb) => ({ id: nb.id, label: nb.label })));
+  ctx.users.registerEntities('nodebalancer', async () => (await repo.list()).map((nb) => ({ id: nb.id, label: nb.label })));
   // Data-plane status (connected, applied version, last NACK), for operators and tests.
-  ctx.router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', () => ({ data: dataplanes.list() }));
+  ctx.router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', async () => ({ data: await dataplanes.list() }));
   return push;
 }

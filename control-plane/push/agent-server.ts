@@ -30,7 +30,7 @@ export interface AgentServerDeps {
   /** The data planes' member-facing addresses for a region (the members' PROXY header senders). */
   proxySources?: (region: string) => string[];
   /** Called after every report is applied (the data planes' endpoints follow what agents see). */
-  onObserved?: () => void;
+  onObserved?: () => Promise<void> | void;
 }
 
 type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[] };
@@ -43,13 +43,15 @@ type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending:
 function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
-    read(subscribers) {
-      const connected = subscribers.map((s) => ({ ...s, membersAcrossHosts: repo.agent(s.id)?.membersAcrossHosts ?? false }));
-      for (const p of placeDatabases(repo, connected)) log.info(p, 'database placed');
-      return { databases: repo.list(), members: repo.members(), pending: repo.pendingOperations() };
+    async read(subscribers) {
+      const connected: { id: string; region: string; membersAcrossHosts: boolean }[] = [];
+      for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
+      // Placement reads the load and writes the choice in one transaction.
+      for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
+      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations() };
     },
     select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources),
-    version: (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, repo.agent(sub.id)?.appliedVersion ?? 0),
+    version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await repo.agent(sub.id))?.appliedVersion ?? 0),
   };
 }
 
@@ -59,14 +61,14 @@ function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
     id: a.id, region: a.region, connected: a.connected, appliedVersion: a.appliedVersion, lastError: null, lastErrorAt: null, lastSeen: a.lastSeen,
   });
   return {
-    get: (id) => {
-      const a = repo.agent(id);
+    get: async (id) => {
+      const a = await repo.agent(id);
       return a && toStatus(a);
     },
-    list: () => repo.agents().map(toStatus),
-    put: (s) => {
-      const prev = repo.agent(s.id);
-      repo.upsertAgent({
+    list: async () => (await repo.agents()).map(toStatus),
+    put: async (s) => {
+      const prev = await repo.agent(s.id);
+      await repo.upsertAgent({
         id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, lastSeen: s.lastSeen,
         appliedVersion: s.appliedVersion, engines: prev?.engines ?? [],
       });
@@ -112,7 +114,10 @@ export class AgentPushServer {
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
-    this.cache = new SnapshotCache({ source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs });
+    this.cache = new SnapshotCache({
+      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
+      onError: (err) => this.log.error({ err }, 'agent push round failed'),
+    });
     const cache = this.cache;
     new Gauge({
       name: 'fulcrum_agents_connected', help: 'Agents with an open stream', registers: [d.registry],
@@ -131,18 +136,19 @@ export class AgentPushServer {
     this.cache.notifyChanged();
   }
 
-  close(): void {
+  close(): Promise<void> {
     this.cache.close();
+    return this.cache.idle();
   }
 
   /** Every agent ever seen with its status (connected, region, runtime, engines, applied version). */
-  agents(): AgentRecord[] {
+  agents(): Promise<AgentRecord[]> {
     return this.d.repo.agents();
   }
 
   /** The runtime and engines an agent reports; a report without them keeps what was known. */
-  private recordInventory(id: string, msg: AgentReport__Output): void {
-    const prev = this.d.repo.agent(id);
+  private async recordInventory(id: string, msg: AgentReport__Output): Promise<void> {
+    const prev = await this.d.repo.agent(id);
     if (!prev) return;
     const runtime = msg.runtime || prev.runtime || '';
     // Said in every report (a bool has no "absent"): the latest report is the capability.
@@ -151,7 +157,7 @@ export class AgentPushServer {
       ? msg.engines.map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary }))
       : prev.engines;
     if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
-    this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
+    await this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
   }
 
   /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */
@@ -161,57 +167,69 @@ export class AgentPushServer {
   }
 
   private onStream(call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>): void {
-    let sub: Subscriber<AgentContent> | undefined;
-    let peer: ReturnType<PeerAuth['identify']>;
-    try {
-      peer = this.d.peers.identify(call, 'agent');
-    } catch (err) {
+    const state: StreamState = { refused: false };
+    // Reports are applied one after another, in order, once the peer is known.
+    let chain: Promise<void> = this.d.peers.identify(call, 'agent').then((p) => {
+      state.peer = p;
+    }, (err) => {
+      state.refused = true;
       this.log.warn({ reason: (err as Error).message }, 'agent stream refused');
       refuse(call, err);
-      return;
-    }
-    let refused = false;
+    });
     call.on('data', (msg: AgentReport__Output) => {
-      if (refused) return;
-      try {
-        const fresh = !sub;
-        if (!sub) {
-          let claim: { id: string; region: string };
-          try {
-            claim = resolveClaim(peer, { id: msg.agentId, region: msg.region }, { id: 'agent', region: '' });
-          } catch (err) {
-            refused = true;
-            this.log.warn({ reason: (err as Error).message, claimed: msg.agentId }, 'agent stream refused');
-            refuse(call, err);
-            return;
-          }
-          const id = claim.id;
-          this.streams.set(id, call);
-          sub = this.cache.connect(id, claim.region, Number(msg.appliedVersion), {
-            send: ({ version, content }) => {
-              call.write({ version, ...content });
-              this.log.debug({ agent: id, version, databases: content.databases.length, operations: content.operations.length }, 'desired state sent');
-            },
-            end: () => call.end(),
-          });
-          this.log.info({ agent: id, region: sub.region, applied: msg.appliedVersion }, 'agent connected');
-        } else {
-          this.cache.seen(sub, Number(msg.appliedVersion));
-        }
-        this.recordInventory(sub.id, msg);
-        const changed = this.d.observer.apply(sub.id, observations(msg), results(msg));
-        this.d.failover?.record(sub.id, reportedNodes(msg));
-        // Level-triggered: a (re)connected agent gets the full desired state at once.
-        if (fresh || msg.hello) this.cache.push(sub, true);
-        if (changed) this.notifyChanged();
-        this.d.onObserved?.();
-      } catch (err) {
+      chain = chain.then(() => this.onReport(call, msg, state)).catch((err) => {
         this.log.error({ err }, 'agent report could not be applied');
-      }
+      });
     });
     onStreamGone(call, () => {
-      if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
-      if (sub && this.cache.disconnect(sub)) this.log.info({ agent: sub.id }, 'agent disconnected');
+      chain = chain.then(async () => {
+        const sub = state.sub;
+        if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
+        if (sub && (await this.cache.disconnect(sub))) this.log.info({ agent: sub.id }, 'agent disconnected');
+      }).catch((err) => this.log.error({ err }, 'agent stream end could not be recorded'));
     });
   }
+
+  private async onReport(call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>, msg: AgentReport__Output, state: StreamState): Promise<void> {
+    if (state.refused) return;
+    const fresh = !state.sub;
+    if (!state.sub) {
+      let claim: { id: string; region: string };
+      try {
+        claim = resolveClaim(state.peer, { id: msg.agentId, region: msg.region }, { id: 'agent', region: '' });
+      } catch (err) {
+        state.refused = true;
+        this.log.warn({ reason: (err as Error).message, claimed: msg.agentId }, 'agent stream refused');
+        refuse(call, err);
+        return;
+      }
+      const id = claim.id;
+      this.streams.set(id, call);
+      state.sub = await this.cache.connect(id, claim.region, Number(msg.appliedVersion), {
+        send: ({ version, content }) => {
+          call.write({ version, ...content });
+          this.log.debug({ agent: id, version, databases: content.databases.length, operations: content.operations.length }, 'desired state sent');
+        },
+        end: () => call.end(),
+      });
+      this.log.info({ agent: id, region: state.sub.region, applied: msg.appliedVersion }, 'agent connected');
+    } else {
+      await this.cache.seen(state.sub, Number(msg.appliedVersion));
+    }
+    const sub = state.sub;
+    await this.recordInventory(sub.id, msg);
+    const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
+    await this.d.failover?.record(sub.id, reportedNodes(msg));
+    // Level-triggered: a (re)connected agent gets the full desired state at once.
+    if (fresh || msg.hello) await this.cache.push(sub, true);
+    if (changed) this.notifyChanged();
+    await this.d.onObserved?.();
+  }
+}
+
+/** What one agent stream knows between its messages. */
+interface StreamState {
+  refused: boolean;
+  peer?: Awaited<ReturnType<PeerAuth['identify']>>;
+  sub?: Subscriber<AgentContent>;
 }

@@ -42,13 +42,13 @@ export async function startBootstrapServer(o: {
       if (req.method !== 'POST' || (req.url !== '/v1/join' && req.url !== '/v1/renew')) return send(res, 404, { error: 'not found' });
       const body = await readJson(req);
       if (req.url === '/v1/join') {
-        const issued = o.fleet.join(String(body.token ?? ''), body.role, body.csr);
+        const issued = await o.fleet.join(String(body.token ?? ''), body.role, body.csr);
         log.info({ serial: issued.serial }, 'host joined');
         return send(res, 200, { certPem: issued.certPem });
       }
       const socket = req.socket as TLSSocket;
       const raw = socket.authorized ? socket.getPeerCertificate().raw : undefined;
-      const issued = o.fleet.renew(raw, body.csr);
+      const issued = await o.fleet.renew(raw, body.csr);
       log.info({ serial: issued.serial }, 'certificate renewed');
       return send(res, 200, { certPem: issued.certPem });
     } catch (err) {

@@ -39,30 +39,30 @@ type Content = { nodebalancers: NbProto[]; databaseEndpoints: DatabaseEndpoint[]
  * version, that of the whole state, so equal versions mean equal content whatever region a
  * data plane serves. A state without database endpoints hashes as before they existed.
  */
-function snapshotSource(repo: NodeBalancerRepository, kv: KeyValueRepository, endpoints: () => RegionalEndpoint[]): SnapshotSource<Round, Content> {
+function snapshotSource(repo: NodeBalancerRepository, kv: KeyValueRepository, endpoints: () => Promise<RegionalEndpoint[]>): SnapshotSource<Round, Content> {
   const ledger = new VersionLedger(kv, 'config_version');
   return {
-    read() {
-      const all = buildAll(repo);
-      const eps = endpoints();
+    async read() {
+      const all = await buildAll(repo);
+      const eps = await endpoints();
       const hashed: unknown[] = all.map((x) => x.nb);
       if (eps.length > 0) hashed.push({ databaseEndpoints: eps });
-      return { all, endpoints: eps, version: ledger.versionFor('config_hash', contentHash(hashed)) };
+      return { all, endpoints: eps, version: await ledger.versionFor('config_hash', contentHash(hashed)) };
     },
     select: (round, sub) => ({
       nodebalancers: servedIn(round.all, sub.region),
       databaseEndpoints: round.endpoints.filter((e) => regionServed(sub.region, e.region)).map((e) => e.ep),
     }),
-    version: (round) => round.version,
+    version: async (round) => round.version,
   };
 }
 
 /** Data-plane status as the push cache sees it (`versionApplied` is the applied version). */
 function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore {
-  const toStatus = (s: ReturnType<DataplaneRepository['get']>) => s && { ...s, appliedVersion: s.versionApplied };
+  const toStatus = (s: Awaited<ReturnType<DataplaneRepository['get']>>) => s && { ...s, appliedVersion: s.versionApplied };
   return {
-    get: (id) => toStatus(dataplanes.get(id)),
-    list: () => dataplanes.list().map((s) => toStatus(s)!),
+    get: async (id) => toStatus(await dataplanes.get(id)),
+    list: async () => (await dataplanes.list()).map((s) => toStatus(s)!),
     put: ({ appliedVersion, ...s }) => dataplanes.upsert({
       id: s.id, region: s.region, connected: s.connected, versionApplied: appliedVersion,
       lastError: s.lastError, lastErrorAt: s.lastErrorAt, lastSeen: s.lastSeen,
@@ -79,7 +79,7 @@ export class ConfigPushServer {
   private readonly cache: SnapshotCache<Round, Content>;
   /** Where each data plane dials database members from (the members' PROXY header senders). */
   readonly sources: DataplaneSources;
-  private endpoints: () => RegionalEndpoint[] = () => [];
+  private endpoints: () => Promise<RegionalEndpoint[]> = async () => [];
   private sourcesChanged: () => void = () => undefined;
   private readonly log: Logger;
   private readonly gVersion: Gauge;
@@ -93,6 +93,7 @@ export class ConfigPushServer {
     this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
     this.cache = new SnapshotCache({
       source: snapshotSource(d.repo, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      onError: (err) => this.log.error({ err }, 'config push round failed'),
     });
     const cache = this.cache;
     new Gauge({
@@ -116,78 +117,98 @@ export class ConfigPushServer {
     this.cache.notifyChanged();
   }
 
-  close(): void {
+  /** Reads what the store remembers of the data planes; once, before the streams are served. */
+  start(): Promise<void> {
+    return this.sources.load();
+  }
+
+  close(): Promise<void> {
     this.cache.close();
+    return this.cache.idle();
   }
 
   /**
    * Serves database endpoints too (compose/databases.ts): `endpoints` is read every round;
    * `onSourcesChanged` hears of a data plane whose member-facing address is new or gone.
    */
-  serveDatabaseEndpoints(endpoints: () => RegionalEndpoint[], onSourcesChanged: () => void): void {
+  serveDatabaseEndpoints(endpoints: () => Promise<RegionalEndpoint[]>, onSourcesChanged: () => void): void {
     this.endpoints = endpoints;
     this.sourcesChanged = onSourcesChanged;
     this.notifyChanged();
   }
 
   /** Closes a (revoked) data plane's open stream; its next one is refused by its certificate. */
-  kick(id: string): void {
+  async kick(id: string): Promise<void> {
     const call = this.streams.get(id);
-    this.sources.forget(id);
     if (call) refuse(call, new PeerRefused(`data plane ${id} was removed`));
+    await this.sources.forget(id);
   }
 
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
     let sub: Subscriber<Content> | undefined;
-    let peer: ReturnType<PeerAuth['identify']>;
-    try {
-      peer = this.d.peers.identify(call, 'dataplane');
-    } catch (err) {
+    let peer: Awaited<ReturnType<PeerAuth['identify']>>;
+    let refused = false;
+    // Messages are handled one after another, in order, once the peer is known.
+    let chain: Promise<void> = this.d.peers.identify(call, 'dataplane').then((p) => {
+      peer = p;
+    }, (err) => {
+      refused = true;
       this.cRefused.inc({ service: 'config' });
       this.log.warn({ reason: (err as Error).message }, 'config stream refused');
       refuse(call, err);
-      return;
-    }
-    let refused = false;
+    });
     call.on('data', (msg: ConfigAck__Output) => {
-      if (refused) return;
-      if (!sub) {
-        let claim: { id: string; region: string };
-        try {
-          claim = resolveClaim(peer, { id: msg.dataplaneId, region: msg.region }, { id: `anonymous-${randomUUID().slice(0, 8)}`, region: '*' });
-        } catch (err) {
-          refused = true;
-          this.cRefused.inc({ service: 'config' });
-          this.log.warn({ reason: (err as Error).message, claimed: msg.dataplaneId }, 'config stream refused');
-          refuse(call, err);
-          return;
-        }
-        const { id, region } = claim;
-        this.streams.set(id, call);
-        this.sources.record(id, region, msg.endpointSource, call.getPeer());
-        sub = this.cache.connect(id, region, Number(msg.versionApplied), {
-          send: ({ version, nonce, content }) => {
-            call.write({ version, nonce, nodebalancers: content.nodebalancers, databaseEndpoints: content.databaseEndpoints });
-            this.log.debug({ dataplane: id, version }, 'snapshot sent');
-          },
-          end: () => call.end(),
-        });
-        this.log.info({ dataplane: id, region, version: msg.versionApplied }, 'data plane connected');
-        this.cache.push(sub);
-        return;
-      }
-      const answered = this.cache.answer(sub, msg.responseNonce, Number(msg.versionApplied), msg.errorDetail || undefined);
-      if (!answered) return; // stale answer
-      if (msg.errorDetail) {
-        this.cNacks.inc({ dataplane: sub.id });
-        this.log.warn({ dataplane: sub.id, error: msg.errorDetail, version: answered.version }, 'snapshot NACKed');
-      } else {
-        this.gVersion.set({ dataplane: sub.id }, Number(msg.versionApplied));
-      }
+      chain = chain.then(() => this.onMessage(call, msg, { get: () => sub, set: (s) => (sub = s) }, peer, () => refused, () => (refused = true))).catch((err) => {
+        this.log.error({ err }, 'config stream message could not be handled');
+      });
     });
     onStreamGone(call, () => {
-      if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
-      if (sub && this.cache.disconnect(sub)) this.log.info({ dataplane: sub.id }, 'data plane disconnected');
+      chain = chain.then(async () => {
+        if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
+        if (sub && (await this.cache.disconnect(sub))) this.log.info({ dataplane: sub.id }, 'data plane disconnected');
+      }).catch((err) => this.log.error({ err }, 'config stream end could not be recorded'));
     });
+  }
+
+  private async onMessage(
+    call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>, msg: ConfigAck__Output, subRef: { get(): Subscriber<Content> | undefined; set(s: Subscriber<Content>): void },
+    peer: Awaited<ReturnType<PeerAuth['identify']>>, isRefused: () => boolean, markRefused: () => void,
+  ): Promise<void> {
+    if (isRefused()) return;
+    const sub = subRef.get();
+    if (!sub) {
+      let claim: { id: string; region: string };
+      try {
+        claim = resolveClaim(peer, { id: msg.dataplaneId, region: msg.region }, { id: `anonymous-${randomUUID().slice(0, 8)}`, region: '*' });
+      } catch (err) {
+        markRefused();
+        this.cRefused.inc({ service: 'config' });
+        this.log.warn({ reason: (err as Error).message, claimed: msg.dataplaneId }, 'config stream refused');
+        refuse(call, err);
+        return;
+      }
+      const { id, region } = claim;
+      this.streams.set(id, call);
+      await this.sources.record(id, region, msg.endpointSource, call.getPeer());
+      const fresh = await this.cache.connect(id, region, Number(msg.versionApplied), {
+        send: ({ version, nonce, content }) => {
+          call.write({ version, nonce, nodebalancers: content.nodebalancers, databaseEndpoints: content.databaseEndpoints });
+          this.log.debug({ dataplane: id, version }, 'snapshot sent');
+        },
+        end: () => call.end(),
+      });
+      subRef.set(fresh);
+      this.log.info({ dataplane: id, region, version: msg.versionApplied }, 'data plane connected');
+      await this.cache.push(fresh);
+      return;
+    }
+    const answered = await this.cache.answer(sub, msg.responseNonce, Number(msg.versionApplied), msg.errorDetail || undefined);
+    if (!answered) return; // stale answer
+    if (msg.errorDetail) {
+      this.cNacks.inc({ dataplane: sub.id });
+      this.log.warn({ dataplane: sub.id, error: msg.errorDetail, version: answered.version }, 'snapshot NACKed');
+    } else {
+      this.gVersion.set({ dataplane: sub.id }, Number(msg.versionApplied));
+    }
   }
 }

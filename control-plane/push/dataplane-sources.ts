@@ -22,20 +22,21 @@ interface Source {
  * members; a revoked data plane is forgotten.
  */
 export class DataplaneSources {
-  private readonly sources: Record<string, Source>;
+  private sources: Record<string, Source> = {};
 
-  constructor(private readonly kv: KeyValueRepository, private readonly onChange: () => void) {
-    let stored: Record<string, Source> = {};
+  constructor(private readonly kv: KeyValueRepository, private readonly onChange: () => void) {}
+
+  /** Reads what the store remembers; called once before the streams are served. */
+  async load(): Promise<void> {
     try {
-      stored = JSON.parse(kv.get(KEY) ?? '{}') as Record<string, Source>;
+      this.sources = JSON.parse((await this.kv.get(KEY)) ?? '{}') as Record<string, Source>;
     } catch {
       // An unreadable record is rebuilt as data planes connect.
     }
-    this.sources = stored;
   }
 
   /** Records where a data plane's member connections come from; `peer` is the stream's "host:port". */
-  record(id: string, region: string, claimed: string, peer: string): void {
+  async record(id: string, region: string, claimed: string, peer: string): Promise<void> {
     const address = claimed && isIpv4(claimed) ? claimed : peerAddress(peer);
     if (!address) return;
     const prev = this.sources[id];
@@ -45,13 +46,13 @@ export class DataplaneSources {
       for (const old of ids.slice(0, Math.max(0, ids.length - MAX_SOURCES + 1))) delete this.sources[old];
     }
     this.sources[id] = { region, address };
-    this.save();
+    await this.save();
   }
 
-  forget(id: string): void {
+  async forget(id: string): Promise<void> {
     if (!this.sources[id]) return;
     delete this.sources[id];
-    this.save();
+    await this.save();
   }
 
   /** The source addresses of the data planes serving `region`, sorted and unique. */
@@ -61,8 +62,8 @@ export class DataplaneSources {
     return [...out].sort();
   }
 
-  private save(): void {
-    this.kv.set(KEY, JSON.stringify(this.sources));
+  private async save(): Promise<void> {
+    await this.kv.set(KEY, JSON.stringify(this.sources));
     this.onChange();
   }
 }

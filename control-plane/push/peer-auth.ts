@@ -11,10 +11,10 @@ type AuthCall = { getAuthContext(): { sslPeerCertificate?: { raw?: Buffer } } | 
  */
 export interface PeerAuth {
   /** The certificate's identity for `role`; throws PeerRefused. Undefined when insecure. */
-  identify(call: AuthCall, role: HostRole): FleetIdentity | undefined;
+  identify(call: AuthCall, role: HostRole): Promise<FleetIdentity | undefined>;
 }
 
-export const insecurePeers: PeerAuth = { identify: () => undefined };
+export const insecurePeers: PeerAuth = { identify: async () => undefined };
 
 export function certificatePeers(fleet: FleetService): PeerAuth {
   return { identify: (call, role) => fleet.verifyPeer(call.getAuthContext()?.sslPeerCertificate?.raw, role) };

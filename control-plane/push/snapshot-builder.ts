@@ -10,22 +10,24 @@ export function servedIn(all: { region: string; nb: NbProto }[], region: string)
   return all.filter((x) => regionServed(region, x.region)).map((x) => x.nb);
 }
 
-export function buildNodeBalancers(repo: NodeBalancerRepository, region: string): NbProto[] {
-  return servedIn(buildAll(repo), region);
+export async function buildNodeBalancers(repo: NodeBalancerRepository, region: string): Promise<NbProto[]> {
+  return servedIn(await buildAll(repo), region);
 }
 
 /** Every NodeBalancer in proto shape with its region, built once for all data planes. */
-export function buildAll(repo: NodeBalancerRepository): { region: string; nb: NbProto }[] {
-  return repo
-    .list()
-    .map((nb) => ({ region: nb.region, nb: {
+export async function buildAll(repo: NodeBalancerRepository): Promise<{ region: string; nb: NbProto }[]> {
+  const out: { region: string; nb: NbProto }[] = [];
+  for (const nb of await repo.list()) {
+    const configs = [];
+    for (const c of await repo.configs(nb.id)) configs.push({ c, nodes: await repo.nodes(c.id) });
+    out.push({ region: nb.region, nb: {
       id: nb.id,
       label: nb.label,
       ipv4: nb.ipv4,
       clientConnThrottle: nb.clientConnThrottle,
       clientUdpSessThrottle: nb.clientUdpSessThrottle,
       type: nb.type,
-      configs: repo.configs(nb.id).map((c) => ({
+      configs: configs.map(({ c, nodes }) => ({
         id: c.id,
         port: c.port,
         protocol: c.protocol,
@@ -44,7 +46,9 @@ export function buildAll(repo: NodeBalancerRepository): { region: string; nb: Nb
         sslKey: c.sslKey ?? '',
         udpCheckPort: c.udpCheckPort,
         udpSessionTimeout: c.udpSessionTimeout,
-        nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
+        nodes: nodes.map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
       })),
-    } }));
+    } });
+  }
+  return out;
 }

@@ -8,6 +8,8 @@ import type { KeyValueRepository } from '../store/ports.js';
  * bursts of changes are coalesced; content identical to what a subscriber last received is not
  * resent; and what the control plane knows of each subscriber (connected, applied version, last
  * error) is kept in a status store. The config and agent servers are stream adapters over this.
+ * The store answers asynchronously; the cache runs its work one piece at a time, in the order it
+ * was asked for, so a round and a stream's first push never interleave.
  */
 
 /** What the control plane records about one subscriber. */
@@ -23,9 +25,9 @@ export interface SubscriberStatus {
 
 /** Where subscriber status persists, so that operators read it and it survives restarts. */
 export interface SubscriberStatusStore {
-  get(id: string): SubscriberStatus | undefined;
-  put(s: SubscriberStatus): void;
-  list(): SubscriberStatus[];
+  get(id: string): Promise<SubscriberStatus | undefined>;
+  put(s: SubscriberStatus): Promise<void>;
+  list(): Promise<SubscriberStatus[]>;
 }
 
 export interface Snapshot<C> {
@@ -51,11 +53,11 @@ export interface Subscriber<C> {
  */
 export interface SnapshotSource<R, C> {
   /** Reads the desired state; `subscribers` are the open streams (placement may depend on them). */
-  read(subscribers: readonly Subscriber<C>[]): R;
+  read(subscribers: readonly Subscriber<C>[]): Promise<R>;
   /** The part of a round one subscriber receives. */
   select(round: R, sub: Subscriber<C>): C;
   /** The version to send `hash` under, normally from a VersionLedger. */
-  version(round: R, sub: Subscriber<C>, hash: string): number;
+  version(round: R, sub: Subscriber<C>, hash: string): Promise<number>;
 }
 
 export function contentHash(content: unknown): string {
@@ -74,16 +76,16 @@ export class VersionLedger {
   ) {}
 
   /** Version of `hash` under `key`; new content gets one above every issued version and `floor`. */
-  versionFor(key: string, hash: string, floor = 0): number {
-    const counter = Number(this.kv.get(this.counterKey) ?? '0');
-    const stored = this.kv.get(key) ?? '0:';
+  async versionFor(key: string, hash: string, floor = 0): Promise<number> {
+    const counter = Number((await this.kv.get(this.counterKey)) ?? '0');
+    const stored = (await this.kv.get(key)) ?? '0:';
     // A bare hash (as the config stream stored it before keys carried their version) belongs to
     // the counter's current version: that stream has one key, so the two never differ.
     const [lastVersion, lastHash] = stored.includes(':') ? stored.split(':') : [String(counter), stored];
     if (lastHash === hash) return Number(lastVersion);
     const version = Math.max(counter, floor) + 1;
-    this.kv.set(this.counterKey, String(version));
-    this.kv.set(key, `${version}:${hash}`);
+    await this.kv.set(this.counterKey, String(version));
+    await this.kv.set(key, `${version}:${hash}`);
     return version;
   }
 }
@@ -94,15 +96,33 @@ export interface SnapshotCacheOptions<R, C> {
   clock: Clock;
   /** Changes arriving within this window are sent as one round. */
   coalesceMs?: number;
+  /** Hears of a round or status write that failed (the next change tries again). */
+  onError?: (err: unknown) => void;
 }
 
 export class SnapshotCache<R, C> {
   private readonly subs = new Map<string, Subscriber<C>>();
   private timer: Timer | undefined;
+  private work: Promise<unknown> = Promise.resolve();
+  private closed = false;
 
   constructor(private readonly o: SnapshotCacheOptions<R, C>) {
     // A restart leaves no stream open: nothing is connected until it says hello again.
-    for (const s of o.status.list()) if (s.connected) o.status.put({ ...s, connected: false });
+    void this.serial(async () => {
+      for (const s of await o.status.list()) if (s.connected) await o.status.put({ ...s, connected: false });
+    }).catch((err) => o.onError?.(err));
+  }
+
+  /** Runs `fn` after everything asked for before it. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.work.then(fn);
+    this.work = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Resolves when everything asked for so far has run (tests and shutdown wait on it). */
+  idle(): Promise<void> {
+    return this.work.then(() => undefined);
   }
 
   /** Open streams. */
@@ -111,7 +131,7 @@ export class SnapshotCache<R, C> {
   }
 
   /** The recorded status of a subscriber, connected or not. */
-  status(id: string): SubscriberStatus | undefined {
+  status(id: string): Promise<SubscriberStatus | undefined> {
     return this.o.status.get(id);
   }
 
@@ -119,24 +139,28 @@ export class SnapshotCache<R, C> {
    * Registers a stream that has said who it is; an older stream of the same id is ended (the
    * subscriber reconnected). Does not push: the adapter decides when the first snapshot goes.
    */
-  connect(id: string, region: string, appliedVersion: number, stream: Subscriber<C>['stream']): Subscriber<C> {
+  connect(id: string, region: string, appliedVersion: number, stream: Subscriber<C>['stream']): Promise<Subscriber<C>> {
     this.subs.get(id)?.stream.end();
     const sub: Subscriber<C> = { id, region, stream };
     this.subs.set(id, sub);
-    const prev = this.o.status.get(id);
-    this.o.status.put({
-      id, region, connected: true, appliedVersion,
-      lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+    return this.serial(async () => {
+      const prev = await this.o.status.get(id);
+      await this.o.status.put({
+        id, region, connected: true, appliedVersion,
+        lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+      });
+      return sub;
     });
-    return sub;
   }
 
   /** Records a sign of life that carries the subscriber's applied version (agent reports). */
-  seen(sub: Subscriber<C>, appliedVersion: number): void {
-    const prev = this.o.status.get(sub.id);
-    this.o.status.put({
-      id: sub.id, region: sub.region, connected: true, appliedVersion,
-      lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+  seen(sub: Subscriber<C>, appliedVersion: number): Promise<void> {
+    return this.serial(async () => {
+      const prev = await this.o.status.get(sub.id);
+      await this.o.status.put({
+        id: sub.id, region: sub.region, connected: true, appliedVersion,
+        lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
+      });
     });
   }
 
@@ -145,57 +169,65 @@ export class SnapshotCache<R, C> {
    * nonce are stale and ignored (undefined); otherwise returns the answered snapshot. After a NACK
    * the next change, or a reconnect, sends again even if the content is the same.
    */
-  answer(sub: Subscriber<C>, nonce: string, appliedVersion: number, error?: string): { nonce: string; version: number } | undefined {
-    const answered = sub.pending;
-    if (!nonce || nonce !== answered?.nonce) return undefined;
-    const prev = this.o.status.get(sub.id)!;
-    const now = this.o.clock.now();
-    if (error) {
-      sub.sentHash = undefined;
-      this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: error, lastErrorAt: now, lastSeen: now });
-    } else {
-      this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
-    }
-    sub.pending = undefined;
-    return answered;
+  answer(sub: Subscriber<C>, nonce: string, appliedVersion: number, error?: string): Promise<{ nonce: string; version: number } | undefined> {
+    return this.serial(async () => {
+      const answered = sub.pending;
+      if (!nonce || nonce !== answered?.nonce) return undefined;
+      const prev = (await this.o.status.get(sub.id))!;
+      const now = this.o.clock.now();
+      if (error) {
+        sub.sentHash = undefined;
+        await this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: error, lastErrorAt: now, lastSeen: now });
+      } else {
+        await this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
+      }
+      sub.pending = undefined;
+      return answered;
+    });
   }
 
   /** The stream ended; false when it was already replaced by a newer stream of the same id. */
-  disconnect(sub: Subscriber<C>): boolean {
-    if (this.subs.get(sub.id) !== sub) return false;
+  disconnect(sub: Subscriber<C>): Promise<boolean> {
+    if (this.subs.get(sub.id) !== sub) return Promise.resolve(false);
     this.subs.delete(sub.id);
-    const prev = this.o.status.get(sub.id);
-    if (prev) this.o.status.put({ ...prev, connected: false, lastSeen: this.o.clock.now() });
-    return true;
+    return this.serial(async () => {
+      const prev = await this.o.status.get(sub.id);
+      if (prev) await this.o.status.put({ ...prev, connected: false, lastSeen: this.o.clock.now() });
+      return true;
+    });
   }
 
   /** Schedules a round for every open stream; changes within the coalescing window share it. */
   notifyChanged(): void {
-    if (this.timer) return;
+    if (this.timer || this.closed) return;
     this.timer = this.o.clock.setTimeout(() => {
       this.timer = undefined;
-      const round = this.o.source.read([...this.subs.values()]);
-      for (const s of this.subs.values()) this.send(s, round, false);
+      this.serial(async () => {
+        if (this.closed) return;
+        const round = await this.o.source.read([...this.subs.values()]);
+        for (const s of this.subs.values()) await this.send(s, round, false);
+      }).catch((err) => this.o.onError?.(err));
     }, this.o.coalesceMs ?? 10);
   }
 
   /** Sends `sub` its current content now, unless it already has it (`force` sends anyway). */
-  push(sub: Subscriber<C>, force = false): Snapshot<C> | undefined {
-    return this.send(sub, this.o.source.read([...this.subs.values()]), force);
+  push(sub: Subscriber<C>, force = false): Promise<Snapshot<C> | undefined> {
+    return this.serial(async () => this.send(sub, await this.o.source.read([...this.subs.values()]), force));
   }
 
   close(): void {
+    this.closed = true;
     this.timer?.cancel();
     this.timer = undefined;
     for (const s of this.subs.values()) s.stream.end();
     this.subs.clear();
   }
 
-  private send(sub: Subscriber<C>, round: R, force: boolean): Snapshot<C> | undefined {
+  private async send(sub: Subscriber<C>, round: R, force: boolean): Promise<Snapshot<C> | undefined> {
     const content = this.o.source.select(round, sub);
     const hash = contentHash(content);
     if (!force && hash === sub.sentHash) return undefined;
-    const snapshot = { version: this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
+    const snapshot = { version: await this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
     sub.sentHash = hash;
     sub.pending = { nonce: snapshot.nonce, version: snapshot.version };
     sub.stream.send(snapshot);

@@ -34,7 +34,7 @@ export class TelemetryServer {
   }
 
   private onReport(call: grpc.ServerReadableStream<TelemetryReport__Output, TelemetryAck>, cb: grpc.sendUnaryData<TelemetryAck>): void {
-    let peer: ReturnType<PeerAuth['identify']>;
+    let peer: Awaited<ReturnType<PeerAuth['identify']>>;
     let answered = false;
     const deny = (err: unknown) => {
       if (answered) return;
@@ -42,40 +42,45 @@ export class TelemetryServer {
       this.log.warn({ reason: (err as Error).message }, 'telemetry refused');
       cb({ code: grpc.status.PERMISSION_DENIED, details: err instanceof PeerRefused ? err.message : 'refused' });
     };
-    try {
-      peer = this.d.peers.identify(call, 'dataplane');
-    } catch (err) {
-      deny(err);
-      return;
-    }
+    // Reports are stored one after another, in the order they came, after the peer is known;
+    // the answer goes once all of them are stored.
+    let chain: Promise<void> = this.d.peers.identify(call, 'dataplane').then((p) => {
+      peer = p;
+    }, deny);
     call.on('data', (r: TelemetryReport__Output) => {
-      if (answered) return;
-      // A report speaks for the data plane its certificate names, never another.
-      if (peer && r.dataplaneId && r.dataplaneId !== peer.id) {
-        deny(new PeerRefused(`the certificate is for ${peer.id}, not ${r.dataplaneId}`));
-        return;
-      }
-      // The certificate's region bounds what it may report on (no certificate: --insecure-grpc).
-      const region = peer?.region ?? '*';
-      try {
-        let skipped = 0;
-        for (const h of r.health ?? []) {
-          if (!this.d.health.report(Number(h.configId), Number(h.nodeId), h.status, region) && (h.status === 'UP' || h.status === 'DOWN')) skipped++;
-        }
-        for (const c of r.counters ?? []) {
-          const delta = { bytesIn: Number(c.bytesIn), bytesOut: Number(c.bytesOut), connections: Number(c.connections) };
-          if (delta.bytesIn === 0 && delta.bytesOut === 0 && delta.connections === 0) continue;
-          if (!this.d.stats.record(Number(c.nodebalancerId), Number(c.configId), Number(c.atMs) || this.d.clock.now(), delta, region)) skipped++;
-        }
-        if (skipped > 0) this.log.warn({ dataplane: peer?.id, region, skipped }, 'telemetry for NodeBalancers this data plane does not serve (or that no longer exist) ignored');
-      } catch (err) {
-        this.log.error({ err }, 'telemetry report could not be stored');
-      }
+      chain = chain.then(() => this.store(r, peer, deny, () => answered));
     });
     call.on('end', () => {
-      if (!answered) cb(null, {});
-      answered = true;
+      void chain.then(() => {
+        if (!answered) cb(null, {});
+        answered = true;
+      });
     });
     call.on('error', () => undefined);
+  }
+
+  private async store(r: TelemetryReport__Output, peer: Awaited<ReturnType<PeerAuth['identify']>>, deny: (err: unknown) => void, answered: () => boolean): Promise<void> {
+    if (answered()) return;
+    // A report speaks for the data plane its certificate names, never another.
+    if (peer && r.dataplaneId && r.dataplaneId !== peer.id) {
+      deny(new PeerRefused(`the certificate is for ${peer.id}, not ${r.dataplaneId}`));
+      return;
+    }
+    // The certificate's region bounds what it may report on (no certificate: --insecure-grpc).
+    const region = peer?.region ?? '*';
+    try {
+      let skipped = 0;
+      for (const h of r.health ?? []) {
+        if (!(await this.d.health.report(Number(h.configId), Number(h.nodeId), h.status, region)) && (h.status === 'UP' || h.status === 'DOWN')) skipped++;
+      }
+      for (const c of r.counters ?? []) {
+        const delta = { bytesIn: Number(c.bytesIn), bytesOut: Number(c.bytesOut), connections: Number(c.connections) };
+        if (delta.bytesIn === 0 && delta.bytesOut === 0 && delta.connections === 0) continue;
+        if (!(await this.d.stats.record(Number(c.nodebalancerId), Number(c.configId), Number(c.atMs) || this.d.clock.now(), delta, region))) skipped++;
+      }
+      if (skipped > 0) this.log.warn({ dataplane: peer?.id, region, skipped }, 'telemetry for NodeBalancers this data plane does not serve (or that no longer exist) ignored');
+    } catch (err) {
+      this.log.error({ err }, 'telemetry report could not be stored');
+    }
   }
 }

@@ -1,40 +1,40 @@
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 
 /**
- * Storage port of the Managed Databases domain. Synchronous like the other ports; `transaction`
- * runs its function atomically. Rows of deleted databases stay (with `deleting`) until the agent
+ * Storage port of the Managed Databases domain. Asynchronous like the other ports; `transaction`
+ * runs its function atomically (ports.ts). Rows of deleted databases stay (with `deleting`) until the agent
  * confirms the removal, so `list` includes them and callers filter.
  */
 export interface DatabaseRepository {
-  transaction<T>(fn: () => T): T;
-  list(): DatabaseRecord[];
-  get(id: number): DatabaseRecord | undefined;
-  create(d: Omit<DatabaseRecord, 'id'>): DatabaseRecord;
-  update(id: number, patch: Partial<Omit<DatabaseRecord, 'id'>>): DatabaseRecord;
+  transaction<T>(fn: () => Promise<T>): Promise<T>;
+  list(): Promise<DatabaseRecord[]>;
+  get(id: number): Promise<DatabaseRecord | undefined>;
+  create(d: Omit<DatabaseRecord, 'id'>): Promise<DatabaseRecord>;
+  update(id: number, patch: Partial<Omit<DatabaseRecord, 'id'>>): Promise<DatabaseRecord>;
   /** Removes the row and everything hanging off it. */
-  purge(id: number): void;
+  purge(id: number): Promise<void>;
 
-  backups(databaseId: number): BackupRecord[];
-  backup(databaseId: number, id: number): BackupRecord | undefined;
+  backups(databaseId: number): Promise<BackupRecord[]>;
+  backup(databaseId: number, id: number): Promise<BackupRecord | undefined>;
   /** Replaces the ready backups with the agent's list; rows marked deleting are kept as they are. */
-  syncBackups(databaseId: number, list: Omit<BackupRecord, 'databaseId' | 'status'>[]): void;
-  setBackupStatus(databaseId: number, id: number, status: BackupRecord['status']): void;
-  deleteBackup(databaseId: number, id: number): void;
+  syncBackups(databaseId: number, list: Omit<BackupRecord, 'databaseId' | 'status'>[]): Promise<void>;
+  setBackupStatus(databaseId: number, id: number, status: BackupRecord['status']): Promise<void>;
+  deleteBackup(databaseId: number, id: number): Promise<void>;
 
-  createOperation(op: OperationRecord): void;
-  operation(id: string): OperationRecord | undefined;
-  pendingOperations(databaseId?: number): OperationRecord[];
-  finishOperation(id: string, state: 'done' | 'failed', error: string | null): void;
+  createOperation(op: OperationRecord): Promise<void>;
+  operation(id: string): Promise<OperationRecord | undefined>;
+  pendingOperations(databaseId?: number): Promise<OperationRecord[]>;
+  finishOperation(id: string, state: 'done' | 'failed', error: string | null): Promise<void>;
 
   /** Member placements of one database, or of every database; ordered by database and member. */
-  members(databaseId?: number): MemberPlacement[];
+  members(databaseId?: number): Promise<MemberPlacement[]>;
   /** Places member k+1 on agents[k] (the whole set, once; placements never move). */
-  setMembers(databaseId: number, agents: string[]): void;
+  setMembers(databaseId: number, agents: string[]): Promise<void>;
 
-  agents(): AgentRecord[];
-  agent(id: string): AgentRecord | undefined;
-  upsertAgent(a: AgentRecord): void;
+  agents(): Promise<AgentRecord[]>;
+  agent(id: string): Promise<AgentRecord | undefined>;
+  upsertAgent(a: AgentRecord): Promise<void>;
 
   /** Records an agent event id; false when it was already recorded. */
-  markAgentEvent(id: string, databaseId: number, at: number): boolean;
+  markAgentEvent(id: string, databaseId: number, at: number): Promise<boolean>;
 }

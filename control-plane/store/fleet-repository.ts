@@ -25,12 +25,12 @@ export interface FleetCertRecord {
 
 /** The fleet PKI's bookkeeping: join tokens, issued certificates and their revocation. */
 export interface FleetRepository {
-  addToken(t: JoinTokenRecord): void;
-  token(id: string): JoinTokenRecord | undefined;
+  addToken(t: JoinTokenRecord): Promise<void>;
+  token(id: string): Promise<JoinTokenRecord | undefined>;
   /** Marks the token used; false when it already was (single use, checked in one statement). */
-  useToken(id: string, at: number): boolean;
-  addCert(c: FleetCertRecord): void;
-  cert(serial: string): FleetCertRecord | undefined;
+  useToken(id: string, at: number): Promise<boolean>;
+  addCert(c: FleetCertRecord): Promise<void>;
+  cert(serial: string): Promise<FleetCertRecord | undefined>;
   /** Revokes every certificate of that host; returns how many were live. */
-  revokeHost(role: FleetCertRecord['role'], hostId: string, at: number): number;
+  revokeHost(role: FleetCertRecord['role'], hostId: string, at: number): Promise<number>;
 }

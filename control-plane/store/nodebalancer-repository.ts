@@ -6,32 +6,32 @@ import type { NbConfig, NbNode, NewConfig, NewNode, NodeBalancer, NodeStatus } f
  * and rebuild, which must change nothing when any part fails).
  */
 export interface NodeBalancerRepository {
-  transaction<T>(fn: () => T): T;
-  list(): NodeBalancer[];
-  get(id: number): NodeBalancer | undefined;
-  byLabel(label: string): NodeBalancer | undefined;
+  transaction<T>(fn: () => Promise<T>): Promise<T>;
+  list(): Promise<NodeBalancer[]>;
+  get(id: number): Promise<NodeBalancer | undefined>;
+  byLabel(label: string): Promise<NodeBalancer | undefined>;
   /** Inserts the row with the next id from the NodeBalancer id sequence and returns it. */
-  create(nb: Omit<NodeBalancer, 'id'>): NodeBalancer;
-  update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'clientUdpSessThrottle' | 'tags' | 'updated'>>): void;
-  delete(id: number): void;
-  setIpv4(id: number, ipv4: string): void;
+  create(nb: Omit<NodeBalancer, 'id'>): Promise<NodeBalancer>;
+  update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'clientUdpSessThrottle' | 'tags' | 'updated'>>): Promise<void>;
+  delete(id: number): Promise<void>;
+  setIpv4(id: number, ipv4: string): Promise<void>;
 
-  configs(nodebalancerId: number): NbConfig[];
-  config(nodebalancerId: number, configId: number): NbConfig | undefined;
-  createConfig(nodebalancerId: number, c: NewConfig): NbConfig;
-  updateConfig(configId: number, c: NewConfig): void;
-  deleteConfig(configId: number): void;
+  configs(nodebalancerId: number): Promise<NbConfig[]>;
+  config(nodebalancerId: number, configId: number): Promise<NbConfig | undefined>;
+  createConfig(nodebalancerId: number, c: NewConfig): Promise<NbConfig>;
+  updateConfig(configId: number, c: NewConfig): Promise<void>;
+  deleteConfig(configId: number): Promise<void>;
 
-  nodes(configId: number): NbNode[];
-  nodesOfNodeBalancer(nodebalancerId: number): NbNode[];
-  node(configId: number, nodeId: number): NbNode | undefined;
-  createNode(nodebalancerId: number, configId: number, n: NewNode): NbNode;
-  updateNode(nodeId: number, n: NewNode): void;
-  deleteNode(nodeId: number): void;
-  setNodeStatus(nodeId: number, status: NodeStatus): boolean;
+  nodes(configId: number): Promise<NbNode[]>;
+  nodesOfNodeBalancer(nodebalancerId: number): Promise<NbNode[]>;
+  node(configId: number, nodeId: number): Promise<NbNode | undefined>;
+  createNode(nodebalancerId: number, configId: number, n: NewNode): Promise<NbNode>;
+  updateNode(nodeId: number, n: NewNode): Promise<void>;
+  deleteNode(nodeId: number): Promise<void>;
+  setNodeStatus(nodeId: number, status: NodeStatus): Promise<boolean>;
 
   /** Adds counter deltas into the 5-minute bucket that holds `atMs`. */
-  addTraffic(nodebalancerId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }): void;
+  addTraffic(nodebalancerId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }): Promise<void>;
   /** Rows with bucket >= sinceMs, ascending. */
-  traffic(nodebalancerId: number, sinceMs: number): { bucket: number; bytesIn: number; bytesOut: number; connections: number }[];
+  traffic(nodebalancerId: number, sinceMs: number): Promise<{ bucket: number; bytesIn: number; bytesOut: number; connections: number }[]>;
 }

@@ -1,8 +1,13 @@
 /**
  * Repository ports: what the domain layer needs from storage, nothing about SQL.
- * The SQLite adapters in store/sqlite implement them; an external SQL adapter can too.
- * All methods are synchronous because the embedded adapter is; an asynchronous adapter
- * would wrap the domain services, not change them.
+ * The SQLite adapters in store/sqlite and the PostgreSQL adapters in store/postgres implement
+ * them. Every method returns a promise, because a networked store answers later; the embedded
+ * one answers at once but keeps the same contract (docs/architecture.md, "The store").
+ *
+ * `transaction(fn)` (on the NodeBalancer and database repositories) runs `fn` atomically over
+ * every repository of the same store: whatever `fn` writes through any of them commits together
+ * or not at all, and a transaction inside another one is a savepoint of it. Calls made outside
+ * `fn` meanwhile wait for it or run on another connection; they never join it.
  */
 
 import type { Grants, TokenRecord, User } from '../domain/auth/model.js';
@@ -10,50 +15,50 @@ import type { EventRecord } from '../domain/events/model.js';
 import type { DataplaneStatus } from '../domain/nodebalancers/model.js';
 
 export interface UserRepository {
-  get(id: number): User | undefined;
-  byUsername(username: string): User | undefined;
-  create(u: Omit<User, 'id'>): User;
-  setGrants(id: number, grants: Grants): void;
-  count(): number;
+  get(id: number): Promise<User | undefined>;
+  byUsername(username: string): Promise<User | undefined>;
+  create(u: Omit<User, 'id'>): Promise<User>;
+  setGrants(id: number, grants: Grants): Promise<void>;
+  count(): Promise<number>;
   /** All users, by id. */
-  list(): User[];
-  update(id: number, patch: Partial<Pick<User, 'username' | 'email' | 'restricted'>>): void;
+  list(): Promise<User[]>;
+  update(id: number, patch: Partial<Pick<User, 'username' | 'email' | 'restricted'>>): Promise<void>;
   /** Deletes the user and (by cascade) its tokens. */
-  delete(id: number): void;
+  delete(id: number): Promise<void>;
 }
 
 export interface TokenRepository {
-  byHash(hash: string): TokenRecord | undefined;
-  get(id: number): TokenRecord | undefined;
-  listByUser(userId: number): TokenRecord[];
-  create(t: Omit<TokenRecord, 'id'> & { tokenHash: string }): TokenRecord;
-  update(id: number, patch: { label?: string }): void;
-  delete(id: number): void;
+  byHash(hash: string): Promise<TokenRecord | undefined>;
+  get(id: number): Promise<TokenRecord | undefined>;
+  listByUser(userId: number): Promise<TokenRecord[]>;
+  create(t: Omit<TokenRecord, 'id'> & { tokenHash: string }): Promise<TokenRecord>;
+  update(id: number, patch: { label?: string }): Promise<void>;
+  delete(id: number): Promise<void>;
 }
 
 export interface EventRepository {
-  create(e: Omit<EventRecord, 'id'>): EventRecord;
-  get(id: number): EventRecord | undefined;
-  update(id: number, patch: Partial<Pick<EventRecord, 'status' | 'percentComplete' | 'duration' | 'message' | 'seen' | 'read'>>): void;
+  create(e: Omit<EventRecord, 'id'>): Promise<EventRecord>;
+  get(id: number): Promise<EventRecord | undefined>;
+  update(id: number, patch: Partial<Pick<EventRecord, 'status' | 'percentComplete' | 'duration' | 'message' | 'seen' | 'read'>>): Promise<void>;
   /** Newest first. */
-  list(): EventRecord[];
-  markSeenUpTo(id: number): void;
+  list(): Promise<EventRecord[]>;
+  markSeenUpTo(id: number): Promise<void>;
 }
 
 export interface AddressRepository {
   /** Allocates the lowest free address of `cidr` to the owner; undefined when the pool is full. */
-  allocate(cidr: string, ownerType: string, ownerId: number): string | undefined;
-  release(ownerType: string, ownerId: number): void;
-  owned(ownerType: string, ownerId: number): string[];
+  allocate(cidr: string, ownerType: string, ownerId: number): Promise<string | undefined>;
+  release(ownerType: string, ownerId: number): Promise<void>;
+  owned(ownerType: string, ownerId: number): Promise<string[]>;
 }
 
 export interface DataplaneRepository {
-  upsert(s: DataplaneStatus): void;
-  get(id: string): DataplaneStatus | undefined;
-  list(): DataplaneStatus[];
+  upsert(s: DataplaneStatus): Promise<void>;
+  get(id: string): Promise<DataplaneStatus | undefined>;
+  list(): Promise<DataplaneStatus[]>;
 }
 
 export interface KeyValueRepository {
-  get(k: string): string | undefined;
-  set(k: string, v: string): void;
+  get(k: string): Promise<string | undefined>;
+  set(k: string, v: string): Promise<void>;
 }

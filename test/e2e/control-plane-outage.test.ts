@@ -73,8 +73,8 @@ describe('control plane outage and return', () => {
     cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, bootstrapPort: 0, logger: silentLogger() });
     const grpcPort = Number(cp.grpcAddress.split(':').pop());
     const bootstrapPort = Number(cp.bootstrapAddress.split(':').pop());
-    enrolHost(cp, dpState, 'dataplane', 'ops-outage-dp');
-    enrolHost(cp, agentState, 'agent', 'ops-outage-agent');
+    await enrolHost(cp, dpState, 'dataplane', 'ops-outage-dp');
+    await enrolHost(cp, agentState, 'agent', 'ops-outage-agent');
     const dp = startHost(['dataplane', '--control-plane', cp.grpcAddress, '--state', dpState]);
     const agent = startHost(['agent', '--control-plane', cp.grpcAddress, '--state', agentState, '--runtime', 'process']);
     hosts.push(dp, agent);

@@ -34,7 +34,7 @@ export interface ApiHarness {
   stateDir: string;
   req<T = any>(method: string, path: string, opts?: RequestOptions): Promise<ApiResponse<T>>;
   /** Creates a user (restricted or not) with a token of the given scopes; returns the secret. */
-  userToken(username: string, opts: { restricted: boolean; grants?: Partial<Grants>; scopes?: string }): string;
+  userToken(username: string, opts: { restricted: boolean; grants?: Partial<Grants>; scopes?: string }): Promise<string>;
   /** Replaces a user's grants (as an administrator editing them would). */
   setGrants(username: string, grants: Partial<Grants>): void;
   /** JSON of every NodeBalancer/Config/Node/address/token/user row and the event count. */
@@ -51,7 +51,7 @@ export async function startApi(opts: Partial<ControlPlaneOptions> = {}): Promise
   // the lab does (the product default refuses it; docs/security/api.md). Pass
   // `backendNetworks: undefined` to test the product default.
   const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, logger: silentLogger(), backendNetworks: testBackendNetworks, ...opts });
-  const db = cp.context.db;
+  const db = cp.context.db!;
   const grantsOf = (g: Partial<Grants> = {}): Grants => ({ global: {}, nodebalancer: {}, database: {}, ...g });
 
   const req = async <T>(method: string, path: string, o: RequestOptions = {}): Promise<ApiResponse<T>> => {
@@ -82,9 +82,9 @@ export async function startApi(opts: Partial<ControlPlaneOptions> = {}): Promise
     token: cp.adminToken,
     stateDir,
     req,
-    userToken(username, o) {
-      const user = cp.context.auth.createUser(username, o.restricted, grantsOf(o.grants));
-      return cp.context.auth.issueToken(user.id, { label: `${username}-token`, scopes: o.scopes ?? '*', expiry: null }).secret;
+    async userToken(username, o) {
+      const user = await cp.context.auth.createUser(username, o.restricted, grantsOf(o.grants));
+      return (await cp.context.auth.issueToken(user.id, { label: `${username}-token`, scopes: o.scopes ?? '*', expiry: null })).secret;
     },
     setGrants(username, g) {
       const id = db.prepare('SELECT id FROM users WHERE username = ?').pluck().get(username) as number;

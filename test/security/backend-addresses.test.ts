@@ -17,7 +17,7 @@ import { startApi, type ApiHarness } from '../helpers/api-harness.js';
 type Attempt = { address: string; why: string };
 
 async function tenant(api: ApiHarness): Promise<{ token: string; nb: number; cfg: number; node: number }> {
-  const token = api.userToken('tenant', { restricted: true, grants: { global: { add_nodebalancers: true } } });
+  const token = await api.userToken('tenant', { restricted: true, grants: { global: { add_nodebalancers: true } } });
   const nb = await api.req('POST', '/v4/nodebalancers', { token, body: { region: 'us-east', label: 'tenant-nb' } });
   expect(nb.status).toBe(200);
   const cfg = await api.req('POST', `/v4/nodebalancers/${nb.body.id}/configs`, { token, body: { port: 80, protocol: 'tcp' } });

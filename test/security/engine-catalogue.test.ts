@@ -56,7 +56,7 @@ describe('security: agents cannot choose the software other hosts run', () => {
     call = api(cp.apiUrl, cp.adminToken);
     // The attacker: a gRPC client speaking the agent protocol, in another region so that no
     // database is placed on it; it only advertises engines.
-    const evilCredentials = hostCredentials(cp, 'agent', 'evil-agent', 'lab-local');
+    const evilCredentials = await hostCredentials(cp, 'agent', 'evil-agent', 'lab-local');
     fake = createControlStream({
       security: { credentials: () => evilCredentials, generation: 1 },
       target: cp.grpcAddress, agentId: 'evil-agent', region: 'lab-local', logger: silentLogger(), clock: systemClock, heartbeatMs: 300,
@@ -71,7 +71,7 @@ describe('security: agents cannot choose the software other hosts run', () => {
     });
     await until('fake agent listed with its engines', async () =>
       (await call('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === 'evil-agent' && a.engines.length === 2), 20_000, 100);
-    enrolHost(cp, agentDir, 'agent', 'real-agent', 'us-east');
+    await enrolHost(cp, agentDir, 'agent', 'real-agent', 'us-east');
     agent = await startAgent({
       id: 'real-agent', region: 'us-east', controlPlane: cp.grpcAddress, stateDir: agentDir, runtime: 'process',
       nodeAddressPool: `127.79.${octet}.0/24`, heartbeatMs: 300, reconcileIntervalMs: 300, logger: silentLogger(),
@@ -111,7 +111,7 @@ describe('security: agents cannot choose the software other hosts run', () => {
     expect(desired).not.toContain('evil/image');
     expect(desired).not.toContain(evil.path);
     expect(existsSync(evil.marker)).toBe(false);
-    const row = cp.context.db.prepare('SELECT image, binary FROM databases WHERE id = ?').get(id) as { image: string; binary: string };
+    const row = cp.context.db!.prepare('SELECT image, binary FROM databases WHERE id = ?').get(id) as { image: string; binary: string };
     expect(row.image).not.toBe('evil/image');
     expect(row.binary).not.toBe(evil.path);
   });

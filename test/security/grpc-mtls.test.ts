@@ -92,7 +92,7 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
     });
     expect(nb.status).toBe(200);
     // A real agent (with its own certificate) runs a database, so the store has a linroot password to steal.
-    realAgent = startScriptedAgent(addr, { id: 'agent-real', region: 'us-east', credentials: creds(issueHostPki(api.cp, 'agent', 'agent-real', 'us-east')) });
+    realAgent = startScriptedAgent(addr, { id: 'agent-real', region: 'us-east', credentials: creds(await issueHostPki(api.cp, 'agent', 'agent-real', 'us-east')) });
     const engine = await firstEngine(api);
     const db = await api.req('POST', MYSQL, { body: { label: 'sec-db', region: 'us-east', type: 'g6-nanode-1', engine, allow_list: [] } });
     await waitStatus(api, db.body.id, 'active');
@@ -106,7 +106,7 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
   });
 
   it('serves the key to the data plane whose certificate allows it (the control case)', async () => {
-    const pki = issueHostPki(api.cp, 'dataplane', 'dp-good', 'us-east');
+    const pki = await issueHostPki(api.cp, 'dataplane', 'dp-good', 'us-east');
     const r = await tryStream('config', addr, creds(pki), { dataplaneId: 'dp-good', region: 'us-east', versionApplied: 0, responseNonce: '' });
     expect(r.received).toContain(keyMarker());
   });
@@ -129,26 +129,26 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
   });
 
   it('refuses another host\'s kind of certificate: a data plane cannot open the agent stream, an agent not the config stream', async () => {
-    const dp = issueHostPki(api.cp, 'dataplane', 'agent-real', 'us-east');
+    const dp = await issueHostPki(api.cp, 'dataplane', 'agent-real', 'us-east');
     const r = await tryStream('agent', addr, creds(dp), { agentId: 'agent-real', region: 'us-east', hello: true });
     expect(r.error?.code).toBe(grpc.status.PERMISSION_DENIED);
     expect(r.received).not.toContain(password);
     expect(r.received).toBe('');
-    const ag = issueHostPki(api.cp, 'agent', 'agent-x', '*');
+    const ag = await issueHostPki(api.cp, 'agent', 'agent-x', '*');
     const r2 = await tryStream('config', addr, creds(ag), { dataplaneId: '', region: '', versionApplied: 0, responseNonce: '' });
     expect(r2.error?.code).toBe(grpc.status.PERMISSION_DENIED);
     expect(r2.received).toBe('');
   });
 
   it('refuses a valid certificate that claims another id or region: no key, no password', async () => {
-    const dp = creds(issueHostPki(api.cp, 'dataplane', 'dp-small', 'us-east'));
+    const dp = creds(await issueHostPki(api.cp, 'dataplane', 'dp-small', 'us-east'));
     for (const claim of [{ dataplaneId: 'dp-good', region: 'us-east' }, { dataplaneId: 'dp-small', region: '*' }, { dataplaneId: 'dp-small', region: 'lab-local' }]) {
       const r = await tryStream('config', addr, dp, { ...claim, versionApplied: 0, responseNonce: '' });
       expect(r.error?.code, JSON.stringify(claim)).toBe(grpc.status.PERMISSION_DENIED);
       expect(r.received).not.toContain(keyMarker());
     }
     // An agent of its own takes over the real agent's stream by claiming its id.
-    const evil = creds(issueHostPki(api.cp, 'agent', 'agent-evil', 'us-east'));
+    const evil = creds(await issueHostPki(api.cp, 'agent', 'agent-evil', 'us-east'));
     const r = await tryStream('agent', addr, evil, { agentId: 'agent-real', region: 'us-east', hello: true });
     expect(r.error?.code).toBe(grpc.status.PERMISSION_DENIED);
     expect(r.received).not.toContain(password);
@@ -161,12 +161,12 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
   it('refuses telemetry without a certificate, from an agent, or speaking for another data plane', async () => {
     const report = (id: string) => ({ dataplaneId: id, health: [], counters: [{ nodebalancerId: 1, configId: 1, bytesIn: 1e12, bytesOut: 1e12, connections: 1e6, atMs: Date.now() }] });
     expect((await tryTelemetry(addr, grpc.credentials.createInsecure(), report('x')))?.code).toBeDefined();
-    const ag = creds(issueHostPki(api.cp, 'agent', 'agent-t', '*'));
+    const ag = creds(await issueHostPki(api.cp, 'agent', 'agent-t', '*'));
     expect((await tryTelemetry(addr, ag, report('agent-t')))?.code).toBe(grpc.status.PERMISSION_DENIED);
-    const dp = creds(issueHostPki(api.cp, 'dataplane', 'dp-t', 'us-east'));
+    const dp = creds(await issueHostPki(api.cp, 'dataplane', 'dp-t', 'us-east'));
     expect((await tryTelemetry(addr, dp, report('dp-good')))?.code).toBe(grpc.status.PERMISSION_DENIED);
     // Nothing of the forged traffic was recorded.
-    const stats = api.cp.context.db.prepare('SELECT COALESCE(SUM(bytes_in), 0) FROM nb_traffic').pluck().get() as number;
+    const stats = api.cp.context.db!.prepare('SELECT COALESCE(SUM(bytes_in), 0) FROM nb_traffic').pluck().get() as number;
     expect(stats).toBeLessThan(1e12);
   });
 
@@ -175,7 +175,7 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
     const config = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs`)).body.data[0];
     const node = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs/${config.id}/nodes`)).body.data[0];
     const status = async () => (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs/${config.id}/nodes/${node.id}`)).body.status;
-    const traffic = () => api.cp.context.db.prepare('SELECT COALESCE(SUM(bytes_in), 0) FROM nb_traffic WHERE nodebalancer_id = ?').pluck().get(nb.id) as number;
+    const traffic = () => api.cp.context.db!.prepare('SELECT COALESCE(SUM(bytes_in), 0) FROM nb_traffic WHERE nodebalancer_id = ?').pluck().get(nb.id) as number;
     const report = (id: string, health: string) => ({
       dataplaneId: id,
       health: [{ nodebalancerId: nb.id, configId: config.id, nodeId: node.id, status: health, atMs: Date.now() }],
@@ -183,19 +183,19 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
     });
     const before = { status: await status(), traffic: traffic() };
     // A data plane of another region (sec-tls is in us-east) forges health and traffic: ignored.
-    const other = creds(issueHostPki(api.cp, 'dataplane', 'dp-lab-local', 'lab-local'));
+    const other = creds(await issueHostPki(api.cp, 'dataplane', 'dp-lab-local', 'lab-local'));
     expect(await tryTelemetry(addr, other, report('dp-lab-local', before.status === 'DOWN' ? 'UP' : 'DOWN'))).toBeNull();
     expect(await status()).toBe(before.status);
     expect(traffic()).toBe(before.traffic);
     // The same report from a data plane of us-east is what the API shows (the control case).
-    const own = creds(issueHostPki(api.cp, 'dataplane', 'dp-us-east', 'us-east'));
+    const own = creds(await issueHostPki(api.cp, 'dataplane', 'dp-us-east', 'us-east'));
     expect(await tryTelemetry(addr, own, report('dp-us-east', 'DOWN'))).toBeNull();
     expect(await status()).toBe('DOWN');
     expect(traffic()).toBe(before.traffic + 5e9);
   });
 
   it('refuses a message larger than a peer ever needs to send (4 MiB), even from a valid certificate', async () => {
-    const dp = creds(issueHostPki(api.cp, 'dataplane', 'dp-big', 'us-east'));
+    const dp = creds(await issueHostPki(api.cp, 'dataplane', 'dp-big', 'us-east'));
     const r = await tryStream('config', addr, dp, { dataplaneId: 'dp-big', region: 'us-east', versionApplied: 0, responseNonce: '', errorDetail: 'x'.repeat(5 * 1024 * 1024) });
     expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(r.received).toBe('');

@@ -61,7 +61,7 @@ describe('a second host joins with a token, and is revoked when removed', () => 
   const dataplane = async (id: string) => (await api.req('GET', '/v4/fulcrum/dataplanes')).body.data.find((d: any) => d.id === id);
 
   it('refuses join tokens to restricted users and validates the request', async () => {
-    const restricted = api.userToken('joiner', { restricted: true, grants: { global: { add_nodebalancers: true } } });
+    const restricted = await api.userToken('joiner', { restricted: true, grants: { global: { add_nodebalancers: true } } });
     const r = await api.req('POST', '/v4/fulcrum/join-tokens', { token: restricted, body: { role: 'dataplane', id: 'x' } });
     expect(r.status).toBe(403);
     const bad = await api.req('POST', '/v4/fulcrum/join-tokens', { body: { role: 'root', id: '../x', region: 'mars', expiry_seconds: 5 } });
@@ -125,7 +125,7 @@ describe('a second host joins with a token, and is revoked when removed', () => 
   });
 
   it('closes and refuses an agent removed through the API', async () => {
-    const pki = issueHostPki(api.cp, 'agent', 'agent-gone', 'us-east');
+    const pki = await issueHostPki(api.cp, 'agent', 'agent-gone', 'us-east');
     const agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-gone', region: 'us-east', credentials: mtlsCredentials(pki, isControlPlaneCert) });
     try {
       const agentRow = async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data.find((a: any) => a.id === 'agent-gone');

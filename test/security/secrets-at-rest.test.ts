@@ -103,8 +103,8 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
   beforeAll(async () => {
     await startCp();
     // Both hosts hold certificates from the control plane's CA, as a join leaves them.
-    enrolHost(cp, dirs.dp, 'dataplane', 'secrets-dp', '*');
-    enrolHost(cp, dirs.agent, 'agent', 'secrets-agent', 'us-east');
+    await enrolHost(cp, dirs.dp, 'dataplane', 'secrets-dp', '*');
+    await enrolHost(cp, dirs.agent, 'agent', 'secrets-agent', 'us-east');
     dp = await startDataplane({ id: 'secrets-dp', region: '*', controlPlane: cp.grpcAddress, stateDir: dirs.dp, logger: silentLogger() });
     agent = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), 'secrets-agent', 'us-east',
       cp.grpcAddress, dirs.agent, 'process', `127.79.${octet}.0/24`], { cwd: repoRoot, env: { ...process.env, FULCRUM_LOG_LEVEL: 'warn' }, stdio: 'ignore' });
@@ -192,7 +192,7 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
     const store = openDatabase(join(dirs.cp, 'control-plane.sqlite'));
     try {
       const nbs = sqliteNodeBalancers(store);
-      expect(nbs.configs(nbs.list()[0]!.id)[0]!.sslKey).toBe(pem.key);
+      expect((await nbs.configs((await nbs.list())[0]!.id))[0]!.sslKey).toBe(pem.key);
     } finally {
       store.close();
     }

@@ -39,39 +39,42 @@ export function accountRoutes(r: Router, d: { auth: AuthService; events: EventSe
     const kind = e.entity.type;
     return (kind === 'nodebalancer' || kind === 'database') && d.auth.canRead(actor, kind, e.entity.id);
   };
-  const visibleEvent = (actor: Actor, id: number): EventRecord => {
-    const e = d.events.get(id);
+  const visibleEvent = async (actor: Actor, id: number): Promise<EventRecord> => {
+    const e = await d.events.get(id);
     if (!e || !visible(actor, e)) throw FulcrumError.notFound();
     return e;
   };
 
-  r.get('/account/events', 'events:read_only', (c) => {
+  r.get('/account/events', 'events:read_only', async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['id', 'action', 'created', 'entity.id', 'entity.type', 'read']);
-    return paginate(applyFilter(d.events.list().filter((e) => visible(c.actor, e)).map(eventToWire), filter), page);
+    return paginate(applyFilter((await d.events.list()).filter((e) => visible(c.actor, e)).map(eventToWire), filter), page);
   });
-  r.get('/account/events/:eventId', 'events:read_only', (c) => eventToWire(visibleEvent(c.actor, idParam(c.params, 'eventId'))));
-  r.post('/account/events/:eventId/seen', 'events:read_write', (c) => {
-    d.events.markSeen(visibleEvent(c.actor, idParam(c.params, 'eventId')).id);
+  r.get('/account/events/:eventId', 'events:read_only', async (c) => eventToWire(await visibleEvent(c.actor, idParam(c.params, 'eventId'))));
+  r.post('/account/events/:eventId/seen', 'events:read_write', async (c) => {
+    await d.events.markSeen((await visibleEvent(c.actor, idParam(c.params, 'eventId'))).id);
     return {};
   });
-  r.post('/account/events/:eventId/read', 'events:read_write', (c) => {
-    d.events.markRead(visibleEvent(c.actor, idParam(c.params, 'eventId')).id);
+  r.post('/account/events/:eventId/read', 'events:read_write', async (c) => {
+    await d.events.markRead((await visibleEvent(c.actor, idParam(c.params, 'eventId'))).id);
     return {};
   });
 
-  r.get('/profile/tokens', 'account:read_only', (c) => {
+  r.get('/profile/tokens', 'account:read_only', async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['created', 'label']);
-    return paginate(applyFilter(d.auth.listTokens(c.actor).map((t) => tokenToWire(t)), filter), page);
+    return paginate(applyFilter((await d.auth.listTokens(c.actor)).map((t) => tokenToWire(t)), filter), page);
   });
-  r.post('/profile/tokens', 'account:read_write', (c) => {
-    const { record, secret } = d.auth.createTokenFromRequest(c.actor, c.body);
+  r.post('/profile/tokens', 'account:read_write', async (c) => {
+    const { record, secret } = await d.auth.createTokenFromRequest(c.actor, c.body);
     return tokenToWire(record, secret);
   });
-  r.get('/profile/tokens/:tokenId', 'account:read_only', (c) => tokenToWire(d.auth.getToken(c.actor, idParam(c.params, 'tokenId'))));
-  r.put('/profile/tokens/:tokenId', 'account:read_write', (c) => tokenToWire(d.auth.updateToken(c.actor, idParam(c.params, 'tokenId'), c.body)));
-  r.delete('/profile/tokens/:tokenId', 'account:read_write', (c) => (d.auth.revokeToken(c.actor, idParam(c.params, 'tokenId')), {}));
+  r.get('/profile/tokens/:tokenId', 'account:read_only', async (c) => tokenToWire(await d.auth.getToken(c.actor, idParam(c.params, 'tokenId'))));
+  r.put('/profile/tokens/:tokenId', 'account:read_write', async (c) => tokenToWire(await d.auth.updateToken(c.actor, idParam(c.params, 'tokenId'), c.body)));
+  r.delete('/profile/tokens/:tokenId', 'account:read_write', async (c) => {
+    await d.auth.revokeToken(c.actor, idParam(c.params, 'tokenId'));
+    return {};
+  });
 
   r.publicGet('/regions', (c) => paginate(d.regions.list().map(regionToWire), parsePage(c.query)));
   r.publicGet('/regions/:regionId', (c) => {

@@ -55,36 +55,41 @@ export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
   // The keys engine_config takes, with types, limits and whether a change restarts the servers.
   r.publicGet('/databases/mysql/config', () => configDescription());
 
-  r.get('/databases/instances', R, (c) => {
+  r.get('/databases/instances', R, async (c) => {
     const page = parsePage(c.query);
-    return paginate(applyFilter(d.service.list(c.actor).map((db) => databaseSummaryToWire(db, d.service.pendingUpdates(db))), parseFilter(xf(c.headers), DB_FILTER)), page);
+    return paginate(applyFilter((await d.service.list(c.actor)).map((db) => databaseSummaryToWire(db, d.service.pendingUpdates(db))), parseFilter(xf(c.headers), DB_FILTER)), page);
   });
 
   const base = '/databases/mysql/instances';
-  r.get(base, R, (c) => {
+  r.get(base, R, async (c) => {
     const page = parsePage(c.query);
-    return paginate(applyFilter(d.service.list(c.actor).map(full), parseFilter(xf(c.headers), DB_FILTER)), page);
+    return paginate(applyFilter((await d.service.list(c.actor)).map(full), parseFilter(xf(c.headers), DB_FILTER)), page);
   });
-  r.post(base, W, (c) => full(d.service.create(c.actor, c.body)));
-  r.get(`${base}/:instanceId`, R, (c) => full(d.service.get(c.actor, id(c.params))));
-  r.put(`${base}/:instanceId`, W, (c) => full(d.service.update(c.actor, id(c.params), c.body)));
-  r.delete(`${base}/:instanceId`, W, (c) => (d.service.delete(c.actor, id(c.params)), {}));
+  // Actions answer an empty object once the change is stored.
+  const done = async (p: Promise<void>) => {
+    await p;
+    return {};
+  };
+  r.post(base, W, async (c) => full(await d.service.create(c.actor, c.body)));
+  r.get(`${base}/:instanceId`, R, async (c) => full(await d.service.get(c.actor, id(c.params))));
+  r.put(`${base}/:instanceId`, W, async (c) => full(await d.service.update(c.actor, id(c.params), c.body)));
+  r.delete(`${base}/:instanceId`, W, (c) => done(d.service.delete(c.actor, id(c.params))));
 
   r.get(`${base}/:instanceId/credentials`, R, (c) => d.service.credentials(c.actor, id(c.params)));
-  r.post(`${base}/:instanceId/credentials/reset`, W, (c) => (d.service.resetCredentials(c.actor, id(c.params)), {}));
+  r.post(`${base}/:instanceId/credentials/reset`, W, (c) => done(d.service.resetCredentials(c.actor, id(c.params))));
   r.get(`${base}/:instanceId/ssl`, R, (c) => d.service.ssl(c.actor, id(c.params)));
-  r.post(`${base}/:instanceId/patch`, W, (c) => (d.service.patch(c.actor, id(c.params)), {}));
-  r.post(`${base}/:instanceId/suspend`, W, (c) => (d.service.suspend(c.actor, id(c.params)), {}));
-  r.post(`${base}/:instanceId/resume`, W, (c) => (d.service.resume(c.actor, id(c.params)), {}));
+  r.post(`${base}/:instanceId/patch`, W, (c) => done(d.service.patch(c.actor, id(c.params))));
+  r.post(`${base}/:instanceId/suspend`, W, (c) => done(d.service.suspend(c.actor, id(c.params))));
+  r.post(`${base}/:instanceId/resume`, W, (c) => done(d.service.resume(c.actor, id(c.params))));
 
   // Backup list and view need read_write, as observed on the real service.
   const bid = (p: Record<string, string>) => idParam(p, 'backupId');
-  r.get(`${base}/:instanceId/backups`, W, (c) => {
+  r.get(`${base}/:instanceId/backups`, W, async (c) => {
     const page = parsePage(c.query);
-    return paginate(applyFilter(d.service.backups(c.actor, id(c.params)).map(backupToWire), parseFilter(xf(c.headers), ['type', 'created'])), page);
+    return paginate(applyFilter((await d.service.backups(c.actor, id(c.params))).map(backupToWire), parseFilter(xf(c.headers), ['type', 'created'])), page);
   });
-  r.post(`${base}/:instanceId/backups`, W, (c) => (d.service.snapshot(c.actor, id(c.params), c.body), {}));
-  r.get(`${base}/:instanceId/backups/:backupId`, W, (c) => backupToWire(d.service.backup(c.actor, id(c.params), bid(c.params))));
-  r.delete(`${base}/:instanceId/backups/:backupId`, W, (c) => (d.service.deleteBackup(c.actor, id(c.params), bid(c.params)), {}));
-  r.post(`${base}/:instanceId/backups/:backupId/restore`, W, (c) => (d.service.restore(c.actor, id(c.params), bid(c.params)), {}));
+  r.post(`${base}/:instanceId/backups`, W, (c) => done(d.service.snapshot(c.actor, id(c.params), c.body)));
+  r.get(`${base}/:instanceId/backups/:backupId`, W, async (c) => backupToWire(await d.service.backup(c.actor, id(c.params), bid(c.params))));
+  r.delete(`${base}/:instanceId/backups/:backupId`, W, (c) => done(d.service.deleteBackup(c.actor, id(c.params), bid(c.params))));
+  r.post(`${base}/:instanceId/backups/:backupId/restore`, W, (c) => done(d.service.restore(c.actor, id(c.params), bid(c.params))));
 }

@@ -9,19 +9,19 @@ import { wireTime } from '../../../lib/clock.js';
  * and closes its streams.
  */
 export function fleetRoutes(r: Router, d: { fleet: FleetService; auth: AuthService }): void {
-  r.post('/fulcrum/join-tokens', 'account:read_write', (c) => {
+  r.post('/fulcrum/join-tokens', 'account:read_write', async (c) => {
     d.auth.requireUnrestricted(c.actor);
-    const t = d.fleet.createJoinToken(c.body);
+    const t = await d.fleet.createJoinToken(c.body);
     return { token: t.token, role: t.role, id: t.id, region: t.region, expiry: wireTime(t.expires) };
   });
-  r.delete('/fulcrum/dataplanes/:id', 'nodebalancers:read_write', (c) => {
+  r.delete('/fulcrum/dataplanes/:id', 'nodebalancers:read_write', async (c) => {
     d.auth.requireUnrestricted(c.actor);
-    d.fleet.revoke('dataplane', c.params.id ?? '');
+    await d.fleet.revoke('dataplane', c.params.id ?? '');
     return {};
   });
-  r.delete('/fulcrum/agents/:id', 'databases:read_write', (c) => {
+  r.delete('/fulcrum/agents/:id', 'databases:read_write', async (c) => {
     d.auth.requireUnrestricted(c.actor);
-    d.fleet.revoke('agent', c.params.id ?? '');
+    await d.fleet.revoke('agent', c.params.id ?? '');
     return {};
   });
 }

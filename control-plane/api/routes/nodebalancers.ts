@@ -21,61 +21,69 @@ export interface NodeBalancerRouteDeps {
 
 /** /nodebalancers and everything under it. */
 export function nodeBalancerRoutes(r: Router, d: NodeBalancerRouteDeps): void {
-  const nbWire = (nb: NodeBalancer) => nodeBalancerToWire(nb, d.stats.transfer(nb.id) as Transfer, d.hostnameSuffix);
-  const configWire = (c: Parameters<typeof configToWire>[0]) => configToWire(c, d.repo.nodes(c.id));
+  const nbWire = async (nb: NodeBalancer) => nodeBalancerToWire(nb, (await d.stats.transfer(nb.id)) as Transfer, d.hostnameSuffix);
+  const configWire = async (c: Parameters<typeof configToWire>[0]) => configToWire(c, await d.repo.nodes(c.id));
+  const all = <T, U>(xs: T[], f: (x: T) => Promise<U>) => Promise.all(xs.map(f));
   const nb = (p: Record<string, string>) => idParam(p, 'nodeBalancerId');
   const cfg = (p: Record<string, string>) => idParam(p, 'configId');
 
-  r.get('/nodebalancers', R, (c) => {
+  r.get('/nodebalancers', R, async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['label', 'region', 'ipv4', 'tags']);
-    return paginate(applyFilter(d.service.list(c.actor).map(nbWire), filter), page);
+    return paginate(applyFilter(await all(await d.service.list(c.actor), nbWire), filter), page);
   });
-  r.post('/nodebalancers', W, (c) => nbWire(d.service.create(c.actor, c.body)));
+  r.post('/nodebalancers', W, async (c) => nbWire(await d.service.create(c.actor, c.body)));
   r.publicGet('/nodebalancers/types', (c) => paginate(nodeBalancerTypes.map(nodeBalancerTypeToWire), parsePage(c.query)));
-  r.get('/nodebalancers/:nodeBalancerId', R, (c) => nbWire(d.service.get(c.actor, nb(c.params))));
-  r.put('/nodebalancers/:nodeBalancerId', W, (c) => nbWire(d.service.update(c.actor, nb(c.params), c.body)));
-  r.delete('/nodebalancers/:nodeBalancerId', W, (c) => (d.service.delete(c.actor, nb(c.params)), {}));
+  r.get('/nodebalancers/:nodeBalancerId', R, async (c) => nbWire(await d.service.get(c.actor, nb(c.params))));
+  r.put('/nodebalancers/:nodeBalancerId', W, async (c) => nbWire(await d.service.update(c.actor, nb(c.params), c.body)));
+  r.delete('/nodebalancers/:nodeBalancerId', W, async (c) => {
+    await d.service.delete(c.actor, nb(c.params));
+    return {};
+  });
 
-  r.get('/nodebalancers/:nodeBalancerId/stats', R, (c) => d.stats.stats(d.service.get(c.actor, nb(c.params))));
-  r.get('/nodebalancers/:nodeBalancerId/firewalls', R, (c) => {
+  r.get('/nodebalancers/:nodeBalancerId/stats', R, async (c) => d.stats.stats(await d.service.get(c.actor, nb(c.params))));
+  r.get('/nodebalancers/:nodeBalancerId/firewalls', R, async (c) => {
     const page = parsePage(c.query);
-    d.service.get(c.actor, nb(c.params));
+    await d.service.get(c.actor, nb(c.params));
     return paginate([], page);
   });
 
   // Configs and Nodes have no filterable fields (docs/compatibility.md): any filter key is `Cannot filter on <x>`,
   // an empty filter or ordering-free header is accepted.
-  r.get('/nodebalancers/:nodeBalancerId/configs', R, (c) => {
+  r.get('/nodebalancers/:nodeBalancerId/configs', R, async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, []);
-    return paginate(applyFilter(d.service.configs(c.actor, nb(c.params)).map(configWire), filter), page);
+    return paginate(applyFilter(await all(await d.service.configs(c.actor, nb(c.params)), configWire), filter), page);
   });
-  r.post('/nodebalancers/:nodeBalancerId/configs', W, (c) => configWire(d.service.createConfig(c.actor, nb(c.params), c.body)));
-  r.get('/nodebalancers/:nodeBalancerId/configs/:configId', R, (c) => configWire(d.service.config(c.actor, nb(c.params), cfg(c.params))));
-  r.put('/nodebalancers/:nodeBalancerId/configs/:configId', W, (c) =>
-    configWire(d.service.updateConfig(c.actor, nb(c.params), cfg(c.params), c.body)),
+  r.post('/nodebalancers/:nodeBalancerId/configs', W, async (c) => configWire(await d.service.createConfig(c.actor, nb(c.params), c.body)));
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId', R, async (c) => configWire(await d.service.config(c.actor, nb(c.params), cfg(c.params))));
+  r.put('/nodebalancers/:nodeBalancerId/configs/:configId', W, async (c) =>
+    configWire(await d.service.updateConfig(c.actor, nb(c.params), cfg(c.params), c.body)),
   );
-  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId', W, (c) => (d.service.deleteConfig(c.actor, nb(c.params), cfg(c.params)), {}));
-  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/rebuild', W, (c) =>
-    configWire(d.service.rebuild(c.actor, nb(c.params), cfg(c.params), c.body)),
+  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId', W, async (c) => {
+    await d.service.deleteConfig(c.actor, nb(c.params), cfg(c.params));
+    return {};
+  });
+  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/rebuild', W, async (c) =>
+    configWire(await d.service.rebuild(c.actor, nb(c.params), cfg(c.params), c.body)),
   );
 
-  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', R, (c) => {
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', R, async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, []);
-    return paginate(applyFilter(d.service.nodes(c.actor, nb(c.params), cfg(c.params)).map(nodeToWire), filter), page);
+    return paginate(applyFilter((await d.service.nodes(c.actor, nb(c.params), cfg(c.params))).map(nodeToWire), filter), page);
   });
-  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', W, (c) =>
-    nodeToWire(d.service.createNode(c.actor, nb(c.params), cfg(c.params), c.body)),
+  r.post('/nodebalancers/:nodeBalancerId/configs/:configId/nodes', W, async (c) =>
+    nodeToWire(await d.service.createNode(c.actor, nb(c.params), cfg(c.params), c.body)),
   );
-  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', R, (c) =>
-    nodeToWire(d.service.node(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'))),
+  r.get('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', R, async (c) =>
+    nodeToWire(await d.service.node(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'))),
   );
-  r.put('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, (c) =>
-    nodeToWire(d.service.updateNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'), c.body)),
+  r.put('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, async (c) =>
+    nodeToWire(await d.service.updateNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'), c.body)),
   );
-  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, (c) =>
-    (d.service.deleteNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId')), {}),
-  );
+  r.delete('/nodebalancers/:nodeBalancerId/configs/:configId/nodes/:nodeId', W, async (c) => {
+    await d.service.deleteNode(c.actor, nb(c.params), cfg(c.params), idParam(c.params, 'nodeId'));
+    return {};
+  });
 }

@@ -32,22 +32,25 @@ export function userRoutes(r: Router, d: { users: UserService; auth: AuthService
     if (v.length === 0 || v.length > 64) throw FulcrumError.notFound();
     return v;
   };
-  r.get('/account/users', 'account:read_only', (c) => {
+  r.get('/account/users', 'account:read_only', async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['username']);
-    return paginate(applyFilter(d.users.list(c.actor).map(userToWire), filter), page);
+    return paginate(applyFilter((await d.users.list(c.actor)).map(userToWire), filter), page);
   });
-  r.post('/account/users', 'account:read_write', (c) => userToWire(d.users.create(c.actor, c.body)));
-  r.get('/account/users/:username', 'account:read_only', (c) => userToWire(d.users.get(c.actor, name(c.params))));
-  r.put('/account/users/:username', 'account:read_write', (c) => userToWire(d.users.update(c.actor, name(c.params), c.body)));
-  r.delete('/account/users/:username', 'account:read_write', (c) => (d.users.delete(c.actor, name(c.params)), {}));
+  r.post('/account/users', 'account:read_write', async (c) => userToWire(await d.users.create(c.actor, c.body)));
+  r.get('/account/users/:username', 'account:read_only', async (c) => userToWire(await d.users.get(c.actor, name(c.params))));
+  r.put('/account/users/:username', 'account:read_write', async (c) => userToWire(await d.users.update(c.actor, name(c.params), c.body)));
+  r.delete('/account/users/:username', 'account:read_write', async (c) => {
+    await d.users.delete(c.actor, name(c.params));
+    return {};
+  });
   r.get('/account/users/:username/grants', 'account:read_only', (c) => d.users.grants(c.actor, name(c.params)));
   r.put('/account/users/:username/grants', 'account:read_write', (c) => d.users.updateGrants(c.actor, name(c.params), c.body));
-  r.getAuthenticated('/profile/grants', (c) => d.users.profileGrants(c.actor) ?? NO_CONTENT);
+  r.getAuthenticated('/profile/grants', async (c) => (await d.users.profileGrants(c.actor)) ?? NO_CONTENT);
 
-  r.post('/fulcrum/users/:username/tokens', 'account:read_write', (c) => {
-    const user = d.users.get(c.actor, name(c.params));
-    const { record, secret } = d.auth.createTokenFromRequest(c.actor, c.body, user);
+  r.post('/fulcrum/users/:username/tokens', 'account:read_write', async (c) => {
+    const user = await d.users.get(c.actor, name(c.params));
+    const { record, secret } = await d.auth.createTokenFromRequest(c.actor, c.body, user);
     return tokenToWire(record, secret);
   });
 }

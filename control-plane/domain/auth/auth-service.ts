@@ -32,28 +32,28 @@ export class AuthService {
     private readonly clock: Clock,
   ) {}
 
-  authenticate(authorization: string | undefined): Actor {
+  async authenticate(authorization: string | undefined): Promise<Actor> {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!m) throw new FulcrumError('invalid_token', 'Invalid Token');
-    const token = this.tokens.byHash(hashToken(m[1]!));
+    const token = await this.tokens.byHash(hashToken(m[1]!));
     if (!token || (token.expiry !== null && token.expiry <= this.clock.now())) throw new FulcrumError('invalid_token', 'Invalid Token');
-    const user = this.users.get(token.userId);
+    const user = await this.users.get(token.userId);
     if (!user) throw new FulcrumError('invalid_token', 'Invalid Token');
     return { user, token, scopes: token.scopes };
   }
 
-  ensureAdmin(username = 'admin'): User {
-    return this.users.byUsername(username) ?? this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
+  async ensureAdmin(username = 'admin'): Promise<User> {
+    return (await this.users.byUsername(username)) ?? this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
   }
 
-  createUser(username: string, restricted: boolean, grants: Grants, email = `${username}@localhost`): User {
+  createUser(username: string, restricted: boolean, grants: Grants, email = `${username}@localhost`): Promise<User> {
     return this.users.create({ username, email, restricted, grants });
   }
 
   /** Issues a token; the secret is returned once and only its hash is stored. */
-  issueToken(userId: number, input: { label: string; scopes: string; expiry: number | null }): { record: TokenRecord; secret: string } {
+  async issueToken(userId: number, input: { label: string; scopes: string; expiry: number | null }): Promise<{ record: TokenRecord; secret: string }> {
     const secret = randomBytes(32).toString('hex');
-    const record = this.tokens.create({
+    const record = await this.tokens.create({
       userId,
       label: input.label,
       scopes: normaliseScopes(input.scopes),
@@ -70,7 +70,7 @@ export class AuthService {
    * says, scopes omitted or `*` mean "the same scopes as the acting token", and a token may not
    * get scopes beyond those of the token that creates it.
    */
-  createTokenFromRequest(actor: Actor, body: Record<string, unknown>, forUser: User = actor.user): { record: TokenRecord; secret: string } {
+  createTokenFromRequest(actor: Actor, body: Record<string, unknown>, forUser: User = actor.user): Promise<{ record: TokenRecord; secret: string }> {
     const errs = new ErrorCollector();
     let label = 'Personal Access Token';
     if (body.label !== undefined && body.label !== null) {
@@ -102,28 +102,28 @@ export class AuthService {
     return this.issueToken(forUser.id, { label, scopes, expiry });
   }
 
-  listTokens(actor: Actor): TokenRecord[] {
+  listTokens(actor: Actor): Promise<TokenRecord[]> {
     return this.tokens.listByUser(actor.user.id);
   }
 
-  getToken(actor: Actor, id: number): TokenRecord {
-    const t = this.tokens.get(id);
+  async getToken(actor: Actor, id: number): Promise<TokenRecord> {
+    const t = await this.tokens.get(id);
     if (!t || t.userId !== actor.user.id) throw FulcrumError.notFound();
     return t;
   }
 
-  updateToken(actor: Actor, id: number, body: Record<string, unknown>): TokenRecord {
-    const t = this.getToken(actor, id);
+  async updateToken(actor: Actor, id: number, body: Record<string, unknown>): Promise<TokenRecord> {
+    const t = await this.getToken(actor, id);
     if (body.label !== undefined && body.label !== null) {
       if (typeof body.label !== 'string' || body.label.length < 1 || body.label.length > 100) throw FulcrumError.field('label', 'Length must be 1-100 characters');
-      this.tokens.update(id, { label: body.label });
+      await this.tokens.update(id, { label: body.label });
     }
-    return this.tokens.get(t.id)!;
+    return (await this.tokens.get(t.id))!;
   }
 
-  revokeToken(actor: Actor, id: number): void {
-    this.getToken(actor, id);
-    this.tokens.delete(id);
+  async revokeToken(actor: Actor, id: number): Promise<void> {
+    await this.getToken(actor, id);
+    await this.tokens.delete(id);
   }
 
   /** 403 unless the user may create entities of this kind. */
@@ -151,11 +151,11 @@ export class AuthService {
   }
 
   /** A restricted user who creates an entity gets read_write on it, as on the real service. */
-  grantCreator(actor: Actor, kind: EntityKind, id: number): void {
+  async grantCreator(actor: Actor, kind: EntityKind, id: number): Promise<void> {
     if (!actor.user.restricted) return;
     const grants = structuredClone(actor.user.grants);
     grants[kind][String(id)] = 'read_write';
-    this.users.setGrants(actor.user.id, grants);
+    await this.users.setGrants(actor.user.id, grants);
     actor.user.grants = grants;
   }
 

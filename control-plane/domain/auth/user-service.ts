@@ -6,7 +6,7 @@ import type { Actor, AuthService, EntityKind } from './auth-service.js';
 type Body = Record<string, unknown>;
 
 /** Lists the entities of one kind that grants can name, with their labels. */
-export type EntityLister = () => { id: number; label: string }[];
+export type EntityLister = () => Promise<{ id: number; label: string }[]>;
 
 const USERNAME = /^[a-zA-Z0-9]((?![_-]{2,})[a-zA-Z0-9-_])+[a-zA-Z0-9]$/;
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
@@ -34,22 +34,22 @@ export class UserService {
     this.listers.set(kind, lister);
   }
 
-  list(actor: Actor): User[] {
+  list(actor: Actor): Promise<User[]> {
     this.auth.requireUnrestricted(actor);
     return this.users.list();
   }
 
-  get(actor: Actor, username: string): User {
+  async get(actor: Actor, username: string): Promise<User> {
     this.auth.requireUnrestricted(actor);
-    const u = this.users.byUsername(username);
+    const u = await this.users.byUsername(username);
     if (!u) throw FulcrumError.notFound();
     return u;
   }
 
-  create(actor: Actor, body: Body): User {
+  async create(actor: Actor, body: Body): Promise<User> {
     this.auth.requireUnrestricted(actor);
     const errs = new ErrorCollector();
-    const username = this.username(errs, body.username, true);
+    const username = await this.username(errs, body.username, true);
     const email = this.email(errs, body.email, true);
     let restricted = true;
     if (body.restricted !== undefined && body.restricted !== null) {
@@ -60,11 +60,11 @@ export class UserService {
     return this.auth.createUser(username!, restricted, { global: {}, nodebalancer: {}, database: {} }, email!);
   }
 
-  update(actor: Actor, username: string, body: Body): User {
-    const u = this.get(actor, username);
+  async update(actor: Actor, username: string, body: Body): Promise<User> {
+    const u = await this.get(actor, username);
     const errs = new ErrorCollector();
     const patch: Partial<Pick<User, 'username' | 'email' | 'restricted'>> = {};
-    if (body.username !== undefined && body.username !== u.username) patch.username = this.username(errs, body.username, true);
+    if (body.username !== undefined && body.username !== u.username) patch.username = await this.username(errs, body.username, true);
     if (body.email !== undefined) patch.email = this.email(errs, body.email, true);
     if (body.restricted !== undefined) {
       if (typeof body.restricted !== 'boolean') errs.add('restricted', 'restricted must be a boolean');
@@ -72,31 +72,31 @@ export class UserService {
       else patch.restricted = body.restricted;
     }
     errs.throwIfAny();
-    this.users.update(u.id, patch);
-    return this.users.get(u.id)!;
+    await this.users.update(u.id, patch);
+    return (await this.users.get(u.id))!;
   }
 
-  delete(actor: Actor, username: string): void {
-    const u = this.get(actor, username);
+  async delete(actor: Actor, username: string): Promise<void> {
+    const u = await this.get(actor, username);
     if (u.id === actor.user.id) throw FulcrumError.field('username', 'You cannot delete yourself');
-    this.users.delete(u.id);
+    await this.users.delete(u.id);
   }
 
-  grants(actor: Actor, username: string): Record<string, unknown> {
-    return this.grantsToWire(this.get(actor, username).grants);
+  async grants(actor: Actor, username: string): Promise<Record<string, unknown>> {
+    return this.grantsToWire((await this.get(actor, username)).grants);
   }
 
   /** The caller's own grants; undefined for an unrestricted user (the API answers 204). */
-  profileGrants(actor: Actor): Record<string, unknown> | undefined {
+  async profileGrants(actor: Actor): Promise<Record<string, unknown> | undefined> {
     if (!actor.user.restricted) return undefined;
-    const visible = this.grantsToWire(actor.user.grants) as Record<string, unknown>;
+    const visible = (await this.grantsToWire(actor.user.grants)) as Record<string, unknown>;
     for (const k of kinds) visible[k] = (visible[k] as { permissions: unknown }[]).filter((g) => g.permissions !== null);
     return visible;
   }
 
   /** Applies a partial GrantsResponse: listed entries change, everything else stays. */
-  updateGrants(actor: Actor, username: string, body: Body): Record<string, unknown> {
-    const u = this.get(actor, username);
+  async updateGrants(actor: Actor, username: string, body: Body): Promise<Record<string, unknown>> {
+    const u = await this.get(actor, username);
     const errs = new ErrorCollector();
     const next: Grants = structuredClone(u.grants);
     if (body.global !== undefined && body.global !== null) {
@@ -119,7 +119,7 @@ export class UserService {
         continue;
       }
       const managed = kinds.includes(kind as EntityKind);
-      const known = managed ? this.entities(kind as EntityKind, next) : new Map<number, string>();
+      const known = managed ? await this.entities(kind as EntityKind, next) : new Map<number, string>();
       // Without a lister for the kind (its product area not wired in), any positive id is taken.
       const exists = (id: number) => known.has(id) || (managed && !this.listers.has(kind as EntityKind) && id > 0);
       list.forEach((g, i) => {
@@ -136,11 +136,11 @@ export class UserService {
       });
     }
     errs.throwIfAny();
-    this.users.setGrants(u.id, next);
+    await this.users.setGrants(u.id, next);
     return this.grantsToWire(next);
   }
 
-  private username(errs: ErrorCollector, v: unknown, required: boolean): string | undefined {
+  private async username(errs: ErrorCollector, v: unknown, required: boolean): Promise<string | undefined> {
     if (v === undefined || v === null) {
       if (required) errs.add('username', 'username is required');
       return undefined;
@@ -149,7 +149,7 @@ export class UserService {
       errs.add('username', 'Username must be 3-32 letters, digits, dashes or underscores, starting and ending with a letter or digit');
       return undefined;
     }
-    if (this.users.byUsername(v)) {
+    if (await this.users.byUsername(v)) {
       errs.add('username', 'Username is taken');
       return undefined;
     }
@@ -169,22 +169,22 @@ export class UserService {
   }
 
   /** Entities grants may name: those a registered lister reports, plus any already granted. */
-  private entities(kind: EntityKind, grants: Grants): Map<number, string> {
+  private async entities(kind: EntityKind, grants: Grants): Promise<Map<number, string>> {
     const out = new Map<number, string>();
     const lister = this.listers.get(kind);
-    if (lister) for (const e of lister()) out.set(e.id, e.label);
+    if (lister) for (const e of await lister()) out.set(e.id, e.label);
     else for (const id of Object.keys(grants[kind])) out.set(Number(id), '');
     return out;
   }
 
-  private grantsToWire(g: Grants): Record<string, unknown> {
+  private async grantsToWire(g: Grants): Promise<Record<string, unknown>> {
     const global: Record<string, boolean | null> = {};
     for (const k of globalBooleans) global[k] = g.global[k] === true;
     global.account_access = null;
     global.child_account_access = null;
     const out: Record<string, unknown> = { global };
     for (const kind of kinds) {
-      out[kind] = [...this.entities(kind, g)].map(([id, label]) => ({ id, label, permissions: g[kind][String(id)] ?? null }));
+      out[kind] = [...(await this.entities(kind, g))].map(([id, label]) => ({ id, label, permissions: g[kind][String(id)] ?? null }));
     }
     for (const kind of otherKinds) out[kind] = [];
     return out;

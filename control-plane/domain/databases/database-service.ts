@@ -55,12 +55,13 @@ export class DatabaseService {
     return Math.floor(this.d.clock.now() / 1000) * 1000;
   }
 
-  private live(): DatabaseRecord[] {
-    return this.d.repo.list().filter((x) => !x.deleting);
+  private async live(): Promise<DatabaseRecord[]> {
+    return (await this.d.repo.list()).filter((x) => !x.deleting);
   }
 
-  private labelTaken(label: string, except?: number): boolean {
-    return this.live().some((x) => x.label === label && x.id !== except);
+  /** The labels of live databases (but `except`), for the validators' synchronous check. */
+  private async labels(except?: number): Promise<Set<string>> {
+    return new Set((await this.live()).filter((x) => x.id !== except).map((x) => x.label));
   }
 
   /**
@@ -74,29 +75,30 @@ export class DatabaseService {
     return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
   }
 
-  list(actor: Actor): DatabaseRecord[] {
-    return this.live().filter((x) => this.d.auth.canRead(actor, 'database', x.id));
+  async list(actor: Actor): Promise<DatabaseRecord[]> {
+    return (await this.live()).filter((x) => this.d.auth.canRead(actor, 'database', x.id));
   }
 
-  get(actor: Actor, id: number, access: 'read_only' | 'read_write' = 'read_only'): DatabaseRecord {
-    const db = this.d.repo.get(id);
+  async get(actor: Actor, id: number, access: 'read_only' | 'read_write' = 'read_only'): Promise<DatabaseRecord> {
+    const db = await this.d.repo.get(id);
     if (!db || db.deleting) throw FulcrumError.notFound();
     this.d.auth.requireAccess(actor, 'database', id, access);
     return db;
   }
 
-  create(actor: Actor, body: Body): DatabaseRecord {
+  async create(actor: Actor, body: Body): Promise<DatabaseRecord> {
     this.d.auth.requireAddGrant(actor, 'database');
-    const input = validateCreate(body, {
-      engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
-      regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
-      typeExists: (id) => findType(id) !== undefined,
-      labelTaken: (l) => this.labelTaken(l),
-    });
-    const engine = this.d.engines.get(input.engineId)!;
-    const created = this.d.repo.transaction(() => {
+    const created = await this.d.repo.transaction(async () => {
+      const labels = await this.labels();
+      const input = validateCreate(body, {
+        engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
+        regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
+        typeExists: (id) => findType(id) !== undefined,
+        labelTaken: (l) => labels.has(l),
+      });
+      const engine = this.d.engines.get(input.engineId)!;
       const now = this.now();
-      const row = this.d.repo.create({
+      const row = await this.d.repo.create({
         label: input.label, region: input.region, type: input.type, engineId: engine.id, version: engine.version,
         image: engine.image, binary: engine.binary, clusterSize: input.clusterSize, replicationType: input.replicationType,
         encrypted: input.encrypted, sslConnection: input.sslConnection, allowList: input.allowList,
@@ -105,124 +107,126 @@ export class DatabaseService {
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false,
         deleteEventId: null, lastError: null, created: now, updated: now,
       });
-      const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
+      const primary = await this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches
       // the primary too); the data planes serve both (docs/databases.md, "Database endpoints").
-      const secondary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
+      const secondary = await this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       if (!primary || !secondary) throw FulcrumError.conflict('No database endpoint addresses are left in the pool');
-      const event = this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });
+      const event = await this.d.events.record('database_create', databaseRef(row), { username: actor.user.username });
       return this.d.repo.update(row.id, { hostPrimary: primary, hostSecondary: secondary, pendingEventId: event.id });
     });
-    this.d.auth.grantCreator(actor, 'database', created.id);
+    await this.d.auth.grantCreator(actor, 'database', created.id);
     this.d.onChange();
     return created;
   }
 
-  update(actor: Actor, id: number, body: Body): DatabaseRecord {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'update');
-    const input = validateUpdate(body, {
-      labelTaken: (l) => this.labelTaken(l, id),
-      typeDisk: (t) => findType(t)?.disk,
-      currentType: db.type,
-      currentUpdates: db.updates,
-      currentEngineConfig: db.engineConfig,
-      currentClusterSize: db.clusterSize,
-      currentVersion: db.version,
-      engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
-    });
-    const patch: Partial<DatabaseRecord> = {};
-    if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
-    if (input.allowList !== undefined && JSON.stringify(input.allowList) !== JSON.stringify(db.allowList)) patch.allowList = input.allowList;
-    if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
-    if (input.type !== undefined) patch.type = input.type;
-    if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
-    if (input.engineId !== undefined) {
-      // An upgrade points the database at the newer catalogue entry; the agent rolls the nodes
-      // onto it at once (replicas first, then a switchover), as it does a patch.
-      const e = this.d.engines.get(input.engineId)!;
-      Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
-    }
-    if (Object.keys(patch).length === 0) return db;
-    // What the real service shows and records, and what Terraform waits for: a plan change is a
-    // resize (database_resize, status resizing); anything else, a version upgrade included, is an
-    // update (database_update). A PUT doing both records both, completed by the same convergence.
-    const resize = patch.type !== undefined;
-    const update = Object.keys(patch).some((k) => k !== 'type');
-    const updated = this.d.repo.transaction(() => {
+  async update(actor: Actor, id: number, body: Body): Promise<DatabaseRecord> {
+    const { updated, changed } = await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      requireStatus(db.status, 'update');
+      const labels = await this.labels(id);
+      const input = validateUpdate(body, {
+        labelTaken: (l) => labels.has(l),
+        typeDisk: (t) => findType(t)?.disk,
+        currentType: db.type,
+        currentUpdates: db.updates,
+        currentEngineConfig: db.engineConfig,
+        currentClusterSize: db.clusterSize,
+        currentVersion: db.version,
+        engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
+      });
+      const patch: Partial<DatabaseRecord> = {};
+      if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
+      if (input.allowList !== undefined && JSON.stringify(input.allowList) !== JSON.stringify(db.allowList)) patch.allowList = input.allowList;
+      if (input.updates !== undefined && JSON.stringify(input.updates) !== JSON.stringify(db.updates)) patch.updates = input.updates;
+      if (input.type !== undefined) patch.type = input.type;
+      if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
+      if (input.engineId !== undefined) {
+        // An upgrade points the database at the newer catalogue entry; the agent rolls the nodes
+        // onto it at once (replicas first, then a switchover), as it does a patch.
+        const e = this.d.engines.get(input.engineId)!;
+        Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
+      }
+      if (Object.keys(patch).length === 0) return { updated: db, changed: false };
+      // What the real service shows and records, and what Terraform waits for: a plan change is a
+      // resize (database_resize, status resizing); anything else, a version upgrade included, is an
+      // update (database_update). A PUT doing both records both, completed by the same convergence.
+      const resize = patch.type !== undefined;
+      const update = Object.keys(patch).some((k) => k !== 'type');
       const ref = databaseRef({ id, label: patch.label ?? db.label });
-      const record = (action: string) => this.d.events.record(action, ref, { username: actor.user.username }).id;
-      const resizeEvent = resize ? record('database_resize') : null;
-      const updateEvent = update ? record('database_update') : null;
-      return this.d.repo.update(id, {
+      const record = async (action: string) => (await this.d.events.record(action, ref, { username: actor.user.username })).id;
+      const resizeEvent = resize ? await record('database_resize') : null;
+      const updateEvent = update ? await record('database_update') : null;
+      const updated = await this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),
       });
+      return { updated, changed: true };
     });
-    this.d.onChange();
+    if (changed) this.d.onChange();
     return updated;
   }
 
-  delete(actor: Actor, id: number): void {
-    const db = this.get(actor, id, 'read_write');
-    this.d.auth.requireUnrestricted(actor);
-    requireStatus(db.status, 'delete');
-    this.d.repo.transaction(() => {
-      const event = this.d.events.record('database_delete', databaseRef(db), { username: actor.user.username });
-      for (const op of this.d.repo.pendingOperations(id)) {
-        this.d.repo.finishOperation(op.id, 'failed', 'The database was deleted');
-        if (op.eventId) this.d.events.complete(op.eventId, 'failed', 'The database was deleted');
+  async delete(actor: Actor, id: number): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      this.d.auth.requireUnrestricted(actor);
+      requireStatus(db.status, 'delete');
+      const event = await this.d.events.record('database_delete', databaseRef(db), { username: actor.user.username });
+      for (const op of await this.d.repo.pendingOperations(id)) {
+        await this.d.repo.finishOperation(op.id, 'failed', 'The database was deleted');
+        if (op.eventId) await this.d.events.complete(op.eventId, 'failed', 'The database was deleted');
       }
-      this.d.repo.update(id, { deleting: true, deleteEventId: event.id, updated: this.now() });
+      await this.d.repo.update(id, { deleting: true, deleteEventId: event.id, updated: this.now() });
       // Nothing runs it yet: nothing to wait for.
-      if (!db.agentId) this.purge(id);
+      if (!db.agentId) await this.purge(id);
     });
     this.d.onChange();
   }
 
   /** Drops a deleted database for good once no agent runs it, releasing its addresses. */
-  purge(id: number): void {
-    const db = this.d.repo.get(id);
+  async purge(id: number): Promise<void> {
+    const db = await this.d.repo.get(id);
     if (!db) return;
-    if (db.deleteEventId) this.d.events.complete(db.deleteEventId, 'finished');
-    this.d.repo.purge(id);
-    this.d.addresses.release('database', id);
+    if (db.deleteEventId) await this.d.events.complete(db.deleteEventId, 'finished');
+    await this.d.repo.purge(id);
+    await this.d.addresses.release('database', id);
   }
 
-  credentials(actor: Actor, id: number): { username: string; password: string } {
-    const db = this.get(actor, id);
+  async credentials(actor: Actor, id: number): Promise<{ username: string; password: string }> {
+    const db = await this.get(actor, id);
     requireStatus(db.status, 'credentials');
     return { username: 'linroot', password: db.rootPassword };
   }
 
-  resetCredentials(actor: Actor, id: number): void {
-    const db = this.get(actor, id, 'read_write');
-    this.d.auth.requireUnrestricted(actor);
-    requireStatus(db.status, 'resetCredentials');
-    if (db.nextPassword) throw FulcrumError.conflict('A credentials reset is already in progress.');
-    const password = generatePassword();
-    this.d.repo.transaction(() => {
-      this.d.repo.update(id, { nextPassword: password, generation: db.generation + 1 });
-      this.operation(actor, db, 'resetCredentials', { new_password: password }, 'database_credentials_reset');
+  async resetCredentials(actor: Actor, id: number): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      this.d.auth.requireUnrestricted(actor);
+      requireStatus(db.status, 'resetCredentials');
+      if (db.nextPassword) throw FulcrumError.conflict('A credentials reset is already in progress.');
+      const password = generatePassword();
+      await this.d.repo.update(id, { nextPassword: password, generation: db.generation + 1 });
+      await this.operation(actor, db, 'resetCredentials', { new_password: password }, 'database_credentials_reset');
     });
     this.d.onChange();
   }
 
-  ssl(actor: Actor, id: number): { ca_certificate: string | null } {
-    const db = this.get(actor, id);
+  async ssl(actor: Actor, id: number): Promise<{ ca_certificate: string | null }> {
+    const db = await this.get(actor, id);
     requireStatus(db.status, 'credentials');
     return { ca_certificate: db.caCert ? Buffer.from(db.caCert, 'utf8').toString('base64') : null };
   }
 
-  patch(actor: Actor, id: number): void {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'patch');
-    // A patch moves the nodes to what the catalogue names now for the same engine version.
-    const engine = this.d.engines.get(db.engineId);
-    const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
-    this.d.repo.transaction(() => {
-      this.d.repo.update(id, { status: 'updating', updated: this.now(), ...(moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {}) });
-      this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
+  async patch(actor: Actor, id: number): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      requireStatus(db.status, 'patch');
+      // A patch moves the nodes to what the catalogue names now for the same engine version.
+      const engine = this.d.engines.get(db.engineId);
+      const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
+      await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...(moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {}) });
+      await this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
     });
     this.d.onChange();
   }
@@ -231,98 +235,98 @@ export class DatabaseService {
    * Points every database at what the catalogue names now for its engine id. The agent applies
    * a changed image/binary as a patch inside the maintenance window. Returns whether any changed.
    */
-  retargetEngines(): boolean {
-    let changed = false;
-    for (const db of this.live()) {
-      const e = this.d.engines.get(db.engineId);
-      if (!e || (e.image === db.image && e.binary === db.binary)) continue;
-      this.d.repo.update(db.id, { image: e.image, binary: e.binary, generation: db.generation + 1 });
-      changed = true;
-    }
-    return changed;
+  async retargetEngines(): Promise<boolean> {
+    return this.d.repo.transaction(async () => {
+      let changed = false;
+      for (const db of await this.live()) {
+        const e = this.d.engines.get(db.engineId);
+        if (!e || (e.image === db.image && e.binary === db.binary)) continue;
+        await this.d.repo.update(db.id, { image: e.image, binary: e.binary, generation: db.generation + 1 });
+        changed = true;
+      }
+      return changed;
+    });
   }
 
-  suspend(actor: Actor, id: number): void {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'suspend');
-    this.runState(actor, db, 'suspended', 'suspending', 'database_suspend');
+  async suspend(actor: Actor, id: number): Promise<void> {
+    await this.runState(actor, id, 'suspend', 'suspended', 'suspending', 'database_suspend');
   }
 
-  resume(actor: Actor, id: number): void {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'resume');
-    this.runState(actor, db, 'running', 'resuming', 'database_resume');
+  async resume(actor: Actor, id: number): Promise<void> {
+    await this.runState(actor, id, 'resume', 'running', 'resuming', 'database_resume');
   }
 
-  private runState(actor: Actor, db: DatabaseRecord, state: 'running' | 'suspended', status: 'suspending' | 'resuming', action: string): void {
-    this.d.repo.transaction(() => {
-      const event = this.d.events.record(action, databaseRef(db), { username: actor.user.username });
-      this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
+  private async runState(actor: Actor, id: number, rule: 'suspend' | 'resume', state: 'running' | 'suspended', status: 'suspending' | 'resuming', action: string): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      requireStatus(db.status, rule);
+      const event = await this.d.events.record(action, databaseRef(db), { username: actor.user.username });
+      await this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
     });
     this.d.onChange();
   }
 
-  backups(actor: Actor, id: number): BackupRecord[] {
-    const db = this.get(actor, id);
+  async backups(actor: Actor, id: number): Promise<BackupRecord[]> {
+    const db = await this.get(actor, id);
     requireStatus(db.status, 'backups');
-    return this.d.repo.backups(id).filter((b) => b.status === 'ready');
+    return (await this.d.repo.backups(id)).filter((b) => b.status === 'ready');
   }
 
-  backup(actor: Actor, id: number, backupId: number): BackupRecord {
-    const db = this.get(actor, id);
+  async backup(actor: Actor, id: number, backupId: number): Promise<BackupRecord> {
+    const db = await this.get(actor, id);
     requireStatus(db.status, 'backups');
-    const b = this.d.repo.backup(id, backupId);
+    const b = await this.d.repo.backup(id, backupId);
     if (!b || b.status !== 'ready') throw FulcrumError.notFound();
     return b;
   }
 
-  snapshot(actor: Actor, id: number, body: Body): void {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'snapshot');
-    const pending = this.d.repo.pendingOperations(id).filter((o) => o.kind === 'snapshot');
-    const existing = this.d.repo.backups(id).filter((b) => b.status === 'ready');
-    const input = validateSnapshot(body, {
-      clusterSize: db.clusterSize,
-      labelTaken: (l) => existing.some((b) => b.label === l) || pending.some((o) => o.payload.label === l),
-    });
-    const snapshots = existing.filter((b) => b.type === 'snapshot').length + pending.length;
-    if (snapshots >= MAX_SNAPSHOTS) {
-      throw FulcrumError.conflict(`This database already has ${MAX_SNAPSHOTS} snapshots, the most it may keep; delete one first.`);
-    }
-    this.d.repo.transaction(() => {
-      this.d.repo.update(id, { status: 'backing_up', updated: this.now() });
-      this.operation(actor, db, 'snapshot', { label: input.label, target: input.target }, 'database_backup_create', `Snapshot ${input.label}`);
+  async snapshot(actor: Actor, id: number, body: Body): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      requireStatus(db.status, 'snapshot');
+      const pending = (await this.d.repo.pendingOperations(id)).filter((o) => o.kind === 'snapshot');
+      const existing = (await this.d.repo.backups(id)).filter((b) => b.status === 'ready');
+      const input = validateSnapshot(body, {
+        clusterSize: db.clusterSize,
+        labelTaken: (l) => existing.some((b) => b.label === l) || pending.some((o) => o.payload.label === l),
+      });
+      const snapshots = existing.filter((b) => b.type === 'snapshot').length + pending.length;
+      if (snapshots >= MAX_SNAPSHOTS) {
+        throw FulcrumError.conflict(`This database already has ${MAX_SNAPSHOTS} snapshots, the most it may keep; delete one first.`);
+      }
+      await this.d.repo.update(id, { status: 'backing_up', updated: this.now() });
+      await this.operation(actor, db, 'snapshot', { label: input.label, target: input.target }, 'database_backup_create', `Snapshot ${input.label}`);
     });
     this.d.onChange();
   }
 
-  deleteBackup(actor: Actor, id: number, backupId: number): void {
-    const db = this.get(actor, id, 'read_write');
-    requireStatus(db.status, 'deleteBackup');
-    const b = this.d.repo.backup(id, backupId);
-    if (!b || b.status !== 'ready') throw FulcrumError.notFound();
-    this.d.repo.transaction(() => {
+  async deleteBackup(actor: Actor, id: number, backupId: number): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      requireStatus(db.status, 'deleteBackup');
+      const b = await this.d.repo.backup(id, backupId);
+      if (!b || b.status !== 'ready') throw FulcrumError.notFound();
       // Hidden (and no longer counted) at once; the agent removes the files.
-      this.d.repo.setBackupStatus(id, backupId, 'deleting');
-      this.operation(actor, db, 'deleteBackup', { backup_id: backupId }, 'database_backup_delete', `Backup ${b.label}`);
+      await this.d.repo.setBackupStatus(id, backupId, 'deleting');
+      await this.operation(actor, db, 'deleteBackup', { backup_id: backupId }, 'database_backup_delete', `Backup ${b.label}`);
     });
     this.d.onChange();
   }
 
-  restore(actor: Actor, id: number, backupId: number): void {
-    const db = this.get(actor, id, 'read_write');
-    const b = this.d.repo.backup(id, backupId);
-    if (!b || b.status !== 'ready') throw FulcrumError.notFound();
-    requireStatus(db.status, 'restore');
-    this.d.repo.transaction(() => {
-      this.d.repo.update(id, { status: 'restoring', updated: this.now() });
-      this.operation(actor, db, 'restore', { backup_id: backupId }, 'database_backup_restore', `Restore of backup ${b.label}`);
+  async restore(actor: Actor, id: number, backupId: number): Promise<void> {
+    await this.d.repo.transaction(async () => {
+      const db = await this.get(actor, id, 'read_write');
+      const b = await this.d.repo.backup(id, backupId);
+      if (!b || b.status !== 'ready') throw FulcrumError.notFound();
+      requireStatus(db.status, 'restore');
+      await this.d.repo.update(id, { status: 'restoring', updated: this.now() });
+      await this.operation(actor, db, 'restore', { backup_id: backupId }, 'database_backup_restore', `Restore of backup ${b.label}`);
     });
     this.d.onChange();
   }
 
-  private operation(actor: Actor, db: DatabaseRecord, kind: OperationKind, payload: Record<string, unknown>, action: string, message?: string): void {
-    const event = this.d.events.record(action, databaseRef(db), { username: actor.user.username, message: message ?? null });
-    this.d.repo.createOperation({ id: randomUUID(), databaseId: db.id, kind, payload, eventId: event.id, state: 'pending', error: null, created: this.d.clock.now() });
+  private async operation(actor: Actor, db: DatabaseRecord, kind: OperationKind, payload: Record<string, unknown>, action: string, message?: string): Promise<void> {
+    const event = await this.d.events.record(action, databaseRef(db), { username: actor.user.username, message: message ?? null });
+    await this.d.repo.createOperation({ id: randomUUID(), databaseId: db.id, kind, payload, eventId: event.id, state: 'pending', error: null, created: this.d.clock.now() });
   }
 }

@@ -62,9 +62,9 @@ export class FailoverCoordinator {
   }
 
   /** An agent's report: kept only for members placed on that agent (an agent speaks for its own). */
-  record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): void {
+  async record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): Promise<void> {
     for (const db of databases) {
-      const mine = new Set(this.d.repo.members(db.id).filter((m) => m.agentId === agentId).map((m) => m.member));
+      const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
       if (mine.size === 0) continue;
       const known = this.nodes.get(db.id) ?? new Map<number, ReportedNode>();
       for (const n of db.nodes) if (mine.has(n.member)) known.set(n.member, { ...n });
@@ -73,37 +73,37 @@ export class FailoverCoordinator {
   }
 
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */
-  tick(): boolean {
+  async tick(): Promise<boolean> {
     const now = this.d.clock.now();
     // A control plane that just started has not heard from its agents yet (they reconnect with
     // backoff); a primary agent that is merely slower to reconnect is no reason to fail over.
     if (now - this.startedAt < AGENT_SILENT_MS) return false;
     let changed = false;
     const live = new Set<number>();
-    for (const db of this.d.repo.list()) {
+    for (const db of await this.d.repo.list()) {
       if (db.deleting || db.runState !== 'running' || !db.provisioned) continue;
-      const placements = this.d.repo.members(db.id);
+      const placements = await this.d.repo.members(db.id);
       if (!spansAgents(placements)) continue;
       live.add(db.id);
-      const members: MemberView[] = placements.map((m) => {
-        const agent = this.d.repo.agent(m.agentId);
+      const members: MemberView[] = await Promise.all(placements.map(async (m) => {
+        const agent = await this.d.repo.agent(m.agentId);
         const node = this.nodes.get(db.id)?.get(m.member);
         return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
-      });
+      }));
       const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
-      changed = this.apply(db.id, decision) || changed;
-      changed = this.syncMembers(db.id) || changed;
+      changed = (await this.apply(db.id, decision)) || changed;
+      changed = (await this.syncMembers(db.id)) || changed;
     }
     for (const id of [...this.lostSince.keys()]) if (!live.has(id)) this.lostSince.delete(id);
-    for (const id of [...this.nodes.keys()]) if (!this.d.repo.get(id)) this.nodes.delete(id);
+    for (const id of [...this.nodes.keys()]) if (!(await this.d.repo.get(id))) this.nodes.delete(id);
     return changed;
   }
 
   /** The current primary of a spread cluster, or undefined (one agent runs it all, or unknown). */
-  primaryOf(databaseId: number): PrimaryLocation | undefined {
-    const db = this.d.repo.get(databaseId);
+  async primaryOf(databaseId: number): Promise<PrimaryLocation | undefined> {
+    const db = await this.d.repo.get(databaseId);
     if (!db || db.deleting) return undefined;
-    const placement = this.d.repo.members(databaseId).find((m) => m.member === db.primaryMember);
+    const placement = (await this.d.repo.members(databaseId)).find((m) => m.member === db.primaryMember);
     if (!placement) return undefined;
     const address = this.nodes.get(databaseId)?.get(db.primaryMember)?.address ?? '';
     return { databaseId, term: db.term, member: db.primaryMember, agentId: placement.agentId, address };
@@ -114,21 +114,21 @@ export class FailoverCoordinator {
    * agent's report with the primary the control plane named: no one agent can report it, and the
    * endpoint routing reads it (hosts.primary follows the named primary at once).
    */
-  private syncMembers(id: number): boolean {
-    const db = this.d.repo.get(id);
+  private async syncMembers(id: number): Promise<boolean> {
+    const db = await this.d.repo.get(id);
     if (!db) return false;
     const members: Record<string, string> = {};
-    for (const m of this.d.repo.members(id)) {
+    for (const m of await this.d.repo.members(id)) {
       const address = this.nodes.get(id)?.get(m.member)?.address ?? '';
       const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
       if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
     }
     if (Object.keys(members).length === 0 || JSON.stringify(members) === JSON.stringify(db.members)) return false;
-    this.d.repo.update(id, { members });
+    await this.d.repo.update(id, { members });
     return true;
   }
 
-  private apply(id: number, decision: FailoverDecision): boolean {
+  private async apply(id: number, decision: FailoverDecision): Promise<boolean> {
     switch (decision.kind) {
       case 'healthy':
         this.lostSince.delete(id);
@@ -144,12 +144,12 @@ export class FailoverCoordinator {
       case 'promote': {
         this.lostSince.delete(id);
         this.stuck.delete(id);
-        return this.d.repo.transaction(() => {
-          const db = this.d.repo.get(id);
+        return this.d.repo.transaction(async () => {
+          const db = await this.d.repo.get(id);
           if (!db || db.term >= decision.term) return false;
-          this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+          await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
-          this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+          await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
           this.promoted.inc();
           this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
           return true;

@@ -55,16 +55,16 @@ export class DatabaseObserver {
     return Math.floor(this.d.clock.now() / 1000) * 1000;
   }
 
-  apply(agentId: string, databases: ObservedDatabaseView[], results: OperationResultView[]): boolean {
-    return this.d.repo.transaction(() => {
+  apply(agentId: string, databases: ObservedDatabaseView[], results: OperationResultView[]): Promise<boolean> {
+    return this.d.repo.transaction(async () => {
       let changed = false;
       const observed = new Map(databases.map((o) => [o.id, o]));
-      for (const r of results) changed = this.result(r, observed.get(r.databaseId)) || changed;
-      for (const o of databases) changed = this.observe(agentId, o) || changed;
+      for (const r of results) changed = (await this.result(r, observed.get(r.databaseId))) || changed;
+      for (const o of databases) changed = (await this.observe(agentId, o)) || changed;
       // A deleted database this agent no longer reports is gone: release what it held.
-      for (const db of this.d.repo.list()) {
+      for (const db of await this.d.repo.list()) {
         if (db.deleting && db.agentId === agentId && !observed.has(db.id)) {
-          this.d.service.purge(db.id);
+          await this.d.service.purge(db.id);
           changed = true;
         }
       }
@@ -72,12 +72,12 @@ export class DatabaseObserver {
     });
   }
 
-  private result(r: OperationResultView, obs: ObservedDatabaseView | undefined): boolean {
-    const op = this.d.repo.operation(r.operationId);
+  private async result(r: OperationResultView, obs: ObservedDatabaseView | undefined): Promise<boolean> {
+    const op = await this.d.repo.operation(r.operationId);
     if (!op || op.state !== 'pending') return false;
-    const db = this.d.repo.get(op.databaseId);
-    this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
-    if (op.eventId) this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
+    const db = await this.d.repo.get(op.databaseId);
+    await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
+    if (op.eventId) await this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
     if (!db) return true;
     const patch: Partial<DatabaseRecord> = {};
     switch (op.kind) {
@@ -93,25 +93,25 @@ export class DatabaseObserver {
         break;
       case 'deleteBackup': {
         const backupId = Number(op.payload.backup_id);
-        if (r.ok) this.d.repo.deleteBackup(db.id, backupId);
-        else this.d.repo.setBackupStatus(db.id, backupId, 'ready');
+        if (r.ok) await this.d.repo.deleteBackup(db.id, backupId);
+        else await this.d.repo.setBackupStatus(db.id, backupId, 'ready');
         break;
       }
     }
-    if (Object.keys(patch).length > 0) this.d.repo.update(db.id, { ...patch, updated: this.now() });
+    if (Object.keys(patch).length > 0) await this.d.repo.update(db.id, { ...patch, updated: this.now() });
     return true;
   }
 
-  private observe(agentId: string, o: ObservedDatabaseView): boolean {
-    let db = this.d.repo.get(o.id);
+  private async observe(agentId: string, o: ObservedDatabaseView): Promise<boolean> {
+    let db = await this.d.repo.get(o.id);
     if (!db || db.deleting) return false;
     let changed = false;
     if (db.agentId === null) {
-      db = this.d.repo.update(db.id, { agentId });
+      db = await this.d.repo.update(db.id, { agentId });
       changed = true;
     } else if (db.agentId !== agentId) return false;
 
-    const opPending = this.d.repo.pendingOperations(db.id).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
+    const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
     const t = nextStatus(db, { ...o, status: effectiveStatus(db.clusterSize, o) }, opPending);
     const patch: Partial<DatabaseRecord> = {};
     if (t.status !== db.status) {
@@ -119,40 +119,40 @@ export class DatabaseObserver {
       patch.updated = this.now();
     }
     if (t.complete && db.pendingEventId !== null) {
-      this.d.events.complete(db.pendingEventId, t.complete.outcome, t.complete.message);
+      await this.d.events.complete(db.pendingEventId, t.complete.outcome, t.complete.message);
       patch.pendingEventId = null;
     }
     if (t.complete && db.secondEventId !== null) {
-      this.d.events.complete(db.secondEventId, t.complete.outcome, t.complete.message);
+      await this.d.events.complete(db.secondEventId, t.complete.outcome, t.complete.message);
       patch.secondEventId = null;
     }
-    if (t.notify) this.d.events.record(t.notify.action, databaseRef(db), { message: t.notify.message ?? null });
+    if (t.notify) await this.d.events.record(t.notify.action, databaseRef(db), { message: t.notify.message ?? null });
     if (!db.provisioned && (t.status === 'active' || t.status === 'degraded')) {
       patch.provisioned = true;
       // The real service fills in a maintenance day once the database is up; ours is Sunday.
       if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
     }
     // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
-    if (!spansAgents(this.d.repo.members(db.id)) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    if (!spansAgents(await this.d.repo.members(db.id)) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;
-    if (Object.keys(patch).length > 0) this.d.repo.update(db.id, patch);
+    if (Object.keys(patch).length > 0) await this.d.repo.update(db.id, patch);
 
-    this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
+    await this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
     })));
-    const busy = db.pendingEventId !== null || this.d.repo.pendingOperations(db.id).length > 0;
+    const busy = db.pendingEventId !== null || (await this.d.repo.pendingOperations(db.id)).length > 0;
     for (const e of o.events) {
-      if (!e.id || !this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now())) continue;
+      if (!e.id || !(await this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now()))) continue;
       // Work the API started has its own event, completed by status or operation result; an agent
       // echo of it would read as a second create/restore to clients that poll by action.
       if (controlPlaneActions.has(e.action) || (busy && agentOrOwnActions.has(e.action))) continue;
       const status = e.status === 'finished' || e.status === 'failed' ? e.status : 'notification';
-      this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
+      await this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
     }
     return changed || patch.status !== undefined;
   }

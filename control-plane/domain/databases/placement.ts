@@ -34,13 +34,13 @@ export function memberAgents(clusterSize: number, candidates: readonly Placement
  * The database's reporting agent is member 1's (the first primary). Returns the placements made;
  * a database with no agent for its region waits for one to connect.
  */
-export function placeDatabases(repo: DatabaseRepository, connected: readonly PlacementAgent[]): { database: number; agent: string; members: string[] }[] {
+export async function placeDatabases(repo: DatabaseRepository, connected: readonly PlacementAgent[]): Promise<{ database: number; agent: string; members: string[] }[]> {
   const placed: { database: number; agent: string; members: string[] }[] = [];
-  const live = repo.list().filter((x) => !x.deleting);
+  const live = (await repo.list()).filter((x) => !x.deleting);
   const liveIds = new Set(live.map((x) => x.id));
   const load = new Map<string, Set<number>>();
   const count = (agent: string, db: number) => load.set(agent, (load.get(agent) ?? new Set()).add(db));
-  for (const m of repo.members()) if (liveIds.has(m.databaseId)) count(m.agentId, m.databaseId);
+  for (const m of await repo.members()) if (liveIds.has(m.databaseId)) count(m.agentId, m.databaseId);
   // A database placed before member placements existed counts on its one agent.
   for (const x of live) if (x.agentId !== null) count(x.agentId, x.id);
   for (const db of live) {
@@ -50,8 +50,8 @@ export function placeDatabases(repo: DatabaseRepository, connected: readonly Pla
     const size = (id: string) => load.get(id)?.size ?? 0;
     const ordered = [...candidates].sort((a, b) => size(a.id) - size(b.id) || a.id.localeCompare(b.id));
     const members = memberAgents(db.clusterSize ?? 1, ordered);
-    repo.setMembers(db.id, members);
-    repo.update(db.id, { agentId: members[0]!, primaryMember: 1 });
+    await repo.setMembers(db.id, members);
+    await repo.update(db.id, { agentId: members[0]!, primaryMember: 1 });
     db.agentId = members[0]!;
     for (const a of members) count(a, db.id);
     placed.push({ database: db.id, agent: members[0]!, members });

@@ -21,7 +21,7 @@ export class EventService {
     private readonly clock: Clock,
   ) {}
 
-  record(action: string, entity: EntityRef | null, opts: { username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null } = {}): EventRecord {
+  record(action: string, entity: EntityRef | null, opts: { username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null } = {}): Promise<EventRecord> {
     const status = opts.status ?? 'notification';
     return this.repo.create({
       created: Math.floor(this.clock.now() / 1000) * 1000,
@@ -39,10 +39,10 @@ export class EventService {
   }
 
   /** Moves a long-running event to `finished` (100%) or `failed`, with its duration in seconds. */
-  complete(id: number, outcome: 'finished' | 'failed', message?: string): void {
-    const e = this.repo.get(id);
+  async complete(id: number, outcome: 'finished' | 'failed', message?: string): Promise<void> {
+    const e = await this.repo.get(id);
     if (!e) return;
-    this.repo.update(id, {
+    await this.repo.update(id, {
       status: outcome,
       percentComplete: outcome === 'finished' ? 100 : e.percentComplete,
       duration: Math.max(0, Math.round((this.clock.now() - e.created) / 1000)),
@@ -50,24 +50,24 @@ export class EventService {
     });
   }
 
-  progress(id: number, percent: number): void {
-    this.repo.update(id, { status: 'started', percentComplete: Math.max(0, Math.min(99, Math.round(percent))) });
+  progress(id: number, percent: number): Promise<void> {
+    return this.repo.update(id, { status: 'started', percentComplete: Math.max(0, Math.min(99, Math.round(percent))) });
   }
 
-  list(): EventRecord[] {
+  list(): Promise<EventRecord[]> {
     return this.repo.list();
   }
 
-  get(id: number): EventRecord | undefined {
+  get(id: number): Promise<EventRecord | undefined> {
     return this.repo.get(id);
   }
 
-  markSeen(id: number): void {
-    this.repo.markSeenUpTo(id);
+  markSeen(id: number): Promise<void> {
+    return this.repo.markSeenUpTo(id);
   }
 
-  markRead(id: number): void {
-    this.repo.update(id, { read: true });
+  markRead(id: number): Promise<void> {
+    return this.repo.update(id, { read: true });
   }
 }
 

@@ -36,7 +36,7 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
  * removes a data plane or agent, which also closes its open streams.
  */
 export class FleetService {
-  private readonly revokeListeners: ((role: HostRole, id: string) => void)[] = [];
+  private readonly revokeListeners: ((role: HostRole, id: string) => Promise<void> | void)[] = [];
   private readonly lifetimeMs: number;
 
   constructor(private readonly d: FleetServiceDeps) {
@@ -48,7 +48,7 @@ export class FleetService {
   }
 
   /** A join token for one host, valid once and until `expiry_seconds` (default one hour) pass. */
-  createJoinToken(body: unknown): { token: string; role: HostRole; id: string; region: string; expires: number } {
+  async createJoinToken(body: unknown): Promise<{ token: string; role: HostRole; id: string; region: string; expires: number }> {
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const errs = new ErrorCollector();
     if (b.role !== 'dataplane' && b.role !== 'agent') errs.add('role', R.role);
@@ -62,7 +62,7 @@ export class FleetService {
     const secret = randomBytes(24).toString('hex');
     const now = this.d.clock.now();
     const rec = { id, secretHash: sha256(secret), role: b.role as HostRole, hostId: b.id as string, region: region as string, created: now, expires: now + (ttl as number) * 1000, usedAt: null };
-    this.d.repo.addToken(rec);
+    await this.d.repo.addToken(rec);
     return {
       token: formatJoinToken({ port: this.d.bootstrapPort(), id, secret, pin: caPin(this.d.ca.caPem) }),
       role: rec.role, id: rec.hostId, region: rec.region, expires: rec.expires,
@@ -70,9 +70,9 @@ export class FleetService {
   }
 
   /** Redeems `<id>.<secret>` once for a certificate carrying the token's identity. */
-  join(token: string, role: unknown, csrPem: unknown): IssuedCert {
+  async join(token: string, role: unknown, csrPem: unknown): Promise<IssuedCert> {
     const [id = '', secret = ''] = String(token).split('.');
-    const rec = this.d.repo.token(id);
+    const rec = await this.d.repo.token(id);
     const now = this.d.clock.now();
     const ok = rec !== undefined && timingSafeEqual(Buffer.from(rec.secretHash), Buffer.from(sha256(secret)));
     if (!rec || !ok) throw new PeerRefused('unknown join token');
@@ -82,18 +82,18 @@ export class FleetService {
     if (typeof csrPem !== 'string') throw new PeerRefused('csr is required');
     const identity = { role: rec.role, id: rec.hostId, region: rec.region };
     const issued = this.issueChecked(csrPem, identity);
-    if (!this.d.repo.useToken(id, now)) throw new PeerRefused('join token already used');
-    this.record(issued, identity);
+    if (!(await this.d.repo.useToken(id, now))) throw new PeerRefused('join token already used');
+    await this.record(issued, identity);
     return issued;
   }
 
   /** A new certificate for the same identity, asked for with the current one (still valid, not revoked). */
-  renew(peerCertRaw: Buffer | undefined, csrPem: unknown): IssuedCert {
-    const identity = this.verifyPeer(peerCertRaw);
+  async renew(peerCertRaw: Buffer | undefined, csrPem: unknown): Promise<IssuedCert> {
+    const identity = await this.verifyPeer(peerCertRaw);
     if (identity.role === 'control-plane') throw new PeerRefused('not a host certificate');
     if (typeof csrPem !== 'string') throw new PeerRefused('csr is required');
     const issued = this.issueChecked(csrPem, identity);
-    this.record(issued, identity);
+    await this.record(issued, identity);
     return issued;
   }
 
@@ -102,13 +102,13 @@ export class FleetService {
    * did not record issuing it, when it was revoked or has expired, or (with `role`) when it is
    * for another role: a data plane's certificate cannot open an agent's stream.
    */
-  verifyPeer(peerCertRaw: Buffer | undefined, role?: HostRole): FleetIdentity {
+  async verifyPeer(peerCertRaw: Buffer | undefined, role?: HostRole): Promise<FleetIdentity> {
     if (!peerCertRaw) throw new PeerRefused('a client certificate is required');
     const cert = new X509Certificate(peerCertRaw);
     const identity = identityOf(cert);
     if (!identity || !cert.checkIssued(new X509Certificate(this.d.ca.caPem))) throw new PeerRefused('certificate not issued by the fleet CA');
     if (role && identity.role !== role) throw new PeerRefused(`a ${identity.role} certificate cannot open the ${role} stream`);
-    const rec = this.d.repo.cert(cert.serialNumber);
+    const rec = await this.d.repo.cert(cert.serialNumber);
     if (!rec || rec.role !== identity.role || rec.hostId !== identity.id || rec.region !== identity.region) throw new PeerRefused('unknown certificate');
     if (rec.revokedAt !== null) throw new PeerRefused(`the certificate of ${identity.role} ${identity.id} was revoked`);
     if (rec.notAfter <= this.d.clock.now()) throw new PeerRefused('certificate expired');
@@ -116,13 +116,13 @@ export class FleetService {
   }
 
   /** Revokes every certificate of that host and closes its open streams; returns how many were live. */
-  revoke(role: HostRole, id: string): number {
-    const n = this.d.repo.revokeHost(role, id, this.d.clock.now());
-    for (const fn of this.revokeListeners) fn(role, id);
+  async revoke(role: HostRole, id: string): Promise<number> {
+    const n = await this.d.repo.revokeHost(role, id, this.d.clock.now());
+    for (const fn of this.revokeListeners) await fn(role, id);
     return n;
   }
 
-  onRevoke(fn: (role: HostRole, id: string) => void): void {
+  onRevoke(fn: (role: HostRole, id: string) => Promise<void> | void): void {
     this.revokeListeners.push(fn);
   }
 
@@ -134,8 +134,8 @@ export class FleetService {
     }
   }
 
-  private record(issued: IssuedCert, identity: FleetIdentity): void {
-    this.d.repo.addCert({
+  private record(issued: IssuedCert, identity: FleetIdentity): Promise<void> {
+    return this.d.repo.addCert({
       serial: issued.serial, role: identity.role as HostRole, hostId: identity.id, region: identity.region,
       issuedAt: this.d.clock.now(), notAfter: issued.notAfter, revokedAt: null,
     });

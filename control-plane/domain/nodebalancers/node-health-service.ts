@@ -16,13 +16,13 @@ export class NodeHealthService {
    * region: a data plane speaks only for traffic it can serve (docs/security/grpc.md). Returns
    * whether the report was recorded.
    */
-  report(configId: number, nodeId: number, status: string, fromRegion = '*'): boolean {
+  async report(configId: number, nodeId: number, status: string, fromRegion = '*'): Promise<boolean> {
     if (status !== 'UP' && status !== 'DOWN') return false;
-    const node = this.repo.node(configId, nodeId);
+    const node = await this.repo.node(configId, nodeId);
     if (!node) return false;
-    const nb = this.repo.get(node.nodebalancerId);
+    const nb = await this.repo.get(node.nodebalancerId);
     if (!nb || !regionServed(fromRegion, nb.region)) return false;
-    this.repo.setNodeStatus(node.id, status satisfies NodeStatus);
+    await this.repo.setNodeStatus(node.id, status satisfies NodeStatus);
     return true;
   }
 }

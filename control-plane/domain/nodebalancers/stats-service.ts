@@ -20,17 +20,17 @@ export class StatsService {
   ) {}
 
   /** Adds traffic a data plane of `fromRegion` counted; NodeBalancers outside its region are skipped. */
-  record(nbId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }, fromRegion = '*'): boolean {
-    const nb = this.repo.get(nbId);
+  async record(nbId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }, fromRegion = '*'): Promise<boolean> {
+    const nb = await this.repo.get(nbId);
     if (!nb || !regionServed(fromRegion, nb.region)) return false;
-    this.repo.addTraffic(nbId, configId, atMs, d);
+    await this.repo.addTraffic(nbId, configId, atMs, d);
     return true;
   }
 
-  transfer(nbId: number): { in: number | null; out: number | null; total: number | null } {
+  async transfer(nbId: number): Promise<{ in: number | null; out: number | null; total: number | null }> {
     const now = new Date(this.clock.now());
     const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
-    const rows = this.repo.traffic(nbId, monthStart);
+    const rows = await this.repo.traffic(nbId, monthStart);
     if (rows.length === 0) return { in: null, out: null, total: null };
     const bin = rows.reduce((a, r) => a + r.bytesIn, 0);
     const bout = rows.reduce((a, r) => a + r.bytesOut, 0);
@@ -44,11 +44,11 @@ export class StatsService {
    * in bits per second over the bucket and connections the average new connections per second,
    * as the "(5 min avg)" title says. 400 until the NodeBalancer has reported any traffic that day.
    */
-  stats(nb: NodeBalancer): Record<string, unknown> {
+  async stats(nb: NodeBalancer): Promise<Record<string, unknown>> {
     const now = this.clock.now();
     const current = Math.floor(now / BUCKET_MS) * BUCKET_MS;
     const since = current - DAY_MS + BUCKET_MS;
-    const rows = this.repo.traffic(nb.id, since);
+    const rows = await this.repo.traffic(nb.id, since);
     if (rows.length === 0) throw FulcrumError.conflict('Stats are unavailable at this time.');
     const byBucket = new Map(rows.map((r) => [r.bucket, r]));
     const secs = BUCKET_MS / 1000;

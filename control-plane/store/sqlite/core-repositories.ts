@@ -1,6 +1,8 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { Immediate } from '../store.js';
+import { gateOf } from './gate.js';
 import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';
 import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
@@ -27,9 +29,41 @@ function parseGrants(s: string): Grants {
   }
 }
 
+// Row shapes shared with store/postgres, whose tables have the same columns.
+export const userRow = (r: any): User | undefined =>
+  r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, grants: parseGrants(r.grants) };
+
+export const tokenRow = (r: any): TokenRecord | undefined =>
+  r && { id: r.id, userId: r.user_id, label: r.label, scopes: r.scopes, tokenPrefix: r.token_prefix, created: r.created, expiry: r.expiry };
+
+export const eventRow = (r: any): EventRecord | undefined =>
+  r && {
+    id: r.id,
+    created: r.created,
+    action: r.action,
+    username: r.username,
+    entity: r.entity_type ? { id: r.entity_id, type: r.entity_type, label: r.entity_label, url: r.entity_url } : null,
+    secondaryEntity: r.secondary_entity ? JSON.parse(r.secondary_entity) : null,
+    status: r.status,
+    percentComplete: r.percent_complete,
+    duration: r.duration,
+    message: r.message,
+    seen: r.seen === 1,
+    read: r.read === 1,
+  };
+
+export const dataplaneRow = (r: any): DataplaneStatus | undefined =>
+  r && {
+    id: r.id, region: r.region, connected: r.connected === 1, versionApplied: r.version_applied,
+    lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
+  };
+
 export function sqliteUsers(db: Db): UserRepository {
-  const row = (r: any): User | undefined =>
-    r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, grants: parseGrants(r.grants) };
+  return gateOf(db).wrap<UserRepository>(immediateUsers(db));
+}
+
+function immediateUsers(db: Db): Immediate<UserRepository> {
+  const row = userRow;
   return {
     get: (id) => row(db.prepare('SELECT * FROM users WHERE id = ?').get(id)),
     byUsername: (u) => row(db.prepare('SELECT * FROM users WHERE username = ?').get(u)),
@@ -52,8 +86,11 @@ export function sqliteUsers(db: Db): UserRepository {
 }
 
 export function sqliteTokens(db: Db): TokenRepository {
-  const row = (r: any): TokenRecord | undefined =>
-    r && { id: r.id, userId: r.user_id, label: r.label, scopes: r.scopes, tokenPrefix: r.token_prefix, created: r.created, expiry: r.expiry };
+  return gateOf(db).wrap<TokenRepository>(immediateTokens(db));
+}
+
+function immediateTokens(db: Db): Immediate<TokenRepository> {
+  const row = tokenRow;
   return {
     byHash: (h) => row(db.prepare('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
     get: (id) => row(db.prepare('SELECT * FROM tokens WHERE id = ?').get(id)),
@@ -75,21 +112,11 @@ export function sqliteTokens(db: Db): TokenRepository {
 }
 
 export function sqliteEvents(db: Db): EventRepository {
-  const row = (r: any): EventRecord | undefined =>
-    r && {
-      id: r.id,
-      created: r.created,
-      action: r.action,
-      username: r.username,
-      entity: r.entity_type ? { id: r.entity_id, type: r.entity_type, label: r.entity_label, url: r.entity_url } : null,
-      secondaryEntity: r.secondary_entity ? JSON.parse(r.secondary_entity) : null,
-      status: r.status,
-      percentComplete: r.percent_complete,
-      duration: r.duration,
-      message: r.message,
-      seen: r.seen === 1,
-      read: r.read === 1,
-    };
+  return gateOf(db).wrap<EventRepository>(immediateEvents(db));
+}
+
+function immediateEvents(db: Db): Immediate<EventRepository> {
+  const row = eventRow;
   return {
     create(e) {
       const info = db
@@ -127,6 +154,10 @@ export function sqliteEvents(db: Db): EventRepository {
 }
 
 export function sqliteAddresses(db: Db): AddressRepository {
+  return gateOf(db).wrap<AddressRepository>(immediateAddresses(db));
+}
+
+function immediateAddresses(db: Db): Immediate<AddressRepository> {
   return {
     allocate(cidr, ownerType, ownerId) {
       const range = parseCidr(cidr);
@@ -151,11 +182,11 @@ export function sqliteAddresses(db: Db): AddressRepository {
 }
 
 export function sqliteDataplanes(db: Db): DataplaneRepository {
-  const row = (r: any): DataplaneStatus | undefined =>
-    r && {
-      id: r.id, region: r.region, connected: r.connected === 1, versionApplied: r.version_applied,
-      lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
-    };
+  return gateOf(db).wrap<DataplaneRepository>(immediateDataplanes(db));
+}
+
+function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
+  const row = dataplaneRow;
   return {
     upsert(s) {
       db.prepare(
@@ -172,6 +203,10 @@ export function sqliteDataplanes(db: Db): DataplaneRepository {
 }
 
 export function sqliteKeyValue(db: Db): KeyValueRepository {
+  return gateOf(db).wrap<KeyValueRepository>(immediateKeyValue(db));
+}
+
+function immediateKeyValue(db: Db): Immediate<KeyValueRepository> {
   return {
     get: (k) => db.prepare('SELECT v FROM kv WHERE k = ?').pluck().get(k) as string | undefined,
     set: (k, v) => void db.prepare('INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v),

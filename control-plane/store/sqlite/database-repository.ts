@@ -2,10 +2,12 @@ import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import { secretsOf } from './secrets.js';
 import type { DatabaseRepository } from '../database-repository.js';
+import type { Immediate } from '../store.js';
+import { gateOf } from './gate.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
-const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret'][] = [
+export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret'][] = [
   ['label', 'label', 'plain'], ['region', 'region', 'plain'], ['type', 'type', 'plain'],
   ['engineId', 'engine_id', 'plain'], ['version', 'version', 'plain'], ['image', 'image', 'plain'],
   ['binary', 'binary', 'plain'], ['clusterSize', 'cluster_size', 'plain'], ['replicationType', 'replication_type', 'plain'],
@@ -20,7 +22,7 @@ const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secre
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
 ];
 
-function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, unknown> {
+export function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, col, kind] of columns) {
     if (!(key in d)) continue;
@@ -30,7 +32,7 @@ function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, u
   return out;
 }
 
-function fromRowWith(r: any, box: SecretBox): DatabaseRecord | undefined {
+export function fromRowWith(r: any, box: SecretBox): DatabaseRecord | undefined {
   if (!r) return undefined;
   const out: Record<string, unknown> = { id: r.id };
   for (const [key, col, kind] of columns) {
@@ -40,31 +42,34 @@ function fromRowWith(r: any, box: SecretBox): DatabaseRecord | undefined {
   return out as unknown as DatabaseRecord;
 }
 
-function backupRow(r: any): BackupRecord {
+export function backupRow(r: any): BackupRecord {
   return { databaseId: r.database_id, id: r.id, label: r.label, type: r.type, target: r.target, created: r.created, sizeBytes: r.size_bytes, status: r.status };
 }
 
-function opRowWith(r: any, box: SecretBox): OperationRecord {
+export function opRowWith(r: any, box: SecretBox): OperationRecord {
   return { id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(box.open(r.payload, 'database_operations.payload')), eventId: r.event_id, state: r.state, error: r.error, created: r.created };
 }
 
-function memberRow(r: any): MemberPlacement {
+export function memberRow(r: any): MemberPlacement {
   return { databaseId: r.database_id, member: r.member, agentId: r.agent_id };
 }
 
-function agentRow(r: any): AgentRecord {
+export function agentRow(r: any): AgentRecord {
   return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
 }
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
 export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
+  return gateOf(db).wrap<DatabaseRepository>(immediateDatabases(db));
+}
+
+function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transaction'> {
   const box = secretsOf(db);
   const fromRow = (r: any) => fromRowWith(r, box);
   const toRow = (d: Partial<DatabaseRecord>) => toRowWith(d, box);
   const opRow = (r: any) => opRowWith(r, box);
   const get = (id: number) => fromRow(db.prepare('SELECT * FROM databases WHERE id = ?').get(id));
   return {
-    transaction: <T>(fn: () => T): T => db.transaction(fn)(),
     list: () => (db.prepare('SELECT * FROM databases ORDER BY id').all() as any[]).map((r) => fromRow(r)!),
     get,
     create(d) {

@@ -1,13 +1,20 @@
 import type { Db } from './database.js';
 import type { FleetCertRecord, FleetRepository, JoinTokenRecord } from '../fleet-repository.js';
+import type { Immediate } from '../store.js';
+import { gateOf } from './gate.js';
+
+export const tokenRow = (r: any): JoinTokenRecord => ({
+  id: r.id, secretHash: r.secret_hash, role: r.role, hostId: r.host_id, region: r.region, created: r.created, expires: r.expires, usedAt: r.used_at,
+});
+export const certRow = (r: any): FleetCertRecord => ({
+  serial: r.serial, role: r.role, hostId: r.host_id, region: r.region, issuedAt: r.issued_at, notAfter: r.not_after, revokedAt: r.revoked_at,
+});
 
 export function sqliteFleet(db: Db): FleetRepository {
-  const tokenRow = (r: any): JoinTokenRecord => ({
-    id: r.id, secretHash: r.secret_hash, role: r.role, hostId: r.host_id, region: r.region, created: r.created, expires: r.expires, usedAt: r.used_at,
-  });
-  const certRow = (r: any): FleetCertRecord => ({
-    serial: r.serial, role: r.role, hostId: r.host_id, region: r.region, issuedAt: r.issued_at, notAfter: r.not_after, revokedAt: r.revoked_at,
-  });
+  return gateOf(db).wrap<FleetRepository>(immediateFleet(db));
+}
+
+function immediateFleet(db: Db): Immediate<FleetRepository> {
   return {
     addToken(t) {
       db.prepare('INSERT INTO fleet_join_tokens (id, secret_hash, role, host_id, region, created, expires, used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')

@@ -1,13 +1,15 @@
 import type { Db } from './database.js';
 import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
+import type { Immediate } from '../store.js';
+import { gateOf } from './gate.js';
 import { nextSequenceId } from './core-repositories.js';
 import { secretsOf } from './secrets.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
 
-const BUCKET_MS = 5 * 60 * 1000;
+export const BUCKET_MS = 5 * 60 * 1000;
 
-function nbRow(r: any): NodeBalancer | undefined {
+export function nbRow(r: any): NodeBalancer | undefined {
   if (!r) return undefined;
   return {
     id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, clientConnThrottle: r.client_conn_throttle,
@@ -18,7 +20,7 @@ function nbRow(r: any): NodeBalancer | undefined {
 // ssl_key is sealed at rest (secrets.ts, docs/security/secrets.md).
 const SSL_KEY = 'nb_configs.ssl_key';
 
-function configRow(r: any, box: SecretBox): NbConfig | undefined {
+export function configRow(r: any, box: SecretBox): NbConfig | undefined {
   if (!r) return undefined;
   return {
     id: r.id, nodebalancerId: r.nodebalancer_id, port: r.port, protocol: r.protocol, algorithm: r.algorithm,
@@ -29,7 +31,7 @@ function configRow(r: any, box: SecretBox): NbConfig | undefined {
   };
 }
 
-function nodeRow(r: any): NbNode | undefined {
+export function nodeRow(r: any): NbNode | undefined {
   if (!r) return undefined;
   return {
     id: r.id, configId: r.config_id, nodebalancerId: r.nodebalancer_id, label: r.label, address: r.address,
@@ -37,7 +39,7 @@ function nodeRow(r: any): NbNode | undefined {
   };
 }
 
-function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox) {
+export function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox) {
   return {
     port: c.port, protocol: c.protocol, algorithm: c.algorithm, stickiness: c.stickiness, check: c.check,
     check_interval: c.checkInterval, check_timeout: c.checkTimeout, check_attempts: c.checkAttempts,
@@ -48,20 +50,24 @@ function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox
 }
 
 export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
+  return gateOf(db).wrap<NodeBalancerRepository>(immediateNodeBalancers(db));
+}
+
+function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>, 'transaction'> {
   const box = secretsOf(db);
   const configCols =
     'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint, udp_check_port, udp_session_timeout';
   const configVals =
     '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint, @udp_check_port, @udp_session_timeout';
   const insertConfig = db.prepare(`INSERT INTO nb_configs (id, nodebalancer_id, ${configCols}) VALUES (@id, @nodebalancer_id, ${configVals})`);
-  // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own.
+  // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own
+  // (the gate's BEGIN included).
   const tx = <T>(fn: () => T): T => db.transaction(fn)();
   const updateConfig = db.prepare(
     `UPDATE nb_configs SET ${configCols.split(', ').map((c) => `${c} = @${c.replace(/"/g, '')}`).join(', ')} WHERE id = @id`,
   );
 
   return {
-    transaction: <T>(fn: () => T): T => db.transaction(fn)(),
     list: () => (db.prepare('SELECT * FROM nodebalancers ORDER BY id').all() as any[]).map((r) => nbRow(r)!),
     get: (id) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
     byLabel: (label) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE label = ?').get(label)),

@@ -52,7 +52,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   // Status polls every 100 ms for minutes: past the product's per-token limit (helpers/lab.ts).
   const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger(), rateLimits: testRateLimits });
   const agentId = `e2e-${name}`;
-  enrolHost(cp, dpDir, 'dataplane', `${agentId}-dp`, 'us-east');
+  await enrolHost(cp, dpDir, 'dataplane', `${agentId}-dp`, 'us-east');
   const dataplane = await startDataplane({
     controlPlane: cp.grpcAddress, stateDir: dpDir, logger: silentLogger(), endpointSource: `127.76.${octet}.1`, telemetryIntervalMs: 500,
   });
@@ -77,7 +77,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   const lab: DbLab = {
     cp, dataplane, runtime: runtimeKind, agentDir, agentId, api,
     async startAgent() {
-      if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', agentId, 'us-east');
+      if (!existsSync(join(agentDir, 'pki', 'host.crt'))) await enrolHost(cp, agentDir, 'agent', agentId, 'us-east');
       child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), agentId, 'us-east',
         cp.grpcAddress, agentDir, runtimeKind, nodePool], {
         cwd: repoRoot,

@@ -229,6 +229,6 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     await until('data directories gone', () => dirEntries(join(lab.agentDir, 'databases')).length === 0 || undefined, 10_000);
     const servers = execFileSync('ps', ['-eo', 'args']).toString().split('\n').filter((l) => /mariadbd|mysqld/.test(l) && l.includes(lab.agentDir));
     expect(servers).toEqual([]);
-    await until('addresses released', () => (lab.cp.context.db.prepare("SELECT COUNT(*) FROM addresses WHERE owner_type = 'database'").pluck().get() as number) === 0 || undefined, 20_000);
+    await until('addresses released', () => (lab.cp.context.db!.prepare("SELECT COUNT(*) FROM addresses WHERE owner_type = 'database'").pluck().get() as number) === 0 || undefined, 20_000);
   });
 });

@@ -42,7 +42,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
     return json;
   };
   const start = async () => {
-    if (!existsSync(join(agentDir, 'pki', 'host.crt'))) enrolHost(cp, agentDir, 'agent', 'sched-agent', 'us-east');
+    if (!existsSync(join(agentDir, 'pki', 'host.crt'))) await enrolHost(cp, agentDir, 'agent', 'sched-agent', 'us-east');
     // The agent's operator lists the patched build in its catalogue: an agent runs nothing else.
     const version = engineId.split('/')[1]!;
     const catalogue = [binary, join(binDir, 'mariadbd')].map((b) => ({ id: engineId, engine: 'mysql' as const, version, binary: b }));
@@ -54,7 +54,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
   const autos = async () => (await api('GET', `${MYSQL}/${id}/backups`)).data.filter((b: any) => b.type === 'auto');
   /** Resolves after the agent has sent `n` more reports (each follows at least one reconcile round). */
   const reports = async (n: number) => {
-    const seen = () => (cp.context.db.prepare("SELECT last_seen FROM database_agents WHERE id = 'sched-agent'").pluck().get() as number) ?? 0;
+    const seen = () => (cp.context.db!.prepare("SELECT last_seen FROM database_agents WHERE id = 'sched-agent'").pluck().get() as number) ?? 0;
     for (let i = 0; i < n; i++) {
       const t = seen();
       await until('next agent report', () => seen() > t || undefined, 5_000, 20);

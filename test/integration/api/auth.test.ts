@@ -38,7 +38,7 @@ describe('scopes, grants and tokens', () => {
   ];
 
   it('a token without the nodebalancers scope gets 401 on every endpoint and changes nothing', async () => {
-    const token = api.userToken('scopeless', { restricted: false, scopes: 'databases:read_write events:read_only' });
+    const token = await api.userToken('scopeless', { restricted: false, scopes: 'databases:read_write events:read_only' });
     const before = api.snapshot();
     for (const p of reads()) {
       const r = await api.req('GET', p, { token });
@@ -52,7 +52,7 @@ describe('scopes, grants and tokens', () => {
   });
 
   it('read_only reads but may not write; read_write and * do both', async () => {
-    const ro = api.userToken('reader', { restricted: false, scopes: 'nodebalancers:read_only' });
+    const ro = await api.userToken('reader', { restricted: false, scopes: 'nodebalancers:read_only' });
     for (const p of reads()) expect((await api.req('GET', p, { token: ro })).status, p).toBe(200);
     const before = api.snapshot();
     for (const [m, p, body] of writes()) {
@@ -61,7 +61,7 @@ describe('scopes, grants and tokens', () => {
       expect(r.headers.get('x-accepted-oauth-scopes')).toBe('nodebalancers:read_write');
     }
     expect(api.snapshot()).toBe(before);
-    const rw = api.userToken('writer', { restricted: false, scopes: 'nodebalancers:read_write' });
+    const rw = await api.userToken('writer', { restricted: false, scopes: 'nodebalancers:read_write' });
     for (const p of reads()) expect((await api.req('GET', p, { token: rw })).status).toBe(200);
     const made = await api.req('POST', '/v4/nodebalancers', { token: rw, body: { region: 'us-east' } });
     expect(made.status).toBe(200);
@@ -71,7 +71,7 @@ describe('scopes, grants and tokens', () => {
   });
 
   it('a restricted user without grants gets 403 and sees nothing', async () => {
-    const token = api.userToken('nogrants', { restricted: true });
+    const token = await api.userToken('nogrants', { restricted: true });
     expect((await api.req('GET', '/v4/nodebalancers', { token })).body.results).toBe(0);
     const before = api.snapshot();
     for (const p of reads().slice(1)) {
@@ -89,7 +89,7 @@ describe('scopes, grants and tokens', () => {
   });
 
   it('a read_only grant allows reads only; read_write allows changes; add_nodebalancers allows create', async () => {
-    const token = api.userToken('granted', { restricted: true, grants: { nodebalancer: { [String(nbId)]: 'read_only' } } });
+    const token = await api.userToken('granted', { restricted: true, grants: { nodebalancer: { [String(nbId)]: 'read_only' } } });
     for (const p of reads()) expect((await api.req('GET', p, { token })).status, p).toBe(200);
     expect((await api.req('GET', '/v4/nodebalancers', { token })).body.data.map((n: any) => n.id)).toEqual([nbId]);
     const before = api.snapshot();
@@ -120,7 +120,7 @@ describe('scopes, grants and tokens', () => {
     expect((await api.req('POST', '/v4/nodebalancers', { token: secret, body: { region: 'us-east' } })).status).toBe(401);
     // A read-only token may not mint broader tokens; `*` or no scopes copy the acting token's.
     expect((await api.req('POST', '/v4/profile/tokens', { token: secret, body: { label: 'x' } })).status).toBe(401);
-    const acct = api.userToken('acct', { restricted: false, scopes: 'account:read_write nodebalancers:read_only' });
+    const acct = await api.userToken('acct', { restricted: false, scopes: 'account:read_write nodebalancers:read_only' });
     const up = await api.req('POST', '/v4/profile/tokens', { token: acct, body: { label: 'escalate', scopes: 'nodebalancers:read_write' } });
     expect(up.status).toBe(400);
     expect(up.body.errors[0].field).toBe('scopes');

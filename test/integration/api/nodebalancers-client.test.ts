@@ -185,7 +185,7 @@ describe('NodeBalancer API through @linode/api-v4', () => {
 
   it('serves real stats and transfer once the data plane reports traffic', async () => {
     const at = Date.now();
-    await reportTelemetry(api.cp.grpcAddress, hostCredentials(api.cp, 'dataplane', 'test-telemetry'), {
+    await reportTelemetry(api.cp.grpcAddress, await hostCredentials(api.cp, 'dataplane', 'test-telemetry'), {
       counters: [{ nodebalancerId: nbId, configId: httpsConfigId, bytesIn: 300_000, bytesOut: 600_000, connections: 30, atMs: at }],
     });
     const stats = await waitFor(() => getNodeBalancerStats(nbId).catch(() => undefined), 5000, 'stats');
@@ -207,10 +207,10 @@ describe('NodeBalancer API through @linode/api-v4', () => {
 
   it('shows node health reported by the data plane as UP/DOWN and in nodes_status', async () => {
     const [node] = (await getNodeBalancerConfigNodes(nbId, httpsConfigId)).data;
-    await reportTelemetry(api.cp.grpcAddress, hostCredentials(api.cp, 'dataplane', 'test-telemetry'), { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'UP' }] });
+    await reportTelemetry(api.cp.grpcAddress, await hostCredentials(api.cp, 'dataplane', 'test-telemetry'), { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'UP' }] });
     await waitFor(async () => (await getNodeBalancerConfigNode(nbId, httpsConfigId, node.id)).status === 'UP', 5000, 'node UP');
     expect((await getNodeBalancerConfig(nbId, httpsConfigId)).nodes_status).toEqual({ up: 1, down: 0 });
-    await reportTelemetry(api.cp.grpcAddress, hostCredentials(api.cp, 'dataplane', 'test-telemetry'), { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'DOWN' }] });
+    await reportTelemetry(api.cp.grpcAddress, await hostCredentials(api.cp, 'dataplane', 'test-telemetry'), { health: [{ nodebalancerId: nbId, configId: httpsConfigId, nodeId: node.id, status: 'DOWN' }] });
     await waitFor(async () => (await getNodeBalancerConfigNode(nbId, httpsConfigId, node.id)).status === 'DOWN', 5000, 'node DOWN');
     expect((await getNodeBalancerConfig(nbId, httpsConfigId)).nodes_status).toEqual({ up: 0, down: 1 });
   });

@@ -55,7 +55,7 @@ describe('rebuild and delete as seen by traffic', () => {
   beforeAll(async () => {
     api = await startApi({ nodebalancerPool: pool });
     dpState = mkdtempSync(join(tmpdir(), 'fulcrum-dp-'));
-    enrolHost(api.cp, dpState, 'dataplane', 'dp-rebuild', 'us-east');
+    await enrolHost(api.cp, dpState, 'dataplane', 'dp-rebuild', 'us-east');
     dp = await startDataplane({ id: 'dp-rebuild', region: 'us-east', controlPlane: api.cp.grpcAddress, stateDir: dpState, logger: silentLogger(), telemetryIntervalMs: 200 });
     for (const name of ['alpha', 'beta', 'gamma']) backends[name] = await startTcpBackend(name, { ip: loopback() });
   });

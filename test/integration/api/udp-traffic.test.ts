@@ -32,7 +32,7 @@ describe('a udp NodeBalancer from the API to the data plane', () => {
   beforeAll(async () => {
     api = await startApi({ nodebalancerPool: pool });
     dpState = mkdtempSync(join(tmpdir(), 'fulcrum-udp-dp-'));
-    enrolHost(api.cp, dpState, 'dataplane', 'dp-udp', 'us-east');
+    await enrolHost(api.cp, dpState, 'dataplane', 'dp-udp', 'us-east');
     dp = await startDataplane({ id: 'dp-udp', region: 'us-east', controlPlane: api.cp.grpcAddress, stateDir: dpState, logger: silentLogger(), telemetryIntervalMs: 200 });
     const ips = [udpLoopback(), udpLoopback()];
     for (const [i, ip] of ips.entries()) backends.push(await startUdpEcho(['alpha', 'beta'][i]!, ip));

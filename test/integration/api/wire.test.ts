@@ -41,10 +41,10 @@ describe('API wire format', () => {
 
   it('an expired token is invalid', async () => {
     const auth = api.cp.context.auth;
-    const admin = auth.ensureAdmin();
-    const { secret, record } = auth.issueToken(admin.id, { label: 'short', scopes: '*', expiry: Date.now() + 60_000 });
+    const admin = await auth.ensureAdmin();
+    const { secret, record } = await auth.issueToken(admin.id, { label: 'short', scopes: '*', expiry: Date.now() + 60_000 });
     expect((await api.req('GET', '/v4/nodebalancers', { token: secret })).status).toBe(200);
-    api.cp.context.db.prepare('UPDATE tokens SET expiry = ? WHERE id = ?').run(Date.now() - 1000, record.id);
+    api.cp.context.db!.prepare('UPDATE tokens SET expiry = ? WHERE id = ?').run(Date.now() - 1000, record.id);
     const r = await api.req('GET', '/v4/nodebalancers', { token: secret });
     expect(r.status).toBe(401);
     expect(r.body.errors[0].reason).toBe('Invalid Token');

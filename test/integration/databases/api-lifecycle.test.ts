@@ -18,7 +18,7 @@ describe('databases API lifecycle with a scripted agent', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: await hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
     const r = await api.req('POST', MYSQL, { body: { label: 'life-db', region: 'us-east', type: 'g6-standard-1', engine, allow_list: ['127.0.0.2/32'] } });
     id = r.body.id;
   });
@@ -163,7 +163,7 @@ describe('databases API lifecycle with a scripted agent', () => {
     });
     expect(agent.desired()!.databases[0]!.rootPassword).toBe(after);
     expect((await eventsFor(api, id, 'database_credentials_reset'))[0].status).toBe('finished');
-    const restricted = api.userToken('resetter', { restricted: true, grants: { database: { [String(id)]: 'read_write' } } });
+    const restricted = await api.userToken('resetter', { restricted: true, grants: { database: { [String(id)]: 'read_write' } } });
     expect((await api.req('POST', `${MYSQL}/${id}/credentials/reset`, { token: restricted })).status).toBe(403);
     expect((await api.req('GET', `${MYSQL}/${id}/credentials`, { token: restricted })).status).toBe(200);
 
@@ -196,7 +196,7 @@ describe('databases API lifecycle with a scripted agent', () => {
     const v1 = agent.desired()!.version;
     agent.close();
     await until('agent disconnected', async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data[0].connected === false || undefined);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-a', region: 'us-east', credentials: await hostCredentials(api.cp, 'agent', 'agent-a', 'us-east') });
     const d = await until('desired after reconnect', () => agent.desired());
     expect(d.version).toBeGreaterThanOrEqual(v1);
     expect(d.databases.map((x) => Number(x.id))).toEqual([id]);
@@ -205,7 +205,7 @@ describe('databases API lifecycle with a scripted agent', () => {
 
   it('places databases only on an agent of their region', async () => {
     const r = await api.req('POST', MYSQL, { body: { label: 'lab-db', region: 'lab-local', type: 'g6-nanode-1', engine } });
-    const other = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-lab', region: 'lab-local', credentials: hostCredentials(api.cp, 'agent', 'agent-lab', 'lab-local') });
+    const other = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-lab', region: 'lab-local', credentials: await hostCredentials(api.cp, 'agent', 'agent-lab', 'lab-local') });
     try {
       await waitStatus(api, r.body.id, 'active');
       expect(other.desired()!.databases.map((x) => Number(x.id))).toEqual([r.body.id]);
@@ -222,7 +222,7 @@ describe('databases API lifecycle with a scripted agent', () => {
     expect((await api.req('DELETE', `${MYSQL}/${id}`)).body).toEqual({});
     expect((await api.req('GET', `${MYSQL}/${id}`)).status).toBe(404);
     await until('database dropped', () => agent.desired()!.databases.length === 0 || undefined);
-    await until('addresses released', () => (api.cp.context.db.prepare('SELECT COUNT(*) FROM addresses WHERE ip = ?').pluck().get(host) as number) === 0 || undefined);
+    await until('addresses released', () => (api.cp.context.db!.prepare('SELECT COUNT(*) FROM addresses WHERE ip = ?').pluck().get(host) as number) === 0 || undefined);
     const ev = await eventsFor(api, id, 'database_delete');
     expect(ev[0].status).toBe('finished');
     const again = await api.req('POST', MYSQL, { body: { label: 'life-db-2', region: 'us-east', type: 'g6-nanode-1', engine } });

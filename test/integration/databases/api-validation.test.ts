@@ -138,14 +138,14 @@ describe('databases API: catalogue, validation and preconditions', () => {
   });
 
   it('enforces scopes, the add_databases grant and unrestricted-only delete', async () => {
-    const ro = api.userToken('db-reader', { restricted: false, scopes: 'databases:read_only' });
+    const ro = await api.userToken('db-reader', { restricted: false, scopes: 'databases:read_only' });
     expect((await api.req('GET', MYSQL, { token: ro })).status).toBe(200);
     expect((await api.req('POST', MYSQL, { token: ro, body: { ...valid(), label: 'nope' } })).status).toBe(401);
     const list = (await api.req('GET', MYSQL)).body.data;
     expect((await api.req('GET', `${MYSQL}/${list[0].id}/backups`, { token: ro })).status).toBe(401);
     expect((await api.req('GET', MYSQL, { token: null })).status).toBe(401);
 
-    const restricted = api.userToken('db-restricted', { restricted: true });
+    const restricted = await api.userToken('db-restricted', { restricted: true });
     const denied = await api.req('POST', MYSQL, { token: restricted, body: { ...valid(), label: 'restricted-db' } });
     expect(denied.status).toBe(403);
     expect((await api.req('GET', MYSQL, { token: restricted })).body.results).toBe(0);

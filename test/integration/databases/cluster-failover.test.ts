@@ -18,8 +18,8 @@ describe('a 3-node cluster over three agents', () => {
   let api: ApiHarness;
   let engine: string;
   const agents = new Map<string, ScriptedAgent>();
-  const start = (id: string) => {
-    const a = startScriptedAgent(api.cp.grpcAddress, { id, region: 'us-east', membersAcrossHosts: true, credentials: hostCredentials(api.cp, 'agent', id, 'us-east') });
+  const start = async (id: string) => {
+    const a = startScriptedAgent(api.cp.grpcAddress, { id, region: 'us-east', membersAcrossHosts: true, credentials: await hostCredentials(api.cp, 'agent', id, 'us-east') });
     agents.set(id, a);
     return a;
   };
@@ -42,7 +42,7 @@ describe('a 3-node cluster over three agents', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    for (const id of ['agent-1', 'agent-2', 'agent-3']) start(id);
+    for (const id of ['agent-1', 'agent-2', 'agent-3']) await start(id);
     await until('three agents connected', async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data.filter((a: any) => a.connected && a.membersAcrossHosts).length === 3 || undefined);
   });
   afterAll(async () => {
@@ -109,7 +109,7 @@ describe('a 3-node cluster over three agents', () => {
     // The member of the gone agent stays placed there (members never move).
     expect(after[0]!.members.find((m) => m.index === 1)!.agentId).toBe(primaryAgent);
     // The agent comes back: it is told the new term and that its member is no longer primary.
-    const back = start(primaryAgent);
+    const back = await start(primaryAgent);
     const seen = await until('returning agent sees term 2', () => {
       const d = back.desired()?.databases.find((x) => Number(x.id) === id);
       return d && Number(d.term) === 2 ? d : undefined;

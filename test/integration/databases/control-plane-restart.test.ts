@@ -32,7 +32,7 @@ describe('databases across a control-plane restart', () => {
   it('keeps state and versions', async () => {
     cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, logger: silentLogger() });
     const engine = (await call('GET', '/v4/databases/engines')).body.data[0].id;
-    agent = startScriptedAgent(cp.grpcAddress, { id: 'restart-agent', credentials: hostCredentials(cp, 'agent', 'restart-agent', '*') });
+    agent = startScriptedAgent(cp.grpcAddress, { id: 'restart-agent', credentials: await hostCredentials(cp, 'agent', 'restart-agent', '*') });
     const d = (await call('POST', '/v4/databases/mysql/instances', { label: 'restart-db', region: 'us-east', type: 'g6-nanode-1', engine })).body;
     await until('active', async () => (await call('GET', `/v4/databases/mysql/instances/${d.id}`)).body.status === 'active' || undefined);
     const before = (await call('GET', `/v4/databases/mysql/instances/${d.id}`)).body;
@@ -46,7 +46,7 @@ describe('databases across a control-plane restart', () => {
     const after = (await call('GET', `/v4/databases/mysql/instances/${d.id}`)).body;
     expect(after).toEqual(before);
     expect((await call('GET', `/v4/databases/mysql/instances/${d.id}/credentials`)).body.password).toBe(password);
-    agent = startScriptedAgent(cp.grpcAddress, { id: 'restart-agent', credentials: hostCredentials(cp, 'agent', 'restart-agent', '*') });
+    agent = startScriptedAgent(cp.grpcAddress, { id: 'restart-agent', credentials: await hostCredentials(cp, 'agent', 'restart-agent', '*') });
     const desired = await until('desired after restart', () => agent!.desired());
     expect(desired.version).toBeGreaterThanOrEqual(version);
     expect(desired.databases.map((x) => Number(x.id))).toEqual([d.id]);

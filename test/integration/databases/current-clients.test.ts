@@ -21,7 +21,7 @@ describe('databases API: the fields today\'s clients read', () => {
     engine = await firstEngine(api);
     // The agent also offers a newer build, so that a version upgrade has somewhere to go.
     agent = startScriptedAgent(api.cp.grpcAddress, {
-      id: 'agent-cur', region: 'us-east', engines: [NEWER], credentials: hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east'),
+      id: 'agent-cur', region: 'us-east', engines: [NEWER], credentials: await hostCredentials(api.cp, 'agent', 'agent-cur', 'us-east'),
     });
     await until('newer engine offered', async () => ((await api.req('GET', '/v4/databases/engines', { token: null })).body.data.some((e: any) => e.id === NEWER) || undefined));
   });

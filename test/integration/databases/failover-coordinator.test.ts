@@ -35,20 +35,20 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function setup() {
+  async function setup() {
     dir = mkdtempSync(join(tmpdir(), 'fulcrum-mh-cluster-coord-'));
     db = openDatabase(join(dir, 'cp.db'));
     const clock = new ManualClock();
     const repo = sqliteDatabaseRepository(db);
     const events = new EventService(sqliteEvents(db), clock);
-    const row = repo.create(spread);
-    repo.setMembers(row.id, ['a', 'b', 'c']);
+    const row = await repo.create(spread);
+    await repo.setMembers(row.id, ['a', 'b', 'c']);
     const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, lastSeen: clock.now(), appliedVersion: 1, engines: [] });
-    const report = () => {
+    const report = async () => {
       for (const [k, agent] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
-        if (repo.agent(agent)?.connected === false) continue;
-        seen(agent);
-        coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306` }] }]);
+        if ((await repo.agent(agent))?.connected === false) continue;
+        await seen(agent);
+        await coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306` }] }]);
       }
     };
     const registry = createRegistry('control-plane');
@@ -56,62 +56,62 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     return { clock, repo, events, coord, row, seen, report, registry };
   }
 
-  it('does nothing in its first AGENT_SILENT_MS (agents are still reconnecting), then assembles members', () => {
-    const { clock, repo, coord, row, seen } = setup();
+  it('does nothing in its first AGENT_SILENT_MS (agents are still reconnecting), then assembles members', async () => {
+    const { clock, repo, coord, row, seen } = await setup();
     // Only b and c are back; a (the primary's agent) is slower.
-    seen('a', false);
-    seen('b');
-    seen('c');
+    await seen('a', false);
+    await seen('b');
+    await seen('c');
     clock.advance(AGENT_SILENT_MS - 1);
-    expect(coord.tick()).toBe(false);
-    expect(repo.get(row.id)!.term).toBe(1);
+    expect((await coord.tick())).toBe(false);
+    expect((await repo.get(row.id))!.term).toBe(1);
   });
 
   it('promotes, records the event and the metrics, moves the reporting agent and the members, and leaves a healthy cluster alone', async () => {
-    const { clock, repo, events, coord, row, seen, report, registry } = setup();
+    const { clock, repo, events, coord, row, seen, report, registry } = await setup();
     clock.advance(AGENT_SILENT_MS);
-    report();
-    expect(coord.tick()).toBe(true); // members assembled
-    expect(repo.get(row.id)!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    await report();
+    expect((await coord.tick())).toBe(true); // members assembled
+    expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
     for (let i = 0; i < 10; i++) {
       clock.advance(500);
-      report();
-      expect(coord.tick()).toBe(false);
+      await report();
+      expect((await coord.tick())).toBe(false);
     }
-    seen('a', false);
+    await seen('a', false);
     clock.advance(500);
-    report();
-    expect(coord.tick()).toBe(false);
+    await report();
+    expect((await coord.tick())).toBe(false);
     expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 1\b/);
     clock.advance(FAILOVER_AFTER_MS);
-    report();
-    expect(coord.tick()).toBe(true);
-    expect(repo.get(row.id)).toMatchObject({ term: 2, primaryMember: 3, agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
-    expect(coord.primaryOf(row.id)).toEqual({ databaseId: row.id, term: 2, member: 3, agentId: 'c', address: '10.0.0.3:3306' });
+    await report();
+    expect((await coord.tick())).toBe(true);
+    expect((await repo.get(row.id))).toMatchObject({ term: 2, primaryMember: 3, agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
+    expect((await coord.primaryOf(row.id))).toEqual({ databaseId: row.id, term: 2, member: 3, agentId: 'c', address: '10.0.0.3:3306' });
     expect(await registry.getSingleMetricAsString('fulcrum_database_failovers_total')).toMatch(/fulcrum_database_failovers_total(\{[^}]*\})? 1\b/);
     expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 0\b/);
-    const ev = events.list().filter((e) => e.action === 'database_failover');
+    const ev = (await events.list()).filter((e) => e.action === 'database_failover');
     expect(ev).toHaveLength(1);
     expect(ev[0]).toMatchObject({ status: 'notification', entity: { id: row.id, type: 'database' } });
     expect(ev[0]!.message).toBe('Member 3 on agent c promoted to primary (term 2): the agent a of the primary is disconnected.');
     // The new primary is healthy: no second promotion.
     clock.advance(FAILOVER_AFTER_MS * 2);
-    report();
-    expect(coord.tick()).toBe(false);
-    expect(repo.get(row.id)!.term).toBe(2);
+    await report();
+    expect((await coord.tick())).toBe(false);
+    expect((await repo.get(row.id))!.term).toBe(2);
   });
 
-  it('only keeps what an agent says about its own members', () => {
-    const { clock, repo, coord, row, seen } = setup();
+  it('only keeps what an agent says about its own members', async () => {
+    const { clock, repo, coord, row, seen } = await setup();
     clock.advance(AGENT_SILENT_MS);
-    for (const a of ['a', 'b', 'c']) seen(a);
+    for (const a of ['a', 'b', 'c']) await seen(a);
     // Agent b claims member 1 is down: ignored (member 1 is a's).
-    coord.record('b', [{ id: row.id, nodes: [{ member: 1, state: 'stopped', role: 'down', gtid: '', address: '10.9.9.9:3306' }] }]);
-    coord.record('a', [{ id: row.id, nodes: [{ member: 1, state: 'running', role: 'primary', gtid: '0-1-1', address: '10.0.0.1:3306' }] }]);
+    await coord.record('b', [{ id: row.id, nodes: [{ member: 1, state: 'stopped', role: 'down', gtid: '', address: '10.9.9.9:3306' }] }]);
+    await coord.record('a', [{ id: row.id, nodes: [{ member: 1, state: 'running', role: 'primary', gtid: '0-1-1', address: '10.0.0.1:3306' }] }]);
     clock.advance(FAILOVER_AFTER_MS * 2);
-    for (const a of ['a', 'b', 'c']) seen(a);
-    coord.tick();
-    expect(repo.get(row.id)!.term).toBe(1);
-    expect(coord.primaryOf(row.id)!.address).toBe('10.0.0.1:3306');
+    for (const a of ['a', 'b', 'c']) await seen(a);
+    await coord.tick();
+    expect((await repo.get(row.id))!.term).toBe(1);
+    expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
   });
 });

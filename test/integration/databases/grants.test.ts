@@ -18,7 +18,7 @@ describe('database grants for restricted users', () => {
   afterAll(() => api.close());
 
   it('lists databases in the grants and refuses ids that do not exist', async () => {
-    api.userToken('db-dana', { restricted: true, scopes: 'databases:read_write' });
+    await api.userToken('db-dana', { restricted: true, scopes: 'databases:read_write' });
     const g = await api.req('GET', '/v4/account/users/db-dana/grants');
     expect(g.body.database).toEqual([{ id: dbId, label: 'granted-db', permissions: null }]);
     const bad = await api.req('PUT', '/v4/account/users/db-dana/grants', { body: { database: [{ id: dbId + 1000, permissions: 'read_only' }] } });
@@ -27,7 +27,7 @@ describe('database grants for restricted users', () => {
   });
 
   it('a read_only grant lets the user read but not change or reset; no grant hides the database', async () => {
-    const token = api.userToken('db-eve', { restricted: true, scopes: 'databases:read_write' });
+    const token = await api.userToken('db-eve', { restricted: true, scopes: 'databases:read_write' });
     expect((await api.req('GET', MYSQL, { token })).body.results).toBe(0);
     expect((await api.req('GET', `${MYSQL}/${dbId}`, { token })).status).toBe(403);
     expect((await api.req('POST', MYSQL, { token, body: { label: 'eve-db', region: 'us-east', type: 'g6-nanode-1', engine: 'mysql/x' } })).status).toBe(403);

@@ -17,7 +17,7 @@ describe('databases API with @linode/api-v4', () => {
   beforeAll(async () => {
     api = await startApi();
     engine = await firstEngine(api);
-    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'sdk-agent', credentials: hostCredentials(api.cp, 'agent', 'sdk-agent', '*') });
+    agent = startScriptedAgent(api.cp.grpcAddress, { id: 'sdk-agent', credentials: await hostCredentials(api.cp, 'agent', 'sdk-agent', '*') });
     unpoint = pointLinodeClientAt(api.url, () => api.token);
   });
   afterAll(async () => {

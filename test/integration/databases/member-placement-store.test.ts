@@ -27,32 +27,32 @@ describe('member placement in the store', () => {
     return join(dir, 'cp.db');
   };
 
-  it('stores each member\'s agent, the term and the primary member, and keeps them across a reopen', () => {
+  it('stores each member\'s agent, the term and the primary member, and keeps them across a reopen', async () => {
     const path = file();
     let db = openDatabase(path);
     let repo = sqliteDatabaseRepository(db);
-    const row = repo.create(record(null, 3));
-    repo.setMembers(row.id, ['a', 'b', 'c']);
-    repo.update(row.id, { agentId: 'a', term: 4, primaryMember: 3 });
+    const row = await repo.create(record(null, 3));
+    await repo.setMembers(row.id, ['a', 'b', 'c']);
+    await repo.update(row.id, { agentId: 'a', term: 4, primaryMember: 3 });
     db.close();
     db = openDatabase(path);
     repo = sqliteDatabaseRepository(db);
-    expect(repo.members(row.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'a'], [2, 'b'], [3, 'c']]);
-    expect(repo.get(row.id)).toMatchObject({ agentId: 'a', term: 4, primaryMember: 3 });
-    expect(repo.members().length).toBe(3);
+    expect((await repo.members(row.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'a'], [2, 'b'], [3, 'c']]);
+    expect((await repo.get(row.id))).toMatchObject({ agentId: 'a', term: 4, primaryMember: 3 });
+    expect((await repo.members()).length).toBe(3);
     // Purging a database removes its placements.
-    repo.purge(row.id);
-    expect(repo.members()).toEqual([]);
+    await repo.purge(row.id);
+    expect((await repo.members())).toEqual([]);
     db.close();
   });
 
-  it('gives databases placed before the migration every member on their one agent', () => {
+  it('gives databases placed before the migration every member on their one agent', async () => {
     const path = file();
     let db = openDatabase(path);
     let repo = sqliteDatabaseRepository(db);
-    const three = repo.create(record('old-agent', 3));
-    const one = repo.create(record('old-agent', 1));
-    const unplaced = repo.create(record(null, 3));
+    const three = await repo.create(record('old-agent', 3));
+    const one = await repo.create(record('old-agent', 1));
+    const unplaced = await repo.create(record(null, 3));
     // Back to the schema before migration 210, with these rows in it.
     db.exec(`DROP TABLE database_members;
       ALTER TABLE databases DROP COLUMN term; ALTER TABLE databases DROP COLUMN primary_member;
@@ -61,10 +61,10 @@ describe('member placement in the store', () => {
     db.close();
     db = openDatabase(path);
     repo = sqliteDatabaseRepository(db);
-    expect(repo.members(three.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent'], [2, 'old-agent'], [3, 'old-agent']]);
-    expect(repo.members(one.id).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent']]);
-    expect(repo.members(unplaced.id)).toEqual([]);
-    expect(repo.get(three.id)).toMatchObject({ term: 1, primaryMember: 1 });
+    expect((await repo.members(three.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent'], [2, 'old-agent'], [3, 'old-agent']]);
+    expect((await repo.members(one.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'old-agent']]);
+    expect((await repo.members(unplaced.id))).toEqual([]);
+    expect((await repo.get(three.id))).toMatchObject({ term: 1, primaryMember: 1 });
     db.close();
   });
 });

@@ -57,8 +57,8 @@ describe('a list of control-plane addresses', () => {
       startControlPlane({ stateDir: dir, apiPort: 0, grpcPort, bootstrapPort, logger: silentLogger(), backendNetworks: loopbackBackends });
     // Replica A answers; B is listed first and is down.
     cp = await start(stateDir, portA, bootstrapA);
-    enrolHost(cp, dpState, 'dataplane', 'ops-replicas-dp');
-    enrolHost(cp, agentState, 'agent', 'ops-replicas-agent');
+    await enrolHost(cp, dpState, 'dataplane', 'ops-replicas-dp');
+    await enrolHost(cp, agentState, 'agent', 'ops-replicas-agent');
     const list = `127.0.0.1:${portB},127.0.0.1:${portA}`;
     dp = await startDataplane({ controlPlane: list, stateDir: dpState, logger: silentLogger() });
     agent = await startAgent({ controlPlane: list, stateDir: agentState, runtime: 'process', logger: silentLogger(), heartbeatMs: 500 });
@@ -122,7 +122,7 @@ describe('a list of control-plane addresses', () => {
       const port = own.grpcAddress.split(':').pop();
       // Nothing listens on 127.0.0.2 (the bootstrap endpoint is bound to 127.0.0.1): refused, next.
       const list = [`127.0.0.2:${port}`, own.grpcAddress];
-      const token = own.context.fleet.createJoinToken({ role: 'agent', id: 'ops-replicas-joiner', region: '*' }).token;
+      const token = (await own.context.fleet.createJoinToken({ role: 'agent', id: 'ops-replicas-joiner', region: '*' })).token;
       const id = await joinFleet({ controlPlane: list, token, role: 'agent', stateDir: join(joinState, 'host') });
       expect(id).toMatchObject({ role: 'agent', id: 'ops-replicas-joiner' });
       const current = loadHostPki(join(joinState, 'host'))!;

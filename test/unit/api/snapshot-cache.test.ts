@@ -12,7 +12,7 @@ function setup(kv = memoryKv(), status = memoryStatus()) {
   const ledger = new VersionLedger(kv, 'counter');
   let reads = 0;
   const source: SnapshotSource<string[], string[]> = {
-    read: () => {
+    read: async () => {
       reads++;
       return [...state.items];
     },
@@ -20,113 +20,119 @@ function setup(kv = memoryKv(), status = memoryStatus()) {
     version: (_round, sub, hash) => ledger.versionFor(`key:${sub.id}`, hash),
   };
   const cache = new SnapshotCache({ source, status, clock, coalesceMs: 10 });
-  const connect = (id: string, region = '*') => {
+  const connect = async (id: string, region = '*') => {
     const sent: Snapshot<string[]>[] = [];
     let ended = false;
-    const sub = cache.connect(id, region, 0, { send: (s) => sent.push(s), end: () => (ended = true) });
+    const sub = await cache.connect(id, region, 0, { send: (s) => sent.push(s), end: () => (ended = true) });
     return { sub, sent, ended: () => ended };
   };
-  return { cache, clock, state, kv, status, connect, reads: () => reads };
+  /** Advances the clock and waits for the rounds its timers started. */
+  const advance = async (ms: number) => {
+    clock.advance(ms);
+    await cache.idle();
+  };
+  return { cache, clock, state, kv, status, connect, advance, reads: () => reads };
 }
 
 function memoryKv(): KeyValueRepository {
   const m = new Map<string, string>();
-  return { get: (k) => m.get(k), set: (k, v) => void m.set(k, v) };
+  return { get: async (k) => m.get(k), set: async (k, v) => void m.set(k, v) };
 }
 
 function memoryStatus(): SubscriberStatusStore & { rows: Map<string, SubscriberStatus> } {
   const rows = new Map<string, SubscriberStatus>();
-  return { rows, get: (id) => rows.get(id), put: (s) => void rows.set(s.id, s), list: () => [...rows.values()] };
+  return { rows, get: async (id) => rows.get(id), put: async (s) => void rows.set(s.id, s), list: async () => [...rows.values()] };
 }
 
 describe('SnapshotCache', () => {
-  it('sends on connect, coalesces a burst into one round read once, and never resends identical content', () => {
+  it('sends on connect, coalesces a burst into one round read once, and never resends identical content', async () => {
     const t = setup();
-    const a = t.connect('dp-1');
-    const b = t.connect('dp-2');
-    t.cache.push(a.sub);
-    t.cache.push(b.sub);
+    const a = await t.connect('dp-1');
+    const b = await t.connect('dp-2');
+    await t.cache.push(a.sub);
+    await t.cache.push(b.sub);
     expect(a.sent.map((s) => s.version)).toEqual([1]);
     expect(b.sent.map((s) => s.content)).toEqual([['a']]);
     const readsBefore = t.reads();
     t.state.items.push('b');
     for (let i = 0; i < 5; i++) t.cache.notifyChanged();
-    t.clock.advance(9);
+    await t.advance(9);
     expect(a.sent).toHaveLength(1);
-    t.clock.advance(1);
+    await t.advance(1);
     expect(t.reads() - readsBefore).toBe(1);
     // One counter, a version per subscriber key: dp-2 took 2, so the new content is 3 and 4.
     expect(a.sent.map((s) => s.version)).toEqual([1, 3]);
     expect(b.sent.map((s) => s.version)).toEqual([2, 4]);
     expect(b.sent.at(-1)!.content).toEqual(['a', 'b']);
     t.cache.notifyChanged();
-    t.clock.advance(10);
+    await t.advance(10);
     expect(a.sent).toHaveLength(2);
-    expect(t.cache.push(a.sub, true)!.version).toBe(3);
+    expect((await t.cache.push(a.sub, true))!.version).toBe(3);
   });
 
-  it('filters per subscriber and only sends those whose share changed', () => {
+  it('filters per subscriber and only sends those whose share changed', async () => {
     const t = setup();
     t.state.items = ['us-1', 'eu-1'];
-    const us = t.connect('us', 'us');
-    const eu = t.connect('eu', 'eu');
-    t.cache.push(us.sub);
-    t.cache.push(eu.sub);
+    const us = await t.connect('us', 'us');
+    const eu = await t.connect('eu', 'eu');
+    await t.cache.push(us.sub);
+    await t.cache.push(eu.sub);
     t.state.items.push('us-2');
     t.cache.notifyChanged();
-    t.clock.advance(10);
+    await t.advance(10);
     expect(us.sent.map((s) => s.content)).toEqual([['us-1'], ['us-1', 'us-2']]);
     expect(eu.sent).toHaveLength(1);
   });
 
-  it('matches answers by nonce, records ACK and NACK, and resends after a NACK', () => {
+  it('matches answers by nonce, records ACK and NACK, and resends after a NACK', async () => {
     const t = setup();
-    const a = t.connect('dp');
-    const first = t.cache.push(a.sub)!;
-    expect(t.cache.answer(a.sub, 'stale', 1)).toBeUndefined();
-    expect(t.cache.answer(a.sub, first.nonce, 0, 'bad cert')).toEqual({ nonce: first.nonce, version: 1 });
-    expect(t.status.get('dp')).toMatchObject({ connected: true, appliedVersion: 0, lastError: 'bad cert', lastErrorAt: t.clock.now() });
-    const again = t.cache.push(a.sub)!;
+    const a = await t.connect('dp');
+    const first = (await t.cache.push(a.sub))!;
+    expect(await t.cache.answer(a.sub, 'stale', 1)).toBeUndefined();
+    expect(await t.cache.answer(a.sub, first.nonce, 0, 'bad cert')).toEqual({ nonce: first.nonce, version: 1 });
+    expect(await t.status.get('dp')).toMatchObject({ connected: true, appliedVersion: 0, lastError: 'bad cert', lastErrorAt: t.clock.now() });
+    const again = (await t.cache.push(a.sub))!;
     expect(again.version).toBe(1);
     expect(again.nonce).not.toBe(first.nonce);
-    expect(t.cache.answer(a.sub, first.nonce, 1)).toBeUndefined();
-    t.cache.answer(a.sub, again.nonce, 1);
-    expect(t.status.get('dp')).toMatchObject({ appliedVersion: 1, lastError: null, lastErrorAt: null });
+    expect(await t.cache.answer(a.sub, first.nonce, 1)).toBeUndefined();
+    await t.cache.answer(a.sub, again.nonce, 1);
+    expect(await t.status.get('dp')).toMatchObject({ appliedVersion: 1, lastError: null, lastErrorAt: null });
   });
 
-  it('ends a replaced stream, ignores its late disconnect, and keeps the last error across a reconnect', () => {
+  it('ends a replaced stream, ignores its late disconnect, and keeps the last error across a reconnect', async () => {
     const t = setup();
-    const old = t.connect('dp');
-    const s = t.cache.push(old.sub)!;
-    t.cache.answer(old.sub, s.nonce, 0, 'nope');
-    const fresh = t.connect('dp');
+    const old = await t.connect('dp');
+    const s = (await t.cache.push(old.sub))!;
+    await t.cache.answer(old.sub, s.nonce, 0, 'nope');
+    const fresh = await t.connect('dp');
     expect(old.ended()).toBe(true);
-    expect(t.cache.disconnect(old.sub)).toBe(false);
-    expect(t.status.get('dp')).toMatchObject({ connected: true, lastError: 'nope' });
+    expect(await t.cache.disconnect(old.sub)).toBe(false);
+    expect(await t.status.get('dp')).toMatchObject({ connected: true, lastError: 'nope' });
     expect(t.cache.size).toBe(1);
-    expect(t.cache.disconnect(fresh.sub)).toBe(true);
-    expect(t.status.get('dp')?.connected).toBe(false);
+    expect(await t.cache.disconnect(fresh.sub)).toBe(true);
+    expect((await t.status.get('dp'))?.connected).toBe(false);
     expect(t.cache.size).toBe(0);
   });
 
-  it('keeps versions increasing across restarts and marks everyone disconnected on start', () => {
+  it('keeps versions increasing across restarts and marks everyone disconnected on start', async () => {
     const kv = memoryKv();
     const status = memoryStatus();
     const first = setup(kv, status);
-    first.cache.push(first.connect('dp').sub);
+    await first.cache.push((await first.connect('dp')).sub);
     first.state.items.push('b');
-    first.cache.push(first.connect('dp').sub);
+    await first.cache.push((await first.connect('dp')).sub);
     const second = setup(kv, status);
-    expect(status.get('dp')?.connected).toBe(false);
+    await second.cache.idle();
+    expect((await status.get('dp'))?.connected).toBe(false);
     second.state.items = ['a', 'b'];
-    expect(second.cache.push(second.connect('dp').sub)!.version).toBe(2);
+    expect((await second.cache.push((await second.connect('dp')).sub))!.version).toBe(2);
     second.state.items = ['c'];
-    expect(second.cache.push(second.connect('dp').sub)!.version).toBe(3);
+    expect((await second.cache.push((await second.connect('dp')).sub))!.version).toBe(3);
   });
 
-  it('cancels a pending round on close', () => {
+  it('cancels a pending round on close', async () => {
     const t = setup();
-    const a = t.connect('dp');
+    const a = await t.connect('dp');
     t.cache.notifyChanged();
     t.cache.close();
     expect(a.ended()).toBe(true);
@@ -135,13 +141,13 @@ describe('SnapshotCache', () => {
 });
 
 describe('VersionLedger', () => {
-  it('raises new content above a floor and reads a bare stored hash as the counter version', () => {
+  it('raises new content above a floor and reads a bare stored hash as the counter version', async () => {
     const kv = memoryKv();
     const ledger = new VersionLedger(kv, 'n');
-    expect(ledger.versionFor('k', 'h1', 41)).toBe(42);
-    expect(ledger.versionFor('k', 'h1', 100)).toBe(42);
-    kv.set('legacy', contentHash(['x']));
-    expect(ledger.versionFor('legacy', contentHash(['x']))).toBe(42);
-    expect(ledger.versionFor('legacy', contentHash(['y']))).toBe(43);
+    expect(await ledger.versionFor('k', 'h1', 41)).toBe(42);
+    expect(await ledger.versionFor('k', 'h1', 100)).toBe(42);
+    await kv.set('legacy', contentHash(['x']));
+    expect(await ledger.versionFor('legacy', contentHash(['x']))).toBe(42);
+    expect(await ledger.versionFor('legacy', contentHash(['y']))).toBe(43);
   });
 });

@@ -16,17 +16,17 @@ describe('StatsService', () => {
   const now = Date.UTC(2024, 6, 15, 12, 7, 30);
   const nb = { id: 1, label: 'balancer1' } as any;
 
-  it('is unavailable (400) until there is traffic in the last day', () => {
+  it('is unavailable (400) until there is traffic in the last day', async () => {
     const old = Date.UTC(2024, 6, 14, 11, 0, 0);
     const s = new StatsService(repoWith([{ bucket: old, bytesIn: 1, bytesOut: 1, connections: 1 }]), new ManualClock(now));
-    expect(() => s.stats(nb)).toThrow('Stats are unavailable at this time.');
-    expect(s.transfer(1)).toEqual({ in: 0, out: 0, total: 0 });
+    await expect(s.stats(nb)).rejects.toThrow('Stats are unavailable at this time.');
+    expect(await s.transfer(1)).toEqual({ in: 0, out: 0, total: 0 });
   });
 
-  it('returns 288 five-minute points ending at the current bucket, per-second averages', () => {
+  it('returns 288 five-minute points ending at the current bucket, per-second averages', async () => {
     const current = Math.floor(now / 300_000) * 300_000;
     const s = new StatsService(repoWith([{ bucket: current - 600_000, bytesIn: 3_000, bytesOut: 6_000, connections: 60 }]), new ManualClock(now));
-    const out = s.stats(nb) as any;
+    const out = (await s.stats(nb)) as any;
     expect(out.title).toBe('balancer1 (1) - day (5 min avg)');
     expect(out.data.connections).toHaveLength(288);
     expect(out.data.connections.at(-1)[0]).toBe(current);
@@ -37,13 +37,13 @@ describe('StatsService', () => {
     expect(out.data.traffic.in.at(-1)).toEqual([current, 0]);
   });
 
-  it('sums this month only into transfer, in MB', () => {
+  it('sums this month only into transfer, in MB', async () => {
     const lastMonth = Date.UTC(2024, 5, 30, 23, 55, 0);
     const s = new StatsService(repoWith([
       { bucket: lastMonth, bytesIn: 1 << 30, bytesOut: 0, connections: 1 },
       { bucket: Date.UTC(2024, 6, 1), bytesIn: 1 << 20, bytesOut: 3 << 19, connections: 1 },
     ]), new ManualClock(now));
-    expect(s.transfer(1)).toEqual({ in: 1, out: 1.5, total: 2.5 });
-    expect(new StatsService(repoWith([]), new ManualClock(now)).transfer(1)).toEqual({ in: null, out: null, total: null });
+    expect(await s.transfer(1)).toEqual({ in: 1, out: 1.5, total: 2.5 });
+    expect(await new StatsService(repoWith([]), new ManualClock(now)).transfer(1)).toEqual({ in: null, out: null, total: null });
   });
 });

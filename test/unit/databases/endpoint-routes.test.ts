@@ -68,26 +68,28 @@ describe('proxy_protocol_networks and data plane source addresses', () => {
 describe('DataplaneSources', () => {
   const kv = () => {
     const m = new Map<string, string>();
-    return { get: (k: string) => m.get(k), set: (k: string, v: string) => void m.set(k, v) };
+    return { get: async (k: string) => m.get(k), set: async (k: string, v: string) => void m.set(k, v) };
   };
-  it('prefers the claimed address, falls back to the peer, serves regions, survives a restart, forgets revoked ones', () => {
+  it('prefers the claimed address, falls back to the peer, serves regions, survives a restart, forgets revoked ones', async () => {
     const store = kv();
     let changes = 0;
     const s = new DataplaneSources(store, () => changes++);
-    s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4000');
-    s.record('dp2', '*', '', '[::ffff:198.18.0.11]:4000');
-    s.record('dp3', 'eu-west', 'not-an-ip', '198.18.0.12:4000');
+    await s.load();
+    await s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4000');
+    await s.record('dp2', '*', '', '[::ffff:198.18.0.11]:4000');
+    await s.record('dp3', 'eu-west', 'not-an-ip', '198.18.0.12:4000');
     expect(s.forRegion('us-east')).toEqual(['198.18.0.10', '198.18.0.11']);
     expect(s.forRegion('eu-west')).toEqual(['198.18.0.11', '198.18.0.12']);
-    s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4001');
+    await s.record('dp1', 'us-east', '198.18.0.10', '198.18.0.99:4001');
     expect(changes).toBe(3);
     const again = new DataplaneSources(store, () => undefined);
-    again.forget('dp2');
+    await again.load();
+    await again.forget('dp2');
     expect(again.forRegion('us-east')).toEqual(['198.18.0.10']);
   });
-  it('keeps at most 1,000 data planes, dropping the oldest', () => {
+  it('keeps at most 1,000 data planes, dropping the oldest', async () => {
     const s = new DataplaneSources(kv(), () => undefined);
-    for (let i = 0; i < 1005; i++) s.record(`dp${i}`, 'r', `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}`, '');
+    for (let i = 0; i < 1005; i++) await s.record(`dp${i}`, 'r', `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}`, '');
     const all = s.forRegion('r');
     expect(all).toHaveLength(1000);
     expect(all).not.toContain('10.0.0.1');

@@ -20,7 +20,7 @@ function repoOf(rows: Row[], placements: MemberPlacement[] = []): DatabaseReposi
 }
 
 describe('placement of databases on agents', () => {
-  it('puts each unplaced database on the least loaded agent of its region, ties by id, and keeps placed ones', () => {
+  it('puts each unplaced database on the least loaded agent of its region, ties by id, and keeps placed ones', async () => {
     const rows = [
       { id: 1, region: 'us-east', agentId: 'b' },
       { id: 2, region: 'us-east', agentId: null },
@@ -28,40 +28,40 @@ describe('placement of databases on agents', () => {
       { id: 4, region: 'eu-west', agentId: null },
       { id: 5, region: 'us-east', agentId: null, deleting: true },
     ];
-    const placed = placeDatabases(repoOf(rows), [{ id: 'b', region: 'us-east' }, { id: 'a', region: 'us-east' }]);
+    const placed = await placeDatabases(repoOf(rows), [{ id: 'b', region: 'us-east' }, { id: 'a', region: 'us-east' }]);
     expect(placed).toEqual([{ database: 2, agent: 'a', members: ['a'] }, { database: 3, agent: 'a', members: ['a'] }]);
     expect(rows.map((r) => r.agentId)).toEqual(['b', 'a', 'a', null, null]);
   });
 
-  it('lets an agent without a region (or `*`) serve every region', () => {
+  it('lets an agent without a region (or `*`) serve every region', async () => {
     expect(servesRegion('', 'eu-west')).toBe(true);
     expect(servesRegion('*', 'eu-west')).toBe(true);
     expect(servesRegion('us-east', 'eu-west')).toBe(false);
     const rows = [{ id: 1, region: 'eu-west', agentId: null }];
-    expect(placeDatabases(repoOf(rows), [{ id: 'x', region: '' }])).toEqual([{ database: 1, agent: 'x', members: ['x'] }]);
+    expect(await placeDatabases(repoOf(rows), [{ id: 'x', region: '' }])).toEqual([{ database: 1, agent: 'x', members: ['x'] }]);
   });
 });
 
 describe('anti-affinity of cluster members', () => {
   const spread = (id: string) => ({ id, region: 'us-east', membersAcrossHosts: true });
 
-  it('puts the three members of a cluster on three different agents when three can take them', () => {
+  it('puts the three members of a cluster on three different agents when three can take them', async () => {
     expect(memberAgents(3, [spread('a'), spread('b'), spread('c'), spread('d')])).toEqual(['a', 'b', 'c']);
   });
 
-  it('falls back to fewer distinct agents only when fewer are connected, wrapping round them', () => {
+  it('falls back to fewer distinct agents only when fewer are connected, wrapping round them', async () => {
     expect(memberAgents(3, [spread('a'), spread('b')])).toEqual(['a', 'b', 'a']);
     expect(memberAgents(3, [spread('a')])).toEqual(['a', 'a', 'a']);
   });
 
-  it('keeps every member on one agent when the agents cannot run part of a cluster (the lab, older agents)', () => {
+  it('keeps every member on one agent when the agents cannot run part of a cluster (the lab, older agents)', async () => {
     expect(memberAgents(3, [{ id: 'a', region: '' }, { id: 'b', region: '' }, { id: 'c', region: '' }])).toEqual(['a', 'a', 'a']);
     // Only agents that can spread are spread over; one such agent alone is no spread.
     expect(memberAgents(3, [{ id: 'a', region: '' }, spread('b')])).toEqual(['a', 'a', 'a']);
     expect(memberAgents(1, [spread('a'), spread('b')])).toEqual(['a']);
   });
 
-  it('places a 3-node cluster over the least loaded agents, stores every member and never moves them', () => {
+  it('places a 3-node cluster over the least loaded agents, stores every member and never moves them', async () => {
     const placements: MemberPlacement[] = [{ databaseId: 1, member: 1, agentId: 'a' }];
     const rows: Row[] = [
       { id: 1, region: 'us-east', agentId: 'a', clusterSize: 1 },
@@ -69,12 +69,12 @@ describe('anti-affinity of cluster members', () => {
     ];
     const repo = repoOf(rows, placements);
     const agents = [spread('a'), spread('b'), spread('c'), spread('d')];
-    expect(placeDatabases(repo, agents)).toEqual([{ database: 2, agent: 'b', members: ['b', 'c', 'd'] }]);
+    expect(await placeDatabases(repo, agents)).toEqual([{ database: 2, agent: 'b', members: ['b', 'c', 'd'] }]);
     expect(placements.filter((m) => m.databaseId === 2).map((m) => [m.member, m.agentId])).toEqual([[1, 'b'], [2, 'c'], [3, 'd']]);
     expect(rows[1]!.agentId).toBe('b');
     expect(spansAgents(placements.filter((m) => m.databaseId === 2))).toBe(true);
     // A second round (say after agent b went away) places nothing again.
-    expect(placeDatabases(repo, [spread('a'), spread('c')])).toEqual([]);
+    expect(await placeDatabases(repo, [spread('a'), spread('c')])).toEqual([]);
     expect(placements.filter((m) => m.databaseId === 2).map((m) => m.agentId)).toEqual(['b', 'c', 'd']);
   });
 });
