@@ -141,7 +141,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       if (existing.some((b) => b.label === o.label)) throw new Error(`a backup labelled ${o.label} already exists`);
       if (existing.length >= 3) throw new Error('this database already has 3 snapshot backups; delete one first');
     }
-    const id = s.nextBackupId++;
+    // The database's own sequence (kept in its state), moved past any id already in storage: a
+    // backup id names one backup forever, also for clients that remember a deleted one.
+    const stored = (await refresh(c.id)).reduce((m, b) => Math.max(m, b.id), 0);
+    const id = Math.max(s.nextBackupId, stored + 1);
+    s.nextBackupId = id + 1;
     await c.save();
     const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
     creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);

@@ -6,10 +6,10 @@ import type { EventRecord } from '../../domain/events/model.js';
 import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
 
 /**
- * The next id of a table whose ids must never be reused (migration 102): one more than both the
- * highest id ever issued and the highest id present. Call inside the inserting transaction.
+ * The next id of a table whose ids must never be reused (migrations 102 and 240): one more than
+ * both the highest id ever issued and the highest id present. Call inside the inserting transaction.
  */
-export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens'): number {
+export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): number {
   const last = (db.prepare('SELECT last FROM id_sequences WHERE name = ?').pluck().get(name) as number | undefined) ?? 0;
   const max = db.prepare(`SELECT COALESCE(MAX(id), 0) FROM ${name}`).pluck().get() as number;
   const id = Math.max(last, max) + 1;
