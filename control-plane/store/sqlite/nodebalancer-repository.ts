@@ -115,8 +115,12 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
       });
       return { ...n, id, configId: cid, nodebalancerId: nbId, status: 'unknown' };
     },
+    // A node at a new address, or out of reject, is one nothing has seen yet: `unknown` again
+    // until a data plane reports on it (the data plane restarts its state the same way).
     updateNode: (id, n) =>
-      void db.prepare('UPDATE nb_nodes SET label = ?, address = ?, weight = ?, mode = ? WHERE id = ?').run(n.label, n.address, n.weight, n.mode, id),
+      void db.prepare(`UPDATE nb_nodes SET label = @label, address = @address, weight = @weight, mode = @mode,
+        status = CASE WHEN address != @address OR (mode = 'reject' AND @mode != 'reject') THEN 'unknown' ELSE status END WHERE id = @id`)
+        .run({ label: n.label, address: n.address, weight: n.weight, mode: n.mode, id }),
     deleteNode: (id) => void db.prepare('DELETE FROM nb_nodes WHERE id = ?').run(id),
     setNodeStatus: (id, status) => db.prepare('UPDATE nb_nodes SET status = ? WHERE id = ? AND status != ?').run(status, id, status).changes > 0,
 
