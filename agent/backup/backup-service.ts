@@ -280,6 +280,23 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     });
   }
 
+  /**
+   * Once per agent start: the files of backups an earlier run began but never finished (killed
+   * mid-dump, so no manifest) are removed. Never listed, they would only fill the storage. A
+   * backup this run is writing is left alone, and so is a restore's safety copy, which the next
+   * restore replaces and an interrupted one deals with (rollBackInterrupted).
+   */
+  async function removeUnfinished(c: BackupDatabase): Promise<number[]> {
+    const removed: number[] = [];
+    for (const id of await opts.storage.unfinished(c.id)) {
+      if (id === SAFETY_ID || (creating.get(c.id) ?? []).some((b) => b.id === id)) continue;
+      await opts.storage.remove(c.id, id);
+      removed.push(id);
+    }
+    if (removed.length > 0) log.warn({ database: c.id, backups: removed }, 'removed backups an earlier run left unfinished');
+    return removed;
+  }
+
   async function remove(c: BackupDatabase, backupId: number): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
@@ -294,5 +311,5 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, recoverInterrupted, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  return { take, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }
