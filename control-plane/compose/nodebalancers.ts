@@ -23,6 +23,7 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): ConfigPushServer
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,
+    ipv6Pool: ctx.nodebalancerIpv6Pool,
     backends: ctx.backends,
     onChange: () => push.notifyChanged(),
   });

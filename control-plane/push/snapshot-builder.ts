@@ -22,6 +22,7 @@ export function buildAll(repo: NodeBalancerRepository): { region: string; nb: Nb
       id: nb.id,
       label: nb.label,
       ipv4: nb.ipv4,
+      ipv6: nb.ipv6 ?? '',
       clientConnThrottle: nb.clientConnThrottle,
       clientUdpSessThrottle: nb.clientUdpSessThrottle,
       type: nb.type,

@@ -15,6 +15,7 @@ export interface NodeBalancerRepository {
   update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'clientUdpSessThrottle' | 'tags' | 'updated'>>): void;
   delete(id: number): void;
   setIpv4(id: number, ipv4: string): void;
+  setIpv6(id: number, ipv6: string | null): void;
 
   configs(nodebalancerId: number): NbConfig[];
   config(nodebalancerId: number, configId: number): NbConfig | undefined;

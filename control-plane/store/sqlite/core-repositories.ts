@@ -1,5 +1,6 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
 import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';
@@ -140,6 +141,23 @@ export function sqliteAddresses(db: Db): AddressRepository {
         if (last === 0 || last === 255) continue;
         const ip = formatIpv4(n);
         if (used.has(ip)) continue;
+        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
+        return ip;
+      }
+      return undefined;
+    },
+    allocateIpv6(cidr, ownerType, ownerId) {
+      const range = parseIpv6Cidr(cidr);
+      if (!range) return undefined;
+      const used = new Set((db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]).map((ip) => parseIpv6(ip)));
+      // As for IPv4, the range's first two addresses are skipped (the router's on a real /64,
+      // something of the host's on loopback), unless the range is that small.
+      const first = range.size > 2n ? 2n : 0n;
+      // Walks only past the addresses in use: a /64 is never enumerated.
+      for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
+        const n = range.network + i;
+        if (used.has(n)) continue;
+        const ip = formatIpv6(n);
         db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
         return ip;
       }

@@ -10,7 +10,7 @@ const BUCKET_MS = 5 * 60 * 1000;
 function nbRow(r: any): NodeBalancer | undefined {
   if (!r) return undefined;
   return {
-    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, clientConnThrottle: r.client_conn_throttle,
+    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, ipv6: r.ipv6 ?? null, clientConnThrottle: r.client_conn_throttle,
     clientUdpSessThrottle: r.client_udp_sess_throttle, type: r.type, tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
   };
 }
@@ -88,6 +88,7 @@ export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
         db.prepare('DELETE FROM nb_traffic WHERE nodebalancer_id = ?').run(id);
       }),
     setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
+    setIpv6: (id, ipv6) => void db.prepare('UPDATE nodebalancers SET ipv6 = ? WHERE id = ?').run(ipv6, id),
 
     configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r, box)!),
     config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id), box),
