@@ -145,7 +145,10 @@ export function createAgent(opts: AgentOptions): Agent {
     report() {
       return {
         appliedVersion: desired?.version ?? 0,
-        databases: [...controllers.values()].filter((c) => c.state || c.desired).map((c) => c.report()),
+        // A database is reported once this run has looked at its servers: before that a report
+        // would say "no member, primary down" of servers that never stopped, and the control plane
+        // would take its endpoints away and call it failed (docs/agent.md, restarts).
+        databases: [...controllers.values()].filter((c) => (c.state || c.desired) && (c.deleted || c.inspected)).map((c) => c.report()),
         operationResults: ops.results(),
         runtime: opts.runtimeKind,
         engines: opts.catalogue.map((e) => ({ id: e.id, engine: e.engine, version: e.version, image: e.image ?? '', binary: e.binary ?? '' })),

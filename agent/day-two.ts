@@ -58,6 +58,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
         backups.refresh(c.id).catch((err) => log.warn({ err, database: c.id }, 'backup list unreadable'));
+        backups.removeUnfinished(c).catch((err) => log.warn({ err, database: c.id }, 'unfinished backups not removed'));
         // Once per agent start: a restore the previous run did not finish is undone (it waits
         // for the action lock; a restore operation arriving first undoes it itself).
         if (s.restoreInProgress) {
@@ -94,7 +95,8 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
             throw err;
           });
         agent.metrics.backups.inc({ type: 'snapshot', result: 'ok' });
-        c.emit('database_backup_create', `snapshot ${label} taken`);
+        // No event of our own: the operation's result completes the event the API recorded when
+        // it asked for the snapshot, so a snapshot has exactly one (docs/databases.md, Events).
         return { backupId: m.id };
       },
       restore: async (c, op) => {

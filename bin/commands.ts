@@ -56,7 +56,7 @@ function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
 export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const f = parseFlagsWithConfig(argv, {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
-    'nodebalancer-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
+    'nodebalancer-pool': 'string', 'nodebalancer-ipv6-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
     'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean',
@@ -76,6 +76,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? defaultBootstrapPort(stateDir, grpcPort),
     insecureGrpc: Boolean(f['insecure-grpc']),
     nodebalancerPool: f['nodebalancer-pool'] as string | undefined,
+    nodebalancerIpv6Pool: f['nodebalancer-ipv6-pool'] as string | undefined,
     databasePool: f['database-pool'] as string | undefined,
     hostnameSuffix: f['hostname-suffix'] as string | undefined,
     apiTls: certFile && keyFile ? { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') } : undefined,

@@ -1,3 +1,4 @@
+import { parseIpv6Cidr } from '../lib/ipv6.js';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
@@ -37,6 +38,8 @@ export interface ControlPlaneOptions {
   grpcHost?: string;
   grpcPort?: number; // 0 = random
   nodebalancerPool?: string;
+  /** IPv6 range (`fd00:1::/64`) of NodeBalancers' `ipv6`, every region; none: `ipv6` is null. */
+  nodebalancerIpv6Pool?: string;
   databasePool?: string;
   hostnameSuffix?: string;
   /** PEM certificate (chain) and key: the API is served over HTTPS only (docs/security/api.md). */
@@ -91,6 +94,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const databasePool = AddressPools.parse(opts.databasePool ?? '127.78.0.0/16', 'database endpoint');
   const servicePools = [...nodebalancerPool.cidrs(), ...databasePool.cidrs()];
   assertDisjoint(servicePools, 'NodeBalancer and database endpoint');
+  const ipv6Pool = opts.nodebalancerIpv6Pool?.trim() || undefined;
+  if (ipv6Pool !== undefined && (parseIpv6Cidr(ipv6Pool)?.prefix ?? 0) < 64) {
+    throw new Error(`NodeBalancer IPv6 pool ${JSON.stringify(ipv6Pool)}: expected an IPv6 range on its boundary, /64 to /128 (fd00:1::/64)`);
+  }
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
@@ -128,7 +135,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
     store, db: store.db, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
-    clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, databasePool, backends,
+    clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     closers: [],

@@ -94,13 +94,19 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       // A snapshot of the wrong shape altogether (not arrays where arrays belong, ...).
       throw new FulcrumError('invalid_config', `malformed snapshot: ${(e as Error).message}`);
     }
-    const wanted = new Map<string, ConfigSpec>();
-    for (const nb of snap.nodebalancers) for (const c of nb.configs) wanted.set(c.listenKey, c);
+    // Every config listens on its NodeBalancer's ipv4 and, when it has one, its ipv6.
+    const wanted = new Map<string, { c: ConfigSpec; ip: string }>();
+    for (const nb of snap.nodebalancers) {
+      for (const c of nb.configs) {
+        wanted.set(c.listenKey, { c, ip: c.ip });
+        if (c.listenKey6 !== '') wanted.set(c.listenKey6, { c, ip: c.ip6 });
+      }
+    }
 
     // Bind every new address first; if one fails nothing changes.
     const fresh: (Listener | UdpListener)[] = [];
-    for (const [key, c] of wanted) {
-      if (!listeners.has(key)) fresh.push(c.protocol === 'udp' ? new UdpListener(c.ip, c.port, clock, log, limits) : new Listener(c.ip, c.port, clock, log, limits));
+    for (const [key, { c, ip }] of wanted) {
+      if (!listeners.has(key)) fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
@@ -146,6 +152,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
         }
         if (rt.tls) Listener.attachTls(rt);
         listeners.get(c.listenKey)!.rt = rt;
+        if (c.listenKey6 !== '') listeners.get(c.listenKey6)!.rt = rt;
       }
     }
     for (const [id, rt] of runtimes) if (!seenCfg.has(id)) retire(rt);

@@ -141,7 +141,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       if (existing.some((b) => b.label === o.label)) throw new Error(`a backup labelled ${o.label} already exists`);
       if (existing.length >= 3) throw new Error('this database already has 3 snapshot backups; delete one first');
     }
-    const id = s.nextBackupId++;
+    // The database's own sequence (kept in its state), moved past any id already in storage: a
+    // backup id names one backup forever, also for clients that remember a deleted one.
+    const stored = (await refresh(c.id)).reduce((m, b) => Math.max(m, b.id), 0);
+    const id = Math.max(s.nextBackupId, stored + 1);
+    s.nextBackupId = id + 1;
     await c.save();
     const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
     creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
@@ -276,6 +280,23 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     });
   }
 
+  /**
+   * Once per agent start: the files of backups an earlier run began but never finished (killed
+   * mid-dump, so no manifest) are removed. Never listed, they would only fill the storage. A
+   * backup this run is writing is left alone, and so is a restore's safety copy, which the next
+   * restore replaces and an interrupted one deals with (rollBackInterrupted).
+   */
+  async function removeUnfinished(c: BackupDatabase): Promise<number[]> {
+    const removed: number[] = [];
+    for (const id of await opts.storage.unfinished(c.id)) {
+      if (id === SAFETY_ID || (creating.get(c.id) ?? []).some((b) => b.id === id)) continue;
+      await opts.storage.remove(c.id, id);
+      removed.push(id);
+    }
+    if (removed.length > 0) log.warn({ database: c.id, backups: removed }, 'removed backups an earlier run left unfinished');
+    return removed;
+  }
+
   async function remove(c: BackupDatabase, backupId: number): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
     if (!m) throw new Error(`backup ${backupId} does not exist`);
@@ -290,5 +311,5 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, recoverInterrupted, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  return { take, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }

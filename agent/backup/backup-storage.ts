@@ -34,7 +34,8 @@ export interface BackupManifest {
  * the same port. Contract: `writer` returns a stream for a data file of a backup that does not
  * exist yet; `commit` writes the manifest (last: only backups with a manifest are listed);
  * `list` returns manifests, oldest first, skipping unreadable ones; `reader` opens a data file;
- * `remove` deletes a backup and everything written for it, idempotently.
+ * `remove` deletes a backup and everything written for it, idempotently; `unfinished` names the
+ * backups that have data but no manifest (begun, never committed).
  */
 export interface BackupStorage {
   writer(databaseId: number, backupId: number, file: string): Promise<Writable>;
@@ -43,6 +44,7 @@ export interface BackupStorage {
   reader(databaseId: number, backupId: number, file: string): Readable;
   size(databaseId: number, backupId: number, file: string): Promise<number>;
   remove(databaseId: number, backupId: number): Promise<void>;
+  unfinished(databaseId: number): Promise<number[]>;
   removeAll(databaseId: number): Promise<void>;
 }
 
@@ -79,6 +81,14 @@ export function createLocalBackupStorage(root: string): BackupStorage {
     },
     async remove(db, id) {
       await rm(dir(db, id), { recursive: true, force: true });
+    },
+    async unfinished(db) {
+      if (!existsSync(dir(db))) return [];
+      const out: number[] = [];
+      for (const name of await readdir(dir(db))) {
+        if (/^\d+$/.test(name) && !existsSync(join(dir(db), name, 'manifest.json'))) out.push(Number(name));
+      }
+      return out;
     },
     async removeAll(db) {
       await rm(dir(db), { recursive: true, force: true });

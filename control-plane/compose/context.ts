@@ -40,6 +40,8 @@ export interface ControlPlaneContext {
   stateDir: string;
   /** IPv4 pools for NodeBalancer addresses per region, e.g. 127.77.0.0/16 for all. */
   nodebalancerPool: AddressPools;
+  /** IPv6 range of NodeBalancers' `ipv6` (parsed by main.ts), if any. */
+  nodebalancerIpv6Pool?: string;
   /** IPv4 pools for database endpoints per region, e.g. 127.78.0.0/16 for all. */
   databasePool: AddressPools;
   hostnameSuffix: string;

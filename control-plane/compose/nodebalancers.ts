@@ -24,6 +24,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,
+    ipv6Pool: ctx.nodebalancerIpv6Pool,
     backends: ctx.backends,
     onChange: () => push.notifyChanged(),
   });

@@ -24,6 +24,7 @@ export async function buildAll(repo: NodeBalancerRepository): Promise<{ region: 
       id: nb.id,
       label: nb.label,
       ipv4: nb.ipv4,
+      ipv6: nb.ipv6 ?? '',
       clientConnThrottle: nb.clientConnThrottle,
       clientUdpSessThrottle: nb.clientUdpSessThrottle,
       type: nb.type,

@@ -15,6 +15,7 @@ export interface NodeBalancerRepository {
   update(id: number, patch: Partial<Pick<NodeBalancer, 'label' | 'clientConnThrottle' | 'clientUdpSessThrottle' | 'tags' | 'updated'>>): Promise<void>;
   delete(id: number): Promise<void>;
   setIpv4(id: number, ipv4: string): Promise<void>;
+  setIpv6(id: number, ipv6: string | null): Promise<void>;
 
   configs(nodebalancerId: number): Promise<NbConfig[]>;
   config(nodebalancerId: number, configId: number): Promise<NbConfig | undefined>;

@@ -48,6 +48,8 @@ export interface EventRepository {
 export interface AddressRepository {
   /** Allocates the lowest free address of `cidr` to the owner; undefined when the pool is full. */
   allocate(cidr: string, ownerType: string, ownerId: number): Promise<string | undefined>;
+  /** The same for an IPv6 range (`fd00::/64`); released with the owner's IPv4 addresses. */
+  allocateIpv6(cidr: string, ownerType: string, ownerId: number): Promise<string | undefined>;
   release(ownerType: string, ownerId: number): Promise<void>;
   owned(ownerType: string, ownerId: number): Promise<string[]>;
 }

@@ -30,6 +30,8 @@ export interface ConfigSpec {
   readonly id: number;
   readonly nodebalancerId: number;
   readonly ip: string;
+  /** The NodeBalancer's IPv6 address, served as well ('' = none). */
+  readonly ip6: string;
   readonly port: number;
   readonly protocol: Protocol;
   readonly algorithm: Algorithm;
@@ -52,6 +54,8 @@ export interface ConfigSpec {
   readonly udpSessionTimeoutMs: number;
   /** Key of the listener this config is served on: `ip:port`, `udp/ip:port` for udp. */
   readonly listenKey: string;
+  /** The same for the IPv6 listener ('' when the NodeBalancer has no IPv6 address). */
+  readonly listenKey6: string;
   /** Stable text of the health-check parameters; a change restarts the checker. */
   readonly checkKey: string;
   /** Stable text of the whole config (and its NodeBalancer's id); equal means nothing to do. */
@@ -62,6 +66,8 @@ export interface NodeBalancerSpec {
   readonly id: number;
   readonly label: string;
   readonly ipv4: string;
+  /** '' when the NodeBalancer has none. */
+  readonly ipv6: string;
   readonly clientConnThrottle: number;
   /** New UDP sessions per second per client IP; 0 = off. */
   readonly clientUdpSessThrottle: number;

@@ -1,3 +1,4 @@
+import { isIpv6 } from '../../lib/ipv6.js';
 import { isIP } from 'node:net';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
@@ -21,6 +22,7 @@ export interface SnapshotInput {
     id?: number | string;
     label?: string;
     ipv4?: string;
+    ipv6?: string;
     clientConnThrottle?: number;
     clientUdpSessThrottle?: number;
     type?: string;
@@ -110,6 +112,8 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
     if (!Number.isSafeInteger(nbId) || nbId <= 0) errs.add(`${p}.id`, 'must be a positive integer');
     const ipv4 = nb.ipv4 ?? '';
     if (isIP(ipv4) !== 4) errs.add(`${p}.ipv4`, `must be an IPv4 address; got ${JSON.stringify(ipv4)}`);
+    const ipv6 = nb.ipv6 ?? '';
+    if (ipv6 !== '' && !isIpv6(ipv6)) errs.add(`${p}.ipv6`, `must be an IPv6 address or empty; got ${JSON.stringify(ipv6)}`);
     const throttle = nb.clientConnThrottle ?? 0;
     if (!Number.isInteger(throttle) || throttle < 0 || throttle > 1000) errs.add(`${p}.client_conn_throttle`, 'must be an integer 0..1000');
     const udpThrottle = nb.clientUdpSessThrottle ?? 0;
@@ -127,9 +131,12 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
       const protocol = oneOf<Protocol>(errs, `${cp}.protocol`, c.protocol, ['tcp', 'http', 'https', 'udp'], 'http');
       // A udp socket and a tcp one may share ip:port; keyed apart, a protocol switch rebinds.
       const listenKey = protocol === 'udp' ? `udp/${ipv4}:${port}` : `${ipv4}:${port}`;
-      const other = seenListen.get(listenKey);
-      if (other) errs.add(`${cp}.port`, `${listenKey} is already used by ${other}`);
-      seenListen.set(listenKey, cp);
+      const listenKey6 = ipv6 === '' ? '' : protocol === 'udp' ? `udp/${ipv6}:${port}` : `${ipv6}:${port}`;
+      for (const key of listenKey6 === '' ? [listenKey] : [listenKey, listenKey6]) {
+        const other = seenListen.get(key);
+        if (other) errs.add(`${cp}.port`, `${key} is already used by ${other}`);
+        seenListen.set(key, cp);
+      }
       const algorithm = oneOf<Algorithm>(errs, `${cp}.algorithm`, c.algorithm, ['roundrobin', 'leastconn', 'source', 'ring_hash'], 'roundrobin');
       const stickiness = oneOf<Stickiness>(errs, `${cp}.stickiness`, c.stickiness, ['none', 'table', 'http_cookie', 'session', 'source_ip'], 'none');
       const check = oneOf<CheckType>(errs, `${cp}.check`, c.check, ['none', 'connection', 'http', 'http_body'], 'none');
@@ -190,14 +197,14 @@ export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
       const checkKey = [check, interval, timeout, attempts, checkPath, c.checkBody ?? '', proxyProtocol, protocol === 'udp' ? udpCheckPort : 0,
         nodes.map((n) => `${n.id}@${n.address}/${n.mode}`).join(',')].join('|');
       configs.push(Object.freeze({
-        id, nodebalancerId: nbId, ip: ipv4, port, protocol, algorithm, stickiness, check,
+        id, nodebalancerId: nbId, ip: ipv4, ip6: ipv6, port, protocol, algorithm, stickiness, check,
         checkIntervalMs: interval * 1000, checkTimeoutMs: timeout * 1000, checkAttempts: attempts, checkPath, checkBody,
         checkPassive: c.checkPassive ?? true, proxyProtocol, cipherSuite, sslCert, sslKey,
-        nodes: Object.freeze(nodes), udpCheckPort, udpSessionTimeoutMs: udpTimeout * 1000, listenKey, checkKey,
-        fingerprint: `${nbId}|${listenKey}|${JSON.stringify(c)}`,
+        nodes: Object.freeze(nodes), udpCheckPort, udpSessionTimeoutMs: udpTimeout * 1000, listenKey, listenKey6, checkKey,
+        fingerprint: `${nbId}|${listenKey}|${listenKey6}|${JSON.stringify(c)}`,
       }));
     });
-    nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, clientConnThrottle: throttle, clientUdpSessThrottle: udpThrottle, type, configs: Object.freeze(configs) }));
+    nbs.push(Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, ipv6, clientConnThrottle: throttle, clientUdpSessThrottle: udpThrottle, type, configs: Object.freeze(configs) }));
   });
   const databaseEndpoints = validateEndpoints(input.databaseEndpoints ?? [], errs, seenListen);
   if (!errs.empty) {

@@ -143,6 +143,7 @@ export abstract class HttpResponseRelay {
       }
       this.rt.traffic.response(status);
       if (isFailureStatus(status)) this.rt.failed(conn.node, `status ${status}`);
+      else this.rt.seen(conn.node);
       if (status === 101) {
         if (!this.req.upgrade) {
           this.badResponse(conn, null);

@@ -98,6 +98,7 @@ export class TcpSession {
     const b = this.backend!;
     const c = this.client;
     this.connected = true;
+    if (this.node !== null) this.rt.seen(this.node);
     b.removeListener('timeout', this.onConnectTimeout);
     if (this.closed) return this.close();
     b.setTimeout(0);

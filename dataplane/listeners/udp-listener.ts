@@ -134,6 +134,7 @@ export class UdpListener {
       const last = s.sentTo;
       const known = last !== null && peer.port === last.spec.port && peer.address === last.spec.host;
       if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
+      if (known) rt.seen(last);
       s.lastSeen = this.clock.now();
       rt.traffic.sent(reply.length);
       this.socket.send(reply, s.port, s.ip);

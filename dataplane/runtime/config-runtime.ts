@@ -81,10 +81,10 @@ export class ConfigRuntime implements SessionConfig {
     else if (spec.stickiness === 'source_ip') this.table = old.udpSessionTimeoutMs === spec.udpSessionTimeoutMs && this.table ? this.table : new StickyTable(this.clock, spec.udpSessionTimeoutMs);
     else this.table = null;
     this.setupTls(old, first);
-    // Statuses the health checker does not produce: reject is DOWN, check none is UP.
+    // reject is DOWN whatever the checks say. Every other node stays `unknown` until a check or
+    // real traffic has seen it (docs/dataplane.md, Health): with check none only traffic does.
     for (const st of next.values()) {
       if (st.spec.mode === 'reject') this.setStatus(st, 'DOWN');
-      else if (spec.check === 'none' && fresh.includes(st)) this.setStatus(st, 'UP');
     }
     this.rebuild();
     if (first || old.checkKey !== spec.checkKey) {
@@ -152,6 +152,11 @@ export class ConfigRuntime implements SessionConfig {
 
   closed(node: NodeState): void {
     node.active--;
+  }
+
+  seen(node: NodeState): void {
+    if (node.status !== 'unknown' || node.retired || this.removed) return;
+    this.setStatus(node, 'UP');
   }
 
   failed(node: NodeState, reason: string): void {

@@ -23,6 +23,11 @@ export interface SessionConfig {
   /** A connection (tcp) or request (http) to `node` starts / ends (leastconn's in-flight count). */
   opened(node: NodeState): void;
   closed(node: NodeState): void;
+  /**
+   * Real traffic reached `node` and it answered (a tcp connect, a final http response that is not
+   * a failure, a udp reply): a node nothing had seen yet is UP from now on.
+   */
+  seen(node: NodeState): void;
   /** Real traffic failed on `node` (passive health check, health/passive.ts). */
   failed(node: NodeState, reason: string): void;
 }

@@ -20,7 +20,7 @@ export function nodeBalancerToWire(nb: NodeBalancer, transfer: Transfer, hostnam
     region: nb.region,
     hostname: hostnameFor(nb.ipv4, hostnameSuffix),
     ipv4: nb.ipv4,
-    ipv6: null,
+    ipv6: nb.ipv6,
     created: wireTime(nb.created),
     updated: wireTime(nb.updated),
     client_conn_throttle: nb.clientConnThrottle,

@@ -8,6 +8,8 @@ export interface NodeBalancer {
   label: string;
   region: string;
   ipv4: string;
+  /** From the IPv6 pool (docs/multi-host.md, "Address pools"); null when none is configured. */
+  ipv6: string | null;
   clientConnThrottle: number;
   /** New UDP sessions per second per client IP; 0 = off (docs/dataplane.md "UDP"). */
   clientUdpSessThrottle: number;

@@ -22,6 +22,8 @@ export interface NodeBalancerServiceDeps {
   clock: Clock;
   /** The IPv4 pools NodeBalancer addresses come from, per region. */
   pool: AddressPools;
+  /** The IPv6 range NodeBalancers' `ipv6` comes from (every region); none: `ipv6` is null. */
+  ipv6Pool?: string;
   /** Where node addresses may point (backend-networks.ts). */
   backends: BackendCheck;
   /** Called after every committed change; the push server coalesces these into snapshots. */
@@ -78,7 +80,7 @@ export class NodeBalancerService {
       // Without a label the row is inserted under a placeholder and renamed balancer<ID> below,
       // inside the same transaction. The placeholder has a character no valid label can have,
       // so it never collides with a label a client chose.
-      const created = await this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', clientConnThrottle, clientUdpSessThrottle, type, tags, created: now, updated: now });
+      const created = await this.d.repo.create({ label: label ?? '#pending', region, ipv4: '0.0.0.0', ipv6: null, clientConnThrottle, clientUdpSessThrottle, type, tags, created: now, updated: now });
       const ipv4 = await this.d.addresses.allocate(this.d.pool.forRegion(region), 'nodebalancer', created.id);
       if (!ipv4) throw FulcrumError.conflict('No NodeBalancer addresses are left in the pool');
       // The label defaults to balancer<ID>, known only once the row exists.
@@ -86,6 +88,11 @@ export class NodeBalancerService {
       if (!label && (await this.d.repo.byLabel(finalLabel))) throw FulcrumError.conflict('Could not generate a unique label; send one');
       await this.d.repo.update(created.id, { label: finalLabel });
       await this.d.repo.setIpv4(created.id, ipv4);
+      if (this.d.ipv6Pool) {
+        const ipv6 = await this.d.addresses.allocateIpv6(this.d.ipv6Pool, 'nodebalancer', created.id);
+        if (!ipv6) throw FulcrumError.conflict('No NodeBalancer IPv6 addresses are left in the pool');
+        await this.d.repo.setIpv6(created.id, ipv6);
+      }
       for (const c of configs) {
         const cfg = await this.d.repo.createConfig(created.id, c.config);
         for (const n of c.nodes) await this.d.repo.createNode(created.id, cfg.id, n);

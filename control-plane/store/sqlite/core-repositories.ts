@@ -1,5 +1,6 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
@@ -8,10 +9,10 @@ import type { EventRecord } from '../../domain/events/model.js';
 import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
 
 /**
- * The next id of a table whose ids must never be reused (migration 102): one more than both the
- * highest id ever issued and the highest id present. Call inside the inserting transaction.
+ * The next id of a table whose ids must never be reused (migrations 102 and 240): one more than
+ * both the highest id ever issued and the highest id present. Call inside the inserting transaction.
  */
-export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens'): number {
+export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): number {
   const last = (db.prepare('SELECT last FROM id_sequences WHERE name = ?').pluck().get(name) as number | undefined) ?? 0;
   const max = db.prepare(`SELECT COALESCE(MAX(id), 0) FROM ${name}`).pluck().get() as number;
   const id = Math.max(last, max) + 1;
@@ -171,6 +172,23 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
         if (last === 0 || last === 255) continue;
         const ip = formatIpv4(n);
         if (used.has(ip)) continue;
+        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
+        return ip;
+      }
+      return undefined;
+    },
+    allocateIpv6(cidr, ownerType, ownerId) {
+      const range = parseIpv6Cidr(cidr);
+      if (!range) return undefined;
+      const used = new Set((db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]).map((ip) => parseIpv6(ip)));
+      // As for IPv4, the range's first two addresses are skipped (the router's on a real /64,
+      // something of the host's on loopback), unless the range is that small.
+      const first = range.size > 2n ? 2n : 0n;
+      // Walks only past the addresses in use: a /64 is never enumerated.
+      for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
+        const n = range.network + i;
+        if (used.has(n)) continue;
+        const ip = formatIpv6(n);
         db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
         return ip;
       }

@@ -1,6 +1,7 @@
 import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import { secretsOf } from './secrets.js';
+import { nextSequenceId } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
@@ -73,10 +74,14 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     list: () => (db.prepare('SELECT * FROM databases ORDER BY id').all() as any[]).map((r) => fromRow(r)!),
     get,
     create(d) {
-      const row = toRow(d);
-      const cols = Object.keys(row);
-      const info = db.prepare(`INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
-      return get(Number(info.lastInsertRowid))!;
+      // Ids come from a sequence that only grows (a deleted database's id is never handed out again).
+      const id = db.transaction(() => {
+        const row = { ...toRow(d), id: nextSequenceId(db, 'databases') };
+        const cols = Object.keys(row);
+        db.prepare(`INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
+        return row.id;
+      })();
+      return get(id)!;
     },
     update(id, patch) {
       const row = toRow(patch);

@@ -112,4 +112,13 @@ export const databaseMigrations: Migration[] = [
       ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    // Database ids come from the sequence NodeBalancers use (migration 102): SQLite hands the
+    // highest rowid out again once it is deleted, and clients (Terraform state, scripts) take a
+    // database id for one database forever.
+    id: '240-database-id-sequence',
+    sql: `
+      INSERT INTO id_sequences (name, last) SELECT 'databases', COALESCE(MAX(id), 0) FROM databases;
+    `,
+  },
 ];

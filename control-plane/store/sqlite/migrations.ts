@@ -154,4 +154,9 @@ export const coreMigrations: Migration[] = [
       ALTER TABLE nb_configs ADD COLUMN udp_session_timeout INTEGER NOT NULL DEFAULT 16;
     `,
   },
+  {
+    // A NodeBalancer's IPv6 address from the operator's IPv6 pool (NULL without one).
+    id: '150-nb-ipv6',
+    sql: `ALTER TABLE nodebalancers ADD COLUMN ipv6 TEXT;`,
+  },
 ];

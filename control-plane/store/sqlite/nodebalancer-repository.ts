@@ -12,7 +12,7 @@ export const BUCKET_MS = 5 * 60 * 1000;
 export function nbRow(r: any): NodeBalancer | undefined {
   if (!r) return undefined;
   return {
-    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, clientConnThrottle: r.client_conn_throttle,
+    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, ipv6: r.ipv6 ?? null, clientConnThrottle: r.client_conn_throttle,
     clientUdpSessThrottle: r.client_udp_sess_throttle, type: r.type, tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
   };
 }
@@ -94,6 +94,7 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
         db.prepare('DELETE FROM nb_traffic WHERE nodebalancer_id = ?').run(id);
       }),
     setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
+    setIpv6: (id, ipv6) => void db.prepare('UPDATE nodebalancers SET ipv6 = ? WHERE id = ?').run(ipv6, id),
 
     configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r, box)!),
     config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id), box),
@@ -121,8 +122,12 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
       });
       return { ...n, id, configId: cid, nodebalancerId: nbId, status: 'unknown' };
     },
+    // A node at a new address, or out of reject, is one nothing has seen yet: `unknown` again
+    // until a data plane reports on it (the data plane restarts its state the same way).
     updateNode: (id, n) =>
-      void db.prepare('UPDATE nb_nodes SET label = ?, address = ?, weight = ?, mode = ? WHERE id = ?').run(n.label, n.address, n.weight, n.mode, id),
+      void db.prepare(`UPDATE nb_nodes SET label = @label, address = @address, weight = @weight, mode = @mode,
+        status = CASE WHEN address != @address OR (mode = 'reject' AND @mode != 'reject') THEN 'unknown' ELSE status END WHERE id = @id`)
+        .run({ label: n.label, address: n.address, weight: n.weight, mode: n.mode, id }),
     deleteNode: (id) => void db.prepare('DELETE FROM nb_nodes WHERE id = ?').run(id),
     setNodeStatus: (id, status) => db.prepare('UPDATE nb_nodes SET status = ? WHERE id = ? AND status != ?').run(status, id, status).changes > 0,
 

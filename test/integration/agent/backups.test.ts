@@ -122,7 +122,14 @@ describe('agent: backups and restore (1 node)', () => {
     const victim = driver.db(11)!.backups.find((b) => b.label === 'to_corrupt')!;
     expect(await op({ deleteBackup: { backupId: victim.id } })).toMatchObject({ ok: true });
     expect(driver.db(11)!.backups.some((b) => b.id === victim.id)).toBe(false);
-    expect(await op({ snapshot: { label: 'fourth', target: 'primary' } })).toMatchObject({ ok: true });
+    const issued = driver.db(11)!.backups.map((b) => b.id);
+    const fourthOk = await op({ snapshot: { label: 'fourth', target: 'primary' } });
+    expect(fourthOk).toMatchObject({ ok: true });
+    // Backup ids come from a sequence: never a deleted one's, never one still listed.
+    expect(fourthOk.backupId).toBeGreaterThan(Math.max(victim.id, ...issued));
+    expect(await op({ deleteBackup: { backupId: fourthOk.backupId } })).toMatchObject({ ok: true });
+    const again = await op({ snapshot: { label: 'fourth', target: 'primary' } });
+    expect(again.backupId).toBe(fourthOk.backupId + 1);
   });
 
   it('auto backups happen at 00:00 UTC of the injected clock and only the newest 7 remain', async () => {
@@ -196,5 +203,19 @@ describe('agent: backups and restore (1 node)', () => {
     expect(JSON.parse(readFileSync(statePath, 'utf8')).restoreInProgress).toBeUndefined();
     const events = driver.reports.slice(seen).flatMap((r) => r.databases.find((d) => d.id === 11)?.events ?? []);
     expect(events.some((e) => /interrupted; the data from before it was put back/.test(String(e.message)))).toBe(true);
+  });
+
+  it('backup ids keep counting up across an agent restart, past deleted ids and ids already in storage', async () => {
+    // broken_sql (id 900) was put into storage behind the agent's back; the snapshots the agent
+    // issued itself are deleted from the highest id down until there is room for one more.
+    const own = driver.db(11)!.backups.filter((b) => b.type === 'snapshot' && b.label !== 'broken_sql').sort((a, b) => b.id - a.id);
+    expect(driver.db(11)!.backups.some((b) => b.id === 900)).toBe(true);
+    for (const b of own.slice(0, own.length - 1)) expect(await op({ deleteBackup: { backupId: b.id } })).toMatchObject({ ok: true });
+    const r = await op({ snapshot: { label: 'after_restart', target: 'primary' } });
+    expect(r.error).toBe('');
+    expect(r.backupId).toBe(901);
+    expect(await op({ deleteBackup: { backupId: r.backupId } })).toMatchObject({ ok: true });
+    const again = await op({ snapshot: { label: 'after_restart', target: 'primary' } });
+    expect(again.backupId).toBe(902);
   });
 });

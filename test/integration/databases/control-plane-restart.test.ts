@@ -54,4 +54,33 @@ describe('databases across a control-plane restart', () => {
     const next = await until('new version', () => (agent!.desired()!.version > desired.version ? agent!.desired() : undefined));
     expect(next.databases[0]!.label).toBe('restart-db-2');
   });
+
+  it('never hands a deleted database\'s id out again, also after a restart', async () => {
+    const engine = (await call('GET', '/v4/databases/engines')).body.data[0].id;
+    const make = async (label: string) => {
+      const r = await call('POST', '/v4/databases/mysql/instances', { label, region: 'us-east', type: 'g6-nanode-1', engine });
+      expect(r.status).toBe(200);
+      await until(`${label} active`, async () => (await call('GET', `/v4/databases/mysql/instances/${r.body.id}`)).body.status === 'active' || undefined);
+      return r.body.id as number;
+    };
+    const drop = async (id: number) => {
+      expect((await call('DELETE', `/v4/databases/mysql/instances/${id}`)).status).toBe(200);
+      // Gone for good once its delete event finishes (the row is purged when no agent runs it).
+      await until(`${id} purged`, async () => {
+        const events = (await call('GET', '/v4/account/events')).body.data as any[];
+        return events.some((e) => e.action === 'database_delete' && e.entity?.id === id && e.status === 'finished') || undefined;
+      });
+    };
+    const a = await make('ids-a');
+    await drop(a);
+    const b = await make('ids-b');
+    expect(b).toBe(a + 1);
+    await drop(b);
+    agent!.close();
+    await cp!.close();
+    cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, logger: silentLogger() });
+    agent = startScriptedAgent(cp.grpcAddress, { id: 'restart-agent', credentials: await hostCredentials(cp, 'agent', 'restart-agent', '*') });
+    const c = await make('ids-c');
+    expect(c).toBe(b + 1);
+  });
 });

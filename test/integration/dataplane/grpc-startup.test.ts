@@ -53,7 +53,7 @@ describe('data plane over real gRPC', () => {
     for (let i = 0; i < 4; i++) seen.push(await greeting(ip, port));
     expect(seen.filter((s) => s === 'a')).toHaveLength(2);
     expect(seen.filter((s) => s === 'b')).toHaveLength(2);
-    // check=none: nodes are reported UP once so that the API can show a status.
+    // check=none: the four connections saw both nodes, which are reported UP.
     await waitFor(() => cp.status.size === 2 && [...cp.status.values()].every((s) => s === 'UP'), 10_000, 'UP reports');
     // Counters flow as deltas.
     await waitFor(() => [...cp.totals.values()].some((t) => t.connections >= 4), 10_000, 'connection counters');

@@ -24,7 +24,11 @@ async function setup(names: string[], extra: Parameters<typeof config>[2], modes
 describe('health checks', () => {
   it('passive: the request right after a backend dies already avoids it', async () => {
     const { backends, url, status } = await setup(['a', 'b'], { check: 'none', checkPassive: true });
-    await waitFor(() => status('a') === 'UP' && status('b') === 'UP', 5000, 'initial UP (check none)');
+    // check none: nothing has seen the nodes yet, so they stay unknown until traffic reaches them.
+    await new Promise((r) => setTimeout(r, 300));
+    expect([status('a'), status('b')]).toEqual(['unknown', 'unknown']);
+    for (let i = 0; i < 2; i++) expect((await get(url)).status).toBe(200);
+    await waitFor(() => status('a') === 'UP' && status('b') === 'UP', 5000, 'UP once traffic saw them (check none)');
     await backends[0].kill();
     for (let i = 0; i < 10; i++) {
       const r = await get(url);

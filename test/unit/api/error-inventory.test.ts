@@ -271,6 +271,7 @@ describe('API error inventory', () => {
       'Must be a valid email address.',
       'No ${kind} with id ${String(id)} on this account',
       'No ${this.what} addresses are configured for region ${region}',
+      'No NodeBalancer IPv6 addresses are left in the pool',
       'No NodeBalancer addresses are left in the pool',
       'No database endpoint addresses are left in the pool',
       'Not found',
