@@ -92,6 +92,12 @@ export class DatabaseService {
       regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
       typeExists: (id) => findType(id) !== undefined,
       labelTaken: (l) => this.labelTaken(l),
+      forkSource: (id) => {
+        const src = this.d.repo.get(id);
+        if (!src || src.deleting || !this.d.auth.canRead(actor, 'database', id)) return undefined;
+        return { status: src.status, engineId: src.engineId, oldestRestoreMs: src.oldestRestoreMs ?? null };
+      },
+      nowMs: this.d.clock.now(),
     });
     const engine = this.d.engines.get(input.engineId)!;
     const created = this.d.repo.transaction(() => {
@@ -103,7 +109,7 @@ export class DatabaseService {
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false,
-        deleteEventId: null, lastError: null, created: now, updated: now,
+        deleteEventId: null, lastError: null, created: now, updated: now, fork: input.fork ?? null, oldestRestoreMs: null,
       });
       const primary = this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches

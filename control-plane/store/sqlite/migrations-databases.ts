@@ -112,4 +112,14 @@ export const databaseMigrations: Migration[] = [
       ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    // Point-in-time forks (docs/databases.md, "Fork"): the source and restore second of a
+    // database made by a fork (JSON, null otherwise), and the oldest restorable instant the agent
+    // reports.
+    id: '220-database-pitr',
+    sql: `
+      ALTER TABLE databases ADD COLUMN fork TEXT NOT NULL DEFAULT 'null';
+      ALTER TABLE databases ADD COLUMN oldest_restore_ms INTEGER;
+    `,
+  },
 ];

@@ -133,10 +133,18 @@ describe('databases API: the fields today\'s clients read', () => {
     const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
     expect(badCreate.status).toBe(400);
     expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
-    // A fork or a private network is refused by name, never created as something else.
+    // A fork needs a source with a point in time to restore (this scripted agent archives no
+    // binlogs), and a restore_time clients can send; a private network is refused by name.
     const fork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: id, restore_time: '2026-01-01T00:00:00' }, private_network: null } });
     expect(fork.status).toBe(400);
-    expect(fork.body.errors).toEqual([{ field: 'fork', reason: 'fork is not supported yet' }]);
+    expect(fork.body.errors).toEqual([{ field: 'fork.source', reason: 'fork.source has no point in time to restore yet (its oldest_restore_time is null)' }]);
+    const badFork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: 'x', restore_time: 'yesterday' } } });
+    expect(badFork.body.errors).toEqual([
+      { field: 'fork.restore_time', reason: 'fork.restore_time must be a UTC date and time such as 2026-01-02T03:04:05' },
+      { field: 'fork.source', reason: 'fork.source must be the id of a MySQL database you can read' },
+    ]);
+    const notObject = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: 7 } });
+    expect(notObject.body.errors).toEqual([{ field: 'fork', reason: 'fork must be an object with source and restore_time' }]);
     const vpc = await api.req('PUT', `${MYSQL}/${id}`, { body: { private_network: { vpc_id: 1, subnet_id: 2, public_access: true } } });
     expect(vpc.body.errors).toEqual([{ field: 'private_network', reason: 'private_network is not supported yet' }]);
   });
