@@ -99,6 +99,8 @@ export function createArchiver(d: ArchiverDeps) {
         format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       });
+      // A delete that ran meanwhile removed the database's storage: nothing may be left behind.
+      if (c.deleted) await d.segments.remove(c.id, seq);
     } catch (err) {
       await d.segments.remove(c.id, seq).catch(() => undefined);
       throw err;
@@ -108,14 +110,26 @@ export function createArchiver(d: ArchiverDeps) {
   }
 
   async function round(c: ArchivedDatabase): Promise<void> {
-    const s = c.state!;
+    if (c.deleted || !c.state) return;
+    const s = c.state;
     const p = s.primary;
     const found = await withAdmin(await c.adminTarget(p), async (x) => {
-      await x.query('FLUSH BINARY LOGS');
+      const list = async () => {
+        const files = (await q(x, 'SHOW BINARY LOGS')).map((r) => String(r.Log_name));
+        const starts: string[] = [];
+        for (const f of files) starts.push(String((await q(x, 'SELECT BINLOG_GTID_POS(?, 4) AS pos', [f]))[0]?.pos ?? ''));
+        return { files, starts };
+      };
+      // Read before the check: a transaction committed before this instant is in the binlog.
       const flushedMs = d.clock.now();
-      const files = (await q(x, 'SHOW BINARY LOGS')).map((r) => String(r.Log_name));
-      const starts: string[] = [];
-      for (const f of files) starts.push(String((await q(x, 'SELECT BINLOG_GTID_POS(?, 4) AS pos', [f]))[0]?.pos ?? ''));
+      const current = String((await q(x, 'SELECT @@gtid_binlog_pos AS p'))[0]?.p ?? '');
+      let { files, starts } = await list();
+      // Only a file holding transactions is closed: an idle database gets no new file a minute.
+      const active = starts.at(-1) ?? '';
+      if (!(gtidLe(current, active) && gtidLe(active, current))) {
+        await x.query('FLUSH BINARY LOGS');
+        ({ files, starts } = await list());
+      }
       const socket = String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? '');
       return { flushedMs, files, starts, socket };
     });

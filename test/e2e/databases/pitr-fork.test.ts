@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type mysql from 'mysql2/promise';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
@@ -13,10 +16,12 @@ const CLIENT = '127.64.0.2';
  * before the second ended, none sent after it), and the source still serves.
  */
 describe.each([
-  ['process', 1],
-  ['process', 3],
-  ['docker', 1],
-] as [RuntimeKind, 1 | 3][])('fork to a point in time (%s runtime, %i node source)', (runtime, size) => {
+  ['process', 1, false],
+  ['process', 3, false],
+  ['docker', 1, false],
+  ['docker', 3, false],
+  ['process', 1, true],
+] as [RuntimeKind, 1 | 3, boolean][])('fork to a point in time (%s runtime, %i node source, encrypted %s)', (runtime, size, encrypted) => {
   let lab: DbLab;
   let src: any;
   let password = '';
@@ -33,11 +38,11 @@ describe.each([
   });
 
   beforeAll(async () => {
-    lab = await startDbLab(`pitr-${runtime}-${size}`, runtime);
+    lab = await startDbLab(`pitr-${runtime}-${size}${encrypted ? '-enc' : ''}`, runtime);
     await lab.startAgent();
     const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
     const created = await ok('POST', MYSQL, {
-      label: `pitr-src-${runtime}-${size}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: size, allow_list: ['0.0.0.0/0'],
+      label: `pitr-src-${runtime}-${size}${encrypted ? '-e' : ''}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: size, allow_list: ['0.0.0.0/0'], encrypted,
     });
     src = await waitStatus(lab, created.id, 'active', 240_000);
     ({ password, ca } = await credentials(src.id));
@@ -94,7 +99,7 @@ describe.each([
 
     const started = Date.now();
     const fork = await ok('POST', MYSQL, {
-      label: `pitr-fork-${runtime}-${size}`, region: 'us-east', type: 'g6-nanode-1', engine: `${src.engine}/${src.version}`, cluster_size: size,
+      label: `pitr-fork-${runtime}-${size}${encrypted ? '-e' : ''}`, region: 'us-east', type: 'g6-nanode-1', engine: `${src.engine}/${src.version}`, cluster_size: size,
       allow_list: ['0.0.0.0/0'], fork: { source: src.id, restore_time: wire(T) },
     });
     expect(fork.fork).toEqual({ source: src.id, restore_time: wire(T) });
@@ -123,6 +128,17 @@ describe.each([
     expect(Number((count as any[])[0].n)).toBe(stamped.size + 1);
     await s.end();
     expect((await ok('GET', `${MYSQL}/${src.id}`)).status).toBe('active');
-    console.log(`pitr fork (${runtime}, ${size} nodes): ${inFork.size} of ${stamped.size} rows, active in ${forkMs} ms`);
+    // The archive the fork was built from: checksummed segments, encrypted exactly when the database is.
+    const dir = join(lab.agentDir, 'backups', String(src.id), 'binlog');
+    const manifests = readdirSync(dir).map((n) => JSON.parse(readFileSync(join(dir, n, 'manifest.json'), 'utf8')));
+    expect(manifests.length).toBeGreaterThan(0);
+    for (const m of manifests) {
+      expect(m.format).toBe(encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip');
+      const bytes = readFileSync(join(dir, String(m.seq), m.file));
+      expect(m.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+      // Encrypted frames (FBK1) rather than a gzip stream anyone could read.
+      expect(bytes.subarray(0, encrypted ? 4 : 2).toString('hex')).toBe(encrypted ? Buffer.from('FBK1').toString('hex') : '1f8b');
+    }
+    console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}): ${inFork.size} of ${stamped.size} rows, active in ${forkMs} ms`);
   }, 600_000);
 });
