@@ -181,7 +181,8 @@ export function createArchiver(d: ArchiverDeps) {
   function archive(c: ArchivedDatabase): Promise<void> {
     const prev = running.get(c.id) ?? Promise.resolve();
     const next = prev.catch(() => undefined).then(() => round(c));
-    const tracked = next.finally(() => {
+    // The caller handles `next`'s failure; the bookkeeping copy must not be an unhandled rejection.
+    const tracked: Promise<void> = next.then(() => undefined, () => undefined).finally(() => {
       if (running.get(c.id) === tracked) running.delete(c.id);
     });
     running.set(c.id, tracked);
@@ -191,7 +192,10 @@ export function createArchiver(d: ArchiverDeps) {
   /** Whether a round may run now: a live, provisioned, running primary not being restored. */
   function archivable(c: ArchivedDatabase): boolean {
     const s = c.state;
-    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && c.busy !== 'restore' && c.busy !== 'delete';
+    // Not while an action restarts, replaces or removes nodes (a round then would only fail);
+    // a snapshot or an account/variable sync leaves the primary serving.
+    const quiet = c.busy === undefined || c.busy === 'snapshot' || c.busy.startsWith('sync-');
+    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && quiet;
   }
 
   return {
