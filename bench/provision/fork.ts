@@ -3,7 +3,8 @@
  * `fork: {source, restore_time}`) to `active`, against the source's data size. The source (1 node,
  * process runtime unless asked otherwise) gets N MB of rows, a snapshot backup (the base the fork
  * starts from), then a binlog tail of small writes over a few seconds; the fork asks for the last
- * second of that tail, so it loads the backup and replays the tail. Everything runs the real way.
+ * second of that tail, so it loads the backup and replays the tail. Everything runs the real way,
+ * except that queries go to the primary member itself (no data plane runs here).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +12,7 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { startControlPlane } from '../../control-plane/main.js';
 import { startAgent } from '../../agent/main.js';
-import { silentLogger } from '../../lib/logger.js';
+import { createLogger, silentLogger } from '../../lib/logger.js';
 import { apiClient } from '../common/fulcrum.js';
 
 export interface ForkSample { mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number }
@@ -36,7 +37,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
   const octet = 100 + Math.floor(Math.random() * 150);
   const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
   const joinToken = cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-fork-${runtime}`, region: '*' }).token;
-  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
+  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: process.env.BENCH_FORK_LOG ? createLogger('agent', { level: 'info', destination: 2 }) : silentLogger() });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const get = (id: number) => api('GET', `/databases/mysql/instances/${id}`);
   const waitActive = (id: number, ms: number) => until(async () => {
@@ -47,7 +48,9 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
   const connect = async (d: any) => {
     const creds = await api('GET', `/databases/mysql/instances/${d.id}/credentials`);
     const ca = Buffer.from((await api('GET', `/databases/mysql/instances/${d.id}/ssl`)).ca_certificate, 'base64').toString();
-    return mysql.createConnection({ host: d.hosts.primary, port: d.port, user: creds.username, password: creds.password, ssl: { ca } });
+    // Straight to the primary member: this bench runs no data plane to serve hosts.primary.
+    const primary = Object.entries(d.members as Record<string, string>).find(([, role]) => role === 'primary')![0];
+    return mysql.createConnection({ host: primary, port: d.port, user: creds.username, password: creds.password, ssl: { ca } });
   };
   const out: ForkSample[] = [];
   try {
@@ -60,6 +63,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       const c = await connect(src);
       await c.query('CREATE DATABASE app');
       await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, pad VARCHAR(1000) NOT NULL)');
+      await c.query('USE app');
       const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
       const t0 = performance.now();
       // Server-side rows from MariaDB's sequence engine, in transactions of 50,000 rows.
