@@ -177,6 +177,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
     creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
     try {
+      // The binlog archive's next file starts here: a fork from this backup replays only what
+      // follows it, not the rest of a file written before it (agent/binlog).
+      await withAdmin(await c.adminTarget(s.primary), (x) => x.query('FLUSH BINARY LOGS')).catch(() => undefined);
       return await dump(c, id, sourceNode(c, o.target), { label: o.label, type: o.type, createdMs: o.nowMs });
     } finally {
       creating.set(c.id, (creating.get(c.id) ?? []).filter((b) => b.id !== id));
