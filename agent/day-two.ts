@@ -7,6 +7,12 @@ import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from './backup/schedule.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
+import { createArchiver } from './binlog/archiver.js';
+import { seedFork } from './binlog/replay.js';
+import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
+
+/** How often each database's binlog is closed and archived (wall time of the injected clock). */
+export const BINLOG_ARCHIVE_MS = 60_000;
 
 /** A failed auto backup is tried again after this long (of the injected clock). */
 const AUTO_RETRY_MS = 5 * 60_000;
@@ -22,10 +28,25 @@ export interface DayTwo extends ControllerExtras {
  * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
  * (backup/schedule.ts, lib/maintenance-window.ts); node-cron and the reconcile loop only tick.
  */
-export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {}): DayTwo {
+export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
   const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
   const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock });
+  const segments = opts.segments ?? createLocalSegmentStorage(join(agent.stateDir, 'backups'));
+  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger });
+  const archiveEvery = opts.binlogArchiveMs ?? BINLOG_ARCHIVE_MS;
+  const nextArchive = new Map<number, number>();
+
+  /** Binlog archiving (agent/binlog): a round per database every `archiveEvery`, never two at once. */
+  function archiveTick(c: DatabaseController, now: number): void {
+    if (!archiver.archivable(c) || archiver.busy(c.id) || now < (nextArchive.get(c.id) ?? 0)) return;
+    nextArchive.set(c.id, now + archiveEvery);
+    archiver.archive(c).catch((err) => {
+      log.warn({ err, database: c.id }, 'binlog archive round failed');
+      // Tried again sooner than a full interval: the chain should not fall behind.
+      nextArchive.set(c.id, agent.clock.now() + Math.min(archiveEvery, 10_000));
+    });
+  }
   const autoRunning = new Set<number>();
   const retryAfter = new Map<number, number>();
   const loaded = new Set<number>();
@@ -55,6 +76,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
     for (const c of agent.databases()) {
       const s = c.state;
       if (!s?.provisioned || s.suspended || c.deleted || !c.desired) continue;
+      archiveTick(c, now);
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
         backups.refresh(c.id).catch((err) => log.warn({ err, database: c.id }, 'backup list unreadable'));
@@ -82,7 +104,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage } = {
 
   return {
     windowOpen: (c) => (c.desired?.updates ? isInWindow(c.desired.updates, agent.clock.now()) : false),
-    extraReport: (c) => ({ backups: backups.report(c.id) }),
+    extraReport: (c) => ({ backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id) }),
+    seed: (c) => {
+      const sourceId = Number(c.desired?.forkSource ?? 0);
+      const source = agent.databases().find((x) => x.id === sourceId && !x.deleted);
+      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, Number(c.desired?.forkRestoreMs ?? 0));
+    },
     handlers: {
       snapshot: async (c, op) => {
         const label = op.snapshot?.label ?? '';

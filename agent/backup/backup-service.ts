@@ -23,6 +23,32 @@ const DUMP_FILE = 'dump.sql.gz';
 const ENCRYPTED_FILE = 'dump.sql.gz.aes';
 /** Backup id reserved for a restore's safety copy (customer backups count from 1). */
 const SAFETY_ID = 0;
+/** Hidden base backups (agent/binlog) take ids from here on. */
+const BASE_IDS = 1_000_000_000;
+
+/** Backups the customer sees, lists, restores and deletes (not the safety copy nor a chain's base). */
+export const isCustomerBackup = (m: BackupManifest): boolean => m.type === 'auto' || m.type === 'snapshot';
+
+/**
+ * Passes a dump through and keeps the GTID position its consistent snapshot was taken at
+ * (mariadb-dump prints `-- SET GLOBAL gtid_slave_pos='...';` at the start of a line, near the
+ * end, for `--master-data --gtid`; customer strings cannot start a line, their newlines are
+ * escaped). The last match wins.
+ */
+export function snapshotGtidTap(): { tap: Transform; gtid: () => string | undefined } {
+  let tail = '';
+  let found: string | undefined;
+  const re = /\n-- SET GLOBAL gtid_slave_pos='([0-9,-]*)';/g;
+  const tap = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      const text = tail + chunk.toString('latin1');
+      for (const m of text.matchAll(re)) found = m[1];
+      tail = text.slice(-120);
+      cb(null, chunk);
+    },
+  });
+  return { tap, gtid: () => found };
+}
 
 export interface TakeOptions {
   type: 'auto' | 'snapshot';
@@ -103,6 +129,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       const out = await opts.storage.writer(c.id, id, file);
       const written = encrypted ? pipeline(gzip, createEncryptStream(await backupKey(c)), tap, out) : pipeline(gzip, tap, out);
       gzip.write(await usersSql(c, node));
+      const snapshot = snapshotGtidTap();
+      snapshot.tap.pipe(gzip);
+      let snapshotGtid = gtid;
       if (databases.length > 0) {
         // Schema names are the customer's: after `--` a name such as `--result-file=/path` is a
         // name, never an option (docs/security/secrets.md).
@@ -110,16 +139,18 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
           c.nodeName(node),
           ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
             '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
-          { stdout: gzip, env: { MYSQL_PWD: s.adminPassword } },
+          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword } },
         );
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
+        snapshotGtid = snapshot.gtid() ?? '';
+        if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
       } else {
         gzip.end();
       }
       await written;
       const manifest: BackupManifest = {
         id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
-        finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid,
+        finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid, snapshotGtid,
         format: encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-dump+gzip',
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
         file, sizeBytes: size, sha256: hash.digest('hex'), databases,
@@ -150,6 +181,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
     creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
     try {
+      // The binlog archive's next file starts here: a fork from this backup replays only what
+      // follows it, not the rest of a file written before it (agent/binlog).
+      await withAdmin(await c.adminTarget(s.primary), (x) => x.query('FLUSH BINARY LOGS')).catch(() => undefined);
       return await dump(c, id, sourceNode(c, o.target), { label: o.label, type: o.type, createdMs: o.nowMs });
     } finally {
       creating.set(c.id, (creating.get(c.id) ?? []).filter((b) => b.id !== id));
@@ -192,7 +226,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * database is left with the data it had. hosts, port and credentials do not change.
    */
   async function restore(c: BackupDatabase, backupId: number): Promise<void> {
-    const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
+    const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await verify(m);
     await c.runExclusive('restore', async () => {
@@ -297,19 +331,38 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return removed;
   }
 
+  /** Removes a hidden base backup the binlog retention no longer needs. */
+  async function removeBase(dbId: number, backupId: number): Promise<void> {
+    if (backupId < BASE_IDS) return;
+    await opts.storage.remove(dbId, backupId);
+    await refresh(dbId);
+  }
+
   async function remove(c: BackupDatabase, backupId: number): Promise<void> {
-    const m = (await refresh(c.id)).find((b) => b.id === backupId && b.type !== 'pre-restore');
+    const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await opts.storage.remove(c.id, backupId);
     await refresh(c.id);
   }
 
   function report(dbId: number): BackupInfo[] {
-    const done: BackupInfo[] = (manifests.get(dbId) ?? []).filter((m) => m.type !== 'pre-restore').map((m) => ({
+    const done: BackupInfo[] = (manifests.get(dbId) ?? []).filter(isCustomerBackup).map((m) => ({
       id: m.id, label: m.label, type: m.type, createdMs: m.createdMs, sizeBytes: m.sizeBytes, status: 'ready', target: m.target,
     }));
     return [...done, ...(creating.get(dbId) ?? [])];
   }
 
-  return { take, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
+  /**
+   * A hidden backup a binlog chain starts from (agent/binlog): taken like any other, from a
+   * healthy replica when there is one, never listed, removed when the chain no longer needs it.
+   */
+  async function takeBase(c: BackupDatabase): Promise<BackupManifest> {
+    // Their own id range: customer backup ids stay the sequence clients see (1, 2, 3...).
+    const id = BASE_IDS + (c.state!.nextBaseId ?? 1);
+    c.state!.nextBaseId = (c.state!.nextBaseId ?? 1) + 1;
+    await c.save();
+    return dump(c, id, sourceNode(c, 'primary'), { label: 'binlog base', type: 'base', createdMs: opts.clock.now() });
+  }
+
+  return { take, takeBase, removeBase, verify, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };
 }

@@ -8,8 +8,11 @@ export interface BackupManifest {
   id: number;
   databaseId: number;
   label: string;
-  /** `pre-restore`: the safety copy a restore takes first; never listed to the customer. */
-  type: 'auto' | 'snapshot' | 'pre-restore';
+  /**
+   * `pre-restore`: the safety copy a restore takes first; `base`: the backup a binlog chain
+   * starts from when no customer backup can be (agent/binlog). Neither is listed to the customer.
+   */
+  type: 'auto' | 'snapshot' | 'pre-restore' | 'base';
   /** Node role the dump was taken from. */
   target: 'primary' | 'secondary';
   createdMs: number;
@@ -17,6 +20,11 @@ export interface BackupManifest {
   engineVersion: string;
   /** GTID position of the source when the dump started. */
   gtidPos: string;
+  /**
+   * The GTID position of the dump's consistent snapshot (what mariadb-dump prints for
+   * `--master-data --gtid`): binlog replay for a fork starts after it. Absent on older backups.
+   */
+  snapshotGtid?: string;
   /** How `file` was made; `+aes-256-gcm` files need the database's backup key to read. */
   format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm';
   /** Set for encrypted files: the framing scheme (backup-crypto.ts). */

@@ -61,6 +61,8 @@ export abstract class Cluster {
   /** Observes the nodes again and lets the members accept PROXY headers from the data planes. */
   abstract refresh(): Promise<void>;
   abstract closeEndpoints(): Promise<void>;
+  /** A fork's data (the controller asks the day-two services). */
+  protected abstract seedData(): Promise<void>;
 
   get id(): number {
     return this.deps.id;
@@ -153,6 +155,7 @@ export abstract class Cluster {
       linrootPassword: () => this.pendingPassword ?? spec().rootPassword,
       refresh: () => this.refresh(),
       closeEndpoints: () => this.closeEndpoints(),
+      seed: () => this.seedData(),
     };
   }
 }

@@ -22,6 +22,8 @@ export type { ControllerDeps };
 export interface ControllerExtras {
   windowOpen: (c: DatabaseController) => boolean;
   extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
+  /** Builds a fork's data from its source's backups and binlogs (agent/binlog/replay.ts). */
+  seed?: (c: DatabaseController) => Promise<void>;
 }
 
 /** A provisioning that failed is tried again after this long (of the injected clock). */
@@ -60,6 +62,11 @@ export class DatabaseController extends Cluster {
    */
   get inspected(): boolean {
     return !this.state?.provisioned || this.observer.details.length > 0;
+  }
+
+  protected async seedData(): Promise<void> {
+    if (!this.extras?.seed) throw new Error('this agent cannot build forks');
+    await this.extras.seed(this);
   }
 
   /** Nodes whose server answered in the last observation. */

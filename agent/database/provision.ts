@@ -6,7 +6,7 @@ import { NODE_PORT } from './state.js';
 
 export type ProvisionContext = Pick<ClusterContext,
   'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
-  | 'allocateAddresses' | 'ensureTls' | 'save' | 'wait' | 'syncAccounts' | 'refresh'>;
+  | 'allocateAddresses' | 'ensureTls' | 'save' | 'wait' | 'syncAccounts' | 'refresh' | 'seed'>;
 
 /**
  * Builds the database (docs/agent.md §3): addresses, TLS, every node started in parallel and
@@ -52,6 +52,11 @@ export async function provision(db: ProvisionContext): Promise<void> {
       withAdmin(await db.adminTarget(p), async (c) => Number(await globalStatus(c, 'Rpl_semi_sync_master_clients')) >= replicas.length), 15_000);
   }
   step('replicas attached');
+  // A fork gets its source's data as of the restore second before anyone can connect.
+  if (Number(d.forkSource ?? 0) > 0) {
+    await db.seed();
+    step('fork seeded');
+  }
   await db.syncAccounts();
   step('accounts');
   const pos = await withAdmin(await db.adminTarget(p), async (c) => gtidCurrentPos(c));

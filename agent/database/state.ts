@@ -33,6 +33,8 @@ export interface DbState {
   errant?: { node: number; gtids: string[]; after: string };
   suspended: boolean;
   nextBackupId: number;
+  /** Hidden base backups of the binlog archive count separately (agent/binlog). */
+  nextBaseId?: number;
   /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */
   lastAutoBackupDay?: string;
   error?: string;

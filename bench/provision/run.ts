@@ -4,9 +4,11 @@
  * semi_synch clusters on each runtime. The control plane and agent run the real way (REST API,
  * gRPC, real mariadbd processes or containers); nothing is shortcut.
  *
- *   npm run bench:provision -- [--rounds N] [--runtimes process,docker]
+ *   npm run bench:provision -- [--rounds N] [--runtimes process,docker] [--fork-mb 10,100,1024] [--only provision|fork]
  *
- * Goals (issue 7): 1 node active < 10 s and 3 nodes < 30 s with the process runtime.
+ * Goals (issue 7): 1 node active < 10 s and 3 nodes < 30 s with the process runtime. Then the
+ * fork part (fork.ts): a fork's time to active against the source's data size (a 1 GB fork under
+ * 60 s), on the first runtime listed.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,6 +20,7 @@ import { startAgent } from '../../agent/main.js';
 import { silentLogger } from '../../lib/logger.js';
 import { apiClient, repoRoot } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
+import { measureForks } from './fork.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: string) => {
@@ -26,6 +29,8 @@ const flag = (name: string, dflt: string) => {
 };
 const rounds = Number(flag('rounds', '3'));
 const runtimes = flag('runtimes', 'process,docker').split(',') as ('process' | 'docker')[];
+const forkSizes = flag('fork-mb', '10,100,1024').split(',').map(Number).filter((n) => n > 0);
+const only = flag('only', '');
 
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -100,7 +105,7 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
 }
 
 const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
-for (const runtime of runtimes) {
+for (const runtime of only === 'fork' ? [] : runtimes) {
   if (runtime === 'docker' && !dockerReady()) {
     rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
     continue;
@@ -117,5 +122,17 @@ for (const runtime of runtimes) {
     }
   }
 }
-console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
+if (only !== 'fork') console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
+if (only !== 'provision' && forkSizes.length > 0) {
+  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'fork active s', 'rows in fork', 'goal (1 GB)', 'verdict']];
+  try {
+    for (const s of await measureForks(runtimes[0] ?? 'process', forkSizes)) {
+      f.push([runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), fmt(s.forkS, 2), String(s.forkRows),
+        s.mb >= 1024 ? '< 60 s' : '-', s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-']);
+    }
+  } catch (err) {
+    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
+  }
+  console.log(`\nbench/provision: fork to a point in time against data size\n${table(f)}\n`);
+}
 process.exit(0);

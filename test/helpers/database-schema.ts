@@ -37,7 +37,8 @@ const engineConfigValues = { type: ['integer', 'number', 'string', 'boolean'] };
 export const currentDatabaseSchema = {
   type: 'object',
   required: ['id', 'label', 'region', 'type', 'engine', 'version', 'status', 'cluster_size', 'platform', 'members', 'ssl_connection',
-    'encrypted', 'allow_list', 'created', 'updated', 'updates', 'used_disk_size_gb', 'total_disk_size_gb', 'port', 'hosts', 'engine_config'],
+    'encrypted', 'allow_list', 'created', 'updated', 'updates', 'used_disk_size_gb', 'total_disk_size_gb', 'port', 'hosts', 'engine_config',
+    'oldest_restore_time', 'fork'],
   properties: {
     id: { type: 'integer' },
     label: { type: 'string', minLength: 3, maxLength: 32 },
@@ -62,6 +63,14 @@ export const currentDatabaseSchema = {
       type: 'object',
       required: ['primary', 'standby'],
       properties: { primary: nullableString, standby: nullableString, secondary: nullableString },
+    },
+    // linodego decodes both as optional pointers: a time in the API's format, and {source, restore_time}.
+    oldest_restore_time: { anyOf: [wireTime, { type: 'null' }] },
+    fork: {
+      anyOf: [{ type: 'null' }, {
+        type: 'object', required: ['source', 'restore_time'], additionalProperties: false,
+        properties: { source: { type: 'integer' }, restore_time: wireTime },
+      }],
     },
     engine_config: {
       type: 'object',

@@ -39,10 +39,12 @@ export function databaseToWire(d: DatabaseRecord, pending: PendingUpdate[] = [])
     encrypted: d.encrypted,
     engine: 'mysql',
     engine_config: d.engineConfig,
+    fork: d.fork ? { source: d.fork.source, restore_time: wireTime(d.fork.restoreTimeMs) } : null,
     hosts: hosts(d),
     id: d.id,
     label: d.label,
     members: d.members,
+    oldest_restore_time: d.oldestRestoreMs ? wireTime(d.oldestRestoreMs) : null,
     platform: 'rdbms-default',
     port: d.port,
     region: d.region,
@@ -67,6 +69,8 @@ export function databaseToWire(d: DatabaseRecord, pending: PendingUpdate[] = [])
 export function databaseSummaryToWire(d: DatabaseRecord, pending: PendingUpdate[] = []): Record<string, unknown> {
   const {
     engine_config: _e,
+    fork: _f,
+    oldest_restore_time: _o,
     port: _p,
     replication_type: _r,
     ssl_connection: _s,

@@ -90,11 +90,19 @@ export class DatabaseService {
     this.d.auth.requireAddGrant(actor, 'database');
     const created = await this.d.repo.transaction(async () => {
       const labels = await this.labels();
+      // The fork source is read before validation, which is synchronous.
+      const forkId = (body as { fork?: { source?: unknown } } | null)?.fork?.source;
+      const src = typeof forkId === 'number' && Number.isSafeInteger(forkId) && forkId > 0 ? await this.d.repo.get(forkId) : undefined;
       const input = validateCreate(body, {
         engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
         regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
         typeExists: (id) => findType(id) !== undefined,
         labelTaken: (l) => labels.has(l),
+        forkSource: (id) => {
+          if (!src || src.id !== id || src.deleting || !this.d.auth.canRead(actor, 'database', id)) return undefined;
+          return { status: src.status, engineId: src.engineId, oldestRestoreMs: src.oldestRestoreMs ?? null };
+        },
+        nowMs: this.d.clock.now(),
       });
       const engine = this.d.engines.get(input.engineId)!;
       const now = this.now();
@@ -105,7 +113,7 @@ export class DatabaseService {
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false,
-        deleteEventId: null, lastError: null, created: now, updated: now,
+        deleteEventId: null, lastError: null, created: now, updated: now, fork: input.fork ?? null, oldestRestoreMs: null,
       });
       const primary = await this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches

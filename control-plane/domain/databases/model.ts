@@ -84,6 +84,13 @@ export interface DatabaseRecord {
   lastError: string | null;
   created: number;
   updated: number;
+  /** Set on a database made by a fork: the source and the restore second (ms, UTC). */
+  fork?: { source: number; restoreTimeMs: number } | null;
+  /**
+   * What the agent reports can truly be restored: the oldest backup followed by an unbroken
+   * binlog chain (ms, a whole second); null until it has one (docs/databases.md, "Fork").
+   */
+  oldestRestoreMs?: number | null;
 }
 
 export interface BackupRecord {

@@ -137,6 +137,9 @@ export class DatabaseObserver {
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;
+    // 0 is an agent that has not finished its first archive round since it started: the stored
+    // instant stays until it reports one (the archive outlives agent restarts).
+    if ((o.oldestRestoreMs ?? 0) > 0 && o.oldestRestoreMs !== db.oldestRestoreMs) patch.oldestRestoreMs = o.oldestRestoreMs;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;

@@ -45,6 +45,19 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
   for (const x of live) if (x.agentId !== null) count(x.agentId, x.id);
   for (const db of live) {
     if (db.agentId !== null) continue;
+    // A fork is built from its source's backups and archived binlogs, which live in the storage
+    // of the agent running the source: every member goes there (docs/databases.md, "Fork").
+    const forkAgent = db.fork ? (await repo.get(db.fork.source))?.agentId ?? null : undefined;
+    if (forkAgent !== undefined) {
+      if (forkAgent === null || !connected.some((a) => a.id === forkAgent)) continue;
+      const members = Array.from({ length: db.clusterSize ?? 1 }, () => forkAgent);
+      await repo.setMembers(db.id, members);
+      await repo.update(db.id, { agentId: forkAgent, primaryMember: 1 });
+      db.agentId = forkAgent;
+      count(forkAgent, db.id);
+      placed.push({ database: db.id, agent: forkAgent, members });
+      continue;
+    }
     const candidates = connected.filter((a) => servesRegion(a.region, db.region));
     if (candidates.length === 0) continue;
     const size = (id: string) => load.get(id)?.size ?? 0;

@@ -51,6 +51,8 @@ export interface Observation {
   convergedGeneration: number;
   /** A new engine build waits for the maintenance window (updates.pending). */
   patchPending?: boolean;
+  /** The oldest restorable instant (ms); 0 = the agent does not know one (yet). */
+  oldestRestoreMs?: number;
 }
 
 export interface Transition {

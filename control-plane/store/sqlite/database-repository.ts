@@ -21,6 +21,7 @@ export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' |
   ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'], ['term', 'term', 'plain'], ['primaryMember', 'primary_member', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
+  ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
 ];
 
 export function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, unknown> {

@@ -113,6 +113,16 @@ export const databaseMigrations: Migration[] = [
     `,
   },
   {
+    // Point-in-time forks (docs/databases.md, "Fork"): the source and restore second of a
+    // database made by a fork (JSON, null otherwise), and the oldest restorable instant the agent
+    // reports.
+    id: '220-database-pitr',
+    sql: `
+      ALTER TABLE databases ADD COLUMN fork TEXT NOT NULL DEFAULT 'null';
+      ALTER TABLE databases ADD COLUMN oldest_restore_ms INTEGER;
+    `,
+  },
+  {
     // Database ids come from the sequence NodeBalancers use (migration 102): SQLite hands the
     // highest rowid out again once it is deleted, and clients (Terraform state, scripts) take a
     // database id for one database forever.

@@ -88,7 +88,7 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect(r.status).toBe(200);
     const d = r.body;
     expect(Object.keys(d).sort()).toEqual([
-      'allow_list', 'cluster_size', 'created', 'encrypted', 'engine', 'engine_config', 'hosts', 'id', 'label', 'members', 'platform', 'port', 'region',
+      'allow_list', 'cluster_size', 'created', 'encrypted', 'engine', 'engine_config', 'fork', 'hosts', 'id', 'label', 'members', 'oldest_restore_time', 'platform', 'port', 'region',
       'replication_type', 'ssl_connection', 'status', 'total_disk_size_gb', 'type', 'updated', 'updates', 'used_disk_size_gb', 'version',
     ]);
     expect(d).toMatchObject({

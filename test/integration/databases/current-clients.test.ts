@@ -133,10 +133,18 @@ describe('databases API: the fields today\'s clients read', () => {
     const badCreate = await api.req('POST', MYSQL, { body: { label: 'cur-config-2', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { mysql: { wait_timeout: 0 } } } });
     expect(badCreate.status).toBe(400);
     expect(badCreate.body.errors).toEqual([{ field: 'engine_config.mysql.wait_timeout', reason: 'wait_timeout must be from 1 to 2147483' }]);
-    // A fork or a private network is refused by name, never created as something else.
+    // A fork needs a source with a point in time to restore (this scripted agent archives no
+    // binlogs), and a restore_time clients can send; a private network is refused by name.
     const fork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: id, restore_time: '2026-01-01T00:00:00' }, private_network: null } });
     expect(fork.status).toBe(400);
-    expect(fork.body.errors).toEqual([{ field: 'fork', reason: 'fork is not supported yet' }]);
+    expect(fork.body.errors).toEqual([{ field: 'fork.source', reason: 'fork.source has no point in time to restore yet (its oldest_restore_time is null)' }]);
+    const badFork = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: { source: 'x', restore_time: 'yesterday' } } });
+    expect(badFork.body.errors).toEqual([
+      { field: 'fork.restore_time', reason: 'fork.restore_time must be a UTC date and time such as 2026-01-02T03:04:05' },
+      { field: 'fork.source', reason: 'fork.source must be the id of a MySQL database you can read' },
+    ]);
+    const notObject = await api.req('POST', MYSQL, { body: { label: 'cur-fork', region: 'us-east', type: 'g6-nanode-1', engine, fork: 7 } });
+    expect(notObject.body.errors).toEqual([{ field: 'fork', reason: 'fork must be an object with source and restore_time' }]);
     const vpc = await api.req('PUT', `${MYSQL}/${id}`, { body: { private_network: { vpc_id: 1, subnet_id: 2, public_access: true } } });
     expect(vpc.body.errors).toEqual([{ field: 'private_network', reason: 'private_network is not supported yet' }]);
   });
@@ -192,5 +200,43 @@ describe('databases API: the fields today\'s clients read', () => {
     expect(down.status).toBe(400);
     expect(down.body.errors).toEqual([{ field: 'version', reason: 'version can only be upgraded from 99.0.1, not lowered' }]);
     expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 2 } })).body.errors).toEqual([{ field: 'cluster_size', reason: 'cluster_size must be 1 or 3' }]);
+  });
+  it('forks as linodego and the Terraform provider send it: placed on the source\'s agent, told the source and second, 400s naming the field', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-fork-src', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { binlog_retention_period: 3600 } } });
+    const source = created.body.id as number;
+    await waitStatus(api, source, 'active');
+    const desiredOf = (id: number) => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    expect(Number(desiredOf(source).binlogRetentionSeconds)).toBe(3600);
+    expect((await api.req('GET', `${MYSQL}/${source}`)).body.oldest_restore_time).toBeNull();
+    const oldest = Math.floor(Date.now() / 1000) * 1000 - 120_000;
+    agent.setOldestRestore(source, oldest);
+    const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
+    const shown = await until('oldest_restore_time shown', async () => (await api.req('GET', `${MYSQL}/${source}`)).body.oldest_restore_time ?? undefined);
+    expect(shown).toBe(wire(oldest));
+
+    const body = (over: Record<string, unknown>) => ({ label: 'cur-fork-1', region: 'us-east', type: 'g6-nanode-1', engine, ...over });
+    const early = await api.req('POST', MYSQL, { body: body({ fork: { source, restore_time: wire(oldest - 1000) } }) });
+    expect(early.status).toBe(400);
+    expect(early.body.errors).toEqual([{ field: 'fork.restore_time', reason: expect.stringMatching(new RegExp(`^fork.restore_time must be from ${wire(oldest)} \\(oldest_restore_time\\) to `)) }]);
+    const late = await api.req('POST', MYSQL, { body: body({ fork: { source, restore_time: wire(Date.now() + 60_000) } }) });
+    expect(late.body.errors.map((e: any) => e.field)).toEqual(['fork.restore_time']);
+    const otherEngine = await api.req('POST', MYSQL, { body: body({ engine: NEWER, fork: { source, restore_time: wire(oldest) } }) });
+    expect(otherEngine.body.errors).toEqual([{ field: 'engine', reason: `A fork must use its source's engine ${engine}` }]);
+    // linodego sends the API's own time format; Terraform's RFC 3339 with a zone works too.
+    const at = oldest + 60_000;
+    const fork = await api.req('POST', MYSQL, { body: body({ cluster_size: 3, replication_type: 'semi_synch', fork: { source, restore_time: new Date(at).toISOString().replace('.000Z', '+00:00') } }) });
+    expect(fork.status, JSON.stringify(fork.body)).toBe(200);
+    assertCurrentDatabase(fork.body);
+    expect(fork.body.fork).toEqual({ source, restore_time: wire(at) });
+    const id = fork.body.id as number;
+    const d = await waitStatus(api, id, 'active');
+    assertCurrentDatabase(d);
+    expect(d.fork).toEqual({ source, restore_time: wire(at) });
+    const desired = desiredOf(id);
+    expect(Number(desired.forkSource)).toBe(source);
+    expect(Number(desired.forkRestoreMs)).toBe(at);
+    // Every member on the source's agent: its storage holds the backups and binlogs.
+    expect(desired.members.map((m) => [m.agentId, m.local])).toEqual([['agent-cur', true], ['agent-cur', true], ['agent-cur', true]]);
+    expect(Number(desiredOf(source).forkSource)).toBe(0);
   });
 });

@@ -16,6 +16,8 @@ export interface ScriptedAgent {
   setStatus(id: number, status: string | undefined): void;
   /** Reports a new engine build waiting for the window (patch_pending) for a database. */
   setPatchPending(id: number, pending: boolean): void;
+  /** Reports the oldest restorable instant (ms) of a database (0 = none), as the binlog archive does. */
+  setOldestRestore(id: number, ms: number): void;
   /** Makes operations of this kind fail with the given error. */
   failOps(kind: string | undefined, error?: string): void;
   /** When true, operations are held (not answered) until released. */
@@ -41,6 +43,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   let latest: AgentDesired__Output | undefined;
   const overrides = new Map<number, string>();
   const patchPending = new Set<number>();
+  const oldestRestore = new Map<number, number>();
   const backups = new Map<number, BackupInfo[]>();
   const results = new Map<string, OperationResult>();
   let failKind: string | undefined;
@@ -97,6 +100,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
         convergedGeneration: db.generation,
         usedDiskMb: 2048,
         patchPending: patchPending.has(Number(db.id)),
+        oldestRestoreMs: oldestRestore.get(Number(db.id)) ?? 0,
         backups: backups.get(Number(db.id)) ?? [],
         nodes: nodesOf(db),
       })),
@@ -119,6 +123,10 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
     setStatus(id, status) {
       if (status === undefined) overrides.delete(id);
       else overrides.set(id, status);
+      report();
+    },
+    setOldestRestore(id, ms) {
+      oldestRestore.set(id, ms);
       report();
     },
     setPatchPending(id, pending) {

@@ -61,6 +61,14 @@ describe('the MySQL database object', () => {
     expect(w).toMatchObject({ used_disk_size_gb: 2, hosts: { primary: '127.78.0.2', secondary: '127.78.0.3', standby: '127.78.0.3' } });
   });
 
+  it('shows a fork\'s source and restore second, and the oldest restorable second, in the API\'s time format', () => {
+    const w = databaseToWire(record({ status: 'active', provisioned: true, fork: { source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 3, 4, 5) }, oldestRestoreMs: Date.UTC(2026, 0, 1, 0, 0, 1) }));
+    expect(legacy(w), JSON.stringify(legacy.errors)).toBe(true);
+    assertCurrentDatabase(w);
+    expect(w).toMatchObject({ fork: { source: 7, restore_time: '2026-01-02T03:04:05' }, oldest_restore_time: '2026-01-01T00:00:01' });
+    expect(databaseToWire(record())).toMatchObject({ fork: null, oldest_restore_time: null });
+  });
+
   it('leaves the 4.176 schema only where today\'s platform goes beyond it: resizing and a 4-hour window', () => {
     const w = databaseToWire(record({ status: 'resizing', provisioned: true, updates: { frequency: 'weekly', duration: 4, hour_of_day: 0, day_of_week: 7, week_of_month: null } }));
     assertCurrentDatabase(w);

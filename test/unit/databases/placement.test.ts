@@ -3,12 +3,13 @@ import { memberAgents, placeDatabases, servesRegion, spansAgents } from '../../.
 import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
 import type { MemberPlacement } from '../../../control-plane/domain/databases/model.js';
 
-type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3 };
+type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number } };
 
 /** Placement over an in-memory list (the repository port is the seam). */
 function repoOf(rows: Row[], placements: MemberPlacement[] = []): DatabaseRepository {
   return {
     list: () => rows.map((r) => ({ deleting: false, clusterSize: 1, ...r })),
+    get: (id: number) => rows.find((r) => r.id === id),
     update: (id: number, patch: { agentId: string }) => {
       rows.find((r) => r.id === id)!.agentId = patch.agentId;
     },
@@ -76,5 +77,16 @@ describe('anti-affinity of cluster members', () => {
     // A second round (say after agent b went away) places nothing again.
     expect(await placeDatabases(repo, [spread('a'), spread('c')])).toEqual([]);
     expect(placements.filter((m) => m.databaseId === 2).map((m) => m.agentId)).toEqual(['b', 'c', 'd']);
+  });
+  it('puts every member of a fork on the agent of its source (its backups and binlogs are there), waiting while that agent is away', () => {
+    const placements: MemberPlacement[] = [];
+    const rows: Row[] = [
+      { id: 1, region: 'us-east', agentId: 'c' },
+      { id: 2, region: 'us-east', agentId: null, clusterSize: 3, fork: { source: 1, restoreTimeMs: 0 } },
+    ];
+    const repo = repoOf(rows, placements);
+    expect(placeDatabases(repo, [spread('a'), spread('b')])).toEqual([]);
+    expect(placeDatabases(repo, [spread('a'), spread('b'), spread('c')])).toEqual([{ database: 2, agent: 'c', members: ['c', 'c', 'c'] }]);
+    expect(rows[1]!.agentId).toBe('c');
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
-import { compareVersions, defaultUpdates, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
+import { compareVersions, defaultUpdates, parseRestoreTime, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
 
 const look = {
   engineExists: (id: string) => id === 'mysql/10.11.14',
@@ -25,6 +25,35 @@ describe('database validation', () => {
   it('accepts IPv4 addresses and CIDRs only', () => {
     for (const ok of ['0.0.0.0/0', '127.0.0.2', '127.0.0.2/32', '10.0.0.0/8', '255.255.255.255']) expect(isIpv4OrCidr(ok), ok).toBe(true);
     for (const bad of ['256.0.0.1', '1.2.3.4/33', '1.2.3', '1.2.3.4/', 'a.b.c.d', '01.2.3.4', '1.2.3.4/24 ', '::1', '']) expect(isIpv4OrCidr(bad), bad).toBe(false);
+  });
+
+  it('checks a fork: source readable and forkable, same engine, restore_time from oldest_restore_time to now', () => {
+    const now = Date.UTC(2026, 0, 2, 12, 0, 0, 500);
+    const oldest = Date.UTC(2026, 0, 1, 0, 0, 1);
+    const sources: Record<number, { status: string; engineId: string; oldestRestoreMs: number | null }> = {
+      7: { status: 'active', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
+      8: { status: 'provisioning', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
+      9: { status: 'degraded', engineId: 'mysql/10.11.14', oldestRestoreMs: null },
+    };
+    const fl = { ...look, forkSource: (id: number) => sources[id], nowMs: now };
+    const fork = (f: unknown) => ({ ...base, fork: f });
+    expect(validateCreate(fork({ source: 7, restore_time: '2026-01-02T11:59:59' }), fl).fork).toEqual({ source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 11, 59, 59) });
+    // The second now is the latest; the oldest is the earliest; zones and fractions as clients send them.
+    expect(validateCreate(fork({ source: 7, restore_time: '2026-01-02T12:00:00.9Z' }), fl).fork?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 12));
+    expect(validateCreate(fork({ source: 7, restore_time: '2026-01-01T02:00:01+02:00' }), fl).fork?.restoreTimeMs).toBe(oldest);
+    expect(validateCreate(base, fl).fork).toBeUndefined();
+    expect(validateCreate(fork(null), fl).fork).toBeUndefined();
+    expect(fields(() => validateCreate(fork({ source: 7, restore_time: '2026-01-02T12:00:01' }), fl))).toEqual(['fork.restore_time']);
+    expect(fields(() => validateCreate(fork({ source: 7, restore_time: '2026-01-01T00:00:00' }), fl))).toEqual(['fork.restore_time']);
+    expect(fields(() => validateCreate(fork({ source: 7, restore_time: 1767225601 }), fl))).toEqual(['fork.restore_time']);
+    expect(fields(() => validateCreate(fork({ source: 6, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
+    expect(fields(() => validateCreate(fork({ source: 8, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
+    expect(fields(() => validateCreate(fork({ source: 9, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
+    expect(fields(() => validateCreate(fork({ source: '7', restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
+    expect(fields(() => validateCreate({ ...fork({ source: 7, restore_time: '2026-01-02T11:00:00' }), engine: 'mysql/10.11.9' }, { ...fl, engineExists: () => true }))).toEqual(['engine']);
+    expect(fields(() => validateCreate(fork([7]), fl))).toEqual(['fork']);
+    expect(parseRestoreTime('2026-01-02 03:04:05')).toBe(Date.UTC(2026, 0, 2, 3, 4, 5));
+    for (const bad of ['2026-01-02', 'yesterday', '2026-13-02T03:04:05', '', null]) expect(parseRestoreTime(bad), String(bad)).toBeUndefined();
   });
 
   it('applies defaults: 1 node, none; 3 nodes, semi_synch; ssl on; not encrypted', () => {

@@ -1,0 +1,215 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { chown, mkdir, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import type { BackupManifest } from '../backup/backup-storage.js';
+import type { BackupDatabase } from '../backup/backup-service.js';
+import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from '../backup/backup-crypto.js';
+import type { DatabaseController } from '../database/controller.js';
+import { q, withAdmin } from '../mysql/admin.js';
+import { clientError } from '../mysql/customer-data.js';
+import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import { archiveEnd, gtidLe, oldestRestorable, prune, type BaseInfo } from './chain.js';
+import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
+
+/** The backups' retention, and the binlogs' unless engine_config says otherwise. */
+export const DEFAULT_RETENTION_MS = 7 * 24 * 3600_000;
+
+/** What archiving uses of a database. */
+export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted'>;
+
+export interface ArchiverDeps {
+  runtime: ContainerRuntime;
+  segments: SegmentStorage;
+  backups: {
+    refresh(dbId: number): Promise<BackupManifest[]>;
+    takeBase(c: BackupDatabase): Promise<BackupManifest>;
+    /** Removes a hidden base (the customer-facing remove refuses those). */
+    removeBase(dbId: number, id: number): Promise<void>;
+  };
+  clock: Clock;
+  logger: Logger;
+}
+
+/** Backups a chain may start from: every backup with a snapshot position (not a safety copy). */
+export function basesOf(list: readonly BackupManifest[]): (BaseInfo & { hidden: boolean })[] {
+  return list.filter((m) => m.type !== 'pre-restore' && m.snapshotGtid !== undefined)
+    .map((m) => ({ id: m.id, snapshotGtid: m.snapshotGtid!, finishedMs: m.finishedMs, hidden: m.type === 'base' }));
+}
+
+/**
+ * Binlog archiving (docs/agent.md §6, "Binlog archive"): each round closes the primary's current
+ * binlog (FLUSH BINARY LOGS), copies every closed file the archive lacks through the server
+ * (`mariadb-binlog --read-from-remote-server --raw`, so an `encrypted` database's files arrive
+ * readable), stores it gzip'd, encrypted like the database's backups, with its SHA-256, and
+ * prunes what the retention no longer needs. A chain starts at a backup; when none exists, or
+ * the primary no longer has the files that continue the chain (a failover onto a node rebuilt
+ * from a dump, a purge), a hidden base backup starts a new one.
+ */
+export function createArchiver(d: ArchiverDeps) {
+  const log = d.logger.child({ component: 'binlog-archive' });
+  const running = new Map<number, Promise<void>>();
+  /** Per database: the time of the last successful flush (every event before it is archived). */
+  const covered = new Map<number, number>();
+  const oldest = new Map<number, number>();
+
+  async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string): Promise<string> {
+    const name = c.nodeName(node);
+    const hostRun = dirname((await d.runtime.connection(name)).socketPath);
+    const spool = join(hostRun, 'binlog-spool');
+    await mkdir(spool, { recursive: true, mode: 0o700 });
+    // The copy runs as the server's user inside a container; the spool must be its own.
+    const owner = await stat(hostRun);
+    await chown(spool, owner.uid, owner.gid);
+    await rm(join(spool, file), { force: true });
+    const res = await d.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--raw',
+      `--result-file=${join(dirname(nodeSocket), 'binlog-spool')}/`, file], { env: { MYSQL_PWD: c.state!.adminPassword } });
+    if (res.exitCode !== 0) throw new Error(`mariadb-binlog could not copy ${file} (${res.exitCode}): ${clientError(res.stderr)}`);
+    return join(spool, file);
+  }
+
+  async function store(c: ArchivedDatabase, seq: number, local: string, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>): Promise<void> {
+    const encrypted = c.desired?.encrypted === true;
+    const hash = createHash('sha256');
+    let size = 0;
+    const tap = new Transform({
+      transform(chunk: Buffer, _e, cb) {
+        hash.update(chunk);
+        size += chunk.length;
+        cb(null, chunk);
+      },
+    });
+    const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
+    try {
+      const out = await d.segments.writer(c.id, seq, file);
+      if (encrypted) {
+        if (!c.state!.backupKey) {
+          c.state!.backupKey = newBackupKey();
+          await c.save();
+        }
+        await pipeline(createReadStream(local), createGzip({ level: 6 }), createEncryptStream(c.state!.backupKey), tap, out);
+      } else await pipeline(createReadStream(local), createGzip({ level: 6 }), tap, out);
+      await d.segments.commit({
+        ...meta, seq, databaseId: c.id, file, sizeBytes: size, sha256: hash.digest('hex'),
+        format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
+        ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
+      });
+      // A delete that ran meanwhile removed the database's storage: nothing may be left behind.
+      if (c.deleted) await d.segments.remove(c.id, seq);
+    } catch (err) {
+      await d.segments.remove(c.id, seq).catch(() => undefined);
+      throw err;
+    } finally {
+      await rm(local, { force: true });
+    }
+  }
+
+  async function round(c: ArchivedDatabase): Promise<void> {
+    if (c.deleted || !c.state) return;
+    const s = c.state;
+    const p = s.primary;
+    const found = await withAdmin(await c.adminTarget(p), async (x) => {
+      const list = async () => {
+        const files = (await q(x, 'SHOW BINARY LOGS')).map((r) => String(r.Log_name));
+        const starts: string[] = [];
+        for (const f of files) starts.push(String((await q(x, 'SELECT BINLOG_GTID_POS(?, 4) AS pos', [f]))[0]?.pos ?? ''));
+        return { files, starts };
+      };
+      // Read before the check: a transaction committed before this instant is in the binlog.
+      const flushedMs = d.clock.now();
+      const current = String((await q(x, 'SELECT @@gtid_binlog_pos AS p'))[0]?.p ?? '');
+      let { files, starts } = await list();
+      // Only a file holding transactions is closed: an idle database gets no new file a minute.
+      const active = starts.at(-1) ?? '';
+      if (!(gtidLe(current, active) && gtidLe(active, current))) {
+        await x.query('FLUSH BINARY LOGS');
+        ({ files, starts } = await list());
+      }
+      const socket = String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? '');
+      return { flushedMs, files, starts, socket };
+    });
+    let bases = basesOf(await d.backups.refresh(c.id));
+    let segments = await d.segments.list(c.id);
+    const fresh = async (why: string) => {
+      const m = await d.backups.takeBase(c);
+      log.info({ database: c.id, backup: m.id, why }, 'binlog chain started from a base backup');
+      return m.snapshotGtid ?? '';
+    };
+    const newestBase = [...bases].sort((a, b) => b.finishedMs - a.finishedMs)[0];
+    // Continue the archive from its end, or start from the newest base when that is newer.
+    const end = archiveEnd(segments)?.gtidEnd;
+    let pos = !newestBase ? await fresh('no backup yet') : end !== undefined && gtidLe(newestBase.snapshotGtid, end) ? end : newestBase.snapshotGtid;
+    const closed = found.files.slice(0, -1);
+    let seq = (segments.at(-1)?.seq ?? 0) + 1;
+    for (let i = 0; i < closed.length; i++) {
+      const start = found.starts[i]!;
+      const fileEnd = found.starts[i + 1]!;
+      if (gtidLe(fileEnd, pos)) continue;
+      if (!gtidLe(start, pos)) {
+        log.warn({ database: c.id, archivedUpTo: pos, primaryFrom: start }, 'the primary lacks the binlogs after the archive');
+        pos = await fresh('gap in the binlogs');
+        if (gtidLe(fileEnd, pos) || !gtidLe(start, pos)) continue;
+      }
+      const local = await copy(c, p, closed[i]!, found.socket);
+      await store(c, seq, local, { gtidStart: start, gtidEnd: fileEnd, closedMs: found.flushedMs, sourceFile: closed[i]!, node: p });
+      seq++;
+      pos = fileEnd;
+    }
+    covered.set(c.id, found.flushedMs);
+    // Retention: what no instant inside it needs any more.
+    bases = basesOf(await d.backups.refresh(c.id));
+    segments = await d.segments.list(c.id);
+    const retentionMs = (c.desired?.binlogRetentionSeconds ?? 0) > 0 ? c.desired!.binlogRetentionSeconds * 1000 : DEFAULT_RETENTION_MS;
+    const drop = prune(bases, segments, d.clock.now(), retentionMs);
+    for (const id of drop.bases) await d.backups.removeBase(c.id, id);
+    for (const sq of drop.segments) await d.segments.remove(c.id, sq);
+    if (drop.bases.length + drop.segments.length > 0) {
+      bases = basesOf(await d.backups.refresh(c.id));
+      segments = await d.segments.list(c.id);
+    }
+    const o = oldestRestorable(bases, segments);
+    if (o === undefined) oldest.delete(c.id);
+    else oldest.set(c.id, o);
+  }
+
+  /** One round for database c; rounds of one database never overlap (a second waits for the first). */
+  function archive(c: ArchivedDatabase): Promise<void> {
+    const prev = running.get(c.id) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(() => round(c));
+    // The caller handles `next`'s failure; the bookkeeping copy must not be an unhandled rejection.
+    const tracked: Promise<void> = next.then(() => undefined, () => undefined).finally(() => {
+      if (running.get(c.id) === tracked) running.delete(c.id);
+    });
+    running.set(c.id, tracked);
+    return next;
+  }
+
+  /** Whether a round may run now: a live, provisioned, running primary not being restored. */
+  function archivable(c: ArchivedDatabase): boolean {
+    const s = c.state;
+    // Not while an action restarts, replaces or removes nodes (a round then would only fail);
+    // a snapshot or an account/variable sync leaves the primary serving.
+    const quiet = c.busy === undefined || c.busy === 'snapshot' || c.busy.startsWith('sync-');
+    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && quiet;
+  }
+
+  return {
+    archive,
+    archivable,
+    busy: (id: number) => running.has(id),
+    /** Every event committed before this instant is archived (0 = not known since the agent started). */
+    coveredUntil: (id: number) => covered.get(id) ?? 0,
+    oldestRestoreMs: (id: number) => oldest.get(id) ?? 0,
+    forget(id: number) {
+      covered.delete(id);
+      oldest.delete(id);
+    },
+  };
+}
+
+export type Archiver = ReturnType<typeof createArchiver>;

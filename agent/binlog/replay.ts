@@ -1,0 +1,149 @@
+import { PassThrough, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import type { Logger } from '../../lib/logger.js';
+import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
+import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
+import { loadBackup } from '../backup/load-backup.js';
+import type { DatabaseController } from '../database/controller.js';
+import { withAdmin } from '../mysql/admin.js';
+import { clientError } from '../mysql/customer-data.js';
+import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
+import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import type { ArchivedDatabase, Archiver } from './archiver.js';
+import { basesOf } from './archiver.js';
+import { archiveEnd, planRestore } from './chain.js';
+import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
+
+export type ForkTarget = Pick<DatabaseController, 'id' | 'state' | 'desired' | 'adminTarget' | 'nodeName'>;
+export type ForkSource = ArchivedDatabase;
+
+export interface ReplayDeps {
+  runtime: ContainerRuntime;
+  storage: BackupStorage;
+  segments: SegmentStorage;
+  archiver: Archiver;
+  backups: { refresh(dbId: number): Promise<BackupManifest[]>; verify(m: BackupManifest): Promise<void> };
+  logger: Logger;
+}
+
+/** `YYYY-MM-DD HH:MM:SS` in UTC, as mariadb-binlog reads --stop-datetime under TZ=UTC. */
+export function binlogDatetime(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+}
+
+/** Account statements on linroot: the fork's linroot is its own (desired state), never the source's. */
+const LINROOT_DCL = /^\s*(create|alter|drop|rename)\s+user\b|^\s*(grant|revoke)\b|^\s*set\s+password\b/i;
+
+/**
+ * Filters mariadb-binlog's SQL for the fork: the source's GTIDs and server id are dropped (the
+ * fork's servers give the replayed transactions their own, in order, as gtid_strict_mode wants),
+ * and account statements naming linroot are left out (the agent manages the fork's linroot).
+ */
+export function replayFilter(): Transform {
+  let rest = '';
+  let skipping = false;
+  const session = /^\/\*M?!100001 SET @@session\.(gtid_domain_id|gtid_seq_no|server_id)=/i;
+  const keep = (line: string): boolean => {
+    if (skipping) {
+      if (line.trimEnd().endsWith('/*!*/;')) skipping = false;
+      return false;
+    }
+    if (session.test(line)) return false;
+    if (LINROOT_DCL.test(line) && /linroot/i.test(line)) {
+      skipping = !line.trimEnd().endsWith('/*!*/;');
+      return false;
+    }
+    return true;
+  };
+  return new Transform({
+    transform(chunk: Buffer, _e, cb) {
+      const lines = (rest + chunk.toString('latin1')).split('\n');
+      rest = lines.pop()!;
+      cb(null, Buffer.from(lines.filter(keep).map((l) => `${l}\n`).join(''), 'latin1'));
+    },
+    flush(cb) {
+      cb(null, rest && keep(rest) ? Buffer.from(rest, 'latin1') : Buffer.alloc(0));
+    },
+  });
+}
+
+/**
+ * Builds a fork's data on its primary (docs/agent.md §6, "Fork"): the source's newest backup
+ * finished before the restore second ends, loaded as a restore loads one, then every archived
+ * binlog after that backup replayed with `mariadb-binlog --start-position=<GTID> --stop-datetime`
+ * (UTC), so exactly the transactions the binlog stamps with a second up to the restore second
+ * are applied. The fork's replicas follow through replication. The source keeps running: only
+ * a FLUSH BINARY LOGS touches it.
+ */
+export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSource | undefined, restoreMs: number): Promise<void> {
+  const log = d.logger.child({ component: 'fork', database: fork.id });
+  const sourceId = Number(fork.desired?.forkSource ?? 0);
+  if (!source?.state?.provisioned) throw new Error(`the fork's source database ${sourceId} is not run by this agent`);
+  const stopMs = restoreMs + 1000;
+  const started = Date.now();
+  // Close and archive the source's current binlog, so the archive holds everything up to now.
+  if (d.archiver.coveredUntil(source.id) < stopMs) {
+    try {
+      await d.archiver.archive(source);
+    } catch (err) {
+      log.warn({ err, source: source.id }, 'the source could not be archived now; using what is archived');
+    }
+  }
+  const segments = await d.segments.list(source.id);
+  const end = archiveEnd(segments);
+  if (Math.max(d.archiver.coveredUntil(source.id), end?.closedMs ?? 0) < stopMs) {
+    throw new Error(`database ${source.id} has no archived binlogs up to ${binlogDatetime(restoreMs)} UTC yet`);
+  }
+  const manifests = await d.backups.refresh(source.id);
+  const plan = planRestore(basesOf(manifests), segments, stopMs);
+  if (!plan) throw new Error(`database ${source.id} has no backup with an unbroken binlog chain up to ${binlogDatetime(restoreMs)} UTC`);
+  const base = manifests.find((m) => m.id === plan.base.id)!;
+  await d.backups.verify(base);
+  const s = fork.state!;
+  const p = s.primary;
+  // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
+  await loadBackup({ runtime: d.runtime, storage: d.storage }, {
+    id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
+    state: { ...s, backupKey: source.state.backupKey },
+  }, p, base);
+  log.info({ source: source.id, backup: base.id, ms: Date.now() - started }, 'fork: backup loaded');
+  let pos = plan.base.snapshotGtid;
+  for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
+    await replaySegment(d, fork, source, seg, pos, stopMs);
+    pos = seg.gtidEnd;
+  }
+  const at = await withAdmin(await fork.adminTarget(p), (x) => gtidCurrentPos(x));
+  for (let k = 1; k <= s.addresses.length; k++) {
+    if (k === p) continue;
+    if (!(await withAdmin(await fork.adminTarget(k), (x) => waitForGtid(x, at, 600)))) throw new Error(`node ${k} of the fork did not catch up with the replayed data`);
+  }
+  log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started }, 'fork: binlogs replayed');
+}
+
+async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: ForkSource, seg: SegmentManifest, after: string, stopMs: number): Promise<void> {
+  const s = fork.state!;
+  const node = fork.nodeName(s.primary);
+  let decrypt: Transform | undefined;
+  if (seg.format === 'binlog+gzip+aes-256-gcm') {
+    if (seg.encryption?.scheme !== BACKUP_CIPHER || !source.state!.backupKey) throw new Error(`binlog segment ${seg.seq} of database ${source.id} cannot be decrypted`);
+    decrypt = createDecryptStream(source.state!.backupKey);
+  }
+  const raw = new PassThrough();
+  const sql = new PassThrough();
+  const src = d.segments.reader(source.id, seg.seq, seg.file);
+  const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), raw) : pipeline(src, createGunzip(), raw)).then(() => undefined, (e: Error) => e);
+  const filtered = replayFilter();
+  const filtering = pipeline(filtered, sql).then(() => undefined, (e: Error) => e);
+  const args = ['mariadb-binlog', ...(after ? [`--start-position=${after}`] : []), `--stop-datetime=${binlogDatetime(stopMs)}`, '-'];
+  const [dec, load] = await Promise.all([
+    d.runtime.exec(node, args, { stdin: raw, stdout: filtered, env: { TZ: 'UTC' } }),
+    d.runtime.exec(node, ['mariadb', '--user=root', '--binary-mode'], { stdin: sql, env: { MYSQL_PWD: s.adminPassword } }),
+  ]);
+  raw.destroy();
+  const fed = await feeding;
+  await filtering;
+  if (dec.exitCode !== 0) throw new Error(`reading binlog segment ${seg.seq} failed: ${clientError(dec.stderr)}`);
+  if (load.exitCode !== 0) throw new Error(`replaying binlog segment ${seg.seq} failed: ${clientError(load.stderr)}`);
+  if (fed instanceof Error && !/premature close/i.test(fed.message)) throw new Error(`reading binlog segment ${seg.seq} failed: ${fed.message}`);
+}

@@ -1,0 +1,106 @@
+/**
+ * bench/provision, fork part: seconds from a fork's `POST /databases/mysql/instances` (with
+ * `fork: {source, restore_time}`) to `active`, against the source's data size. The source (1 node,
+ * process runtime unless asked otherwise) gets N MB of rows, a snapshot backup (the base the fork
+ * starts from), then a binlog tail of small writes over a few seconds; the fork asks for the last
+ * second of that tail, so it loads the backup and replays the tail. Everything runs the real way,
+ * except that queries go to the primary member itself (no data plane runs here).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mysql from 'mysql2/promise';
+import { startControlPlane } from '../../control-plane/main.js';
+import { startAgent } from '../../agent/main.js';
+import { createLogger, silentLogger } from '../../lib/logger.js';
+import { apiClient } from '../common/fulcrum.js';
+
+export interface ForkSample { mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number }
+
+async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch((e: Error) => (e.message === 'failed' ? Promise.reject(e) : undefined));
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
+/** Rows of about 1 KB each (a 32-character hash repeated 30 times, plus the key). */
+const ROW_BYTES = 1000;
+
+export async function measureForks(runtime: 'process' | 'docker', sizesMb: number[]): Promise<ForkSample[]> {
+  const cpDir = mkdtempSync(join(tmpdir(), 'bench-fork-cp-'));
+  const agentDir = mkdtempSync(join(tmpdir(), 'bench-fork-agent-'));
+  const octet = 100 + Math.floor(Math.random() * 150);
+  const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
+  const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-fork-${runtime}`, region: '*' })).token;
+  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: process.env.BENCH_FORK_LOG ? createLogger('agent', { level: 'info', destination: 2 }) : silentLogger() });
+  const api = apiClient(cp.apiUrl, cp.adminToken);
+  const get = (id: number) => api('GET', `/databases/mysql/instances/${id}`);
+  const waitActive = (id: number, ms: number) => until(async () => {
+    const d = await get(id);
+    if (d.status === 'failed') throw new Error('failed');
+    return d.status === 'active' ? d : undefined;
+  }, ms, `database ${id} active`);
+  const connect = async (d: any) => {
+    const creds = await api('GET', `/databases/mysql/instances/${d.id}/credentials`);
+    const ca = Buffer.from((await api('GET', `/databases/mysql/instances/${d.id}/ssl`)).ca_certificate, 'base64').toString();
+    // Straight to the primary member: this bench runs no data plane to serve hosts.primary.
+    const primary = Object.entries(d.members as Record<string, string>).find(([, role]) => role === 'primary')![0];
+    return mysql.createConnection({ host: primary, port: d.port, user: creds.username, password: creds.password, ssl: { ca } });
+  };
+  const out: ForkSample[] = [];
+  try {
+    const a = await until(async () => (await api('GET', '/fulcrum/agents')).data.find((x: any) => x.connected && x.engines?.length), 30_000, 'agent');
+    const engine = a.engines[0].id as string;
+    for (const mb of sizesMb) {
+      const src = await waitActive((await api('POST', '/databases/mysql/instances', {
+        label: `bench-fork-src-${mb}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'],
+      })).id, 120_000);
+      const c = await connect(src);
+      await c.query('CREATE DATABASE app');
+      await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, pad VARCHAR(1000) NOT NULL)');
+      await c.query('USE app');
+      const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
+      const t0 = performance.now();
+      // Server-side rows from MariaDB's sequence engine, in transactions of 50,000 rows.
+      for (let from = 1; from <= rows; from += 50_000) {
+        await c.query(`INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 30) FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
+      }
+      const loadS = (performance.now() - t0) / 1000;
+      await api('POST', `/databases/mysql/instances/${src.id}/backups`, { label: `bench_${mb}`, target: 'primary' });
+      await until(async () => ((await api('GET', `/databases/mysql/instances/${src.id}/backups`)).data.some((b: any) => b.label === `bench_${mb}`) ? true : undefined), 1_800_000, 'snapshot');
+      await waitActive(src.id, 600_000);
+      // The binlog tail: small writes for 5 seconds after the backup.
+      let tailRows = 0;
+      const tailEnd = Date.now() + 5000;
+      while (Date.now() < tailEnd) await c.query('INSERT INTO app.t VALUES (?, ?)', [rows + ++tailRows, 'tail']);
+      await c.end();
+      const T = Math.floor((Date.now() - 1000) / 1000) * 1000;
+      await new Promise((r) => setTimeout(r, Math.max(0, T + 1100 - Date.now())));
+      const f0 = performance.now();
+      const fork = await api('POST', '/databases/mysql/instances', {
+        label: `bench-fork-${mb}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'], fork: { source: src.id, restore_time: wire(T) },
+      });
+      const forked = await waitActive(fork.id, 1_800_000);
+      const forkS = (performance.now() - f0) / 1000;
+      const fc = await connect(forked);
+      const [n] = await fc.query('SELECT COUNT(*) AS n FROM app.t');
+      await fc.end();
+      out.push({ mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n) });
+      for (const id of [fork.id, src.id]) await api('DELETE', `/databases/mysql/instances/${id}`);
+      await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 120_000, 'deleted');
+    }
+  } finally {
+    await agent.close();
+    const rt = agent.runtime;
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+    await cp.close();
+    rmSync(cpDir, { recursive: true, force: true });
+    rmSync(agentDir, { recursive: true, force: true });
+  }
+  return out;
+}

@@ -1,0 +1,144 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type mysql from 'mysql2/promise';
+import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
+
+const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
+const CLIENT = '127.64.0.2';
+
+/**
+ * Acceptance 1 of point-in-time forks (docs/databases.md, "Fork"), on real MariaDB servers run
+ * by a `fulcrum agent` process: rows are written through hosts.primary every 100 ms, each with
+ * its commit acknowledged and its statement time stored by the server; a fork to a second in the
+ * middle holds exactly the rows the server stamped up to that second (every row acknowledged
+ * before the second ended, none sent after it), and the source still serves.
+ */
+describe.each([
+  ['process', 1, false],
+  ['process', 3, false],
+  ['docker', 1, false],
+  ['docker', 3, false],
+  ['process', 1, true],
+] as [RuntimeKind, 1 | 3, boolean][])('fork to a point in time (%s runtime, %i node source, encrypted %s)', (runtime, size, encrypted) => {
+  let lab: DbLab;
+  let src: any;
+  let password = '';
+  let ca = '';
+
+  const ok = async (method: string, path: string, body?: unknown) => {
+    const r = await lab.api(method, path, body);
+    if (r.status !== 200) throw new Error(`${method} ${path} -> ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const credentials = async (id: number) => ({
+    password: (await ok('GET', `${MYSQL}/${id}/credentials`)).password as string,
+    ca: Buffer.from((await ok('GET', `${MYSQL}/${id}/ssl`)).ca_certificate, 'base64').toString('utf8'),
+  });
+
+  beforeAll(async () => {
+    lab = await startDbLab(`pitr-${runtime}-${size}${encrypted ? '-enc' : ''}`, runtime);
+    await lab.startAgent();
+    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    const created = await ok('POST', MYSQL, {
+      label: `pitr-src-${runtime}-${size}${encrypted ? '-e' : ''}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: size, allow_list: ['0.0.0.0/0'], encrypted,
+    });
+    src = await waitStatus(lab, created.id, 'active', 240_000);
+    ({ password, ca } = await credentials(src.id));
+    const c = await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
+    await c.query('CREATE DATABASE app');
+    await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
+    await c.end();
+  }, 300_000);
+  afterAll(async () => {
+    await lab?.close();
+  });
+
+  it('acceptance 1: the fork holds exactly the rows committed up to the chosen second, and the source still serves', async () => {
+    // The archive has a starting point once the agent's first round took its base backup.
+    const oldest = await until('oldest_restore_time', async () => (await ok('GET', `${MYSQL}/${src.id}`)).oldest_restore_time ?? undefined, 120_000, 250);
+    const oldestMs = Date.parse(`${oldest}Z`);
+
+    // A row every 100 ms, each recorded with when it was sent and when its commit was acknowledged.
+    const rows: { id: number; sentMs: number; ackMs: number }[] = [];
+    let stop = false;
+    let conn: mysql.Connection | undefined;
+    const writer = (async () => {
+      for (let id = 1; !stop; id++) {
+        const t0 = Date.now();
+        try {
+          conn ??= await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
+          await conn.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
+          rows.push({ id, sentMs: t0, ackMs: Date.now() });
+        } catch {
+          conn?.destroy();
+          conn = undefined;
+        }
+        await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
+      }
+    })();
+    const began = Date.now();
+    await until('rows for 8 s', async () => (Date.now() - began > 8000 && rows.length > 40) || undefined, 60_000, 100);
+    // The chosen second: the middle of the run, never before what can be restored.
+    const T = Math.max(Math.floor((began + Date.now()) / 2000) * 1000, oldestMs);
+    await until('writes past the chosen second', async () => Date.now() > T + 3000 || undefined, 30_000, 100);
+    stop = true;
+    await writer;
+    await conn?.end();
+    expect(rows.some((r) => r.ackMs < T + 1000)).toBe(true);
+    expect(rows.some((r) => r.sentMs >= T + 1000)).toBe(true);
+
+    // Bad forks are 400s naming the field.
+    const bad = await lab.api('POST', MYSQL, { label: 'pitr-bad', region: 'us-east', type: 'g6-nanode-1', engine: src.engine + '/' + src.version, fork: { source: src.id, restore_time: wire(Date.now() + 3_600_000) } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors.map((e: any) => e.field)).toContain('fork.restore_time');
+    const missing = await lab.api('POST', MYSQL, { label: 'pitr-bad', region: 'us-east', type: 'g6-nanode-1', engine: src.engine + '/' + src.version, fork: { source: 999_999, restore_time: wire(T) } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.errors.map((e: any) => e.field)).toContain('fork.source');
+
+    const started = Date.now();
+    const fork = await ok('POST', MYSQL, {
+      label: `pitr-fork-${runtime}-${size}${encrypted ? '-e' : ''}`, region: 'us-east', type: 'g6-nanode-1', engine: `${src.engine}/${src.version}`, cluster_size: size,
+      allow_list: ['0.0.0.0/0'], fork: { source: src.id, restore_time: wire(T) },
+    });
+    expect(fork.fork).toEqual({ source: src.id, restore_time: wire(T) });
+    const forked = await waitStatus(lab, fork.id, 'active', 300_000);
+    const forkMs = Date.now() - started;
+    const fc = await credentials(forked.id);
+    const c = await connectFrom({ source: CLIENT, host: forked.hosts.primary, port: 3306, user: 'linroot', password: fc.password, ca: fc.ca });
+    const [got] = await c.query('SELECT id FROM app.t ORDER BY id');
+    await c.end();
+    const inFork = new Set((got as any[]).map((r) => Number(r.id)));
+
+    // What the source says each row's statement time was (the second the binlog stamps it with).
+    const s = await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
+    const [all] = await s.query('SELECT id, ts FROM app.t ORDER BY id');
+    const stamped = new Map((all as any[]).map((r) => [Number(r.id), Math.floor(Number(r.ts))]));
+    const expected = [...stamped].filter(([, sec]) => sec * 1000 <= T).map(([id]) => id);
+    expect([...inFork].sort((a, b) => a - b)).toEqual(expected);
+    // Against the client's own records: acknowledged before the second ended -> there; sent after -> not.
+    for (const r of rows) {
+      if (r.ackMs < T + 1000) expect(inFork.has(r.id), `row ${r.id} acknowledged before the chosen second ended`).toBe(true);
+      if (r.sentMs >= T + 1000) expect(inFork.has(r.id), `row ${r.id} sent after the chosen second`).toBe(false);
+    }
+    // The source still serves: a write and every row it had.
+    await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [1_000_000]);
+    const [count] = await s.query('SELECT COUNT(*) AS n FROM app.t');
+    expect(Number((count as any[])[0].n)).toBe(stamped.size + 1);
+    await s.end();
+    expect((await ok('GET', `${MYSQL}/${src.id}`)).status).toBe('active');
+    // The archive the fork was built from: checksummed segments, encrypted exactly when the database is.
+    const dir = join(lab.agentDir, 'backups', String(src.id), 'binlog');
+    const manifests = readdirSync(dir).map((n) => JSON.parse(readFileSync(join(dir, n, 'manifest.json'), 'utf8')));
+    expect(manifests.length).toBeGreaterThan(0);
+    for (const m of manifests) {
+      expect(m.format).toBe(encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip');
+      const bytes = readFileSync(join(dir, String(m.seq), m.file));
+      expect(m.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+      // Encrypted frames (FBK1) rather than a gzip stream anyone could read.
+      expect(bytes.subarray(0, encrypted ? 4 : 2).toString('hex')).toBe(encrypted ? Buffer.from('FBK1').toString('hex') : '1f8b');
+    }
+    console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}): ${inFork.size} of ${stamped.size} rows, active in ${forkMs} ms`);
+  }, 600_000);
+});
