@@ -43,7 +43,7 @@ export function basesOf(list: readonly BackupManifest[]): (BaseInfo & { hidden: 
 }
 
 /**
- * Binlog archiving (docs/agent.md §6, "Binlog archive"): each round closes the primary's current
+ * Binlog archiving (docs/agent.md §6, "Binlog archive and forks"): each round closes the primary's current
  * binlog (FLUSH BINARY LOGS), copies every closed file the archive lacks through the server
  * (`mariadb-binlog --read-from-remote-server --raw`, so an `encrypted` database's files arrive
  * readable), stores it gzip'd, encrypted like the database's backups, with its SHA-256, and

@@ -1,5 +1,5 @@
 /**
- * Binlog chains (docs/agent.md §6, "Binlog archive"), pure: GTID positions compared per
+ * Binlog chains (docs/agent.md §6, "Binlog archive and forks"), pure: GTID positions compared per
  * replication domain, which archived segments follow a backup without a gap, the oldest instant
  * that can be restored, and what retention lets go.
  */

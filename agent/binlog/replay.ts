@@ -69,7 +69,7 @@ export function replayFilter(): Transform {
 }
 
 /**
- * Builds a fork's data on its primary (docs/agent.md §6, "Fork"): the source's newest backup
+ * Builds a fork's data on its primary (docs/agent.md §6, "Binlog archive and forks"): the source's newest backup
  * finished before the restore second ends, loaded as a restore loads one, then every archived
  * binlog after that backup replayed with `mariadb-binlog --start-position=<GTID> --stop-datetime`
  * (UTC), so exactly the transactions the binlog stamps with a second up to the restore second

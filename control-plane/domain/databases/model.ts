@@ -88,7 +88,7 @@ export interface DatabaseRecord {
   fork?: { source: number; restoreTimeMs: number } | null;
   /**
    * What the agent reports can truly be restored: the oldest backup followed by an unbroken
-   * binlog chain (ms, a whole second); null until it has one (docs/databases.md, "Fork").
+   * binlog chain (ms, a whole second); null until it has one (docs/databases.md, "Fork to a point in time").
    */
   oldestRestoreMs?: number | null;
 }

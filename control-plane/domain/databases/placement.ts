@@ -46,7 +46,7 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
   for (const db of live) {
     if (db.agentId !== null) continue;
     // A fork is built from its source's backups and archived binlogs, which live in the storage
-    // of the agent running the source: every member goes there (docs/databases.md, "Fork").
+    // of the agent running the source: every member goes there (docs/databases.md, "Fork to a point in time").
     const forkAgent = db.fork ? (await repo.get(db.fork.source))?.agentId ?? null : undefined;
     if (forkAgent !== undefined) {
       if (forkAgent === null || !connected.some((a) => a.id === forkAgent)) continue;

@@ -266,7 +266,7 @@ export function parseRestoreTime(v: unknown): number | undefined {
 }
 
 /**
- * `fork: {source, restore_time}` (docs/databases.md, "Fork"): a source the caller can read, in a
+ * `fork: {source, restore_time}` (docs/databases.md, "Fork to a point in time"): a source the caller can read, in a
  * state that can be forked, on the engine asked for, and a second between its oldest restorable
  * instant and now.
  */

@@ -113,7 +113,7 @@ export const databaseMigrations: Migration[] = [
     `,
   },
   {
-    // Point-in-time forks (docs/databases.md, "Fork"): the source and restore second of a
+    // Point-in-time forks (docs/databases.md, "Fork to a point in time"): the source and restore second of a
     // database made by a fork (JSON, null otherwise), and the oldest restorable instant the agent
     // reports.
     id: '220-database-pitr',
