@@ -86,6 +86,11 @@ interface UdpResult {
   cpuShare: number;
 }
 
+/** Proxy CPU per answered datagram (request and reply both crossed the proxy), in µs. */
+function cpuPerDatagram(r: UdpResult): number {
+  return r.perS > 0 ? (r.cpuShare / r.perS) * 1e6 : 0;
+}
+
 /** Closed-loop load from `flows` sockets for `durationS`. */
 async function load(ip: string, port: number, flows: number, durationS: number, pid: number): Promise<UdpResult> {
   const rtts: number[] = [];
@@ -150,16 +155,16 @@ export async function runUdpScenario(o: { dir: string; api: Api; nginxBin: strin
     for (const t of order) {
       const r = await load(addr[t], UDP_PORT, o.flows, o.durationS, pid[t]);
       samples[t].push(r);
-      process.stdout.write(`  round ${round + 1} ${t.padEnd(7)} ${fmt(r.perS)} datagrams/s  p50 ${fmt(r.p50Ms, 2)} ms  p99 ${fmt(r.p99Ms, 2)} ms  lost ${r.lost}  proxy cpu ${fmt(r.cpuShare * 100)}%\n`);
+      process.stdout.write(`  round ${round + 1} ${t.padEnd(7)} ${fmt(r.perS)} datagrams/s  p50 ${fmt(r.p50Ms, 2)} ms  p99 ${fmt(r.p99Ms, 2)} ms  lost ${r.lost}  proxy cpu ${fmt(r.cpuShare * 100)}% (${fmt(cpuPerDatagram(r), 1)} µs per datagram)\n`);
     }
   }
-  const agg = (xs: UdpResult[]) => ({ v: median(xs.map((x) => x.perS)), p50: median(xs.map((x) => x.p50Ms)), p99: median(xs.map((x) => x.p99Ms)) });
+  const agg = (xs: UdpResult[]) => ({ v: median(xs.map((x) => x.perS)), p50: median(xs.map((x) => x.p50Ms)), p99: median(xs.map((x) => x.p99Ms)), cpu: median(xs.map(cpuPerDatagram)) });
   const ours = agg(samples.ours);
   const ng = agg(samples.nginx);
   const ratio = ours.v / ng.v;
   process.stdout.write(`\n${table([
-    ['scenario', 'unit', 'ours', 'nginx', 'ratio', 'target', 'ours p50/p99 ms', 'nginx p50/p99 ms'],
-    ['udp', 'datagrams/s', fmt(ours.v), fmt(ng.v), fmt(ratio, 2), `>= ${TARGET}`, `${fmt(ours.p50, 2)}/${fmt(ours.p99, 2)}`, `${fmt(ng.p50, 2)}/${fmt(ng.p99, 2)}`],
+    ['scenario', 'unit', 'ours', 'nginx', 'ratio', 'target', 'ours p50/p99 ms', 'nginx p50/p99 ms', 'cpu µs/datagram ours', 'nginx'],
+    ['udp', 'datagrams/s', fmt(ours.v), fmt(ng.v), fmt(ratio, 2), `>= ${TARGET}`, `${fmt(ours.p50, 2)}/${fmt(ours.p99, 2)}`, `${fmt(ng.p50, 2)}/${fmt(ng.p99, 2)}`, fmt(ours.cpu, 1), fmt(ng.cpu, 1)],
   ])}\n\n`);
   return ratio >= TARGET ? [] : [`udp: ${fmt(ratio, 2)} of nginx's datagrams/s, target ${TARGET}`];
 }

@@ -32,25 +32,31 @@ export class HeadInfo {
   /** Transfer-Encoding present but not ending in chunked (responses: read until close). */
   otherEncoding = false;
   connClose = false;
+  /** A request's `Connection: close` line is dropped: the backend connection may be kept. */
+  closeStripped = false;
   connKeepAlive = false;
   connUpgrade = false;
   upgrade = false;
   /** NB_SRVID cookie value, '' when absent. */
   srvid = '';
   /**
-   * Byte ranges [start, end) of header lines to drop: a client-sent X-Forwarded-Proto, or a
-   * response's Content-Length sent along with Transfer-Encoding (RFC 9112 §6.3).
+   * Byte ranges [start, end) of header lines to drop: a client-sent X-Forwarded-Proto or
+   * `Connection: close`, or a response's Content-Length sent along with Transfer-Encoding
+   * (RFC 9112 §6.3).
    */
   readonly drop: number[] = [];
+  /** Byte ranges [start, end) of a response's Connection lines (replaced when we close the client). */
+  readonly connLines: number[] = [];
   error = '';
 
   reset(): void {
     this.end = this.insertAt = this.status = 0;
     this.version11 = true;
-    this.isHead = this.chunked = this.otherEncoding = this.connClose = this.connKeepAlive = this.connUpgrade = this.upgrade = false;
+    this.isHead = this.chunked = this.otherEncoding = this.connClose = this.closeStripped = this.connKeepAlive = this.connUpgrade = this.upgrade = false;
     this.contentLength = -1;
     this.srvid = '';
     this.drop.length = 0;
+    this.connLines.length = 0;
     this.error = '';
   }
 }
@@ -130,6 +136,7 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
         h.otherEncoding = true;
       }
     } else if (nameLen === 10 && c0 === 0x63 && eqLower(b, pos, 'connection')) {
+      if (!request) h.connLines.push(pos, lf + 1);
       // Fast paths for the two common single values, without a string allocation.
       const len = ve - vs;
       if (len === 10 && eqLower(b, vs, 'keep-alive')) {
@@ -139,6 +146,12 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
       }
       if (len === 5 && eqLower(b, vs, 'close')) {
         h.connClose = true;
+        // An HTTP/1.1 client's close is about its own connection (hop-by-hop): the line is not
+        // passed on, so the backend connection stays open for the pool (docs/dataplane.md).
+        if (request && h.version11) {
+          h.drop.push(pos, lf + 1);
+          h.closeStripped = true;
+        }
         pos = lf + 1;
         continue;
       }

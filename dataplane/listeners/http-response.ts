@@ -51,6 +51,8 @@ export abstract class HttpResponseRelay {
   private interim = 0;
   /** Start of a parsed response head not yet written to the client (-1: none). */
   protected headFrom = -1;
+  /** A rewritten response head not yet written to the client (goes out with the body start). */
+  private headOut: Buffer | null = null;
   protected keepClient = true;
   /** The response must carry an NB_SRVID cookie (http_cookie stickiness chose a new node). */
   protected setCookie = false;
@@ -78,6 +80,7 @@ export abstract class HttpResponseRelay {
     this.gotResponse = false;
     this.interim = 0;
     this.resBuf = null;
+    this.headOut = null;
   }
 
   onBackendData(conn: BackendConn, chunk: Buffer): void {
@@ -156,9 +159,12 @@ export abstract class HttpResponseRelay {
       this.out = null;
       this.replayable = false;
       const cookie = this.setCookie && this.node !== null ? this.node.cookie : null;
-      if (cookie !== null || res.drop.length > 0) {
-        // Rewritten heads are written on their own.
-        this.client.write(responseHead(view, res, n, cookie));
+      // The client's close was not passed on (http-head.ts): say it in the response ourselves,
+      // or a client seeing the backend's keep-alive would reuse a connection we are closing.
+      const close = this.req.closeStripped && !res.connClose;
+      if (cookie !== null || res.drop.length > 0 || close) {
+        // A rewritten head goes out with the body bytes of this read, in one write.
+        this.headOut = responseHead(view, res, n, cookie, close);
         this.headFrom = -1;
       } else {
         this.headFrom = at;
@@ -214,7 +220,10 @@ export abstract class HttpResponseRelay {
         if (e === CHUNK_ERROR) {
           this.rt.failed(conn.node, 'bad chunked response');
           // Head not written yet: the client can still get a clean 502 instead of a cut.
-          if (this.headFrom >= 0) return this.reply(R502);
+          if (this.headFrom >= 0 || this.headOut !== null) {
+            this.headOut = null;
+            return this.reply(R502);
+          }
           this.conn = null;
           conn.destroy();
           this.client.destroy();
@@ -230,7 +239,11 @@ export abstract class HttpResponseRelay {
         end = from;
         break;
     }
-    if (end > writeFrom && !this.client.write(writeFrom === 0 && end === chunk.length ? chunk : chunk.subarray(writeFrom, end))) {
+    const head = this.headOut;
+    if (head !== null) {
+      this.headOut = null;
+      if (!this.client.write(end > writeFrom ? Buffer.concat([head, chunk.subarray(writeFrom, end)]) : head)) conn.socket.pause();
+    } else if (end > writeFrom && !this.client.write(writeFrom === 0 && end === chunk.length ? chunk : chunk.subarray(writeFrom, end))) {
       conn.socket.pause();
     }
     if (end < chunk.length) {

@@ -26,18 +26,41 @@ export function requestHead(b: Buffer, req: HeadInfo, headEnd: number, bodyEnd: 
 
 /**
  * Response head `view[0, end)` with the parser's dropped lines removed (a Content-Length beside
- * Transfer-Encoding) and, when `cookie` is given, the http_cookie stickiness line added. Rare:
+ * Transfer-Encoding), and, when `close` is set, its Connection lines replaced by
+ * `Connection: close` (the client asked to close, but the backend was not told so and may have
+ * answered keep-alive). When `cookie` is given, the http_cookie stickiness line is added. Rare:
  * most responses go out as received.
  */
-export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null): Buffer {
+export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null, close: boolean): Buffer {
   const parts: Buffer[] = [];
+  const drop = close && res.connLines.length > 0 ? mergeRanges(res.drop, res.connLines) : res.drop;
   let from = 0;
-  for (let i = 0; i < res.drop.length; i += 2) {
-    parts.push(view.subarray(from, res.drop[i]));
-    from = res.drop[i + 1];
+  for (let i = 0; i < drop.length; i += 2) {
+    parts.push(view.subarray(from, drop[i]));
+    from = drop[i + 1];
   }
   parts.push(view.subarray(from, res.insertAt));
+  if (close) parts.push(CONNECTION_CLOSE);
   if (cookie !== null) parts.push(Buffer.from(`Set-Cookie: NB_SRVID=${cookie}; path=/\r\n`, 'latin1'));
   parts.push(view.subarray(res.insertAt, end));
   return Buffer.concat(parts);
+}
+
+const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
+
+/** Two sorted lists of disjoint [start, end) line ranges as one sorted list (lines never overlap). */
+function mergeRanges(a: readonly number[], b: readonly number[]): number[] {
+  const out: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (j >= b.length || (i < a.length && a[i] < b[j])) {
+      out.push(a[i], a[i + 1]);
+      i += 2;
+    } else {
+      out.push(b[j], b[j + 1]);
+      j += 2;
+    }
+  }
+  return out;
 }

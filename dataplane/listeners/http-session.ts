@@ -354,7 +354,8 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     if (conn !== null) {
       const res = this.res;
       const req = this.req;
-      if (res.connClose || (!res.version11 && !res.connKeepAlive) || req.connClose || (!req.version11 && !req.connKeepAlive)) conn.destroy();
+      const reqClose = req.connClose ? !req.closeStripped : !req.version11 && !req.connKeepAlive;
+      if (res.connClose || (!res.version11 && !res.connKeepAlive) || reqClose) conn.destroy();
       else conn.release();
     }
     this.finishWithoutConn();

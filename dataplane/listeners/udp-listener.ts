@@ -11,6 +11,15 @@ const SWEEP_MS = 1000;
 /** Asked of the kernel for the listening socket, so a burst is not dropped before we read it. */
 const SOCKET_BUFFER = 4 * 1024 * 1024;
 
+/**
+ * Every address this file sends to is already an IP literal (a client's source, a validated node
+ * address), so the name lookup dgram does before each send is answered at once. Node's default
+ * goes through dns.lookup and a nextTick per datagram (docs/performance.md "UDP").
+ */
+function literal(address: string, _family: unknown, callback: (err: Error | null, address: string, family: number) => void): void {
+  callback(null, address, address.includes(':') ? 6 : 4);
+}
+
 /** One client flow (source address and port): its own socket towards the node, and its node. */
 interface UdpSession {
   readonly flow: string;
@@ -23,6 +32,13 @@ interface UdpSession {
   sentTo: NodeState | null;
   /** Node addresses (`host:port`) this session sent to: the only sources a reply is taken from. */
   readonly peers: Set<string>;
+  /**
+   * True while the socket is connected to `node`, the only node the session has used: sends
+   * carry no address and the kernel drops datagrams from anyone else, so a reply needs no check.
+   * The first move to another node disconnects it for good (replies from every node in `peers`
+   * are still taken, as before).
+   */
+  connected: boolean;
   lastSeen: number;
   ended: boolean;
 }
@@ -42,7 +58,7 @@ export class UdpListener {
   private closed = false;
 
   constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits) {
-    this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4' });
+    this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4', lookup: literal });
     this.socket.on('message', (msg, from) => this.onDatagram(msg, from));
     this.socket.on('error', (e) => this.log.error({ err: e, ip, port }, 'udp listener error'));
   }
@@ -103,6 +119,14 @@ export class UdpListener {
       }
     }
     const node = s.node;
+    if (s.connected) {
+      if (node === s.sentTo) {
+        s.socket.send(msg);
+        return;
+      }
+      s.connected = false;
+      s.socket.disconnect();
+    }
     if (node !== s.sentTo) {
       s.sentTo = node;
       s.peers.add(`${node.spec.host}:${node.spec.port}`);
@@ -127,19 +151,29 @@ export class UdpListener {
       this.limits.releaseUdp(rt.throttle, from.address);
       return undefined;
     }
-    const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4' });
-    const s: UdpSession = { flow, ip: from.address, port: from.port, rt, socket, node, sentTo: null, peers: new Set(), lastSeen: this.clock.now(), ended: false };
+    const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4', lookup: literal });
+    const s: UdpSession = {
+      flow, ip: from.address, port: from.port, rt, socket, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
+      connected: true, lastSeen: this.clock.now(), ended: false,
+    };
+    // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
+    socket.connect(node.spec.port, node.spec.host);
     socket.on('message', (reply, peer) => {
       if (s.ended) return;
       const last = s.sentTo;
-      const known = last !== null && peer.port === last.spec.port && peer.address === last.spec.host;
+      // A connected socket hears only its node: the kernel drops datagrams from anyone else.
+      const known = s.connected || (last !== null && peer.port === last.spec.port && peer.address === last.spec.host);
       if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
-      if (known) rt.seen(last);
+      if (known && last !== null) rt.seen(last);
       s.lastSeen = this.clock.now();
       rt.traffic.sent(reply.length);
       this.socket.send(reply, s.port, s.ip);
     });
-    socket.on('error', (e) => {
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      // A connected socket hears the ICMP "port unreachable" of a node that is not listening; an
+      // unconnected one never did. The datagram is lost either way and the session stays, as
+      // before: health checks, not one refused datagram, decide that a node is down.
+      if (e.code === 'ECONNREFUSED') return;
       this.log.debug({ err: e, flow }, 'udp session socket error');
       this.end(s);
     });

@@ -1,4 +1,4 @@
-import { Agent, request } from 'node:http';
+import { Agent, createServer as createHttpServer, request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loopback, patternBytes, sha256, startHttpBackend, waitFor } from '../../helpers/backends.js';
 import { cleanup, newEngine } from './engine-harness.js';
@@ -53,6 +53,47 @@ describe('http proxy', () => {
       sockets.add(r.socket);
     }
     expect(sockets.size).toBe(1);
+  });
+
+  it("a client's Connection: close ends only the client connection: the backend connection is pooled for the next client", async () => {
+    // Connection is hop-by-hop: the client's close is not passed on, so a client opening a new
+    // connection per request does not cost a backend connect and close per request as well.
+    const seen: Array<string | undefined> = [];
+    let connections = 0;
+    const srv = createHttpServer({ keepAliveTimeout: 30_000 }, (req, res) => {
+      seen.push(req.headers.connection);
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }).end('ok');
+    });
+    srv.on('connection', () => connections++);
+    const bip = loopback();
+    await new Promise<void>((r) => srv.listen(0, bip, () => r()));
+    cleanup.push(() => new Promise<void>((r) => {
+      srv.closeAllConnections();
+      srv.close(() => r());
+    }));
+    const ip = loopback();
+    const port = await freePort(ip);
+    const { engine } = newEngine();
+    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(`${bip}:${(srv.address() as { port: number }).port}`)], { protocol: 'http' })])]));
+    for (let i = 0; i < 5; i++) {
+      const s = await tcpConnect(ip, port);
+      s.write(`GET /c${i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      const out = (await readAll(s)).toString('latin1');
+      expect(out).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\nok$/);
+      // The backend answered keep-alive (it was not told to close); the client is told close.
+      expect(out).toMatch(/\r\nConnection: close\r\n/);
+      expect(out).not.toMatch(/\r\nConnection: keep-alive/i);
+    }
+    expect(seen).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    expect(connections).toBe(1);
+    // An HTTP/1.0 request without keep-alive is passed on as received: that backend connection closes.
+    const s = await tcpConnect(ip, port);
+    s.write('GET /old HTTP/1.0\r\nHost: x\r\n\r\n');
+    expect((await readAll(s)).toString('latin1')).toMatch(/\r\n\r\nok$/);
+    const s2 = await tcpConnect(ip, port);
+    s2.write('GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect((await readAll(s2)).toString('latin1')).toMatch(/\r\n\r\nok$/);
+    expect(connections).toBe(2);
   });
 
   it('answers pipelined requests in order', async () => {

@@ -62,6 +62,16 @@ describe('UDP configs', () => {
     }
   });
 
+  it('stickiness none: one flow is spread over every node per datagram, and every node\'s answer comes back', async () => {
+    // The session's socket starts connected to its first node and leaves that for good at the
+    // first move; answers from the first node must still come back afterwards.
+    const { flow } = await setup({ algorithm: 'roundrobin', stickiness: 'none' });
+    const f = flow();
+    const seen: (string | null)[] = [];
+    for (let i = 0; i < 9; i++) seen.push(await f.who(`n-${i}`));
+    expect(counts(seen)).toEqual({ a: 3, b: 3, c: 3 });
+  });
+
   it('a flow silent for longer than udp_session_timeout starts a new session, which may go elsewhere', async () => {
     const { flow, engine } = await setup({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
     const f = flow();

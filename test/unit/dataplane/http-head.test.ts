@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BAD, HeadInfo, NEED_MORE, parseRequestHead, parseResponseHead } from '../../../dataplane/listeners/http-head.js';
 import { CHUNK_ERROR, ChunkedTracker } from '../../../dataplane/listeners/chunked.js';
+import { responseHead } from '../../../dataplane/listeners/http-rewrite.js';
 
 const b = (s: string) => Buffer.from(s, 'latin1');
 
@@ -16,6 +17,35 @@ describe('request head parser', () => {
     expect(h.drop).toHaveLength(2);
     expect(b(raw).subarray(h.drop[0], h.drop[1]).toString()).toBe('X-Forwarded-Proto: evil\r\n');
     expect(h.version11).toBe(true);
+  });
+
+  it("drops an HTTP/1.1 request's `Connection: close` line (hop-by-hop) and keeps an HTTP/1.0 one", () => {
+    const h = new HeadInfo();
+    const raw = 'GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nAccept: */*\r\n\r\n';
+    expect(parseRequestHead(b(raw), h)).toBe(raw.length);
+    expect(h.connClose && h.closeStripped).toBe(true);
+    expect(b(raw).subarray(h.drop[0], h.drop[1]).toString()).toBe('Connection: close\r\n');
+    const old = 'GET / HTTP/1.0\r\nHost: a\r\nConnection: close\r\n\r\n';
+    expect(parseRequestHead(b(old), h)).toBe(old.length);
+    expect(h.connClose).toBe(true);
+    expect(h.closeStripped).toBe(false);
+    expect(h.drop).toHaveLength(0);
+    // Any other Connection value is passed on as received.
+    expect(parseRequestHead(b('GET / HTTP/1.1\r\nConnection: close, TE\r\nTE: trailers\r\n\r\n'), h)).toBeGreaterThan(0);
+    expect(h.connClose).toBe(true);
+    expect(h.closeStripped).toBe(false);
+    expect(h.drop).toHaveLength(0);
+  });
+
+  it('rewrites a response head for a client that asked to close: Connection lines replaced, other drops kept', () => {
+    const h = new HeadInfo();
+    const raw = 'HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n';
+    const n = parseResponseHead(b(raw), h);
+    expect(n).toBe(raw.length);
+    const out = responseHead(b(raw), h, n, 'c1', true).toString('latin1');
+    expect(out).toBe('HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nSet-Cookie: NB_SRVID=c1; path=/\r\n\r\n');
+    // Without `close` the Connection line stays.
+    expect(responseHead(b(raw), h, n, null, false).toString('latin1')).toBe('HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n');
   });
 
   it('waits for more bytes and enforces the head size limit', () => {
