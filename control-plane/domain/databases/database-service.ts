@@ -129,7 +129,8 @@ export class DatabaseService {
       currentEngineConfig: db.engineConfig,
       currentClusterSize: db.clusterSize,
       currentVersion: db.version,
-      engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
+      currentEngineId: db.engineId,
+      engineForVersion: (v) => this.d.engines.forVersion(v)?.id,
     });
     const patch: Partial<DatabaseRecord> = {};
     if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
@@ -143,17 +144,26 @@ export class DatabaseService {
       const e = this.d.engines.get(input.engineId)!;
       Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
     }
+    if (input.clusterSize !== undefined) {
+      // A scale keeps the replication a new database of that size gets by default
+      // (docs/databases.md, "Scaling").
+      Object.assign(patch, { clusterSize: input.clusterSize, replicationType: input.clusterSize === 3 ? 'semi_synch' : 'none' });
+    }
     if (Object.keys(patch).length === 0) return db;
-    // What the real service shows and records, and what Terraform waits for: a plan change is a
-    // resize (database_resize, status resizing); anything else, a version upgrade included, is an
-    // update (database_update). A PUT doing both records both, completed by the same convergence.
-    const resize = patch.type !== undefined;
-    const update = Object.keys(patch).some((k) => k !== 'type');
+    // What the real service shows and records, and what Terraform waits for: a plan or size change
+    // is a resize (database_resize, status resizing); anything else, a version upgrade included, is
+    // an update (database_update). A PUT doing both records both, completed by the same convergence.
+    const resizeKeys = new Set(['type', 'clusterSize', 'replicationType']);
+    const resize = patch.type !== undefined || patch.clusterSize !== undefined;
+    const update = Object.keys(patch).some((k) => !resizeKeys.has(k));
     const updated = this.d.repo.transaction(() => {
       const ref = databaseRef({ id, label: patch.label ?? db.label });
       const record = (action: string) => this.d.events.record(action, ref, { username: actor.user.username }).id;
       const resizeEvent = resize ? record('database_resize') : null;
       const updateEvent = update ? record('database_update') : null;
+      // Every member of a scaled database runs on the agent that runs it now; the new members are
+      // seeded there from the primary (docs/databases.md, "Scaling").
+      if (patch.clusterSize !== undefined && db.agentId !== null) this.d.repo.setMembers(id, Array.from({ length: patch.clusterSize }, () => db.agentId!));
       return this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),

@@ -28,4 +28,13 @@ describe('engine catalogues: the operator chooses the software (docs/security/se
     configured = [{ id: 'mysql/10.11.9', engine: 'mysql', version: '10.11.9', image: 'ops/mariadb:1', binary: '' }];
     expect(c.list()).toEqual(configured);
   });
+
+  it('finds the engine a client version names: the exact build, or the newest build of a series', () => {
+    const c = new EngineCatalogue(() => [], [], () => ['mysql/10.11.9', 'mysql/11.8.2', 'mysql/11.8.10', 'mysql/11.80.1']);
+    expect(c.forVersion('10.11.9')?.id).toBe('mysql/10.11.9');
+    expect(c.forVersion('11.8')?.id).toBe('mysql/11.8.10');
+    expect(c.forVersion('11')?.id).toBe('mysql/11.80.1');
+    expect(c.forVersion('11.4')).toBeUndefined();
+    expect(c.forVersion('10.11.1')).toBeUndefined();
+  });
 });

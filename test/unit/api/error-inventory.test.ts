@@ -215,7 +215,6 @@ describe('API error inventory', () => {
       resizeToMoreDisk: 'A database can only be resized to a plan with more disk than {0}',
       typeWithAllowList: 'type and allow_list cannot be changed in the same request',
       immutable: '{0} cannot be changed after creation',
-      clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
       notYet: '{0} is not supported yet',
       versionUnavailable: 'version {0} is not available; see /databases/engines for the versions offered',
       versionDowngrade: 'version can only be upgraded from {0}, not lowered',
