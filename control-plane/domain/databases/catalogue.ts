@@ -52,10 +52,10 @@ export class EngineCatalogue {
 
   /**
    * The entry a client's `version` names: the exact version, or for a series (`11.8`, as clients
-   * write a major version) its newest build in the catalogue.
+   * write a major version) its newest build in the catalogue, among the entries `usable` keeps.
    */
-  forVersion(version: string): EngineEntry | undefined {
-    const all = this.list();
+  forVersion(version: string, usable: (id: string) => boolean = () => true): EngineEntry | undefined {
+    const all = this.list().filter((e) => usable(e.id));
     return all.find((e) => e.version === version) ?? all.filter((e) => e.version.startsWith(`${version}.`)).at(-1);
   }
 }

@@ -130,7 +130,9 @@ export class DatabaseService {
       currentClusterSize: db.clusterSize,
       currentVersion: db.version,
       currentEngineId: db.engineId,
-      engineForVersion: (v) => this.d.engines.forVersion(v)?.id,
+      // A series names the newest build this database's agents run, else the newest anywhere (refused below).
+      engineForVersion: (v) => (this.d.engines.forVersion(v, (engineId) => this.agentsCanRun(db, engineId)) ?? this.d.engines.forVersion(v))?.id,
+      engineUsable: (engineId) => this.agentsCanRun(db, engineId),
     });
     const patch: Partial<DatabaseRecord> = {};
     if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
@@ -171,6 +173,19 @@ export class DatabaseService {
     });
     this.d.onChange();
     return updated;
+  }
+
+  /**
+   * Whether every agent running a member of the database reports engine `engineId` among those it
+   * can run: the catalogue lists what some agent runs (a docker host with a newer image), and an
+   * upgrade its own agents cannot run would never converge. An agent not known yet counts as able.
+   */
+  private agentsCanRun(db: DatabaseRecord, engineId: string): boolean {
+    const agents = new Set([db.agentId, ...this.d.repo.members(db.id).map((m) => m.agentId)].filter((a): a is string => !!a));
+    return [...agents].every((a) => {
+      const known = this.d.repo.agent(a);
+      return !known || known.engines.some((e) => e.id === engineId);
+    });
   }
 
   delete(actor: Actor, id: number): void {

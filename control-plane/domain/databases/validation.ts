@@ -229,6 +229,8 @@ export interface UpdateLookups {
    * `11.8` for the newest build of it), undefined when none does.
    */
   engineForVersion?(version: string): string | undefined;
+  /** Whether the agents running the database can run that engine (absent: yes). */
+  engineUsable?(engineId: string): boolean;
 }
 
 /**
@@ -267,6 +269,7 @@ function validateResizeAndUpgrade(errs: ErrorCollector, body: Body, look: Update
     if (typeof v !== 'string' || !engineId) errs.add('version', R.versionUnavailable(String(v)));
     else if (engineId === look.currentEngineId) return;
     else if (compareVersions(v, look.currentVersion ?? '0') < 0) errs.add('version', R.versionDowngrade(look.currentVersion ?? ''));
+    else if (look.engineUsable && !look.engineUsable(engineId)) errs.add('version', R.versionUnavailable(v));
     else out.engineId = engineId;
   }
 }

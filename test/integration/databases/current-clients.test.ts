@@ -188,6 +188,18 @@ describe('databases API: the fields today\'s clients read', () => {
       { field: 'version', reason: 'version 1.0.0 is not available; see /databases/engines for the versions offered' },
     ]);
     expect(desired()).toMatchObject({ clusterSize: 3 });
+    // A version only another region's agent runs is not one this database's agent can move to.
+    const other = startScriptedAgent(api.cp.grpcAddress, {
+      id: 'agent-other', region: 'lab-local', engines: ['mysql/99.2.0'], credentials: hostCredentials(api.cp, 'agent', 'agent-other', 'lab-local'),
+    });
+    try {
+      await until('other engine offered', async () => ((await api.req('GET', '/v4/databases/engines', { token: null })).body.data.some((e: any) => e.id === 'mysql/99.2.0') || undefined));
+      const elsewhere = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: '99.2' } });
+      expect(elsewhere.status).toBe(400);
+      expect(elsewhere.body.errors).toEqual([{ field: 'version', reason: 'version 99.2 is not available; see /databases/engines for the versions offered' }]);
+    } finally {
+      other.close();
+    }
     const down = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: engine.split('/')[1] } });
     expect(down.status).toBe(400);
     expect(down.body.errors).toEqual([{ field: 'version', reason: 'version can only be upgraded from 99.0.1, not lowered' }]);

@@ -72,6 +72,8 @@ describe('database validation', () => {
     expect(validateUpdate({ version: '10.11' }, u)).toEqual({});
     expect(fields(() => validateUpdate({ version: '10.6.1' }, u))).toEqual(['version']);
     expect(fields(() => validateUpdate({ version: '12.0' }, u))).toEqual(['version']);
+    // Listed because another agent runs it, but not by the agents of this database.
+    expect(fields(() => validateUpdate({ version: '11.8' }, { ...u, engineUsable: (id: string) => id !== 'mysql/11.8.9' }))).toEqual(['version']);
     expect(fields(() => validateUpdate({ version: 11 }, u))).toEqual(['version']);
     expect(validateUpdate({ cluster_size: 1 }, u)).toEqual({ clusterSize: 1 });
     expect(validateUpdate({ cluster_size: 3 }, { ...u, currentClusterSize: 1 })).toEqual({ clusterSize: 3 });
