@@ -20,6 +20,10 @@ export type ScaleContext = RejoinContext & Pick<ClusterContext, 'nodeIndexes' | 
  * Down: the primary moves to node 1 first when it is elsewhere (a switchover, as a rolling
  * restart does), then every other node is removed with its data, and node 1 stops waiting for
  * semi-sync acknowledgements nobody will send.
+ *
+ * Only the control plane starts a scale, and it records the `database_resize` event clients wait
+ * for (finished when the agent reports convergence), so the agent reports no event of its own: a
+ * second one would read as a second resize.
  */
 export async function scale(db: ScaleContext, to: number): Promise<void> {
   const s = db.state;
@@ -28,7 +32,7 @@ export async function scale(db: ScaleContext, to: number): Promise<void> {
     s.addresses = [...s.addresses, ...(await db.allocateAddresses(to - from))];
     await db.save();
     for (let k = from + 1; k <= to; k++) await rejoin(db, k, true);
-    db.emit('database_resize', `scaled from ${from} to ${to} nodes: the new nodes were seeded from the primary and replicate from it`);
+    db.log.info({ from, to }, 'scaled up: the new nodes were seeded from the primary and replicate from it');
     return;
   }
   if (s.primary > to) {
@@ -45,5 +49,5 @@ export async function scale(db: ScaleContext, to: number): Promise<void> {
   if (s.errant && s.errant.node > to) delete s.errant;
   await db.save();
   await db.refresh();
-  db.emit('database_resize', `scaled from ${from} to ${to} nodes: node 1 serves as primary, the other nodes and their data were removed`);
+  db.log.info({ from, to }, 'scaled down: node 1 serves as primary, the other nodes and their data were removed');
 }
