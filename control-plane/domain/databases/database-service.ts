@@ -11,6 +11,7 @@ import type { AddressPools } from '../address-pools.js';
 import type { EngineCatalogue } from './catalogue.js';
 import { parseEngineId } from './catalogue.js';
 import type { BackupRecord, DatabaseRecord, OperationKind } from './model.js';
+import { spansAgents } from './placement.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
@@ -130,6 +131,8 @@ export class DatabaseService {
       currentClusterSize: db.clusterSize,
       currentVersion: db.version,
       currentEngineId: db.engineId,
+      // Scaling seeds members on the database's own agent; a cluster spread over agents is not scaled.
+      spansAgents: spansAgents(this.d.repo.members(id)),
       // A series names the newest build this database's agents run, else the newest anywhere (refused below).
       engineForVersion: (v) => (this.d.engines.forVersion(v, (engineId) => this.agentsCanRun(db, engineId)) ?? this.d.engines.forVersion(v))?.id,
       engineUsable: (engineId) => this.agentsCanRun(db, engineId),

@@ -25,6 +25,7 @@ export const databaseReasons = {
   engineUnavailable: (engine: string) => `Engine ${engine} is not available; see /databases/engines for the engines offered`,
   engineNotString: 'engine is not available; see /databases/engines for the engines offered',
   clusterSize: 'cluster_size must be 1 or 3',
+  clusterSizeSpread: 'cluster_size cannot be changed while the members run on several hosts',
   replicationType: 'replication_type must be none, asynch or semi_synch',
   replicationForOne: 'replication_type must be none for a cluster_size of 1',
   replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',
@@ -229,6 +230,8 @@ export interface UpdateLookups {
    * `11.8` for the newest build of it), undefined when none does.
    */
   engineForVersion?(version: string): string | undefined;
+  /** The members run on more than one agent (a scale is then refused). */
+  spansAgents?: boolean;
   /** Whether the agents running the database can run that engine (absent: yes). */
   engineUsable?(engineId: string): boolean;
 }
@@ -261,6 +264,7 @@ export function compareVersions(a: string, b: string): number {
 function validateResizeAndUpgrade(errs: ErrorCollector, body: Body, look: UpdateLookups, out: UpdateInput): void {
   if (body.cluster_size !== undefined && body.cluster_size !== null) {
     if (body.cluster_size !== 1 && body.cluster_size !== 3) errs.add('cluster_size', R.clusterSize);
+    else if (body.cluster_size !== look.currentClusterSize && look.spansAgents) errs.add('cluster_size', R.clusterSizeSpread);
     else if (body.cluster_size !== look.currentClusterSize) out.clusterSize = body.cluster_size;
   }
   if (body.version !== undefined && body.version !== null && body.version !== look.currentVersion) {

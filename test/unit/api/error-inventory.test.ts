@@ -199,6 +199,7 @@ describe('API error inventory', () => {
       engineUnavailable: 'Engine {0} is not available; see /databases/engines for the engines offered',
       engineNotString: 'engine is not available; see /databases/engines for the engines offered',
       clusterSize: 'cluster_size must be 1 or 3',
+      clusterSizeSpread: 'cluster_size cannot be changed while the members run on several hosts',
       replicationType: 'replication_type must be none, asynch or semi_synch',
       replicationForOne: 'replication_type must be none for a cluster_size of 1',
       replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',

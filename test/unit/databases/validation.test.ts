@@ -78,6 +78,8 @@ describe('database validation', () => {
     expect(validateUpdate({ cluster_size: 1 }, u)).toEqual({ clusterSize: 1 });
     expect(validateUpdate({ cluster_size: 3 }, { ...u, currentClusterSize: 1 })).toEqual({ clusterSize: 3 });
     expect(fields(() => validateUpdate({ cluster_size: 2 }, u))).toEqual(['cluster_size']);
+    expect(fields(() => validateUpdate({ cluster_size: 1 }, { ...u, spansAgents: true }))).toEqual(['cluster_size']);
+    expect(validateUpdate({ cluster_size: 3 }, { ...u, spansAgents: true })).toEqual({});
     expect(fields(() => validateUpdate({ cluster_size: '1' }, u))).toEqual(['cluster_size']);
     expect(compareVersions('10.11.9', '10.11.14')).toBe(-1);
     expect(compareVersions('10.11', '10.11.0')).toBe(0);
