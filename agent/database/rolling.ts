@@ -67,6 +67,11 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
 async function upgradeTables(db: Pick<RollingContext, 'runtime' | 'nodeName' | 'state' | 'log'>, k: number): Promise<void> {
   const started = Date.now();
   const r = await db.runtime.exec(db.nodeName(k), ['mariadb-upgrade', '--user=root', '--skip-write-binlog', '--upgrade-system-tables', '--silent'], { env: { MYSQL_PWD: db.state.adminPassword } });
+  // An image without the tool (MySQL's own images: MySQL 8 upgrades its tables itself at start).
+  if (r.exitCode === 126 || r.exitCode === 127) {
+    db.log.warn({ node: k }, 'no mariadb-upgrade in this engine build; system tables left as the server found them');
+    return;
+  }
   if (r.exitCode !== 0) throw new Error(`mariadb-upgrade failed on node ${k}: ${clientError(r.stderr || r.stdout)}`);
   db.log.info({ node: k, ms: Date.now() - started }, 'system tables match the server');
 }
