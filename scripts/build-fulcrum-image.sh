@@ -84,7 +84,7 @@ USER fulcrum
 VOLUME /var/lib/fulcrum
 ENTRYPOINT ["/usr/local/bin/node", "/opt/fulcrum/bin/fulcrum.js"]
 CMD ["--help"]
-LABEL org.opencontainers.image.title=fulcrum org.opencontainers.image.version=$VERSION org.opencontainers.image.base.name=$BASE
+LABEL fulcrum.image=fulcrum org.opencontainers.image.title=fulcrum org.opencontainers.image.version=$VERSION org.opencontainers.image.base.name=$BASE
 EOF
 
 log "docker build ($(du -sh "$CTX" | cut -f1) of context)"

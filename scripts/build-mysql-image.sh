@@ -9,18 +9,36 @@
 # cached under /var/cache/fulcrum (debootstrap debs, apt debs seeded from the host's apt cache),
 # and the host's package lists are reused, so a rebuild needs no network.
 #
-# Usage: scripts/build-mysql-image.sh [--force]    Env: FULCRUM_MYSQL_IMAGE (default fulcrum/mariadb)
+# A second series comes from a newer Debian suite: `--suite trixie` builds `fulcrum/mariadb:11.8`
+# the same way (the lab's upgrade target, docs/docker.md "Images").
+#
+# Usage: scripts/build-mysql-image.sh [--force] [--suite bookworm|trixie]
+# Env: FULCRUM_MYSQL_IMAGE (default fulcrum/mariadb)
 set -euo pipefail
 
 REPO="${FULCRUM_MYSQL_IMAGE:-fulcrum/mariadb}"
-SERIES=10.11
 SUITE=bookworm
 CACHE=/var/cache/fulcrum
 FORCE=0
-[ "${1:-}" = "--force" ] && FORCE=1
 
 log() { printf 'build-mysql-image: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) FORCE=1 ;;
+    --suite) SUITE="${2:-}"; shift ;;
+    --suite=*) SUITE="${1#--suite=}" ;;
+    *) die "unknown argument $1 (usage: [--force] [--suite bookworm|trixie])" ;;
+  esac
+  shift
+done
+# The MariaDB series each Debian suite ships: the image's series tag and the version check below.
+case "$SUITE" in
+  bookworm) SERIES=10.11 ;;
+  trixie) SERIES=11.8 ;;
+  *) die "unknown suite $SUITE (bookworm or trixie)" ;;
+esac
 
 if ! docker info >/dev/null 2>&1; then
   die "docker is not answering: run scripts/start-dockerd.sh first"

@@ -7,7 +7,11 @@ cd "$(dirname "$0")/.."
 [ -d node_modules ] || npm ci --no-audit --no-fund
 bash scripts/install-system-deps.sh
 bash scripts/start-dockerd.sh
-if [ -f scripts/build-mysql-image.sh ]; then bash scripts/build-mysql-image.sh; fi
+if [ -f scripts/build-mysql-image.sh ]; then
+  bash scripts/build-mysql-image.sh
+  # The upgrade target of test/e2e/databases/upgrade.test.ts (MariaDB 11.8 from Debian trixie).
+  bash scripts/build-mysql-image.sh --suite trixie
+fi
 
 npm run --silent build
 npx eslint .

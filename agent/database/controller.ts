@@ -12,6 +12,7 @@ import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { rolling } from './rolling.js';
+import { scale } from './scale.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
@@ -250,6 +251,7 @@ export class DatabaseController extends Cluster {
           await rolling(this.context, a.reason);
           if (a.reason === 'patch') this.settlePatch();
           return;
+        case 'scale': return await scale(this.context, a.to);
         case 'sync-accounts': return await this.syncAccounts();
         case 'sync-proxies': return await this.syncEndpoints();
         case 'sync-variables': return await this.variables.apply(this.context, this.desired?.dynamicOptions ?? {}, this.liveNodes());

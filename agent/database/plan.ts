@@ -58,6 +58,7 @@ export type Action =
   | { kind: 'promote-primary' }
   | { kind: 'rejoin'; index: number; rebuild: boolean }
   | { kind: 'rolling'; reason: 'resize' | 'patch' }
+  | { kind: 'scale'; to: number }
   | { kind: 'sync-accounts' }
   | { kind: 'sync-proxies' }
   | { kind: 'sync-variables' };
@@ -105,6 +106,8 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
     }
   }
   if (actions.length > 0) return actions;
+  // A healthy cluster of another size than desired is scaled before anything restarts.
+  if ((desired.clusterSize === 1 || desired.clusterSize === 3) && desired.clusterSize !== o.clusterSize) return [{ kind: 'scale', to: desired.clusterSize }];
   if (o.nodes.some((n) => !n.specCurrent)) actions.push({ kind: 'rolling', reason: 'resize' });
   else if (o.patchRequested || (o.patchPending && o.windowOpen)) actions.push({ kind: 'rolling', reason: 'patch' });
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
@@ -131,6 +134,7 @@ export function observedStatus(input: {
     suspend: 'suspending',
     resume: 'resuming',
     rolling: 'updating',
+    scale: 'resizing',
     'sync-accounts': 'updating',
     snapshot: 'backing_up',
     restore: 'restoring',

@@ -1,11 +1,12 @@
 import { withAdmin } from '../mysql/admin.js';
+import { clientError } from '../mysql/customer-data.js';
 import { switchover } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
 import { attach } from './rejoin.js';
 
 export type RollingContext = Pick<ClusterContext,
-  'spec' | 'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
+  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
   | 'primaryAddress' | 'resolveEngine' | 'ensureTls' | 'save' | 'refresh' | 'emit'>;
 
 /**
@@ -25,6 +26,7 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
   const restart = async (k: number) => {
     await db.runtime.stop(db.nodeName(k));
     await db.runtime.ensure(db.nodeSpec(k));
+    await upgradeTables(db, k);
   };
   const p = s.primary;
   const nodes = db.nodeIndexes();
@@ -50,4 +52,26 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
   }
   await db.refresh();
   if (reason === 'patch') db.emit('database_update', `patched: nodes restarted with ${s.running.binary ?? s.running.image}`);
+}
+
+/**
+ * Brings node k's system tables to the server it now runs (`mariadb-upgrade`), before it
+ * replicates or serves: a new major version reads the old tables but changes some of them
+ * (docs/agent.md §7, "Upgrades"). It does nothing when the data dir already matches the server
+ * (it keeps a marker file there), so it runs after every restart of a rolling one, which also
+ * covers a rolling restart interrupted half way. Nothing it does is written to the binlog, so
+ * replicas upgraded first never get GTIDs of their own. Only the system schema is upgraded: a
+ * check of every customer table would hold each node for as long as its data takes to read,
+ * and InnoDB tables need no conversion between the series the catalogue offers.
+ */
+async function upgradeTables(db: Pick<RollingContext, 'runtime' | 'nodeName' | 'state' | 'log'>, k: number): Promise<void> {
+  const started = Date.now();
+  const r = await db.runtime.exec(db.nodeName(k), ['mariadb-upgrade', '--user=root', '--skip-write-binlog', '--upgrade-system-tables', '--silent'], { env: { MYSQL_PWD: db.state.adminPassword } });
+  // An image without the tool (MySQL's own images: MySQL 8 upgrades its tables itself at start).
+  if (r.exitCode === 126 || r.exitCode === 127) {
+    db.log.warn({ node: k }, 'no mariadb-upgrade in this engine build; system tables left as the server found them');
+    return;
+  }
+  if (r.exitCode !== 0) throw new Error(`mariadb-upgrade failed on node ${k}: ${clientError(r.stderr || r.stdout)}`);
+  db.log.info({ node: k, ms: Date.now() - started }, 'system tables match the server');
 }

@@ -14,6 +14,11 @@ export async function detectDockerCatalogue(docker: Docker = new Docker({ socket
   const seen = new Set<string>();
   // Newest first: of two images with the same server version, the latest build wins.
   for (const img of [...images].sort((a, b) => b.Created - a.Created)) {
+    // An image built FROM one of ours inherits its labels (the fulcrum/fulcrum image carries
+    // fulcrum.image=mariadb with its own title and version): only the MariaDB images themselves,
+    // whose version label is the server's, are engines.
+    const title = img.Labels?.['org.opencontainers.image.title'];
+    if (title !== undefined && title !== 'fulcrum-mariadb') continue;
     const version = img.Labels?.['org.opencontainers.image.version'];
     if (!version || seen.has(version)) continue;
     const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');

@@ -28,7 +28,10 @@ export interface DatabaseRepository {
 
   /** Member placements of one database, or of every database; ordered by database and member. */
   members(databaseId?: number): Promise<MemberPlacement[]>;
-  /** Places member k+1 on agents[k] (the whole set, once; placements never move). */
+  /**
+   * Places member k+1 on agents[k]: the whole set, replacing any earlier one (placements move only
+   * when a database is scaled, and members past the new size are dropped).
+   */
   setMembers(databaseId: number, agents: string[]): Promise<void>;
 
   agents(): Promise<AgentRecord[]>;

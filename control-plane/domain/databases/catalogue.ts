@@ -49,6 +49,15 @@ export class EngineCatalogue {
   get(id: string): EngineEntry | undefined {
     return this.list().find((e) => e.id === id);
   }
+
+  /**
+   * The entry a client's `version` names: the exact version, or for a series (`11.8`, as clients
+   * write a major version) its newest build in the catalogue, among the entries `usable` keeps.
+   */
+  forVersion(version: string, usable: (id: string) => boolean = () => true): EngineEntry | undefined {
+    const all = this.list().filter((e) => usable(e.id));
+    return all.find((e) => e.version === version) ?? all.filter((e) => e.version.startsWith(`${version}.`)).at(-1);
+  }
 }
 
 /** Parses an engine id; undefined unless it is `mysql/<version>`. */

@@ -10,7 +10,8 @@ import type { RegionCatalogue } from '../regions.js';
 import type { AddressPools } from '../address-pools.js';
 import type { EngineCatalogue } from './catalogue.js';
 import { parseEngineId } from './catalogue.js';
-import type { BackupRecord, DatabaseRecord, OperationKind } from './model.js';
+import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
+import { spansAgents } from './placement.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
@@ -133,6 +134,8 @@ export class DatabaseService {
       const db = await this.get(actor, id, 'read_write');
       requireStatus(db.status, 'update');
       const labels = await this.labels(id);
+      const members = await this.d.repo.members(id);
+      const canRun = await this.agentsCanRun(db, members);
       const input = validateUpdate(body, {
         labelTaken: (l) => labels.has(l),
         typeDisk: (t) => findType(t)?.disk,
@@ -141,7 +144,12 @@ export class DatabaseService {
         currentEngineConfig: db.engineConfig,
         currentClusterSize: db.clusterSize,
         currentVersion: db.version,
-        engineForVersion: (v) => this.d.engines.get(`mysql/${v}`)?.id,
+        currentEngineId: db.engineId,
+        // Scaling seeds members on the database's own agent; a cluster spread over agents is not scaled.
+        spansAgents: spansAgents(members),
+        // A series names the newest build this database's agents run, else the newest anywhere (refused below).
+        engineForVersion: (v) => (this.d.engines.forVersion(v, canRun) ?? this.d.engines.forVersion(v))?.id,
+        engineUsable: canRun,
       });
       const patch: Partial<DatabaseRecord> = {};
       if (input.label !== undefined && input.label !== db.label) patch.label = input.label;
@@ -155,16 +163,25 @@ export class DatabaseService {
         const e = this.d.engines.get(input.engineId)!;
         Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
       }
+      if (input.clusterSize !== undefined) {
+        // A scale keeps the replication a new database of that size gets by default
+        // (docs/databases.md, "Scaling").
+        Object.assign(patch, { clusterSize: input.clusterSize, replicationType: input.clusterSize === 3 ? 'semi_synch' : 'none' });
+      }
       if (Object.keys(patch).length === 0) return { updated: db, changed: false };
-      // What the real service shows and records, and what Terraform waits for: a plan change is a
-      // resize (database_resize, status resizing); anything else, a version upgrade included, is an
-      // update (database_update). A PUT doing both records both, completed by the same convergence.
-      const resize = patch.type !== undefined;
-      const update = Object.keys(patch).some((k) => k !== 'type');
+      // What the real service shows and records, and what Terraform waits for: a plan or size change
+      // is a resize (database_resize, status resizing); anything else, a version upgrade included, is
+      // an update (database_update). A PUT doing both records both, completed by the same convergence.
+      const resizeKeys = new Set(['type', 'clusterSize', 'replicationType']);
+      const resize = patch.type !== undefined || patch.clusterSize !== undefined;
+      const update = Object.keys(patch).some((k) => !resizeKeys.has(k));
       const ref = databaseRef({ id, label: patch.label ?? db.label });
       const record = async (action: string) => (await this.d.events.record(action, ref, { username: actor.user.username })).id;
       const resizeEvent = resize ? await record('database_resize') : null;
       const updateEvent = update ? await record('database_update') : null;
+      // Every member of a scaled database runs on the agent that runs it now; the new members are
+      // seeded there from the primary (docs/databases.md, "Scaling").
+      if (patch.clusterSize !== undefined && db.agentId !== null) await this.d.repo.setMembers(id, Array.from({ length: patch.clusterSize }, () => db.agentId!));
       const updated = await this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),
@@ -173,6 +190,22 @@ export class DatabaseService {
     });
     if (changed) this.d.onChange();
     return updated;
+  }
+
+  /**
+   * Whether every agent running a member of the database reports an engine among those it can run:
+   * the catalogue lists what some agent runs (a docker host with a newer image), and an upgrade its
+   * own agents cannot run would never converge. An agent not known yet counts as able. Read before
+   * validation, which is synchronous.
+   */
+  private async agentsCanRun(db: DatabaseRecord, members: MemberPlacement[]): Promise<(engineId: string) => boolean> {
+    const ids = new Set([db.agentId, ...members.map((m) => m.agentId)].filter((a): a is string => !!a));
+    const known: AgentRecord[] = [];
+    for (const a of ids) {
+      const rec = await this.d.repo.agent(a);
+      if (rec) known.push(rec);
+    }
+    return (engineId) => known.every((rec) => rec.engines.some((e) => e.id === engineId));
   }
 
   async delete(actor: Actor, id: number): Promise<void> {

@@ -26,6 +26,7 @@ export const databaseReasons = {
   engineUnavailable: (engine: string) => `Engine ${engine} is not available; see /databases/engines for the engines offered`,
   engineNotString: 'engine is not available; see /databases/engines for the engines offered',
   clusterSize: 'cluster_size must be 1 or 3',
+  clusterSizeSpread: 'cluster_size cannot be changed while the members run on several hosts',
   replicationType: 'replication_type must be none, asynch or semi_synch',
   replicationForOne: 'replication_type must be none for a cluster_size of 1',
   replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',
@@ -42,7 +43,6 @@ export const databaseReasons = {
   resizeToMoreDisk: (current: string) => `A database can only be resized to a plan with more disk than ${current}`,
   typeWithAllowList: 'type and allow_list cannot be changed in the same request',
   immutable: (f: string) => `${f} cannot be changed after creation`,
-  clusterSizeChange: 'cluster_size cannot be changed yet; the database keeps the size it was created with',
   notYet: (f: string) => `${f} is not supported yet`,
   versionUnavailable: (v: string) => `version ${v} is not available; see /databases/engines for the versions offered`,
   versionDowngrade: (current: string) => `version can only be upgraded from ${current}, not lowered`,
@@ -225,6 +225,8 @@ export interface UpdateInput {
   engineConfig?: EngineConfig;
   /** An upgrade: the catalogue engine id of the newer version. */
   engineId?: string;
+  /** A scale to this many nodes (1 <-> 3). */
+  clusterSize?: 1 | 3;
 }
 
 export interface UpdateLookups {
@@ -236,8 +238,17 @@ export interface UpdateLookups {
   currentEngineConfig?: EngineConfig;
   currentClusterSize?: number;
   currentVersion?: string;
-  /** The catalogue engine id offering this MySQL version, undefined when none does. */
+  /** The database's own engine id: a version naming it (a series like `10.11`) is no change. */
+  currentEngineId?: string;
+  /**
+   * The catalogue engine id offering this MySQL version (a full version, or a series such as
+   * `11.8` for the newest build of it), undefined when none does.
+   */
   engineForVersion?(version: string): string | undefined;
+  /** The members run on more than one agent (a scale is then refused). */
+  spansAgents?: boolean;
+  /** Whether the agents running the database can run that engine (absent: yes). */
+  engineUsable?(engineId: string): boolean;
 }
 
 /**
@@ -300,19 +311,22 @@ export function compareVersions(a: string, b: string): number {
 
 /**
  * `version` and `cluster_size` as today's clients send them: the current value (Terraform and
- * linodego send what they hold) is no change; a newer catalogue version is an upgrade; a size
- * change is refused until scaling exists.
+ * linodego send what they hold) is no change; a newer catalogue version is an upgrade; the other
+ * size (1 <-> 3) is a scale.
  */
 function validateResizeAndUpgrade(errs: ErrorCollector, body: Body, look: UpdateLookups, out: UpdateInput): void {
   if (body.cluster_size !== undefined && body.cluster_size !== null) {
     if (body.cluster_size !== 1 && body.cluster_size !== 3) errs.add('cluster_size', R.clusterSize);
-    else if (body.cluster_size !== look.currentClusterSize) errs.add('cluster_size', R.clusterSizeChange);
+    else if (body.cluster_size !== look.currentClusterSize && look.spansAgents) errs.add('cluster_size', R.clusterSizeSpread);
+    else if (body.cluster_size !== look.currentClusterSize) out.clusterSize = body.cluster_size;
   }
   if (body.version !== undefined && body.version !== null && body.version !== look.currentVersion) {
     const v = body.version;
     const engineId = typeof v === 'string' ? look.engineForVersion?.(v) : undefined;
     if (typeof v !== 'string' || !engineId) errs.add('version', R.versionUnavailable(String(v)));
+    else if (engineId === look.currentEngineId) return;
     else if (compareVersions(v, look.currentVersion ?? '0') < 0) errs.add('version', R.versionDowngrade(look.currentVersion ?? ''));
+    else if (look.engineUsable && !look.engineUsable(engineId)) errs.add('version', R.versionUnavailable(v));
     else out.engineId = engineId;
   }
 }

@@ -149,7 +149,7 @@ describe('databases API: the fields today\'s clients read', () => {
     expect(vpc.body.errors).toEqual([{ field: 'private_network', reason: 'private_network is not supported yet' }]);
   });
 
-  it('takes PUTs shaped as linodego and the Terraform provider send them: type is a resize, version an upgrade, cluster_size refused', async () => {
+  it('takes PUTs shaped as linodego and the Terraform provider send them: type is a resize, version an upgrade, cluster_size a scale', async () => {
     const created = await api.req('POST', MYSQL, { body: { label: 'cur-put', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, engine_config: { mysql: { wait_timeout: 600 } } } });
     const id = created.body.id as number;
     let d = await waitStatus(api, id, 'active');
@@ -193,13 +193,42 @@ describe('databases API: the fields today\'s clients read', () => {
     const bad = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 1, version: '1.0.0' } });
     expect(bad.status).toBe(400);
     expect(bad.body.errors).toEqual([
-      { field: 'cluster_size', reason: 'cluster_size cannot be changed yet; the database keeps the size it was created with' },
       { field: 'version', reason: 'version 1.0.0 is not available; see /databases/engines for the versions offered' },
     ]);
+    expect(desired()).toMatchObject({ clusterSize: 3 });
+    // A version only another region's agent runs is not one this database's agent can move to.
+    const other = startScriptedAgent(api.cp.grpcAddress, {
+      id: 'agent-other', region: 'lab-local', engines: ['mysql/99.2.0'], credentials: await hostCredentials(api.cp, 'agent', 'agent-other', 'lab-local'),
+    });
+    try {
+      await until('other engine offered', async () => ((await api.req('GET', '/v4/databases/engines', { token: null })).body.data.some((e: any) => e.id === 'mysql/99.2.0') || undefined));
+      const elsewhere = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: '99.2' } });
+      expect(elsewhere.status).toBe(400);
+      expect(elsewhere.body.errors).toEqual([{ field: 'version', reason: 'version 99.2 is not available; see /databases/engines for the versions offered' }]);
+    } finally {
+      other.close();
+    }
     const down = await api.req('PUT', `${MYSQL}/${id}`, { body: { version: engine.split('/')[1] } });
     expect(down.status).toBe(400);
     expect(down.body.errors).toEqual([{ field: 'version', reason: 'version can only be upgraded from 99.0.1, not lowered' }]);
     expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 2 } })).body.errors).toEqual([{ field: 'cluster_size', reason: 'cluster_size must be 1 or 3' }]);
+
+    // cluster_size as linodego's MySQLUpdateOptions sends it: a scale, shown and recorded as a resize.
+    const down1 = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 1 } });
+    expect(down1.status).toBe(200);
+    expect(down1.body).toMatchObject({ status: 'resizing', cluster_size: 1, replication_type: 'none' });
+    assertCurrentDatabase(down1.body);
+    await until('one node desired', async () => desired().clusterSize === 1 || undefined);
+    expect(desired()).toMatchObject({ clusterSize: 1, replicationType: 'none' });
+    expect(desired().members.map((m) => m.index)).toEqual([1]);
+    await waitStatus(api, id, 'active');
+    expect((await eventsFor(api, id, 'database_resize'))[0]).toMatchObject({ status: 'finished' });
+    const up3 = await api.req('PUT', `${MYSQL}/${id}`, { body: { cluster_size: 3 } });
+    expect(up3.body).toMatchObject({ status: 'resizing', cluster_size: 3, replication_type: 'semi_synch' });
+    await until('three nodes desired', async () => desired().clusterSize === 3 || undefined);
+    expect(desired().members.map((m) => m.index)).toEqual([1, 2, 3]);
+    await waitStatus(api, id, 'active');
+    expect((await eventsFor(api, id, 'database_resize')).every((e: any) => e.status === 'finished')).toBe(true);
   });
   it('forks as linodego and the Terraform provider send it: placed on the source\'s agent, told the source and second, 400s naming the field', async () => {
     const created = await api.req('POST', MYSQL, { body: { label: 'cur-fork-src', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { binlog_retention_period: 3600 } } });

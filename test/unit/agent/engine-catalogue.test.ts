@@ -1,4 +1,6 @@
+import type Docker from 'dockerode';
 import { describe, expect, it } from 'vitest';
+import { detectDockerCatalogue } from '../../../agent/runtime/docker-catalogue.js';
 import { resolveEngine, type Catalogue } from '../../../agent/catalogue.js';
 import { EngineCatalogue } from '../../../control-plane/domain/databases/catalogue.js';
 
@@ -27,5 +29,29 @@ describe('engine catalogues: the operator chooses the software (docs/security/se
     ]);
     configured = [{ id: 'mysql/10.11.9', engine: 'mysql', version: '10.11.9', image: 'ops/mariadb:1', binary: '' }];
     expect(c.list()).toEqual(configured);
+  });
+
+  it('finds the engine a client version names: the exact build, or the newest build of a series', () => {
+    const c = new EngineCatalogue(() => [], [], () => ['mysql/10.11.9', 'mysql/11.8.2', 'mysql/11.8.10', 'mysql/11.80.1']);
+    expect(c.forVersion('10.11.9')?.id).toBe('mysql/10.11.9');
+    expect(c.forVersion('11.8')?.id).toBe('mysql/11.8.10');
+    expect(c.forVersion('11')?.id).toBe('mysql/11.80.1');
+    expect(c.forVersion('11.4')).toBeUndefined();
+    expect(c.forVersion('10.11.1')).toBeUndefined();
+  });
+
+  it('the docker lab catalogue takes the MariaDB images, not images built from them', async () => {
+    const image = (tags: string[], labels: Record<string, string>, created: number) => ({ RepoTags: tags, Labels: { 'fulcrum.image': 'mariadb', ...labels }, Created: created });
+    const images = [
+      image(['fulcrum/mariadb:10.11', 'fulcrum/mariadb:10.11.18'], { 'org.opencontainers.image.title': 'fulcrum-mariadb', 'org.opencontainers.image.version': '10.11.18' }, 1),
+      image(['fulcrum/mariadb:11.8', 'fulcrum/mariadb:11.8.9'], { 'org.opencontainers.image.title': 'fulcrum-mariadb', 'org.opencontainers.image.version': '11.8.9' }, 2),
+      // The fulcrum/fulcrum image, FROM fulcrum/mariadb:10.11: inherits fulcrum.image=mariadb.
+      image(['fulcrum/fulcrum:0.1.0'], { 'org.opencontainers.image.title': 'fulcrum', 'org.opencontainers.image.version': '0.1.0' }, 3),
+    ];
+    const docker = { listImages: async () => images } as unknown as Docker;
+    expect(await detectDockerCatalogue(docker)).toEqual([
+      { id: 'mysql/10.11.18', engine: 'mysql', version: '10.11.18', image: 'fulcrum/mariadb:10.11' },
+      { id: 'mysql/11.8.9', engine: 'mysql', version: '11.8.9', image: 'fulcrum/mariadb:11.8' },
+    ]);
   });
 });

@@ -69,6 +69,18 @@ describe('plan', () => {
     expect(plan(running3, obs({ patchRequested: true }))).toEqual([{ kind: 'rolling', reason: 'patch' }]);
     expect(plan(running3, obs({ accountsCurrent: false, proxiesCurrent: false }))).toEqual([{ kind: 'sync-accounts' }, { kind: 'sync-proxies' }]);
   });
+  it('scales a healthy cluster to the desired size before any rolling restart, and heals first', () => {
+    const one = obs({ clusterSize: 1, nodes: [node(1)] });
+    expect(plan(running3, one)).toEqual([{ kind: 'scale', to: 3 }]);
+    expect(plan(running3, obs({ clusterSize: 1, nodes: [node(1, { specCurrent: false })] }))).toEqual([{ kind: 'scale', to: 3 }]);
+    const single = { clusterSize: 1, state: 'running' as const };
+    expect(plan(single, obs({ nodes: [1, 2, 3].map((i) => node(i, { specCurrent: false })) }))).toEqual([{ kind: 'scale', to: 1 }]);
+    // A broken replica is healed before the cluster shrinks (a switchover needs it replicating).
+    expect(plan(single, obs({ nodes: [node(1), node(2, { replicating: false }), node(3)] }))).toEqual([{ kind: 'rejoin', index: 2, rebuild: false }]);
+    expect(plan({ clusterSize: 1, state: 'running' }, one)).toEqual([]);
+    // Sizes other than 1 and 3 are never acted on (the control plane refuses them).
+    expect(plan({ clusterSize: 2, state: 'running' }, obs())).toEqual([]);
+  });
 });
 
 describe('observedStatus', () => {
@@ -76,6 +88,7 @@ describe('observedStatus', () => {
   it('maps work in progress to the API vocabulary', () => {
     expect(observedStatus({ ...base, busy: 'provision', provisioned: false })).toBe('provisioning');
     expect(observedStatus({ ...base, busy: 'rolling' })).toBe('updating');
+    expect(observedStatus({ ...base, busy: 'scale' })).toBe('resizing');
     expect(observedStatus({ ...base, busy: 'snapshot' })).toBe('backing_up');
     expect(observedStatus({ ...base, busy: 'restore' })).toBe('restoring');
     expect(observedStatus({ ...base, busy: 'failover' })).toBe('degraded');

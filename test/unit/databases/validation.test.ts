@@ -87,16 +87,29 @@ describe('database validation', () => {
     expect(cur.day_of_week).toBe(7);
   });
 
-  it('takes version and cluster_size as clients send them: unchanged is no change, upgrades only', () => {
+  it('takes version and cluster_size as clients send them: unchanged is no change, upgrades only, 1 <-> 3 a scale', () => {
+    const series: Record<string, string> = { '11.8': 'mysql/11.8.9', '10.11': 'mysql/10.11.9' };
     const u = {
       labelTaken: () => false, typeDisk: () => 25600, currentType: 'g6-nanode-1', currentUpdates: defaultUpdates(),
-      currentClusterSize: 3, currentVersion: '10.11.9', engineForVersion: (v: string) => (['10.11.9', '10.11.14', '10.6.1'].includes(v) ? `mysql/${v}` : undefined),
+      currentClusterSize: 3, currentVersion: '10.11.9', currentEngineId: 'mysql/10.11.9',
+      engineForVersion: (v: string) => (['10.11.9', '10.11.14', '10.6.1'].includes(v) ? `mysql/${v}` : series[v]),
     };
     expect(validateUpdate({ version: '10.11.9', cluster_size: 3 }, u)).toEqual({});
     expect(validateUpdate({ version: '10.11.14' }, u)).toEqual({ engineId: 'mysql/10.11.14' });
+    // A series names its newest build; the database's own series is no change.
+    expect(validateUpdate({ version: '11.8' }, u)).toEqual({ engineId: 'mysql/11.8.9' });
+    expect(validateUpdate({ version: '10.11' }, u)).toEqual({});
     expect(fields(() => validateUpdate({ version: '10.6.1' }, u))).toEqual(['version']);
+    expect(fields(() => validateUpdate({ version: '12.0' }, u))).toEqual(['version']);
+    // Listed because another agent runs it, but not by the agents of this database.
+    expect(fields(() => validateUpdate({ version: '11.8' }, { ...u, engineUsable: (id: string) => id !== 'mysql/11.8.9' }))).toEqual(['version']);
     expect(fields(() => validateUpdate({ version: 11 }, u))).toEqual(['version']);
-    expect(fields(() => validateUpdate({ cluster_size: 1 }, u))).toEqual(['cluster_size']);
+    expect(validateUpdate({ cluster_size: 1 }, u)).toEqual({ clusterSize: 1 });
+    expect(validateUpdate({ cluster_size: 3 }, { ...u, currentClusterSize: 1 })).toEqual({ clusterSize: 3 });
+    expect(fields(() => validateUpdate({ cluster_size: 2 }, u))).toEqual(['cluster_size']);
+    expect(fields(() => validateUpdate({ cluster_size: 1 }, { ...u, spansAgents: true }))).toEqual(['cluster_size']);
+    expect(validateUpdate({ cluster_size: 3 }, { ...u, spansAgents: true })).toEqual({});
+    expect(fields(() => validateUpdate({ cluster_size: '1' }, u))).toEqual(['cluster_size']);
     expect(compareVersions('10.11.9', '10.11.14')).toBe(-1);
     expect(compareVersions('10.11', '10.11.0')).toBe(0);
   });
