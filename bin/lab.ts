@@ -11,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
+import { labIpv6Prefix, prepareLabIpv6, releaseLabIpv6 } from './lab-ipv6.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
 /** Where the lab's data plane dials database members from (beside the 127.77/78/79 pools). */
@@ -46,8 +47,9 @@ export interface LabOptions {
  * loopback (the lab's whole point), but never the agent's database nodes (127.79/16, the agent's
  * default pool) nor the lab's own pools and listeners, which the control plane always refuses.
  */
-function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, metricsPort: number): string[] {
+function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, metricsPort: number, ipv6Pool: string | undefined): string[] {
   const args = ['--backend-networks', '0.0.0.0/0,127.0.0.0/8', '--backend-exclude', '127.79.0.0/16', '--metrics-port', String(metricsPort)];
+  if (ipv6Pool) args.push('--nodebalancer-ipv6-pool', ipv6Pool);
   if (tls) args.push('--api-cert', tls.certFile, '--api-key', tls.keyFile);
   for (const f of ['api-rate-limit', 'api-ip-rate-limit', 'api-stats-rate-limit'] as const) {
     if (opts[f] !== undefined) args.push(`--${f}`, String(opts[f]));
@@ -156,11 +158,22 @@ export async function runLab(opts: LabOptions): Promise<void> {
   const bootstrapPort = apiPort === 0 ? Number(previous?.bootstrapAddress?.split(':')[1] ?? 0) : apiPort + 2;
   rmSync(join(dirs.cp, 'control-plane.json'), { force: true });
 
+  // NodeBalancers' IPv6 addresses come from a /64 of the lab's own, local on lo while it runs.
+  const ipv6Range = labIpv6Prefix(state);
+  const ipv6Off = prepareLabIpv6(ipv6Range);
+  const ipv6Pool = ipv6Off === undefined ? ipv6Range : undefined;
+
   const children: Child[] = [];
+  // A child killed by a signal has no exit code but a signal code: it has exited all the same
+  // (waiting for its 'exit' again would leave the stop hanging until the event loop ran dry).
+  const running = (c: Child) => c.proc.exitCode === null && c.proc.signalCode === null;
   const stopAll = async () => {
-    for (const c of [...children].reverse()) if (c.proc.exitCode === null) c.proc.kill('SIGTERM');
-    await Promise.all(children.map((c) => (c.proc.exitCode !== null ? undefined : new Promise((r) => c.proc.once('exit', r)))));
+    for (const c of [...children].reverse()) if (running(c)) c.proc.kill('SIGTERM');
+    await Promise.all(children.map((c) => (running(c) ? new Promise((r) => c.proc.once('exit', r)) : undefined)));
+    if (ipv6Pool) releaseLabIpv6(ipv6Pool);
   };
+  // However the supervisor ends, the route goes with it.
+  if (ipv6Pool) process.once('exit', () => releaseLabIpv6(ipv6Pool));
   let stopping = false;
   const shutdown = () => {
     if (stopping) return;
@@ -174,7 +187,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
   try {
     const tls = opts['api-tls'] ? ensureLabTls(join(dirs.cp, 'api-tls'), apiHost) : undefined;
     const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort),
-      '--bootstrap-port', String(bootstrapPort), ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'))], dirs.logs);
+      '--bootstrap-port', String(bootstrapPort), ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'), ipv6Pool)], dirs.logs);
     children.push(cp);
     const cpInfo = await waitFor('the control plane', () => {
       const j = readJson(join(dirs.cp, 'control-plane.json'));
@@ -208,6 +221,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
         dataplane: `http://127.0.0.1:${dpMetrics}/metrics`,
         agent: `http://127.0.0.1:${agentMetrics}/metrics`,
       },
+      nodebalancerIpv6Pool: ipv6Pool ?? null,
       pids: { lab: process.pid, controlPlane: cp.proc.pid, dataplane: dp.proc.pid, agent: agent.proc.pid },
       logs: dirs.logs,
     };
@@ -224,6 +238,7 @@ export async function runLab(opts: LabOptions): Promise<void> {
         // session storage and drops it from the address bar (docs/console.md).
         `  Console:      ${cpInfo.apiUrl}/console/#token=${adminToken}`,
         `  State:        ${state}   (logs in ${dirs.logs}, details in ${join(state, 'lab.json')})`,
+        ipv6Pool ? `  IPv6:         NodeBalancers get addresses of ${ipv6Pool} (local on lo until the lab stops)` : `  IPv6:         off (${ipv6Off}); NodeBalancers show ipv6 null`,
         '',
         'linode-cli:',
         `  export LINODE_CLI_API_HOST=${hostPort} LINODE_CLI_API_SCHEME=${tls ? 'https' : 'http'} LINODE_CLI_TOKEN=${adminToken}${tls ? ` REQUESTS_CA_BUNDLE=${tls.caFile}` : ''}`,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { api, runFulcrum, startLab, until, type RunningLab } from '../helpers/lab.js';
 import { ask, echoBackend } from '../helpers/tcp.js';
 
@@ -35,7 +35,7 @@ describe('fulcrum lab: one NodeBalancer end to end', () => {
     }
   });
 
-  let nb: { id: number; ipv4: string; label: string };
+  let nb: { id: number; ipv4: string; ipv6: string | null; label: string };
   const port = 7001;
 
   it('balances a tcp config over two real backends in turn', async () => {
@@ -63,6 +63,16 @@ describe('fulcrum lab: one NodeBalancer end to end', () => {
     expect(new Set(answers)).toEqual(new Set(['alpha', 'beta']));
     // Round robin over two equal nodes alternates.
     for (let i = 1; i < answers.length; i++) expect(answers[i]).not.toBe(answers[i - 1]);
+  });
+
+  it('gives the NodeBalancer an IPv6 address of the lab\'s own range and serves the config there too', async () => {
+    // The lab makes its /64 local on lo at start (it runs as root here).
+    const pool = lab.info.nodebalancerIpv6Pool!;
+    expect(pool).toMatch(/^fd[0-9a-f]{2}:[0-9a-f]{1,4}:[0-9a-f]{1,4}:[0-9a-f]{1,4}::\/64$/);
+    expect(nb.ipv6).toBe(`${pool.slice(0, -'/64'.length)}2`);
+    const answers: string[] = [];
+    for (let i = 0; i < 4; i++) answers.push((await ask(nb.ipv6!, port, 'over ipv6')).split(':')[0]!);
+    expect(new Set(answers)).toEqual(new Set(['alpha', 'beta']));
   });
 
   it('keeps serving while the control plane is down, and loses nothing across its restart', async () => {
@@ -118,5 +128,13 @@ describe('fulcrum lab: one NodeBalancer end to end', () => {
     expect((await call('DELETE', `/v4/nodebalancers/${nb.id}`)).status).toBe(200);
     await until('listener closed', () => ask(nb.ipv4, port, 'x', { timeoutMs: 500 }).then(() => false, (e: NodeJS.ErrnoException) => e.code === 'ECONNREFUSED'));
     expect((await call('GET', `/v4/nodebalancers/${nb.id}`)).status).toBe(404);
+  });
+
+  it('removes its IPv6 route from lo when it stops', async () => {
+    const pool = lab.info.nodebalancerIpv6Pool!;
+    const routes = () => execFileSync('ip', ['-6', 'route', 'show', 'table', 'local'], { encoding: 'utf8' });
+    expect(routes()).toContain(`local ${pool} dev lo`);
+    await lab.stop();
+    expect(routes()).not.toContain(pool);
   });
 });

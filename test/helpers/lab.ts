@@ -14,6 +14,8 @@ export interface LabInfo {
   adminToken: string;
   stateDir: string;
   pids: { lab: number; controlPlane: number; dataplane: number; agent: number };
+  /** The lab's IPv6 range for NodeBalancers, null when it could not make one local (not root). */
+  nodebalancerIpv6Pool: string | null;
   metrics: { controlPlane: string; dataplane: string; agent: string };
   /** The lab CA's certificate when the lab serves HTTPS (`--api-tls`). */
   apiCaFile?: string;

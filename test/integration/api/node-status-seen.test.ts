@@ -8,6 +8,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { startHttpBackend, waitFor, type HttpBackend } from '../../helpers/backends.js';
 import { enrolHost } from '../../helpers/fleet.js';
+import { startUdpEcho, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
 import { get } from '../dataplane/http-client.js';
 
 /**
@@ -23,6 +24,7 @@ describe('node status with check none: unknown until seen', () => {
   let dp: Dataplane;
   let dpState: string;
   let live: HttpBackend;
+  let echo: UdpEcho | undefined;
   const slot = 1 + Math.floor(Math.random() * 200);
   const pool = `127.63.${slot}.0/24`;
   // Nothing listens here: connections are refused at once.
@@ -42,6 +44,7 @@ describe('node status with check none: unknown until seen', () => {
     await dp?.close();
     await api?.close();
     await live?.close();
+    await echo?.close();
     if (dpState) rmSync(dpState, { recursive: true, force: true });
   });
 
@@ -98,5 +101,28 @@ describe('node status with check none: unknown until seen', () => {
     expect(put.body.status).toBe('unknown');
     const until = Date.now() + 1500;
     while (Date.now() < until) expect((await nodes()).dead).toBe('unknown');
+  });
+
+  it('udp with check none: unknown until the node answers a datagram, then UP', async () => {
+    echo = await startUdpEcho('udp-seen', `127.63.${slot + 50}.12`);
+    const res = await api.req('POST', '/v4/nodebalancers', {
+      body: { region: 'us-east', label: 'apf-status-udp', configs: [{ port: 5300, protocol: 'udp', check: 'none', nodes: [{ label: 'echo', address: echo.address }] }] },
+    });
+    expect(res.status).toBe(200);
+    const udpNb = res.body;
+    const udpCfg = (await api.req('GET', `/v4/nodebalancers/${udpNb.id}/configs`)).body.data[0].id;
+    const status = async () => {
+      await pause();
+      return (await api.req('GET', `/v4/nodebalancers/${udpNb.id}/configs/${udpCfg}/nodes`)).body.data[0].status as string;
+    };
+    const until = Date.now() + 1500;
+    while (Date.now() < until) expect(await status()).toBe('unknown');
+    const flow = new UdpFlow(udpNb.ipv4, 5300);
+    try {
+      expect(await waitFor(async () => (await flow.ask('hi', 500)) ?? undefined, 15_000, 'a udp answer')).toBe('udp-seen:hi');
+    } finally {
+      flow.close();
+    }
+    await waitFor(async () => (await status()) === 'UP', 10_000, 'UP after a reply');
   });
 });
