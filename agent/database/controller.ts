@@ -115,6 +115,7 @@ export class DatabaseController extends Cluster {
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
       proxyNetworks: this.wantedProxyNetworks(),
+      spread: this.spread ? { local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync } : undefined,
     });
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.
@@ -141,6 +142,7 @@ export class DatabaseController extends Cluster {
     }
     if (this.busy || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
+    this.followDesired();
     this.ticking = true;
     try {
       let actions: Action[];

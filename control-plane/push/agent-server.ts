@@ -11,7 +11,7 @@ import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } fr
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
-import { agentContent, type AgentContent } from './agent-desired.js';
+import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
@@ -40,7 +40,7 @@ type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending:
  * agents. Versions are per agent and raised above what the agent already applied, so an agent
  * that kept a newer version than the store (a restored control plane) still sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
+function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[], addressOf: MemberAddress): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     read(subscribers) {
@@ -48,7 +48,7 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const p of placeDatabases(repo, connected)) log.info(p, 'database placed');
       return { databases: repo.list(), members: repo.members(), pending: repo.pendingOperations() };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources),
+    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf),
     version: (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, repo.agent(sub.id)?.appliedVersion ?? 0),
   };
 }
@@ -112,7 +112,7 @@ export class AgentPushServer {
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
-    this.cache = new SnapshotCache({ source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs });
+    this.cache = new SnapshotCache({ source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => []), (db, m) => d.failover?.addressOf(db, m) ?? ''), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs });
     const cache = this.cache;
     new Gauge({
       name: 'fulcrum_agents_connected', help: 'Agents with an open stream', registers: [d.registry],
@@ -200,7 +200,8 @@ export class AgentPushServer {
         }
         this.recordInventory(sub.id, msg);
         const changed = this.d.observer.apply(sub.id, observations(msg), results(msg));
-        this.d.failover?.record(sub.id, reportedNodes(msg));
+        // A member's address first reported (or moved) is what its peers on other agents replicate from.
+        if (this.d.failover?.record(sub.id, reportedNodes(msg))) this.notifyChanged();
         // Level-triggered: a (re)connected agent gets the full desired state at once.
         if (fresh || msg.hello) this.cache.push(sub, true);
         if (changed) this.notifyChanged();

@@ -109,7 +109,12 @@ export class DatabaseObserver {
     if (db.agentId === null) {
       db = this.d.repo.update(db.id, { agentId });
       changed = true;
-    } else if (db.agentId !== agentId) return false;
+    } else if (db.agentId !== agentId) {
+      // Another member agent of a spread cluster speaks for its own members only: its events
+      // (an errant transaction found on a returning member) count, its status does not.
+      if (this.d.repo.members(db.id).some((m) => m.agentId === agentId)) this.recordEvents(agentId, db, o);
+      return false;
+    }
 
     const opPending = this.d.repo.pendingOperations(db.id).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
     const t = nextStatus(db, { ...o, status: effectiveStatus(db.clusterSize, o) }, opPending);
@@ -145,6 +150,11 @@ export class DatabaseObserver {
     this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
     })));
+    this.recordEvents(agentId, db, o);
+    return changed || patch.status !== undefined;
+  }
+
+  private recordEvents(agentId: string, db: DatabaseRecord, o: ObservedDatabaseView): void {
     const busy = db.pendingEventId !== null || this.d.repo.pendingOperations(db.id).length > 0;
     for (const e of o.events) {
       if (!e.id || !this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now())) continue;
@@ -154,6 +164,5 @@ export class DatabaseObserver {
       const status = e.status === 'finished' || e.status === 'failed' ? e.status : 'notification';
       this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
     }
-    return changed || patch.status !== undefined;
   }
 }

@@ -112,4 +112,10 @@ export const databaseMigrations: Migration[] = [
       ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    // A spread cluster's CA and replication password, made by the control plane at placement and
+    // sent to each member agent (docs/databases.md, "Clusters across hosts"); sealed (secrets.ts).
+    id: '211-cluster-secrets',
+    sql: 'ALTER TABLE databases ADD COLUMN cluster_secrets TEXT;',
+  },
 ];
