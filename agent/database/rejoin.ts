@@ -31,8 +31,14 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
-  // A member of a spread cluster may be an old primary coming back: fenced and checked first.
-  if (db.spread && !rebuild) rebuild = await divergedFromPrimary(db, k);
+  // A member of a spread cluster may be an old primary coming back: fenced and checked before
+  // anything follows the primary or wipes it (also before a rebuild after failed rejoins, so no
+  // transaction only it has is ever dropped unreported). A check that cannot reach the primary
+  // fails the rejoin; one already recorded is not made twice.
+  if (db.spread && s.errant?.node !== k && (await db.runtime.inspect(name)).state !== 'missing') {
+    await db.runtime.ensure(db.nodeSpec(k));
+    if (await divergedFromPrimary(db, k)) rebuild = true;
+  }
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
