@@ -44,7 +44,8 @@ describe('following the control plane\'s term', () => {
     expect(c.state!.addresses).toEqual(['198.18.9.1', '198.18.0.1', '']);
     expect([c.state!.primary, c.state!.term]).toEqual([2, 4]);
     expect(c.nodeIndexes()).toEqual([2]);
-    await new Promise((r) => setTimeout(r, 50));
+    // Saved in the background: wait for it (a loaded machine takes its time).
+    for (let i = 0; i < 100 && loadDbState(stateDir, 4)?.term !== 4; i++) await new Promise((r) => setTimeout(r, 50));
     expect(loadDbState(stateDir, 4)?.term).toBe(4);
   });
 
