@@ -116,7 +116,7 @@ export abstract class Cluster {
    * older term than one already followed is refused (a stale or replayed message must not
    * turn an old primary back on).
    */
-  followDesired(): void {
+  async followDesired(): Promise<void> {
     const s = this.state;
     const d = this.desired;
     if (!s || !d || !this.spread) return;
@@ -140,7 +140,7 @@ export abstract class Cluster {
       s.primary = d.primaryMember;
       changed = true;
     }
-    if (changed) void this.save().catch((err) => this.log.error({ err }, 'could not save the database state'));
+    if (changed) await this.save();
   }
   private refusedTerm = -1;
   async adminTarget(k: number): Promise<AdminTarget> {

@@ -142,7 +142,7 @@ export class DatabaseController extends Cluster {
     }
     if (this.busy || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
-    this.followDesired();
+    await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
     try {
       let actions: Action[];
