@@ -4,6 +4,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock, type Timer } from '../lib/clock.js';
+import { parseCidr } from '../lib/ipv4.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
@@ -70,6 +71,10 @@ export function createAgent(opts: AgentOptions): Agent {
   let closed = false;
   const inflight = new Set<Promise<void>>();
 
+  // Members on loopback addresses cannot be reached from another host: such an agent runs whole
+  // clusters only (docs/databases.md, "Clusters across hosts").
+  const pool = parseCidr(opts.nodeAddressPool ?? '127.79.0.0/16');
+  const membersAcrossHosts = !!pool && pool.network >>> 24 !== 127;
   const metrics = createAgentMetrics(opts.registry);
   const dbGauge = metrics.databases;
 
@@ -151,6 +156,7 @@ export function createAgent(opts: AgentOptions): Agent {
         databases: [...controllers.values()].filter((c) => (c.state || c.desired) && (c.deleted || c.inspected)).map((c) => c.report()),
         operationResults: ops.results(),
         runtime: opts.runtimeKind,
+        membersAcrossHosts,
         engines: opts.catalogue.map((e) => ({ id: e.id, engine: e.engine, version: e.version, image: e.image ?? '', binary: e.binary ?? '' })),
       };
     },

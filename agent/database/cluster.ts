@@ -7,8 +7,9 @@ import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/Desired
 import { allocateAddresses } from '../address-pool.js';
 import type { AgentMetrics } from '../agent-metrics.js';
 import { resolveEngine, type Catalogue } from '../catalogue.js';
-import type { AdminTarget } from '../mysql/admin.js';
-import { ensureClusterTls, ensureKeyFile, type ClusterTls } from '../mysql/tls.js';
+import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
+import { remoteVariables, type RemoteMember } from '../mysql/remote.js';
+import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } from '../mysql/tls.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
@@ -77,12 +78,73 @@ export abstract class Cluster {
     const d = this.desired ?? this.state?.desired;
     return d?.replicationType === 'semi_synch' && this.clusterSize > 1;
   }
+  /**
+   * Some members run on other agents (docs/databases.md, "Clusters across hosts"): this agent
+   * runs only its local members and follows the control plane's term and primary.
+   */
+  get spread(): boolean {
+    const d = this.desired ?? this.state?.desired;
+    return (d?.members ?? []).some((m) => !m.local);
+  }
   nodeName(k: number): string {
     return nodeName(this.deps.agentKey, this.id, k);
   }
+  /** The members this agent runs: all of them, or only the local ones of a spread cluster. */
   nodeIndexes(): number[] {
+    const d = this.desired ?? this.state?.desired;
+    if (this.spread) return (d?.members ?? []).filter((m) => m.local).map((m) => m.index).sort((a, b) => a - b);
     return Array.from({ length: this.clusterSize }, (_, i) => i + 1);
   }
+  /** The primary of a spread cluster when it runs on another agent (undefined: it is local, or not known yet). */
+  remotePrimary(): RemoteMember | undefined {
+    const s = this.state;
+    const d = this.desired ?? s?.desired;
+    if (!s || !d || !this.spread || this.nodeIndexes().includes(s.primary)) return undefined;
+    const host = s.addresses[s.primary - 1];
+    if (!host) return undefined;
+    return { host, port: NODE_PORT, password: s.replPassword, caPem: d.clusterCaPem };
+  }
+  /** The primary's GTID state (gtid_binlog_state), over its socket or, on another host, the network. */
+  async primaryBinlogState(): Promise<string> {
+    const remote = this.remotePrimary();
+    if (remote) return (await remoteVariables(remote, ['gtid_binlog_state'])).gtid_binlog_state!;
+    if (this.spread && !this.nodeIndexes().includes(this.state!.primary)) throw new Error('the primary\'s address is not known yet');
+    return withAdmin(await this.adminTarget(this.state!.primary), async (c) => String((await q(c, 'SELECT @@gtid_binlog_state AS s'))[0]?.s ?? ''));
+  }
+
+  /**
+   * A spread cluster follows the control plane: the other members' addresses as their agents
+   * reported them, and the primary it names for the highest term seen. A desired state of an
+   * older term than one already followed is refused (a stale or replayed message must not
+   * turn an old primary back on).
+   */
+  async followDesired(): Promise<void> {
+    const s = this.state;
+    const d = this.desired;
+    if (!s || !d || !this.spread) return;
+    let changed = false;
+    while (s.addresses.length < d.clusterSize) s.addresses.push('');
+    for (const m of d.members) {
+      if (m.local || m.index < 1 || m.index > d.clusterSize) continue;
+      const host = m.address.slice(0, Math.max(0, m.address.lastIndexOf(':')));
+      if (host && s.addresses[m.index - 1] !== host) {
+        s.addresses[m.index - 1] = host;
+        changed = true;
+      }
+    }
+    const term = Number(d.term);
+    if (term < (s.term ?? 0)) {
+      if (this.refusedTerm !== term) this.log.warn({ term, followed: s.term }, 'refused a desired state of an older term');
+      this.refusedTerm = term;
+    } else if (d.primaryMember > 0 && (term > (s.term ?? 0) || d.primaryMember !== s.primary)) {
+      if (d.primaryMember !== s.primary) this.log.info({ term, primary: d.primaryMember, was: s.primary }, 'the control plane names a new primary');
+      s.term = term;
+      s.primary = d.primaryMember;
+      changed = true;
+    }
+    if (changed) await this.save();
+  }
+  private refusedTerm = -1;
   async adminTarget(k: number): Promise<AdminTarget> {
     const c = await this.deps.runtime.connection(this.nodeName(k));
     return { socketPath: c.socketPath, password: this.state!.adminPassword };
@@ -95,6 +157,7 @@ export abstract class Cluster {
     return buildNodeSpec({
       agentId: this.deps.agentId, agentKey: this.deps.agentKey, databaseId: this.id, dir: this.dir,
       desired: this.desired ?? this.state!.desired!, state: this.state!, tls: this.tls!, keyfile: this.keyfile, semiSync: this.semiSync,
+      spread: this.spread,
     }, k);
   }
 
@@ -121,7 +184,15 @@ export abstract class Cluster {
 
   protected async ensureTls(): Promise<void> {
     const d = this.desired ?? this.state!.desired!;
-    this.tls = await ensureClusterTls(join(this.dir, 'tls'), this.id, [...this.state!.addresses, d.hostPrimary, d.hostSecondary]);
+    const dir = join(this.dir, 'tls');
+    if (this.spread) {
+      // The control plane's cluster CA: this agent's members get a certificate for their own
+      // addresses (and the endpoints), signed by the CA every member verifies its primary with.
+      if (!d.clusterCaPem || !d.clusterCaKeyPem) throw new Error('the control plane sent no CA for this cluster spread over agents');
+      await installClusterCa(dir, d.clusterCaPem, d.clusterCaKeyPem);
+    }
+    const own = this.spread ? this.nodeIndexes().map((k) => this.state!.addresses[k - 1] ?? '') : this.state!.addresses;
+    this.tls = await ensureClusterTls(dir, this.id, [...own, d.hostPrimary, d.hostSecondary]);
     if (d.encrypted) this.keyfile = await ensureKeyFile(join(this.dir, 'tls'));
   }
 
@@ -129,6 +200,7 @@ export abstract class Cluster {
     const state = () => this.state!;
     const spec = () => this.desired ?? this.state!.desired!;
     const semiSync = () => this.semiSync;
+    const spread = () => this.spread;
     return {
       id: this.id,
       log: this.log,
@@ -139,12 +211,15 @@ export abstract class Cluster {
       get spec() { return spec(); },
       get state() { return state(); },
       get semiSync() { return semiSync(); },
+      get spread() { return spread(); },
       nodeIndexes: () => this.nodeIndexes(),
       nodeName: (k) => this.nodeName(k),
       nodeSpec: (k) => this.nodeSpec(k),
       adminTarget: (k) => this.adminTarget(k),
       clusterNode: async (k) => ({ index: k, address: this.state!.addresses[k - 1]!, port: NODE_PORT, admin: await this.adminTarget(k) }),
       primaryAddress: () => this.primaryAddress(),
+      primaryBinlogState: () => this.primaryBinlogState(),
+      remotePrimary: () => this.remotePrimary(),
       resolveEngine: () => this.resolveEngine(),
       allocateAddresses: (count) => allocateAddresses(this.deps.nodeAddressPool, count, this.deps.takenAddresses()),
       ensureTls: () => this.ensureTls(),

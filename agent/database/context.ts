@@ -2,6 +2,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import type { AdminTarget } from '../mysql/admin.js';
 import type { ClusterNode } from '../mysql/promotion.js';
+import type { RemoteMember } from '../mysql/remote.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import type { DbState } from './state.js';
 
@@ -28,6 +29,8 @@ export interface ClusterContext {
   readonly state: DbState;
   /** semi_synch replication with more than one node. */
   readonly semiSync: boolean;
+  /** Some members run on other agents; this agent runs the local ones (docs/databases.md, "Clusters across hosts"). */
+  readonly spread: boolean;
   /** Node indexes, 1 to the cluster size. */
   nodeIndexes(): number[];
   nodeName(k: number): string;
@@ -37,6 +40,10 @@ export interface ClusterContext {
   adminTarget(k: number): Promise<AdminTarget>;
   clusterNode(k: number): Promise<ClusterNode>;
   primaryAddress(): string;
+  /** The primary's gtid_binlog_state, over its socket or (another host) the network. */
+  primaryBinlogState(): Promise<string>;
+  /** The primary when it runs on another agent and its address is known. */
+  remotePrimary(): RemoteMember | undefined;
   /** The engine build the desired state asks for; throws when the catalogue has none. */
   resolveEngine(): DbState['running'];
   /** `count` free node addresses from the agent's pool. */

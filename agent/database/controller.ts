@@ -131,6 +131,7 @@ export class DatabaseController extends Cluster {
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
       proxyNetworks: this.wantedProxyNetworks(),
+      spread: this.spread ? { local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync } : undefined,
     });
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.
@@ -157,6 +158,7 @@ export class DatabaseController extends Cluster {
     }
     if (this.busy || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
+    await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
     try {
       let actions: Action[];

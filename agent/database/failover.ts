@@ -1,6 +1,6 @@
 import { withAdmin } from '../mysql/admin.js';
 import { failover as promoteBestReplica } from '../mysql/promotion.js';
-import { gtidCurrentPos, promote } from '../mysql/replication.js';
+import { gtidCurrentPos, promote, replicaStatus, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
 import { errantGtids } from './errant.js';
 
@@ -15,7 +15,13 @@ export type FailoverContext = Pick<ClusterContext, 'state' | 'log' | 'runtime' |
 
 /** Makes the primary writable (it starts read-only after any restart). */
 export async function promotePrimary(db: Pick<PrimaryContext, 'state' | 'semiSync' | 'adminTarget'>): Promise<void> {
-  await withAdmin(await db.adminTarget(db.state.primary), (c) => promote(c, db.semiSync));
+  await withAdmin(await db.adminTarget(db.state.primary), async (c) => {
+    // A replica the control plane named primary first applies what it has received (as a
+    // failover does): every acknowledged transaction is in its relay log.
+    const rs = await replicaStatus(c);
+    if (rs?.gtidIoPos) await waitForGtid(c, rs.gtidIoPos, 5);
+    await promote(c, db.semiSync);
+  });
 }
 
 export async function restartPrimary(db: PrimaryContext): Promise<void> {

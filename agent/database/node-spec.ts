@@ -26,6 +26,8 @@ export interface NodeSpecInput {
   /** The encryption key file, for `encrypted` databases. */
   keyfile?: string;
   semiSync: boolean;
+  /** Members on other agents too: semi-sync never falls back to asynchronous (config-render.ts). */
+  spread?: boolean;
 }
 
 /** The spec node k must run with: the desired type and options, the binary or image in state.running. */
@@ -54,6 +56,7 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
       index: k,
       memoryMb: d.type?.memoryMb || 1024,
       semiSync: i.semiSync,
+      semiSyncNoFallback: !!i.spread,
       ssl: d.sslConnection,
       encrypted: d.encrypted,
       options: d.restartOptions,

@@ -5,7 +5,7 @@ import { sameSpec } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 import { readProxyNetworks, sameNetworks } from './endpoints.js';
 import { guardSession, lockedOut, restartForRepair } from './guard.js';
-import type { DbObs, NodeObs } from './plan.js';
+import type { DbObs, NodeObs, SpreadObs } from './plan.js';
 import { accountsKey, type DbState } from './state.js';
 
 /** What one observation found on a node, beyond what `plan` needs. */
@@ -31,6 +31,8 @@ export interface ObserveInput {
   resolveEngine: () => DbState['running'];
   /** proxy_protocol_networks the members should run with (database/endpoints.ts). */
   proxyNetworks: string;
+  /** A cluster spread over agents: what its plan needs beyond the local nodes. */
+  spread?: SpreadObs;
 }
 
 /**
@@ -93,6 +95,7 @@ export class Observer {
       proxiesCurrent: this.details.every((n) => n.state !== 'running' || !n.reachable || sameNetworks(n.proxyNetworks, input.proxyNetworks)),
       patchPending,
       windowOpen: input.windowOpen(),
+      spread: input.spread,
     };
     this.last = obs;
     this.generation = d.generation;
@@ -131,9 +134,11 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
       try {
         await withAdmin(await db.adminTarget(k), async (c) => {
           if ((await guardSession(c, s.replPassword)) === 'restart') repair = 'root@localhost lost its grants';
-          const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g');
+          const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g, @@rpl_semi_sync_master_enabled AS ss');
           n.readOnly = Number(rows[0]?.ro) === 1;
           n.gtid = String(rows[0]?.g ?? '');
+          n.semiSyncMaster = Number(rows[0]?.ss) === 1;
+          n.replicaHosts = (await q(c, 'SHOW SLAVE HOSTS')).length;
           n.proxyNetworks = await readProxyNetworks(c);
           const rs = await replicaStatus(c);
           n.replicating = !!rs && rs.ioRunning && rs.sqlRunning && rs.masterHost === db.primaryAddress();

@@ -16,6 +16,10 @@ export interface NodeObs {
   readOnly: boolean;
   /** Replicating from the current primary with both threads running. */
   replicating: boolean;
+  /** The semi-sync master side is on (read on running nodes; absent when not read). */
+  semiSyncMaster?: boolean;
+  /** Replicas connected to this node's binlog (SHOW SLAVE HOSTS). */
+  replicaHosts?: number;
 }
 
 export interface DbObs {
@@ -41,6 +45,18 @@ export interface DbObs {
   primaryDownCount: number;
   /** false: a running node lacks a dynamic engine_config variable (variables.ts); absent: nothing to check. */
   variablesCurrent?: boolean;
+  /** Set for a cluster spread over agents (plan-spread.ts): `nodes` are the local members only. */
+  spread?: SpreadObs;
+}
+
+/** What a spread cluster's plan needs beyond the local nodes. */
+export interface SpreadObs {
+  /** The members this agent runs. */
+  local: number[];
+  /** The primary's address is known (it is local, or its agent has reported it). */
+  primaryKnown: boolean;
+  /** semi_synch: the primary runs the semi-sync master side, without fallback. */
+  semiSyncWanted: boolean;
 }
 
 export interface DesiredObs {
@@ -79,6 +95,7 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
   }
   if (o.suspended) return [{ kind: 'resume' }];
   if (!o.known || !o.provisioned) return [{ kind: 'provision' }];
+  if (o.spread) return planSpread(o, o.spread);
 
   const actions: Action[] = [];
   const primary = o.nodes.find((n) => n.index === o.primary);
@@ -112,6 +129,37 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
   else if (o.patchRequested || (o.patchPending && o.windowOpen)) actions.push({ kind: 'rolling', reason: 'patch' });
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
   if (!o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
+  if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
+  return actions;
+}
+
+/**
+ * The plan of a cluster spread over agents (docs/databases.md, "Clusters across hosts"), pure.
+ * This agent sees only its own members and never fails over on its own: the control plane names
+ * the primary (the controller follows its term). So a local primary that is down is restarted
+ * (the control plane promotes a replica elsewhere if that takes too long), a local primary that
+ * is read-only or lacks its semi-sync master side is promoted, and every other local member is
+ * made a replica of the named primary once that primary's address is known: a member still
+ * writable (an old primary) or not replicating from it rejoins, after the errant check
+ * (rejoin.ts). Rolling restarts are not run across hosts (see docs).
+ */
+export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
+  const actions: Action[] = [];
+  const primaryLocal = sp.local.includes(o.primary);
+  if (primaryLocal) {
+    const p = o.nodes.find((n) => n.index === o.primary);
+    if (!p || p.state !== 'running' || !p.reachable) return [{ kind: 'restart-primary' }];
+    if (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false)) actions.push({ kind: 'promote-primary' });
+  }
+  for (const k of sp.local) {
+    if (k === o.primary || !sp.primaryKnown) continue;
+    const n = o.nodes.find((x) => x.index === k);
+    const rebuild = o.rebuild.includes(k) || !n || n.state === 'missing';
+    if (rebuild || n.state !== 'running' || !n.reachable || !n.replicating || !n.readOnly) actions.push({ kind: 'rejoin', index: k, rebuild });
+  }
+  if (actions.length > 0) return actions;
+  if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
+  if (primaryLocal && !o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
   if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
   return actions;
 }

@@ -5,7 +5,7 @@ import type { ClusterContext } from './context.js';
 import { NODE_PORT } from './state.js';
 
 export type ProvisionContext = Pick<ClusterContext,
-  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
+  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'spread' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
   | 'allocateAddresses' | 'ensureTls' | 'save' | 'wait' | 'syncAccounts' | 'refresh' | 'seed'>;
 
 /**
@@ -17,10 +17,7 @@ export type ProvisionContext = Pick<ClusterContext,
 export async function provision(db: ProvisionContext): Promise<void> {
   const d = db.spec;
   if (!d.hostPrimary || !d.hostSecondary) throw new Error('the control plane assigned no endpoint addresses');
-  // This agent runs whole clusters only (it reports members_across_hosts=false); a member placed on
-  // another agent must not be started here as well (docs/databases.md, "Clusters across hosts").
-  const elsewhere = (d.members ?? []).filter((m) => !m.local);
-  if (elsewhere.length > 0) throw new Error(`this agent runs whole clusters only; member ${elsewhere.map((m) => `${m.index} is placed on agent ${m.agentId}`).join(', member ')}`);
+  if (db.spread) return provisionLocalMembers(db);
   const started = Date.now();
   const s = db.state;
   if (s.addresses.length !== d.clusterSize) s.addresses = await db.allocateAddresses(d.clusterSize);
@@ -67,4 +64,49 @@ export async function provision(db: ProvisionContext): Promise<void> {
   s.error = undefined;
   await db.save();
   db.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
+}
+
+/**
+ * This agent's part of a cluster spread over agents (docs/databases.md, "Clusters across hosts"):
+ * addresses from its node pool for its own members only, the control plane's CA and replication
+ * password, its members started and secured. The member the control plane names primary is made
+ * writable (semi-sync off until the plan switches it on: linroot must be written before any replica
+ * can know where to connect) and gets linroot; the other members become replicas once the
+ * primary's address is known (the plan's rejoin, over the network with TLS).
+ */
+async function provisionLocalMembers(db: ProvisionContext): Promise<void> {
+  const d = db.spec;
+  const s = db.state;
+  if (!d.replicationPassword || !d.clusterCaPem) throw new Error('the control plane sent no CA or replication password for this cluster spread over agents');
+  const local = db.nodeIndexes();
+  while (s.addresses.length < d.clusterSize) s.addresses.push('');
+  const missing = local.filter((k) => !s.addresses[k - 1]);
+  if (missing.length > 0) {
+    const got = await db.allocateAddresses(missing.length);
+    missing.forEach((k, i) => (s.addresses[k - 1] = got[i]!));
+  }
+  s.replPassword = d.replicationPassword;
+  if (d.primaryMember > 0 && s.term === undefined) {
+    s.primary = d.primaryMember;
+    s.term = Number(d.term);
+  }
+  if (!s.running.binary && !s.running.image) s.running = db.resolveEngine();
+  s.desired = d;
+  await db.save();
+  await db.ensureTls();
+  await Promise.all(local.map((k) => db.runtime.ensure(db.nodeSpec(k))));
+  await Promise.all(local.map(async (k) => {
+    const t = await db.adminTarget(k);
+    await secureRoot(t.socketPath, s.adminPassword);
+    await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+  }));
+  if (local.includes(s.primary)) {
+    await withAdmin(await db.adminTarget(s.primary), (c) => promote(c, false));
+    await db.syncAccounts();
+  }
+  await db.refresh();
+  s.provisioned = true;
+  s.error = undefined;
+  await db.save();
+  db.log.info({ members: local, primary: s.primary }, 'provisioned the local members of a cluster spread over agents');
 }

@@ -9,6 +9,7 @@ import { clientError, customerAccountsSql, customerSchemas } from '../mysql/cust
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
+import { divergedFromPrimary } from './diverged.js';
 import { NODE_PORT } from './state.js';
 
 /**
@@ -17,9 +18,9 @@ import { NODE_PORT } from './state.js';
  * has purged the binlog, from a dump (docs/agent.md §7, §8).
  */
 
-export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress'>;
+export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread'>;
 
 /**
  * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
@@ -30,6 +31,14 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
+  // A member of a spread cluster may be an old primary coming back: fenced and checked before
+  // anything follows the primary or wipes it (also before a rebuild after failed rejoins, so no
+  // transaction only it has is ever dropped unreported). A check that cannot reach the primary
+  // fails the rejoin; one already recorded is not made twice.
+  if (db.spread && s.errant?.node !== k && (await db.runtime.inspect(name)).state !== 'missing') {
+    await db.runtime.ensure(db.nodeSpec(k));
+    if (await divergedFromPrimary(db, k)) rebuild = true;
+  }
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
@@ -44,9 +53,12 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   }
   let seeded = false;
   try {
-    await attach(db, k);
+    // A member of a spread cluster may have been primary (its own transactions are all on the new
+    // primary, or it would be rebuilding): its whole position becomes where it replicates from.
+    await attach(db, k, db.spread && !rebuild);
   } catch (err) {
     if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
+    if (db.spread) throw new Error(`node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and seeding across hosts from a dump is not built`, { cause: err });
     db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
     await seedReplica({
       runtime: db.runtime,
@@ -84,7 +96,8 @@ async function keepErrant(db: RejoinContext, k: number): Promise<void> {
     if (!first) throw new Error('the node has no binlog');
     const out = createWriteStream(file, { mode: 0o600 });
     out.write(`-- errant transactions of node ${k}: ${e.gtids.join(', ')}; the new primary was at ${e.after}\n`);
-    const r = await db.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--to-last-log', `--start-position=${e.after}`, '--verbose', first], { stdout: out, env: { MYSQL_PWD: db.state.adminPassword } });
+    const from = e.after ? [`--start-position=${e.after}`] : [];
+    const r = await db.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--to-last-log', ...from, '--verbose', first], { stdout: out, env: { MYSQL_PWD: db.state.adminPassword } });
     if (r.exitCode !== 0) throw new Error(clientError(r.stderr));
     db.log.warn({ node: k, file, errant: e.gtids }, 'errant transactions saved');
   } catch (err) {
@@ -99,11 +112,11 @@ async function keepErrant(db: RejoinContext, k: number): Promise<void> {
  * Points node k at the current primary and waits until both replication threads run. Fails
  * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs.
  */
-export async function attach(db: AttachContext, k: number): Promise<void> {
+export async function attach(db: AttachContext, k: number, demote = false): Promise<void> {
   const s = db.state;
   const t = await db.adminTarget(k);
-  const target = gtidSeq(await withAdmin(await db.adminTarget(s.primary), (c) => gtidCurrentPos(c)));
-  await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword }));
+  const target = gtidSeq(await db.primaryBinlogState());
+  await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword, demote }));
   // Both threads show "Yes" for a moment before the primary answers a request for purged
   // binlog with error 1236, so a node counts as attached once it has caught up with the
   // primary's position at attach time, or has kept replicating without error for 2 s.

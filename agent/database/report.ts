@@ -36,11 +36,19 @@ export interface ReportInput {
 export function reportDatabase(r: ReportInput): ObservedDatabase {
   const s = r.state;
   const d = r.desired;
-  const primaryOk = r.details.some((n) => n.index === s?.primary && n.state === 'running' && n.reachable && !n.readOnly);
+  const local = r.lastObs?.spread?.local;
+  const primaryNode = r.details.find((n) => n.index === s?.primary);
+  // A spread cluster's primary on another host is its own agent's to report.
+  const primaryElsewhere = !!local && !local.includes(s?.primary ?? 0);
+  const primaryOk = primaryElsewhere || (!!primaryNode && primaryNode.state === 'running' && primaryNode.reachable && !primaryNode.readOnly);
   const replicas = r.details.filter((n) => n.index !== s?.primary);
   // Health is about the servers: a proxy_protocol_networks or account sync still to do (right after an
-  // agent restart, say) is not a degraded database.
-  const healthy = primaryOk && r.details.length === r.clusterSize && !s?.rebuild.length
+  // agent restart, say) is not a degraded database. A spread cluster's primary counts its replicas
+  // on other hosts by their connections to it.
+  const everyNode = local
+    ? r.details.length === local.length && (primaryElsewhere || (primaryNode?.replicaHosts ?? 0) >= r.clusterSize - 1)
+    : r.details.length === r.clusterSize;
+  const healthy = primaryOk && everyNode && !s?.rebuild.length
     && replicas.every((n) => n.state === 'running' && n.reachable && n.replicating);
   // Converged: nothing left to do for the desired state (suspended: every node stopped).
   const wantSuspended = d?.state === 'suspended';

@@ -7,7 +7,7 @@ import { attach } from './rejoin.js';
 
 export type RollingContext = Pick<ClusterContext,
   'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'clusterNode'
-  | 'primaryAddress' | 'resolveEngine' | 'ensureTls' | 'save' | 'refresh' | 'emit'>;
+  | 'primaryAddress' | 'primaryBinlogState' | 'resolveEngine' | 'ensureTls' | 'save' | 'refresh' | 'emit'>;
 
 /**
  * Restarts every node with its current spec (resize) or the new binary/image (patch):

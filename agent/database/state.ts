@@ -18,6 +18,8 @@ export interface DbState {
   addresses: string[];
   /** 1-based index of the node that is primary. */
   primary: number;
+  /** A spread cluster: the highest control-plane term followed (older ones are refused). */
+  term?: number;
   /** Reached `active` once: from then on, missing nodes are healed instead of provisioned. */
   provisioned: boolean;
   /** The binary or image the nodes run (a different desired one is a pending patch). */

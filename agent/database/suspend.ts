@@ -7,7 +7,7 @@ import { attach } from './rejoin.js';
 
 export type SuspendContext = Pick<ClusterContext, 'state' | 'runtime' | 'nodeIndexes' | 'nodeName' | 'closeEndpoints' | 'save'>;
 export type ResumeContext = Pick<ClusterContext,
-  'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'primaryAddress' | 'ensureTls' | 'save' | 'refresh'>;
+  'state' | 'runtime' | 'semiSync' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState' | 'ensureTls' | 'save' | 'refresh'>;
 
 export async function suspend(db: SuspendContext): Promise<void> {
   await db.closeEndpoints();

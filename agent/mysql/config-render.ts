@@ -13,6 +13,12 @@ export interface NodeConfigInput {
   index: number;
   memoryMb: number;
   semiSync: boolean;
+  /**
+   * A cluster spread over hosts: the primary waits for a replica's acknowledgement without end
+   * (never falls back to asynchronous), so a primary cut off from its replicas acknowledges no
+   * write (docs/databases.md, "Clusters across hosts").
+   */
+  semiSyncNoFallback?: boolean;
   ssl: boolean;
   encrypted: boolean;
   /** The database's engine_config variables that need a restart (docs/databases.md), name -> value. */
@@ -80,9 +86,12 @@ export function renderNodeConfig(c: NodeConfigInput): string {
     lines.push(
       'rpl_semi_sync_slave_enabled=ON',
       'rpl_semi_sync_master_wait_point=AFTER_SYNC',
-      'rpl_semi_sync_master_timeout=5000',
+      // The largest timeout MariaDB takes (about 49 days): in effect, no fallback.
+      `rpl_semi_sync_master_timeout=${c.semiSyncNoFallback ? 4294967295 : 5000}`,
       'sync_relay_log=1',
     );
+    // Also wait with no replica connected at all (MariaDB's default, pinned here on purpose).
+    if (c.semiSyncNoFallback) lines.push('rpl_semi_sync_master_wait_no_slave=ON');
   }
   // Certificates are always installed (replication uses TLS too); ssl_connection only decides
   // whether clients may skip it.

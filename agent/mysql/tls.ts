@@ -71,3 +71,17 @@ export async function ensureKeyFile(dir: string): Promise<string> {
   }
   return readFile(file, 'utf8');
 }
+
+/**
+ * Puts a CA made elsewhere (the control plane's, for a cluster spread over agents) where
+ * ensureClusterTls looks for it; a different CA than the one there drops the server
+ * certificate, so it is issued again under the new CA. Files 0600 in a 0700 folder.
+ */
+export async function installClusterCa(dir: string, caPem: string, caKeyPem: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const ca = join(dir, 'ca.pem');
+  if (existsSync(ca) && (await readFile(ca, 'utf8')) === caPem) return;
+  await writeFile(join(dir, 'ca-key.pem'), caKeyPem, { mode: 0o600 });
+  await writeFile(ca, caPem, { mode: 0o600 });
+  await rm(join(dir, 'ips.json'), { force: true });
+}

@@ -10,15 +10,19 @@ import { serverOptions } from '../domain/databases/engine-config.js';
  * The members of a database as `agentId` sees them. A database without placements (placed by an
  * older control plane) runs every member on its one agent.
  */
-function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: string): DesiredMember[] {
+function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: string, addressOf: MemberAddress): DesiredMember[] {
   const list = placements.length > 0 ? placements : Array.from({ length: d.clusterSize }, (_, k) => ({ databaseId: d.id, member: k + 1, agentId: d.agentId ?? agentId }));
-  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: '' }));
+  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: addressOf(d.id, m.member) }));
 }
+
+/** address:port of a member as its agent last reported it ('' when not yet). */
+export type MemberAddress = (databaseId: number, member: number) => string;
 
 /** The desired state of one database as the agent sees it. */
 function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[]): DesiredDatabase {
   const t = findType(d.type);
   const options = serverOptions(d.engineConfig);
+  const spread = spansAgents(members);
   return {
     id: d.id, label: d.label, engineId: d.engineId, version: d.version, image: d.image, binary: d.binary,
     type: { id: d.type, memoryMb: t?.memory ?? 1024, vcpus: t?.vcpus ?? 1, diskMb: t?.disk ?? 25600 },
@@ -32,9 +36,11 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     hostPrimary: d.hostPrimary, hostSecondary: d.hostSecondary ?? '', port: d.port, generation: d.generation,
     restartOptions: options.restart, dynamicOptions: options.dynamic, proxySources,
     // Only a cluster spread over agents has a primary named by the control plane (0 = the agent decides).
-    members, term: d.term, primaryMember: spansAgents(members) ? d.primaryMember : 0,
+    members, term: d.term, primaryMember: spread ? d.primaryMember : 0,
     binlogRetentionSeconds: d.engineConfig.binlog_retention_period ?? 0,
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
+    // The shared CA key and replication password go only to agents running part of a spread cluster.
+    ...(spread && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem, replicationPassword: d.clusterSecrets.replPassword } : {}),
   };
 }
 
@@ -71,14 +77,14 @@ export interface AgentContent {
  * The agent's share of the stored state: the live databases with a member on it (or placed on it
  * whole) and their operations.
  */
-export function agentContent(agentId: string, all: DatabaseRecord[], placements: MemberPlacement[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => []): AgentContent {
+export function agentContent(agentId: string, all: DatabaseRecord[], placements: MemberPlacement[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => [], addressOf: MemberAddress = () => ''): AgentContent {
   const byDb = new Map<number, MemberPlacement[]>();
   for (const m of placements) byDb.set(m.databaseId, [...(byDb.get(m.databaseId) ?? []), m]);
   const dbs = all.filter((x) => !x.deleting && (x.agentId === agentId || (byDb.get(x.id) ?? []).some((m) => m.agentId === agentId)));
   // One-off operations go to the reporting agent only (the one whose reports carry the results).
   const ids = new Set(dbs.filter((x) => x.agentId === agentId).map((x) => x.id));
   return {
-    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId), proxySources(d.region))),
+    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region))),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };

@@ -11,7 +11,7 @@ import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } fr
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
-import { agentContent, type AgentContent } from './agent-desired.js';
+import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
@@ -40,7 +40,7 @@ type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending:
  * agents. Versions are per agent and raised above what the agent already applied, so an agent
  * that kept a newer version than the store (a restored control plane) still sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
+function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[], addressOf: MemberAddress): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     async read(subscribers) {
@@ -50,7 +50,7 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
       return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations() };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources),
+    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf),
     version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await repo.agent(sub.id))?.appliedVersion ?? 0),
   };
 }
@@ -116,7 +116,7 @@ export class AgentPushServer {
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
     this.cache = new SnapshotCache({
-      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => []), (db, m) => d.failover?.addressOf(db, m) ?? ''), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
     });
     const cache = this.cache;
@@ -220,7 +220,8 @@ export class AgentPushServer {
     const sub = state.sub;
     await this.recordInventory(sub.id, msg);
     const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
-    await this.d.failover?.record(sub.id, reportedNodes(msg));
+    // A member's address first reported (or moved) is what its peers on other agents replicate from.
+    if (await this.d.failover?.record(sub.id, reportedNodes(msg))) this.notifyChanged();
     // Level-triggered: a (re)connected agent gets the full desired state at once.
     if (fresh || msg.hello) await this.cache.push(sub, true);
     if (changed) this.notifyChanged();

@@ -89,19 +89,31 @@ describe('a fleet on eight hosts', () => {
     }, 60_000, 1000);
     expect(new Set(bodies)).toEqual(new Set(['hello from one', 'hello from two']));
 
-    // The 3-node database, written from the client host through hosts.primary.
+    // The 3-node database, written from the client host through hosts.primary, once every agent
+    // is connected and says it can run part of a cluster (placement spreads over those only).
+    await until('three agents that run members across hosts', async () => {
+      const r = await call('GET', '/v4/fulcrum/agents');
+      return (r.body.data as { id: string; connected: boolean; membersAcrossHosts: boolean }[]).filter((a) => a.connected && a.membersAcrossHosts).length === 3;
+    }, 120_000, 500);
     const created = await call('POST', MYSQL, {
       label: 'fhmh8-three', region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(fleet, agents[0]!), cluster_size: 3, allow_list: [`${cl.ip}/32`],
     });
     expect(created.status).toBe(200);
     const id: number = created.body.id;
-    const db = await waitActive(fleet, id, 600_000, () => agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
+    await waitActive(fleet, id, 600_000, () => agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
+    // Each agent reports its own member; the control plane assembles the three.
+    const db = await until('three members reported', async () => {
+      const r = await call('GET', `${MYSQL}/${id}`);
+      return Object.keys(r.body.members ?? {}).length === 3 ? r.body : undefined;
+    }, 60_000, 500);
     const primary: string = db.hosts.primary;
     expect(primary.startsWith('198.18.161.')).toBe(true);
     const members = Object.keys(db.members as Record<string, string>);
     expect(members).toHaveLength(3);
     const hostOf = (ip: string) => agents.find((h) => sixOf(NODE_POOLS[h.name]!).includes(ip))?.name;
-    expect(members.map(hostOf).every(Boolean)).toBe(true);
+    // Anti-affinity: one member on each agent host.
+    expect(new Set(members.map(hostOf))).toEqual(new Set(['ag1', 'ag2', 'ag3']));
+    expect(Object.values(db.members).filter((r) => r === 'primary')).toHaveLength(1);
     console.log(`[multi-host] 3-node database members: ${members.map((m) => `${m} on ${hostOf(m)} (${db.members[m]})`).join(', ')}`);
 
     await until('both data planes listen on hosts.primary', async () => (await listensOn(dpa, primary, 3306)) && (await listensOn(dpb, primary, 3306)), 120_000, 250);
@@ -112,6 +124,11 @@ describe('a fleet on eight hosts', () => {
     ), 120_000, 1000);
     const rows = await client.sql('SELECT COUNT(*) AS n FROM fh.t');
     expect(rows?.[0]?.n).toBe(3);
+    // The write reached the replicas on the other two hosts (replication across hosts, over TLS).
+    for (const m of members.filter((x) => db.members[x] !== 'primary')) {
+      const replica = await mysqlClient(call, cl, id, m);
+      await until(`the rows on the replica ${m} (${hostOf(m)})`, async () => (await replica.sql('SELECT COUNT(*) AS n FROM fh.t'))?.[0]?.n === 3, 60_000, 1000);
+    }
 
     await fleet.stopAll();
     await net.teardown();

@@ -61,15 +61,29 @@ export class FailoverCoordinator {
     });
   }
 
-  /** An agent's report: kept only for members placed on that agent (an agent speaks for its own). */
-  async record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): Promise<void> {
+  /**
+   * An agent's report: kept only for members placed on that agent (an agent speaks for its own).
+   * True when a member's address is new or moved (its peers on other agents replicate from it).
+   */
+  async record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): Promise<boolean> {
+    let moved = false;
     for (const db of databases) {
       const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
       if (mine.size === 0) continue;
       const known = this.nodes.get(db.id) ?? new Map<number, ReportedNode>();
-      for (const n of db.nodes) if (mine.has(n.member)) known.set(n.member, { ...n });
+      for (const n of db.nodes) {
+        if (!mine.has(n.member)) continue;
+        if (n.address && known.get(n.member)?.address !== n.address) moved = true;
+        known.set(n.member, { ...n });
+      }
       this.nodes.set(db.id, known);
     }
+    return moved;
+  }
+
+  /** address:port of a member as its agent last reported it ('' when not yet). */
+  addressOf(databaseId: number, member: number): string {
+    return this.nodes.get(databaseId)?.get(member)?.address ?? '';
   }
 
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */

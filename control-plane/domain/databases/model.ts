@@ -71,6 +71,12 @@ export interface DatabaseRecord {
   term: number;
   /** The member (1..cluster_size) the control plane names primary in `term`. */
   primaryMember: number;
+  /**
+   * A cluster spread over agents: its CA (certificate and key) and replication password, made by
+   * the control plane when the members are placed and sent to every member agent (sealed at rest).
+   * Absent or null when one agent runs every member (that agent makes its own).
+   */
+  clusterSecrets?: ClusterSecrets | null;
   /** The long-running event that the next convergence completes (create, update, suspend...). */
   pendingEventId: number | null;
   /**
@@ -136,4 +142,11 @@ export interface AgentRecord {
   lastSeen: number | null;
   appliedVersion: number;
   engines: { id: string; engine: string; version: string; image: string; binary: string }[];
+}
+
+/** What every member agent of a spread cluster shares (docs/databases.md, "Clusters across hosts"). */
+export interface ClusterSecrets {
+  caCertPem: string;
+  caKeyPem: string;
+  replPassword: string;
 }

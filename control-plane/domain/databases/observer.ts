@@ -109,7 +109,12 @@ export class DatabaseObserver {
     if (db.agentId === null) {
       db = await this.d.repo.update(db.id, { agentId });
       changed = true;
-    } else if (db.agentId !== agentId) return false;
+    } else if (db.agentId !== agentId) {
+      // Another member agent of a spread cluster speaks for its own members only: its events
+      // (an errant transaction found on a returning member) count, its status does not.
+      if ((await this.d.repo.members(db.id)).some((m) => m.agentId === agentId)) await this.recordEvents(agentId, db, o);
+      return false;
+    }
 
     const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
     const t = nextStatus(db, { ...o, status: effectiveStatus(db.clusterSize, o) }, opPending);
@@ -148,6 +153,11 @@ export class DatabaseObserver {
     await this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
     })));
+    await this.recordEvents(agentId, db, o);
+    return changed || patch.status !== undefined;
+  }
+
+  private async recordEvents(agentId: string, db: DatabaseRecord, o: ObservedDatabaseView): Promise<void> {
     const busy = db.pendingEventId !== null || (await this.d.repo.pendingOperations(db.id)).length > 0;
     for (const e of o.events) {
       if (!e.id || !(await this.d.repo.markAgentEvent(`${agentId}:${db.id}:${e.id}`, db.id, e.atMs || this.d.clock.now()))) continue;
@@ -157,6 +167,5 @@ export class DatabaseObserver {
       const status = e.status === 'finished' || e.status === 'failed' ? e.status : 'notification';
       await this.d.events.record(e.action || 'database_update', databaseRef(db), { status, message: e.message || null });
     }
-    return changed || patch.status !== undefined;
   }
 }

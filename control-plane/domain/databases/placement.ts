@@ -1,5 +1,6 @@
 import { regionServed } from '../regions.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
+import { makeClusterSecrets } from './cluster-secrets.js';
 
 /** Whether an agent of `agentRegion` may run a database of `dbRegion` (empty = any region). */
 export function servesRegion(agentRegion: string, dbRegion: string): boolean {
@@ -64,7 +65,9 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
     const ordered = [...candidates].sort((a, b) => size(a.id) - size(b.id) || a.id.localeCompare(b.id));
     const members = memberAgents(db.clusterSize ?? 1, ordered);
     await repo.setMembers(db.id, members);
-    await repo.update(db.id, { agentId: members[0]!, primaryMember: 1 });
+    // Members on several agents share the cluster's CA and replication password, made here once.
+    const spread = new Set(members).size > 1;
+    await repo.update(db.id, { agentId: members[0]!, primaryMember: 1, ...(spread ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
     db.agentId = members[0]!;
     for (const a of members) count(a, db.id);
     placed.push({ database: db.id, agent: members[0]!, members });

@@ -8,7 +8,7 @@ import { gateOf } from './gate.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
-export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret'][] = [
+export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret' | 'secret-json'][] = [
   ['label', 'label', 'plain'], ['region', 'region', 'plain'], ['type', 'type', 'plain'],
   ['engineId', 'engine_id', 'plain'], ['version', 'version', 'plain'], ['image', 'image', 'plain'],
   ['binary', 'binary', 'plain'], ['clusterSize', 'cluster_size', 'plain'], ['replicationType', 'replication_type', 'plain'],
@@ -22,6 +22,7 @@ export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' |
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
   ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
+  ['clusterSecrets', 'cluster_secrets', 'secret-json'],
 ];
 
 export function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<string, unknown> {
@@ -29,7 +30,8 @@ export function toRowWith(d: Partial<DatabaseRecord>, box: SecretBox): Record<st
   for (const [key, col, kind] of columns) {
     if (!(key in d)) continue;
     const v = d[key];
-    out[col] = kind === 'json' ? JSON.stringify(v) : kind === 'bool' ? (v ? 1 : 0) : kind === 'secret' ? box.sealNullable(v as string | null, `databases.${col}`) : v;
+    if (kind === 'secret-json') out[col] = v ? box.seal(JSON.stringify(v), `databases.${col}`) : null;
+    else out[col] = kind === 'json' ? JSON.stringify(v) : kind === 'bool' ? (v ? 1 : 0) : kind === 'secret' ? box.sealNullable(v as string | null, `databases.${col}`) : v;
   }
   return out;
 }
@@ -39,7 +41,8 @@ export function fromRowWith(r: any, box: SecretBox): DatabaseRecord | undefined 
   const out: Record<string, unknown> = { id: r.id };
   for (const [key, col, kind] of columns) {
     const v = r[col];
-    out[key] = kind === 'json' ? JSON.parse(v) : kind === 'bool' ? v === 1 : kind === 'secret' ? box.openNullable(v, `databases.${col}`) : v;
+    if (kind === 'secret-json') out[key] = v ? JSON.parse(box.open(v, `databases.${col}`)) : null;
+    else out[key] = kind === 'json' ? JSON.parse(v) : kind === 'bool' ? v === 1 : kind === 'secret' ? box.openNullable(v, `databases.${col}`) : v;
   }
   return out as unknown as DatabaseRecord;
 }

@@ -113,6 +113,12 @@ export const databaseMigrations: Migration[] = [
     `,
   },
   {
+    // A spread cluster's CA and replication password, made by the control plane at placement and
+    // sent to each member agent (docs/databases.md, "Clusters across hosts"); sealed (secrets.ts).
+    id: '211-cluster-secrets',
+    sql: 'ALTER TABLE databases ADD COLUMN cluster_secrets TEXT;',
+  },
+  {
     // Point-in-time forks (docs/databases.md, "Fork to a point in time"): the source and restore second of a
     // database made by a fork (JSON, null otherwise), and the oldest restorable instant the agent
     // reports.

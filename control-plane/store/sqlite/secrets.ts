@@ -9,6 +9,8 @@ import type { Database as Db } from 'better-sqlite3';
 export const secretColumns = [
   { table: 'databases', column: 'root_password' },
   { table: 'databases', column: 'next_password' },
+  // A spread cluster's CA key and replication password (JSON, sealed whole).
+  { table: 'databases', column: 'cluster_secrets' },
   // Operation payloads carry a pending reset password (resetCredentials); all are sealed alike.
   { table: 'database_operations', column: 'payload' },
   { table: 'nb_configs', column: 'ssl_key' },

@@ -1,3 +1,4 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../../control-plane/store/sqlite/database.js';
 import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+import { placeDatabases } from '../../../control-plane/domain/databases/placement.js';
 
 const record = (agentId: string | null, clusterSize: 1 | 3): Omit<DatabaseRecord, 'id'> => ({
   label: `db-${clusterSize}-${agentId}`, region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
@@ -43,6 +45,27 @@ describe('member placement in the store', () => {
     // Purging a database removes its placements.
     await repo.purge(row.id);
     expect((await repo.members())).toEqual([]);
+    db.close();
+  });
+
+  it('gives a cluster spread over agents its own CA and replication password, sealed at rest; a cluster on one agent none', async () => {
+    const path = file();
+    const db = openDatabase(path);
+    const repo = sqliteDatabaseRepository(db);
+    const spread = await repo.create(record(null, 3));
+    const agents = ['a', 'b', 'c'].map((id) => ({ id, region: 'us-east', membersAcrossHosts: true }));
+    await placeDatabases(repo, agents);
+    const secrets = (await repo.get(spread.id))!.clusterSecrets!;
+    expect(new X509Certificate(secrets.caCertPem).ca).toBe(true);
+    expect(createPrivateKey(secrets.caKeyPem).asymmetricKeyType).toBe('ec');
+    expect(secrets.replPassword.length).toBeGreaterThanOrEqual(20);
+    const raw = db.prepare('SELECT cluster_secrets FROM databases WHERE id = ?').pluck().get(spread.id) as string;
+    expect(raw.startsWith('fkek1:')).toBe(true);
+    expect(raw).not.toContain('PRIVATE KEY');
+    expect(raw).not.toContain(secrets.replPassword);
+    const whole = await repo.create(record(null, 3));
+    await placeDatabases(repo, [{ id: 'solo', region: 'us-east' }]);
+    expect((await repo.get(whole.id))!.clusterSecrets).toBeNull();
     db.close();
   });
 

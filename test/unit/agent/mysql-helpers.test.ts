@@ -56,6 +56,14 @@ describe('renderNodeConfig', () => {
     expect(c).toContain('innodb_encrypt_tables=ON');
     expect(c).toContain('require_secure_transport=OFF');
   });
+  it('never falls back to asynchronous replication for a cluster spread over hosts', () => {
+    const one = renderNodeConfig({ ...base, semiSync: true });
+    expect(one).toContain('rpl_semi_sync_master_timeout=5000');
+    expect(one).not.toContain('wait_no_slave');
+    const spread = renderNodeConfig({ ...base, semiSync: true, semiSyncNoFallback: true });
+    expect(spread).toContain('rpl_semi_sync_master_timeout=4294967295');
+    expect(spread).toContain('rpl_semi_sync_master_wait_no_slave=ON');
+  });
   it('appends engine_config restart options, never over its own settings or with a line break', () => {
     const c = renderNodeConfig({ ...base, options: { innodb_ft_min_token_size: '2', read_only: 'OFF', 'bad name': '1', innodb_rollback_on_timeout: 'ON\nlocal_infile=ON' } });
     expect(c.trimEnd().split('\n').at(-1)).toBe('innodb_ft_min_token_size=2');

@@ -102,3 +102,28 @@ describe('observedStatus', () => {
     expect(observedStatus({ ...base, suspended: true, desiredSuspended: true })).toBe('suspended');
   });
 });
+
+describe('plan of a cluster spread over agents (only local members are seen)', () => {
+  const spread = (local: number[], over: Partial<DbObs> = {}, primaryKnown = true): DbObs => obs({
+    nodes: local.map((i) => node(i)), spread: { local, primaryKnown, semiSyncWanted: true }, ...over,
+  });
+  it('never fails over on its own: a local primary that is down is restarted', () => {
+    const o = spread([1], { nodes: [node(1, { state: 'stopped', reachable: false })], primaryDownCount: 9 });
+    expect(plan(running3, o)).toEqual([{ kind: 'restart-primary' }]);
+  });
+  it('turns on the semi-sync master side of a local primary, and promotes one named while read-only', () => {
+    expect(plan(running3, spread([1], { nodes: [node(1, { semiSyncMaster: false })] }))).toEqual([{ kind: 'promote-primary' }]);
+    expect(plan(running3, spread([1], { nodes: [node(1, { semiSyncMaster: true })] }))).toEqual([]);
+    expect(plan(running3, spread([2], { primary: 2, nodes: [node(2, { readOnly: true, replicating: false, semiSyncMaster: false })] }))[0]).toEqual({ kind: 'promote-primary' });
+  });
+  it('makes a local member that is still writable (an old primary) or not replicating rejoin the named primary', () => {
+    expect(plan(running3, spread([1], { primary: 2, nodes: [node(1, { readOnly: false, replicating: false })] }))).toEqual([{ kind: 'rejoin', index: 1, rebuild: false }]);
+    expect(plan(running3, spread([3], { nodes: [node(3, { replicating: false })] }))).toEqual([{ kind: 'rejoin', index: 3, rebuild: false }]);
+    expect(plan(running3, spread([3], { nodes: [] }))).toEqual([{ kind: 'rejoin', index: 3, rebuild: true }]);
+    expect(plan(running3, spread([3]))).toEqual([]);
+  });
+  it('waits while the primary\'s address is not known, and leaves accounts to the primary\'s agent', () => {
+    expect(plan(running3, spread([3], { nodes: [node(3, { replicating: false })], accountsCurrent: false }, false))).toEqual([]);
+    expect(plan(running3, spread([1], { nodes: [node(1, { semiSyncMaster: true })], accountsCurrent: false }))).toEqual([{ kind: 'sync-accounts' }]);
+  });
+});

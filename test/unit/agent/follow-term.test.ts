@@ -1,0 +1,56 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { silentLogger } from '../../../lib/logger.js';
+import type { DesiredDatabase__Output } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import { DatabaseController } from '../../../agent/database/controller.js';
+import { loadDbState, newDbState } from '../../../agent/database/state.js';
+import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
+
+/**
+ * A spread cluster follows the control plane (docs/agent.md §10): the primary it names for the
+ * highest term, the other members' reported addresses; a desired state of an older term is refused.
+ */
+describe('following the control plane\'s term', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  const controller = () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-msp-term-'));
+    dirs.push(stateDir);
+    const c = new DatabaseController({
+      id: 4, agentId: 'b', agentKey: 'abcdef', stateDir, runtime: {} as ContainerRuntime, runtimeKind: 'process', catalogue: [],
+      logger: silentLogger(), clock: new ManualClock(0), nodeAddressPool: '198.18.0.0/29', takenAddresses: () => new Set(), onChange: () => undefined,
+    });
+    c.state = { ...newDbState(4), addresses: ['', '198.18.0.1', ''], primary: 1, term: 3, provisioned: true };
+    return { c, stateDir };
+  };
+  const desired = (term: number, primaryMember: number): DesiredDatabase__Output => ({
+    id: 4, clusterSize: 3, term, primaryMember,
+    members: [
+      { index: 1, agentId: 'a', local: false, address: '198.18.9.1:3306' },
+      { index: 2, agentId: 'b', local: true, address: '198.18.0.1:3306' },
+      { index: 3, agentId: 'c', local: false, address: '' },
+    ],
+  }) as unknown as DesiredDatabase__Output;
+
+  it('takes the peers\' addresses and the primary of a higher term, and persists them', async () => {
+    const { c, stateDir } = controller();
+    c.desired = desired(4, 2);
+    await c.followDesired();
+    expect(c.state!.addresses).toEqual(['198.18.9.1', '198.18.0.1', '']);
+    expect([c.state!.primary, c.state!.term]).toEqual([2, 4]);
+    expect(c.nodeIndexes()).toEqual([2]);
+    expect(loadDbState(stateDir, 4)?.term).toBe(4);
+  });
+
+  it('refuses an older term: the primary it follows stays', async () => {
+    const { c } = controller();
+    c.desired = desired(2, 2);
+    await c.followDesired();
+    expect([c.state!.primary, c.state!.term]).toEqual([1, 3]);
+  });
+});

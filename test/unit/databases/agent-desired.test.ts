@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { agentContent } from '../../../control-plane/push/agent-desired.js';
+import type { DatabaseRecord, MemberPlacement } from '../../../control-plane/domain/databases/model.js';
+
+/**
+ * What each agent is sent of a cluster spread over agents (docs/databases.md, "Clusters across
+ * hosts"): its members marked local, the others' reported addresses, the term and primary, and
+ * the shared CA and replication password; a cluster on one agent gets none of the shared secrets.
+ */
+describe('the desired state of a spread cluster', () => {
+  const secrets = { caCertPem: 'CA PEM', caKeyPem: 'CA KEY', replPassword: 'repl' };
+  const db = (over: Partial<DatabaseRecord> = {}) => ({
+    id: 5, label: 'x', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11', version: '10.11', image: '', binary: '/b', clusterSize: 3,
+    replicationType: 'semi_synch', encrypted: false, sslConnection: true, allowList: [], status: 'active', hostPrimary: '198.18.1.2', hostSecondary: '198.18.1.3', port: 3306,
+    provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, rootPassword: 'pw', nextPassword: null, generation: 1,
+    convergedGeneration: 1, runState: 'running', agentId: 'a', term: 3, primaryMember: 2, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null,
+    lastError: null, created: 0, updated: 0, clusterSecrets: secrets,
+    updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] }, ...over,
+  }) as unknown as DatabaseRecord;
+  const spread: MemberPlacement[] = [{ databaseId: 5, member: 1, agentId: 'a' }, { databaseId: 5, member: 2, agentId: 'b' }, { databaseId: 5, member: 3, agentId: 'c' }];
+  const addressOf = (_db: number, m: number) => (m === 2 ? '198.18.2.9:3306' : '');
+
+  it('names local members, peers\' addresses, term, primary and the shared CA and password', () => {
+    const [d] = agentContent('c', [db()], spread, [], () => [], addressOf).databases;
+    expect(d!.members!.map((m) => [m.index, m.local, m.address])).toEqual([[1, false, ''], [2, false, '198.18.2.9:3306'], [3, true, '']]);
+    expect([d!.term, d!.primaryMember]).toEqual([3, 2]);
+    expect([d!.clusterCaPem, d!.clusterCaKeyPem, d!.replicationPassword]).toEqual(['CA PEM', 'CA KEY', 'repl']);
+  });
+
+  it('sends no shared secrets, and no primary, when one agent runs every member', () => {
+    const whole = spread.map((m) => ({ ...m, agentId: 'a' }));
+    const [d] = agentContent('a', [db()], whole, [], () => [], addressOf).databases;
+    expect(d!.primaryMember).toBe(0);
+    expect(d!.clusterCaKeyPem ?? '').toBe('');
+    expect(d!.replicationPassword ?? '').toBe('');
+    expect(agentContent('z', [db()], spread, []).databases).toEqual([]);
+  });
+});
