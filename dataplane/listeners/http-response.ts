@@ -155,9 +155,11 @@ export abstract class HttpResponseRelay {
       this.out = null;
       this.replayable = false;
       const cookie = this.setCookie && this.node !== null ? this.node.cookie : null;
-      if (cookie !== null || res.drop.length > 0) {
+      // A draining worker tells keep-alive clients to reconnect (to the workers that replace it).
+      const close = this.rt.draining && !res.connClose;
+      if (cookie !== null || res.drop.length > 0 || close) {
         // Rewritten heads are written on their own.
-        this.client.write(responseHead(view, res, n, cookie));
+        this.client.write(responseHead(view, res, n, cookie, close));
         this.headFrom = -1;
       } else {
         this.headFrom = at;
@@ -180,7 +182,7 @@ export abstract class HttpResponseRelay {
       this.rstate = res.contentLength === 0 ? R_DONE : R_LENGTH;
       this.resRemaining = res.contentLength;
     }
-    if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF) this.keepClient = false;
+    if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF || this.rt.draining) this.keepClient = false;
   }
 
   /** 101 to an Upgrade request: from here raw bytes both ways. */

@@ -1,5 +1,7 @@
 import type { HeadInfo } from './http-head.js';
 
+const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
+
 /**
  * The only changes the proxy makes to heads, done on the received bytes (no re-serialisation).
  * Request: the parser's dropped lines removed and our X-Forwarded-* lines (`xff`, ending with
@@ -29,7 +31,7 @@ export function requestHead(b: Buffer, req: HeadInfo, headEnd: number, bodyEnd: 
  * Transfer-Encoding) and, when `cookie` is given, the http_cookie stickiness line added. Rare:
  * most responses go out as received.
  */
-export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null): Buffer {
+export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null, close = false): Buffer {
   const parts: Buffer[] = [];
   let from = 0;
   for (let i = 0; i < res.drop.length; i += 2) {
@@ -38,6 +40,7 @@ export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: s
   }
   parts.push(view.subarray(from, res.insertAt));
   if (cookie !== null) parts.push(Buffer.from(`Set-Cookie: NB_SRVID=${cookie}; path=/\r\n`, 'latin1'));
+  if (close) parts.push(CONNECTION_CLOSE);
   parts.push(view.subarray(res.insertAt, end));
   return Buffer.concat(parts);
 }
