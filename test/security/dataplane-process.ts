@@ -15,6 +15,8 @@ import { waitFor } from '../helpers/backends.js';
 export interface DataplaneProcess {
   readonly pid: number;
   readonly metricsPort: number;
+  /** Its state folder (`fulcrum dataplane reload --state` takes it). */
+  readonly stateDir: string;
   /** The /metrics text. */
   metrics(): Promise<string>;
   /** One sample's value, or undefined. `labels` as they appear, e.g. `reason="client_cap"`. */
@@ -75,6 +77,7 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
   return {
     pid,
     metricsPort,
+    stateDir,
     metrics,
     async metric(name, labels) {
       const text = await metrics();
