@@ -179,6 +179,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       void l.drain(drainTimeoutMs);
     }
     if (bind) endpoints.swap(snap.databaseEndpoints, eps.fresh);
+    for (const l of fresh) if (l instanceof Listener) l.serve();
     limits.listeners = listeners.size + endpoints.size;
     version = snap.version;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so

@@ -27,12 +27,20 @@ export interface SharedAdmission {
 }
 
 const ignore = (): void => undefined;
+/** Connections a listener holds before its first config (see `early`). */
+const EARLY_MAX = 4096;
 
 export class Listener {
   readonly server: Server;
   rt: ConfigRuntime | null = null;
   private readonly sockets = new Set<Socket>();
   private draining = false;
+  /**
+   * Connections accepted between listen() and the first swap. Alone, nobody connects to an
+   * address not served yet; a worker, though, joins a socket its peers already serve, so it may
+   * be handed connections at once (docs/dataplane.md, "Workers"). They wait for `serve()`.
+   */
+  private early: Socket[] | null = [];
   /** Called when the last open connection of a draining listener closes. */
   private drained: (() => void) | null = null;
 
@@ -63,7 +71,12 @@ export class Listener {
   private onConnection(sock: Socket): void {
     const rt = this.rt;
     if (rt === null || this.draining) {
-      sock.destroy();
+      if (this.early !== null && !this.draining && this.early.length < EARLY_MAX) {
+        sock.on('error', ignore);
+        this.early.push(sock);
+      } else {
+        sock.destroy();
+      }
       return;
     }
     // Keyed like the sessions' stickiness: an IPv4 client is one client however the socket saw it.
@@ -113,6 +126,13 @@ export class Listener {
     }
   }
 
+  /** The first swap gave this listener its config: serve the connections that came before it. */
+  serve(): void {
+    const early = this.early;
+    this.early = null;
+    if (early !== null) for (const s of early) if (!s.destroyed) this.onConnection(s);
+  }
+
   /** Hooks a runtime's tls.Server so its handshakes become https sessions. */
   static attachTls(rt: ConfigRuntime): void {
     const tls = rt.tls!;
@@ -144,6 +164,8 @@ export class Listener {
   /** Immediate stop (engine close). */
   destroy(): void {
     this.draining = true;
+    for (const s of this.early ?? []) s.destroy();
+    this.early = null;
     this.server.close();
     for (const s of this.sockets) s.destroy();
   }

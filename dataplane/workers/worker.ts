@@ -6,6 +6,8 @@ import { registerEndpointMetrics } from '../telemetry/endpoint-metrics.js';
 import { AdmissionClient } from './admission-client.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type ToWorker, type WorkerSettings } from './protocol.js';
 
+const HANDOFF_GRACE_MS = 2000;
+
 /**
  * One worker of a multi-process data plane (docs/dataplane.md, "Workers"): an engine whose
  * listeners share the primary's sockets, which applies what the primary forwards, takes node
@@ -58,15 +60,21 @@ export function runDataplaneWorker(): void {
       case 'metrics':
         registry.getMetricsAsJSON().then((metrics) => send({ t: 'metrics', seq: m.seq, metrics }), () => send({ t: 'metrics', seq: m.seq, metrics: [] }));
         return;
-      case 'drain':
+      case 'drain': {
         logger.info({ deadlineMs: m.deadlineMs }, 'draining');
-        void engine.drain(m.deadlineMs).then(() => {
+        // The primary may have handed this worker a connection before it learnt that the
+        // listeners closed; such a hand-off is answered "not accepted" (the primary gives it to
+        // another worker) only while the channel is open, so it stays open for a grace time
+        // (real time: it waits on the primary's IPC, not on anything the data plane schedules).
+        const grace = new Promise((r) => setTimeout(r, HANDOFF_GRACE_MS));
+        void Promise.all([engine.drain(m.deadlineMs), grace]).then(() => {
           clearInterval(counters);
           logger.info('drained');
           // The last counters reach the primary before the channel closes.
           send({ t: 'counters', deltas: engine.drainCounters() }, () => process.disconnect());
         });
         return;
+      }
     }
   });
   // The primary is gone (it stopped or crashed): nothing can tell this worker what to serve.

@@ -66,7 +66,7 @@ describe('reload under a client loop', () => {
     dp = await startDataplaneProcess(snapshot(1, [nodebalancer(nb, [
       config(7621, [node(`127.61.6.1:${webPort}`)], { protocol: 'http' }),
       config(7622, [node(tcp.address)]),
-    ], { clientConnThrottle: 0 })]), { flags: ['--workers', '2', '--drain-time', '4', '--max-conns-per-client', '0', '--max-conns-per-client-total', '0'] });
+    ], { clientConnThrottle: 0 })]), { flags: ['--workers', '2', '--distribution', 'rr', '--drain-time', '4', '--max-conns-per-client', '0', '--max-conns-per-client-total', '0'] });
     await waitFor(() => workerPids(dp!.pid).length === 2, 30_000, 'two workers');
     await waitFor(() => get(nb, 7621, '/', false).then((r) => r.status === 200, () => false), 30_000, 'http up');
     const before = workerPids(dp.pid);

@@ -35,7 +35,7 @@ async function backend(ip: string, name: string): Promise<TcpBackend> {
 }
 
 async function twoWorkers(snap: ReturnType<typeof snapshot>, flags: string[] = []): Promise<DataplaneProcess> {
-  const dp = await startDataplaneProcess(snap, { flags: ['--workers', '2', ...flags] });
+  const dp = await startDataplaneProcess(snap, { flags: ['--workers', '2', '--distribution', 'rr', ...flags] });
   cleanup.push(() => dp.stop());
   await waitFor(() => workerPids(dp.pid).length === 2, 30_000, 'two workers');
   return dp;
