@@ -89,6 +89,22 @@ describe('a data plane of two workers', () => {
     expect([...seen].sort()).toEqual(['a', 'c']);
   });
 
+  it('serves a database endpoint from every worker and sums its metrics', async () => {
+    const member = await startTcpBackend('db', { ip: '127.61.8.2', expectProxy: true });
+    cleanup.push(() => member.close());
+    const dp = await twoWorkers({
+      ...snapshot(1, []),
+      databaseEndpoints: [{ databaseId: 61, role: 'primary', address: '127.61.8.1', port: 7631, allowList: ['127.61.8.0/24'], requireTls: false, targets: [{ host: '127.61.8.2', port: member.port }] }],
+    });
+    await waitFor(() => greeting('127.61.8.1', 7631, '127.61.8.9').then((g) => g === 'db', () => false), 30_000, 'endpoint up');
+    for (let i = 0; i < 6; i++) expect(await greeting('127.61.8.1', 7631, '127.61.8.5')).toBe('db');
+    // Every connection reached the member with the client's address in its PROXY header.
+    expect(member.proxyHeaders.filter((h) => h.command === 'PROXY' && h.srcIp === '127.61.8.5').length).toBe(6);
+    // The allow_list holds in every worker.
+    expect(await greeting('127.61.8.1', 7631, '127.61.9.5').catch(() => '')).toBe('');
+    await waitFor(async () => ((await dp.metric('fulcrum_dataplane_database_connections_total', 'database_id="61"')) ?? 0) >= 7, 10_000, 'summed endpoint metric');
+  });
+
   it('a worker killed takes only its own connections; the other\'s stay open and a new worker replaces it', async () => {
     const b = await backend('127.61.1.4', 'k');
     const nb = '127.61.2.3';
