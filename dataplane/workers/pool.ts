@@ -41,6 +41,8 @@ interface Member {
   slot: number;
   generation: number;
   ready: boolean;
+  /** It said hello: its message handler is in place (earlier messages would be lost). */
+  hello: boolean;
   draining: boolean;
   started: number;
   settle: { resolve: () => void; reject: (e: Error) => void };
@@ -142,7 +144,7 @@ export class WorkerPool implements TelemetrySource {
   /** The data plane's /metrics: the primary's own series and the sum of the workers' traffic series. */
   async metrics(): Promise<string> {
     const own = (await this.o.registry.getMetricsAsJSON()).filter((m) => !WORKER_METRICS.has(m.name));
-    const replies = await Promise.allSettled([...this.members.values()].map((m) => this.request(m, { t: 'metrics', seq: 0 }, METRICS_TIMEOUT_MS)));
+    const replies = await Promise.allSettled([...this.members.values()].filter((m) => m.hello).map((m) => this.request(m, { t: 'metrics', seq: 0 }, METRICS_TIMEOUT_MS)));
     const theirs = replies.flatMap((r) => (r.status === 'fulfilled' && r.value.t === 'metrics' ? [(r.value.metrics as MetricObjectWithValues<MetricValue<string>>[]).filter((m) => WORKER_METRICS.has(m.name))] : []));
     return AggregatorRegistry.aggregate([own, ...theirs]).metrics();
   }
@@ -163,7 +165,7 @@ export class WorkerPool implements TelemetrySource {
     const settings: WorkerSettings = { ...this.o.settings, slot, generation, serveUdp: slot === 0 };
     const worker = cluster.fork({ [WORKER_SETTINGS_ENV]: JSON.stringify(settings) });
     return new Promise<void>((resolve, reject) => {
-      const m: Member = { worker, slot, generation, ready: false, draining: false, started: this.o.clock.now(), settle: { resolve, reject } };
+      const m: Member = { worker, slot, generation, ready: false, hello: false, draining: false, started: this.o.clock.now(), settle: { resolve, reject } };
       this.members.set(worker.id, m);
       worker.on('message', (msg: FromWorker) => this.onMessage(m, msg));
       worker.on('error', (err) => this.o.logger.warn({ err, slot }, 'worker channel error'));
@@ -173,6 +175,7 @@ export class WorkerPool implements TelemetrySource {
   private onMessage(m: Member, msg: FromWorker): void {
     switch (msg.t) {
       case 'ready':
+        m.hello = true;
         this.chain = this.chain.then(() => this.initialize(m));
         return;
       case 'applied':
