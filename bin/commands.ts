@@ -2,6 +2,8 @@
  * The per-process commands. Each starts one composition root, writes where it listens into its
  * state folder (so the lab and scripts can find it), and shuts down cleanly on SIGINT/SIGTERM.
  */
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
@@ -96,13 +98,26 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
 }
 
 export async function runDataplaneCommand(argv: string[]): Promise<void> {
+  // A worker forked by the data plane's primary (docs/dataplane.md, "Workers").
+  if (cluster.isWorker) {
+    const { runDataplaneWorker } = await import('../dataplane/workers/worker.js');
+    return runDataplaneWorker();
+  }
+  if (argv[0] === 'reload') return reloadDataplane(argv.slice(1));
   const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
     join: 'string', 'insecure-grpc': 'boolean',
     'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
+    workers: 'number', distribution: 'string', 'drain-time': 'number',
   });
+  const workers = (f.workers as number | undefined) ?? availableParallelism();
+  if (!Number.isInteger(workers) || workers < 1 || workers > 1024) throw new Error('--workers must be an integer from 1 to 1024');
+  const distribution = (f.distribution as string | undefined) ?? 'rr';
+  if (distribution !== 'rr' && distribution !== 'kernel') throw new Error('--distribution must be rr or kernel');
+  const drainTime = f['drain-time'] as number | undefined;
+  if (drainTime !== undefined && !(drainTime >= 0 && drainTime <= 86_400)) throw new Error('--drain-time must be 0 to 86400 seconds');
   const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   mkdirSync(stateDir, { recursive: true });
@@ -126,9 +141,35 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
       tcpIdleTimeoutMs: f['tcp-idle-timeout'] === undefined ? undefined : (f['tcp-idle-timeout'] as number) * 1000,
     },
     vrrp: vrrpFlags(f),
+    workers,
+    distribution,
+    drainMs: drainTime === undefined ? undefined : drainTime * 1000,
   });
-  writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null }, null, 2));
+  writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null, workers }, null, 2));
   onShutdown(() => dp.close());
+  // A reload (new code, or a restart) that drops nothing: `fulcrum dataplane reload` sends SIGHUP.
+  let reloading = false;
+  const reload = (signal: string) => {
+    if (reloading) return;
+    reloading = true;
+    process.stderr.write(`${signal}: reloading the data plane's workers\n`);
+    dp.reload().then(
+      () => process.stderr.write('reload: new workers serve, the old ones drain\n'),
+      (err: Error) => process.stderr.write(`reload failed: ${err.message}\n`),
+    ).finally(() => (reloading = false));
+  };
+  process.on('SIGHUP', () => reload('SIGHUP'));
+  process.on('SIGUSR2', () => reload('SIGUSR2'));
+}
+
+/** `fulcrum dataplane reload --state DIR`: signals the data plane running from that folder. */
+function reloadDataplane(argv: string[]): void {
+  const f = parseFlags(argv, { state: 'string' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  const info = JSON.parse(readFileSync(join(stateDir, 'dataplane.json'), 'utf8')) as { pid?: number };
+  if (typeof info.pid !== 'number') throw new Error(`no data plane pid in ${join(stateDir, 'dataplane.json')}`);
+  process.kill(info.pid, 'SIGHUP');
+  process.stdout.write(`sent SIGHUP to the data plane (pid ${info.pid})\n`);
 }
 
 /** Pair mode's flags (docs/multi-host.md); undefined without --vrrp-interface. */

@@ -3,9 +3,9 @@ import { FulcrumError } from '../lib/errors.js';
 import { silentLogger, type Logger } from '../lib/logger.js';
 import type { ConfigSpec } from './config/model.js';
 import { validateSnapshot, type SnapshotInput } from './config/validate.js';
-import { Listener } from './listeners/listener.js';
+import { Listener, type SharedAdmission } from './listeners/listener.js';
 import { UdpListener } from './listeners/udp-listener.js';
-import { ConfigRuntime } from './runtime/config-runtime.js';
+import { ConfigRuntime, type RemoteHealth } from './runtime/config-runtime.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
 import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
@@ -34,6 +34,15 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   close(): Promise<void>;
   /** The database endpoints being served (docs/databases.md, "Database endpoints"). */
   databaseEndpoints(): Iterable<DbEndpoint>;
+  /** A worker: node statuses decided by the primary (docs/dataplane.md, "Workers"). */
+  setHealth(events: readonly Pick<HealthEvent, 'configId' | 'nodeId' | 'status'>[]): void;
+  /** The primary: a worker saw real traffic fail on a node (passive check). */
+  passive(configId: number, nodeId: number, reason: string): void;
+  /**
+   * A worker being replaced: stop accepting, tell http clients to reconnect, give open
+   * connections until the deadline, then cut them. Resolves when none are left.
+   */
+  drain(deadlineMs: number): Promise<void>;
 }
 
 export interface EngineOptions {
@@ -45,6 +54,16 @@ export interface EngineOptions {
   limits?: ConnLimitOptions;
   /** Database endpoints: the source address of member connections and the endpoint caps. */
   endpoints?: DbEndpointSetOptions;
+  /**
+   * Multi-process data plane (docs/dataplane.md, "Workers"). `bind: false` is the primary's
+   * engine: configs, health checks and stickiness rules without a listener. A worker takes
+   * health from the primary (`remoteHealth`), asks it at accept (`shared`), and serves udp
+   * only when `serveUdp` (one worker does: a client flow must stay in one process).
+   */
+  bind?: boolean;
+  remoteHealth?: RemoteHealth;
+  shared?: SharedAdmission;
+  serveUdp?: boolean;
 }
 
 export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
@@ -58,6 +77,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const udpGates = new Map<number, ConnThrottle>();
   const limits = new ConnLimits(opts.limits);
   const endpoints = new DbEndpointSet(log, opts.endpoints);
+  const bind = opts.bind ?? true;
+  const serveUdp = opts.serveUdp ?? true;
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
@@ -106,12 +127,13 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     // Bind every new address first; if one fails nothing changes.
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
-      if (!listeners.has(key)) fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits));
+      if (listeners.has(key) || !bind || (c.protocol === 'udp' && !serveUdp)) continue;
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits, opts.shared));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
-    const eps = await endpoints.bind(snap.databaseEndpoints);
+    const eps = bind ? await endpoints.bind(snap.databaseEndpoints) : { fresh: [], failed: [] };
     failed.push(...eps.failed);
     if (failed.length > 0) {
       for (const l of fresh) l.destroy();
@@ -147,12 +169,15 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
           rt.update(c);
         } else {
           if (rt) retire(rt);
-          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit);
+          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth);
           runtimes.set(c.id, rt);
         }
         if (rt.tls) Listener.attachTls(rt);
-        listeners.get(c.listenKey)!.rt = rt;
-        if (c.listenKey6 !== '') listeners.get(c.listenKey6)!.rt = rt;
+        // A process that binds nothing (the workers' primary) has no listener to hand the runtime.
+        for (const key of [c.listenKey, c.listenKey6]) {
+          const l = key === '' ? undefined : listeners.get(key);
+          if (l) l.rt = rt;
+        }
       }
     }
     for (const [id, rt] of runtimes) if (!seenCfg.has(id)) retire(rt);
@@ -162,7 +187,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
-    endpoints.swap(snap.databaseEndpoints, eps.fresh);
+    if (bind) endpoints.swap(snap.databaseEndpoints, eps.fresh);
+    for (const l of fresh) if (l instanceof Listener) l.serve();
     limits.listeners = listeners.size + endpoints.size;
     version = snap.version;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
@@ -210,6 +236,25 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
         if (d) out.push(d);
       }
       return out;
+    },
+    setHealth(events) {
+      for (const ev of events) runtimes.get(ev.configId)?.setStatusFrom(ev.nodeId, ev.status);
+    },
+    passive(configId, nodeId, reason) {
+      const rt = runtimes.get(configId);
+      const node = rt?.nodes.get(nodeId);
+      if (rt && node) rt.failed(node, reason);
+    },
+    async drain(deadlineMs) {
+      closed = true;
+      await chain;
+      for (const rt of [...runtimes.values(), ...retired]) rt.draining = true;
+      endpoints.stopAccepting();
+      const left = [...listeners.values()].map((l) => l.drain(deadlineMs));
+      await Promise.all(left);
+      for (const rt of runtimes.values()) rt.retire();
+      listeners.clear();
+      endpoints.close();
     },
     async close() {
       if (closed) return;

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
-import type { Clock } from '../lib/clock.js';
+import { systemClock, type Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createProxyEngine } from './engine.js';
 import { isIpv4 } from '../lib/ipv4.js';
@@ -17,6 +17,7 @@ import { prepareHostSecurity } from '../lib/fleet-host.js';
 import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
 import type { VrrpSettings } from './vrrp/keepalived-config.js';
 import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
+import { WorkerPool } from './workers/pool.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -53,11 +54,24 @@ export interface DataplaneOptions {
    * choice, and the control plane takes the address the config stream comes from.
    */
   endpointSource?: string;
+  /**
+   * Worker processes sharing every listener (docs/dataplane.md, "Workers"). 1 (the default
+   * here; the CLI's is the number of cores) = this process serves, as before.
+   */
+  workers?: number;
+  /** node:cluster's connection distribution with several workers (default `rr`). */
+  distribution?: 'rr' | 'kernel';
+  /** After a reload, how long the old workers' open connections may run on (default 30 s). */
+  drainMs?: number;
 }
 
 export interface Dataplane {
   close(): Promise<void>;
   metricsPort?: number;
+  /** New workers on the same listeners, then the old ones drain; fails with a single process. */
+  reload(): Promise<void>;
+  /** The worker processes (empty with a single process). */
+  workers(): { pid: number; slot: number; generation: number; draining: boolean }[];
 }
 
 /**
@@ -90,11 +104,22 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const fds = raiseFdLimit(opts.nofile ?? DEFAULT_NOFILE);
   if (fds.error) logger.warn({ limit: fds.limit, error: fds.error }, 'could not raise the open-file limit');
   logger.info({ limit: fds.limit, raised: fds.raised }, 'open-file limit');
-  const engine = createProxyEngine({
-    logger, clock: opts.clock, limits: { ...opts.limits, fdLimit: fds.limit }, endpoints: { sourceAddress: opts.endpointSource },
-  });
+  const limits = { ...opts.limits, fdLimit: fds.limit };
+  const multi = (opts.workers ?? 1) > 1;
+  // With workers, this process's engine binds nothing: it validates, checks health once for the
+  // data plane and decides node status; the workers carry the traffic.
+  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi });
   registerDataplaneMetrics(registry, engine);
   registerEndpointMetrics(registry, engine);
+  const pool = multi
+    ? new WorkerPool({
+      count: opts.workers!, distribution: opts.distribution ?? 'rr', checker: engine, registry, logger: logger.child({ component: 'workers' }),
+      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000,
+      settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000 },
+    })
+    : undefined;
+  const apply = (snap: Parameters<typeof engine.apply>[0]) => (pool ? pool.apply(snap) : engine.apply(snap));
+  await pool?.start();
   const store = new SnapshotStore(opts.stateDir, id);
   // Pair mode: listeners bind addresses a peer may hold (nonlocal bind), checked before anything.
   const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }) }) : undefined;
@@ -103,7 +128,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   try {
     const saved = await store.load();
     if (saved) {
-      await engine.apply(saved);
+      await apply(saved);
       logger.info({ version: engine.version() }, 'serving persisted snapshot');
     }
   } catch (err) {
@@ -114,6 +139,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
       await vrrp.start(engine.addresses());
     } catch (err) {
       security.close();
+      await pool?.close();
       await engine.close();
       throw err;
     }
@@ -131,7 +157,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     version: () => engine.version(),
     apply: async (snap) => {
       try {
-        await engine.apply(snap);
+        await apply(snap);
       } catch (err) {
         applies.inc({ result: 'nack' });
         throw err;
@@ -146,7 +172,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     id,
     address: controlPlane,
     security,
-    source: engine,
+    source: pool ?? engine,
     logger: logger.child({ component: 'telemetry' }),
     intervalMs: opts.telemetryIntervalMs,
     clock: opts.clock,
@@ -160,12 +186,15 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
 
   let metricsServer: Server | undefined;
   if (opts.metricsPort !== undefined) {
-    metricsServer = await serveMetrics(registry, opts.metricsHost ?? '127.0.0.1', opts.metricsPort);
+    const scraped = pool ? { metrics: () => pool.metrics(), contentType: registry.contentType } : registry;
+    metricsServer = await serveMetrics(scraped, opts.metricsHost ?? '127.0.0.1', opts.metricsPort);
   }
   const addr = metricsServer?.address();
   let closing: Promise<void> | undefined;
   return {
     metricsPort: addr && typeof addr === 'object' ? addr.port : undefined,
+    reload: () => (pool ? pool.reload() : Promise.reject(new Error('reload needs --workers 2 or more: a single process has no one to hand its listeners to'))),
+    workers: () => pool?.workerPids() ?? [],
     close() {
       closing ??= (async () => {
         // Addresses first: a peer takes them over while this one still drains.
@@ -173,6 +202,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
         security.close();
         config.close();
         telemetry.close();
+        await pool?.close();
         await engine.close();
         if (metricsServer) await new Promise<void>((r) => metricsServer!.close(() => r()));
       })();

@@ -13,7 +13,7 @@ export function createRegistry(process: string): Registry {
 }
 
 /** Serves GET /metrics for a process that has no HTTP server of its own. */
-export async function serveMetrics(registry: Registry, host: string, port: number): Promise<Server> {
+export async function serveMetrics(registry: Pick<Registry, 'metrics' | 'contentType'>, host: string, port: number): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');

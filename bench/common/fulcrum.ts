@@ -64,6 +64,8 @@ export interface DataplaneProcessOptions {
   cp: ControlPlane;
   /** Extra node flags, e.g. --cpu-prof. */
   nodeFlags?: string[];
+  /** Extra `fulcrum dataplane` flags, e.g. --workers 2. */
+  flags?: string[];
 }
 
 /** Starts `fulcrum dataplane` as a separate Node process (one process, one event loop). */
@@ -79,6 +81,7 @@ export async function startDataplaneProcess(o: DataplaneProcessOptions): Promise
     join(repoRoot(), 'bin', 'fulcrum.js'),
     'dataplane', '--control-plane', o.grpcAddress, '--state', o.stateDir,
     '--join', token,
+    ...(o.flags ?? []),
   ], o.logDir, env, o.stateDir); // cwd: V8 log files (--perf-basic-prof) land in the temp folder
 }
 

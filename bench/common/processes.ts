@@ -118,6 +118,28 @@ export function cpuTimes(pid: number): { user: number; sys: number } {
   }
 }
 
+/**
+ * CPU time of a process and its children alive now (a data plane's primary and its workers);
+ * a child that exited in between takes its share with it.
+ */
+export function treeCpuTimes(pid: number): { user: number; sys: number } {
+  const t = cpuTimes(pid);
+  let kids: string[] = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  } catch {
+    // No children file: the process alone.
+  }
+  for (const k of kids) {
+    const c = cpuTimes(Number(k));
+    if (Number.isFinite(c.user)) {
+      t.user += c.user;
+      t.sys += c.sys;
+    }
+  }
+  return t;
+}
+
 /** CPU seconds (user + system) a process has used so far. */
 export function cpuSeconds(pid: number): number {
   const t = cpuTimes(pid);

@@ -4,6 +4,8 @@
  * target is missed: the shortfall is printed instead.
  *
  * Flags: --duration S (per round, default 6) --rounds N (default 3) --connections N (default 50)
+ *        --workers N (our data plane's workers and HAProxy's nbthread, default 1; with 2 or more the
+ *        bench ends with a reload of ours under wrk load, reload.ts) --distribution rr|kernel (ours)
  *        --only a,b (scenario names; `udp` is the UDP scenario against nginx's stream proxy, udp.ts) --profile (CPU-profile our data plane and print the hot spots)
  *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
  *        --hold (set everything up, print the addresses and pids, and wait for Ctrl-C: for strace/perf)
@@ -14,7 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseFlags } from '../../lib/args.js';
-import { cpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal } from '../common/processes.js';
+import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal, treeCpuTimes } from '../common/processes.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
@@ -22,6 +24,7 @@ import { scenarios, type Scenario } from './scenarios.js';
 import { errorCount, runWrk, wrkScript, type WrkResult } from './wrk.js';
 import { summarizeProfile } from './profile.js';
 import { runUdpScenario } from './udp.js';
+import { reloadUnderLoad } from './reload.js';
 
 type Target = 'ours' | 'haproxy';
 
@@ -39,13 +42,14 @@ interface Sample {
 
 async function main(): Promise<void> {
   const f = parseFlags(process.argv.slice(2), {
-    duration: 'number', rounds: 'number', connections: 'number', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean', 'perf-map': 'boolean',
+    duration: 'number', rounds: 'number', connections: 'number', workers: 'number', distribution: 'string', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean', 'perf-map': 'boolean',
   });
   const durationS = (f.duration as number | undefined) ?? 6;
   const rounds = (f.rounds as number | undefined) ?? 3;
   const connections = (f.connections as number | undefined) ?? 50;
+  const workers = (f.workers as number | undefined) ?? 1;
   const only = (f.only as string | undefined)?.split(',').filter(Boolean);
-  let list = scenarios(connections);
+  let list = scenarios(connections, workers);
   // `udp` is measured apart (udp.ts): against nginx's stream proxy, not HAProxy, without wrk.
   const withUdp = !only || only.includes('udp');
   if (only) {
@@ -59,7 +63,7 @@ async function main(): Promise<void> {
   let cleanupCp: () => Promise<void> = async () => {};
   stopChildrenOnSignal(() => cleanupCp());
   const versions = await toolVersions(tools);
-  printMachine(versions, durationS, rounds, connections);
+  printMachine(versions, durationS, rounds, connections, workers);
 
   const samples: Sample[] = [];
   let udpShortfalls: string[] = [];
@@ -67,12 +71,12 @@ async function main(): Promise<void> {
   try {
     const cert = await makeCert(dir);
     await startNginx(dir, tools.nginx!);
-    const haproxy = await startHaproxy(dir, tools.haproxy!, cert);
+    const haproxy = await startHaproxy(dir, tools.haproxy!, cert, workers);
 
     const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'), '127.177.0.0/16');
     cleanupCp = () => cp.close();
     const dp = await startDataplaneProcess({
-      id: 'bench-dataplane', cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir,
+      id: 'bench-dataplane', cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir, flags: ['--workers', String(workers), ...(f.distribution ? ['--distribution', f.distribution as string] : [])],
       nodeFlags: [...(f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(f['perf-map'] ? ['--perf-basic-prof'] : [])],
     });
     const nodes = BACKENDS.map((ip, i) => ({ label: `nginx-${i + 1}`, address: `${ip}:${BACKEND_PORT}`, weight: 100, mode: 'accept' }));
@@ -111,6 +115,7 @@ async function main(): Promise<void> {
         }
       }
     }
+    if (workers > 1) await reloadUnderLoad({ wrk: tools.wrk!, script, ip: nb.ipv4, pid: dp.pid, durationS: Math.max(durationS, 6), connections, threads: workers });
     if (withUdp) {
       const waitApplied = () => waitForApplied(cp, api, 'bench-dataplane', 60_000);
       udpShortfalls = await runUdpScenario({ dir, api, nginxBin: tools.nginx!, ourPid: dp.pid, waitApplied, durationS, rounds, flows: connections });
@@ -137,6 +142,8 @@ async function main(): Promise<void> {
 }
 
 async function measure(s: Scenario, t: Target, round: number, wrk: string, script: string, ip: string, pid: number, durationS: number): Promise<Sample> {
+  // Ours: the primary and its workers.
+  const cpuTimes = t === 'ours' ? treeCpuTimes : processCpuTimes;
   const cpu0 = cpuTimes(pid);
   try {
     const result = await runWrk(wrk, script, s.wrk(ip, durationS));
@@ -219,8 +226,8 @@ function both(cmd: string, args: string[]): string {
   return `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')[0]!.trim();
 }
 
-function printMachine(v: Record<string, string>, durationS: number, rounds: number, connections: number): void {
-  process.stdout.write(`fulcrum data-plane bench: ${rounds} rounds x ${durationS} s per scenario and proxy, ${connections} connections\n`);
+function printMachine(v: Record<string, string>, durationS: number, rounds: number, connections: number, workers: number): void {
+  process.stdout.write(`fulcrum data-plane bench: ${rounds} rounds x ${durationS} s per scenario and proxy, ${connections} connections, ${workers} worker(s) / nbthread ${workers}\n`);
   process.stdout.write(`machine: ${v.cpu}; load average ${v.load}; node ${v.node}\n${v.haproxy}\n${v.nginx}\n${v.wrk}\n`);
   process.stdout.write('wrk, nginx and the proxy under test share these cores; compare ratios, not absolute numbers.\n\n');
 }

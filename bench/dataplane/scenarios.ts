@@ -19,11 +19,12 @@ export interface Scenario {
   maxP99Ratio?: number;
 }
 
-export function scenarios(connections: number): Scenario[] {
-  return [
+/** `threads`: wrk threads, one per proxy worker, so that the client is not the bottleneck. */
+export function scenarios(connections: number, threads = 1): Scenario[] {
+  return withThreads(threads, [
     {
       name: 'http-keepalive',
-      what: `HTTP small responses, keep-alive, wrk -t1 -c${connections}`,
+      what: `HTTP small responses, keep-alive, wrk -c${connections}`,
       unit: 'req/s',
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d }),
       minRatio: 0.8,
@@ -56,5 +57,9 @@ export function scenarios(connections: number): Scenario[] {
       wrk: (ip, d) => ({ url: `https://${ip}:${PORTS.https}/`, connections, durationS: d }),
       minRatio: 0.7,
     },
-  ];
+  ]);
+}
+
+function withThreads(threads: number, list: Scenario[]): Scenario[] {
+  return list.map((s) => ({ ...s, wrk: (ip, d) => ({ ...s.wrk(ip, d), threads: Math.min(threads, s.wrk(ip, d).connections) }) }));
 }

@@ -71,14 +71,14 @@ export async function makeCert(dir: string): Promise<Cert> {
   return { certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
 }
 
-export async function startHaproxy(dir: string, haproxyBin: string, cert: Cert): Promise<Spawned> {
+export async function startHaproxy(dir: string, haproxyBin: string, cert: Cert, threads = 1): Promise<Spawned> {
   const pem = join(dir, 'haproxy.pem');
   writeFileSync(pem, cert.cert + cert.key, { mode: 0o600 });
   const servers = (mode: string) => BACKENDS.map((ip, i) => `  server n${i + 1} ${ip}:${BACKEND_PORT} weight 100`).join('\n') + `\n  mode ${mode}\n  balance roundrobin`;
   const conf = join(dir, 'haproxy.cfg');
   writeFileSync(conf, `
 global
-  nbthread 1
+  nbthread ${threads}
   maxconn 8000
   ssl-default-bind-ciphers ${RECOMMENDED_CIPHERS.join(':')}
   ssl-default-bind-options ssl-min-ver TLSv1.2

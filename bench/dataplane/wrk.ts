@@ -34,6 +34,8 @@ export interface WrkRun {
   durationS: number;
   headers?: string[];
   timeoutS?: number;
+  /** wrk threads (default 1; the bench gives one per proxy worker). */
+  threads?: number;
 }
 
 export function wrkScript(dir: string): string {
@@ -43,7 +45,7 @@ export function wrkScript(dir: string): string {
 }
 
 export async function runWrk(wrkBin: string, script: string, r: WrkRun): Promise<WrkResult> {
-  const args = ['-t1', `-c${r.connections}`, `-d${r.durationS}s`, `--timeout`, `${r.timeoutS ?? 5}s`, '-s', script];
+  const args = [`-t${r.threads ?? 1}`, `-c${r.connections}`, `-d${r.durationS}s`, `--timeout`, `${r.timeoutS ?? 5}s`, '-s', script];
   for (const h of r.headers ?? []) args.push('-H', h);
   args.push(r.url);
   const out = await run(wrkBin, args, { timeoutMs: (r.durationS + 30) * 1000 });

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { compileAllowList } from '../../lib/allow-list.js';
 import { ConcurrencyCap } from '../../lib/conn-cap.js';
@@ -86,11 +87,16 @@ export class DbEndpoint {
   listen(): Promise<void> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen({ host: this.spec.address, port: this.spec.port, backlog: 1024, exclusive: true }, () => {
+      this.server.listen({ host: this.spec.address, port: this.spec.port, backlog: 1024, exclusive: !cluster.isWorker }, () => {
         this.server.off('error', reject);
         resolve();
       });
     });
+  }
+
+  /** Stops accepting; open connections go on until close() (a draining worker). */
+  stopAccepting(): void {
+    this.server.close();
   }
 
   /** Applies a new spec for the same address and port (allow list, TLS rule, targets). */

@@ -54,6 +54,10 @@ export class DbEndpointSet {
     return this.endpoints.size;
   }
 
+  stopAccepting(): void {
+    for (const e of this.endpoints.values()) e.stopAccepting();
+  }
+
   close(): void {
     for (const e of this.endpoints.values()) e.close();
     this.endpoints.clear();

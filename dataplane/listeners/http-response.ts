@@ -159,9 +159,10 @@ export abstract class HttpResponseRelay {
       this.out = null;
       this.replayable = false;
       const cookie = this.setCookie && this.node !== null ? this.node.cookie : null;
-      // The client's close was not passed on (http-head.ts): say it in the response ourselves,
-      // or a client seeing the backend's keep-alive would reuse a connection we are closing.
-      const close = this.req.closeStripped && !res.connClose;
+      // The client's close was not passed on (http-head.ts), or this worker is draining and tells
+      // keep-alive clients to reconnect to the workers that replace it: say it in the response
+      // ourselves, or a client seeing the backend's keep-alive would reuse a connection we close.
+      const close = (this.req.closeStripped || this.rt.draining) && !res.connClose;
       if (cookie !== null || res.drop.length > 0 || close) {
         // A rewritten head goes out with the body bytes of this read, in one write.
         this.headOut = responseHead(view, res, n, cookie, close);
@@ -187,7 +188,7 @@ export abstract class HttpResponseRelay {
       this.rstate = res.contentLength === 0 ? R_DONE : R_LENGTH;
       this.resRemaining = res.contentLength;
     }
-    if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF) this.keepClient = false;
+    if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF || this.rt.draining) this.keepClient = false;
   }
 
   /** 101 to an Upgrade request: from here raw bytes both ways. */

@@ -1,5 +1,7 @@
 import type { HeadInfo } from './http-head.js';
 
+const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
+
 /**
  * The only changes the proxy makes to heads, done on the received bytes (no re-serialisation).
  * Request: the parser's dropped lines removed and our X-Forwarded-* lines (`xff`, ending with
@@ -45,8 +47,6 @@ export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: s
   parts.push(view.subarray(res.insertAt, end));
   return Buffer.concat(parts);
 }
-
-const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
 
 /** Two sorted lists of disjoint [start, end) line ranges as one sorted list (lines never overlap). */
 function mergeRanges(a: readonly number[], b: readonly number[]): number[] {

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Clock } from '../../lib/clock.js';
@@ -5,6 +6,7 @@ import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import type { ConnLimits } from '../throttle/conn-limits.js';
+import type { ConnThrottle } from '../throttle/conn-throttle.js';
 import { TcpSession } from './tcp-session.js';
 import { HttpSession } from './http-session.js';
 
@@ -15,15 +17,37 @@ import { HttpSession } from './http-session.js';
  * https: the raw socket is handed to the config's (never listening) tls.Server, whose secure
  * context can be replaced without rebinding.
  */
+/**
+ * What the workers of one data plane must agree on at accept (docs/dataplane.md, "Workers"):
+ * client_conn_throttle over the whole data plane, and the `table` stickiness entry of a client
+ * not pinned here yet. Resolves false when the throttle refuses the client.
+ */
+export interface SharedAdmission {
+  admit(rt: ConfigRuntime, ip: string): Promise<boolean>;
+}
+
+const ignore = (): void => undefined;
+/** Connections a listener holds before its first config (see `early`). */
+const EARLY_MAX = 4096;
+
 export class Listener {
   readonly server: Server;
   rt: ConfigRuntime | null = null;
   private readonly sockets = new Set<Socket>();
   private draining = false;
+  /**
+   * Connections accepted between listen() and the first swap. Alone, nobody connects to an
+   * address not served yet; a worker, though, joins a socket its peers already serve, so it may
+   * be handed connections at once (docs/dataplane.md, "Workers"). They wait for `serve()`.
+   */
+  private early: Socket[] | null = [];
   /** Called when the last open connection of a draining listener closes. */
   private drained: (() => void) | null = null;
 
-  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits) {
+  constructor(
+    readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits,
+    private readonly shared: SharedAdmission | null = null,
+  ) {
     this.server = createServer({ allowHalfOpen: true, noDelay: true }, (s) => this.onConnection(s));
     this.server.on('error', (e) => this.log.error({ err: e, ip, port }, 'listener error'));
   }
@@ -36,7 +60,8 @@ export class Listener {
     return new Promise((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
       this.server.once('error', onErr);
-      this.server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: true }, () => {
+      // A worker shares the socket the primary holds for every worker (docs/dataplane.md, "Workers").
+      this.server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: !cluster.isWorker }, () => {
         this.server.removeListener('error', onErr);
         resolve();
       });
@@ -46,18 +71,41 @@ export class Listener {
   private onConnection(sock: Socket): void {
     const rt = this.rt;
     if (rt === null || this.draining) {
-      sock.destroy();
+      if (this.early !== null && !this.draining && this.early.length < EARLY_MAX) {
+        sock.on('error', ignore);
+        this.early.push(sock);
+      } else {
+        sock.destroy();
+      }
       return;
     }
     // Keyed like the sessions' stickiness: an IPv4 client is one client however the socket saw it.
     const ip = unmapIpv4(sock.remoteAddress ?? '');
     const gate = rt.throttle;
-    if (!this.limits.admit(gate, ip)) {
+    // Workers ask the primary only when they must: a throttled NodeBalancer, or a client that
+    // `table` stickiness has not pinned in this process yet.
+    const shared = this.shared;
+    const ask = shared !== null && (gate.limit > 0 || !rt.pinned(ip));
+    if (!this.limits.admit(gate, ip, !ask)) {
       // Over a cap, the descriptor budget or client_conn_throttle: refused at once, before a
       // byte is read (docs/dataplane.md "Connection limits").
       sock.resetAndDestroy();
       return;
     }
+    if (!ask) return this.start(sock, rt, ip, gate);
+    sock.on('error', ignore);
+    shared.admit(rt, ip).then((ok) => {
+      if (!ok) this.limits.refuse('throttle');
+      if (ok && !sock.destroyed && !this.draining) return this.start(sock, rt, ip, gate);
+      this.limits.release(gate, ip);
+      sock.resetAndDestroy();
+    }, () => {
+      this.limits.release(gate, ip);
+      sock.resetAndDestroy();
+    });
+  }
+
+  private start(sock: Socket, rt: ConfigRuntime, ip: string, gate: ConnThrottle): void {
     this.sockets.add(sock);
     const traffic = rt.traffic;
     traffic.connectionOpened();
@@ -76,6 +124,13 @@ export class Listener {
       sock.on('error', () => sock.destroy());
       rt.tls!.emit('connection', sock);
     }
+  }
+
+  /** The first swap gave this listener its config: serve the connections that came before it. */
+  serve(): void {
+    const early = this.early;
+    this.early = null;
+    if (early !== null) for (const s of early) if (!s.destroyed) this.onConnection(s);
   }
 
   /** Hooks a runtime's tls.Server so its handshakes become https sessions. */
@@ -109,6 +164,8 @@ export class Listener {
   /** Immediate stop (engine close). */
   destroy(): void {
     this.draining = true;
+    for (const s of this.early ?? []) s.destroy();
+    this.early = null;
     this.server.close();
     for (const s of this.sockets) s.destroy();
   }

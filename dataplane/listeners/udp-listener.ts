@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
 import type { Clock, Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -76,7 +77,7 @@ export class UdpListener {
     return new Promise((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
       this.socket.once('error', onErr);
-      this.socket.bind({ address: this.ip, port: this.port, exclusive: true }, () => {
+      this.socket.bind({ address: this.ip, port: this.port, exclusive: !cluster.isWorker }, () => {
         this.socket.removeListener('error', onErr);
         for (const set of [(n: number) => this.socket.setRecvBufferSize(n), (n: number) => this.socket.setSendBufferSize(n)]) {
           try {

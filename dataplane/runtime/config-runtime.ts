@@ -16,6 +16,15 @@ import type { SessionConfig } from './session-config.js';
 import { TrafficCounters } from './traffic-counters.js';
 
 /**
+ * A worker of a multi-process data plane (docs/dataplane.md, "Workers"): health is decided once,
+ * in the primary, so the runtime runs no active checks, tells the primary of passive failures,
+ * and takes node statuses from it (`setStatusFrom`).
+ */
+export interface RemoteHealth {
+  passive(configId: number, nodeId: number, reason: string): void;
+}
+
+/**
  * Everything one config needs at run time: its nodes' live state, the current picker, stickiness,
  * counters and (https) its TLS context. Sessions hold a reference to the runtime they started on,
  * so a config change never disturbs connections already open.
@@ -30,6 +39,8 @@ export class ConfigRuntime implements SessionConfig {
   removed = false;
   readonly traffic = new TrafficCounters();
   private checker: HealthChecker | null = null;
+  /** The data plane is draining this process: http clients are told to reconnect (docs/dataplane.md). */
+  draining = false;
 
   constructor(
     spec: ConfigSpec,
@@ -37,6 +48,7 @@ export class ConfigRuntime implements SessionConfig {
     readonly clock: Clock,
     private readonly log: Logger,
     private readonly emit: (ev: HealthEvent) => void,
+    private readonly remote: RemoteHealth | null = null,
   ) {
     this.spec = spec;
     this.update(spec, true);
@@ -87,7 +99,7 @@ export class ConfigRuntime implements SessionConfig {
       if (st.spec.mode === 'reject') this.setStatus(st, 'DOWN');
     }
     this.rebuild();
-    if (first || old.checkKey !== spec.checkKey) {
+    if (this.remote === null && (first || old.checkKey !== spec.checkKey)) {
       this.checker?.stop();
       this.checker = new HealthChecker(spec, () => [...this.nodes.values()], (n, f) => this.onCheck(n, f), this.clock, this.log);
       this.checker.start();
@@ -165,6 +177,32 @@ export class ConfigRuntime implements SessionConfig {
     this.setStatus(node, 'DOWN');
     this.rebuild();
     this.checker?.recover(node);
+    this.remote?.passive(this.spec.id, node.id, reason);
+  }
+
+  /** A worker: the primary's verdict on a node (docs/dataplane.md, "Workers"). */
+  setStatusFrom(nodeId: number, status: 'UP' | 'DOWN'): void {
+    const node = this.nodes.get(nodeId);
+    if (node === undefined || node.status === status) return;
+    if (status === 'DOWN') node.fails = this.spec.checkAttempts;
+    this.setStatus(node, status);
+    this.rebuild();
+  }
+
+  /** Whether `table` stickiness already pins this client here (no need to ask the primary). */
+  pinned(ip: string): boolean {
+    return this.table === null || this.table.get(ip) !== undefined;
+  }
+
+  /** The node the picker would give a new client now (what a worker proposes to the shared table). */
+  propose(hash: number): number | undefined {
+    return this.picker.pick(hash, null)?.id;
+  }
+
+  /** Pins a client to a node as the data plane's shared table says, with the entry's own age. */
+  pin(ip: string, nodeId: number, addedMs: number): void {
+    const node = this.nodes.get(nodeId);
+    if (node !== undefined && this.table !== null) this.table.set(ip, node, addedMs);
   }
 
   private onCheck(node: NodeState, failure: string | null): void {

@@ -13,6 +13,8 @@ export interface SessionConfig {
   readonly spec: ConfigSpec;
   readonly clock: Clock;
   readonly traffic: TrafficCounters;
+  /** This process is draining (a reload): responses carry `Connection: close`. */
+  readonly draining: boolean;
   /**
    * A node for a new connection (tcp) or request (http), stickiness first; undefined when
    * nothing can serve. `exclude` holds the nodes that already failed this attempt.

@@ -23,7 +23,8 @@ export class StickyTable<N> {
     return e.node;
   }
 
-  set(ip: string, node: N): void {
+  /** `added`: when the entry was made (another process's table may have made it first). */
+  set(ip: string, node: N, added?: number): void {
     // Re-insert so that the Map's order stays the order of addition: expired entries are then
     // always at the front and are trimmed here, a few at a time, instead of by a full sweep.
     this.entries.delete(ip);
@@ -35,7 +36,12 @@ export class StickyTable<N> {
       trimmed++;
     }
     if (this.entries.size >= MAX_ENTRIES) this.sweep();
-    this.entries.set(ip, { node, added: now });
+    this.entries.set(ip, { node, added: added ?? now });
+  }
+
+  /** The entry with its age, or undefined (expired entries count as none). */
+  entry(ip: string): { node: N; added: number } | undefined {
+    return this.get(ip) === undefined ? undefined : this.entries.get(ip);
   }
 
   delete(ip: string): void {

@@ -78,14 +78,15 @@ export class ConnLimits {
   /**
    * Counts the connection in, or says no (and counts the refusal). A proxied connection holds
    * two descriptors (client and backend), so clients may use what is left of the limit after the
-   * listeners and the reserve, halved.
+   * listeners and the reserve, halved. `throttle` false: client_conn_throttle is decided
+   * elsewhere (a worker asks the primary, docs/dataplane.md "Workers").
    */
-  admit(nb: ConnThrottle, ip: string): boolean {
+  admit(nb: ConnThrottle, ip: string, throttle = true): boolean {
     if (2 * (this.perClient.size + 1) + this.udpSessions + this.listeners + this.fdReserve > this.fdLimit) return this.refuse('fd_reserve');
     const nbCap = nb.concurrent.check(ip);
     if (nbCap !== null) return this.refuse(nbCap === 'total' ? 'nodebalancer_cap' : 'client_cap');
     if (this.perClient.check(ip) !== null) return this.refuse('client_total_cap');
-    if (!nb.allow(ip)) return this.refuse('throttle');
+    if (throttle && !nb.allow(ip)) return this.refuse('throttle');
     nb.concurrent.add(ip);
     this.perClient.add(ip);
     return true;

@@ -15,6 +15,8 @@ import { waitFor } from '../helpers/backends.js';
 export interface DataplaneProcess {
   readonly pid: number;
   readonly metricsPort: number;
+  /** Its state folder (`fulcrum dataplane reload --state` takes it). */
+  readonly stateDir: string;
   /** The /metrics text. */
   metrics(): Promise<string>;
   /** One sample's value, or undefined. `labels` as they appear, e.g. `reason="client_cap"`. */
@@ -41,7 +43,9 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
     join(process.cwd(), 'bin', 'fulcrum.js'), 'dataplane', '--id', id, '--state', stateDir,
     // Nobody listens there: plain gRPC, explicitly, as no certificate could be checked anyway.
     '--control-plane', `127.0.0.1:${await deadPort()}`, '--insecure-grpc', '--metrics-port', '0',
-    ...(opts.nofile ? ['--nofile', String(opts.nofile)] : []), ...(opts.flags ?? []),
+    ...(opts.nofile ? ['--nofile', String(opts.nofile)] : []),
+    // One process unless the caller asks for workers: these tests count per process.
+    ...(opts.flags?.includes('--workers') ? [] : ['--workers', '1']), ...(opts.flags ?? []),
   ];
   const [cmd, argv] = opts.nofile
     ? ['prlimit', [`--nofile=${opts.nofile}:${opts.nofile}`, process.execPath, ...args]]
@@ -73,6 +77,7 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
   return {
     pid,
     metricsPort,
+    stateDir,
     metrics,
     async metric(name, labels) {
       const text = await metrics();

@@ -1,0 +1,304 @@
+import cluster, { type Worker } from 'node:cluster';
+import { fileURLToPath } from 'node:url';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
+import type { Clock } from '../../lib/clock.js';
+import { FulcrumError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ProxyEngine } from '../engine.js';
+import type { SnapshotInput } from '../config/validate.js';
+import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
+import type { ConfigMetricsView } from '../telemetry/metrics.js';
+import { SharedState } from './shared-state.js';
+import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
+
+/** Metrics only workers carry (traffic); every other series is the primary's own. */
+const WORKER_METRICS = new Set([
+  'fulcrum_dataplane_connections_total', 'fulcrum_dataplane_active_connections', 'fulcrum_dataplane_bytes_total',
+  'fulcrum_dataplane_http_requests_total', 'fulcrum_dataplane_connections_refused_total', 'fulcrum_dataplane_open_connections',
+  'fulcrum_dataplane_database_connections_total', 'fulcrum_dataplane_database_active_connections',
+  'fulcrum_dataplane_database_refused_total', 'fulcrum_dataplane_database_member_errors_total',
+]);
+const METRICS_TIMEOUT_MS = 5000;
+/** A worker that dies sooner than this after its start is replaced after a pause (no crash loop). */
+const QUICK_DEATH_MS = 2000;
+
+export interface WorkerPoolOptions {
+  count: number;
+  /** node:cluster's distribution: `rr` (the primary accepts and hands out) or `kernel` (workers accept). */
+  distribution: 'rr' | 'kernel';
+  settings: Omit<WorkerSettings, 'slot' | 'generation' | 'serveUdp'>;
+  /** The primary's engine (`bind: false`): validation, health checks and the health verdicts. */
+  checker: ProxyEngine;
+  registry: Registry;
+  logger: Logger;
+  clock: Clock;
+  /** How long a replaced worker's connections may run on after a reload. */
+  drainMs: number;
+}
+
+interface Member {
+  worker: Worker;
+  slot: number;
+  generation: number;
+  ready: boolean;
+  /** It said hello: its message handler is in place (earlier messages would be lost). */
+  hello: boolean;
+  draining: boolean;
+  started: number;
+  settle: { resolve: () => void; reject: (e: Error) => void };
+}
+
+interface Pending {
+  member: Member;
+  resolve: (m: FromWorker) => void;
+  reject: (e: Error) => void;
+}
+
+/**
+ * The primary of a multi-process data plane (docs/dataplane.md, "Workers"): forks the workers,
+ * forwards each snapshot to all of them and answers only when all applied it, pushes the
+ * primary's health verdicts, keeps the state they must agree on (SharedState), sums their
+ * counters and metrics, replaces a worker that dies, and on reload starts a new generation on
+ * the same listeners before the old one drains.
+ */
+export class WorkerPool implements TelemetrySource {
+  private readonly members = new Map<number, Member>();
+  private readonly pending = new Map<number, Pending>();
+  private readonly counters = new Map<number, CounterDelta>();
+  private readonly shared: SharedState;
+  private generation = 1;
+  private seq = 0;
+  private current: SnapshotInput | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private verdicts: NodeVerdict[] = [];
+  private closing = false;
+  /** The primary's configs by id (node verdicts for the shared `table`). */
+  private configs = new Map<number, ConfigMetricsView>();
+
+  constructor(private readonly o: WorkerPoolOptions) {
+    cluster.schedulingPolicy = o.distribution === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
+    // A worker runs the same CLI, which sees it is a cluster worker (bin/commands.ts).
+    cluster.setupPrimary({ exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced' });
+    cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
+    this.shared = new SharedState(o.clock, (configId, nodeId) => {
+      const status = this.configs.get(configId)?.nodes.get(nodeId)?.status;
+      return status !== undefined && status !== 'DOWN';
+    });
+    o.checker.onHealth((ev) => {
+      if (ev.status === 'DOWN') this.shared.nodeDown(ev.configId, ev.nodeId);
+      if (this.verdicts.length === 0) setImmediate(() => this.flushVerdicts());
+      this.verdicts.push({ configId: ev.configId, nodeId: ev.nodeId, status: ev.status });
+    });
+  }
+
+  /** Forks the workers and waits until each is ready. */
+  async start(): Promise<void> {
+    await Promise.all(Array.from({ length: this.o.count }, (_, slot) => this.fork(slot, this.generation)));
+  }
+
+  /** Forwards a snapshot to every worker; resolves when all applied it, throws (NACK) when one refused it. */
+  apply(snapshot: SnapshotInput): Promise<void> {
+    const run = this.chain.then(() => this.applyNow(snapshot));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * A new generation of workers on the same listeners; once every one of them serves the current
+   * snapshot the old ones stop accepting and drain. Resolves when the old ones are told to drain.
+   */
+  async reload(): Promise<void> {
+    const old = [...this.members.values()].filter((m) => !m.draining);
+    const generation = ++this.generation;
+    this.o.logger.info({ generation, workers: this.o.count }, 'reload: starting new workers');
+    const fresh = await Promise.allSettled(Array.from({ length: this.o.count }, (_, slot) => this.fork(slot, generation)));
+    const failed = fresh.find((r) => r.status === 'rejected');
+    if (failed) {
+      // The old generation keeps serving; the new one goes.
+      for (const m of this.members.values()) if (m.generation === generation) this.stop(m, 0);
+      this.generation = Math.max(...old.map((m) => m.generation), 1);
+      throw new Error(`reload failed: ${(failed as PromiseRejectedResult).reason?.message ?? failed}`);
+    }
+    for (const m of old) this.stop(m, this.o.drainMs);
+  }
+
+  /** Workers (ready ones, of every generation still running). */
+  workerPids(): { pid: number; slot: number; generation: number; draining: boolean }[] {
+    return [...this.members.values()].map((m) => ({ pid: m.worker.process.pid ?? 0, slot: m.slot, generation: m.generation, draining: m.draining }));
+  }
+
+  onHealth(cb: (ev: HealthEvent) => void): () => void {
+    return this.o.checker.onHealth(cb);
+  }
+
+  healthSnapshot(): HealthEvent[] {
+    return this.o.checker.healthSnapshot();
+  }
+
+  drainCounters(): CounterDelta[] {
+    const out = [...this.counters.values()];
+    this.counters.clear();
+    return out;
+  }
+
+  /** The data plane's /metrics: the primary's own series and the sum of the workers' traffic series. */
+  async metrics(): Promise<string> {
+    const own = (await this.o.registry.getMetricsAsJSON()).filter((m) => !WORKER_METRICS.has(m.name));
+    const replies = await Promise.allSettled([...this.members.values()].filter((m) => m.hello).map((m) => this.request(m, { t: 'metrics', seq: 0 }, METRICS_TIMEOUT_MS)));
+    const theirs = replies.flatMap((r) => (r.status === 'fulfilled' && r.value.t === 'metrics' ? [(r.value.metrics as MetricObjectWithValues<MetricValue<string>>[]).filter((m) => WORKER_METRICS.has(m.name))] : []));
+    return AggregatorRegistry.aggregate([own, ...theirs]).metrics();
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const exits = [...this.members.values()].map((m) => new Promise<void>((resolve) => {
+      if (m.worker.isDead()) return resolve();
+      m.worker.once('exit', () => resolve());
+      const kill = setTimeout(() => m.worker.process.kill('SIGKILL'), 5000);
+      kill.unref();
+      if (m.worker.isConnected()) m.worker.disconnect();
+    }));
+    await Promise.all(exits);
+  }
+
+  private fork(slot: number, generation: number): Promise<void> {
+    const settings: WorkerSettings = { ...this.o.settings, slot, generation, serveUdp: slot === 0 };
+    const worker = cluster.fork({ [WORKER_SETTINGS_ENV]: JSON.stringify(settings) });
+    return new Promise<void>((resolve, reject) => {
+      const m: Member = { worker, slot, generation, ready: false, hello: false, draining: false, started: this.o.clock.now(), settle: { resolve, reject } };
+      this.members.set(worker.id, m);
+      worker.on('message', (msg: FromWorker) => this.onMessage(m, msg));
+      worker.on('error', (err) => this.o.logger.warn({ err, slot }, 'worker channel error'));
+    });
+  }
+
+  private onMessage(m: Member, msg: FromWorker): void {
+    switch (msg.t) {
+      case 'ready':
+        m.hello = true;
+        this.chain = this.chain.then(() => this.initialize(m));
+        return;
+      case 'applied':
+      case 'metrics': {
+        const p = this.pending.get(msg.seq);
+        if (p === undefined) return;
+        this.pending.delete(msg.seq);
+        p.resolve(msg);
+        return;
+      }
+      case 'admit':
+        this.send(m, this.shared.admit(msg));
+        return;
+      case 'passive':
+        this.o.checker.passive(msg.configId, msg.nodeId, msg.reason);
+        return;
+      case 'counters':
+        for (const d of msg.deltas) {
+          const sum = this.counters.get(d.configId);
+          if (sum === undefined) this.counters.set(d.configId, { ...d });
+          else {
+            sum.bytesIn += d.bytesIn;
+            sum.bytesOut += d.bytesOut;
+            sum.connections += d.connections;
+            sum.atMs = Math.max(sum.atMs, d.atMs);
+          }
+        }
+        return;
+    }
+  }
+
+  /** A worker said it is up: give it the current snapshot and the health verdicts, then it counts. */
+  private async initialize(m: Member): Promise<void> {
+    try {
+      if (this.current !== null) {
+        const r = await this.request(m, { t: 'apply', seq: 0, snapshot: this.current });
+        if (r.t === 'applied' && r.error) throw new Error(r.error);
+      }
+      this.send(m, { t: 'health', events: this.verdictsNow() });
+      m.ready = true;
+      m.settle.resolve();
+    } catch (err) {
+      this.o.logger.error({ err, slot: m.slot }, 'a new worker could not apply the current snapshot');
+      m.settle.reject(err as Error);
+    }
+  }
+
+  private async applyNow(snapshot: SnapshotInput): Promise<void> {
+    const targets = [...this.members.values()].filter((m) => m.ready && !m.draining);
+    const replies = await Promise.allSettled(targets.map((m) => this.request(m, { t: 'apply', seq: 0, snapshot })));
+    // A worker that died meanwhile is not a refusal: its replacement starts with this snapshot.
+    const errors = replies.flatMap((r) => (r.status === 'fulfilled' && r.value.t === 'applied' && r.value.error ? [r.value.error] : []));
+    if (errors.length > 0) throw new FulcrumError('invalid_config', errors[0]!);
+    await this.o.checker.apply(snapshot);
+    this.current = snapshot;
+    const nbs = new Set<number>();
+    this.configs = new Map();
+    for (const c of this.o.checker.configs()) {
+      nbs.add(c.spec.nodebalancerId);
+      this.configs.set(c.spec.id, c);
+    }
+    this.shared.retain(nbs, new Set(this.configs.keys()));
+  }
+
+  private verdictsNow(): NodeVerdict[] {
+    return this.o.checker.healthSnapshot().map((ev) => ({ configId: ev.configId, nodeId: ev.nodeId, status: ev.status }));
+  }
+
+  private flushVerdicts(): void {
+    const events = this.verdicts;
+    this.verdicts = [];
+    for (const m of this.members.values()) this.send(m, { t: 'health', events });
+  }
+
+  private request(m: Member, msg: Extract<ToWorker, { seq: number }>, timeoutMs = 0): Promise<FromWorker> {
+    const seq = ++this.seq;
+    return new Promise((resolve, reject) => {
+      const timer = timeoutMs > 0 ? setTimeout(() => {
+        this.pending.delete(seq);
+        reject(new Error('worker did not answer'));
+      }, timeoutMs) : null;
+      this.pending.set(seq, {
+        member: m,
+        resolve: (r) => {
+          if (timer) clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          if (timer) clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.send(m, { ...msg, seq });
+    });
+  }
+
+  private send(m: Member, msg: ToWorker): void {
+    if (m.worker.isConnected()) m.worker.send(msg);
+  }
+
+  /** Tells a worker to drain (its connections get `deadlineMs`), which then exits. */
+  private stop(m: Member, deadlineMs: number): void {
+    m.draining = true;
+    this.send(m, { t: 'drain', deadlineMs });
+  }
+
+  private onExit(w: Worker, code: number | null, signal: string | null): void {
+    const m = this.members.get(w.id);
+    if (m === undefined) return;
+    this.members.delete(w.id);
+    for (const [seq, p] of this.pending) {
+      if (p.member !== m) continue;
+      this.pending.delete(seq);
+      p.reject(new Error('worker exited'));
+    }
+    if (!m.ready) m.settle.reject(new Error(`worker exited before it was ready (code ${code}, signal ${signal})`));
+    if (this.closing || m.draining || m.generation !== this.generation) return;
+    // Only this worker's connections are lost; the others and the listening sockets are untouched.
+    this.o.logger.warn({ slot: m.slot, pid: w.process.pid, code, signal }, 'worker died; starting a replacement');
+    const delay = this.o.clock.now() - m.started < QUICK_DEATH_MS ? QUICK_DEATH_MS : 0;
+    setTimeout(() => {
+      if (this.closing || m.generation !== this.generation) return;
+      this.fork(m.slot, m.generation).catch((err: Error) => this.o.logger.error({ err, slot: m.slot }, 'replacement worker failed'));
+    }, delay);
+  }
+}

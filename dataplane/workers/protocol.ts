@@ -1,0 +1,64 @@
+import type { SnapshotInput } from '../config/validate.js';
+import type { CounterDelta } from '../telemetry/telemetry-source.js';
+
+/**
+ * The messages between a data plane's primary and its workers (docs/dataplane.md, "Workers"),
+ * over node:cluster's IPC channel. A snapshot travels as the control plane sent it: the worker
+ * hands it to the same `apply` a single-process data plane uses.
+ */
+export interface NodeVerdict {
+  configId: number;
+  nodeId: number;
+  status: 'UP' | 'DOWN';
+}
+
+/** Asked at accept when the NodeBalancer is throttled or the config's `table` has no entry for the client here. */
+export interface AdmitRequest {
+  t: 'admit';
+  id: number;
+  nb: number;
+  /** client_conn_throttle as this worker's snapshot has it (0 = off). */
+  limit: number;
+  ip: string;
+  /** `table` stickiness: the config and the node this worker would pick. */
+  config?: number;
+  node?: number;
+}
+
+export interface AdmitAnswer {
+  t: 'admitted';
+  id: number;
+  ok: boolean;
+  /** The client's node in the shared table, and when that entry was made. */
+  node?: number;
+  added?: number;
+}
+
+export type ToWorker =
+  | { t: 'apply'; seq: number; snapshot: SnapshotInput }
+  | { t: 'health'; events: NodeVerdict[] }
+  | { t: 'metrics'; seq: number }
+  | { t: 'drain'; deadlineMs: number }
+  | AdmitAnswer;
+
+export type FromWorker =
+  | { t: 'ready' }
+  | { t: 'applied'; seq: number; error?: string }
+  | { t: 'passive'; configId: number; nodeId: number; reason: string }
+  | { t: 'counters'; deltas: CounterDelta[] }
+  | { t: 'metrics'; seq: number; metrics: unknown[] }
+  | AdmitRequest;
+
+/** What the primary tells a worker when it forks it (environment variable, JSON). */
+export interface WorkerSettings {
+  slot: number;
+  generation: number;
+  /** One worker serves udp: a client flow must stay in one process. */
+  serveUdp: boolean;
+  limits: Record<string, number | undefined>;
+  endpointSource?: string;
+  /** How often counter deltas go to the primary. */
+  countersMs: number;
+}
+
+export const WORKER_SETTINGS_ENV = 'FULCRUM_DATAPLANE_WORKER';

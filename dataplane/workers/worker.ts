@@ -1,0 +1,87 @@
+import { Registry } from 'prom-client';
+import { createLogger } from '../../lib/logger.js';
+import { createProxyEngine } from '../engine.js';
+import { registerDataplaneMetrics } from '../telemetry/metrics.js';
+import { registerEndpointMetrics } from '../telemetry/endpoint-metrics.js';
+import { AdmissionClient } from './admission-client.js';
+import { WORKER_SETTINGS_ENV, type FromWorker, type ToWorker, type WorkerSettings } from './protocol.js';
+
+const HANDOFF_GRACE_MS = 2000;
+
+/**
+ * One worker of a multi-process data plane (docs/dataplane.md, "Workers"): an engine whose
+ * listeners share the primary's sockets, which applies what the primary forwards, takes node
+ * health from it, asks it at accept where the workers must agree, and sends it counters and
+ * metrics. The primary owns the control-plane streams; a worker only ever talks to it.
+ */
+export function runDataplaneWorker(): void {
+  const settings = JSON.parse(process.env[WORKER_SETTINGS_ENV] ?? '{}') as WorkerSettings;
+  const logger = createLogger('dataplane').child({ worker: settings.slot, generation: settings.generation });
+  const send = (m: FromWorker, sent?: () => void): void => {
+    if (process.connected) process.send!(m, undefined, undefined, sent);
+    else sent?.();
+  };
+  const admission = new AdmissionClient(send);
+  const engine = createProxyEngine({
+    logger,
+    limits: settings.limits,
+    endpoints: { sourceAddress: settings.endpointSource },
+    remoteHealth: { passive: (configId, nodeId, reason) => send({ t: 'passive', configId, nodeId, reason }) },
+    shared: admission,
+    serveUdp: settings.serveUdp,
+  });
+  // No default process metrics: the primary's are the data plane's own (docs/dataplane.md).
+  const registry = new Registry();
+  registry.setDefaultLabels({ process: 'dataplane' });
+  registerDataplaneMetrics(registry, engine);
+  registerEndpointMetrics(registry, engine);
+
+  const pushCounters = (): void => {
+    const deltas = engine.drainCounters();
+    if (deltas.length > 0) send({ t: 'counters', deltas });
+  };
+  const counters = setInterval(pushCounters, settings.countersMs);
+  counters.unref();
+
+  process.on('message', (m: ToWorker) => {
+    switch (m.t) {
+      case 'apply':
+        engine.apply(m.snapshot).then(
+          () => send({ t: 'applied', seq: m.seq }),
+          (err: Error) => send({ t: 'applied', seq: m.seq, error: err.message || String(err) }),
+        );
+        return;
+      case 'health':
+        engine.setHealth(m.events);
+        return;
+      case 'admitted':
+        admission.answer(m);
+        return;
+      case 'metrics':
+        registry.getMetricsAsJSON().then((metrics) => send({ t: 'metrics', seq: m.seq, metrics }), () => send({ t: 'metrics', seq: m.seq, metrics: [] }));
+        return;
+      case 'drain': {
+        logger.info({ deadlineMs: m.deadlineMs }, 'draining');
+        // The primary may have handed this worker a connection before it learnt that the
+        // listeners closed; such a hand-off is answered "not accepted" (the primary gives it to
+        // another worker) only while the channel is open, so it stays open for a grace time
+        // (real time: it waits on the primary's IPC, not on anything the data plane schedules).
+        const grace = new Promise((r) => setTimeout(r, HANDOFF_GRACE_MS));
+        void Promise.all([engine.drain(m.deadlineMs), grace]).then(() => {
+          clearInterval(counters);
+          logger.info('drained');
+          // The last counters reach the primary before the channel closes.
+          send({ t: 'counters', deltas: engine.drainCounters() }, () => process.disconnect());
+        });
+        return;
+      }
+    }
+  });
+  // The primary is gone (it stopped or crashed): nothing can tell this worker what to serve.
+  process.on('disconnect', () => process.exit(0));
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const) {
+    // Signals to the process group are the primary's to handle; it stops workers itself.
+    process.on(sig, () => undefined);
+  }
+  send({ t: 'ready' });
+}
