@@ -36,7 +36,7 @@ describe('node status with check none: unknown until seen', () => {
   beforeAll(async () => {
     api = await startApi({ nodebalancerPool: pool });
     dpState = mkdtempSync(join(tmpdir(), 'apf-node-status-dp-'));
-    enrolHost(api.cp, dpState, 'dataplane', 'apf-dp-status', 'us-east');
+    await enrolHost(api.cp, dpState, 'dataplane', 'apf-dp-status', 'us-east');
     dp = await startDataplane({ id: 'apf-dp-status', region: 'us-east', controlPlane: api.cp.grpcAddress, stateDir: dpState, logger: silentLogger(), telemetryIntervalMs: 200 });
     live = await startHttpBackend('live', `127.63.${slot + 50}.10`);
   });

@@ -66,7 +66,7 @@ describe('NodeBalancer IPv6: from the pool to traffic on the address', () => {
   beforeAll(async () => {
     api = await startApi({ nodebalancerPool: `127.63.${1 + Math.floor(Math.random() * 200)}.0/24`, nodebalancerIpv6Pool: '::1/128' });
     dpState = mkdtempSync(join(tmpdir(), 'apf-ipv6-dp-'));
-    enrolHost(api.cp, dpState, 'dataplane', 'apf-dp-ipv6', 'us-east');
+    await enrolHost(api.cp, dpState, 'dataplane', 'apf-dp-ipv6', 'us-east');
     dp = await startDataplane({ id: 'apf-dp-ipv6', region: 'us-east', controlPlane: api.cp.grpcAddress, stateDir: dpState, logger: silentLogger(), telemetryIntervalMs: 200 });
     web = await startHttpBackend('v6-web', `127.63.${201 + Math.floor(Math.random() * 50)}.10`);
     echo = await startUdpEcho('v6-echo', `127.63.${201 + Math.floor(Math.random() * 50)}.11`);
