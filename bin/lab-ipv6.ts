@@ -10,7 +10,9 @@ const NONLOCAL_BIND = '/proc/sys/net/ipv6/ip_nonlocal_bind';
  */
 export function labIpv6Prefix(state: string): string {
   const h = createHash('sha256').update(`fulcrum-lab:${state}`).digest('hex');
-  return `fd${h.slice(0, 2)}:${h.slice(2, 6)}:${h.slice(6, 10)}:${h.slice(10, 14)}::/64`;
+  // Groups written as `ip -6 route` prints them (no leading zeros), so the range reads the same everywhere.
+  const group = (from: number) => parseInt(h.slice(from, from + 4), 16).toString(16);
+  return `fd${h.slice(0, 2)}:${group(2)}:${group(6)}:${group(10)}::/64`;
 }
 
 /**

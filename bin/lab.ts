@@ -199,8 +199,10 @@ export async function runLab(opts: LabOptions): Promise<void> {
     const dpJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.dp, 'dataplane', 'lab-dataplane', tls?.caFile);
     const agentJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.agent, 'agent', 'lab-agent', tls?.caFile);
     // The data plane serves the database endpoints and dials the members from its own loopback
-    // address, the one they accept PROXY headers from (docs/security/mysql.md).
-    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp,
+    // address, the one they accept PROXY headers from (docs/security/mysql.md). One worker: on a
+    // lab's few connections, roundrobin then visibly takes the nodes in turn (each worker keeps
+    // its own rotation, docs/dataplane.md "Workers").
+    const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--workers', '1',
       '--metrics-port', String(dpMetrics), '--endpoint-source', LAB_ENDPOINT_SOURCE, ...dpJoin], dirs.logs);
     children.push(dp);
     const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
