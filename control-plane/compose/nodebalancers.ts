@@ -24,7 +24,7 @@ export function composeNodeBalancers(ctx: ControlPlaneContext): ConfigPushServer
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,
     pool: ctx.nodebalancerPool,
     backends: ctx.backends,
-    onChange: () => push.notifyChanged(),
+    onChange: (id) => push.nodeBalancerChanged(id),
   });
   push.register(ctx.grpcServer);
   telemetry.register(ctx.grpcServer);

@@ -6,15 +6,13 @@ import type { Clock } from '../../lib/clock.js';
 import { grpc, loadConfigProto, onStreamGone } from '../../lib/grpc.js';
 import type { ConfigAck__Output } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
-import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
-import { buildAll, servedIn } from './snapshot-builder.js';
+import { NodeBalancerResources } from './nodebalancer-resources.js';
+import { configSource, type ConfigContent, type ConfigRound } from './config-source.js';
 import type { RegionalEndpoint } from './endpoint-builder.js';
 import { DataplaneSources } from './dataplane-sources.js';
-import type { DatabaseEndpoint } from '../../proto/gen/fulcrum/v1/DatabaseEndpoint.js';
-import { regionServed } from '../domain/regions.js';
-import { SnapshotCache, VersionLedger, contentHash, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import { SnapshotCache, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
 export interface ConfigServerDeps {
@@ -28,33 +26,6 @@ export interface ConfigServerDeps {
   peers: PeerAuth;
   /** Changes arriving within this window are sent as one snapshot. */
   coalesceMs?: number;
-}
-
-type Round = { all: { region: string; nb: NbProto }[]; endpoints: RegionalEndpoint[]; version: number };
-/** What one data plane is sent. */
-type Content = { nodebalancers: NbProto[]; databaseEndpoints: DatabaseEndpoint[] };
-
-/**
- * Every NodeBalancer and database endpoint, built once per round. All data planes share one
- * version, that of the whole state, so equal versions mean equal content whatever region a
- * data plane serves. A state without database endpoints hashes as before they existed.
- */
-function snapshotSource(repo: NodeBalancerRepository, kv: KeyValueRepository, endpoints: () => RegionalEndpoint[]): SnapshotSource<Round, Content> {
-  const ledger = new VersionLedger(kv, 'config_version');
-  return {
-    read() {
-      const all = buildAll(repo);
-      const eps = endpoints();
-      const hashed: unknown[] = all.map((x) => x.nb);
-      if (eps.length > 0) hashed.push({ databaseEndpoints: eps });
-      return { all, endpoints: eps, version: ledger.versionFor('config_hash', contentHash(hashed)) };
-    },
-    select: (round, sub) => ({
-      nodebalancers: servedIn(round.all, sub.region),
-      databaseEndpoints: round.endpoints.filter((e) => regionServed(sub.region, e.region)).map((e) => e.ep),
-    }),
-    version: (round) => round.version,
-  };
 }
 
 /** Data-plane status as the push cache sees it (`versionApplied` is the applied version). */
@@ -76,7 +47,9 @@ function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore
  * and answers each nonce with an ACK or a NACK, which become its status and metrics.
  */
 export class ConfigPushServer {
-  private readonly cache: SnapshotCache<Round, Content>;
+  private readonly cache: SnapshotCache<ConfigRound, ConfigContent>;
+  /** Every NodeBalancer built once, rebuilt when a write invalidates it. */
+  private readonly resources: NodeBalancerResources;
   /** Where each data plane dials database members from (the members' PROXY header senders). */
   readonly sources: DataplaneSources;
   private endpoints: () => RegionalEndpoint[] = () => [];
@@ -91,8 +64,9 @@ export class ConfigPushServer {
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
     this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
+    this.resources = new NodeBalancerResources(d.repo);
     this.cache = new SnapshotCache({
-      source: snapshotSource(d.repo, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
     });
     const cache = this.cache;
     new Gauge({
@@ -111,8 +85,19 @@ export class ConfigPushServer {
     server.addService(proto.fulcrum.v1.ConfigService.service, { Stream: (call: any) => this.onStream(call) });
   }
 
-  /** Schedules a snapshot for every connected data plane; bursts are coalesced. */
-  notifyChanged(): void {
+  /**
+   * Schedules a round for every connected data plane; bursts are coalesced. Database endpoints
+   * and the data planes' sources are read every round; NodeBalancers are rebuilt only when
+   * `nodeBalancerChanged` named them (or `all`, for a write whose NodeBalancers are unknown).
+   */
+  notifyChanged(all = false): void {
+    if (all) this.resources.invalidateAll();
+    this.cache.notifyChanged();
+  }
+
+  /** A committed write to this NodeBalancer (or its configs or nodes, or its deletion). */
+  nodeBalancerChanged(id: number): void {
+    this.resources.invalidate(id);
     this.cache.notifyChanged();
   }
 
@@ -138,7 +123,7 @@ export class ConfigPushServer {
   }
 
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
-    let sub: Subscriber<Content> | undefined;
+    let sub: Subscriber<ConfigContent> | undefined;
     let peer: ReturnType<PeerAuth['identify']>;
     try {
       peer = this.d.peers.identify(call, 'dataplane');
@@ -167,12 +152,14 @@ export class ConfigPushServer {
         this.sources.record(id, region, msg.endpointSource, call.getPeer());
         sub = this.cache.connect(id, region, Number(msg.versionApplied), {
           send: ({ version, nonce, content }) => {
-            call.write({ version, nonce, nodebalancers: content.nodebalancers, databaseEndpoints: content.databaseEndpoints });
-            this.log.debug({ dataplane: id, version }, 'snapshot sent');
+            call.write({ version, nonce, ...content });
+            this.log.debug({ dataplane: id, version, incremental: content.incremental ?? false, nodebalancers: content.nodebalancers.length }, 'snapshot sent');
           },
           end: () => call.end(),
         });
-        this.log.info({ dataplane: id, region, version: msg.versionApplied }, 'data plane connected');
+        // A data plane that says it applies incremental snapshots gets them after its first full one.
+        sub.incremental = msg.incremental;
+        this.log.info({ dataplane: id, region, version: msg.versionApplied, incremental: msg.incremental }, 'data plane connected');
         this.cache.push(sub);
         return;
       }

@@ -1,4 +1,5 @@
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import type { NodeBalancer } from '../domain/nodebalancers/model.js';
 import { regionServed } from '../domain/regions.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 
@@ -16,35 +17,38 @@ export function buildNodeBalancers(repo: NodeBalancerRepository, region: string)
 
 /** Every NodeBalancer in proto shape with its region, built once for all data planes. */
 export function buildAll(repo: NodeBalancerRepository): { region: string; nb: NbProto }[] {
-  return repo
-    .list()
-    .map((nb) => ({ region: nb.region, nb: {
-      id: nb.id,
-      label: nb.label,
-      ipv4: nb.ipv4,
-      clientConnThrottle: nb.clientConnThrottle,
-      clientUdpSessThrottle: nb.clientUdpSessThrottle,
-      type: nb.type,
-      configs: repo.configs(nb.id).map((c) => ({
-        id: c.id,
-        port: c.port,
-        protocol: c.protocol,
-        algorithm: c.algorithm,
-        stickiness: c.stickiness,
-        check: c.check,
-        checkInterval: c.checkInterval,
-        checkTimeout: c.checkTimeout,
-        checkAttempts: c.checkAttempts,
-        checkPath: c.checkPath,
-        checkBody: c.checkBody,
-        checkPassive: c.checkPassive,
-        proxyProtocol: c.proxyProtocol,
-        cipherSuite: c.cipherSuite,
-        sslCert: c.sslCert ?? '',
-        sslKey: c.sslKey ?? '',
-        udpCheckPort: c.udpCheckPort,
-        udpSessionTimeout: c.udpSessionTimeout,
-        nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
-      })),
-    } }));
+  return repo.list().map((nb) => buildOne(repo, nb));
+}
+
+/** One NodeBalancer in proto shape (three indexed queries: the row, its configs, their nodes). */
+export function buildOne(repo: NodeBalancerRepository, nb: NodeBalancer): { region: string; nb: NbProto } {
+  return { region: nb.region, nb: {
+    id: nb.id,
+    label: nb.label,
+    ipv4: nb.ipv4,
+    clientConnThrottle: nb.clientConnThrottle,
+    clientUdpSessThrottle: nb.clientUdpSessThrottle,
+    type: nb.type,
+    configs: repo.configs(nb.id).map((c) => ({
+      id: c.id,
+      port: c.port,
+      protocol: c.protocol,
+      algorithm: c.algorithm,
+      stickiness: c.stickiness,
+      check: c.check,
+      checkInterval: c.checkInterval,
+      checkTimeout: c.checkTimeout,
+      checkAttempts: c.checkAttempts,
+      checkPath: c.checkPath,
+      checkBody: c.checkBody,
+      checkPassive: c.checkPassive,
+      proxyProtocol: c.proxyProtocol,
+      cipherSuite: c.cipherSuite,
+      sslCert: c.sslCert ?? '',
+      sslKey: c.sslKey ?? '',
+      udpCheckPort: c.udpCheckPort,
+      udpSessionTimeout: c.udpSessionTimeout,
+      nodes: repo.nodes(c.id).map((n) => ({ id: n.id, label: n.label, address: n.address, weight: n.weight, mode: n.mode })),
+    })),
+  } };
 }

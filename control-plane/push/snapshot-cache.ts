@@ -42,6 +42,13 @@ export interface Subscriber<C> {
   sentHash?: string;
   /** The snapshot awaiting an ACK or NACK. */
   pending?: { nonce: string; version: number };
+  /**
+   * Takes incremental snapshots (the source's `delta`) once it holds a full one. Such a
+   * subscriber has at most one snapshot in flight: a change while one is pending waits for its
+   * answer (`behind`), so every change applies on top of a state the subscriber ACKed.
+   */
+  incremental?: boolean;
+  behind?: boolean;
   readonly stream: { send(s: Snapshot<C>): void; end(): void };
 }
 
@@ -56,6 +63,13 @@ export interface SnapshotSource<R, C> {
   select(round: R, sub: Subscriber<C>): C;
   /** The version to send `hash` under, normally from a VersionLedger. */
   version(round: R, sub: Subscriber<C>, hash: string): number;
+  /**
+   * The hash of what `select` would return, without building it; a large state keeps this
+   * cheap (docs/dataplane.md, "Incremental snapshots"). Without it, `select` runs and is hashed.
+   */
+  hash?(round: R, sub: Subscriber<C>): string;
+  /** What changed since the last content `sub` was sent (for incremental subscribers). */
+  delta?(round: R, sub: Subscriber<C>): C;
 }
 
 export function contentHash(content: unknown): string {
@@ -157,6 +171,11 @@ export class SnapshotCache<R, C> {
       this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
     }
     sub.pending = undefined;
+    // A change waited for this answer: a round sends it (in full after a NACK).
+    if (sub.behind) {
+      sub.behind = false;
+      this.notifyChanged();
+    }
     return answered;
   }
 
@@ -192,10 +211,20 @@ export class SnapshotCache<R, C> {
   }
 
   private send(sub: Subscriber<C>, round: R, force: boolean): Snapshot<C> | undefined {
-    const content = this.o.source.select(round, sub);
-    const hash = contentHash(content);
+    if (sub.incremental && sub.pending) {
+      sub.behind = true;
+      return undefined;
+    }
+    const src = this.o.source;
+    let content: C | undefined;
+    let hash: string;
+    if (src.hash) hash = src.hash(round, sub);
+    else hash = contentHash((content = src.select(round, sub)));
     if (!force && hash === sub.sentHash) return undefined;
-    const snapshot = { version: this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
+    // A delta only on top of content the subscriber holds; after a NACK or on connect, whole.
+    if (sub.incremental && src.delta && sub.sentHash !== undefined && !force) content = src.delta(round, sub);
+    else content ??= src.select(round, sub);
+    const snapshot = { version: src.version(round, sub, hash), nonce: randomUUID(), content };
     sub.sentHash = hash;
     sub.pending = { nonce: snapshot.nonce, version: snapshot.version };
     sub.stream.send(snapshot);

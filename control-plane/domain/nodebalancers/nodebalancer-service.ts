@@ -24,8 +24,8 @@ export interface NodeBalancerServiceDeps {
   pool: AddressPools;
   /** Where node addresses may point (backend-networks.ts). */
   backends: BackendCheck;
-  /** Called after every committed change; the push server coalesces these into snapshots. */
-  onChange: () => void;
+  /** Called after every committed change to a NodeBalancer; the push server coalesces these into snapshots. */
+  onChange: (nodebalancerId: number) => void;
 }
 
 /**
@@ -45,7 +45,7 @@ export class NodeBalancerService {
 
   private changed(actor: Actor, action: string, nb: NodeBalancer): void {
     this.d.events.record(action, this.ref(nb), { username: actor.user.username });
-    this.d.onChange();
+    this.d.onChange(nb.id);
   }
 
   list(actor: Actor): NodeBalancer[] {
