@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import { grpc, loadConfigProto, onStreamGone } from '../../lib/grpc.js';
@@ -65,8 +65,13 @@ export class ConfigPushServer {
     this.log = d.logger.child({ component: 'config-push' });
     this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
     this.resources = new NodeBalancerResources(d.repo);
+    const rounds = new Histogram({
+      name: 'fulcrum_config_push_round_seconds', help: 'Time of one config push round: rebuild what changed, version, serialise and send to every data plane',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [d.registry],
+    });
     this.cache = new SnapshotCache({
       source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      onRound: (ms) => rounds.observe(ms / 1000),
     });
     const cache = this.cache;
     new Gauge({

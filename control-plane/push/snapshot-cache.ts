@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Clock, Timer } from '../../lib/clock.js';
 import type { KeyValueRepository } from '../store/ports.js';
 
@@ -108,6 +109,8 @@ export interface SnapshotCacheOptions<R, C> {
   clock: Clock;
   /** Changes arriving within this window are sent as one round. */
   coalesceMs?: number;
+  /** Hears how long each coalesced round took (read, build, serialise and send), in ms. */
+  onRound?: (ms: number) => void;
 }
 
 export class SnapshotCache<R, C> {
@@ -193,8 +196,10 @@ export class SnapshotCache<R, C> {
     if (this.timer) return;
     this.timer = this.o.clock.setTimeout(() => {
       this.timer = undefined;
+      const t0 = performance.now();
       const round = this.o.source.read([...this.subs.values()]);
       for (const s of this.subs.values()) this.send(s, round, false);
+      this.o.onRound?.(performance.now() - t0);
     }, this.o.coalesceMs ?? 10);
   }
 
