@@ -25,8 +25,10 @@ import { startBenchControlPlane, startDataplaneProcess, waitForApplied, type Api
 import { fmt, percentile, table } from '../common/stats.js';
 import type { ControlPlane } from '../../control-plane/main.js';
 import { nameServer, whoAnswers, type NameServer } from './probe.js';
+import { seedNodeBalancers } from './seed.js';
 
 const DP_ID = 'bench-propagation';
+const POOL = '127.178.0.0/16';
 const PORT = 9000;
 
 interface Latencies {
@@ -45,7 +47,10 @@ async function rounds(cp: ControlPlane): Promise<{ sum: number; count: number }>
 }
 
 async function main(): Promise<void> {
-  const f = parseFlags(process.argv.slice(2), { changes: 'number', nodebalancers: 'number', 'scale-changes': 'number', keep: 'boolean' });
+  const f = parseFlags(process.argv.slice(2), { changes: 'number', nodebalancers: 'number', 'scale-changes': 'number', keep: 'boolean', seed: 'string' });
+  // api: every NodeBalancer through the REST API; store: the first 100 so, the rest written into the database (seed.ts).
+  const seed = (f.seed as string | undefined) ?? 'api';
+  if (seed !== 'api' && seed !== 'store') throw new Error('--seed must be api or store');
   const changes = (f.changes as number | undefined) ?? 100;
   const nbCount = (f.nodebalancers as number | undefined) ?? 1000;
   const scaleChanges = (f['scale-changes'] as number | undefined) ?? 20;
@@ -75,18 +80,29 @@ async function main(): Promise<void> {
 
     // 2. Large configuration, created while a data plane is connected (each write reaches it as
     // an incremental snapshot), measured at 100 NodeBalancers and at --nodebalancers.
-    const { cp, api } = await startBenchControlPlane(join(dir, 'cp-large'), '127.178.0.0/16');
+    const cpDir = join(dir, 'cp-large');
+    let { cp, api } = await startBenchControlPlane(cpDir, POOL);
     cleanups.push(() => cp.close());
     const size = `${nbCount} NodeBalancers x 2 configs x 10 nodes`;
     const baseCount = Math.min(100, nbCount);
     const dpState = join(dir, 'dp-large');
-    const dp = startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: dpState, logDir: dir });
+    let dp = startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: dpState, logDir: dir });
     await createMany(api, 0, baseCount);
     process.stdout.write(`measuring API write -> traffic with ${baseCount} NodeBalancers loaded (${scaleChanges} changes)...\n`);
     const latBase = await writeToTraffic(api, cp, a, b, scaleChanges, 'base');
-    process.stdout.write(`creating ${size} through the API, the data plane connected...\n`);
     const tc = performance.now();
-    await createMany(api, baseCount, nbCount);
+    if (seed === 'store') {
+      process.stdout.write(`writing ${size} into the stopped control plane's database, then starting both again...\n`);
+      const template = (await api('GET', '/nodebalancers')).data[0].id as number;
+      await dp.stop();
+      await cp.close();
+      seedNodeBalancers(cpDir, POOL, template, baseCount, nbCount);
+      ({ cp, api } = await startBenchControlPlane(cpDir, POOL));
+      dp = startDataplaneProcess({ id: DP_ID, cp, grpcAddress: cp.grpcAddress, stateDir: dpState, logDir: dir });
+    } else {
+      process.stdout.write(`creating ${size} through the API, the data plane connected...\n`);
+      await createMany(api, baseCount, nbCount);
+    }
     await waitForApplied(cp, api, DP_ID, 600_000);
     const createS = (performance.now() - tc) / 1000;
     process.stdout.write(`  created and applied in ${fmt(createS, 1)} s (${fmt((nbCount - baseCount) / createS)} NodeBalancers/s)\n`);
