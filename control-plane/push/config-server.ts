@@ -165,7 +165,9 @@ export class ConfigPushServer {
         // A data plane that says it applies incremental snapshots gets them after its first full one.
         sub.incremental = msg.incremental;
         this.log.info({ dataplane: id, region, version: msg.versionApplied, incremental: msg.incremental }, 'data plane connected');
-        this.cache.push(sub);
+        // One that already serves the current version gets an empty change, not the whole state
+        // again (after a dropped stream, the whole state may be what it was busy applying).
+        this.cache.push(sub, false, Number(msg.versionApplied));
         return;
       }
       const answered = this.cache.answer(sub, msg.responseNonce, Number(msg.versionApplied), msg.errorDetail || undefined);

@@ -101,6 +101,12 @@ export function configSource(
         removedNodebalancers: removed, databaseEndpointsChanged: epsChanged,
       };
     },
+    resume(round, sub, version) {
+      // Versions are global and content-addressed: the same version is the same state.
+      if (version !== round.version) return undefined;
+      this.select(round, sub);
+      return { nodebalancers: [], databaseEndpoints: [], incremental: true, baseVersion: version, removedNodebalancers: [], databaseEndpointsChanged: false };
+    },
     version: (round) => round.version,
   };
 }

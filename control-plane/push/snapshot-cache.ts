@@ -71,6 +71,12 @@ export interface SnapshotSource<R, C> {
   hash?(round: R, sub: Subscriber<C>): string;
   /** What changed since the last content `sub` was sent (for incremental subscribers). */
   delta?(round: R, sub: Subscriber<C>): C;
+  /**
+   * A (re)connecting incremental subscriber says it serves `version`: when that is the round's
+   * version, it holds the whole state already; record that and return the (empty) change to send
+   * instead of the whole state. Undefined: send it whole.
+   */
+  resume?(round: R, sub: Subscriber<C>, version: number): C | undefined;
 }
 
 export function contentHash(content: unknown): string {
@@ -203,9 +209,16 @@ export class SnapshotCache<R, C> {
     }, this.o.coalesceMs ?? 10);
   }
 
-  /** Sends `sub` its current content now, unless it already has it (`force` sends anyway). */
-  push(sub: Subscriber<C>, force = false): Snapshot<C> | undefined {
-    return this.send(sub, this.o.source.read([...this.subs.values()]), force);
+  /**
+   * Sends `sub` its current content now, unless it already has it (`force` sends anyway).
+   * `holds` is the version the subscriber said it serves (its hello), which a source may resume from.
+   */
+  push(sub: Subscriber<C>, force = false, holds = 0): Snapshot<C> | undefined {
+    const round = this.o.source.read([...this.subs.values()]);
+    const src = this.o.source;
+    const resumed = !force && holds > 0 && sub.incremental && src.hash ? src.resume?.(round, sub, holds) : undefined;
+    if (resumed) return this.deliver(sub, round, src.hash!(round, sub), resumed);
+    return this.send(sub, round, force);
   }
 
   close(): void {
@@ -229,7 +242,11 @@ export class SnapshotCache<R, C> {
     // A delta only on top of content the subscriber holds; after a NACK or on connect, whole.
     if (sub.incremental && src.delta && sub.sentHash !== undefined && !force) content = src.delta(round, sub);
     else content ??= src.select(round, sub);
-    const snapshot = { version: src.version(round, sub, hash), nonce: randomUUID(), content };
+    return this.deliver(sub, round, hash, content);
+  }
+
+  private deliver(sub: Subscriber<C>, round: R, hash: string, content: C): Snapshot<C> {
+    const snapshot = { version: this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
     sub.sentHash = hash;
     sub.pending = { nonce: snapshot.nonce, version: snapshot.version };
     sub.stream.send(snapshot);

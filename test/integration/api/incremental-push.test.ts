@@ -17,7 +17,7 @@ interface Stream {
   close(): void;
 }
 
-function open(address: string, id: string, incremental: boolean): Stream {
+function open(address: string, id: string, incremental: boolean, versionApplied = 0): Stream {
   const proto = loadConfigProto();
   const client = new proto.fulcrum.v1.ConfigService(address, grpc.credentials.createInsecure()) as any;
   const call = client.Stream() as grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>;
@@ -25,7 +25,7 @@ function open(address: string, id: string, incremental: boolean): Stream {
   const waiting: ((s: ConfigSnapshot__Output) => void)[] = [];
   call.on('data', (s: ConfigSnapshot__Output) => (waiting.length ? waiting.shift()!(s) : queue.push(s)));
   call.on('error', () => undefined);
-  call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: '', incremental });
+  call.write({ dataplaneId: id, region: '*', versionApplied, responseNonce: '', incremental });
   return {
     next: () => new Promise((resolve, reject) => {
       if (queue.length) return resolve(queue.shift()!);
@@ -111,6 +111,7 @@ describe('incremental config push', () => {
   it('after a NACKed delta the next change sends the whole state; a reconnect gets the whole state', async () => {
     const s = open(api.cp.grpcAddress, 'dp-incr-2', true);
     let full: ConfigSnapshot__Output;
+    let whole: ConfigSnapshot__Output;
     try {
       full = await s.next();
       s.answer(full);
@@ -121,7 +122,7 @@ describe('incremental config push', () => {
       await waitFor(async () => (await api.req('GET', '/v4/fulcrum/dataplanes')).body.data.find((d: any) => d.id === 'dp-incr-2' && d.lastError), 10_000, 'the NACK recorded');
 
       expect((await moveNode(nbs[2]!, '192.0.2.22:80')).status).toBe(200);
-      const whole = await s.next();
+      whole = await s.next();
       expect(whole.incremental).toBe(false);
       expect(whole.nodebalancers.length).toBe(nbs.length);
       s.answer(whole);
@@ -133,8 +134,30 @@ describe('incremental config push', () => {
       const onReconnect = await again.next();
       expect(onReconnect.incremental).toBe(false);
       expect(onReconnect.nodebalancers.map((nb) => nb.id).sort()).toEqual(nbs.map((nb) => nb.id).sort());
+      again.answer(onReconnect);
     } finally {
       again.close();
+    }
+    // One that says it serves an older version gets the whole state too...
+    const older = open(api.cp.grpcAddress, 'dp-incr-2', true, whole.version - 1);
+    try {
+      expect((await older.next()).incremental).toBe(false);
+    } finally {
+      older.close();
+    }
+    // ...and one that serves the current version an empty change on top of it, then deltas.
+    const current = open(api.cp.grpcAddress, 'dp-incr-2', true, whole.version);
+    try {
+      const resumed = await current.next();
+      expect(resumed).toMatchObject({ incremental: true, baseVersion: whole.version, version: whole.version, nodebalancers: [], removedNodebalancers: [] });
+      current.answer(resumed);
+      expect((await moveNode(nbs[2]!, '192.0.2.23:80')).status).toBe(200);
+      const next = await current.next();
+      expect(next.incremental).toBe(true);
+      expect(next.baseVersion).toBe(whole.version);
+      expect(next.nodebalancers.map((nb) => nb.id)).toEqual([nbs[2]!.id]);
+    } finally {
+      current.close();
     }
   });
 
