@@ -111,6 +111,8 @@ async function main(): Promise<void> {
     const lat = await writeToTraffic(api, cp, a, b, scaleChanges, 'large');
     const memAfter = memoryMb(dp.pid);
     await dp.stop();
+    // The stopped data plane's status must read disconnected first, or the wait below ends at once.
+    await waitFor('the stopped data plane to read disconnected', async () => ((await api('GET', '/fulcrum/dataplanes')).data.some((d: any) => d.id === DP_ID && d.connected) ? undefined : true), 60_000);
 
     // A data plane that (re)connects gets the whole state.
     const t0 = performance.now();
