@@ -1,8 +1,10 @@
 import { systemClock, type Clock } from '../lib/clock.js';
 import { FulcrumError } from '../lib/errors.js';
 import { silentLogger, type Logger } from '../lib/logger.js';
-import type { ConfigSpec } from './config/model.js';
+import type { ConfigSpec, NodeBalancerSpec } from './config/model.js';
+import type { DbEndpointSpec } from './config/endpoint-model.js';
 import { validateSnapshot, type SnapshotInput } from './config/validate.js';
+import { validateDelta, type ServedIndex } from './config/validate-delta.js';
 import { Listener, type SharedAdmission } from './listeners/listener.js';
 import { UdpListener } from './listeners/udp-listener.js';
 import { ConfigRuntime, type RemoteHealth } from './runtime/config-runtime.js';
@@ -18,8 +20,9 @@ export type { CounterDelta, HealthEvent };
 /**
  * The proxy without any control-plane wiring: give it snapshots, read health and counters.
  * Contract:
- * - apply() validates the whole snapshot, binds any new listener, then swaps atomically; on any
- *   problem it throws FulcrumError('invalid_config') and the previous snapshot keeps serving.
+ * - apply() validates the whole snapshot (or, for an incremental one, the NodeBalancers it
+ *   changes, on top of the version it names), binds any new listener, then swaps atomically; on
+ *   any problem it throws FulcrumError('invalid_config') and the previous state keeps serving.
  *   Applies are serialised.
  * - onHealth() callbacks receive every node UP/DOWN transition as it happens.
  * - drainCounters() returns per-config deltas since the previous call (and resets them).
@@ -82,6 +85,15 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
+  // What is served, by NodeBalancer, and who holds each listen key and config id: an
+  // incremental snapshot is checked and applied against these without walking everything.
+  const nbs = new Map<number, NodeBalancerSpec>();
+  const listenOwner = new Map<string, number>();
+  const configOwner = new Map<number, number>();
+  const servedIndex: ServedIndex = {
+    listenOwner: (key) => listenOwner.get(key) ?? (endpoints.has(key) ? 'endpoint' : undefined),
+    configOwner: (id) => configOwner.get(id),
+  };
   let version = 0;
   let served: string[] = [];
   let chain: Promise<void> = Promise.resolve();
@@ -107,20 +119,47 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
 
   async function applyNow(input: SnapshotInput): Promise<void> {
     if (closed) throw new FulcrumError('invalid_config', 'engine is closed');
-    let snap;
     try {
-      snap = validateSnapshot(input);
+      if (input.incremental === true) {
+        const d = validateDelta(input, servedIndex);
+        if (d.baseVersion !== version) {
+          throw new FulcrumError('invalid_config', `incremental snapshot ${d.version} applies on version ${d.baseVersion}, but version ${version} is served`);
+        }
+        await commit(d.version, d.nodebalancers, d.removed, d.databaseEndpoints);
+        return;
+      }
+      const snap = validateSnapshot(input);
+      const keep = new Set(snap.nodebalancers.map((nb) => nb.id));
+      await commit(snap.version, snap.nodebalancers, [...nbs.keys()].filter((id) => !keep.has(id)), snap.databaseEndpoints);
     } catch (e) {
       if (e instanceof FulcrumError) throw e;
       // A snapshot of the wrong shape altogether (not arrays where arrays belong, ...).
       throw new FulcrumError('invalid_config', `malformed snapshot: ${(e as Error).message}`);
     }
-    // Every config listens on its NodeBalancer's ipv4 and, when it has one, its ipv6.
+  }
+
+  /**
+   * Serves `upserts` (added or changed NodeBalancers, each whole) in place of what they were,
+   * stops serving `removed`, and replaces the database endpoints unless `eps` is null. Touches
+   * only the listeners of those NodeBalancers: a whole snapshot names every one, an incremental
+   * one only those that changed (docs/dataplane.md, "Incremental snapshots"). Every config
+   * listens on its NodeBalancer's ipv4 and, when it has one, its ipv6.
+   */
+  async function commit(nextVersion: number, upserts: readonly NodeBalancerSpec[], removed: readonly number[], eps: readonly DbEndpointSpec[] | null): Promise<void> {
     const wanted = new Map<string, { c: ConfigSpec; ip: string }>();
-    for (const nb of snap.nodebalancers) {
+    for (const nb of upserts) {
       for (const c of nb.configs) {
         wanted.set(c.listenKey, { c, ip: c.ip });
         if (c.listenKey6 !== '') wanted.set(c.listenKey6, { c, ip: c.ip6 });
+      }
+    }
+    // What the touched NodeBalancers served before: listeners and configs that may leave.
+    const leaving = new Set<string>();
+    const before: number[] = [];
+    for (const id of [...upserts.map((nb) => nb.id), ...removed]) {
+      for (const c of nbs.get(id)?.configs ?? []) {
+        before.push(c.id);
+        for (const key of [c.listenKey, c.listenKey6]) if (key !== '' && !wanted.has(key)) leaving.add(key);
       }
     }
 
@@ -133,36 +172,32 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i].key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
-    const eps = bind ? await endpoints.bind(snap.databaseEndpoints) : { fresh: [], failed: [] };
-    failed.push(...eps.failed);
+    // A process that binds nothing (the workers' primary) serves no database endpoint either.
+    const bound = eps && bind ? await endpoints.bind(eps) : { fresh: [], failed: [] };
+    failed.push(...bound.failed);
     if (failed.length > 0) {
       for (const l of fresh) l.destroy();
-      for (const e of eps.fresh) e.close();
+      for (const e of bound.fresh) e.close();
       throw new FulcrumError('invalid_config', `cannot listen on ${failed.join(', ')}`);
     }
 
     // Swap (synchronous from here: no connection sees a half-applied snapshot).
     for (const l of fresh) listeners.set(l.key, l);
-    const seenNb = new Set<number>();
-    for (const nb of snap.nodebalancers) {
-      seenNb.add(nb.id);
-      const t = throttles.get(nb.id);
-      if (t) t.limit = nb.clientConnThrottle;
-      else throttles.set(nb.id, new ConnThrottle(nb.clientConnThrottle, clock, limits.perClientPerNodeBalancer, limits.perNodeBalancer));
-      const u = udpGates.get(nb.id);
-      if (u) u.limit = nb.clientUdpSessThrottle;
-      else udpGates.set(nb.id, new ConnThrottle(nb.clientUdpSessThrottle, clock, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer));
+    let addressesMoved = eps !== null || removed.length > 0;
+    const keptConfigs = new Set<number>();
+    for (const nb of upserts) {
+      const prev = nbs.get(nb.id);
+      if (prev?.ipv4 !== nb.ipv4) addressesMoved = true;
+      for (const c of prev?.configs ?? []) configOwner.delete(c.id);
+      nbs.set(nb.id, nb);
+      gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * (nb.type === 'premium' ? 10 : 1));
       // A premium NodeBalancer may hold what the service states: 10x the connections, 8x the UDP sessions.
-      const premium = nb.type === 'premium';
-      throttles.get(nb.id)!.concurrent.total = limits.perNodeBalancer * (premium ? 10 : 1);
-      udpGates.get(nb.id)!.concurrent.total = limits.udpSessionsPerNodeBalancer * (premium ? 8 : 1);
-    }
-    for (const id of throttles.keys()) if (!seenNb.has(id)) throttles.delete(id);
-    for (const id of udpGates.keys()) if (!seenNb.has(id)) udpGates.delete(id);
-    const seenCfg = new Set<number>();
-    for (const nb of snap.nodebalancers) {
+      gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer * (nb.type === 'premium' ? 8 : 1));
       for (const c of nb.configs) {
-        seenCfg.add(c.id);
+        keptConfigs.add(c.id);
+        configOwner.set(c.id, nb.id);
+        listenOwner.set(c.listenKey, nb.id);
+        if (c.listenKey6 !== '') listenOwner.set(c.listenKey6, nb.id);
         let rt = runtimes.get(c.id);
         const udp = c.protocol === 'udp';
         if (rt && rt.spec.nodebalancerId === c.nodebalancerId && (rt.spec.protocol === 'udp') === udp) {
@@ -180,21 +215,40 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
         }
       }
     }
-    for (const [id, rt] of runtimes) if (!seenCfg.has(id)) retire(rt);
-    for (const [key, l] of listeners) {
-      if (wanted.has(key)) continue;
+    for (const id of removed) {
+      for (const c of nbs.get(id)?.configs ?? []) configOwner.delete(c.id);
+      nbs.delete(id);
+      throttles.delete(id);
+      udpGates.delete(id);
+    }
+    for (const id of before) {
+      const rt = runtimes.get(id);
+      if (rt && !keptConfigs.has(id)) retire(rt);
+    }
+    for (const key of leaving) {
+      const l = listeners.get(key);
+      listenOwner.delete(key);
+      if (!l) continue;
       listeners.delete(key);
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
-    if (bind) endpoints.swap(snap.databaseEndpoints, eps.fresh);
+    if (eps && bind) endpoints.swap(eps, bound.fresh);
     for (const l of fresh) if (l instanceof Listener) l.serve();
     limits.listeners = listeners.size + endpoints.size;
-    version = snap.version;
+    version = nextVersion;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
     // hosts.primary moves with the pair (docs/multi-host.md).
-    served = [...new Set([...snap.nodebalancers.map((nb) => nb.ipv4), ...snap.databaseEndpoints.map((e) => e.address)])].sort();
-    log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size }, 'snapshot applied');
+    if (addressesMoved) served = [...new Set([...[...nbs.values()].map((nb) => nb.ipv4), ...[...endpoints.all()].map((e) => e.current.address)])].sort();
+    log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size, changed: upserts.length, removed: removed.length }, 'snapshot applied');
+  }
+
+  /** Creates or updates a NodeBalancer's throttle (per client rate, concurrent caps). */
+  function gate(map: Map<number, ConnThrottle>, id: number, rate: number, perClient: number, total: number): void {
+    let t = map.get(id);
+    if (t) t.limit = rate;
+    else map.set(id, (t = new ConnThrottle(rate, clock, perClient, total)));
+    t.concurrent.total = total;
   }
 
   function retire(rt: ConfigRuntime): void {

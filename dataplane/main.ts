@@ -164,7 +164,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
       }
       applies.inc({ result: 'ack' });
       vrrp?.update(engine.addresses());
-      await store.save(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
+      await store.record(snap).catch((err) => logger.error({ err }, 'could not persist snapshot'));
     },
     onConnected: (up) => connected.set(up ? 1 : 0),
   });

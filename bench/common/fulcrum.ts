@@ -50,8 +50,12 @@ export function apiClient(apiUrl: string, token: string): Api {
 export async function startBenchControlPlane(stateDir: string, nodebalancerPool: string): Promise<{ cp: ControlPlane; api: Api }> {
   mkdirSync(stateDir, { recursive: true });
   // The bench's backends are on loopback, which the product's default backend networks refuse
-  // (docs/security/api.md): allowed here as the lab allows it.
-  const cp = await startControlPlane({ stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0, nodebalancerPool, backendNetworks: ['127.0.0.0/8'] });
+  // (docs/security/api.md): allowed here as the lab allows it. The API's rate limits are off: a
+  // bench creates thousands of NodeBalancers from one token as fast as the API takes them.
+  const cp = await startControlPlane({
+    stateDir, logger: silentLogger(), apiPort: 0, grpcPort: 0, nodebalancerPool, backendNetworks: ['127.0.0.0/8'],
+    rateLimits: { perToken: 0, perIp: 0, stats: 0 },
+  });
   return { cp, api: apiClient(cp.apiUrl, cp.adminToken) };
 }
 

@@ -26,7 +26,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
     pool: ctx.nodebalancerPool,
     ipv6Pool: ctx.nodebalancerIpv6Pool,
     backends: ctx.backends,
-    onChange: () => push.notifyChanged(),
+    onChange: (id) => push.nodeBalancerChanged(id),
   });
   push.register(ctx.grpcServer);
   telemetry.register(ctx.grpcServer);

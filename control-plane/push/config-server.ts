@@ -1,20 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import { grpc, loadConfigProto, onStreamGone } from '../../lib/grpc.js';
 import type { ConfigAck__Output } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
-import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
 import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
-import { buildAll, servedIn } from './snapshot-builder.js';
+import { NodeBalancerResources } from './nodebalancer-resources.js';
+import { configSource, type ConfigContent, type ConfigRound } from './config-source.js';
 import type { RegionalEndpoint } from './endpoint-builder.js';
 import { DataplaneSources } from './dataplane-sources.js';
-import type { DatabaseEndpoint } from '../../proto/gen/fulcrum/v1/DatabaseEndpoint.js';
-import { regionServed } from '../domain/regions.js';
-import { SnapshotCache, VersionLedger, contentHash, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import { SnapshotCache, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 
 export interface ConfigServerDeps {
@@ -28,33 +26,6 @@ export interface ConfigServerDeps {
   peers: PeerAuth;
   /** Changes arriving within this window are sent as one snapshot. */
   coalesceMs?: number;
-}
-
-type Round = { all: { region: string; nb: NbProto }[]; endpoints: RegionalEndpoint[]; version: number };
-/** What one data plane is sent. */
-type Content = { nodebalancers: NbProto[]; databaseEndpoints: DatabaseEndpoint[] };
-
-/**
- * Every NodeBalancer and database endpoint, built once per round. All data planes share one
- * version, that of the whole state, so equal versions mean equal content whatever region a
- * data plane serves. A state without database endpoints hashes as before they existed.
- */
-function snapshotSource(repo: NodeBalancerRepository, kv: KeyValueRepository, endpoints: () => Promise<RegionalEndpoint[]>): SnapshotSource<Round, Content> {
-  const ledger = new VersionLedger(kv, 'config_version');
-  return {
-    async read() {
-      const all = await buildAll(repo);
-      const eps = await endpoints();
-      const hashed: unknown[] = all.map((x) => x.nb);
-      if (eps.length > 0) hashed.push({ databaseEndpoints: eps });
-      return { all, endpoints: eps, version: await ledger.versionFor('config_hash', contentHash(hashed)) };
-    },
-    select: (round, sub) => ({
-      nodebalancers: servedIn(round.all, sub.region),
-      databaseEndpoints: round.endpoints.filter((e) => regionServed(sub.region, e.region)).map((e) => e.ep),
-    }),
-    version: async (round) => round.version,
-  };
 }
 
 /** Data-plane status as the push cache sees it (`versionApplied` is the applied version). */
@@ -76,7 +47,9 @@ function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore
  * and answers each nonce with an ACK or a NACK, which become its status and metrics.
  */
 export class ConfigPushServer {
-  private readonly cache: SnapshotCache<Round, Content>;
+  private readonly cache: SnapshotCache<ConfigRound, ConfigContent>;
+  /** Every NodeBalancer built once, rebuilt when a write invalidates it. */
+  private readonly resources: NodeBalancerResources;
   /** Where each data plane dials database members from (the members' PROXY header senders). */
   readonly sources: DataplaneSources;
   private endpoints: () => Promise<RegionalEndpoint[]> = async () => [];
@@ -91,9 +64,15 @@ export class ConfigPushServer {
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
     this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
+    this.resources = new NodeBalancerResources(d.repo);
+    const rounds = new Histogram({
+      name: 'fulcrum_config_push_round_seconds', help: 'Time of one config push round: rebuild what changed, version, serialise and send to every data plane',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [d.registry],
+    });
     this.cache = new SnapshotCache({
-      source: snapshotSource(d.repo, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
       onError: (err) => this.log.error({ err }, 'config push round failed'),
+      onRound: (ms) => rounds.observe(ms / 1000),
     });
     const cache = this.cache;
     new Gauge({
@@ -112,8 +91,19 @@ export class ConfigPushServer {
     server.addService(proto.fulcrum.v1.ConfigService.service, { Stream: (call: any) => this.onStream(call) });
   }
 
-  /** Schedules a snapshot for every connected data plane; bursts are coalesced. */
-  notifyChanged(): void {
+  /**
+   * Schedules a round for every connected data plane; bursts are coalesced. Database endpoints
+   * and the data planes' sources are read every round; NodeBalancers are rebuilt only when
+   * `nodeBalancerChanged` named them (or `all`, for a write whose NodeBalancers are unknown).
+   */
+  notifyChanged(all = false): void {
+    if (all) this.resources.invalidateAll();
+    this.cache.notifyChanged();
+  }
+
+  /** A committed write to this NodeBalancer (or its configs or nodes, or its deletion). */
+  nodeBalancerChanged(id: number): void {
+    this.resources.invalidate(id);
     this.cache.notifyChanged();
   }
 
@@ -145,7 +135,7 @@ export class ConfigPushServer {
   }
 
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
-    let sub: Subscriber<Content> | undefined;
+    let sub: Subscriber<ConfigContent> | undefined;
     let peer: Awaited<ReturnType<PeerAuth['identify']>>;
     let refused = false;
     // Messages are handled one after another, in order, once the peer is known.
@@ -171,7 +161,7 @@ export class ConfigPushServer {
   }
 
   private async onMessage(
-    call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>, msg: ConfigAck__Output, subRef: { get(): Subscriber<Content> | undefined; set(s: Subscriber<Content>): void },
+    call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>, msg: ConfigAck__Output, subRef: { get(): Subscriber<ConfigContent> | undefined; set(s: Subscriber<ConfigContent>): void },
     peer: Awaited<ReturnType<PeerAuth['identify']>>, isRefused: () => boolean, markRefused: () => void,
   ): Promise<void> {
     if (isRefused()) return;
@@ -192,14 +182,18 @@ export class ConfigPushServer {
       await this.sources.record(id, region, msg.endpointSource, call.getPeer());
       const fresh = await this.cache.connect(id, region, Number(msg.versionApplied), {
         send: ({ version, nonce, content }) => {
-          call.write({ version, nonce, nodebalancers: content.nodebalancers, databaseEndpoints: content.databaseEndpoints });
-          this.log.debug({ dataplane: id, version }, 'snapshot sent');
+          call.write({ version, nonce, ...content });
+          this.log.debug({ dataplane: id, version, incremental: content.incremental ?? false, nodebalancers: content.nodebalancers.length }, 'snapshot sent');
         },
         end: () => call.end(),
       });
+      // A data plane that says it applies incremental snapshots gets them after its first full one.
+      fresh.incremental = msg.incremental;
       subRef.set(fresh);
-      this.log.info({ dataplane: id, region, version: msg.versionApplied }, 'data plane connected');
-      await this.cache.push(fresh);
+      this.log.info({ dataplane: id, region, version: msg.versionApplied, incremental: msg.incremental }, 'data plane connected');
+      // One that already serves the current version gets an empty change, not the whole state
+      // again (after a dropped stream, the whole state may be what it was busy applying).
+      await this.cache.push(fresh, false, Number(msg.versionApplied));
       return;
     }
     const answered = await this.cache.answer(sub, msg.responseNonce, Number(msg.versionApplied), msg.errorDetail || undefined);

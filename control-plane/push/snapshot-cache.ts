@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Clock, Timer } from '../../lib/clock.js';
 import type { KeyValueRepository } from '../store/ports.js';
 
@@ -44,6 +45,13 @@ export interface Subscriber<C> {
   sentHash?: string;
   /** The snapshot awaiting an ACK or NACK. */
   pending?: { nonce: string; version: number };
+  /**
+   * Takes incremental snapshots (the source's `delta`) once it holds a full one. Such a
+   * subscriber has at most one snapshot in flight: a change while one is pending waits for its
+   * answer (`behind`), so every change applies on top of a state the subscriber ACKed.
+   */
+  incremental?: boolean;
+  behind?: boolean;
   readonly stream: { send(s: Snapshot<C>): void; end(): void };
 }
 
@@ -58,6 +66,19 @@ export interface SnapshotSource<R, C> {
   select(round: R, sub: Subscriber<C>): C;
   /** The version to send `hash` under, normally from a VersionLedger. */
   version(round: R, sub: Subscriber<C>, hash: string): Promise<number>;
+  /**
+   * The hash of what `select` would return, without building it; a large state keeps this
+   * cheap (docs/dataplane.md, "Incremental snapshots"). Without it, `select` runs and is hashed.
+   */
+  hash?(round: R, sub: Subscriber<C>): string;
+  /** What changed since the last content `sub` was sent (for incremental subscribers). */
+  delta?(round: R, sub: Subscriber<C>): C;
+  /**
+   * A (re)connecting incremental subscriber says it serves `version`: when that is the round's
+   * version, it holds the whole state already; record that and return the (empty) change to send
+   * instead of the whole state. Undefined: send it whole.
+   */
+  resume?(round: R, sub: Subscriber<C>, version: number): C | undefined;
 }
 
 export function contentHash(content: unknown): string {
@@ -98,6 +119,8 @@ export interface SnapshotCacheOptions<R, C> {
   coalesceMs?: number;
   /** Hears of a round or status write that failed (the next change tries again). */
   onError?: (err: unknown) => void;
+  /** Hears how long each coalesced round took (read, build, serialise and send), in ms. */
+  onRound?: (ms: number) => void;
 }
 
 export class SnapshotCache<R, C> {
@@ -182,6 +205,11 @@ export class SnapshotCache<R, C> {
         await this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
       }
       sub.pending = undefined;
+      // A change waited for this answer: a round sends it (in full after a NACK).
+      if (sub.behind) {
+        sub.behind = false;
+        this.notifyChanged();
+      }
       return answered;
     });
   }
@@ -204,15 +232,26 @@ export class SnapshotCache<R, C> {
       this.timer = undefined;
       this.serial(async () => {
         if (this.closed) return;
+        const t0 = performance.now();
         const round = await this.o.source.read([...this.subs.values()]);
         for (const s of this.subs.values()) await this.send(s, round, false);
+        this.o.onRound?.(performance.now() - t0);
       }).catch((err) => this.o.onError?.(err));
     }, this.o.coalesceMs ?? 10);
   }
 
-  /** Sends `sub` its current content now, unless it already has it (`force` sends anyway). */
-  push(sub: Subscriber<C>, force = false): Promise<Snapshot<C> | undefined> {
-    return this.serial(async () => this.send(sub, await this.o.source.read([...this.subs.values()]), force));
+  /**
+   * Sends `sub` its current content now, unless it already has it (`force` sends anyway).
+   * `holds` is the version the subscriber said it serves (its hello), which a source may resume from.
+   */
+  push(sub: Subscriber<C>, force = false, holds = 0): Promise<Snapshot<C> | undefined> {
+    return this.serial(async () => {
+      const round = await this.o.source.read([...this.subs.values()]);
+      const src = this.o.source;
+      const resumed = !force && holds > 0 && sub.incremental && src.hash ? src.resume?.(round, sub, holds) : undefined;
+      if (resumed) return this.deliver(sub, round, src.hash!(round, sub), resumed);
+      return this.send(sub, round, force);
+    });
   }
 
   close(): void {
@@ -224,9 +263,23 @@ export class SnapshotCache<R, C> {
   }
 
   private async send(sub: Subscriber<C>, round: R, force: boolean): Promise<Snapshot<C> | undefined> {
-    const content = this.o.source.select(round, sub);
-    const hash = contentHash(content);
+    if (sub.incremental && sub.pending) {
+      sub.behind = true;
+      return undefined;
+    }
+    const src = this.o.source;
+    let content: C | undefined;
+    let hash: string;
+    if (src.hash) hash = src.hash(round, sub);
+    else hash = contentHash((content = src.select(round, sub)));
     if (!force && hash === sub.sentHash) return undefined;
+    // A delta only on top of content the subscriber holds; after a NACK or on connect, whole.
+    if (sub.incremental && src.delta && sub.sentHash !== undefined && !force) content = src.delta(round, sub);
+    else content ??= src.select(round, sub);
+    return this.deliver(sub, round, hash, content);
+  }
+
+  private async deliver(sub: Subscriber<C>, round: R, hash: string, content: C): Promise<Snapshot<C>> {
     const snapshot = { version: await this.o.source.version(round, sub, hash), nonce: randomUUID(), content };
     sub.sentHash = hash;
     sub.pending = { nonce: snapshot.nonce, version: snapshot.version };

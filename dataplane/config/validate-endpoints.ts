@@ -20,7 +20,7 @@ const validPort = (p: unknown): p is number => Number.isInteger(p) && (p as numb
  * snapshot). `seenListen` holds the NodeBalancer listeners already claimed, so an endpoint on
  * an address and port a NodeBalancer uses is refused like two NodeBalancers would be.
  */
-export function validateEndpoints(input: EndpointsInput, errs: ErrorCollector, seenListen: Map<string, string>): DbEndpointSpec[] {
+export function validateEndpoints(input: EndpointsInput, errs: ErrorCollector, seenListen: Pick<Map<string, string>, 'get' | 'set'>): DbEndpointSpec[] {
   const out: DbEndpointSpec[] = [];
   input.forEach((e, i) => {
     const p = `database_endpoints[${i}]`;

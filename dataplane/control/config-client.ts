@@ -18,7 +18,7 @@ export interface ConfigClientOptions {
   logger: Logger;
   /** Version being served now (sent in the hello and in NACKs). */
   version(): number;
-  /** Applies a snapshot; throws to NACK with the error's message. */
+  /** Applies a snapshot, whole or incremental; throws to NACK with the error's message. */
   apply(snapshot: ConfigSnapshot__Output): Promise<void>;
   onConnected?(connected: boolean): void;
 }
@@ -26,8 +26,9 @@ export interface ConfigClientOptions {
 /**
  * The data plane's side of ConfigService.Stream: says hello, applies each snapshot, ACKs or NACKs
  * it by nonce, and reconnects with jittered backoff for as long as it runs. Snapshots that arrive
- * while one is being applied are coalesced: only the newest is applied and answered (xDS: a newer
- * response supersedes older ones).
+ * while one is being applied are coalesced: a whole snapshot supersedes everything received
+ * before it (xDS: a newer response supersedes older ones), while incremental ones queue behind it
+ * and apply in order, each on top of the one before; only the last of a burst is answered.
  */
 export class ConfigClient {
   private readonly client: ControlPlaneClient<ConfigServiceClient>;
@@ -35,7 +36,8 @@ export class ConfigClient {
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  private pending: ConfigSnapshot__Output | null = null;
+  /** Received and not applied yet, each with the stream it came on (its answer goes there). */
+  private pending: { snap: ConfigSnapshot__Output; call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> }[] = [];
   private applying = false;
 
   constructor(private readonly o: ConfigClientOptions) {
@@ -65,8 +67,9 @@ export class ConfigClient {
         this.client.succeeded();
         this.o.onConnected?.(true);
       }
-      this.pending = snap;
-      void this.drain(call);
+      if (snap.incremental) this.pending.push({ snap, call });
+      else this.pending = [{ snap, call }];
+      void this.drain();
     });
     const retry = (why: string) => {
       if (this.call !== call) return;
@@ -82,16 +85,17 @@ export class ConfigClient {
     };
     call.on('error', (e: Error) => retry(e.message));
     call.on('end', () => retry('stream ended'));
-    call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '', endpointSource: this.o.endpointSource ?? '' });
+    // A new stream starts from a whole snapshot: nothing queued from the old one applies to it.
+    this.pending = [];
+    call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '', endpointSource: this.o.endpointSource ?? '', incremental: true });
   }
 
-  private async drain(call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>): Promise<void> {
+  private async drain(): Promise<void> {
     if (this.applying) return;
     this.applying = true;
     try {
-      while (this.pending !== null) {
-        const snap = this.pending;
-        this.pending = null;
+      for (let next = this.pending.shift(); next; next = this.pending.shift()) {
+        const { snap, call } = next;
         let ack: ConfigAck;
         try {
           await this.o.apply(snap);
@@ -101,7 +105,7 @@ export class ConfigClient {
           this.o.logger.warn({ version: snap.version, detail }, 'snapshot rejected (NACK)');
           ack = { dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: snap.nonce, errorDetail: detail };
         }
-        if (this.call === call && this.pending === null) call.write(ack);
+        if (this.call === call && this.pending.length === 0) call.write(ack);
       }
     } finally {
       this.applying = false;

@@ -46,6 +46,10 @@ export class DbEndpointSet {
     }
   }
 
+  has(listenKey: string): boolean {
+    return this.endpoints.has(listenKey);
+  }
+
   all(): Iterable<DbEndpoint> {
     return this.endpoints.values();
   }

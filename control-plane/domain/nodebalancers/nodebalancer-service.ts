@@ -26,8 +26,8 @@ export interface NodeBalancerServiceDeps {
   ipv6Pool?: string;
   /** Where node addresses may point (backend-networks.ts). */
   backends: BackendCheck;
-  /** Called after every committed change; the push server coalesces these into snapshots. */
-  onChange: () => void;
+  /** Called after every committed change to a NodeBalancer; the push server coalesces these into snapshots. */
+  onChange: (nodebalancerId: number) => void;
 }
 
 /**
@@ -48,7 +48,7 @@ export class NodeBalancerService {
 
   private async changed(actor: Actor, action: string, nb: NodeBalancer): Promise<void> {
     await this.d.events.record(action, this.ref(nb), { username: actor.user.username });
-    this.d.onChange();
+    this.d.onChange(nb.id);
   }
 
   /** Labels in use, for the validators' synchronous uniqueness check. */
