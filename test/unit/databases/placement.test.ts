@@ -78,15 +78,15 @@ describe('anti-affinity of cluster members', () => {
     expect(await placeDatabases(repo, [spread('a'), spread('c')])).toEqual([]);
     expect(placements.filter((m) => m.databaseId === 2).map((m) => m.agentId)).toEqual(['b', 'c', 'd']);
   });
-  it('puts every member of a fork on the agent of its source (its backups and binlogs are there), waiting while that agent is away', () => {
+  it('puts every member of a fork on the agent of its source (its backups and binlogs are there), waiting while that agent is away', async () => {
     const placements: MemberPlacement[] = [];
     const rows: Row[] = [
       { id: 1, region: 'us-east', agentId: 'c' },
       { id: 2, region: 'us-east', agentId: null, clusterSize: 3, fork: { source: 1, restoreTimeMs: 0 } },
     ];
     const repo = repoOf(rows, placements);
-    expect(placeDatabases(repo, [spread('a'), spread('b')])).toEqual([]);
-    expect(placeDatabases(repo, [spread('a'), spread('b'), spread('c')])).toEqual([{ database: 2, agent: 'c', members: ['c', 'c', 'c'] }]);
+    expect(await placeDatabases(repo, [spread('a'), spread('b')])).toEqual([]);
+    expect(await placeDatabases(repo, [spread('a'), spread('b'), spread('c')])).toEqual([{ database: 2, agent: 'c', members: ['c', 'c', 'c'] }]);
     expect(rows[1]!.agentId).toBe('c');
   });
 });
