@@ -112,4 +112,11 @@ export const databaseMigrations: Migration[] = [
       ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    // A live database's label is unique (the service checks it in the same transaction; the
+    // index is what makes it hold with two control planes writing to PostgreSQL at once, and
+    // both stores keep the same schema).
+    id: '211-database-live-labels',
+    sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
+  },
 ];
