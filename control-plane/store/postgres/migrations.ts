@@ -271,7 +271,7 @@ export const postgresMigrations: Migration[] = [
     `,
   },
   {
-    id: '211-database-live-labels',
+    id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
 ];

@@ -116,7 +116,7 @@ export const databaseMigrations: Migration[] = [
     // A live database's label is unique (the service checks it in the same transaction; the
     // index is what makes it hold with two control planes writing to PostgreSQL at once, and
     // both stores keep the same schema).
-    id: '211-database-live-labels',
+    id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
 ];
