@@ -61,7 +61,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     'nodebalancer-pool': 'string', 'nodebalancer-ipv6-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
-    'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean',
+    'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean', store: 'string',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
@@ -71,6 +71,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   const cp = await startControlPlane({
     stateDir,
     kekFile: f['kek-file'] as string | undefined,
+    store: f.store as string | undefined,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
     grpcHost: f['grpc-host'] as string | undefined,
@@ -213,17 +214,16 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
 }
 
 export async function runTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string', 'kek-file': 'string' });
+  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string', 'kek-file': 'string', store: 'string' });
   const stateDir = required(f.state as string | undefined, 'state');
-  const { openDatabase } = await import('../control-plane/store/sqlite/database.js');
-  const { sqliteTokens, sqliteUsers } = await import('../control-plane/store/sqlite/core-repositories.js');
+  const { openStore } = await import('../control-plane/store/open.js');
   const { AuthService } = await import('../control-plane/domain/auth/auth-service.js');
   const { validateScopes } = await import('../control-plane/domain/auth/scopes.js');
   const { systemClock } = await import('../lib/clock.js');
-  const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
   try {
-    const users = sqliteUsers(db);
-    const auth = new AuthService(users, sqliteTokens(db), systemClock);
+    const users = store.users;
+    const auth = new AuthService(users, store.tokens, systemClock);
     const scopes = (f.scopes as string | undefined) ?? '*';
     const bad = validateScopes(scopes);
     if (bad) throw new Error(bad);
@@ -242,7 +242,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
     const { secret } = await auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
     process.stdout.write(`${secret}\n`);
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
@@ -252,7 +252,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
  * token carries the bootstrap port, so the control plane must have started once.
  */
 export async function runJoinTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number', 'kek-file': 'string' });
+  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number', 'kek-file': 'string', store: 'string' });
   const stateDir = required(f.state as string | undefined, 'state');
   let bootstrapPort = 0;
   try {
@@ -262,19 +262,37 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
     // handled below
   }
   if (!bootstrapPort) throw new Error(`no running control plane found in ${stateDir} (control-plane.json): start it first, the token carries its bootstrap port`);
-  const { openDatabase } = await import('../control-plane/store/sqlite/database.js');
-  const { sqliteFleet } = await import('../control-plane/store/sqlite/fleet-repository.js');
+  const { openStore } = await import('../control-plane/store/open.js');
   const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
   const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
   const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
   const { systemClock } = await import('../lib/clock.js');
-  const db = openDatabase(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
   try {
-    const fleet = new FleetService({ repo: sqliteFleet(db), ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
+    const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
     const t = await fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
     process.stdout.write(`${t.token}\n`);
   } finally {
-    db.close();
+    await store.close();
+  }
+}
+
+/**
+ * `fulcrum store migrate`: brings the store's schema up to date (SQLite file or PostgreSQL) and
+ * says which migrations it now has, so an operator can migrate before starting the replicas
+ * (docs/install.md, "PostgreSQL"). Starting a control plane migrates too; this is the same work
+ * on its own.
+ */
+export async function runStoreMigrate(argv: string[]): Promise<void> {
+  const f = parseFlags(argv, { state: 'string', store: 'string', 'kek-file': 'string' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  const { openStore } = await import('../control-plane/store/open.js');
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
+  try {
+    const ids = await store.migrations();
+    process.stdout.write(`${store.kind} store at migration ${ids.at(-1) ?? '(none)'} (${ids.length} applied)\n`);
+  } finally {
+    await store.close();
   }
 }
 

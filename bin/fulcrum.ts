@@ -19,7 +19,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
                  [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
                  [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
-                 [--kek-file PATH (default DIR/keys/kek)]
+                 [--kek-file PATH (default DIR/keys/kek)] [--store sqlite|postgres://... (default sqlite)]
                  [--nodebalancer-pool CIDR | REGION=CIDR,...] [--database-pool CIDR | REGION=CIDR,...]
                  [--nodebalancer-ipv6-pool IPV6/64..128 (NodeBalancers' ipv6; none: null)]
   dataplane      --control-plane HOST:PORT[,HOST:PORT...] --state DIR [--join TOKEN] [--metrics-port N]
@@ -40,6 +40,8 @@ const usage = `usage: fulcrum <command> [options]
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
                  [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]] [--kek-file PATH]
   kek rotate     --state DIR [--kek-file PATH]   a new key for the secrets in the control-plane store
+  store migrate  --state DIR [--store sqlite|postgres://...] [--kek-file PATH]   bring the store's schema up to date
+  join-token create and token create take --store too when the store is PostgreSQL
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -78,6 +80,11 @@ async function main(argv: string[]): Promise<void> {
       if (rest[0] !== 'rotate') throw new Error('usage: fulcrum kek rotate --state DIR [--kek-file PATH]');
       const { runKekRotate } = await import('./commands.js');
       return runKekRotate(rest.slice(1));
+    }
+    case 'store': {
+      if (rest[0] !== 'migrate') throw new Error('usage: fulcrum store migrate --state DIR [--store sqlite|postgres://...]');
+      const { runStoreMigrate } = await import('./commands.js');
+      return runStoreMigrate(rest.slice(1));
     }
     case undefined:
     case 'help':

@@ -6,7 +6,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
-import { openSqliteStore } from './store/sqlite/store.js';
+import { openStore } from './store/open.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
@@ -33,6 +33,8 @@ export interface ControlPlaneOptions {
   stateDir: string;
   /** Key-encryption key file for secrets in the store (default `<stateDir>/keys/kek`, docs/security/secrets.md). */
   kekFile?: string;
+  /** `sqlite` (the default: `<stateDir>/control-plane.sqlite`) or a postgres:// URL (docs/install.md). */
+  store?: string;
   apiHost?: string;
   apiPort?: number; // 0 = random
   grpcHost?: string;
@@ -104,7 +106,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const logger = opts.logger ?? createLogger('control-plane');
   const registry = opts.registry ?? createRegistry('control-plane');
   const clock = opts.clock ?? systemClock;
-  const store = openSqliteStore(join(opts.stateDir, 'control-plane.sqlite'), { kekFile: opts.kekFile });
+  const store = await openStore(opts.stateDir, { store: opts.store, kekFile: opts.kekFile });
 
   // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
   const users = store.users;
@@ -134,7 +136,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   // The product areas, each wiring its store, services, routes and push streams.
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
-    store, db: store.db, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
+    store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',

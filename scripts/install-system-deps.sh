@@ -2,8 +2,8 @@
 # Installs the Debian packages the Fulcrum test suite runs for real (MariaDB servers, Docker,
 # the proxies we compare against, the load generator, debootstrap for the lab image, keepalived
 # for data planes in pairs, iptables for the multi-host tests' bridges, dnsmasq and dig for the
-# UDP DNS test, nginx's stream module for the UDP bench, and the headless browser the console's
-# browser test drives).
+# UDP DNS test, nginx's stream module for the UDP bench, the headless browser the console's
+# browser test drives, and PostgreSQL for the control plane's PostgreSQL store tests).
 #
 # Idempotent and fast when everything is present (one dpkg-query, no network). Meant for a fresh
 # Debian 12 machine or CI runner as root without a TTY, where only the Debian mirror and the npm
@@ -21,6 +21,11 @@ log() { printf 'install-system-deps: %s\n' "$*" >&2; }
 
 # systemd-analyze checks the unit files of docs/install.md (test/integration/cli/systemd-units.test.ts).
 PKGS+=(systemd)
+
+# PostgreSQL 15 for the control plane's PostgreSQL store: the store tests start their own private
+# cluster with initdb/pg_ctl (test/helpers/postgres.ts), never the distribution's service.
+PKGS+=(postgresql)
+SERVICES+=(postgresql)
 
 # The group every database server runs in (docs/security/mysql.md): each database gets its own
 # uid in it, never root; the agent creates the group itself when this script did not run.

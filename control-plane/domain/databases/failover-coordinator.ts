@@ -158,16 +158,20 @@ export class FailoverCoordinator {
       case 'promote': {
         this.lostSince.delete(id);
         this.stuck.delete(id);
-        return this.d.repo.transaction(async () => {
+        // The metric and the log follow the commit: a store may run the transaction again.
+        const promoted = await this.d.repo.transaction(async () => {
           const db = await this.d.repo.get(id);
           if (!db || db.term >= decision.term) return false;
           await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
           await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
-          this.promoted.inc();
-          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
           return true;
         });
+        if (promoted) {
+          this.promoted.inc();
+          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
+        }
+        return promoted;
       }
     }
   }

@@ -137,4 +137,11 @@ export const databaseMigrations: Migration[] = [
       INSERT INTO id_sequences (name, last) SELECT 'databases', COALESCE(MAX(id), 0) FROM databases;
     `,
   },
+  {
+    // A live database's label is unique (the service checks it in the same transaction; the
+    // index is what makes it hold with two control planes writing to PostgreSQL at once, and
+    // both stores keep the same schema).
+    id: '241-database-live-labels',
+    sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
+  },
 ];

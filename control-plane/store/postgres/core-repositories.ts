@@ -1,0 +1,157 @@
+import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
+import { dataplaneRow, eventRow, tokenRow, userRow } from '../sqlite/core-repositories.js';
+import { pgSql as q, type PgExecutor } from './executor.js';
+
+/**
+ * The next id of a table whose ids are never reused (migration 102), in one statement: the
+ * UPDATE locks the sequence row, so two writers at once get different ids, each above the
+ * highest id ever issued and the highest present.
+ */
+export async function nextSequenceId(x: PgExecutor, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): Promise<number> {
+  const r = await x.one(`UPDATE id_sequences SET last = GREATEST(last, (SELECT COALESCE(MAX(id), 0) FROM ${name})) + 1 WHERE name = $1 RETURNING last`, [name]);
+  return r!.last as number;
+}
+
+export function pgUsers(x: PgExecutor): UserRepository {
+  return {
+    get: async (id) => userRow(await x.one('SELECT * FROM users WHERE id = $1', [id])),
+    byUsername: async (u) => userRow(await x.one('SELECT * FROM users WHERE username = $1', [u])),
+    async create(u) {
+      const r = await x.one(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'), [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]);
+      return { ...u, id: r!.id as number };
+    },
+    setGrants: async (id, g) => void (await x.query('UPDATE users SET grants = $1 WHERE id = $2', [JSON.stringify(g), id])),
+    count: async () => (await x.one('SELECT COUNT(*) AS n FROM users'))!.n as number,
+    list: async () => (await x.rows('SELECT * FROM users ORDER BY id')).map((r) => userRow(r)!),
+    async update(id, p) {
+      if (p.username !== undefined) await x.query('UPDATE users SET username = $1 WHERE id = $2', [p.username, id]);
+      if (p.email !== undefined) await x.query('UPDATE users SET email = $1 WHERE id = $2', [p.email, id]);
+      if (p.restricted !== undefined) await x.query('UPDATE users SET restricted = $1 WHERE id = $2', [p.restricted ? 1 : 0, id]);
+    },
+    delete: async (id) => void (await x.query('DELETE FROM users WHERE id = $1', [id])),
+  };
+}
+
+export function pgTokens(x: PgExecutor): TokenRepository {
+  return {
+    byHash: async (h) => tokenRow(await x.one('SELECT * FROM tokens WHERE token_hash = $1', [h])),
+    get: async (id) => tokenRow(await x.one('SELECT * FROM tokens WHERE id = $1', [id])),
+    listByUser: async (uid) => (await x.rows('SELECT * FROM tokens WHERE user_id = $1 ORDER BY id', [uid])).map((r) => tokenRow(r)!),
+    async create(t) {
+      const id = await x.transaction(async () => {
+        const next = await nextSequenceId(x, 'tokens');
+        await x.query(q('INSERT INTO tokens (id, user_id, label, scopes, token_hash, token_prefix, created, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+          [next, t.userId, t.label, t.scopes, t.tokenHash, t.tokenPrefix, t.created, t.expiry]);
+        return next;
+      });
+      return { id, userId: t.userId, label: t.label, scopes: t.scopes, tokenPrefix: t.tokenPrefix, created: t.created, expiry: t.expiry };
+    },
+    async update(id, patch) {
+      if (patch.label !== undefined) await x.query('UPDATE tokens SET label = $1 WHERE id = $2', [patch.label, id]);
+    },
+    delete: async (id) => void (await x.query('DELETE FROM tokens WHERE id = $1', [id])),
+  };
+}
+
+export function pgEvents(x: PgExecutor): EventRepository {
+  return {
+    async create(e) {
+      const r = await x.one(q(
+        `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity,
+           status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`,
+      ), [
+        e.created, e.action, e.username, e.entity?.id ?? null, e.entity?.type ?? null, e.entity?.label ?? null,
+        e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.status,
+        e.percentComplete, e.duration, e.message, e.seen ? 1 : 0, e.read ? 1 : 0,
+      ]);
+      return { ...e, id: r!.id as number };
+    },
+    get: async (id) => eventRow(await x.one('SELECT * FROM events WHERE id = $1', [id])),
+    async update(id, p) {
+      const cols: string[] = [];
+      const vals: unknown[] = [];
+      const set = (col: string, v: unknown) => {
+        vals.push(v);
+        cols.push(`${col} = $${vals.length}`);
+      };
+      if (p.status !== undefined) set('status', p.status);
+      if (p.percentComplete !== undefined) set('percent_complete', p.percentComplete);
+      if (p.duration !== undefined) set('duration', p.duration);
+      if (p.message !== undefined) set('message', p.message);
+      if (p.seen !== undefined) set('seen', p.seen ? 1 : 0);
+      if (p.read !== undefined) set('read', p.read ? 1 : 0);
+      if (cols.length === 0) return;
+      await x.query(`UPDATE events SET ${cols.join(', ')} WHERE id = $${vals.length + 1}`, [...vals, id]);
+    },
+    list: async () => (await x.rows('SELECT * FROM events ORDER BY id DESC')).map((r) => eventRow(r)!),
+    markSeenUpTo: async (id) => void (await x.query('UPDATE events SET seen = 1 WHERE id <= $1', [id])),
+  };
+}
+
+export function pgAddresses(x: PgExecutor): AddressRepository {
+  return {
+    async allocate(cidr, ownerType, ownerId) {
+      const range = parseCidr(cidr);
+      if (!range) return undefined;
+      const used = new Set((await x.rows('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => r.ip as string));
+      // As in SQLite: .0, .1 and .255 of the pool are never handed out. The address is claimed
+      // by its primary key: a concurrent writer that took it first makes this insert do nothing,
+      // and the next free address is tried, so two writers never share one.
+      for (let i = 2; i < range.size - 1; i++) {
+        const n = (range.network + i) >>> 0;
+        const last = n & 255;
+        if (last === 0 || last === 255) continue;
+        const ip = formatIpv4(n);
+        if (used.has(ip)) continue;
+        const r = await x.query('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES ($1, $2, $3, $4) ON CONFLICT (ip) DO NOTHING', [ip, cidr, ownerType, ownerId]);
+        if (r.rowCount === 1) return ip;
+      }
+      return undefined;
+    },
+    async allocateIpv6(cidr, ownerType, ownerId) {
+      const range = parseIpv6Cidr(cidr);
+      if (!range) return undefined;
+      const used = new Set((await x.rows('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => parseIpv6(r.ip as string)));
+      // As in SQLite: the first two addresses are skipped unless the range is that small, and only
+      // the addresses in use are walked past. Claimed by primary key, as for IPv4.
+      const first = range.size > 2n ? 2n : 0n;
+      for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
+        const n = range.network + i;
+        if (used.has(n)) continue;
+        const ip = formatIpv6(n);
+        const r = await x.query('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES ($1, $2, $3, $4) ON CONFLICT (ip) DO NOTHING', [ip, cidr, ownerType, ownerId]);
+        if (r.rowCount === 1) return ip;
+        used.add(n);
+      }
+      return undefined;
+    },
+    release: async (t, id) => void (await x.query('DELETE FROM addresses WHERE owner_type = $1 AND owner_id = $2', [t, id])),
+    owned: async (t, id) => (await x.rows('SELECT ip FROM addresses WHERE owner_type = $1 AND owner_id = $2 ORDER BY ip', [t, id])).map((r) => r.ip as string),
+  };
+}
+
+export function pgDataplanes(x: PgExecutor): DataplaneRepository {
+  return {
+    async upsert(s) {
+      await x.query(
+        `INSERT INTO dataplanes (id, region, connected, version_applied, last_error, last_error_at, last_seen)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (id) DO UPDATE SET region = excluded.region, connected = excluded.connected,
+           version_applied = excluded.version_applied, last_error = excluded.last_error,
+           last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
+        [s.id, s.region, s.connected ? 1 : 0, s.versionApplied, s.lastError, s.lastErrorAt, s.lastSeen],
+      );
+    },
+    get: async (id) => dataplaneRow(await x.one('SELECT * FROM dataplanes WHERE id = $1', [id])),
+    list: async () => (await x.rows('SELECT * FROM dataplanes ORDER BY id')).map((r) => dataplaneRow(r)!),
+  };
+}
+
+export function pgKeyValue(x: PgExecutor): KeyValueRepository {
+  return {
+    get: async (k) => (await x.one('SELECT v FROM kv WHERE k = $1', [k]))?.v as string | undefined,
+    set: async (k, v) => void (await x.query('INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v', [k, v])),
+  };
+}

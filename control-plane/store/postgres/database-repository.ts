@@ -1,0 +1,103 @@
+import type { SecretBox } from '../../../lib/secret-box.js';
+import type { DatabaseRepository } from '../database-repository.js';
+import { agentRow, backupRow, fromRowWith, memberRow, opRowWith, toRowWith } from '../sqlite/database-repository.js';
+import { nextSequenceId } from './core-repositories.js';
+import type { PgExecutor } from './executor.js';
+
+/** PostgreSQL adapter of the DatabaseRepository port; secret columns sealed as in SQLite. */
+export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRepository {
+  const get = async (id: number) => fromRowWith(await x.one('SELECT * FROM databases WHERE id = $1', [id]), box);
+  return {
+    transaction: (fn) => x.transaction(fn),
+    list: async () => (await x.rows('SELECT * FROM databases ORDER BY id')).map((r) => fromRowWith(r, box)!),
+    get,
+    async create(d) {
+      // Ids come from a sequence that only grows (a deleted database's id is never handed out again).
+      return x.transaction(async () => {
+        const row = { ...toRowWith(d, box), id: await nextSequenceId(x, 'databases') };
+        const cols = Object.keys(row);
+        const r = await x.one(
+          `INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
+          cols.map((c) => (row as Record<string, unknown>)[c]),
+        );
+        return fromRowWith(r, box)!;
+      });
+    },
+    async update(id, patch) {
+      const row = toRowWith(patch, box);
+      const cols = Object.keys(row);
+      if (cols.length === 0) return (await get(id))!;
+      const r = await x.one(
+        `UPDATE databases SET ${cols.map((c, i) => `"${c}" = $${i + 1}`).join(', ')} WHERE id = $${cols.length + 1} RETURNING *`,
+        [...cols.map((c) => row[c]), id],
+      );
+      return fromRowWith(r, box)!;
+    },
+    purge: async (id) => void (await x.query('DELETE FROM databases WHERE id = $1', [id])),
+
+    backups: async (databaseId) => (await x.rows('SELECT * FROM database_backups WHERE database_id = $1 ORDER BY created, id', [databaseId])).map(backupRow),
+    async backup(databaseId, id) {
+      const r = await x.one('SELECT * FROM database_backups WHERE database_id = $1 AND id = $2', [databaseId, id]);
+      return r ? backupRow(r) : undefined;
+    },
+    syncBackups: (databaseId, list) => x.transaction(async () => {
+      const deleting = new Set((await x.rows("SELECT id FROM database_backups WHERE database_id = $1 AND status = 'deleting'", [databaseId])).map((r) => r.id as number));
+      await x.query("DELETE FROM database_backups WHERE database_id = $1 AND status = 'ready'", [databaseId]);
+      for (const b of list) {
+        if (deleting.has(b.id)) continue;
+        await x.query(
+          "INSERT INTO database_backups (database_id, id, label, type, target, created, size_bytes, status) VALUES ($1, $2, $3, $4, $5, $6, $7, 'ready') ON CONFLICT DO NOTHING",
+          [databaseId, b.id, b.label, b.type, b.target, b.created, b.sizeBytes],
+        );
+      }
+    }),
+    setBackupStatus: async (databaseId, id, status) =>
+      void (await x.query('UPDATE database_backups SET status = $1 WHERE database_id = $2 AND id = $3', [status, databaseId, id])),
+    deleteBackup: async (databaseId, id) => void (await x.query('DELETE FROM database_backups WHERE database_id = $1 AND id = $2', [databaseId, id])),
+
+    async createOperation(op) {
+      await x.query('INSERT INTO database_operations (id, database_id, kind, payload, event_id, state, error, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+        [op.id, op.databaseId, op.kind, box.seal(JSON.stringify(op.payload), 'database_operations.payload'), op.eventId, op.state, op.error, op.created]);
+    },
+    async operation(id) {
+      const r = await x.one('SELECT * FROM database_operations WHERE id = $1', [id]);
+      return r ? opRowWith(r, box) : undefined;
+    },
+    async pendingOperations(databaseId) {
+      const rows = databaseId === undefined
+        ? await x.rows("SELECT * FROM database_operations WHERE state = 'pending' ORDER BY created, id")
+        : await x.rows("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = $1 ORDER BY created, id", [databaseId]);
+      return rows.map((r) => opRowWith(r, box));
+    },
+    finishOperation: async (id, state, error) => void (await x.query('UPDATE database_operations SET state = $1, error = $2 WHERE id = $3', [state, error, id])),
+
+    async members(databaseId) {
+      const rows = databaseId === undefined
+        ? await x.rows('SELECT * FROM database_members ORDER BY database_id, member')
+        : await x.rows('SELECT * FROM database_members WHERE database_id = $1 ORDER BY member', [databaseId]);
+      return rows.map(memberRow);
+    },
+    setMembers: (databaseId, agents) => x.transaction(async () => {
+      for (const [k, agent] of agents.entries()) {
+        await x.query('INSERT INTO database_members (database_id, member, agent_id) VALUES ($1, $2, $3) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id',
+          [databaseId, k + 1, agent]);
+      }
+      // A scale down drops the members past the new size.
+      await x.query('DELETE FROM database_members WHERE database_id = $1 AND member > $2', [databaseId, agents.length]);
+    }),
+
+    agents: async () => (await x.rows('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
+    async agent(id) {
+      const r = await x.one('SELECT * FROM database_agents WHERE id = $1', [id]);
+      return r ? agentRow(r) : undefined;
+    },
+    async upsertAgent(a) {
+      await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, last_seen, applied_version, engines) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`,
+      [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines)]);
+    },
+
+    markAgentEvent: async (id, databaseId, at) =>
+      (await x.query('INSERT INTO database_agent_events (id, database_id, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [id, databaseId, at])).rowCount === 1,
+  };
+}

@@ -1,0 +1,113 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import pg from 'pg';
+
+interface Tx {
+  client: pg.PoolClient;
+  active: boolean;
+  savepoints: number;
+}
+
+/** PostgreSQL error codes a transaction is run again for (docs/architecture.md, "The store"). */
+const RETRY_CODES = new Set([
+  '40001', // serialization_failure: another writer's commit changed what this one read
+  '40P01', // deadlock_detected
+  '23505', // unique_violation: a concurrent writer took the label, port or address first
+]);
+/** Tries before the refusal reaches the caller; the wait between them (real time: it waits on the server) grows, jittered, to 250 ms. */
+const ATTEMPTS = 30;
+
+// BIGINT and COUNT(*) arrive as strings by default; every integer we store (ids, ms times,
+// counters) is far below 2^53, so numbers are exact. Set per pool, not globally.
+const typeParsers = {
+  getTypeParser(oid: number, format?: string) {
+    if (oid === pg.types.builtins.INT8 || oid === pg.types.builtins.NUMERIC) return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format as any);
+  },
+};
+
+export type Row = Record<string, any>;
+
+/**
+ * The pool behind every PostgreSQL repository. A transaction holds one client for its whole
+ * function; calls made inside it (same async context, found through AsyncLocalStorage) use that
+ * client, calls from elsewhere take another from the pool. Transactions are SERIALIZABLE: two
+ * replicas writing at once behave as if one had written first, and the one PostgreSQL refuses
+ * is run again from the start, when it sees what the first committed (a label now taken is then
+ * the same 400 a single writer gives). A transaction inside a transaction is a savepoint.
+ */
+export class PgExecutor {
+  readonly pool: pg.Pool;
+  private readonly context = new AsyncLocalStorage<Tx>();
+
+  constructor(url: string, opts: { max?: number } = {}) {
+    this.pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: typeParsers as any });
+    // An idle client whose server went away must not crash the process; the next query reconnects.
+    this.pool.on('error', () => undefined);
+  }
+
+  async query(sql: string, params: unknown[] = []): Promise<pg.QueryResult<Row>> {
+    const tx = this.context.getStore();
+    return tx?.active ? tx.client.query(sql, params) : this.pool.query(sql, params);
+  }
+
+  async rows(sql: string, params: unknown[] = []): Promise<Row[]> {
+    return (await this.query(sql, params)).rows;
+  }
+
+  async one(sql: string, params: unknown[] = []): Promise<Row | undefined> {
+    return (await this.query(sql, params)).rows[0];
+  }
+
+  async transaction<T>(fn: () => Promise<T>): Promise<T> {
+    const outer = this.context.getStore();
+    if (outer?.active) return this.savepoint(outer, fn);
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      const tx: Tx = { client, active: true, savepoints: 0 };
+      let broken = false;
+      try {
+        await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+        const result = await this.context.run(tx, fn);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => (broken = true));
+        if (attempt < ATTEMPTS && RETRY_CODES.has((err as { code?: string }).code ?? '')) {
+          tx.active = false;
+          client.release(broken);
+          await new Promise((r) => setTimeout(r, Math.random() * Math.min(250, 4 * 2 ** attempt)));
+          continue;
+        }
+        throw err;
+      } finally {
+        if (tx.active) {
+          tx.active = false;
+          client.release(broken);
+        }
+      }
+    }
+  }
+
+  private async savepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<T> {
+    const name = `sp${++tx.savepoints}`;
+    await tx.client.query(`SAVEPOINT ${name}`);
+    try {
+      const result = await fn();
+      await tx.client.query(`RELEASE SAVEPOINT ${name}`);
+      return result;
+    } catch (err) {
+      await tx.client.query(`ROLLBACK TO SAVEPOINT ${name}`).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}
+
+/** Turns `?` placeholders into PostgreSQL's `$1, $2, ...` (no `?` appears in our SQL otherwise). */
+export function pgSql(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}

@@ -1,0 +1,99 @@
+import type { SecretBox } from '../../../lib/secret-box.js';
+import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
+import { BUCKET_MS, configParams, configRow, nbRow, nodeRow } from '../sqlite/nodebalancer-repository.js';
+import { nextSequenceId } from './core-repositories.js';
+import type { PgExecutor } from './executor.js';
+
+const CONFIG_COLS = ['port', 'protocol', 'algorithm', 'stickiness', 'check', 'check_interval', 'check_timeout', 'check_attempts', 'check_path', 'check_body',
+  'check_passive', 'proxy_protocol', 'cipher_suite', 'ssl_cert', 'ssl_key', 'ssl_commonname', 'ssl_fingerprint', 'udp_check_port', 'udp_session_timeout'] as const;
+
+/** PostgreSQL adapter of the NodeBalancer port (tables of migrations.ts; ssl_key sealed as in SQLite). */
+export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepository {
+  const values = (c: Parameters<typeof configParams>[0]) => {
+    const p = configParams(c, box) as Record<string, unknown>;
+    return CONFIG_COLS.map((k) => p[k]);
+  };
+  const quoted = CONFIG_COLS.map((c) => `"${c}"`);
+  return {
+    transaction: (fn) => x.transaction(fn),
+    list: async () => (await x.rows('SELECT * FROM nodebalancers ORDER BY id')).map((r) => nbRow(r)!),
+    get: async (id) => nbRow(await x.one('SELECT * FROM nodebalancers WHERE id = $1', [id])),
+    byLabel: async (label) => nbRow(await x.one('SELECT * FROM nodebalancers WHERE label = $1', [label])),
+    async create(nb) {
+      const id = await x.transaction(async () => {
+        const next = await nextSequenceId(x, 'nodebalancers');
+        await x.query(
+          'INSERT INTO nodebalancers (id, label, region, ipv4, ipv6, client_conn_throttle, client_udp_sess_throttle, type, tags, created, updated) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)',
+          [next, nb.label, nb.region, nb.ipv4, nb.ipv6, nb.clientConnThrottle, nb.clientUdpSessThrottle, nb.type, JSON.stringify(nb.tags), nb.created, nb.updated],
+        );
+        return next;
+      });
+      return { ...nb, id };
+    },
+    async update(id, p) {
+      await x.transaction(async () => {
+        const cur = nbRow(await x.one('SELECT * FROM nodebalancers WHERE id = $1 FOR UPDATE', [id]));
+        if (!cur) return;
+        const next = { ...cur, ...p };
+        await x.query('UPDATE nodebalancers SET label = $1, client_conn_throttle = $2, client_udp_sess_throttle = $3, tags = $4, updated = $5 WHERE id = $6',
+          [next.label, next.clientConnThrottle, next.clientUdpSessThrottle, JSON.stringify(next.tags), next.updated, id]);
+      });
+    },
+    delete: (id) => x.transaction(async () => {
+      await x.query('DELETE FROM nodebalancers WHERE id = $1', [id]);
+      await x.query('DELETE FROM nb_traffic WHERE nodebalancer_id = $1', [id]);
+    }),
+    setIpv4: async (id, ipv4) => void (await x.query('UPDATE nodebalancers SET ipv4 = $1 WHERE id = $2', [ipv4, id])),
+    setIpv6: async (id, ipv6) => void (await x.query('UPDATE nodebalancers SET ipv6 = $1 WHERE id = $2', [ipv6, id])),
+
+    configs: async (nbId) => (await x.rows('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => configRow(r, box)!),
+    config: async (nbId, id) => configRow(await x.one('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 AND id = $2', [nbId, id]), box),
+    async createConfig(nbId, c) {
+      const id = await x.transaction(async () => {
+        const next = await nextSequenceId(x, 'nb_configs');
+        const vals = [next, nbId, ...values(c)];
+        await x.query(`INSERT INTO nb_configs (id, nodebalancer_id, ${quoted.join(', ')}) VALUES (${vals.map((_, i) => `$${i + 1}`).join(', ')})`, vals);
+        return next;
+      });
+      return { ...c, id, nodebalancerId: nbId };
+    },
+    async updateConfig(id, c) {
+      const vals = values(c);
+      await x.query(`UPDATE nb_configs SET ${quoted.map((col, i) => `${col} = $${i + 1}`).join(', ')} WHERE id = $${vals.length + 1}`, [...vals, id]);
+    },
+    deleteConfig: async (id) => void (await x.query('DELETE FROM nb_configs WHERE id = $1', [id])),
+
+    nodes: async (cid) => (await x.rows('SELECT * FROM nb_nodes WHERE config_id = $1 ORDER BY id', [cid])).map((r) => nodeRow(r)!),
+    nodesOfNodeBalancer: async (nbId) => (await x.rows('SELECT * FROM nb_nodes WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => nodeRow(r)!),
+    node: async (cid, id) => nodeRow(await x.one('SELECT * FROM nb_nodes WHERE config_id = $1 AND id = $2', [cid, id])),
+    async createNode(nbId, cid, n) {
+      const id = await x.transaction(async () => {
+        const next = await nextSequenceId(x, 'nb_nodes');
+        await x.query('INSERT INTO nb_nodes (id, config_id, nodebalancer_id, label, address, weight, mode, status) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)',
+          [next, cid, nbId, n.label, n.address, n.weight, n.mode, 'unknown']);
+        return next;
+      });
+      return { ...n, id, configId: cid, nodebalancerId: nbId, status: 'unknown' };
+    },
+    updateNode: async (id, n) =>
+      void (await x.query('UPDATE nb_nodes SET label = $1, address = $2, weight = $3, mode = $4 WHERE id = $5', [n.label, n.address, n.weight, n.mode, id])),
+    deleteNode: async (id) => void (await x.query('DELETE FROM nb_nodes WHERE id = $1', [id])),
+    setNodeStatus: async (id, status) => ((await x.query('UPDATE nb_nodes SET status = $1 WHERE id = $2 AND status != $1', [status, id])).rowCount ?? 0) > 0,
+
+    async addTraffic(nbId, cid, atMs, d) {
+      const bucket = Math.floor(atMs / BUCKET_MS) * BUCKET_MS;
+      await x.query(
+        `INSERT INTO nb_traffic (nodebalancer_id, config_id, bucket, bytes_in, bytes_out, connections) VALUES ($1,$2,$3,$4,$5,$6)
+         ON CONFLICT (nodebalancer_id, config_id, bucket) DO UPDATE SET bytes_in = nb_traffic.bytes_in + excluded.bytes_in,
+           bytes_out = nb_traffic.bytes_out + excluded.bytes_out, connections = nb_traffic.connections + excluded.connections`,
+        [nbId, cid, bucket, d.bytesIn, d.bytesOut, d.connections],
+      );
+    },
+    traffic: async (nbId, since) =>
+      (await x.rows(
+        `SELECT bucket, SUM(bytes_in)::bigint AS "bytesIn", SUM(bytes_out)::bigint AS "bytesOut", SUM(connections)::bigint AS connections
+         FROM nb_traffic WHERE nodebalancer_id = $1 AND bucket >= $2 GROUP BY bucket ORDER BY bucket`,
+        [nbId, since],
+      )) as { bucket: number; bytesIn: number; bytesOut: number; connections: number }[],
+  };
+}

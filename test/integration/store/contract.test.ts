@@ -1,0 +1,255 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../../control-plane/store/store.js';
+import { openSqliteStore } from '../../../control-plane/store/sqlite/store.js';
+import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
+import { postgresMigrations } from '../../../control-plane/store/postgres/migrations.js';
+import { coreMigrations } from '../../../control-plane/store/sqlite/migrations.js';
+import { fleetMigrations } from '../../../control-plane/store/sqlite/migrations-fleet.js';
+import { databaseMigrations } from '../../../control-plane/store/sqlite/migrations-databases.js';
+import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+import type { NewConfig } from '../../../control-plane/domain/nodebalancers/model.js';
+import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
+
+/**
+ * One repository contract, run against both adapters (docs/architecture.md, "The store"): the
+ * SQLite file of the lab and a real PostgreSQL 15 cluster started here. Each test gets a fresh
+ * store; `raw` reads a column as stored, to see that secrets are sealed on both.
+ */
+interface Adapter {
+  open(): Promise<{ store: Store; raw(sql: string): Promise<unknown> }>;
+}
+
+const dirs: string[] = [];
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'hapg-store-'));
+  dirs.push(d);
+  return d;
+};
+let cluster: PgCluster;
+const stores: Store[] = [];
+
+const adapters: Record<string, Adapter> = {
+  sqlite: {
+    async open() {
+      const dir = tmp();
+      const store = openSqliteStore(join(dir, 'cp.sqlite'), { kekFile: join(dir, 'keys', 'kek') });
+      stores.push(store);
+      return { store, raw: async (sql) => store.db.prepare(sql).pluck().get() };
+    },
+  },
+  postgres: {
+    async open() {
+      const store = await openPostgresStore(await cluster.newDatabase(), { kekFile: join(tmp(), 'keys', 'kek') });
+      stores.push(store);
+      return { store, raw: async (sql) => Object.values((await store.executor.one(sql)) ?? {})[0] };
+    },
+  },
+};
+
+beforeAll(async () => {
+  cluster = await startPgCluster();
+}, 180_000);
+afterAll(async () => {
+  for (const s of stores) await s.close().catch(() => undefined);
+  await cluster?.stop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+}, 60_000);
+
+const grants = { global: {}, nodebalancer: {}, database: {} };
+const nb = (label: string) => ({ label, region: 'us-east', ipv4: '0.0.0.0', ipv6: null, clientConnThrottle: 0, clientUdpSessThrottle: 0, type: 'common' as const, tags: ['t'], created: 1000, updated: 1000 });
+const config = (port: number, sslKey: string | null = null): NewConfig => ({
+  port, protocol: 'tcp', algorithm: 'roundrobin', stickiness: 'none', check: 'none', checkInterval: 5, checkTimeout: 3, checkAttempts: 2,
+  checkPath: '', checkBody: '', checkPassive: true, proxyProtocol: 'none', cipherSuite: 'recommended', sslCert: sslKey ? 'CERT' : null, sslKey,
+  sslCommonname: '', sslFingerprint: '', udpCheckPort: 80, udpSessionTimeout: 16,
+} as NewConfig);
+const database = (label: string): Omit<DatabaseRecord, 'id'> => ({
+  label, region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/8.0', version: '8.0', image: '', binary: '', clusterSize: 1, replicationType: 'none',
+  encrypted: false, sslConnection: true, allowList: ['10.0.0.0/8'], updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: null, week_of_month: null },
+  status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306, provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false,
+  engineConfig: {}, rootPassword: 'Root.Secret_0001', nextPassword: null, generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1,
+  primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 1000, updated: 1000,
+} as Omit<DatabaseRecord, 'id'>);
+
+it('keeps the PostgreSQL migrations in step with SQLite\'s (same ids)', () => {
+  const sqliteIds = [...coreMigrations, ...fleetMigrations, ...databaseMigrations].map((m) => m.id).sort();
+  expect(postgresMigrations.map((m) => m.id).sort()).toEqual(sqliteIds);
+});
+
+describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
+  const open = () => adapters[name]!.open();
+
+  it('applies every migration and reports them', async () => {
+    const { store } = await open();
+    expect(await store.migrations()).toEqual(postgresMigrations.map((m) => m.id).sort());
+  });
+
+  it('users and tokens: unique usernames, cascade on delete, token ids never reused', async () => {
+    const { store } = await open();
+    const a = await store.users.create({ username: 'alice', email: 'a@x', restricted: true, grants });
+    await expect(store.users.create({ username: 'alice', email: 'b@x', restricted: false, grants })).rejects.toThrow();
+    expect(await store.users.byUsername('alice')).toMatchObject({ id: a.id, restricted: true });
+    await store.users.update(a.id, { email: 'new@x', restricted: false });
+    expect(await store.users.get(a.id)).toMatchObject({ email: 'new@x', restricted: false });
+    const t1 = await store.tokens.create({ userId: a.id, label: 'l', scopes: '*', tokenHash: 'h1', tokenPrefix: 'p', created: 1, expiry: null });
+    const t2 = await store.tokens.create({ userId: a.id, label: 'l', scopes: '*', tokenHash: 'h2', tokenPrefix: 'p', created: 1, expiry: 5 });
+    await store.tokens.delete(t2.id);
+    const t3 = await store.tokens.create({ userId: a.id, label: 'l', scopes: '*', tokenHash: 'h3', tokenPrefix: 'p', created: 1, expiry: null });
+    expect(t3.id).toBeGreaterThan(t2.id);
+    expect((await store.tokens.byHash('h1'))?.id).toBe(t1.id);
+    await store.users.delete(a.id);
+    expect(await store.tokens.listByUser(a.id)).toEqual([]);
+    expect(await store.users.count()).toBe(0);
+  });
+
+  it('events: newest first, updates, seen up to an id', async () => {
+    const { store } = await open();
+    const e1 = await store.events.create({ created: 1000, action: 'a', username: 'u', entity: { id: 1, type: 'nodebalancer', label: 'x', url: '/x' }, secondaryEntity: null, status: 'notification', percentComplete: null, duration: null, message: null, seen: false, read: false });
+    const e2 = await store.events.create({ ...e1, action: 'b', entity: null });
+    await store.events.update(e1.id, { status: 'finished', percentComplete: 100, duration: 2.5, read: true });
+    await store.events.markSeenUpTo(e1.id);
+    const list = await store.events.list();
+    expect(list.map((e) => e.id)).toEqual([e2.id, e1.id]);
+    expect(list[1]).toMatchObject({ status: 'finished', percentComplete: 100, duration: 2.5, read: true, seen: true, entity: { id: 1, type: 'nodebalancer' } });
+    expect(list[0]).toMatchObject({ seen: false, entity: null });
+  });
+
+  it('addresses: lowest free first, never .0/.1/.255, released for reuse, undefined when full', async () => {
+    const { store } = await open();
+    const got: string[] = [];
+    for (let i = 0; i < 4; i++) got.push((await store.addresses.allocate('10.9.0.252/30', 'nodebalancer', i))!);
+    expect(got.slice(0, 1)).toEqual(['10.9.0.254']);
+    expect(got[1]).toBeUndefined();
+    const pool = '10.8.0.0/23';
+    expect(await store.addresses.allocate(pool, 'nodebalancer', 1)).toBe('10.8.0.2');
+    expect(await store.addresses.allocate(pool, 'database', 2)).toBe('10.8.0.3');
+    await store.addresses.release('nodebalancer', 1);
+    expect(await store.addresses.allocate(pool, 'database', 2)).toBe('10.8.0.2');
+    expect(await store.addresses.owned('database', 2)).toEqual(['10.8.0.2', '10.8.0.3']);
+  });
+
+  it('key-value and data-plane status', async () => {
+    const { store } = await open();
+    expect(await store.kv.get('k')).toBeUndefined();
+    await store.kv.set('k', '1');
+    await store.kv.set('k', '2');
+    expect(await store.kv.get('k')).toBe('2');
+    const s = { id: 'dp', region: 'r', connected: true, versionApplied: 3, lastError: null, lastErrorAt: null, lastSeen: 1_700_000_000_000 };
+    await store.dataplanes.upsert(s);
+    await store.dataplanes.upsert({ ...s, connected: false });
+    expect(await store.dataplanes.list()).toEqual([{ ...s, connected: false }]);
+  });
+
+  it('NodeBalancers: unique labels and ports, ids never reused, cascades, node status, traffic buckets, sealed TLS keys', async () => {
+    const { store, raw } = await open();
+    const r = store.nodebalancers;
+    const a = await r.create(nb('alpha'));
+    await expect(r.create(nb('alpha'))).rejects.toThrow();
+    const b = await r.create(nb('beta'));
+    await r.delete(b.id);
+    expect((await r.create(nb('gamma'))).id).toBeGreaterThan(b.id);
+    await r.update(a.id, { label: 'alpha2', tags: ['x', 'y'] });
+    expect(await r.byLabel('alpha2')).toMatchObject({ id: a.id, tags: ['x', 'y'] });
+    const c = await r.createConfig(a.id, config(443, 'PRIVATE KEY BYTES'));
+    await expect(r.createConfig(a.id, config(443))).rejects.toThrow();
+    expect((await r.config(a.id, c.id))?.sslKey).toBe('PRIVATE KEY BYTES');
+    const stored = String(await raw(`SELECT ssl_key FROM nb_configs WHERE id = ${c.id}`));
+    expect(stored).not.toContain('PRIVATE KEY BYTES');
+    expect(stored.startsWith('fkek1:')).toBe(true);
+    const n = await r.createNode(a.id, c.id, { label: 'n1', address: '10.0.0.1:80', weight: 10, mode: 'accept' } as any);
+    expect(await r.setNodeStatus(n.id, 'UP')).toBe(true);
+    expect(await r.setNodeStatus(n.id, 'UP')).toBe(false);
+    expect((await r.node(c.id, n.id))?.status).toBe('UP');
+    await r.addTraffic(a.id, c.id, 600_001, { bytesIn: 5, bytesOut: 6, connections: 1 });
+    await r.addTraffic(a.id, c.id, 899_999, { bytesIn: 5, bytesOut: 6, connections: 1 });
+    await r.addTraffic(a.id, c.id, 900_000, { bytesIn: 1, bytesOut: 1, connections: 1 });
+    expect(await r.traffic(a.id, 600_000)).toEqual([{ bucket: 600_000, bytesIn: 10, bytesOut: 12, connections: 2 }, { bucket: 900_000, bytesIn: 1, bytesOut: 1, connections: 1 }]);
+    await r.delete(a.id);
+    expect(await r.nodesOfNodeBalancer(a.id)).toEqual([]);
+    expect(await r.traffic(a.id, 0)).toEqual([]);
+  });
+
+  it('transactions span repositories: all or nothing, savepoints inside, outsiders never join', async () => {
+    const { store } = await open();
+    const r = store.nodebalancers;
+    await expect(r.transaction(async () => {
+      const x = await r.create(nb('doomed'));
+      await store.addresses.allocate('10.7.0.0/24', 'nodebalancer', x.id);
+      await store.kv.set('written', 'yes');
+      throw new Error('abort');
+    })).rejects.toThrow('abort');
+    expect(await r.byLabel('doomed')).toBeUndefined();
+    expect(await store.addresses.owned('nodebalancer', 1)).toEqual([]);
+    expect(await store.kv.get('written')).toBeUndefined();
+    // An inner failure rolls back only the inner part.
+    await r.transaction(async () => {
+      await r.create(nb('kept'));
+      await expect(r.transaction(async () => {
+        await r.create(nb('inner'));
+        throw new Error('inner');
+      })).rejects.toThrow('inner');
+    });
+    expect(await r.byLabel('kept')).toBeDefined();
+    expect(await r.byLabel('inner')).toBeUndefined();
+    // A call from outside while a transaction is open does not see or join its writes.
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    const tx = r.transaction(async () => {
+      await r.create(nb('pending'));
+      await gate;
+      throw new Error('rolled back');
+    });
+    const outside = store.kv.set('outside', 'committed');
+    await new Promise((res) => setTimeout(res, 50));
+    release();
+    await expect(tx).rejects.toThrow('rolled back');
+    await outside;
+    expect(await store.kv.get('outside')).toBe('committed');
+    expect(await r.byLabel('pending')).toBeUndefined();
+  });
+
+  it('databases: sealed passwords and payloads, live labels unique, backups, operations, members, agents, agent events once', async () => {
+    const { store, raw } = await open();
+    const r = store.databases;
+    const d = await r.create(database('db1'));
+    expect(d).toMatchObject({ label: 'db1', allowList: ['10.0.0.0/8'], sslConnection: true, rootPassword: 'Root.Secret_0001' });
+    expect(String(await raw(`SELECT root_password FROM databases WHERE id = ${d.id}`))).not.toContain('Root.Secret_0001');
+    await expect(r.create(database('db1'))).rejects.toThrow();
+    await r.update(d.id, { deleting: true });
+    const again = await r.create(database('db1'));
+    expect(again.id).not.toBe(d.id);
+    expect(await r.update(again.id, { status: 'active', members: { '10.0.0.1': 'primary' } })).toMatchObject({ status: 'active', members: { '10.0.0.1': 'primary' } });
+    await r.syncBackups(again.id, [{ id: 1, label: 'a', type: 'auto', target: 'primary', created: 5, sizeBytes: 10 }, { id: 2, label: 'b', type: 'snapshot', target: 'primary', created: 6, sizeBytes: 10 }]);
+    await r.setBackupStatus(again.id, 2, 'deleting');
+    await r.syncBackups(again.id, [{ id: 3, label: 'c', type: 'auto', target: 'primary', created: 7, sizeBytes: 1 }]);
+    expect((await r.backups(again.id)).map((b) => [b.id, b.status])).toEqual([[2, 'deleting'], [3, 'ready']]);
+    await r.createOperation({ id: 'op1', databaseId: again.id, kind: 'resetCredentials', payload: { new_password: 'Next.Secret_0002' }, eventId: null, state: 'pending', error: null, created: 1 });
+    expect(String(await raw("SELECT payload FROM database_operations WHERE id = 'op1'"))).not.toContain('Next.Secret_0002');
+    expect((await r.pendingOperations(again.id)).map((o) => o.payload)).toEqual([{ new_password: 'Next.Secret_0002' }]);
+    await r.finishOperation('op1', 'done', null);
+    expect(await r.pendingOperations()).toEqual([]);
+    await r.setMembers(again.id, ['a', 'b', 'a']);
+    expect((await r.members(again.id)).map((m) => m.agentId)).toEqual(['a', 'b', 'a']);
+    await r.upsertAgent({ id: 'a', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: true, lastSeen: 9, appliedVersion: 2, engines: [{ id: 'mysql/8.0', engine: 'mysql', version: '8.0', image: '', binary: '' }] });
+    expect(await r.agent('a')).toMatchObject({ membersAcrossHosts: true, connected: true, engines: [{ id: 'mysql/8.0' }] });
+    expect(await r.markAgentEvent('e1', again.id, 1)).toBe(true);
+    expect(await r.markAgentEvent('e1', again.id, 1)).toBe(false);
+    await r.purge(again.id);
+    expect(await r.members(again.id)).toEqual([]);
+    expect(await r.get(again.id)).toBeUndefined();
+  });
+
+  it('fleet: a join token is used once, revocation counts live certificates', async () => {
+    const { store } = await open();
+    await store.fleet.addToken({ id: 't', secretHash: 'h', role: 'agent', hostId: 'a1', region: '*', created: 1, expires: 2, usedAt: null });
+    expect(await store.fleet.useToken('t', 5)).toBe(true);
+    expect(await store.fleet.useToken('t', 6)).toBe(false);
+    expect((await store.fleet.token('t'))?.usedAt).toBe(5);
+    for (const serial of ['s1', 's2']) await store.fleet.addCert({ serial, role: 'agent', hostId: 'a1', region: '*', issuedAt: 1, notAfter: 9, revokedAt: null });
+    expect(await store.fleet.revokeHost('agent', 'a1', 7)).toBe(2);
+    expect(await store.fleet.revokeHost('agent', 'a1', 8)).toBe(0);
+    expect((await store.fleet.cert('s1'))?.revokedAt).toBe(7);
+  });
+});
