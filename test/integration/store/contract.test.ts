@@ -241,6 +241,38 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await r.get(again.id)).toBeUndefined();
   });
 
+  it('ids of purged databases never come back; fork, restore time and cluster secrets kept (secrets sealed); a scale down drops members', async () => {
+    const { store, raw } = await open();
+    const r = store.databases;
+    const first = await r.create(database('ids-1'));
+    await r.purge(first.id);
+    const second = await r.create(database('ids-2'));
+    expect(second.id).toBeGreaterThan(first.id);
+    const secrets = { caCertPem: 'CERT', caKeyPem: '-----BEGIN PRIVATE KEY-----x', replPassword: 'Repl.Secret_0003' };
+    const updated = await r.update(second.id, { fork: { source: 7, restoreTimeMs: 5000 }, oldestRestoreMs: 4000, clusterSecrets: secrets });
+    expect(updated).toMatchObject({ fork: { source: 7, restoreTimeMs: 5000 }, oldestRestoreMs: 4000, clusterSecrets: secrets });
+    const stored = String(await raw(`SELECT cluster_secrets FROM databases WHERE id = ${second.id}`));
+    expect(stored).not.toContain('Repl.Secret_0003');
+    expect(stored).not.toContain('PRIVATE KEY');
+    await r.setMembers(second.id, ['a', 'b', 'c']);
+    await r.setMembers(second.id, ['a']);
+    expect((await r.members(second.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'a']]);
+  });
+
+  it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
+    const { store } = await open();
+    const a = store.addresses;
+    expect(await a.allocateIpv6('fd00:1::/64', 'nodebalancer', 1)).toBe('fd00:1::2');
+    expect(await a.allocateIpv6('fd00:1::/64', 'nodebalancer', 2)).toBe('fd00:1::3');
+    await a.release('nodebalancer', 1);
+    expect(await a.allocateIpv6('fd00:1::/64', 'nodebalancer', 3)).toBe('fd00:1::2');
+    expect(await a.allocateIpv6('fd00:2::1/128', 'nodebalancer', 4)).toBe('fd00:2::1');
+    expect(await a.allocateIpv6('fd00:2::1/128', 'nodebalancer', 5)).toBeUndefined();
+    const n = await store.nodebalancers.create(nb('v6'));
+    await store.nodebalancers.setIpv6(n.id, 'fd00:1::3');
+    expect((await store.nodebalancers.get(n.id))!.ipv6).toBe('fd00:1::3');
+  });
+
   it('fleet: a join token is used once, revocation counts live certificates', async () => {
     const { store } = await open();
     await store.fleet.addToken({ id: 't', secretHash: 'h', role: 'agent', hostId: 'a1', region: '*', created: 1, expires: 2, usedAt: null });
