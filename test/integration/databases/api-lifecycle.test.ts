@@ -68,7 +68,7 @@ describe('databases API lifecycle with a scripted agent', () => {
       [{ updates: { frequency: 'monthly', week_of_month: 5 } }, 'updates.week_of_month'],
       [{ updates: { frequency: 'weekly', week_of_month: 2 } }, 'updates.week_of_month'],
       [{ updates: 'weekly' }, 'updates'],
-      [{ cluster_size: 3 }, 'cluster_size'],
+      [{ cluster_size: 2 }, 'cluster_size'],
     ];
     for (const [body, field] of bad) {
       const r = await api.req('PUT', `${MYSQL}/${id}`, { body });
