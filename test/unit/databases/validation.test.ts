@@ -109,6 +109,12 @@ describe('database validation', () => {
     expect(fields(() => validateUpdate({ cluster_size: 2 }, u))).toEqual(['cluster_size']);
     expect(fields(() => validateUpdate({ cluster_size: 1 }, { ...u, spansAgents: true }))).toEqual(['cluster_size']);
     expect(validateUpdate({ cluster_size: 3 }, { ...u, spansAgents: true })).toEqual({});
+    // What needs a rolling restart is refused for a cluster spread over hosts; a live variable is not.
+    const spread = { ...u, spansAgents: true, currentEngineConfig: {} };
+    expect(fields(() => validateUpdate({ version: '10.11.14' }, spread))).toEqual(['version']);
+    expect(fields(() => validateUpdate({ type: 'g6-standard-2' }, { ...spread, typeDisk: (t: string) => (t === 'g6-nanode-1' ? 25600 : 51200) }))).toEqual(['type']);
+    expect(fields(() => validateUpdate({ engine_config: { mysql: { innodb_ft_min_token_size: 2 } } }, spread))).toEqual(['engine_config']);
+    expect(validateUpdate({ engine_config: { mysql: { connect_timeout: 20 } } }, spread).engineConfig).toMatchObject({ mysql: { connect_timeout: 20 } });
     expect(fields(() => validateUpdate({ cluster_size: '1' }, u))).toEqual(['cluster_size']);
     expect(compareVersions('10.11.9', '10.11.14')).toBe(-1);
     expect(compareVersions('10.11', '10.11.0')).toBe(0);
