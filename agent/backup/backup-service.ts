@@ -173,8 +173,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       if (existing.length >= 3) throw new Error('this database already has 3 snapshot backups; delete one first');
     }
     // The database's own sequence (kept in its state), moved past any id already in storage: a
-    // backup id names one backup forever, also for clients that remember a deleted one.
-    const stored = (await refresh(c.id)).reduce((m, b) => Math.max(m, b.id), 0);
+    // backup id names one backup forever, also for clients that remember a deleted one. Hidden
+    // binlog bases have their own id range and do not move it.
+    const stored = (await refresh(c.id)).reduce((m, b) => (b.id < BASE_IDS ? Math.max(m, b.id) : m), 0);
     const id = Math.max(s.nextBackupId, stored + 1);
     s.nextBackupId = id + 1;
     await c.save();

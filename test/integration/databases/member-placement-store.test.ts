@@ -63,7 +63,7 @@ describe('member placement in the store', () => {
     expect(raw.startsWith('fkek1:')).toBe(true);
     expect(raw).not.toContain('PRIVATE KEY');
     expect(raw).not.toContain(secrets.replPassword);
-    const whole = await repo.create(record(null, 3));
+    const whole = await repo.create({ ...record(null, 3), label: 'db-3-whole' });
     await placeDatabases(repo, [{ id: 'solo', region: 'us-east' }]);
     expect((await repo.get(whole.id))!.clusterSecrets).toBeNull();
     db.close();
