@@ -82,7 +82,10 @@ describe('descriptor exhaustion', () => {
     ]), { nofile: NOFILE, flags: ['--max-conns-per-nodebalancer', '1000'] });
     await waitFor(() => ask(otherIp, port, 'x', { localAddress: client }).then(() => true, () => false), 20_000, 'listeners up');
     attempts = await accountedFor();
-    await waitFor(async () => (await dp.metric('fulcrum_dataplane_node_up')) === 1, 10_000, 'node UP');
+    // The checked node of the other NodeBalancer is UP; the victims' nodes (no check, no traffic
+    // yet) stay unknown until something sees them.
+    const upNodes = async () => (await dp.metrics()).split('\n').filter((l) => l.startsWith('fulcrum_dataplane_node_up{') && l.endsWith(' 1')).length;
+    await waitFor(async () => (await upNodes()) === 1, 10_000, 'node UP');
   });
   afterAll(async () => {
     for (const s of held) s.destroy();
