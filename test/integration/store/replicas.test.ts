@@ -1,10 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
 import { grpc, loadConfigProto } from '../../../lib/grpc.js';
 import { silentLogger } from '../../../lib/logger.js';
+import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
+import { VersionLedger } from '../../../control-plane/push/snapshot-cache.js';
 import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
 import { api } from '../../helpers/lab.js';
@@ -40,13 +43,14 @@ function dataplane(address: string, id: string) {
 describe('control-plane replicas on one PostgreSQL store', () => {
   let cluster: PgCluster;
   let stateDir: string;
+  let url: string;
   let a: ControlPlane | undefined;
   let b: ControlPlane | undefined;
   const pool = `127.${200 + Math.floor(Math.random() * 20)}.${1 + Math.floor(Math.random() * 250)}.0/24`;
 
   beforeAll(async () => {
     cluster = await startPgCluster();
-    const url = await cluster.newDatabase();
+    url = await cluster.newDatabase();
     // One state folder: the replicas share the key file and the fleet CA, as docs/install.md says.
     stateDir = mkdtempSync(join(tmpdir(), 'harp-state-'));
     a = await startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() });
@@ -103,6 +107,44 @@ describe('control-plane replicas on one PostgreSQL store', () => {
     } finally {
       onA.close();
       onB.close();
+    }
+  }, 60_000);
+
+  it('two replicas asking for versions at once issue one version per content', async () => {
+    const stores = [
+      await openPostgresStore(url, { kekFile: join(stateDir, 'keys', 'kek') }),
+      await openPostgresStore(url, { kekFile: join(stateDir, 'keys', 'kek') }),
+    ];
+    try {
+      const ledgers = stores.map((s) => new VersionLedger(s.kv, 'harp_version'));
+      // The same content asked for 16 times from each replica at once: one version for all.
+      const same = await Promise.all(Array.from({ length: 32 }, (_, i) => ledgers[i % 2]!.versionFor('harp:same', 'hash-1')));
+      expect(new Set(same).size).toBe(1);
+      // Different keys at once: every one a version of its own, none issued twice.
+      const distinct = await Promise.all(Array.from({ length: 20 }, (_, i) => ledgers[i % 2]!.versionFor(`harp:k${i}`, 'hash-1')));
+      expect(new Set(distinct).size).toBe(20);
+      expect(Math.min(...distinct)).toBeGreaterThan(same[0]!);
+    } finally {
+      for (const s of stores) await s.close();
+    }
+  }, 60_000);
+
+  it('a lease whose session dies is taken again, by one replica', async () => {
+    const holders = () => [a, b].filter((cp) => cp?.context.replicas.leaseHeld());
+    await waitFor(() => holders().length === 1, 10_000);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const leasePid = async () => (await admin.query("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted", [0x46554c45])).rows[0]?.pid as number | undefined;
+      const before = await leasePid();
+      expect(before).toBeDefined();
+      await admin.query('SELECT pg_terminate_backend($1)', [before]);
+      await waitFor(async () => {
+        const now = await leasePid();
+        return now !== undefined && now !== before && holders().length === 1;
+      }, 10_000);
+    } finally {
+      await admin.end();
     }
   }, 60_000);
 
