@@ -64,6 +64,8 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
+    // The agents and data planes on the other replicas follow what this replica's agents report.
+    onReportChanged: () => ctx.replicas.publish('database'),
   });
   ctx.fleet.onRevoke((role, id) => {
     if (role === 'agent') agents.kick(id);

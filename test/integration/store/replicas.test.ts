@@ -13,6 +13,7 @@ import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/Confi
 import { api } from '../../helpers/lab.js';
 import { waitFor } from '../../helpers/backends.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
+import { startScriptedAgent } from '../databases/scripted-agent.js';
 
 /** A scripted data plane on one replica's config stream: keeps (and ACKs) every snapshot it gets. */
 function dataplane(address: string, id: string) {
@@ -105,6 +106,33 @@ describe('control-plane replicas on one PostgreSQL store', () => {
       expect(ids(onA.got.at(-1)!)).toEqual(ids(onB.got.at(-1)!));
       expect(onA.got.at(-1)!.version).toBe(onB.got.at(-1)!.version);
     } finally {
+      onA.close();
+      onB.close();
+    }
+  }, 60_000);
+
+  it('a database created through replica A reaches an agent on replica B, and what B\'s agent reports reaches data planes on A', async () => {
+    const agent = startScriptedAgent(b!.grpcAddress, { id: 'harp-agent', region: 'us-east' });
+    const onA = dataplane(a!.grpcAddress, 'harp-dp-db-a');
+    const onB = dataplane(b!.grpcAddress, 'harp-dp-db-b');
+    try {
+      const viaA = api(a!.apiUrl, a!.adminToken);
+      // Connected: replica B has sent it its (empty) desired state.
+      await waitFor(() => agent.desired(), 10_000);
+      const engines = (await viaA('GET', '/v4/databases/engines')).body.data as { id: string }[];
+      expect(engines.length).toBeGreaterThan(0);
+      const made = await viaA('POST', '/v4/databases/mysql/instances', { label: 'harp-db', region: 'us-east', type: 'g6-standard-1', engine: engines[0]!.id, allow_list: ['127.0.0.2/32'] });
+      expect(made.status, JSON.stringify(made.body)).toBe(200);
+      const id = made.body.id as number;
+      const start = Date.now();
+      await waitFor(() => agent.desired()?.databases.some((d) => Number(d.id) === id), 5_000);
+      expect(Date.now() - start).toBeLessThan(5_000);
+      // The agent on B reports it active; B's observer writes that, and A's API and data planes follow.
+      await waitFor(async () => (await viaA('GET', `/v4/databases/mysql/instances/${id}`)).body.status === 'active', 20_000);
+      const eps = (s: ConfigSnapshot__Output | undefined) => JSON.stringify((s?.databaseEndpoints ?? []).filter((e) => Number(e.databaseId) === id));
+      await waitFor(() => eps(onB.got.at(-1)) !== '[]' && eps(onA.got.at(-1)) === eps(onB.got.at(-1)), 10_000);
+    } finally {
+      agent.close();
       onA.close();
       onB.close();
     }
