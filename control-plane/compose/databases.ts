@@ -84,10 +84,12 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.closers.push(() => agents.close());
 
   // Catalogue changes (a new image or binary for an engine id) become pending patches.
-  // Like every tick below it runs on the replica holding the lease only (docs/architecture.md, "The store").
+  // Retargeting, like the failover tick below, runs on the replica holding the lease only
+  // (docs/architecture.md, "The store").
   const retarget = every(ctx, RETARGET_MS, 'engine retargeting failed', async () => {
-    if (!ctx.replicas.leaseHeld()) return;
+    // Every replica keeps its catalogue current (agents report to any of them); one retargets.
     await readReported();
+    if (!ctx.replicas.leaseHeld()) return;
     if (await service.retargetEngines()) {
       agents.notifyChanged();
       ctx.replicas.publish('database');
