@@ -7,6 +7,8 @@ import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { grpc, serverOptions } from '../lib/grpc.js';
 import { openStore } from './store/open.js';
+import { singleReplica } from './store/replicas.js';
+import { pgReplicas } from './store/postgres/replicas.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
@@ -107,6 +109,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const registry = opts.registry ?? createRegistry('control-plane');
   const clock = opts.clock ?? systemClock;
   const store = await openStore(opts.stateDir, { store: opts.store, kekFile: opts.kekFile });
+  // Several replicas share a PostgreSQL store; a SQLite store has one process (docs/architecture.md, "The store").
+  const replicas = store.kind === 'postgres' && opts.store ? pgReplicas(opts.store, { clock, logger }) : singleReplica();
 
   // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
   const users = store.users;
@@ -140,7 +144,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
-    closers: [],
+    replicas,
+    // Run last: the lease and the change listener go once the push servers and ticks have stopped.
+    closers: [() => replicas.close()],
   };
   const configPush = await composeNodeBalancers(context);
   await composeDatabases(context, configPush);

@@ -14,6 +14,7 @@ import type { RegionCatalogue } from '../domain/regions.js';
 import type { BackendNetworks } from '../domain/nodebalancers/backend-networks.js';
 import type { FleetService } from '../domain/fleet/fleet-service.js';
 import type { PeerAuth } from '../push/peer-auth.js';
+import type { Replicas } from '../store/replicas.js';
 
 /**
  * What main.ts builds once and hands to each product area (compose/nodebalancers.ts,
@@ -51,6 +52,11 @@ export interface ControlPlaneContext {
   fleet: FleetService;
   /** How push streams learn who their peer is (the client certificate; nobody when insecure). */
   peers: PeerAuth;
+  /**
+   * The other replicas on the same store: tell them of committed writes, hear of theirs, and ask
+   * whether this replica holds the lease for once-only background work (always, on SQLite).
+   */
+  replicas: Replicas;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

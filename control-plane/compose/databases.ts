@@ -42,6 +42,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     pool: ctx.databasePool, onChange: () => {
       push.server?.notifyChanged();
       dataplanes.notifyChanged();
+      ctx.replicas.publish('database');
     },
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
@@ -63,11 +64,19 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
+    // The agents and data planes on the other replicas follow what this replica's agents report.
+    onReportChanged: () => ctx.replicas.publish('database'),
   });
   ctx.fleet.onRevoke((role, id) => {
     if (role === 'agent') agents.kick(id);
   });
   push.server = agents;
+  // Database writes committed through another replica reach this replica's agents and data planes.
+  ctx.replicas.onChange((c) => {
+    if (c.kind === 'nodebalancer') return;
+    agents.notifyChanged();
+    dataplanes.notifyChanged();
+  });
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
   dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
@@ -75,19 +84,29 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.closers.push(() => agents.close());
 
   // Catalogue changes (a new image or binary for an engine id) become pending patches.
+  // Retargeting, like the failover tick below, runs on the replica holding the lease only
+  // (docs/architecture.md, "The store").
   const retarget = every(ctx, RETARGET_MS, 'engine retargeting failed', async () => {
+    // Every replica keeps its catalogue current (agents report to any of them); one retargets.
     await readReported();
-    if (await service.retargetEngines()) agents.notifyChanged();
+    if (!ctx.replicas.leaseHeld()) return;
+    if (await service.retargetEngines()) {
+      agents.notifyChanged();
+      ctx.replicas.publish('database');
+    }
   });
   ctx.closers.push(() => retarget.cancel());
 
   // Clusters spread over agents: the control plane decides their failover (docs/databases.md,
   // "Clusters across hosts"); a promotion is pushed to every agent of the cluster at once.
   const failoverTick = every(ctx, FAILOVER_TICK_MS, 'database failover check failed', async () => {
-    // The new primary reaches the agents (roles) and the data planes (endpoint routes) at once.
+    if (!ctx.replicas.leaseHeld()) return;
+    // The new primary reaches the agents (roles) and the data planes (endpoint routes) at once,
+    // on every replica.
     if (await failover.tick()) {
       agents.notifyChanged();
       dataplanes.notifyChanged();
+      ctx.replicas.publish('database');
     }
   });
   ctx.closers.push(() => failoverTick.cancel());

@@ -26,7 +26,15 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
     pool: ctx.nodebalancerPool,
     ipv6Pool: ctx.nodebalancerIpv6Pool,
     backends: ctx.backends,
-    onChange: (id) => push.nodeBalancerChanged(id),
+    onChange: (id) => {
+      push.nodeBalancerChanged(id);
+      ctx.replicas.publish('nodebalancer', id);
+    },
+  });
+  // Writes committed through another replica reach this replica's data planes too.
+  ctx.replicas.onChange((c) => {
+    if (c.kind === 'nodebalancer') push.nodeBalancerChanged(c.id);
+    else if (c.kind === 'all') push.notifyChanged(true);
   });
   push.register(ctx.grpcServer);
   telemetry.register(ctx.grpcServer);

@@ -31,6 +31,8 @@ export interface AgentServerDeps {
   proxySources?: (region: string) => string[];
   /** Called after every report is applied (the data planes' endpoints follow what agents see). */
   onObserved?: () => Promise<void> | void;
+  /** Hears of a report that changed the stored state (a status, a result, a member's address). */
+  onReportChanged?: () => void;
 }
 
 type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[] };
@@ -221,10 +223,12 @@ export class AgentPushServer {
     await this.recordInventory(sub.id, msg);
     const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
     // A member's address first reported (or moved) is what its peers on other agents replicate from.
-    if (await this.d.failover?.record(sub.id, reportedNodes(msg))) this.notifyChanged();
+    const moved = await this.d.failover?.record(sub.id, reportedNodes(msg));
+    if (moved) this.notifyChanged();
     // Level-triggered: a (re)connected agent gets the full desired state at once.
     if (fresh || msg.hello) await this.cache.push(sub, true);
     if (changed) this.notifyChanged();
+    if (moved || changed) this.d.onReportChanged?.();
     await this.d.onObserved?.();
   }
 }

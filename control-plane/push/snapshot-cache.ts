@@ -98,6 +98,12 @@ export class VersionLedger {
 
   /** Version of `hash` under `key`; new content gets one above every issued version and `floor`. */
   async versionFor(key: string, hash: string, floor = 0): Promise<number> {
+    // Replicas on one PostgreSQL store read and raise the counter in one transaction, so equal
+    // content gets one version whichever replica asks first (docs/architecture.md, "The store").
+    return this.kv.atomically ? this.kv.atomically(() => this.issue(key, hash, floor)) : this.issue(key, hash, floor);
+  }
+
+  private async issue(key: string, hash: string, floor: number): Promise<number> {
     const counter = Number((await this.kv.get(this.counterKey)) ?? '0');
     const stored = (await this.kv.get(key)) ?? '0:';
     // A bare hash (as the config stream stored it before keys carried their version) belongs to

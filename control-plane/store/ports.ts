@@ -63,4 +63,9 @@ export interface DataplaneRepository {
 export interface KeyValueRepository {
   get(k: string): Promise<string | undefined>;
   set(k: string, v: string): Promise<void>;
+  /**
+   * Runs a read-then-write of keys as one transaction, when other processes write the same
+   * keys (PostgreSQL, several replicas); absent on a store with one writer (SQLite).
+   */
+  atomically?<T>(fn: () => Promise<T>): Promise<T>;
 }

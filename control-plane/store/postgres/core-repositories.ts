@@ -153,5 +153,7 @@ export function pgKeyValue(x: PgExecutor): KeyValueRepository {
   return {
     get: async (k) => (await x.one('SELECT v FROM kv WHERE k = $1', [k]))?.v as string | undefined,
     set: async (k, v) => void (await x.query('INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v', [k, v])),
+    // SERIALIZABLE: of two replicas reading and raising the same counter, one is run again.
+    atomically: (fn) => x.transaction(fn),
   };
 }

@@ -1,0 +1,146 @@
+import pg from 'pg';
+import type { Clock, Timer } from '../../../lib/clock.js';
+import type { Logger } from '../../../lib/logger.js';
+import { parseChange, type Change, type ChangeKind, type Replicas } from '../replicas.js';
+
+/** The channel every replica LISTENs on; payloads are `<kind>:<id>` (replicas.ts). */
+const CHANNEL = 'fulcrum_changes';
+/** Any fixed number other than the migration lock's: the advisory lock that is the lease. */
+const LEASE_LOCK = 0x46554c45;
+/** How often a replica without the lease tries for it, and the holder checks its session. */
+const LEASE_TICK_MS = 1000;
+
+/**
+ * Replicas over one PostgreSQL database (docs/architecture.md, "The store"). Two dedicated
+ * sessions, outside the pool: one LISTENs for the other replicas' writes (and sends this
+ * replica's own NOTIFYs, so its echo is told apart by the backend's process id), the other holds
+ * the lease as a session advisory lock, which PostgreSQL releases when the session ends, so a
+ * replica that dies (its connection closes, or TCP keepalive gives up on it) frees the lease for
+ * the next replica's attempt.
+ */
+export function pgReplicas(url: string, opts: { clock: Clock; logger: Logger; tickMs?: number }): Replicas {
+  const { clock, logger } = opts;
+  const handlers: ((c: Change) => void)[] = [];
+  let closed = false;
+  let listener: pg.Client | undefined;
+  let listening: Promise<void> | undefined;
+  let leaseClient: pg.Client | undefined;
+  let held = false;
+  let trying = false;
+  // A write published while the listener was down is sent as `all` once it is back.
+  let missed = false;
+
+  const emit = (c: Change) => {
+    for (const h of handlers) h(c);
+  };
+  const client = () => {
+    const c = new pg.Client({ connectionString: url, keepAlive: true });
+    // A lost server must not crash the process: the next tick connects again.
+    c.on('error', () => undefined);
+    return c;
+  };
+
+  const listen = async (): Promise<void> => {
+    const c = client();
+    c.on('notification', (msg) => {
+      if (msg.channel !== CHANNEL || msg.processId === (c as unknown as { processID: number }).processID) return;
+      const change = parseChange(msg.payload);
+      if (change) emit(change);
+    });
+    c.on('end', () => {
+      if (listener === c) listener = undefined;
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${CHANNEL}`);
+    } catch (err) {
+      await c.end().catch(() => undefined);
+      throw err;
+    }
+    if (closed) return void (await c.end().catch(() => undefined));
+    listener = c;
+    // While nobody listened, other replicas' writes went unheard: act as if everything changed.
+    emit({ kind: 'all', id: 0 });
+    if (missed) {
+      missed = false;
+      await c.query('SELECT pg_notify($1, $2)', [CHANNEL, 'all:0']);
+    }
+  };
+  const ensureListening = () => {
+    if (closed || listener || listening) return;
+    listening = listen().catch((err) => logger.warn({ err }, 'replica change listener could not connect')).finally(() => {
+      listening = undefined;
+    });
+  };
+
+  const dropLease = (c: pg.Client | undefined) => {
+    if (c && leaseClient === c) {
+      leaseClient = undefined;
+      if (held) logger.warn('lease for background work lost');
+      held = false;
+    }
+    void c?.end().catch(() => undefined);
+  };
+  const tryLease = async () => {
+    if (closed || trying) return;
+    trying = true;
+    try {
+      if (!leaseClient) {
+        const c = client();
+        c.on('end', () => dropLease(c));
+        leaseClient = c;
+        await c.connect();
+        if (closed) return dropLease(c);
+      }
+      const c = leaseClient;
+      if (!c) return;
+      if (held) {
+        await c.query('SELECT 1'); // the session (and with it the lock) is still there
+      } else if ((await c.query('SELECT pg_try_advisory_lock($1) AS ok', [LEASE_LOCK])).rows[0]?.ok === true) {
+        held = !closed;
+        if (held) logger.info('lease for background work taken');
+      }
+    } catch (err) {
+      logger.warn({ err }, 'lease session failed');
+      dropLease(leaseClient);
+    } finally {
+      trying = false;
+    }
+  };
+
+  const tick = () => {
+    ensureListening();
+    void tryLease();
+  };
+  const timer: Timer = clock.setInterval(tick, opts.tickMs ?? LEASE_TICK_MS);
+  tick();
+
+  return {
+    publish(kind: ChangeKind, id = 0) {
+      const c = listener;
+      if (!c) {
+        missed = true;
+        return;
+      }
+      c.query('SELECT pg_notify($1, $2)', [CHANNEL, `${kind}:${id}`]).catch((err) => {
+        missed = true;
+        logger.warn({ err }, 'replica change notification failed');
+      });
+    },
+    onChange(fn) {
+      handlers.push(fn);
+    },
+    leaseHeld: () => held,
+    async close() {
+      closed = true;
+      timer.cancel();
+      held = false;
+      const l = listener;
+      const lc = leaseClient;
+      listener = undefined;
+      leaseClient = undefined;
+      // Ending the session releases the advisory lock; the next replica's tick takes it.
+      await Promise.all([l?.end().catch(() => undefined), lc?.end().catch(() => undefined)]);
+    },
+  };
+}
