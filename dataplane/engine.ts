@@ -96,6 +96,12 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   };
   let version = 0;
   let served: string[] = [];
+  /**
+   * The database endpoints of the last snapshot that named them. Kept apart from the endpoint
+   * set: a process that binds nothing (the workers' primary) holds no endpoint, yet its
+   * keepalived must hold their addresses.
+   */
+  let endpointSpecs: readonly DbEndpointSpec[] = [];
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
 
@@ -239,7 +245,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     version = nextVersion;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
     // hosts.primary moves with the pair (docs/multi-host.md).
-    if (addressesMoved) served = [...new Set([...[...nbs.values()].map((nb) => nb.ipv4), ...[...endpoints.all()].map((e) => e.current.address)])].sort();
+    if (eps) endpointSpecs = eps;
+    if (addressesMoved) served = [...new Set([...[...nbs.values()].map((nb) => nb.ipv4), ...endpointSpecs.map((e) => e.address)])].sort();
     log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size, changed: upserts.length, removed: removed.length }, 'snapshot applied');
   }
 
