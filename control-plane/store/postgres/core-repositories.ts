@@ -1,7 +1,7 @@
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
-import { dataplaneRow, eventRow, tokenRow, userRow } from '../sqlite/core-repositories.js';
+import { dataplaneRow, eventPatchColumns, eventRow, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
 
 /**
@@ -70,20 +70,9 @@ export function pgEvents(x: PgExecutor): EventRepository {
     },
     get: async (id) => eventRow(await x.one('SELECT * FROM events WHERE id = $1', [id])),
     async update(id, p) {
-      const cols: string[] = [];
-      const vals: unknown[] = [];
-      const set = (col: string, v: unknown) => {
-        vals.push(v);
-        cols.push(`${col} = $${vals.length}`);
-      };
-      if (p.status !== undefined) set('status', p.status);
-      if (p.percentComplete !== undefined) set('percent_complete', p.percentComplete);
-      if (p.duration !== undefined) set('duration', p.duration);
-      if (p.message !== undefined) set('message', p.message);
-      if (p.seen !== undefined) set('seen', p.seen ? 1 : 0);
-      if (p.read !== undefined) set('read', p.read ? 1 : 0);
+      const cols = eventPatchColumns(p);
       if (cols.length === 0) return;
-      await x.query(`UPDATE events SET ${cols.join(', ')} WHERE id = $${vals.length + 1}`, [...vals, id]);
+      await x.query(`UPDATE events SET ${cols.map(([c], i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${cols.length + 1}`, [...cols.map(([, v]) => v), id]);
     },
     list: async () => (await x.rows('SELECT * FROM events ORDER BY id DESC')).map((r) => eventRow(r)!),
     markSeenUpTo: async (id) => void (await x.query('UPDATE events SET seen = 1 WHERE id <= $1', [id])),
@@ -114,15 +103,12 @@ export function pgAddresses(x: PgExecutor): AddressRepository {
       const range = parseIpv6Cidr(cidr);
       if (!range) return undefined;
       const used = new Set((await x.rows('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => parseIpv6(r.ip as string)));
-      // As in SQLite: the first two addresses are skipped unless the range is that small, and only
-      // the addresses in use are walked past. Claimed by primary key, as for IPv4.
-      const first = range.size > 2n ? 2n : 0n;
-      for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
-        const n = range.network + i;
-        if (used.has(n)) continue;
+      // Claimed by primary key, as for IPv4: an address a concurrent writer took first is skipped.
+      for (const n of ipv6Candidates(range, used)) {
         const ip = formatIpv6(n);
         const r = await x.query('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES ($1, $2, $3, $4) ON CONFLICT (ip) DO NOTHING', [ip, cidr, ownerType, ownerId]);
         if (r.rowCount === 1) return ip;
+        // Counted as in use, so the walk goes one further.
         used.add(n);
       }
       return undefined;

@@ -20,6 +20,32 @@ export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'n
   return id;
 }
 
+/** The columns an event patch sets, with their stored values (both stores write them so). */
+export function eventPatchColumns(p: Parameters<EventRepository['update']>[1]): [string, unknown][] {
+  const out: [string, unknown][] = [];
+  if (p.status !== undefined) out.push(['status', p.status]);
+  if (p.percentComplete !== undefined) out.push(['percent_complete', p.percentComplete]);
+  if (p.duration !== undefined) out.push(['duration', p.duration]);
+  if (p.message !== undefined) out.push(['message', p.message]);
+  if (p.seen !== undefined) out.push(['seen', p.seen ? 1 : 0]);
+  if (p.read !== undefined) out.push(['read', p.read ? 1 : 0]);
+  return out;
+}
+
+/**
+ * Free addresses of an IPv6 range, lowest first (both stores allocate in this order). As for IPv4,
+ * the range's first two addresses are skipped (the router's on a real /64, something of the
+ * host's on loopback) unless the range is that small; only the addresses in use are walked past,
+ * so a /64 is never enumerated.
+ */
+export function* ipv6Candidates(range: { network: bigint; size: bigint }, used: Set<bigint | undefined>): Generator<bigint> {
+  const first = range.size > 2n ? 2n : 0n;
+  for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
+    const n = range.network + i;
+    if (!used.has(n)) yield n;
+  }
+}
+
 const emptyGrants = (): Grants => ({ global: {}, nodebalancer: {}, database: {} });
 
 function parseGrants(s: string): Grants {
@@ -134,20 +160,9 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
     },
     get: (id) => row(db.prepare('SELECT * FROM events WHERE id = ?').get(id)),
     update(id, p) {
-      const cols: string[] = [];
-      const vals: unknown[] = [];
-      const set = (col: string, v: unknown) => {
-        cols.push(`${col} = ?`);
-        vals.push(v);
-      };
-      if (p.status !== undefined) set('status', p.status);
-      if (p.percentComplete !== undefined) set('percent_complete', p.percentComplete);
-      if (p.duration !== undefined) set('duration', p.duration);
-      if (p.message !== undefined) set('message', p.message);
-      if (p.seen !== undefined) set('seen', p.seen ? 1 : 0);
-      if (p.read !== undefined) set('read', p.read ? 1 : 0);
+      const cols = eventPatchColumns(p);
       if (cols.length === 0) return;
-      db.prepare(`UPDATE events SET ${cols.join(', ')} WHERE id = ?`).run(...vals, id);
+      db.prepare(`UPDATE events SET ${cols.map(([c]) => `${c} = ?`).join(', ')} WHERE id = ?`).run(...cols.map(([, v]) => v), id);
     },
     list: () => (db.prepare('SELECT * FROM events ORDER BY id DESC').all() as any[]).map((r) => row(r)!),
     markSeenUpTo: (id) => void db.prepare('UPDATE events SET seen = 1 WHERE id <= ?').run(id),
@@ -181,18 +196,11 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
       const range = parseIpv6Cidr(cidr);
       if (!range) return undefined;
       const used = new Set((db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]).map((ip) => parseIpv6(ip)));
-      // As for IPv4, the range's first two addresses are skipped (the router's on a real /64,
-      // something of the host's on loopback), unless the range is that small.
-      const first = range.size > 2n ? 2n : 0n;
-      // Walks only past the addresses in use: a /64 is never enumerated.
-      for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
-        const n = range.network + i;
-        if (used.has(n)) continue;
-        const ip = formatIpv6(n);
-        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
-        return ip;
-      }
-      return undefined;
+      const n = ipv6Candidates(range, used).next();
+      if (n.done) return undefined;
+      const ip = formatIpv6(n.value);
+      db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
+      return ip;
     },
     release: (t, id) => void db.prepare('DELETE FROM addresses WHERE owner_type = ? AND owner_id = ?').run(t, id),
     owned: (t, id) => db.prepare('SELECT ip FROM addresses WHERE owner_type = ? AND owner_id = ? ORDER BY ip').pluck().all(t, id) as string[],
