@@ -76,11 +76,11 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
     }
   };
 
-  const scheduleReconnect = (backOff: boolean) => {
+  const scheduleReconnect = (backOff: boolean, lost: { why: string; address: string }) => {
     if (closed || reconnectTimer) return;
     // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
     const delay = backOff ? backoffDelay(attempt++) : 0;
-    log.info({ delayMs: delay, attempt, next: client.address }, 'control plane stream lost; reconnecting');
+    log.info({ ...lost, delayMs: delay, attempt, next: client.address }, 'control plane stream lost; reconnecting');
     reconnectTimer = setTimeout(() => {
       reconnectTimer = undefined;
       open();
@@ -100,10 +100,15 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
       if (call === c) call = undefined;
       setConnected(false);
       if (closed) return;
-      log.debug({ why, err, address }, 'stream ended');
-      scheduleReconnect(client.failed());
+      const detail = err instanceof Error ? `${why}: ${err.message}` : why;
+      scheduleReconnect(client.failed(), { why: detail, address });
     };
+    let held = false;
     c.on('data', (msg: AgentDesired__Output) => {
+      if (!held) {
+        held = true;
+        log.info({ address }, 'control plane stream connected');
+      }
       attempt = 0;
       client.succeeded();
       setConnected(true);

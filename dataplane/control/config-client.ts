@@ -63,6 +63,7 @@ export class ConfigClient {
     call.on('data', (snap: ConfigSnapshot__Output) => {
       if (!gotData) {
         gotData = true;
+        this.o.logger.info({ address }, 'config stream connected');
         this.attempt = 0;
         this.client.succeeded();
         this.o.onConnected?.(true);
