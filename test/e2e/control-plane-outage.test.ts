@@ -2,51 +2,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
 import { silentLogger } from '../../lib/logger.js';
 import { enrolHost } from '../helpers/fleet.js';
-import { api, runFulcrum, until } from '../helpers/lab.js';
+import { api, until } from '../helpers/lab.js';
+import { attemptLog, logLines, startProc, type Proc } from '../helpers/replica-procs.js';
 
 /** The reconnect loops' backoff cap (lib/backoff.ts: 10 s plus the half base it adds). */
 const BACKOFF_CAP_MS = 10_125;
 const OUTAGE_MS = Number(process.env.FULCRUM_OUTAGE_MS ?? 30_000);
-
-interface Host {
-  proc: ChildProcess;
-  log: string[];
-}
-
-function startHost(args: string[]): Host {
-  const proc = runFulcrum(args);
-  const log: string[] = [];
-  let buf = '';
-  const take = (d: Buffer) => {
-    buf += d.toString();
-    const lines = buf.split('\n');
-    buf = lines.pop()!;
-    log.push(...lines);
-  };
-  proc.stdout!.on('data', take);
-  proc.stderr!.on('data', take);
-  return { proc, log };
-}
-
-/** The reconnect attempts a host logged (time, message, why, delay), for the printout. */
-function attempts(h: Host, since: number): string[] {
-  const out: string[] = [];
-  for (const line of h.log) {
-    try {
-      const j = JSON.parse(line) as { time: number; msg: string; why?: string; delay?: number; delayMs?: number; address?: string };
-      if (j.time >= since && /reconnect|connected|stream/.test(j.msg)) {
-        out.push(`+${((j.time - since) / 1000).toFixed(2)}s ${j.msg} ${j.address ?? ''} ${j.why ?? ''} delay=${j.delay ?? j.delayMs ?? ''}`);
-      }
-    } catch {
-      // not a log line
-    }
-  }
-  return out;
-}
 
 // A control plane that is down for ~30 s and returns on the same ports and state: agents and
 // data planes are back within the backoff cap plus 2 s (docs/architecture.md "The streams").
@@ -55,16 +19,10 @@ describe('control plane outage and return', () => {
   const dpState = mkdtempSync(join(tmpdir(), 'ops-outage-dp-'));
   const agentState = mkdtempSync(join(tmpdir(), 'ops-outage-agent-'));
   let cp: ControlPlane | undefined;
-  const hosts: Host[] = [];
+  const hosts: Proc[] = [];
 
   afterAll(async () => {
-    for (const h of hosts) {
-      if (h.proc.exitCode === null) {
-        const gone = new Promise((r) => h.proc.once('exit', r));
-        h.proc.kill('SIGTERM');
-        await gone;
-      }
-    }
+    for (const h of hosts) await h.stop();
     await cp?.close();
     for (const d of [stateDir, dpState, agentState]) rmSync(d, { recursive: true, force: true });
   });
@@ -75,8 +33,8 @@ describe('control plane outage and return', () => {
     const bootstrapPort = Number(cp.bootstrapAddress.split(':').pop());
     await enrolHost(cp, dpState, 'dataplane', 'ops-outage-dp');
     await enrolHost(cp, agentState, 'agent', 'ops-outage-agent');
-    const dp = startHost(['dataplane', '--control-plane', cp.grpcAddress, '--state', dpState]);
-    const agent = startHost(['agent', '--control-plane', cp.grpcAddress, '--state', agentState, '--runtime', 'process']);
+    const dp = startProc('dataplane', ['dataplane', '--control-plane', cp.grpcAddress, '--state', dpState]);
+    const agent = startProc('agent', ['agent', '--control-plane', cp.grpcAddress, '--state', agentState, '--runtime', 'process']);
     hosts.push(dp, agent);
 
     const connected = async (): Promise<{ dp: boolean; agent: boolean }> => {
@@ -107,8 +65,16 @@ describe('control plane outage and return', () => {
     }, 60_000, 50);
 
     process.stdout.write(`control plane down ${((up - down) / 1000).toFixed(1)} s; back after its return: data plane ${back.dp} ms, agent ${back.agent} ms (limit ${BACKOFF_CAP_MS + 2000} ms)\n`);
-    process.stdout.write(`data plane attempts:\n  ${attempts(dp, down).join('\n  ')}\nagent attempts:\n  ${attempts(agent, down).join('\n  ')}\n`);
+    process.stdout.write(`data plane attempts (times from the stop; the return was at +${((up - down) / 1000).toFixed(2)}s):\n  ${attemptLog(dp, down).join('\n  ')}\n`
+      + `agent attempts:\n  ${attemptLog(agent, down).join('\n  ')}\n`);
     expect(back.dp).toBeLessThanOrEqual(BACKOFF_CAP_MS + 2000);
     expect(back.agent).toBeLessThanOrEqual(BACKOFF_CAP_MS + 2000);
+    // The first stream that held after the return stayed: none was opened and lost again.
+    await new Promise((r) => setTimeout(r, 1000));
+    for (const [host, connected, lost] of [[dp, /^config stream connected$/, /^config stream lost/], [agent, /^control plane stream connected$/, /^control plane stream lost/]] as const) {
+      const held = logLines(host, down, connected);
+      expect(held, host.name).toHaveLength(1);
+      expect(logLines(host, held[0]!.time, lost), host.name).toEqual([]);
+    }
   });
 });
