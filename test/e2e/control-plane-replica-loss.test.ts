@@ -197,6 +197,8 @@ describe('a control-plane replica is SIGKILLed', () => {
       process.stdout.write(`  through the NodeBalancer ${nbStats.served} connections served, ${nbStats.failures.length} failed; `
         + `through hosts.primary ${dbStats.served} served, ${dbStats.failures.length} failed\n`);
       process.stdout.write(`  data plane attempts:\n    ${attemptLog(dp!, lost).join('\n    ')}\n  agent attempts:\n    ${attemptLog(agent!, lost).join('\n    ')}\n`);
+      const hellos = logLines(to, lost, /^(data plane|agent) connected$/).map((j) => `+${((j.time - lost) / 1000).toFixed(2)}s ${j.msg}`);
+      process.stdout.write(`  ${to.name} saw the hellos:\n    ${hellos.join('\n    ')}\n`);
       for (const f of [...nbStats.failures, ...dbStats.failures]) process.stdout.write(`  failure at +${f.atMs - lost} ms: ${f.error}\n`);
 
       expect(moved.dp).toBeLessThanOrEqual(limitMs);
