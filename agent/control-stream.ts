@@ -1,7 +1,7 @@
 import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
 import { loadAgentProto, type ChannelSecurity, type grpc } from '../lib/grpc.js';
-import { attemptChannelOptions, controlPlaneClient, type ControlPlaneTarget } from '../lib/control-plane-client.js';
+import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
@@ -91,8 +91,10 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
   const open = () => {
     if (closed) return;
     const address = client.address;
-    const c = client.get().Stream();
+    const channel = client.get();
+    const c = channel.Stream();
     call = c;
+    abandonUnlessConnected(channel, c, () => call === c);
     let dead = false;
     const onGone = (why: string, err?: unknown) => {
       if (dead) return;

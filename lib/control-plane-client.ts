@@ -92,5 +92,33 @@ export function controlPlaneClient<T extends { close(): void }>(
   };
 }
 
+/**
+ * How long one attempt may take to reach a working connection (TCP, TLS and HTTP/2 set up).
+ * grpc-js sets no limit of its own: a replica whose host vanished drops the SYN (the kernel
+ * retries for minutes), and a frozen replica's kernel completes TCP but no TLS answer ever
+ * comes, so without a limit one such replica in the list holds the stream for good. The same
+ * 5 s the keepalive gives a live connection to answer a ping (lib/grpc.ts).
+ */
+export const CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * Cancels `call` (so it fails like any lost stream, and the next replica is tried) when its
+ * channel is not connected within CONNECT_TIMEOUT_MS; `current` says the call is still the one
+ * in use, and `onConnected` hears when the channel is connected in time. Real time on purpose:
+ * the peer's handshake runs in real time.
+ */
+export function abandonUnlessConnected(
+  client: { waitForReady(deadline: Date | number, callback: (error?: Error) => void): void },
+  call: { cancel(): void },
+  current: () => boolean,
+  opts: { timeoutMs?: number; onConnected?: () => void } = {},
+): void {
+  client.waitForReady(Date.now() + (opts.timeoutMs ?? CONNECT_TIMEOUT_MS), (err) => {
+    if (!current()) return;
+    if (err) call.cancel();
+    else opts.onConnected?.();
+  });
+}
+
 /** lib/grpc.ts's channel options, and no subchannel (nor its backoff) shared with another channel. */
 export const attemptChannelOptions: grpc.ChannelOptions = { ...channelOptions, 'grpc.use_local_subchannel_pool': 1 };

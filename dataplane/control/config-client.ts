@@ -1,5 +1,5 @@
 import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
-import { attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
+import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
@@ -57,8 +57,10 @@ export class ConfigClient {
   private open(): void {
     if (this.stopped) return;
     const address = this.client.address;
-    const call = this.client.get().Stream();
+    const channel = this.client.get();
+    const call = channel.Stream();
     this.call = call;
+    abandonUnlessConnected(channel, call, () => this.call === call);
     let gotData = false;
     call.on('data', (snap: ConfigSnapshot__Output) => {
       if (!gotData) {

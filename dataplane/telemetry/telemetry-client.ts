@@ -1,5 +1,5 @@
 import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
-import { attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
+import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
 import { backoffDelay } from '../../lib/backoff.js';
 import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -65,7 +65,8 @@ export class TelemetryClient {
   private open(): void {
     if (this.stopped) return;
     const address = this.client.address;
-    const call = this.client.get().Report((err) => {
+    const channel = this.client.get();
+    const call = channel.Report((err) => {
       if (this.call !== call) return;
       this.call = null;
       if (this.stopped) return;
@@ -77,15 +78,19 @@ export class TelemetryClient {
       this.reconnectTimer = setTimeout(() => this.open(), delay);
     });
     this.call = call;
+    // The server answers a Report only when it ends, so the stream counts as healthy once it is
+    // connected and still open a second later (not refused at once); reset backoff then. A call
+    // that merely waits for a replica that never answers is not healthy.
+    abandonUnlessConnected(channel, call, () => this.call === call, {
+      onConnected: () => this.clock.setTimeout(() => {
+        if (this.call !== call) return;
+        this.attempt = 0;
+        this.client.succeeded();
+      }, 1000),
+    });
     call.on('error', () => undefined);
     this.pendingHealth = [];
     this.write({ dataplaneId: this.o.id, health: this.o.source.healthSnapshot().map(toWire), counters: [] });
-    // The stream counts as healthy once a report got through; reset backoff then.
-    this.clock.setTimeout(() => {
-      if (this.call !== call) return;
-      this.attempt = 0;
-      this.client.succeeded();
-    }, 1000);
   }
 
   private write(report: TelemetryReport): void {

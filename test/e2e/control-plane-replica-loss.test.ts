@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { createProcessRuntime } from '../../agent/runtime/process-runtime.js';
 import { silentLogger } from '../../lib/logger.js';
+import { CONNECT_TIMEOUT_MS } from '../../lib/control-plane-client.js';
 import { api, testRateLimits, until } from '../helpers/lab.js';
 import { startPgCluster, type PgCluster } from '../helpers/postgres.js';
 import { attemptLog, copyReplicaKeys, logLines, metricValue, startProc, startReplica, type Proc, type ReplicaProc } from '../helpers/replica-procs.js';
@@ -27,6 +28,11 @@ const MOVE_LIMIT_MS = 5_000;
  * attempt moves them (docs/architecture.md, "The streams").
  */
 const FROZEN_LIMIT_MS = 10_000 + 5_000 + 3_000;
+/**
+ * After an outage of every replica but a frozen one: the backoff cap (lib/backoff.ts), plus one
+ * attempt abandoned on the frozen replica (CONNECT_TIMEOUT_MS), plus one attempt that holds.
+ */
+const RETURN_LIMIT_MS = 10_125 + CONNECT_TIMEOUT_MS + 3_000;
 /** This file's own addresses: other tests and labs may run on the host meanwhile. */
 const octet = 100 + Math.floor(Math.random() * 150);
 
@@ -90,7 +96,7 @@ describe('a control-plane replica is SIGKILLed', () => {
     rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
-  it('moves the data plane and the agent to the other replica within 5 s of a SIGKILL, and within the keepalive bound of a freeze, closing no listener', async () => {
+  it('moves the data plane and the agent to the other replica within 5 s of a SIGKILL, within the keepalive bound of a freeze, and past a frozen replica to one that returns, closing no listener', async () => {
     onTestFailed(() => {
       for (const p of [a, b, dp, agent]) if (p) console.log(`[${p.name}]\n${p.log.slice(-60).join('\n')}`);
     });
@@ -169,21 +175,23 @@ describe('a control-plane replica is SIGKILLed', () => {
     expect(before.databaseEndpoints).toBeGreaterThanOrEqual(1);
 
     /**
-     * Loses `from` by `lose`, while new connections go through the NodeBalancer and hosts.primary,
+     * Loses a replica by `lose`, while new connections go through the NodeBalancer and hosts.primary,
      * and measures when both hosts hold a stream on `to`; prints the times and the hosts' attempts.
      */
-    const move = async (what: string, lose: () => Promise<void>, to: ReplicaProc, limitMs: number) => {
+    const move = async (what: string, lose: () => Promise<number | void>, target: () => ReplicaProc, limitMs: number) => {
       const nbLoop = loop(async () => {
         if ((await ask(nbIp, 7300, 'x')) !== 'harc:x') throw new Error('wrong answer');
       }, 20);
       const dbLoop = loop(query, 50);
       await new Promise((r) => setTimeout(r, 1000));
       const lost = Date.now();
-      await lose();
+      // Measured from the loss, or from the moment `lose` returns (a replica's return).
+      const from = (await lose()) ?? lost;
+      const to = target();
       const moved: { dp?: number; agent?: number } = {};
       await until(`both hosts on ${to.name}`, async () => {
         const n = await onReplica(to);
-        const t = Date.now() - lost;
+        const t = Date.now() - from;
         if (n.dp === 1) moved.dp ??= t;
         if (n.agent === 1) moved.agent ??= t;
         return moved.dp !== undefined && moved.agent !== undefined;
@@ -216,7 +224,7 @@ describe('a control-plane replica is SIGKILLed', () => {
       expect(await onReplica(to)).toEqual({ dp: 1, agent: 1 });
     };
 
-    await move('replica A SIGKILLed', () => a!.stop('SIGKILL'), b, MOVE_LIMIT_MS);
+    await move('replica A SIGKILLed', () => a!.stop('SIGKILL'), () => b!, MOVE_LIMIT_MS);
 
     // A returns on its ports; the hosts stay on B, which is then frozen (SIGSTOP: its sockets
     // stay open and nothing answers, as when its host vanishes). They move back to A.
@@ -225,6 +233,17 @@ describe('a control-plane replica is SIGKILLed', () => {
     expect(await onReplica(b)).toEqual({ dp: 1, agent: 1 });
     await move('replica B frozen', async () => {
       b!.proc.kill('SIGSTOP');
-    }, a, FROZEN_LIMIT_MS);
+    }, () => a!, FROZEN_LIMIT_MS);
+
+    // A is SIGKILLed too while B stays frozen, and returns 15 s later. Meanwhile the hosts' next
+    // replica is B, whose kernel accepts TCP but whose process never answers TLS: each attempt
+    // there is abandoned after CONNECT_TIMEOUT_MS (grpc-js alone would wait for ever), so once A
+    // is back they reach it within the backoff cap plus that timeout plus one attempt.
+    await move('replica A SIGKILLed with B frozen, A back 15 s later', async () => {
+      await a!.stop('SIGKILL');
+      await new Promise((r) => setTimeout(r, 15_000));
+      a = await startReplica('replica-a', { stateDir: stateA, store, grpcPort: grpcA, bootstrapPort: bootA, args: cpArgs });
+      return Date.now();
+    }, () => a!, RETURN_LIMIT_MS);
   }, 600_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { controlPlaneAddresses, controlPlaneClient, hostOf } from '../../../lib/control-plane-client.js';
+import { CONNECT_TIMEOUT_MS, abandonUnlessConnected, controlPlaneAddresses, controlPlaneClient, hostOf } from '../../../lib/control-plane-client.js';
 import { insecureChannel } from '../../../lib/grpc.js';
 
 describe('controlPlaneAddresses', () => {
@@ -63,5 +63,47 @@ describe('controlPlaneClient', () => {
     client.get();
     expect(client.failed()).toBe(true);
     expect(client.address).toBe('a:1');
+  });
+});
+
+describe('abandonUnlessConnected', () => {
+  /** A channel whose waitForReady answers when the test says, remembering the deadline it got. */
+  const channel = () => {
+    const c = {
+      deadline: 0,
+      answer: (_err?: Error) => undefined as void,
+      waitForReady(deadline: Date | number, callback: (error?: Error) => void) {
+        c.deadline = Number(deadline);
+        c.answer = callback;
+      },
+    };
+    return c;
+  };
+
+  it('cancels the call when its channel is not connected by the deadline', () => {
+    const ch = channel();
+    let cancelled = 0;
+    const before = Date.now();
+    abandonUnlessConnected(ch, { cancel: () => cancelled++ }, () => true);
+    expect(ch.deadline).toBeGreaterThanOrEqual(before + CONNECT_TIMEOUT_MS);
+    expect(ch.deadline).toBeLessThanOrEqual(Date.now() + CONNECT_TIMEOUT_MS);
+    ch.answer(new Error('Failed to connect before the deadline'));
+    expect(cancelled).toBe(1);
+  });
+
+  it('leaves a call that connected, or one no longer in use, alone', () => {
+    const connected = channel();
+    const replaced = channel();
+    let cancelled = 0;
+    const heard: string[] = [];
+    abandonUnlessConnected(connected, { cancel: () => cancelled++ }, () => true, { onConnected: () => heard.push('connected') });
+    const before = Date.now();
+    abandonUnlessConnected(replaced, { cancel: () => cancelled++ }, () => false, { timeoutMs: 100, onConnected: () => heard.push('replaced') });
+    expect(replaced.deadline).toBeLessThanOrEqual(Date.now() + 100);
+    expect(replaced.deadline).toBeGreaterThanOrEqual(before + 100);
+    connected.answer();
+    replaced.answer(new Error('The channel has been closed'));
+    expect(cancelled).toBe(0);
+    expect(heard).toEqual(['connected']);
   });
 });
