@@ -18,9 +18,9 @@ import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 /**
  * Two control planes writing to one PostgreSQL at once (docs/architecture.md, "The store"): two
  * stores, each with its own pool, and a NodeBalancer service over each, as two replicas have.
- * Concurrent creates of the same label, the same port and many addresses: exactly one writer wins
- * each label and port, the losers get the same 400 a single writer gives, and no address or id
- * is handed out twice.
+ * Concurrent creates of the same label, the same port, the same username and many addresses:
+ * exactly one writer wins each label, port and username, the losers get the same 400 a single
+ * writer gives, and no address or id is handed out twice.
  */
 describe('two writers on one PostgreSQL', () => {
   let cluster: PgCluster;
