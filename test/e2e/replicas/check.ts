@@ -82,43 +82,62 @@ export function compare(final: FinalNb[], l: Ledger): string[] {
 }
 
 /**
- * One pass over real traffic: every listener of the final state answers only with the names of
- * its nodes' backends and, over a few connections, with each of them (round robin); every
- * listener an acknowledged delete closed (and no final config reuses) refuses. Returns what
- * does not match yet.
+ * Real traffic against the final state: every listener of it answers only with the names of its
+ * nodes' backends and, over a few connections, with each of them (round robin); every listener
+ * an acknowledged delete closed (and no final config reuses) refuses. After the last write
+ * nothing changes any more, so a listener that matched once stays matched: each pass checks only
+ * the listeners that did not match yet, and `servedAt` keeps when each one first did (the end of
+ * its check, an upper bound). Returns the listeners that do not match yet, with why.
  */
-export async function trafficMismatches(final: FinalNb[], l: Ledger, backends: Backend[]): Promise<string[]> {
-  const nameOf = new Map(backends.map((b) => [b.address, b.name]));
-  const open = new Set<string>();
-  const checks: Promise<string | undefined>[] = [];
-  for (const nb of final) {
-    for (const c of nb.configs) {
-      const listener = `${nb.ipv4}:${c.port}`;
-      open.add(listener);
-      const want = new Set(c.nodes.map((n) => nameOf.get(n.address) ?? `?${n.address}`));
-      checks.push((async () => {
-        const seen = new Set<string>();
-        for (let i = 0; i < Math.max(1, want.size * 2); i++) {
-          let answer: string;
-          try {
-            answer = await ask(nb.ipv4, c.port, 'hi', { timeoutMs: 1500 });
-          } catch (err) {
-            if (want.size === 0) return undefined;
-            return `${listener}: ${(err as Error).message}`;
-          }
-          if (want.size === 0) return `${listener} has no nodes but answered ${answer}`;
-          seen.add(answer.split(':')[0]!);
-        }
-        const extra = [...seen].filter((s) => !want.has(s));
-        if (extra.length || seen.size !== want.size) return `${listener} answered ${[...seen].join(',')}, nodes are ${[...want].join(',')}`;
-        return undefined;
-      })());
+export class TrafficCheck {
+  readonly servedAt = new Map<string, number>();
+  private readonly checks = new Map<string, () => Promise<string | undefined>>();
+
+  constructor(final: FinalNb[], l: Ledger, backends: Backend[]) {
+    const nameOf = new Map(backends.map((b) => [b.address, b.name]));
+    for (const nb of final) {
+      for (const c of nb.configs) {
+        const want = new Set(c.nodes.map((n) => nameOf.get(n.address) ?? `?${n.address}`));
+        this.checks.set(`${nb.ipv4}:${c.port}`, () => serves(nb.ipv4, c.port, want));
+      }
+    }
+    for (const { listener } of l.deletedConfigs.values()) {
+      if (this.checks.has(listener)) continue;
+      const at = listener.lastIndexOf(':');
+      this.checks.set(listener, () => ask(listener.slice(0, at), Number(listener.slice(at + 1)), 'hi', { timeoutMs: 1500 })
+        .then((a) => `${listener} deleted but answered ${a}`, () => undefined));
     }
   }
-  for (const { listener } of l.deletedConfigs.values()) {
-    if (open.has(listener)) continue;
-    const [ip, port] = [listener.slice(0, listener.lastIndexOf(':')), Number(listener.slice(listener.lastIndexOf(':') + 1))];
-    checks.push(ask(ip, port, 'hi', { timeoutMs: 1500 }).then((a) => `${listener} deleted but answered ${a}`, () => undefined));
+
+  async pass(): Promise<string[]> {
+    const pending = [...this.checks].filter(([listener]) => !this.servedAt.has(listener));
+    const results = await Promise.all(pending.map(async ([listener, check]) => {
+      const problem = await check();
+      if (problem === undefined) this.servedAt.set(listener, Date.now());
+      return problem;
+    }));
+    return results.filter((x): x is string => x !== undefined);
   }
-  return (await Promise.all(checks)).filter((x): x is string => x !== undefined);
+
+  get size(): number {
+    return this.checks.size;
+  }
+}
+
+/** Whether ip:port answers with exactly the backends `want` names (none: it answers nothing). */
+async function serves(ip: string, port: number, want: Set<string>): Promise<string | undefined> {
+  const seen = new Set<string>();
+  for (let i = 0; i < Math.max(1, want.size * 2); i++) {
+    let answer: string;
+    try {
+      answer = await ask(ip, port, 'hi', { timeoutMs: 1500 });
+    } catch (err) {
+      return want.size === 0 ? undefined : `${ip}:${port}: ${(err as Error).message}`;
+    }
+    if (want.size === 0) return `${ip}:${port} has no nodes but answered ${answer}`;
+    seen.add(answer.split(':')[0]!);
+  }
+  const extra = [...seen].filter((s) => !want.has(s));
+  if (extra.length || seen.size !== want.size) return `${ip}:${port} answered ${[...seen].join(',')}, nodes are ${[...want].join(',')}`;
+  return undefined;
 }
