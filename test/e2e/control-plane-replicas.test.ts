@@ -68,6 +68,17 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
     procs.push(b);
     expect(b.adminToken).toBe(a.adminToken);
 
+    // One username asked for through both replicas at once: one 200, the others the username
+    // 400, decided by the store's constraint (docs/architecture.md, "The store").
+    const viaB = api(b.apiUrl, b.adminToken);
+    const users = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+      (i % 2 ? viaB : api(a.apiUrl, a.adminToken))('POST', '/v4/account/users', { username: 'harep-user', email: `u${i}@example.com` })));
+    expect(users.filter((r) => r.status === 200)).toHaveLength(1);
+    for (const r of users.filter((x) => x.status !== 200)) {
+      expect(r.status).toBe(400);
+      expect(r.body.errors).toEqual([{ field: 'username', reason: 'Username is taken' }]);
+    }
+
     // The hosts join through A and list both replicas, A first: they start on A, the one killed.
     const viaA = api(a.apiUrl, a.adminToken);
     const joinToken = async (role: string, id: string) => {
