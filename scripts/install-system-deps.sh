@@ -27,6 +27,10 @@ PKGS+=(systemd)
 PKGS+=(postgresql)
 SERVICES+=(postgresql)
 
+# curl for the control-plane VIP's health check (scripts/keepalived/fulcrum-api-check.sh,
+# test/integration/cli/control-plane-vip.test.ts).
+PKGS+=(curl)
+
 # The group every database server runs in (docs/security/mysql.md): each database gets its own
 # uid in it, never root; the agent creates the group itself when this script did not run.
 ensure_node_group() {

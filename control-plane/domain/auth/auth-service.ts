@@ -5,6 +5,20 @@ import { parseWireTime } from '../../../lib/clock.js';
 import type { TokenRepository, UserRepository } from '../../store/ports.js';
 import type { Grants, TokenRecord, User } from './model.js';
 import { hasScope, normaliseScopes, parseRequired, validateScopes } from './scopes.js';
+import { UniqueViolation } from '../../store/unique-violation.js';
+
+/**
+ * The username's 400 when the store's unique constraint refused it: two replicas can both find a
+ * name free and insert it at once, and only the constraint decides (docs/architecture.md, "The store").
+ */
+export async function usernameUnique<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (err instanceof UniqueViolation && err.field === 'username') throw FulcrumError.field('username', 'Username is taken');
+    throw err;
+  }
+}
 
 /** Who is calling: the user behind the token and what the token may do. */
 export interface Actor {
@@ -43,11 +57,20 @@ export class AuthService {
   }
 
   async ensureAdmin(username = 'admin'): Promise<User> {
-    return (await this.users.byUsername(username)) ?? this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
+    const found = await this.users.byUsername(username);
+    if (found) return found;
+    try {
+      return await this.users.create({ username, email: `${username}@localhost`, restricted: false, grants: { global: {}, nodebalancer: {}, database: {} } });
+    } catch (err) {
+      // Replicas starting together on an empty store: another one made it first.
+      const made = err instanceof UniqueViolation ? await this.users.byUsername(username) : undefined;
+      if (made) return made;
+      throw err;
+    }
   }
 
   createUser(username: string, restricted: boolean, grants: Grants, email = `${username}@localhost`): Promise<User> {
-    return this.users.create({ username, email, restricted, grants });
+    return usernameUnique(() => this.users.create({ username, email, restricted, grants }));
   }
 
   /** Issues a token; the secret is returned once and only its hash is stored. */

@@ -1,7 +1,7 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import type { UserRepository } from '../../store/ports.js';
 import type { Grants, User } from './model.js';
-import type { Actor, AuthService, EntityKind } from './auth-service.js';
+import { usernameUnique, type Actor, type AuthService, type EntityKind } from './auth-service.js';
 
 type Body = Record<string, unknown>;
 
@@ -72,7 +72,7 @@ export class UserService {
       else patch.restricted = body.restricted;
     }
     errs.throwIfAny();
-    await this.users.update(u.id, patch);
+    await usernameUnique(() => this.users.update(u.id, patch));
     return (await this.users.get(u.id))!;
   }
 
@@ -149,6 +149,8 @@ export class UserService {
       errs.add('username', 'Username must be 3-32 letters, digits, dashes or underscores, starting and ending with a letter or digit');
       return undefined;
     }
+    // Reported here together with the other fields; a name taken meanwhile by another writer
+    // (another replica) is refused by the store's constraint instead (usernameUnique).
     if (await this.users.byUsername(v)) {
       errs.add('username', 'Username is taken');
       return undefined;

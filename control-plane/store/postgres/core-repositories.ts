@@ -3,6 +3,17 @@ import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
 import { dataplaneRow, eventPatchColumns, eventRow, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
+import { isPgUniqueViolation, UniqueViolation } from '../unique-violation.js';
+
+/** Runs a write that may take a username, reporting a taken one as the field's UniqueViolation. */
+async function claimingUsername<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (isPgUniqueViolation(err, 'users_username_key')) throw new UniqueViolation('username', { cause: err });
+    throw err;
+  }
+}
 
 /**
  * The next id of a table whose ids are never reused (migration 102), in one statement: the
@@ -19,14 +30,15 @@ export function pgUsers(x: PgExecutor): UserRepository {
     get: async (id) => userRow(await x.one('SELECT * FROM users WHERE id = $1', [id])),
     byUsername: async (u) => userRow(await x.one('SELECT * FROM users WHERE username = $1', [u])),
     async create(u) {
-      const r = await x.one(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'), [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]);
+      const r = await claimingUsername(() => x.one(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'),
+        [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]));
       return { ...u, id: r!.id as number };
     },
     setGrants: async (id, g) => void (await x.query('UPDATE users SET grants = $1 WHERE id = $2', [JSON.stringify(g), id])),
     count: async () => (await x.one('SELECT COUNT(*) AS n FROM users'))!.n as number,
     list: async () => (await x.rows('SELECT * FROM users ORDER BY id')).map((r) => userRow(r)!),
     async update(id, p) {
-      if (p.username !== undefined) await x.query('UPDATE users SET username = $1 WHERE id = $2', [p.username, id]);
+      if (p.username !== undefined) await claimingUsername(() => x.query('UPDATE users SET username = $1 WHERE id = $2', [p.username, id]));
       if (p.email !== undefined) await x.query('UPDATE users SET email = $1 WHERE id = $2', [p.email, id]);
       if (p.restricted !== undefined) await x.query('UPDATE users SET restricted = $1 WHERE id = $2', [p.restricted ? 1 : 0, id]);
     },

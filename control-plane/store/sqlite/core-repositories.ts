@@ -4,6 +4,7 @@ import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
+import { isSqliteUniqueViolation, UniqueViolation } from '../unique-violation.js';
 import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';
 import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
@@ -85,6 +86,16 @@ export const dataplaneRow = (r: any): DataplaneStatus | undefined =>
     lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
   };
 
+/** Runs a write that may take a username, reporting a taken one as the field's UniqueViolation. */
+function claimingUsername<T>(write: () => T): T {
+  try {
+    return write();
+  } catch (err) {
+    if (isSqliteUniqueViolation(err, 'users.username')) throw new UniqueViolation('username', { cause: err });
+    throw err;
+  }
+}
+
 export function sqliteUsers(db: Db): UserRepository {
   return gateOf(db).wrap<UserRepository>(immediateUsers(db));
 }
@@ -95,16 +106,16 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
     get: (id) => row(db.prepare('SELECT * FROM users WHERE id = ?').get(id)),
     byUsername: (u) => row(db.prepare('SELECT * FROM users WHERE username = ?').get(u)),
     create(u) {
-      const info = db
+      const info = claimingUsername(() => db
         .prepare('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?)')
-        .run(u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants));
+        .run(u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)));
       return { ...u, id: Number(info.lastInsertRowid) };
     },
     setGrants: (id, g) => void db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(g), id),
     count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
     list: () => (db.prepare('SELECT * FROM users ORDER BY id').all() as any[]).map((r) => row(r)!),
     update(id, p) {
-      if (p.username !== undefined) db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id);
+      if (p.username !== undefined) claimingUsername(() => db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id));
       if (p.email !== undefined) db.prepare('UPDATE users SET email = ? WHERE id = ?').run(p.email, id);
       if (p.restricted !== undefined) db.prepare('UPDATE users SET restricted = ? WHERE id = ?').run(p.restricted ? 1 : 0, id);
     },

@@ -1,3 +1,4 @@
+import { UniqueViolation } from '../../../control-plane/store/unique-violation.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -89,7 +90,10 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
   it('users and tokens: unique usernames, cascade on delete, token ids never reused', async () => {
     const { store } = await open();
     const a = await store.users.create({ username: 'alice', email: 'a@x', restricted: true, grants });
-    await expect(store.users.create({ username: 'alice', email: 'b@x', restricted: false, grants })).rejects.toThrow();
+    await expect(store.users.create({ username: 'alice', email: 'b@x', restricted: false, grants })).rejects.toThrow(UniqueViolation);
+    const bob = await store.users.create({ username: 'bob', email: 'b@x', restricted: true, grants });
+    await expect(store.users.update(bob.id, { username: 'alice' })).rejects.toMatchObject({ name: 'UniqueViolation', field: 'username' });
+    await store.users.delete(bob.id);
     expect(await store.users.byUsername('alice')).toMatchObject({ id: a.id, restricted: true });
     await store.users.update(a.id, { email: 'new@x', restricted: false });
     expect(await store.users.get(a.id)).toMatchObject({ email: 'new@x', restricted: false });

@@ -6,20 +6,21 @@ import { FulcrumError } from '../../../lib/errors.js';
 import { systemClock } from '../../../lib/clock.js';
 import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
 import type { Store } from '../../../control-plane/store/store.js';
-import { AuthService, type Actor } from '../../../control-plane/domain/auth/auth-service.js';
+import { AuthService, usernameUnique, type Actor } from '../../../control-plane/domain/auth/auth-service.js';
 import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { RegionCatalogue } from '../../../control-plane/domain/regions.js';
 import { AddressPools } from '../../../control-plane/domain/address-pools.js';
 import { BackendNetworks } from '../../../control-plane/domain/nodebalancers/backend-networks.js';
 import { NodeBalancerService } from '../../../control-plane/domain/nodebalancers/nodebalancer-service.js';
+import { UserService } from '../../../control-plane/domain/auth/user-service.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 
 /**
  * Two control planes writing to one PostgreSQL at once (docs/architecture.md, "The store"): two
  * stores, each with its own pool, and a NodeBalancer service over each, as two replicas have.
- * Concurrent creates of the same label, the same port and many addresses: exactly one writer wins
- * each label and port, the losers get the same 400 a single writer gives, and no address or id
- * is handed out twice.
+ * Concurrent creates of the same label, the same port, the same username and many addresses:
+ * exactly one writer wins each label, port and username, the losers get the same 400 a single
+ * writer gives, and no address or id is handed out twice.
  */
 describe('two writers on one PostgreSQL', () => {
   let cluster: PgCluster;
@@ -87,5 +88,33 @@ describe('two writers on one PostgreSQL', () => {
     expect(owned).toEqual(rows.map((nb) => nb.ipv4));
     const nodes = (await Promise.all(rows.map((nb) => stores[0]!.nodebalancers.nodesOfNodeBalancer(nb.id)))).flat();
     expect(new Set(nodes.map((n) => n.id)).size).toBe(24);
+  });
+
+  it('creates of the same username through both writers: exactly one wins, the others get the username 400', async () => {
+    const users = stores.map((s) => new UserService(s.users, new AuthService(s.users, s.tokens, systemClock)));
+    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) =>
+      users[i % 2]!.create(actor, { username: 'contested-user', email: `u${i}@example.com` })));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of results) {
+      if (r.status === 'rejected') {
+        expect(r.reason).toBeInstanceOf(FulcrumError);
+        expect((r.reason as FulcrumError).errors).toEqual([{ field: 'username', reason: 'Username is taken' }]);
+      }
+    }
+    expect((await stores[1]!.users.list()).filter((u) => u.username === 'contested-user')).toHaveLength(1);
+
+    // The store's constraint alone decides when both writers found the name free: inserts with
+    // no check before them (as when two checks ran before either insert) get the same 400.
+    const auths = stores.map((s) => new AuthService(s.users, s.tokens, systemClock));
+    const grants = { global: {}, nodebalancer: {}, database: {} };
+    const inserts = await Promise.allSettled([0, 1, 2, 3].map((i) => auths[i % 2]!.createUser('unchecked-user', true, grants)));
+    expect(inserts.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of inserts) if (r.status === 'rejected') expect((r.reason as FulcrumError).errors).toEqual([{ field: 'username', reason: 'Username is taken' }]);
+
+    // A rename onto a taken name is the same 400, never a 500.
+    const other = await users[0]!.create(actor, { username: 'renamed-user', email: 'r@example.com' });
+    await expect(users[1]!.update(actor, other.username, { username: 'contested-user' })).rejects.toMatchObject({ errors: [{ field: 'username', reason: 'Username is taken' }] });
+    // ...also when the check passed and the name was taken before the write (the store decides).
+    await expect(usernameUnique(() => stores[0]!.users.update(other.id, { username: 'contested-user' }))).rejects.toMatchObject({ errors: [{ field: 'username', reason: 'Username is taken' }] });
   });
 });

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { repoRoot } from '../../helpers/lab.js';
+
+const dir = join(repoRoot, 'scripts', 'keepalived');
+const check = join(dir, 'fulcrum-api-check.sh');
+
+/** keepalived's own configuration check; returns what it reported (nothing: the file is valid). */
+function keepalivedReport(conf: string, work: string): string {
+  const file = join(work, 'keepalived.conf');
+  writeFileSync(file, conf);
+  const out = join(work, 'report');
+  writeFileSync(out, '');
+  spawnSync('keepalived', ['--config-test=' + out, '-f', file, '-p', join(work, 'k.pid'), '-r', join(work, 'v.pid'), '-c', join(work, 'c.pid')], { timeout: 30_000 });
+  return readFileSync(out, 'utf8');
+}
+
+/**
+ * The one API address of docs/install.md ("One address for the API"): the keepalived file we ship
+ * passes keepalived's configuration check, and the health check script it runs passes against a
+ * live replica with a read-only token, and fails with a wrong token or with the replica gone.
+ */
+describe('the control-plane VIP (keepalived)', () => {
+  const work = mkdtempSync(join(tmpdir(), 'harep-vip-'));
+  let cp: ControlPlane | undefined;
+  beforeAll(async () => {
+    cp = await startControlPlane({ stateDir: join(work, 'cp'), apiPort: 0, grpcPort: 0, bootstrapPort: 0, logger: silentLogger() });
+  });
+  afterAll(async () => {
+    await cp?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('ships a keepalived configuration keepalived accepts (and a broken one is reported)', () => {
+    // The user must exist on this host; the script path is this checkout's.
+    const conf = readFileSync(join(dir, 'control-plane-vip.conf'), 'utf8')
+      .replace('/etc/keepalived/fulcrum-api-check.sh', check).replace('script_user fulcrum-check', 'script_user nobody');
+    expect(keepalivedReport(conf, work)).toBe('');
+    expect(keepalivedReport(conf.replace('virtual_router_id 52', 'virtual_router_id 520'), work)).toMatch(/520/);
+  });
+
+  it('its health check passes on a live replica with a read-only token, and fails otherwise', async () => {
+    const admin = await cp!.context.auth.ensureAdmin();
+    const { secret } = await cp!.context.auth.issueToken(admin.id, { label: 'vip-check', scopes: 'nodebalancers:read_only', expiry: null });
+    const header = join(work, 'header');
+    writeFileSync(header, `Authorization: Bearer ${secret}\n`, { mode: 0o600 });
+    const apiUrl = cp!.apiUrl;
+    // Asynchronously: the replica answering it runs in this process.
+    const run = () => new Promise<number | null>((resolve) => {
+      const child = spawn('sh', [check], { env: { PATH: process.env.PATH, FULCRUM_API_URL: apiUrl, FULCRUM_CHECK_HEADER: header }, stdio: 'ignore' });
+      child.once('exit', (code) => resolve(code));
+    });
+    expect(await run()).toBe(0);
+    writeFileSync(header, 'Authorization: Bearer not-a-token\n');
+    expect(await run()).not.toBe(0);
+    writeFileSync(header, `Authorization: Bearer ${secret}\n`);
+    expect(await run()).toBe(0);
+    await cp!.close();
+    cp = undefined;
+    expect(await run()).not.toBe(0);
+  });
+});
