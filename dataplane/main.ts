@@ -60,7 +60,7 @@ export interface DataplaneOptions {
    * here; the CLI's is the number of cores) = this process serves, as before.
    */
   workers?: number;
-  /** node:cluster's connection distribution with several workers (default `rr`). */
+  /** node:cluster's connection distribution with several workers (default `kernel`, docs/dataplane.md "Workers"). */
   distribution?: 'rr' | 'kernel';
   /** After a reload, how long the old workers' open connections may run on (default 30 s). */
   drainMs?: number;
@@ -117,7 +117,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   registerEndpointMetrics(registry, engine);
   const pool = multi
     ? new WorkerPool({
-      count: opts.workers!, distribution: opts.distribution ?? 'rr', checker: engine, registry, logger: logger.child({ component: 'workers' }),
+      count: opts.workers!, distribution: opts.distribution ?? 'kernel', checker: engine, registry, logger: logger.child({ component: 'workers' }),
       clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, tickets,
       settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000 },
     })
