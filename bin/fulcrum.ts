@@ -29,7 +29,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--vrrp-interface IFACE --vrrp-peers IP,... [--vrrp-priority 1-254 (100)]
                   [--vrrp-router-id 1-255 (51)]]   pair mode: addresses held through keepalived
                  [--workers N (default: the number of cores; 1 = one process)]
-                 [--distribution rr|kernel (default rr)] [--drain-time SECONDS (default 30)]
+                 [--distribution kernel|rr (default kernel)] [--drain-time SECONDS (default 30)]
   dataplane reload --state DIR   new workers on the same listeners, the old ones drain (or SIGHUP)
   agent          --control-plane HOST:PORT[,HOST:PORT...] --state DIR --runtime process|docker [--join TOKEN]
                  [--metrics-port N] [--id ID --region R] [--insecure-grpc]

@@ -8,6 +8,7 @@ import { validateDelta, type ServedIndex } from './config/validate-delta.js';
 import { Listener, type SharedAdmission } from './listeners/listener.js';
 import { UdpListener } from './listeners/udp-listener.js';
 import { ConfigRuntime, type RemoteHealth } from './runtime/config-runtime.js';
+import { TicketKeys } from './runtime/ticket-keys.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
 import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
@@ -67,6 +68,8 @@ export interface EngineOptions {
   remoteHealth?: RemoteHealth;
   shared?: SharedAdmission;
   serveUdp?: boolean;
+  /** The data plane's TLS ticket secret (shared by its workers); default: one of this engine's own. */
+  ticketKeys?: TicketKeys;
 }
 
 export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
@@ -82,6 +85,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const endpoints = new DbEndpointSet(log, opts.endpoints);
   const bind = opts.bind ?? true;
   const serveUdp = opts.serveUdp ?? true;
+  const tickets = opts.ticketKeys ?? new TicketKeys();
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
   const retired = new Set<ConfigRuntime>();
@@ -104,6 +108,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   let endpointSpecs: readonly DbEndpointSpec[] = [];
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
+
+  const stopRekeying = tickets.onChange(() => {
+    for (const rt of runtimes.values()) rt.rekey();
+  });
 
   const emit = (ev: HealthEvent): void => {
     for (const cb of healthSubs) {
@@ -210,7 +218,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
           rt.update(c);
         } else {
           if (rt) retire(rt);
-          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth);
+          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
           runtimes.set(c.id, rt);
         }
         if (rt.tls) Listener.attachTls(rt);
@@ -320,6 +328,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     async close() {
       if (closed) return;
       closed = true;
+      stopRekeying();
       await chain;
       for (const rt of runtimes.values()) rt.retire();
       for (const l of listeners.values()) l.destroy();

@@ -18,6 +18,7 @@ import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
 import type { VrrpSettings } from './vrrp/keepalived-config.js';
 import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 import { WorkerPool } from './workers/pool.js';
+import { TICKET_ROTATE_MS, TicketKeys } from './runtime/ticket-keys.js';
 
 export { createProxyEngine } from './engine.js';
 export { registerDataplaneMetrics } from './telemetry/metrics.js';
@@ -59,7 +60,7 @@ export interface DataplaneOptions {
    * here; the CLI's is the number of cores) = this process serves, as before.
    */
   workers?: number;
-  /** node:cluster's connection distribution with several workers (default `rr`). */
+  /** node:cluster's connection distribution with several workers (default `kernel`, docs/dataplane.md "Workers"). */
   distribution?: 'rr' | 'kernel';
   /** After a reload, how long the old workers' open connections may run on (default 30 s). */
   drainMs?: number;
@@ -108,13 +109,16 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const multi = (opts.workers ?? 1) > 1;
   // With workers, this process's engine binds nothing: it validates, checks health once for the
   // data plane and decides node status; the workers carry the traffic.
-  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi });
+  // One TLS ticket secret for the data plane, rotated here and handed to the workers (never to disk).
+  const tickets = new TicketKeys();
+  const rotation = (opts.clock ?? systemClock).setInterval(() => tickets.rotate(), TICKET_ROTATE_MS);
+  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi, ticketKeys: tickets });
   registerDataplaneMetrics(registry, engine);
   registerEndpointMetrics(registry, engine);
   const pool = multi
     ? new WorkerPool({
-      count: opts.workers!, distribution: opts.distribution ?? 'rr', checker: engine, registry, logger: logger.child({ component: 'workers' }),
-      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000,
+      count: opts.workers!, distribution: opts.distribution ?? 'kernel', checker: engine, registry, logger: logger.child({ component: 'workers' }),
+      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, tickets,
       settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000 },
     })
     : undefined;
@@ -138,6 +142,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
     try {
       await vrrp.start(engine.addresses());
     } catch (err) {
+      rotation.cancel();
       security.close();
       await pool?.close();
       await engine.close();
@@ -199,6 +204,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
       closing ??= (async () => {
         // Addresses first: a peer takes them over while this one still drains.
         await vrrp?.stop();
+        rotation.cancel();
         security.close();
         config.close();
         telemetry.close();

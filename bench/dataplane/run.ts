@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     await stopAll();
   }
 
-  if (list.length > 0) report(list, samples);
+  if (list.length > 0) report(list, samples, workers);
   if (udpShortfalls.length > 0) process.stdout.write(`SHORTFALL (udp):\n${udpShortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
   if (f.json) writeFileSync(f.json as string, JSON.stringify({ machine: versions, durationS, rounds, connections, samples }, null, 2));
   if (f.profile) {
@@ -175,9 +175,10 @@ function describe(s: Scenario, x: Sample): string {
     (x.error ? `  (${x.error})` : '');
 }
 
-function report(list: Scenario[], samples: Sample[]): void {
-  const rows: string[][] = [['scenario', 'unit', 'ours', 'haproxy', 'ratio', 'target', 'ours p50/p99 ms', 'haproxy p50/p99 ms', 'p99 ratio', 'cpu µs/unit ours (user)', 'haproxy (user)']];
+function report(list: Scenario[], samples: Sample[], workers: number): void {
+  const rows: string[][] = [['scenario', 'unit', 'ours', 'haproxy', 'ratio', 'target', 'ours p50/p99 ms', 'haproxy p50/p99 ms', 'p99 ratio', 'cpu µs/unit ours (user)', 'haproxy (user)', 'cpu ratio']];
   const shortfalls: string[] = [];
+  const perCore: string[] = [];
   for (const s of list) {
     const pick = (t: Target) => samples.filter((x) => x.scenario === s.name && x.target === t && x.result && !x.error);
     const ours = pick('ours');
@@ -194,7 +195,7 @@ function report(list: Scenario[], samples: Sample[]): void {
     const ratio = o.v / h.v;
     const p99Ratio = o.p99 / h.p99;
     const target = [s.minRatio ? `>= ${s.minRatio}` : '', s.maxP99Ratio ? `p99 <= ${s.maxP99Ratio}x` : ''].filter(Boolean).join(', ') || '(none)';
-    rows.push([s.name, s.unit, fmt(o.v), fmt(h.v), fmt(ratio, 2), target, `${fmt(o.p50, 2)}/${fmt(o.p99, 2)}`, `${fmt(h.p50, 2)}/${fmt(h.p99, 2)}`, fmt(p99Ratio, 2), `${fmt(o.cpu, 1)} (${fmt(o.user, 1)})`, `${fmt(h.cpu, 1)} (${fmt(h.user, 1)})`]);
+    rows.push([s.name, s.unit, fmt(o.v), fmt(h.v), fmt(ratio, 2), target, `${fmt(o.p50, 2)}/${fmt(o.p99, 2)}`, `${fmt(h.p50, 2)}/${fmt(h.p99, 2)}`, fmt(p99Ratio, 2), `${fmt(o.cpu, 1)} (${fmt(o.user, 1)})`, `${fmt(h.cpu, 1)} (${fmt(h.user, 1)})`, fmt(o.cpu / h.cpu, 2)]);
     const failed = samples.filter((x) => x.scenario === s.name && x.target === 'ours' && x.error);
     if (ours.length === 0) {
       shortfalls.push(`${s.name}: our data plane completed no clean round (${failed[0]?.error ?? 'no data'})`);
@@ -202,10 +203,17 @@ function report(list: Scenario[], samples: Sample[]): void {
     }
     if (s.minRatio && !(ratio >= s.minRatio)) shortfalls.push(`${s.name}: ${fmt(ratio, 2)} of HAProxy's ${s.unit}, target ${s.minRatio} (needs ${fmt((s.minRatio / ratio - 1) * 100)}% more)`);
     if (s.maxP99Ratio && !(p99Ratio <= s.maxP99Ratio)) shortfalls.push(`${s.name}: p99 latency ${fmt(p99Ratio, 2)}x HAProxy's, target at most ${s.maxP99Ratio}x`);
+    const pc = s.perCore;
+    if (workers > 1 && pc) {
+      const cpuRatio = o.cpu / h.cpu;
+      const ok = (!pc.minRatio || ratio >= pc.minRatio) && cpuRatio <= pc.maxCpuRatio;
+      perCore.push(`${s.name}: req/s ${fmt(ratio, 2)}${pc.minRatio ? ` (target >= ${pc.minRatio})` : ''}, cpu per request ${fmt(cpuRatio, 2)}x HAProxy's (target <= ${pc.maxCpuRatio}x): ${ok ? 'met' : 'NOT met'}`);
+    }
   }
   process.stdout.write(`\nmedians of the clean rounds; cpu µs/unit: the proxy process's CPU time per request (per MB for MB/s), user-space part in brackets\n${table(rows)}\n\n`);
   if (shortfalls.length === 0) process.stdout.write('all targets of issue 6 met in this run\n');
   else process.stdout.write(`SHORTFALL (targets of issue 6 not met in this run):\n${shortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
+  if (perCore.length > 0) process.stdout.write(`per-core targets (issue 15; ${workers} workers / nbthread ${workers}):\n${perCore.map((x) => `  - ${x}`).join('\n')}\n`);
 }
 
 async function toolVersions(tools: Record<string, string>): Promise<Record<string, string>> {

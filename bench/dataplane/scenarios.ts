@@ -17,6 +17,11 @@ export interface Scenario {
   minRatio?: number;
   /** Maximum p99 latency ratio ours/HAProxy, if the issue sets one. */
   maxP99Ratio?: number;
+  /**
+   * With workers (ours) against HAProxy's nbthread, the per-core targets (issue 15): a minimum
+   * req/s ratio and a maximum ratio of CPU per request, ours / HAProxy's.
+   */
+  perCore?: { minRatio?: number; maxCpuRatio: number };
 }
 
 /** `threads`: wrk threads, one per proxy worker, so that the client is not the bottleneck. */
@@ -29,12 +34,14 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d }),
       minRatio: 0.8,
       maxP99Ratio: 1.5,
+      perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
     },
     {
       name: 'http-close',
       what: `HTTP small responses, new connection per request (Connection: close), -c${connections}`,
       unit: 'req/s',
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d, headers: ['Connection: close'] }),
+      perCore: { maxCpuRatio: 1.5 },
     },
     {
       name: 'tcp-small',
@@ -42,6 +49,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       unit: 'req/s',
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.tcp}/`, connections, durationS: d }),
       minRatio: 0.9,
+      perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
     },
     {
       name: 'tcp-bulk',
@@ -56,6 +64,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       unit: 'req/s',
       wrk: (ip, d) => ({ url: `https://${ip}:${PORTS.https}/`, connections, durationS: d }),
       minRatio: 0.7,
+      perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
     },
   ]);
 }

@@ -14,6 +14,7 @@ import type { HealthEvent } from '../telemetry/telemetry-source.js';
 import { NodeState } from './node-state.js';
 import type { SessionConfig } from './session-config.js';
 import { TrafficCounters } from './traffic-counters.js';
+import type { TicketKeys } from './ticket-keys.js';
 
 /**
  * A worker of a multi-process data plane (docs/dataplane.md, "Workers"): health is decided once,
@@ -49,6 +50,7 @@ export class ConfigRuntime implements SessionConfig {
     private readonly log: Logger,
     private readonly emit: (ev: HealthEvent) => void,
     private readonly remote: RemoteHealth | null = null,
+    private readonly tickets: TicketKeys | null = null,
   ) {
     this.spec = spec;
     this.update(spec, true);
@@ -112,13 +114,20 @@ export class ConfigRuntime implements SessionConfig {
       this.tls = null;
       return;
     }
-    const ctx = tlsOptions(s.sslCert, s.sslKey, s.cipherSuite);
+    // The data plane's ticket keys go into every context: setSecureContext would otherwise put
+    // back the keys the server was created with.
+    const ctx = { ...tlsOptions(s.sslCert, s.sslKey, s.cipherSuite), ...(this.tickets ? { ticketKeys: this.tickets.forConfig(s.id) } : {}) };
     if (!this.tls) {
       this.tls = createTlsServer({ ...ctx, handshakeTimeout: 10_000 });
     } else if (first || old.sslCert !== s.sslCert || old.sslKey !== s.sslKey || old.cipherSuite !== s.cipherSuite) {
       // New handshakes use the new certificate; the listening socket is never rebound.
       this.tls.setSecureContext(ctx);
     }
+  }
+
+  /** The ticket secret changed (rotation, or a worker told by its primary). */
+  rekey(): void {
+    if (this.tls && this.tickets) this.tls.setTicketKeys(this.tickets.forConfig(this.spec.id));
   }
 
   /** Rebuilds the immutable picker: healthy accept nodes, else healthy backups. */

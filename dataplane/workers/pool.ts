@@ -8,6 +8,7 @@ import type { ProxyEngine } from '../engine.js';
 import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
 import type { ConfigMetricsView } from '../telemetry/metrics.js';
+import type { TicketKeys } from '../runtime/ticket-keys.js';
 import { SharedState } from './shared-state.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
 
@@ -34,6 +35,8 @@ export interface WorkerPoolOptions {
   clock: Clock;
   /** How long a replaced worker's connections may run on after a reload. */
   drainMs: number;
+  /** The data plane's TLS ticket secret: every worker gets it, so tickets resume on any of them. */
+  tickets: TicketKeys;
 }
 
 interface Member {
@@ -83,6 +86,9 @@ export class WorkerPool implements TelemetrySource {
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
       const status = this.configs.get(configId)?.nodes.get(nodeId)?.status;
       return status !== undefined && status !== 'DOWN';
+    });
+    o.tickets.onChange(() => {
+      for (const m of this.members.values()) if (m.hello) this.send(m, { t: 'tickets', secret: o.tickets.secret() });
     });
     o.checker.onHealth((ev) => {
       if (ev.status === 'DOWN') this.shared.nodeDown(ev.configId, ev.nodeId);
@@ -210,6 +216,8 @@ export class WorkerPool implements TelemetrySource {
   /** A worker said it is up: give it the current snapshot and the health verdicts, then it counts. */
   private async initialize(m: Member): Promise<void> {
     try {
+      // Before any https config: its first tickets are already under the shared secret.
+      this.send(m, { t: 'tickets', secret: this.o.tickets.secret() });
       if (this.current !== null) {
         const r = await this.request(m, { t: 'apply', seq: 0, snapshot: this.current });
         if (r.t === 'applied' && r.error) throw new Error(r.error);

@@ -39,6 +39,8 @@ export type ToWorker =
   | { t: 'health'; events: NodeVerdict[] }
   | { t: 'metrics'; seq: number }
   | { t: 'drain'; deadlineMs: number }
+  /** The data plane's TLS ticket secret (docs/dataplane.md, "TLS resumption"). */
+  | { t: 'tickets'; secret: Uint8Array }
   | AdmitAnswer;
 
 export type FromWorker =

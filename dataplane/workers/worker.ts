@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { createLogger } from '../../lib/logger.js';
 import { createProxyEngine } from '../engine.js';
+import { TicketKeys } from '../runtime/ticket-keys.js';
 import { registerDataplaneMetrics } from '../telemetry/metrics.js';
 import { registerEndpointMetrics } from '../telemetry/endpoint-metrics.js';
 import { AdmissionClient } from './admission-client.js';
@@ -22,6 +23,8 @@ export function runDataplaneWorker(): void {
     else sent?.();
   };
   const admission = new AdmissionClient(send);
+  // Replaced by the primary's secret before the first snapshot (the primary sends it first).
+  const tickets = new TicketKeys();
   const engine = createProxyEngine({
     logger,
     limits: settings.limits,
@@ -29,6 +32,7 @@ export function runDataplaneWorker(): void {
     remoteHealth: { passive: (configId, nodeId, reason) => send({ t: 'passive', configId, nodeId, reason }) },
     shared: admission,
     serveUdp: settings.serveUdp,
+    ticketKeys: tickets,
   });
   // No default process metrics: the primary's are the data plane's own (docs/dataplane.md).
   const registry = new Registry();
@@ -53,6 +57,13 @@ export function runDataplaneWorker(): void {
         return;
       case 'health':
         engine.setHealth(m.events);
+        return;
+      case 'tickets':
+        try {
+          tickets.set(m.secret);
+        } catch (err) {
+          logger.error({ err }, 'ticket secret refused');
+        }
         return;
       case 'admitted':
         admission.answer(m);

@@ -63,16 +63,24 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
     resolve();
   }));
   const info = join(stateDir, 'dataplane.json');
+  let started: { pid: number; metricsPort: number } | undefined;
   try {
     await waitFor(() => {
       if (exited) throw new Error(`data plane exited: ${out}`);
-      return existsSync(info);
+      if (!existsSync(info)) return false;
+      // The CLI writes the file in place: it may exist before its content does.
+      try {
+        started = JSON.parse(readFileSync(info, 'utf8')) as { pid: number; metricsPort: number };
+      } catch {
+        return false;
+      }
+      return true;
     }, 60_000, 'data plane started');
   } catch (e) {
     child.kill('SIGKILL');
     throw e;
   }
-  const { pid, metricsPort } = JSON.parse(readFileSync(info, 'utf8')) as { pid: number; metricsPort: number };
+  const { pid, metricsPort } = started!;
   const metrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   return {
     pid,

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Agent, createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startTcpBackend, waitFor, type TcpBackend } from '../../helpers/backends.js';
 import { startDataplaneProcess, type DataplaneProcess } from '../../security/dataplane-process.js';
 import { greeting, readLine, tcpConnect } from './clients.js';
@@ -46,13 +46,15 @@ describe('reload under a client loop', () => {
   let dp: DataplaneProcess | undefined;
   let web: Server | undefined;
   let tcp: TcpBackend | undefined;
-  afterAll(async () => {
+  afterEach(async () => {
     await dp?.stop();
     await new Promise((r) => (web ? web.close(r) : r(undefined)));
     await tcp?.close();
+    dp = web = tcp = undefined;
   });
 
-  it('drops nothing: HTTP new and keep-alive, TCP new and open sessions, in-flight requests', async () => {
+  // Both ways of sharing the listeners (docs/dataplane.md, "Workers"): `kernel` is the default.
+  it.each(['rr', 'kernel'])('drops nothing (--distribution %s): HTTP new and keep-alive, TCP new and open sessions, in-flight requests', async (distribution) => {
     web = createServer((req, res) => {
       const send = () => res.writeHead(200, { 'content-type': 'text/plain' }).end(`ok ${req.url}`);
       if (req.url === '/slow') setTimeout(send, 1500);
@@ -66,7 +68,7 @@ describe('reload under a client loop', () => {
     dp = await startDataplaneProcess(snapshot(1, [nodebalancer(nb, [
       config(7621, [node(`127.61.6.1:${webPort}`)], { protocol: 'http' }),
       config(7622, [node(tcp.address)]),
-    ], { clientConnThrottle: 0 })]), { flags: ['--workers', '2', '--distribution', 'rr', '--drain-time', '4', '--max-conns-per-client', '0', '--max-conns-per-client-total', '0'] });
+    ], { clientConnThrottle: 0 })]), { flags: ['--workers', '2', '--distribution', distribution, '--drain-time', '4', '--max-conns-per-client', '0', '--max-conns-per-client-total', '0'] });
     await waitFor(() => workerPids(dp!.pid).length === 2, 30_000, 'two workers');
     await waitFor(() => get(nb, 7621, '/', false).then((r) => r.status === 200, () => false), 30_000, 'http up');
     const before = workerPids(dp.pid);
