@@ -124,6 +124,21 @@ export interface OperationRecord {
   created: number;
 }
 
+/**
+ * One day's auto backup of one database, claimed by the replica that decided it is due; the
+ * (database, day) pair is unique in the store, so no day is asked for twice (docs/databases.md,
+ * "Auto backups").
+ */
+export interface BackupSlot {
+  databaseId: number;
+  /** UTC day, YYYY-MM-DD. */
+  slot: string;
+  /** When it was claimed (ms). */
+  claimed: number;
+  /** When the agent reported it taken (ms); null until then. */
+  taken: number | null;
+}
+
 /** Where one member of a database runs; it stays on that agent for its life. */
 export interface MemberPlacement {
   databaseId: number;

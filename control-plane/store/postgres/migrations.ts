@@ -299,4 +299,17 @@ export const postgresMigrations: Migration[] = [
     id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
+  {
+    // Auto backups decided by the lease holder; the primary key makes a day claimed once.
+    id: '250-database-backup-slots',
+    sql: `
+      CREATE TABLE database_backup_slots (
+        database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        slot TEXT NOT NULL,
+        claimed BIGINT NOT NULL,
+        taken BIGINT,
+        PRIMARY KEY (database_id, slot)
+      );
+    `,
+  },
 ];

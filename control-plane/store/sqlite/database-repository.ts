@@ -5,7 +5,7 @@ import { nextSequenceId } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
-import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
 export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret' | 'secret-json'][] = [
@@ -57,6 +57,10 @@ export function opRowWith(r: any, box: SecretBox): OperationRecord {
 
 export function memberRow(r: any): MemberPlacement {
   return { databaseId: r.database_id, member: r.member, agentId: r.agent_id };
+}
+
+export function slotRow(r: any): BackupSlot {
+  return { databaseId: Number(r.database_id), slot: r.slot, claimed: Number(r.claimed), taken: r.taken === null ? null : Number(r.taken) };
 }
 
 export function agentRow(r: any): AgentRecord {
@@ -156,6 +160,20 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
     },
 
+    claimBackupSlot(databaseId, slot, at) {
+      return db.transaction(() => {
+        if (db.prepare('INSERT OR IGNORE INTO database_backup_slots (database_id, slot, claimed) VALUES (?, ?, ?)').run(databaseId, slot, at).changes !== 1) return false;
+        // Only the newest day is ever sent, so older ones are kept no longer.
+        db.prepare('DELETE FROM database_backup_slots WHERE database_id = ? AND slot < ?').run(databaseId, slot);
+        return true;
+      })();
+    },
+    backupSlots() {
+      return (db.prepare('SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id').all() as any[]).map(slotRow);
+    },
+    markBackupSlotsTaken(databaseId, upTo, at) {
+      return db.prepare('UPDATE database_backup_slots SET taken = ? WHERE database_id = ? AND slot <= ? AND taken IS NULL').run(at, databaseId, upTo).changes;
+    },
     markAgentEvent(id, databaseId, at) {
       return db.prepare('INSERT OR IGNORE INTO database_agent_events (id, database_id, at) VALUES (?, ?, ?)').run(id, databaseId, at).changes === 1;
     },

@@ -144,4 +144,18 @@ export const databaseMigrations: Migration[] = [
     id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
+  {
+    // Auto backups decided by the control plane (docs/databases.md, "Auto backups"): one row per
+    // database and claimed day; the primary key is what makes a day claimed once across replicas.
+    id: '250-database-backup-slots',
+    sql: `
+      CREATE TABLE database_backup_slots (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        slot TEXT NOT NULL,
+        claimed INTEGER NOT NULL,
+        taken INTEGER,
+        PRIMARY KEY (database_id, slot)
+      );
+    `,
+  },
 ];

@@ -259,6 +259,30 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.members(second.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'a']]);
   });
 
+  it('auto-backup days: each (database, day) claimed once, also by two claims at once; newest day per database; taken once reported', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const one = await r.create(database('slots-1'));
+    const two = await r.create(database('slots-2'));
+    expect(await r.backupSlots()).toEqual([]);
+    // Two claims of one day at once (two replicas): exactly one wins.
+    const raced = await Promise.all([r.claimBackupSlot(one.id, '2030-01-08', 10), r.claimBackupSlot(one.id, '2030-01-08', 11)]);
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    expect(await r.claimBackupSlot(one.id, '2030-01-08', 12)).toBe(false);
+    expect(await r.claimBackupSlot(two.id, '2030-01-08', 13)).toBe(true);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 20)).toBe(1);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 21)).toBe(0);
+    // A later day is a new claim and becomes the newest; an earlier report does not mark it.
+    expect(await r.claimBackupSlot(one.id, '2030-01-09', 30)).toBe(true);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 31)).toBe(0);
+    const slots = await r.backupSlots();
+    expect(slots.map((s) => [s.databaseId, s.slot, s.taken])).toEqual([[one.id, '2030-01-09', null], [two.id, '2030-01-08', null]]);
+    expect(slots.find((s) => s.databaseId === one.id)!.claimed).toBe(30);
+    // A database's days go with it.
+    await r.purge(two.id);
+    expect((await r.backupSlots()).map((s) => s.databaseId)).toEqual([one.id]);
+  });
+
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
     const { store } = await open();
     const a = store.addresses;
