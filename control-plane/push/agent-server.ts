@@ -36,14 +36,14 @@ export interface AgentServerDeps {
   onReportChanged?: () => void;
 }
 
-type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[]; slots: BackupSlot[] };
+type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[]; slots: BackupSlot[]; addresses: Map<string, string> };
 
 /**
  * Each agent's desired state. A round first places unplaced databases on the open streams'
  * agents. Versions are per agent and raised above what the agent already applied, so an agent
  * that kept a newer version than the store (a restored control plane) still sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[], addressOf: MemberAddress): SnapshotSource<Round, AgentContent> {
+function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     async read(subscribers) {
@@ -51,9 +51,14 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
       // Placement reads the load and writes the choice in one transaction.
       for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
-      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations(), slots: await repo.backupSlots() };
+      // Members' addresses as their agents reported them, through any replica (the store's reports).
+      const addresses = new Map((await repo.memberReports()).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
+      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf, round.slots),
+    select: (round, sub) => {
+      const addressOf: MemberAddress = (db, m) => round.addresses.get(`${db}:${m}`) ?? '';
+      return agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf, round.slots);
+    },
     version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await repo.agent(sub.id))?.appliedVersion ?? 0),
   };
 }
@@ -121,7 +126,7 @@ export class AgentPushServer {
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
     this.cache = new SnapshotCache({
-      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => []), (db, m) => d.failover?.addressOf(db, m) ?? ''), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
     });
     const cache = this.cache;

@@ -1,4 +1,4 @@
-import type { AgentRecord, BackupRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 
 /**
  * Storage port of the Managed Databases domain. Asynchronous like the other ports; `transaction`
@@ -47,6 +47,11 @@ export interface DatabaseRepository {
   backupSlots(): Promise<BackupSlot[]>;
   /** Marks a database's claimed days up to `upTo` taken (the agent reported it); how many changed. */
   markBackupSlotsTaken(databaseId: number, upTo: string, at: number): Promise<number>;
+
+  /** Replaces what is known of one member (one row per database and member). */
+  putMemberReport(r: MemberReport): Promise<void>;
+  /** Member reports of one database, or of every database; ordered by database and member. */
+  memberReports(databaseId?: number): Promise<MemberReport[]>;
 
   /** Records an agent event id; false when it was already recorded. */
   markAgentEvent(id: string, databaseId: number, at: number): Promise<boolean>;

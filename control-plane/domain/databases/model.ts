@@ -139,6 +139,24 @@ export interface BackupSlot {
   taken: number | null;
 }
 
+/**
+ * What a member's agent last said of it (docs/databases.md, "Clusters across hosts"): kept in the
+ * store, written by the replica the agent reports to, so the lease holder decides failovers from
+ * every agent's reports, whichever replica they are connected to.
+ */
+export interface MemberReport {
+  databaseId: number;
+  member: number;
+  agentId: string;
+  state: string;
+  role: string;
+  gtid: string;
+  /** address:port where the member listens ('' until known). */
+  address: string;
+  /** When it was written (ms). */
+  reported: number;
+}
+
 /** Where one member of a database runs; it stays on that agent for its life. */
 export interface MemberPlacement {
   databaseId: number;

@@ -1,6 +1,6 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { DatabaseRepository } from '../database-repository.js';
-import { agentRow, backupRow, fromRowWith, memberRow, opRowWith, slotRow, toRowWith } from '../sqlite/database-repository.js';
+import { PUT_MEMBER_REPORT, agentRow, backupRow, fromRowWith, memberRow, opRowWith, reportRow, slotRow, toRowWith } from '../sqlite/database-repository.js';
 import { nextSequenceId } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';
 
@@ -109,6 +109,14 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
     )).map(slotRow),
     markBackupSlotsTaken: async (databaseId, upTo, at) =>
       (await x.query('UPDATE database_backup_slots SET taken = $1 WHERE database_id = $2 AND slot <= $3 AND taken IS NULL', [at, databaseId, upTo])).rowCount ?? 0,
+
+    putMemberReport: async (r) => void (await x.query(PUT_MEMBER_REPORT.replace(/%(\d)/g, '$$$1'), [r.databaseId, r.member, r.agentId, r.state, r.role, r.gtid, r.address, r.reported])),
+    async memberReports(databaseId) {
+      const rows = databaseId === undefined
+        ? await x.rows('SELECT * FROM database_member_reports ORDER BY database_id, member')
+        : await x.rows('SELECT * FROM database_member_reports WHERE database_id = $1 ORDER BY member', [databaseId]);
+      return rows.map(reportRow);
+    },
 
     markAgentEvent: async (id, databaseId, at) =>
       (await x.query('INSERT INTO database_agent_events (id, database_id, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [id, databaseId, at])).rowCount === 1,

@@ -312,4 +312,21 @@ export const postgresMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // Spread cluster members as their agents last reported them, as in SQLite.
+    id: '251-database-member-reports',
+    sql: `
+      CREATE TABLE database_member_reports (
+        database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        member BIGINT NOT NULL,
+        agent_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        role TEXT NOT NULL,
+        gtid TEXT NOT NULL,
+        address TEXT NOT NULL,
+        reported BIGINT NOT NULL,
+        PRIMARY KEY (database_id, member)
+      );
+    `,
+  },
 ];

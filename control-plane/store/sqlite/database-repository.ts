@@ -5,7 +5,7 @@ import { nextSequenceId } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
-import type { AgentRecord, BackupRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
 export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret' | 'secret-json'][] = [
@@ -62,6 +62,15 @@ export function memberRow(r: any): MemberPlacement {
 export function slotRow(r: any): BackupSlot {
   return { databaseId: Number(r.database_id), slot: r.slot, claimed: Number(r.claimed), taken: r.taken === null ? null : Number(r.taken) };
 }
+
+export function reportRow(r: any): MemberReport {
+  return { databaseId: Number(r.database_id), member: Number(r.member), agentId: r.agent_id, state: r.state, role: r.role, gtid: r.gtid, address: r.address, reported: Number(r.reported) };
+}
+
+/** One upsert for both stores (SQLite and PostgreSQL read `excluded` alike). */
+export const PUT_MEMBER_REPORT = `INSERT INTO database_member_reports (database_id, member, agent_id, state, role, gtid, address, reported)
+  VALUES (%1, %2, %3, %4, %5, %6, %7, %8) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id, state = excluded.state,
+  role = excluded.role, gtid = excluded.gtid, address = excluded.address, reported = excluded.reported`;
 
 export function agentRow(r: any): AgentRecord {
   return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
@@ -173,6 +182,15 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     },
     markBackupSlotsTaken(databaseId, upTo, at) {
       return db.prepare('UPDATE database_backup_slots SET taken = ? WHERE database_id = ? AND slot <= ? AND taken IS NULL').run(at, databaseId, upTo).changes;
+    },
+    putMemberReport(r) {
+      db.prepare(PUT_MEMBER_REPORT.replace(/%\d/g, '?')).run(r.databaseId, r.member, r.agentId, r.state, r.role, r.gtid, r.address, r.reported);
+    },
+    memberReports(databaseId) {
+      const rows = databaseId === undefined
+        ? db.prepare('SELECT * FROM database_member_reports ORDER BY database_id, member').all()
+        : db.prepare('SELECT * FROM database_member_reports WHERE database_id = ? ORDER BY member').all(databaseId);
+      return (rows as any[]).map(reportRow);
     },
     markAgentEvent(id, databaseId, at) {
       return db.prepare('INSERT OR IGNORE INTO database_agent_events (id, database_id, at) VALUES (?, ?, ?)').run(id, databaseId, at).changes === 1;

@@ -158,4 +158,22 @@ export const databaseMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // What each spread cluster member's agent last reported, for the failover decision on the
+    // lease holder (docs/databases.md, "Clusters across hosts").
+    id: '251-database-member-reports',
+    sql: `
+      CREATE TABLE database_member_reports (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        member INTEGER NOT NULL,
+        agent_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        role TEXT NOT NULL,
+        gtid TEXT NOT NULL,
+        address TEXT NOT NULL,
+        reported INTEGER NOT NULL,
+        PRIMARY KEY (database_id, member)
+      );
+    `,
+  },
 ];

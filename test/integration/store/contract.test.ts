@@ -283,6 +283,23 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.backupSlots()).map((s) => s.databaseId)).toEqual([one.id]);
   });
 
+  it('member reports: one row per database and member, replaced by a newer report, gone with the database', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const one = await r.create(database('reports-1'));
+    const two = await r.create(database('reports-2'));
+    const report = (databaseId: number, member: number, over: Record<string, unknown> = {}) =>
+      ({ databaseId, member, agentId: `agent-${member}`, state: 'running', role: member === 1 ? 'primary' : 'replica', gtid: `0-1-${member}`, address: `10.0.0.${member}:3306`, reported: 5, ...over });
+    await r.putMemberReport(report(one.id, 2));
+    await r.putMemberReport(report(one.id, 1));
+    await r.putMemberReport(report(two.id, 1));
+    await r.putMemberReport(report(one.id, 2, { state: 'stopped', role: 'down', gtid: '0-1-9', address: '10.0.0.22:3306', reported: 6 }));
+    expect(await r.memberReports(one.id)).toEqual([report(one.id, 1), report(one.id, 2, { state: 'stopped', role: 'down', gtid: '0-1-9', address: '10.0.0.22:3306', reported: 6 })]);
+    expect((await r.memberReports()).map((x) => [x.databaseId, x.member])).toEqual([[one.id, 1], [one.id, 2], [two.id, 1]]);
+    await r.purge(one.id);
+    expect((await r.memberReports()).map((x) => x.databaseId)).toEqual([two.id]);
+  });
+
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
     const { store } = await open();
     const a = store.addresses;
