@@ -41,6 +41,8 @@ describe('auto backups under the lease: once across replicas', () => {
   const day0 = Date.parse(`${utcDay(Date.now())}T00:00:00Z`);
   const octet = 100 + Math.floor(Math.random() * 150);
   let engine: { id: string; binary: string };
+  // The agent's own clock: it decides its fallback schedule when no control plane answers.
+  const agentClock = new ShiftedClock();
 
   const startReplica = async (atMs: number) => {
     const clock = new ShiftedClock(atMs);
@@ -104,7 +106,7 @@ describe('auto backups under the lease: once across replicas', () => {
     agent = await startAgent({
       id: 'hbl-agent', region: 'us-east', controlPlane: replicas.map((r) => r.cp.grpcAddress).join(','), stateDir: agentDir, runtime: 'process',
       catalogue: [{ id: engine.id, engine: 'mysql', version: engine.id.split('/')[1]!, binary: engine.binary }],
-      nodeAddressPool: `127.79.${octet}.0/24`, heartbeatMs: 200, reconcileIntervalMs: 200, insecureGrpc: true, logger: silentLogger(),
+      nodeAddressPool: `127.79.${octet}.0/24`, heartbeatMs: 200, reconcileIntervalMs: 200, insecureGrpc: true, clock: agentClock, logger: silentLogger(),
     });
     const made = await viaApi()('POST', MYSQL, { label: 'hbl-db', region: 'us-east', type: 'g6-nanode-1', engine: engine.id, allow_list: ['127.0.0.1/32'] });
     expect(made.status, JSON.stringify(made.body)).toBe(200);
@@ -117,7 +119,7 @@ describe('auto backups under the lease: once across replicas', () => {
   afterAll(async () => {
     if (id && alive().length > 0) await viaApi()('DELETE', `${MYSQL}/${id}`).catch(() => undefined);
     if (agent) {
-      await waitFor(async () => (await agent!.runtime.list({})).length === 0, 30_000).catch(() => undefined);
+      if (alive().length > 0) await waitFor(async () => (await agent!.runtime.list({})).length === 0, 30_000).catch(() => undefined);
       for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
       await agent.close();
     }
@@ -162,5 +164,22 @@ describe('auto backups under the lease: once across replicas', () => {
     setClocks(day0 + 3 * DAY + 5_000);
     await holder();
     await expectOnce(utcDay(day0 + 3 * DAY), 3);
+  }, 180_000);
+
+  it('with no control plane for 6 hours the agent takes the day itself, once, and not before', async () => {
+    // Just before the agent's next midnight, while it is still connected.
+    agentClock.set(day0 + 4 * DAY - 60_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    for (const r of alive()) await kill(r);
+    await waitFor(() => agent!.agent.disconnectedSince() !== undefined, 20_000, 'agent disconnected');
+    // Five hours without a control plane: the day is due by the agent's clock, but not yet its own to take.
+    agentClock.set(day0 + 4 * DAY + 5 * 3_600_000);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(lastDay()).toBe(utcDay(day0 + 3 * DAY));
+    expect(await storedAutos()).toBe(3);
+    agentClock.set(day0 + 4 * DAY + 6 * 3_600_000);
+    await waitFor(async () => lastDay() === utcDay(day0 + 4 * DAY) && (await storedAutos()) === 4, 90_000, 'fallback backup');
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(await storedAutos()).toBe(4);
   }, 180_000);
 });
