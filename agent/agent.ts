@@ -52,6 +52,10 @@ export interface Agent {
   databases(): DatabaseController[];
   /** Runs one reconcile round now and waits for the actions it started. */
   reconcileNow(): Promise<void>;
+  /** The control stream says whether it holds a stream to a control plane now. */
+  controlPlaneConnected(connected: boolean): void;
+  /** Since when (this clock) no control-plane stream has been held; undefined while one is. */
+  disconnectedSince(): number | undefined;
   close(): Promise<void>;
 }
 
@@ -69,6 +73,8 @@ export function createAgent(opts: AgentOptions): Agent {
   let timer: Timer | undefined;
   let lastReport = '';
   let closed = false;
+  // Counted from the start: an agent that never reaches a control plane is disconnected.
+  let disconnectedSince: number | undefined = opts.clock.now();
   const inflight = new Set<Promise<void>>();
 
   // Members on loopback addresses cannot be reached from another host: such an agent runs whole
@@ -173,6 +179,11 @@ export function createAgent(opts: AgentOptions): Agent {
         log.error({ err }, 'reconcile round failed');
       }
     },
+    controlPlaneConnected(connected) {
+      if (connected) disconnectedSince = undefined;
+      else disconnectedSince ??= opts.clock.now();
+    },
+    disconnectedSince: () => disconnectedSince,
     async close() {
       closed = true;
       timer?.cancel();

@@ -4,7 +4,7 @@ import type { Agent } from './agent.js';
 import type { ControllerExtras, DatabaseController } from './database/controller.js';
 import { createLocalBackupStorage, type BackupStorage } from './backup/backup-storage.js';
 import { createBackupService } from './backup/backup-service.js';
-import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from './backup/schedule.js';
+import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backup/schedule.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver } from './binlog/archiver.js';
@@ -57,7 +57,9 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     try {
       await backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now });
       agent.metrics.backups.inc({ type: 'auto', result: 'ok' });
-      c.state!.lastAutoBackupDay = day;
+      // Days only move forward: a day taken is never taken again (docs/agent.md §6).
+      const last = c.state!.lastAutoBackupDay;
+      c.state!.lastAutoBackupDay = last !== undefined && last > day ? last : day;
       await c.save();
       for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
       c.emit('database_backup_create', `auto backup for ${day} taken`);
@@ -94,7 +96,10 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
         c.save().catch((err) => log.error({ err, database: c.id }, 'state not saved'));
         continue;
       }
-      const due = dueAutoBackup(now, s.lastAutoBackupDay);
+      const due = dueAutoBackupDay({
+        nowMs: now, lastDay: s.lastAutoBackupDay, scheduled: !!c.desired.backupsScheduled, requestedDay: c.desired.autoBackupDay ?? '',
+        disconnectedSinceMs: agent.disconnectedSince(),
+      });
       if (!due || autoRunning.has(c.id) || c.busy === 'restore' || now < (retryAfter.get(c.id) ?? 0)) continue;
       void auto(c, due);
     }
@@ -104,7 +109,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
 
   return {
     windowOpen: (c) => (c.desired?.updates ? isInWindow(c.desired.updates, agent.clock.now()) : false),
-    extraReport: (c) => ({ backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id) }),
+    extraReport: (c) => ({ backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id), lastAutoBackupDay: c.state?.lastAutoBackupDay ?? '' }),
     seed: (c) => {
       const sourceId = Number(c.desired?.forkSource ?? 0);
       const source = agent.databases().find((x) => x.id === sourceId && !x.deleted);

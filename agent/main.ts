@@ -127,6 +127,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     heartbeatMs: opts.heartbeatMs,
     observe: () => agent.report(),
     onDesired: (d) => agent.setDesired(d),
+    onConnectedChange: (connected) => agent.controlPlaneConnected(connected),
   });
   agent.onChange(() => stream.notify());
   security.onRenewed(() => stream.reconnect());

@@ -71,6 +71,8 @@ export interface ControlPlaneOptions {
   logger?: Logger;
   registry?: Registry;
   clock?: Clock;
+  /** How often the lease holder checks which auto backups are due (default 30 s; tests shorten it). */
+  backupScheduleMs?: number;
 }
 
 export interface ControlPlane {
@@ -145,6 +147,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     replicas,
+    backupScheduleMs: opts.backupScheduleMs,
     // Run last: the lease and the change listener go once the push servers and ticks have stopped.
     closers: [() => replicas.close()],
   };

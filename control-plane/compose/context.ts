@@ -57,6 +57,8 @@ export interface ControlPlaneContext {
    * whether this replica holds the lease for once-only background work (always, on SQLite).
    */
   replicas: Replicas;
+  /** How often the lease holder checks which auto backups are due (compose/databases.ts). */
+  backupScheduleMs?: number;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

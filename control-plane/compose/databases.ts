@@ -4,6 +4,7 @@ import { EngineCatalogue, detectLocalEngines, watchedEngines } from '../domain/d
 import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
 import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
+import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { databaseRoutes } from '../api/routes/databases.js';
 import type { ControlPlaneContext } from './context.js';
@@ -14,6 +15,8 @@ import { buildDatabaseEndpoints } from '../push/endpoint-builder.js';
 const RETARGET_MS = 2000;
 /** How often spread clusters' primaries are checked (well under FAILOVER_AFTER_MS). */
 const FAILOVER_TICK_MS = 500;
+/** How often the lease holder looks for due auto backups: a day's backup starts within this of 00:00 UTC. */
+const BACKUP_SCHEDULE_MS = 30_000;
 
 /**
  * Wires Managed Databases in: the engine catalogue, the service behind the REST routes, the
@@ -110,6 +113,18 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     }
   });
   ctx.closers.push(() => failoverTick.cancel());
+
+  // Auto backups: the lease holder claims each due day in the store and the agents' desired
+  // state carries it (docs/databases.md, "Auto backups"); every replica's agents follow.
+  const backupScheduler = new BackupScheduler({ repo, clock: ctx.clock, logger: ctx.logger.child({ component: 'backup-schedule' }) });
+  const backupTick = every(ctx, ctx.backupScheduleMs ?? BACKUP_SCHEDULE_MS, 'auto backup schedule failed', async () => {
+    if (!ctx.replicas.leaseHeld()) return;
+    if (await backupScheduler.tick()) {
+      agents.notifyChanged();
+      ctx.replicas.publish('database');
+    }
+  });
+  ctx.closers.push(() => backupTick.cancel());
 
   // Databases by status, read from the store at scrape time (bounded label set).
   new Gauge({

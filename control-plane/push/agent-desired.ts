@@ -1,7 +1,7 @@
 import type { DesiredDatabase } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import type { Operation } from '../../proto/gen/fulcrum/v1/Operation.js';
 import type { DesiredMember } from '../../proto/gen/fulcrum/v1/DesiredMember.js';
-import type { DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import type { BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import { spansAgents } from '../domain/databases/placement.js';
 import { findType } from '../domain/databases/types.js';
 import { serverOptions } from '../domain/databases/engine-config.js';
@@ -19,7 +19,7 @@ function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: s
 export type MemberAddress = (databaseId: number, member: number) => string;
 
 /** The desired state of one database as the agent sees it. */
-function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[]): DesiredDatabase {
+function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[], autoBackupDay: string): DesiredDatabase {
   const t = findType(d.type);
   const options = serverOptions(d.engineConfig);
   const spread = spansAgents(members);
@@ -39,6 +39,8 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     members, term: d.term, primaryMember: spread ? d.primaryMember : 0,
     binlogRetentionSeconds: d.engineConfig.binlog_retention_period ?? 0,
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
+    // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
+    backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.
     ...(spread && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem, replicationPassword: d.clusterSecrets.replPassword } : {}),
   };
@@ -77,14 +79,18 @@ export interface AgentContent {
  * The agent's share of the stored state: the live databases with a member on it (or placed on it
  * whole) and their operations.
  */
-export function agentContent(agentId: string, all: DatabaseRecord[], placements: MemberPlacement[], pending: OperationRecord[], proxySources: (region: string) => string[] = () => [], addressOf: MemberAddress = () => ''): AgentContent {
+export function agentContent(
+  agentId: string, all: DatabaseRecord[], placements: MemberPlacement[], pending: OperationRecord[],
+  proxySources: (region: string) => string[] = () => [], addressOf: MemberAddress = () => '', slots: BackupSlot[] = [],
+): AgentContent {
+  const dayOf = new Map(slots.map((s) => [s.databaseId, s.slot]));
   const byDb = new Map<number, MemberPlacement[]>();
   for (const m of placements) byDb.set(m.databaseId, [...(byDb.get(m.databaseId) ?? []), m]);
   const dbs = all.filter((x) => !x.deleting && (x.agentId === agentId || (byDb.get(x.id) ?? []).some((m) => m.agentId === agentId)));
   // One-off operations go to the reporting agent only (the one whose reports carry the results).
   const ids = new Set(dbs.filter((x) => x.agentId === agentId).map((x) => x.id));
   return {
-    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region))),
+    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '')),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };

@@ -3,11 +3,12 @@ import { Gauge } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import { grpc, loadAgentProto, onStreamGone } from '../../lib/grpc.js';
+import { isUtcDay } from '../../lib/utc-day.js';
 import type { AgentReport__Output } from '../../proto/gen/fulcrum/v1/AgentReport.js';
 import type { AgentDesired } from '../../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { DatabaseRepository } from '../store/database-repository.js';
 import type { KeyValueRepository } from '../store/ports.js';
-import type { AgentRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
@@ -35,14 +36,14 @@ export interface AgentServerDeps {
   onReportChanged?: () => void;
 }
 
-type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[] };
+type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[]; slots: BackupSlot[]; addresses: Map<string, string> };
 
 /**
  * Each agent's desired state. A round first places unplaced databases on the open streams'
  * agents. Versions are per agent and raised above what the agent already applied, so an agent
  * that kept a newer version than the store (a restored control plane) still sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[], addressOf: MemberAddress): SnapshotSource<Round, AgentContent> {
+function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
   const ledger = new VersionLedger(kv, 'agent_desired_version');
   return {
     async read(subscribers) {
@@ -50,9 +51,14 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
       // Placement reads the load and writes the choice in one transaction.
       for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
-      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations() };
+      // Members' addresses as their agents reported them, through any replica (the store's reports).
+      const addresses = new Map((await repo.memberReports()).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
+      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
     },
-    select: (round, sub) => agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf),
+    select: (round, sub) => {
+      const addressOf: MemberAddress = (db, m) => round.addresses.get(`${db}:${m}`) ?? '';
+      return agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf, round.slots);
+    },
     version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await repo.agent(sub.id))?.appliedVersion ?? 0),
   };
 }
@@ -112,13 +118,15 @@ function results(msg: AgentReport__Output): OperationResultView[] {
 export class AgentPushServer {
   private readonly cache: SnapshotCache<Round, AgentContent>;
   private readonly log: Logger;
+  /** The last auto-backup day each database's agent reported, so only a new one is written. */
+  private readonly backupDays = new Map<number, string>();
   /** Open streams by agent id, so that a revoked agent's stream can be closed. */
   private readonly streams = new Map<string, grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
     this.cache = new SnapshotCache({
-      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => []), (db, m) => d.failover?.addressOf(db, m) ?? ''), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
     });
     const cache = this.cache;
@@ -161,6 +169,21 @@ export class AgentPushServer {
       : prev.engines;
     if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
     await this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
+  }
+
+  /**
+   * Auto-backup days the agents took mark the claimed days taken (docs/databases.md, "Auto
+   * backups"); written by the replica the agent reports to, and only when the day moved.
+   */
+  private async recordBackupDays(msg: AgentReport__Output): Promise<void> {
+    for (const o of msg.databases ?? []) {
+      const id = Number(o.id);
+      const day = o.lastAutoBackupDay ?? '';
+      if (!isUtcDay(day) || this.backupDays.get(id) === day) continue;
+      await this.d.repo.markBackupSlotsTaken(id, day, this.d.clock.now());
+      if (this.backupDays.size > 100_000) this.backupDays.clear();
+      this.backupDays.set(id, day);
+    }
   }
 
   /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */
@@ -222,6 +245,7 @@ export class AgentPushServer {
     const sub = state.sub;
     await this.recordInventory(sub.id, msg);
     const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
+    await this.recordBackupDays(msg);
     // A member's address first reported (or moved) is what its peers on other agents replicate from.
     const moved = await this.d.failover?.record(sub.id, reportedNodes(msg));
     if (moved) this.notifyChanged();

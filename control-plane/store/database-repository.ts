@@ -1,4 +1,4 @@
-import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
 
 /**
  * Storage port of the Managed Databases domain. Asynchronous like the other ports; `transaction`
@@ -37,6 +37,21 @@ export interface DatabaseRepository {
   agents(): Promise<AgentRecord[]>;
   agent(id: string): Promise<AgentRecord | undefined>;
   upsertAgent(a: AgentRecord): Promise<void>;
+
+  /**
+   * Claims one day's auto backup of a database: true when this call inserted it, false when it
+   * was claimed already (by any replica). A new claim drops the database's older days.
+   */
+  claimBackupSlot(databaseId: number, slot: string, at: number): Promise<boolean>;
+  /** The newest claimed day of each database, ordered by database. */
+  backupSlots(): Promise<BackupSlot[]>;
+  /** Marks a database's claimed days up to `upTo` taken (the agent reported it); how many changed. */
+  markBackupSlotsTaken(databaseId: number, upTo: string, at: number): Promise<number>;
+
+  /** Replaces what is known of one member (one row per database and member). */
+  putMemberReport(r: MemberReport): Promise<void>;
+  /** Member reports of one database, or of every database; ordered by database and member. */
+  memberReports(databaseId?: number): Promise<MemberReport[]>;
 
   /** Records an agent event id; false when it was already recorded. */
   markAgentEvent(id: string, databaseId: number, at: number): Promise<boolean>;

@@ -30,15 +30,14 @@ export interface PrimaryLocation {
 
 /**
  * Failover of clusters whose members run on different agents (docs/databases.md, "Clusters across
- * hosts"): no one agent sees the whole cluster, so the control plane decides. It keeps what each
- * agent last said of its own members (in memory: after a control-plane restart it waits for fresh
- * reports, and an unreported primary is never failed over), and on every tick runs
- * decideFailover; a promotion raises the term, names the new primary member, makes its agent the
+ * hosts"): no one agent sees the whole cluster, so the control plane decides. What each agent
+ * last said of its own members is kept in the store, written by whichever replica the agent
+ * reports to, so the replica holding the lease decides from every agent's reports; after a start
+ * it waits AGENT_SILENT_MS for fresh ones. On every tick it runs decideFailover; a promotion raises the term, names the new primary member, makes its agent the
  * one that reports the database, and records a `database_failover` event. The new desired roles
  * reach the agents through the next push round (the caller's onChange).
  */
 export class FailoverCoordinator {
-  private readonly nodes = new Map<number, Map<number, ReportedNode>>();
   private readonly lostSince = new Map<number, number>();
   /** Clusters already logged as having no replica to promote (logged once per loss). */
   private readonly stuck = new Set<number>();
@@ -70,20 +69,17 @@ export class FailoverCoordinator {
     for (const db of databases) {
       const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
       if (mine.size === 0) continue;
-      const known = this.nodes.get(db.id) ?? new Map<number, ReportedNode>();
+      const known = new Map((await this.d.repo.memberReports(db.id)).map((r) => [r.member, r]));
       for (const n of db.nodes) {
         if (!mine.has(n.member)) continue;
-        if (n.address && known.get(n.member)?.address !== n.address) moved = true;
-        known.set(n.member, { ...n });
+        const was = known.get(n.member);
+        if (n.address && was?.address !== n.address) moved = true;
+        // Written once per change, not per heartbeat (the agent's liveness is its own row's).
+        if (was && was.agentId === agentId && was.state === n.state && was.role === n.role && was.gtid === n.gtid && was.address === n.address) continue;
+        await this.d.repo.putMemberReport({ databaseId: db.id, member: n.member, agentId, state: n.state, role: n.role, gtid: n.gtid, address: n.address, reported: this.d.clock.now() });
       }
-      this.nodes.set(db.id, known);
     }
     return moved;
-  }
-
-  /** address:port of a member as its agent last reported it ('' when not yet). */
-  addressOf(databaseId: number, member: number): string {
-    return this.nodes.get(databaseId)?.get(member)?.address ?? '';
   }
 
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */
@@ -99,9 +95,11 @@ export class FailoverCoordinator {
       const placements = await this.d.repo.members(db.id);
       if (!spansAgents(placements)) continue;
       live.add(db.id);
+      const reports = await this.d.repo.memberReports(db.id);
       const members: MemberView[] = await Promise.all(placements.map(async (m) => {
         const agent = await this.d.repo.agent(m.agentId);
-        const node = this.nodes.get(db.id)?.get(m.member);
+        // Only what the member's own agent said counts (a member never moves agents).
+        const node = reports.find((r) => r.member === m.member && r.agentId === m.agentId);
         return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
       }));
       const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
@@ -109,7 +107,6 @@ export class FailoverCoordinator {
       changed = (await this.syncMembers(db.id)) || changed;
     }
     for (const id of [...this.lostSince.keys()]) if (!live.has(id)) this.lostSince.delete(id);
-    for (const id of [...this.nodes.keys()]) if (!(await this.d.repo.get(id))) this.nodes.delete(id);
     return changed;
   }
 
@@ -119,7 +116,7 @@ export class FailoverCoordinator {
     if (!db || db.deleting) return undefined;
     const placement = (await this.d.repo.members(databaseId)).find((m) => m.member === db.primaryMember);
     if (!placement) return undefined;
-    const address = this.nodes.get(databaseId)?.get(db.primaryMember)?.address ?? '';
+    const address = (await this.d.repo.memberReports(databaseId)).find((r) => r.member === db.primaryMember)?.address ?? '';
     return { databaseId, term: db.term, member: db.primaryMember, agentId: placement.agentId, address };
   }
 
@@ -132,8 +129,9 @@ export class FailoverCoordinator {
     const db = await this.d.repo.get(id);
     if (!db) return false;
     const members: Record<string, string> = {};
+    const reports = await this.d.repo.memberReports(id);
     for (const m of await this.d.repo.members(id)) {
-      const address = this.nodes.get(id)?.get(m.member)?.address ?? '';
+      const address = reports.find((r) => r.member === m.member)?.address ?? '';
       const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
       if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
     }

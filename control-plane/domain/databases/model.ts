@@ -124,6 +124,39 @@ export interface OperationRecord {
   created: number;
 }
 
+/**
+ * One day's auto backup of one database, claimed by the replica that decided it is due; the
+ * (database, day) pair is unique in the store, so no day is asked for twice (docs/databases.md,
+ * "Auto backups").
+ */
+export interface BackupSlot {
+  databaseId: number;
+  /** UTC day, YYYY-MM-DD. */
+  slot: string;
+  /** When it was claimed (ms). */
+  claimed: number;
+  /** When the agent reported it taken (ms); null until then. */
+  taken: number | null;
+}
+
+/**
+ * What a member's agent last said of it (docs/databases.md, "Clusters across hosts"): kept in the
+ * store, written by the replica the agent reports to, so the lease holder decides failovers from
+ * every agent's reports, whichever replica they are connected to.
+ */
+export interface MemberReport {
+  databaseId: number;
+  member: number;
+  agentId: string;
+  state: string;
+  role: string;
+  gtid: string;
+  /** address:port where the member listens ('' until known). */
+  address: string;
+  /** When it was written (ms). */
+  reported: number;
+}
+
 /** Where one member of a database runs; it stays on that agent for its life. */
 export interface MemberPlacement {
   databaseId: number;

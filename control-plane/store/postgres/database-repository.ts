@@ -1,6 +1,6 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { DatabaseRepository } from '../database-repository.js';
-import { agentRow, backupRow, fromRowWith, memberRow, opRowWith, toRowWith } from '../sqlite/database-repository.js';
+import { PUT_MEMBER_REPORT, agentRow, backupRow, fromRowWith, memberRow, opRowWith, reportRow, slotRow, toRowWith } from '../sqlite/database-repository.js';
 import { nextSequenceId } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';
 
@@ -95,6 +95,27 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, last_seen, applied_version, engines) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
         ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`,
       [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines)]);
+    },
+
+    claimBackupSlot: (databaseId, slot, at) => x.transaction(async () => {
+      // The primary key decides between replicas claiming the same day at once.
+      const r = await x.query('INSERT INTO database_backup_slots (database_id, slot, claimed) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [databaseId, slot, at]);
+      if (r.rowCount !== 1) return false;
+      await x.query('DELETE FROM database_backup_slots WHERE database_id = $1 AND slot < $2', [databaseId, slot]);
+      return true;
+    }),
+    backupSlots: async () => (await x.rows(
+      'SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id',
+    )).map(slotRow),
+    markBackupSlotsTaken: async (databaseId, upTo, at) =>
+      (await x.query('UPDATE database_backup_slots SET taken = $1 WHERE database_id = $2 AND slot <= $3 AND taken IS NULL', [at, databaseId, upTo])).rowCount ?? 0,
+
+    putMemberReport: async (r) => void (await x.query(PUT_MEMBER_REPORT.replace(/%(\d)/g, '$$$1'), [r.databaseId, r.member, r.agentId, r.state, r.role, r.gtid, r.address, r.reported])),
+    async memberReports(databaseId) {
+      const rows = databaseId === undefined
+        ? await x.rows('SELECT * FROM database_member_reports ORDER BY database_id, member')
+        : await x.rows('SELECT * FROM database_member_reports WHERE database_id = $1 ORDER BY member', [databaseId]);
+      return rows.map(reportRow);
     },
 
     markAgentEvent: async (id, databaseId, at) =>

@@ -299,4 +299,34 @@ export const postgresMigrations: Migration[] = [
     id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
+  {
+    // Auto backups decided by the lease holder; the primary key makes a day claimed once.
+    id: '250-database-backup-slots',
+    sql: `
+      CREATE TABLE database_backup_slots (
+        database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        slot TEXT NOT NULL,
+        claimed BIGINT NOT NULL,
+        taken BIGINT,
+        PRIMARY KEY (database_id, slot)
+      );
+    `,
+  },
+  {
+    // Spread cluster members as their agents last reported them, as in SQLite.
+    id: '251-database-member-reports',
+    sql: `
+      CREATE TABLE database_member_reports (
+        database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        member BIGINT NOT NULL,
+        agent_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        role TEXT NOT NULL,
+        gtid TEXT NOT NULL,
+        address TEXT NOT NULL,
+        reported BIGINT NOT NULL,
+        PRIMARY KEY (database_id, member)
+      );
+    `,
+  },
 ];

@@ -5,7 +5,7 @@ import { nextSequenceId } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
-import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 
 // `secret` columns are sealed at rest (secrets.ts, docs/security/secrets.md).
 export const columns: [keyof DatabaseRecord, string, 'json' | 'bool' | 'plain' | 'secret' | 'secret-json'][] = [
@@ -58,6 +58,19 @@ export function opRowWith(r: any, box: SecretBox): OperationRecord {
 export function memberRow(r: any): MemberPlacement {
   return { databaseId: r.database_id, member: r.member, agentId: r.agent_id };
 }
+
+export function slotRow(r: any): BackupSlot {
+  return { databaseId: Number(r.database_id), slot: r.slot, claimed: Number(r.claimed), taken: r.taken === null ? null : Number(r.taken) };
+}
+
+export function reportRow(r: any): MemberReport {
+  return { databaseId: Number(r.database_id), member: Number(r.member), agentId: r.agent_id, state: r.state, role: r.role, gtid: r.gtid, address: r.address, reported: Number(r.reported) };
+}
+
+/** One upsert for both stores (SQLite and PostgreSQL read `excluded` alike). */
+export const PUT_MEMBER_REPORT = `INSERT INTO database_member_reports (database_id, member, agent_id, state, role, gtid, address, reported)
+  VALUES (%1, %2, %3, %4, %5, %6, %7, %8) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id, state = excluded.state,
+  role = excluded.role, gtid = excluded.gtid, address = excluded.address, reported = excluded.reported`;
 
 export function agentRow(r: any): AgentRecord {
   return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
@@ -156,6 +169,29 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
     },
 
+    claimBackupSlot(databaseId, slot, at) {
+      return db.transaction(() => {
+        if (db.prepare('INSERT OR IGNORE INTO database_backup_slots (database_id, slot, claimed) VALUES (?, ?, ?)').run(databaseId, slot, at).changes !== 1) return false;
+        // Only the newest day is ever sent, so older ones are kept no longer.
+        db.prepare('DELETE FROM database_backup_slots WHERE database_id = ? AND slot < ?').run(databaseId, slot);
+        return true;
+      })();
+    },
+    backupSlots() {
+      return (db.prepare('SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id').all() as any[]).map(slotRow);
+    },
+    markBackupSlotsTaken(databaseId, upTo, at) {
+      return db.prepare('UPDATE database_backup_slots SET taken = ? WHERE database_id = ? AND slot <= ? AND taken IS NULL').run(at, databaseId, upTo).changes;
+    },
+    putMemberReport(r) {
+      db.prepare(PUT_MEMBER_REPORT.replace(/%\d/g, '?')).run(r.databaseId, r.member, r.agentId, r.state, r.role, r.gtid, r.address, r.reported);
+    },
+    memberReports(databaseId) {
+      const rows = databaseId === undefined
+        ? db.prepare('SELECT * FROM database_member_reports ORDER BY database_id, member').all()
+        : db.prepare('SELECT * FROM database_member_reports WHERE database_id = ? ORDER BY member').all(databaseId);
+      return (rows as any[]).map(reportRow);
+    },
     markAgentEvent(id, databaseId, at) {
       return db.prepare('INSERT OR IGNORE INTO database_agent_events (id, database_id, at) VALUES (?, ?, ?)').run(id, databaseId, at).changes === 1;
     },

@@ -144,4 +144,36 @@ export const databaseMigrations: Migration[] = [
     id: '241-database-live-labels',
     sql: `CREATE UNIQUE INDEX databases_live_label ON databases (label) WHERE deleting = 0;`,
   },
+  {
+    // Auto backups decided by the control plane (docs/databases.md, "Auto backups"): one row per
+    // database and claimed day; the primary key is what makes a day claimed once across replicas.
+    id: '250-database-backup-slots',
+    sql: `
+      CREATE TABLE database_backup_slots (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        slot TEXT NOT NULL,
+        claimed INTEGER NOT NULL,
+        taken INTEGER,
+        PRIMARY KEY (database_id, slot)
+      );
+    `,
+  },
+  {
+    // What each spread cluster member's agent last reported, for the failover decision on the
+    // lease holder (docs/databases.md, "Clusters across hosts").
+    id: '251-database-member-reports',
+    sql: `
+      CREATE TABLE database_member_reports (
+        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+        member INTEGER NOT NULL,
+        agent_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        role TEXT NOT NULL,
+        gtid TEXT NOT NULL,
+        address TEXT NOT NULL,
+        reported INTEGER NOT NULL,
+        PRIMARY KEY (database_id, member)
+      );
+    `,
+  },
 ];

@@ -263,6 +263,47 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.members(second.id)).map((m) => [m.member, m.agentId])).toEqual([[1, 'a']]);
   });
 
+  it('auto-backup days: each (database, day) claimed once, also by two claims at once; newest day per database; taken once reported', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const one = await r.create(database('slots-1'));
+    const two = await r.create(database('slots-2'));
+    expect(await r.backupSlots()).toEqual([]);
+    // Two claims of one day at once (two replicas): exactly one wins.
+    const raced = await Promise.all([r.claimBackupSlot(one.id, '2030-01-08', 10), r.claimBackupSlot(one.id, '2030-01-08', 11)]);
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    expect(await r.claimBackupSlot(one.id, '2030-01-08', 12)).toBe(false);
+    expect(await r.claimBackupSlot(two.id, '2030-01-08', 13)).toBe(true);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 20)).toBe(1);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 21)).toBe(0);
+    // A later day is a new claim and becomes the newest; an earlier report does not mark it.
+    expect(await r.claimBackupSlot(one.id, '2030-01-09', 30)).toBe(true);
+    expect(await r.markBackupSlotsTaken(one.id, '2030-01-08', 31)).toBe(0);
+    const slots = await r.backupSlots();
+    expect(slots.map((s) => [s.databaseId, s.slot, s.taken])).toEqual([[one.id, '2030-01-09', null], [two.id, '2030-01-08', null]]);
+    expect(slots.find((s) => s.databaseId === one.id)!.claimed).toBe(30);
+    // A database's days go with it.
+    await r.purge(two.id);
+    expect((await r.backupSlots()).map((s) => s.databaseId)).toEqual([one.id]);
+  });
+
+  it('member reports: one row per database and member, replaced by a newer report, gone with the database', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const one = await r.create(database('reports-1'));
+    const two = await r.create(database('reports-2'));
+    const report = (databaseId: number, member: number, over: Record<string, unknown> = {}) =>
+      ({ databaseId, member, agentId: `agent-${member}`, state: 'running', role: member === 1 ? 'primary' : 'replica', gtid: `0-1-${member}`, address: `10.0.0.${member}:3306`, reported: 5, ...over });
+    await r.putMemberReport(report(one.id, 2));
+    await r.putMemberReport(report(one.id, 1));
+    await r.putMemberReport(report(two.id, 1));
+    await r.putMemberReport(report(one.id, 2, { state: 'stopped', role: 'down', gtid: '0-1-9', address: '10.0.0.22:3306', reported: 6 }));
+    expect(await r.memberReports(one.id)).toEqual([report(one.id, 1), report(one.id, 2, { state: 'stopped', role: 'down', gtid: '0-1-9', address: '10.0.0.22:3306', reported: 6 })]);
+    expect((await r.memberReports()).map((x) => [x.databaseId, x.member])).toEqual([[one.id, 1], [one.id, 2], [two.id, 1]]);
+    await r.purge(one.id);
+    expect((await r.memberReports()).map((x) => x.databaseId)).toEqual([two.id]);
+  });
+
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
     const { store } = await open();
     const a = store.addresses;

@@ -1,10 +1,37 @@
 import { describe, expect, it } from 'vitest';
-import { autoBackupsToPrune, autoLabel, dueAutoBackup, utcDay } from '../../../agent/backup/schedule.js';
+import { FALLBACK_AFTER_MS, autoBackupsToPrune, autoLabel, dueAutoBackup, dueAutoBackupDay, utcDay } from '../../../agent/backup/schedule.js';
+import { isUtcDay } from '../../../lib/utc-day.js';
 import { isInWindow, nextWindowStart, type UpdatesWindow } from '../../../lib/maintenance-window.js';
 
 const at = (s: string) => Date.parse(`${s}Z`);
 
 describe('auto backup schedule', () => {
+  it('with a scheduling control plane: takes the day it asks for once, never an earlier one, and nothing on its own while connected', () => {
+    const base = { nowMs: at('2026-03-02T00:00:05'), lastDay: '2026-03-01', scheduled: true, requestedDay: '2026-03-02', disconnectedSinceMs: undefined };
+    expect(dueAutoBackupDay(base)).toBe('2026-03-02');
+    expect(dueAutoBackupDay({ ...base, lastDay: '2026-03-02' })).toBeUndefined();
+    expect(dueAutoBackupDay({ ...base, requestedDay: '2026-02-28' })).toBeUndefined();
+    expect(dueAutoBackupDay({ ...base, lastDay: undefined })).toBe('2026-03-02');
+    // Its own clock says a new day, but the control plane has not asked: nothing.
+    expect(dueAutoBackupDay({ ...base, requestedDay: '' })).toBeUndefined();
+    // A malformed day from a peer is ignored.
+    expect(dueAutoBackupDay({ ...base, requestedDay: '2026-13-40' })).toBeUndefined();
+    expect(dueAutoBackupDay({ ...base, requestedDay: '9999-99-99; rm' })).toBeUndefined();
+  });
+  it('without any control plane for 6 hours, or with one that does not schedule, keeps its own schedule over the same days', () => {
+    const now = at('2026-03-02T06:00:00');
+    const base = { nowMs: now, lastDay: '2026-03-01', scheduled: true, requestedDay: '2026-03-01' };
+    expect(dueAutoBackupDay({ ...base, disconnectedSinceMs: now - FALLBACK_AFTER_MS + 1 })).toBeUndefined();
+    expect(dueAutoBackupDay({ ...base, disconnectedSinceMs: now - FALLBACK_AFTER_MS })).toBe('2026-03-02');
+    // Taken on its own: the control plane's later request of the same day is not taken again.
+    expect(dueAutoBackupDay({ ...base, lastDay: '2026-03-02', requestedDay: '2026-03-02', disconnectedSinceMs: undefined })).toBeUndefined();
+    expect(dueAutoBackupDay({ ...base, scheduled: false, requestedDay: '', disconnectedSinceMs: undefined })).toBe('2026-03-02');
+  });
+  it('checks days as utcDay writes them', () => {
+    expect(isUtcDay('2026-03-02')).toBe(true);
+    expect(isUtcDay(utcDay(at('2024-02-29T12:00:00')))).toBe(true);
+    for (const bad of ['2026-02-30', '2026-3-2', '', ' 2026-03-02', '2026-03-02T00:00:00']) expect(isUtcDay(bad)).toBe(false);
+  });
   it('is due from 00:00 UTC until taken, once per day', () => {
     expect(dueAutoBackup(at('2026-03-02T00:00:00'), '2026-03-01')).toBe('2026-03-02');
     expect(dueAutoBackup(at('2026-03-01T23:59:59'), '2026-03-01')).toBeUndefined();
