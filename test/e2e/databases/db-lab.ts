@@ -99,7 +99,16 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
       });
       child.stdout!.on('data', (b) => { out = (out + b).slice(-20_000); });
       child.stderr!.on('data', (b) => { out = (out + b).slice(-20_000); });
-      await until('agent connected', async () => (await api('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === agentId && a.connected) || undefined, 30_000);
+      // The agent starts from the TypeScript sources (tsx): on a busy 2-core machine with other
+      // e2e files running beside this one that took over 30 s. Wait long, but stop at once with
+      // its output if the process died.
+      const died = new Promise<never>((_, reject) => child!.once('exit', (code, signal) =>
+        reject(new Error(`agent exited (${code ?? signal}) before it connected: ${out.slice(-2000)}`))));
+      died.catch(() => undefined); // a later exit (killAgent) is no error; the race below reports an early one
+      await Promise.race([
+        until('agent connected', async () => (await api('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === agentId && a.connected) || undefined, 120_000, 100),
+        died,
+      ]);
     },
     async killAgent() {
       const c = child;
