@@ -167,9 +167,12 @@ describe('web console', () => {
     await clickText(page, 'Create database');
     await until('the detail page', () => /\/console\/databases\/\d+$/.test(page.url()) || undefined, 30_000, 100);
     dbPath = new URL(page.url()).pathname;
+    // The person's own create is announced when its event finishes. The toast lives 20 s and
+    // may come before the page's status poll (every 3 s) shows active, so watch for it from now.
+    const toastShown = waitText(page, '.toasts', (t) => t.includes('database create finished: console-db'), 'the create toast', 210_000);
+    toastShown.catch(() => undefined); // awaited below; only an early failure would go unhandled
     await waitText(page, '[data-status]', (t) => t === 'active', 'the database active', 180_000);
-    // The person's own create is announced when its event finishes.
-    await waitText(page, '.toasts', (t) => t.includes('database create finished: console-db'), 'the create toast', 30_000);
+    await toastShown;
 
     step('database active');
     await clickText(page, 'Reveal credentials');
