@@ -26,12 +26,15 @@ export default defineConfig({
         },
       },
       {
+        // How many e2e files run at once is a run-wide option, not a project one (vitest ignores
+        // `fileParallelism` here): scripts/test-e2e.sh runs the serial lane with
+        // --no-file-parallelism beside the concurrent lane, files marked
+        // `// e2e-lane: concurrent`, with --maxWorkers 2 (docs/testing.md).
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           testTimeout: 180_000,
           hookTimeout: 180_000,
-          fileParallelism: false,
         },
       },
     ],

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (port 0, temp folders, no NodeBalancer or database addresses).
 import { afterAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

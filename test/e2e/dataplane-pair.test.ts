@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts); keepalived state in its own folders).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (a free port, a random container name, the prebuilt images).
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -135,7 +135,8 @@ describe('NodeBalancer state observed through the API', () => {
     await until('control plane gone', () => fetch(lab.info.apiUrl).then(() => false, () => true));
     restarted = runFulcrum(['control-plane', '--state', join(lab.info.stateDir, 'control-plane'),
       '--api-port', lab.info.apiUrl.split(':')[2]!, '--grpc-port', lab.info.grpcAddress.split(':')[1]!]);
-    await until('control plane back', () => call('GET', `/v4/nodebalancers/${nb.id}`).then((r) => r.status === 200), 30_000);
+    // Started from the TypeScript sources: on a loaded 2-core machine that took over 30 s.
+    await until('control plane back', () => call('GET', `/v4/nodebalancers/${nb.id}`).then((r) => r.status === 200), 120_000);
     const after = (await call('GET', `/v4/nodebalancers/${nb.id}`)).body.transfer;
     expect(after.total).toBeGreaterThanOrEqual(transfer.total);
     const statsAfter = (await call('GET', `/v4/nodebalancers/${nb.id}/stats`)).body;

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks and temp folders).
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

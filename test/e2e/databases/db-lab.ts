@@ -41,12 +41,25 @@ export interface DbLab {
 
 export type RuntimeKind = 'process' | 'docker';
 
+/**
+ * A third octet (100-249) for a file's own 127.76/127.78/127.79 blocks. The concurrent e2e lane
+ * (docs/testing.md) runs FULCRUM_E2E_WORKERS files at once, each in the worker VITEST_POOL_ID
+ * (1..N): each worker draws from its own share of the range, so two files running at the same
+ * time never get the same block (a random draw over the whole range met 1 time in 150).
+ */
+export function ownOctet(): number {
+  const workers = Math.max(1, Number(process.env.FULCRUM_E2E_WORKERS ?? 2) || 1);
+  const slot = (Math.max(1, Number(process.env.VITEST_POOL_ID ?? 1) || 1) - 1) % workers;
+  const width = Math.floor(150 / workers);
+  return 100 + slot * width + Math.floor(Math.random() * width);
+}
+
 export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
   const dpDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-dp-`));
   // Own /24s for endpoints and nodes: other agents and labs may run on this host meanwhile.
-  const octet = 100 + Math.floor(Math.random() * 150);
+  const octet = ownOctet();
   const pool = `127.78.${octet}.0/24`;
   const nodePool = `127.79.${octet}.0/24`;
   // Status polls every 100 ms for minutes: past the product's per-token limit (helpers/lab.ts).
@@ -86,7 +99,16 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
       });
       child.stdout!.on('data', (b) => { out = (out + b).slice(-20_000); });
       child.stderr!.on('data', (b) => { out = (out + b).slice(-20_000); });
-      await until('agent connected', async () => (await api('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === agentId && a.connected) || undefined, 30_000);
+      // The agent starts from the TypeScript sources (tsx): on a busy 2-core machine with other
+      // e2e files running beside this one that took over 30 s. Wait long, but stop at once with
+      // its output if the process died.
+      const died = new Promise<never>((_, reject) => child!.once('exit', (code, signal) =>
+        reject(new Error(`agent exited (${code ?? signal}) before it connected: ${out.slice(-2000)}`))));
+      died.catch(() => undefined); // a later exit (killAgent) is no error; the race below reports an early one
+      await Promise.race([
+        until('agent connected', async () => (await api('GET', '/v4/fulcrum/agents')).body.data.some((a: any) => a.id === agentId && a.connected) || undefined, 120_000, 100),
+        died,
+      ]);
     },
     async killAgent() {
       const c = child;

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks and temp folders).
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks, temp folders, containers named from its own agent).
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertCurrentDatabase } from '../../helpers/database-schema.js';

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks and temp folders).
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { assertCurrentDatabase } from '../../helpers/database-schema.js';

@@ -1,3 +1,4 @@
+// e2e-lane: concurrent (port 0, its own 127.78/79 blocks (ownOctet), temp folders, an injected clock).
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,7 @@ import { startControlPlane, type ControlPlane } from '../../../control-plane/mai
 import { detectLocalEngines } from '../../../control-plane/domain/databases/catalogue.js';
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { databaseDir } from '../../../agent/database/state.js';
-import { MYSQL, until } from './db-lab.js';
+import { MYSQL, ownOctet, until } from './db-lab.js';
 import { testRateLimits } from '../../helpers/lab.js';
 import { readingClock } from '../../helpers/clocks.js';
 
@@ -30,7 +31,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
   let engineId: string;
   let binary: string;
   let id: number;
-  const nodePool = `127.79.${100 + Math.floor(Math.random() * 150)}.0/24`;
+  const nodePool = `127.79.${ownOctet()}.0/24`;
 
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(cp.apiUrl + path, {
@@ -71,7 +72,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
     // reads the same injected time as the agent, checked every 200 ms. Plain gRPC: certificates
     // are issued for real time and checked against the injected one, years apart here (mutual
     // TLS has its own tests).
-    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${100 + Math.floor(Math.random() * 150)}.0/24`, logger: silentLogger(),
+    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${ownOctet()}.0/24`, logger: silentLogger(),
       rateLimits: testRateLimits, clock: readingClock(clock), backupScheduleMs: 200, insecureGrpc: true }); // polls every 100 ms for minutes (helpers/lab.ts)
     await start();
     const d = await api('POST', MYSQL, { label: 'sched-db', region: 'us-east', type: 'g6-nanode-1', engine: engineId, allow_list: ['0.0.0.0/0'] });

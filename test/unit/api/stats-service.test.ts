@@ -37,6 +37,22 @@ describe('StatsService', () => {
     expect(out.data.traffic.in.at(-1)).toEqual([current, 0]);
   });
 
+  it('puts traffic reported just before a bucket boundary in the previous point once the boundary passes', async () => {
+    // What the console's "latest 5 minutes" figure reads: a burst reported at 17:14:58 is the
+    // latest point until 17:15:00 and then only the one before it (docs/console.md).
+    const boundary = Date.UTC(2026, 10, 26, 17, 15, 0);
+    const rows: { bucket: number; bytesIn: number; bytesOut: number; connections: number }[] = [];
+    const clock = new ManualClock(boundary - 2_000);
+    const s = new StatsService(repoWith(rows), clock);
+    expect(await s.record(1, 1, clock.now(), { bytesIn: 3_000, bytesOut: 6_000, connections: 60 })).toBe(true);
+    const before = (await s.stats(nb)) as any;
+    expect(before.data.connections.at(-1)).toEqual([boundary - 300_000, 0.2]);
+    clock.set(boundary + 5_000);
+    const after = (await s.stats(nb)) as any;
+    expect(after.data.connections.at(-1)).toEqual([boundary, 0]);
+    expect(after.data.connections.at(-2)).toEqual([boundary - 300_000, 0.2]);
+  });
+
   it('sums this month only into transfer, in MB', async () => {
     const lastMonth = Date.UTC(2024, 5, 30, 23, 55, 0);
     const s = new StatsService(repoWith([
