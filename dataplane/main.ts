@@ -63,6 +63,14 @@ export interface DataplaneOptions {
   distribution?: 'rr' | 'kernel';
   /** After a reload, how long the old workers' open connections may run on (default 30 s). */
   drainMs?: number;
+  /** How long a worker may take to apply a snapshot before it is replaced (default 60 s). */
+  workerApplyTimeoutMs?: number;
+  /**
+   * One listening socket per port on the wildcard address instead of one per NodeBalancer
+   * address (docs/dataplane.md, "Wildcard listeners"): only when the data plane owns its ports
+   * on every address of the host.
+   */
+  wildcardListeners?: boolean;
 }
 
 export interface Dataplane {
@@ -108,14 +116,15 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   const multi = (opts.workers ?? 1) > 1;
   // With workers, this process's engine binds nothing: it validates, checks health once for the
   // data plane and decides node status; the workers carry the traffic.
-  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi });
+  const wildcard = opts.wildcardListeners ?? false;
+  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi, wildcard });
   registerDataplaneMetrics(registry, engine);
   registerEndpointMetrics(registry, engine);
   const pool = multi
     ? new WorkerPool({
       count: opts.workers!, distribution: opts.distribution ?? 'rr', checker: engine, registry, logger: logger.child({ component: 'workers' }),
-      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000,
-      settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000 },
+      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, applyTimeoutMs: opts.workerApplyTimeoutMs ?? 60_000,
+      settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000, wildcard },
     })
     : undefined;
   const apply = (snap: Parameters<typeof engine.apply>[0]) => (pool ? pool.apply(snap) : engine.apply(snap));
