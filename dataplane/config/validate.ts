@@ -208,7 +208,9 @@ export function validateNodeBalancer(nb: NodeBalancerInput, p: string, errs: Err
       checkIntervalMs: interval * 1000, checkTimeoutMs: timeout * 1000, checkAttempts: attempts, checkPath, checkBody,
       checkPassive: c.checkPassive ?? true, proxyProtocol, cipherSuite, sslCert, sslKey,
       nodes: Object.freeze(nodes), udpCheckPort, udpSessionTimeoutMs: udpTimeout * 1000, listenKey, listenKey6, checkKey,
-      fingerprint: `${nbId}|${listenKey}|${listenKey6}|${JSON.stringify(c)}`,
+      // A digest, not the text: 20,000 configs' text (certificates and keys included) held in
+      // every process of a data plane cost tens of MB (docs/dataplane.md, "Large states").
+      fingerprint: createHash('sha256').update(`${nbId}|${listenKey}|${listenKey6}|${JSON.stringify(c)}`).digest('base64'),
     }));
   });
   return Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, ipv6, clientConnThrottle: throttle, clientUdpSessThrottle: udpThrottle, type, configs: Object.freeze(configs) });
