@@ -81,6 +81,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const limits = new ConnLimits(opts.limits);
   const endpoints = new DbEndpointSet(log, opts.endpoints);
   const ports = opts.wildcard ? new WildcardPorts(log) : null;
+  let udpListeners = 0;
   const bind = opts.bind ?? true;
   const serveUdp = opts.serveUdp ?? true;
   const healthSubs = new Set<(ev: HealthEvent) => void>();
@@ -223,7 +224,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     }
 
     // Swap (synchronous from here: no connection sees a half-applied snapshot).
-    for (const l of fresh) listeners.set(l.key, l);
+    for (const l of fresh) {
+      listeners.set(l.key, l);
+      if (l instanceof UdpListener) udpListeners++;
+    }
     let addressesMoved = eps !== null || removed.length > 0;
     const keptConfigs = new Set<number>();
     for (const nb of upserts) {
@@ -268,13 +272,14 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       listenOwner.delete(key);
       if (!l) continue;
       listeners.delete(key);
+      if (l instanceof UdpListener) udpListeners--;
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
     if (eps && bind) endpoints.swap(eps, bound.fresh);
     for (const l of fresh) if (l instanceof Listener) l.serve();
-    // Descriptors held: with wildcard listeners one per port (and udp listeners, which bind each address).
-    limits.listeners = (ports === null ? listeners.size : ports.size + [...listeners.values()].filter((l) => l instanceof UdpListener).length) + endpoints.size;
+    // Descriptors held: with wildcard listeners one per port, and the udp listeners (each binds its address).
+    limits.listeners = (ports === null ? listeners.size : ports.size + udpListeners) + endpoints.size;
     version = nextVersion;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
     // hosts.primary moves with the pair (docs/multi-host.md).
