@@ -50,6 +50,9 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   commitPrepared(prepared: PreparedSnapshot): Promise<void>;
   /** Everything served now, as one whole prepared snapshot (a new worker starts from it). */
   state(): PreparedSnapshot;
+  /** The runtime of a config served now. */
+  config(id: number): ConfigRuntime | undefined;
+  servesNodeBalancer(id: number): boolean;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
   /** The addresses of the snapshot being served (NodeBalancers' ipv4 and database endpoints'), sorted, distinct. */
@@ -321,6 +324,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     apply: (snapshot) => queue(async () => commitNow(await prepareNow(snapshot))),
     prepare: (snapshot) => queue(() => prepareNow(snapshot)),
     commitPrepared: (prepared) => queue(() => commitNow(prepared)),
+    config: (id) => runtimes.get(id),
+    servesNodeBalancer: (id) => nbs.has(id),
     state: () => ({ version, baseVersion: null, nodebalancers: [...nbs.values()], removed: [], databaseEndpoints: endpointSpecs }),
     version: () => version,
     addresses: () => served,

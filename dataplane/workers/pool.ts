@@ -7,7 +7,6 @@ import type { Logger } from '../../lib/logger.js';
 import type { PreparedSnapshot, ProxyEngine } from '../engine.js';
 import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
-import type { ConfigMetricsView } from '../telemetry/metrics.js';
 import { SharedState } from './shared-state.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
 
@@ -84,8 +83,6 @@ export class WorkerPool implements TelemetrySource {
   private chain: Promise<unknown> = Promise.resolve();
   private verdicts: NodeVerdict[] = [];
   private closing = false;
-  /** The primary's configs by id (node verdicts for the shared `table`). */
-  private configs = new Map<number, ConfigMetricsView>();
 
   constructor(private readonly o: WorkerPoolOptions) {
     cluster.schedulingPolicy = o.distribution === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -93,7 +90,7 @@ export class WorkerPool implements TelemetrySource {
     cluster.setupPrimary({ exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced' });
     cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
-      const status = this.configs.get(configId)?.nodes.get(nodeId)?.status;
+      const status = o.checker.config(configId)?.nodes.get(nodeId)?.status;
       return status !== undefined && status !== 'DOWN';
     });
     o.checker.onHealth((ev) => {
@@ -247,13 +244,9 @@ export class WorkerPool implements TelemetrySource {
     const errors = replies.flatMap((r) => (r.status === 'fulfilled' && r.value.t === 'applied' && r.value.error ? [r.value.error] : []));
     if (errors.length > 0) throw new FulcrumError('invalid_config', errors[0]!);
     await this.o.checker.commitPrepared(prepared);
-    const nbs = new Set<number>();
-    this.configs = new Map();
-    for (const c of this.o.checker.configs()) {
-      nbs.add(c.spec.nodebalancerId);
-      this.configs.set(c.spec.id, c);
-    }
-    this.shared.retain(nbs, new Set(this.configs.keys()));
+    // Looked up in the primary's engine, not rebuilt from every config: a write costs what it changes.
+    const checker = this.o.checker;
+    this.shared.retain({ has: (id) => checker.servesNodeBalancer(id) }, { has: (id) => checker.config(id) !== undefined });
   }
 
   /**
