@@ -111,7 +111,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
     join: 'string', 'insecure-grpc': 'boolean',
     'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
-    workers: 'number', distribution: 'string', 'drain-time': 'number',
+    workers: 'number', distribution: 'string', 'drain-time': 'number', 'wildcard-listeners': 'boolean', 'worker-apply-timeout': 'number',
   });
   const workers = (f.workers as number | undefined) ?? availableParallelism();
   if (!Number.isInteger(workers) || workers < 1 || workers > 1024) throw new Error('--workers must be an integer from 1 to 1024');
@@ -119,6 +119,8 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
   if (distribution !== 'rr' && distribution !== 'kernel') throw new Error('--distribution must be rr or kernel');
   const drainTime = f['drain-time'] as number | undefined;
   if (drainTime !== undefined && !(drainTime >= 0 && drainTime <= 86_400)) throw new Error('--drain-time must be 0 to 86400 seconds');
+  const applyTimeout = f['worker-apply-timeout'] as number | undefined;
+  if (applyTimeout !== undefined && !(applyTimeout >= 1 && applyTimeout <= 3600)) throw new Error('--worker-apply-timeout must be 1 to 3600 seconds');
   const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   mkdirSync(stateDir, { recursive: true });
@@ -145,6 +147,8 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     workers,
     distribution,
     drainMs: drainTime === undefined ? undefined : drainTime * 1000,
+    workerApplyTimeoutMs: applyTimeout === undefined ? undefined : applyTimeout * 1000,
+    wildcardListeners: Boolean(f['wildcard-listeners']),
   });
   writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null, workers }, null, 2));
   onShutdown(() => dp.close());

@@ -30,6 +30,8 @@ const usage = `usage: fulcrum <command> [options]
                   [--vrrp-router-id 1-255 (51)]]   pair mode: addresses held through keepalived
                  [--workers N (default: the number of cores; 1 = one process)]
                  [--distribution kernel|rr (default kernel)] [--drain-time SECONDS (default 30)]
+                 [--worker-apply-timeout SECONDS (default 60)] [--wildcard-listeners (one socket per port,
+                  only when the data plane owns its ports on every address)]
   dataplane reload --state DIR   new workers on the same listeners, the old ones drain (or SIGHUP)
   agent          --control-plane HOST:PORT[,HOST:PORT...] --state DIR --runtime process|docker [--join TOKEN]
                  [--metrics-port N] [--id ID --region R] [--insecure-grpc]

@@ -1,22 +1,32 @@
-import { systemClock, type Clock } from '../lib/clock.js';
+import { systemClock } from '../lib/clock.js';
 import { FulcrumError } from '../lib/errors.js';
-import { silentLogger, type Logger } from '../lib/logger.js';
+import { silentLogger } from '../lib/logger.js';
 import type { ConfigSpec, NodeBalancerSpec } from './config/model.js';
 import type { DbEndpointSpec } from './config/endpoint-model.js';
-import { validateSnapshot, type SnapshotInput } from './config/validate.js';
-import { validateDelta, type ServedIndex } from './config/validate-delta.js';
-import { Listener, type SharedAdmission } from './listeners/listener.js';
+import { validateSnapshotSliced, type SnapshotInput } from './config/validate.js';
+import { validateDelta, type PreparedSnapshot, type ServedIndex } from './config/validate-delta.js';
+import { Listener } from './listeners/listener.js';
+import { WildcardPorts } from './listeners/wildcard-ports.js';
 import { UdpListener } from './listeners/udp-listener.js';
-import { ConfigRuntime, type RemoteHealth } from './runtime/config-runtime.js';
+import { ConfigRuntime } from './runtime/config-runtime.js';
 import { TicketKeys } from './runtime/ticket-keys.js';
 import { ConnThrottle } from './throttle/conn-throttle.js';
-import { ConnLimits, type ConnLimitOptions } from './throttle/conn-limits.js';
+import { ConnLimits } from './throttle/conn-limits.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from './telemetry/telemetry-source.js';
 import type { MetricsSource } from './telemetry/metrics.js';
-import { DbEndpointSet, type DbEndpointSetOptions } from './endpoints/endpoint-set.js';
+import { DbEndpointSet } from './endpoints/endpoint-set.js';
 import type { DbEndpoint } from './endpoints/db-endpoint.js';
+import type { EngineOptions } from './engine-options.js';
 
-export type { CounterDelta, HealthEvent };
+export type { CounterDelta, HealthEvent, PreparedSnapshot, EngineOptions };
+
+/**
+ * A whole state of thousands of NodeBalancers is validated and built in slices of this many
+ * NodeBalancers (configs), handing the event loop back in between, so the gRPC streams' keepalive
+ * and accepted connections are served meanwhile (docs/dataplane.md, "Large states").
+ */
+const SLICE = 100;
+const pause = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * The proxy without any control-plane wiring: give it snapshots, read health and counters.
@@ -31,6 +41,19 @@ export type { CounterDelta, HealthEvent };
  */
 export interface ProxyEngine extends TelemetrySource, MetricsSource {
   apply(snapshot: SnapshotInput): Promise<void>;
+  /**
+   * apply() in two halves, for a primary that validates once for its workers: `prepare`
+   * validates against what this engine serves (and changes nothing); `commitPrepared` serves
+   * a prepared snapshot without validating it again, in this engine or any other serving the
+   * same version (docs/dataplane.md, "Workers").
+   */
+  prepare(snapshot: SnapshotInput): Promise<PreparedSnapshot>;
+  commitPrepared(prepared: PreparedSnapshot): Promise<void>;
+  /** Everything served now, as one whole prepared snapshot (a new worker starts from it). */
+  state(): PreparedSnapshot;
+  /** The runtime of a config served now. */
+  config(id: number): ConfigRuntime | undefined;
+  servesNodeBalancer(id: number): boolean;
   /** Version of the snapshot being served (0 = none yet). */
   version(): number;
   /** The addresses of the snapshot being served (NodeBalancers' ipv4 and database endpoints'), sorted, distinct. */
@@ -49,28 +72,6 @@ export interface ProxyEngine extends TelemetrySource, MetricsSource {
   drain(deadlineMs: number): Promise<void>;
 }
 
-export interface EngineOptions {
-  logger?: Logger;
-  clock?: Clock;
-  /** How long a removed listener's open connections may run on (default 30 s). */
-  drainTimeoutMs?: number;
-  /** Connection caps, descriptor budget and tcp idle timeout (throttle/conn-limits.ts). */
-  limits?: ConnLimitOptions;
-  /** Database endpoints: the source address of member connections and the endpoint caps. */
-  endpoints?: DbEndpointSetOptions;
-  /**
-   * Multi-process data plane (docs/dataplane.md, "Workers"). `bind: false` is the primary's
-   * engine: configs, health checks and stickiness rules without a listener. A worker takes
-   * health from the primary (`remoteHealth`), asks it at accept (`shared`), and serves udp
-   * only when `serveUdp` (one worker does: a client flow must stay in one process).
-   */
-  bind?: boolean;
-  remoteHealth?: RemoteHealth;
-  shared?: SharedAdmission;
-  serveUdp?: boolean;
-  /** The data plane's TLS ticket secret (shared by its workers); default: one of this engine's own. */
-  ticketKeys?: TicketKeys;
-}
 
 export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const log = (opts.logger ?? silentLogger()).child({ component: 'engine' });
@@ -83,6 +84,8 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const udpGates = new Map<number, ConnThrottle>();
   const limits = new ConnLimits(opts.limits);
   const endpoints = new DbEndpointSet(log, opts.endpoints);
+  const ports = opts.wildcard ? new WildcardPorts(log) : null;
+  let udpListeners = 0;
   const bind = opts.bind ?? true;
   const serveUdp = opts.serveUdp ?? true;
   const tickets = opts.ticketKeys ?? new TicketKeys();
@@ -131,25 +134,41 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     return d;
   };
 
-  async function applyNow(input: SnapshotInput): Promise<void> {
+  async function prepareNow(input: SnapshotInput): Promise<PreparedSnapshot> {
     if (closed) throw new FulcrumError('invalid_config', 'engine is closed');
     try {
       if (input.incremental === true) {
         const d = validateDelta(input, servedIndex);
-        if (d.baseVersion !== version) {
-          throw new FulcrumError('invalid_config', `incremental snapshot ${d.version} applies on version ${d.baseVersion}, but version ${version} is served`);
-        }
-        await commit(d.version, d.nodebalancers, d.removed, d.databaseEndpoints);
-        return;
+        checkBase(d.version, d.baseVersion);
+        return { version: d.version, baseVersion: d.baseVersion, nodebalancers: d.nodebalancers, removed: d.removed, databaseEndpoints: d.databaseEndpoints };
       }
-      const snap = validateSnapshot(input);
-      const keep = new Set(snap.nodebalancers.map((nb) => nb.id));
-      await commit(snap.version, snap.nodebalancers, [...nbs.keys()].filter((id) => !keep.has(id)), snap.databaseEndpoints);
+      const snap = await validateSnapshotSliced(input, pause, SLICE);
+      return { version: snap.version, baseVersion: null, nodebalancers: snap.nodebalancers, removed: [], databaseEndpoints: snap.databaseEndpoints };
     } catch (e) {
       if (e instanceof FulcrumError) throw e;
       // A snapshot of the wrong shape altogether (not arrays where arrays belong, ...).
       throw new FulcrumError('invalid_config', `malformed snapshot: ${(e as Error).message}`);
     }
+  }
+
+  function checkBase(next: number, base: number): void {
+    if (base !== version) throw new FulcrumError('invalid_config', `incremental snapshot ${next} applies on version ${base}, but version ${version} is served`);
+  }
+
+  /** A whole prepared snapshot removes every NodeBalancer it does not name. */
+  async function commitNow(p: PreparedSnapshot): Promise<void> {
+    if (closed) throw new FulcrumError('invalid_config', 'engine is closed');
+    if (p.baseVersion !== null) checkBase(p.version, p.baseVersion);
+    const keep = p.baseVersion === null ? new Set(p.nodebalancers.map((nb) => nb.id)) : null;
+    const removed = keep === null ? p.removed : [...nbs.keys()].filter((id) => !keep.has(id));
+    await commit(p.version, p.nodebalancers, removed, p.databaseEndpoints);
+  }
+
+  /** Serialised after every apply before it. */
+  function queue<T>(fn: () => Promise<T>): Promise<T> {
+    const run = chain.then(fn);
+    chain = run.then(() => undefined, () => undefined);
+    return run;
   }
 
   /**
@@ -181,7 +200,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
       if (listeners.has(key) || !bind || (c.protocol === 'udp' && !serveUdp)) continue;
-      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits, opts.shared));
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
@@ -195,8 +214,29 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       throw new FulcrumError('invalid_config', `cannot listen on ${failed.join(', ')}`);
     }
 
+    // Runtimes of configs new here are built before the swap, in slices (nothing serves them
+    // yet), so the swap below stays short however many NodeBalancers arrive at once.
+    const built = new Map<number, ConfigRuntime>();
+    for (const nb of upserts) {
+      for (const c of nb.configs) {
+        if (reusable(runtimes.get(c.id), c)) continue;
+        if (!throttles.has(nb.id)) gates(nb);
+        built.set(c.id, newRuntime(c, nb.id));
+        if (built.size % SLICE === 0) await pause();
+      }
+    }
+    if (closed) {
+      for (const l of fresh) l.destroy();
+      for (const e of bound.fresh) e.close();
+      for (const rt of built.values()) rt.retire();
+      throw new FulcrumError('invalid_config', 'engine is closed');
+    }
+
     // Swap (synchronous from here: no connection sees a half-applied snapshot).
-    for (const l of fresh) listeners.set(l.key, l);
+    for (const l of fresh) {
+      listeners.set(l.key, l);
+      if (l instanceof UdpListener) udpListeners++;
+    }
     let addressesMoved = eps !== null || removed.length > 0;
     const keptConfigs = new Set<number>();
     for (const nb of upserts) {
@@ -204,21 +244,18 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       if (prev?.ipv4 !== nb.ipv4) addressesMoved = true;
       for (const c of prev?.configs ?? []) configOwner.delete(c.id);
       nbs.set(nb.id, nb);
-      gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * (nb.type === 'premium' ? 10 : 1));
-      // A premium NodeBalancer may hold what the service states: 10x the connections, 8x the UDP sessions.
-      gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer * (nb.type === 'premium' ? 8 : 1));
+      gates(nb);
       for (const c of nb.configs) {
         keptConfigs.add(c.id);
         configOwner.set(c.id, nb.id);
         listenOwner.set(c.listenKey, nb.id);
         if (c.listenKey6 !== '') listenOwner.set(c.listenKey6, nb.id);
         let rt = runtimes.get(c.id);
-        const udp = c.protocol === 'udp';
-        if (rt && rt.spec.nodebalancerId === c.nodebalancerId && (rt.spec.protocol === 'udp') === udp) {
+        if (reusable(rt, c)) {
           rt.update(c);
         } else {
           if (rt) retire(rt);
-          rt = new ConfigRuntime(c, (udp ? udpGates : throttles).get(nb.id)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
+          rt = built.get(c.id) ?? newRuntime(c, nb.id);
           runtimes.set(c.id, rt);
         }
         if (rt.tls) Listener.attachTls(rt);
@@ -244,18 +281,35 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       listenOwner.delete(key);
       if (!l) continue;
       listeners.delete(key);
+      if (l instanceof UdpListener) udpListeners--;
       l.rt = null;
       void l.drain(drainTimeoutMs);
     }
     if (eps && bind) endpoints.swap(eps, bound.fresh);
     for (const l of fresh) if (l instanceof Listener) l.serve();
-    limits.listeners = listeners.size + endpoints.size;
+    // Descriptors held: with wildcard listeners one per port, and the udp listeners (each binds its address).
+    limits.listeners = (ports === null ? listeners.size : ports.size + udpListeners) + endpoints.size;
     version = nextVersion;
     // Keepalived holds every address served here: NodeBalancers' and database endpoints', so
     // hosts.primary moves with the pair (docs/multi-host.md).
     if (eps) endpointSpecs = eps;
     if (addressesMoved) served = [...new Set([...[...nbs.values()].map((nb) => nb.ipv4), ...endpointSpecs.map((e) => e.address)])].sort();
     log.info({ version, listeners: listeners.size, configs: runtimes.size, databaseEndpoints: endpoints.size, changed: upserts.length, removed: removed.length }, 'snapshot applied');
+  }
+
+  /** A config keeps its runtime (node state, pools) unless it moved NodeBalancer or to or from udp. */
+  function reusable(rt: ConfigRuntime | undefined, c: ConfigSpec): rt is ConfigRuntime {
+    return rt !== undefined && rt.spec.nodebalancerId === c.nodebalancerId && (rt.spec.protocol === 'udp') === (c.protocol === 'udp');
+  }
+
+  function newRuntime(c: ConfigSpec, nb: number): ConfigRuntime {
+    return new ConfigRuntime(c, (c.protocol === 'udp' ? udpGates : throttles).get(nb)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
+  }
+
+  /** A NodeBalancer's throttles; a premium one may hold what the service states: 10x the connections, 8x the UDP sessions. */
+  function gates(nb: NodeBalancerSpec): void {
+    gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * (nb.type === 'premium' ? 10 : 1));
+    gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer * (nb.type === 'premium' ? 8 : 1));
   }
 
   /** Creates or updates a NodeBalancer's throttle (per client rate, concurrent caps). */
@@ -273,11 +327,12 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   }
 
   const engine: ProxyEngine = {
-    apply(snapshot) {
-      const run = chain.then(() => applyNow(snapshot));
-      chain = run.catch(() => undefined);
-      return run;
-    },
+    apply: (snapshot) => queue(async () => commitNow(await prepareNow(snapshot))),
+    prepare: (snapshot) => queue(() => prepareNow(snapshot)),
+    commitPrepared: (prepared) => queue(() => commitNow(prepared)),
+    config: (id) => runtimes.get(id),
+    servesNodeBalancer: (id) => nbs.has(id),
+    state: () => ({ version, baseVersion: null, nodebalancers: [...nbs.values()], removed: [], databaseEndpoints: endpointSpecs }),
     version: () => version,
     addresses: () => served,
     configs: () => runtimes.values(),

@@ -64,6 +64,14 @@ export interface DataplaneOptions {
   distribution?: 'rr' | 'kernel';
   /** After a reload, how long the old workers' open connections may run on (default 30 s). */
   drainMs?: number;
+  /** How long a worker may take to apply a snapshot before it is replaced (default 60 s). */
+  workerApplyTimeoutMs?: number;
+  /**
+   * One listening socket per port on the wildcard address instead of one per NodeBalancer
+   * address (docs/dataplane.md, "Wildcard listeners"): only when the data plane owns its ports
+   * on every address of the host.
+   */
+  wildcardListeners?: boolean;
 }
 
 export interface Dataplane {
@@ -112,14 +120,15 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   // One TLS ticket secret for the data plane, rotated here and handed to the workers (never to disk).
   const tickets = new TicketKeys();
   const rotation = (opts.clock ?? systemClock).setInterval(() => tickets.rotate(), TICKET_ROTATE_MS);
-  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi, ticketKeys: tickets });
+  const wildcard = opts.wildcardListeners ?? false;
+  const engine = createProxyEngine({ logger, clock: opts.clock, limits, endpoints: { sourceAddress: opts.endpointSource }, bind: !multi, ticketKeys: tickets, wildcard });
   registerDataplaneMetrics(registry, engine);
   registerEndpointMetrics(registry, engine);
   const pool = multi
     ? new WorkerPool({
       count: opts.workers!, distribution: opts.distribution ?? 'kernel', checker: engine, registry, logger: logger.child({ component: 'workers' }),
-      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, tickets,
-      settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000 },
+      clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, applyTimeoutMs: opts.workerApplyTimeoutMs ?? 60_000, tickets,
+      settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000, wildcard },
     })
     : undefined;
   const apply = (snap: Parameters<typeof engine.apply>[0]) => (pool ? pool.apply(snap) : engine.apply(snap));

@@ -3,7 +3,7 @@
  * here and stopped (by its own pid, never by name) when the bench ends, including on Ctrl-C.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const children = new Set<ChildProcess>();
@@ -155,6 +155,26 @@ export function memoryMb(pid: number): { rss: number; peak: number } {
   } catch {
     return { rss: NaN, peak: NaN };
   }
+}
+
+/**
+ * RSS of a process and all its descendants (a data plane's primary and its workers), in MB;
+ * `peak` sums each one's own peak, an upper bound on the tree's peak.
+ */
+export function treeMemoryMb(pid: number): { rss: number; peak: number; processes: number } {
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) {
+    try {
+      for (const task of readdirSync(`/proc/${all[i]}/task`)) {
+        const kids = readFileSync(`/proc/${all[i]}/task/${task}/children`, 'utf8').trim();
+        if (kids !== '') all.push(...kids.split(/\s+/).map(Number));
+      }
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  const each = all.map(memoryMb).filter((m) => !Number.isNaN(m.rss));
+  return { rss: each.reduce((a, m) => a + m.rss, 0), peak: each.reduce((a, m) => a + m.peak, 0), processes: each.length };
 }
 
 /** Thrown from a waitFor condition to stop waiting at once (the thing waited for died). */

@@ -2,7 +2,8 @@
  * Child process of bench:propagation: a fresh data-plane engine (the same createProxyEngine the
  * data plane process runs) applies a snapshot file, so that the time and memory of the apply
  * itself are measured inside one process, without gRPC or the control plane around it.
- * Prints one JSON line. Usage: node apply-snapshot.js SNAPSHOT.json
+ * Prints one JSON line. Usage: node apply-snapshot.js SNAPSHOT.json [--wildcard] (wildcard
+ * listeners: one socket per port, as the data plane with --wildcard-listeners).
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -15,7 +16,7 @@ async function main(): Promise<void> {
   const text = readFileSync(process.argv[2]!, 'utf8');
   const snapshot = JSON.parse(text) as SnapshotInput & { version: number };
   const rssBefore = process.memoryUsage().rss;
-  const engine = createProxyEngine();
+  const engine = createProxyEngine({ wildcard: process.argv.includes('--wildcard') });
   const t0 = performance.now();
   await engine.apply(snapshot);
   const applyMs = performance.now() - t0;

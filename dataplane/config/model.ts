@@ -58,7 +58,7 @@ export interface ConfigSpec {
   readonly listenKey6: string;
   /** Stable text of the health-check parameters; a change restarts the checker. */
   readonly checkKey: string;
-  /** Stable text of the whole config (and its NodeBalancer's id); equal means nothing to do. */
+  /** Digest of the whole config's text (and its NodeBalancer's id); equal means nothing to do. */
   readonly fingerprint: string;
 }
 

@@ -16,6 +16,20 @@ export interface DeltaSpec {
   readonly databaseEndpoints: readonly DbEndpointSpec[] | null;
 }
 
+/**
+ * A snapshot, whole or incremental, validated by one engine, which any engine serving the same
+ * version commits without validating again: the workers' primary validates once for all of them
+ * (docs/dataplane.md, "Workers"). Plain data, so it crosses the IPC channel as it is.
+ */
+export interface PreparedSnapshot {
+  readonly version: number;
+  /** The version it applies on; null for a whole state, which removes what it does not name. */
+  readonly baseVersion: number | null;
+  readonly nodebalancers: readonly NodeBalancerSpec[];
+  readonly removed: readonly number[];
+  readonly databaseEndpoints: readonly DbEndpointSpec[] | null;
+}
+
 /** What the data plane serves now, which a delta is checked against. */
 export interface ServedIndex {
   /** Who serves a listen key: a NodeBalancer's id, `endpoint` for a database endpoint. */

@@ -208,7 +208,9 @@ export function validateNodeBalancer(nb: NodeBalancerInput, p: string, errs: Err
       checkIntervalMs: interval * 1000, checkTimeoutMs: timeout * 1000, checkAttempts: attempts, checkPath, checkBody,
       checkPassive: c.checkPassive ?? true, proxyProtocol, cipherSuite, sslCert, sslKey,
       nodes: Object.freeze(nodes), udpCheckPort, udpSessionTimeoutMs: udpTimeout * 1000, listenKey, listenKey6, checkKey,
-      fingerprint: `${nbId}|${listenKey}|${listenKey6}|${JSON.stringify(c)}`,
+      // A digest, not the text: 20,000 configs' text (certificates and keys included) held in
+      // every process of a data plane cost tens of MB (docs/dataplane.md, "Large states").
+      fingerprint: createHash('sha256').update(`${nbId}|${listenKey}|${listenKey6}|${JSON.stringify(c)}`).digest('base64'),
     }));
   });
   return Object.freeze({ id: nbId, label: nb.label ?? '', ipv4, ipv6, clientConnThrottle: throttle, clientUdpSessThrottle: udpThrottle, type, configs: Object.freeze(configs) });
@@ -219,13 +221,41 @@ export function validateNodeBalancer(nb: NodeBalancerInput, p: string, errs: Err
  * the caller keeps serving its previous snapshot and NACKs with that message.
  */
 export function validateSnapshot(input: SnapshotInput): SnapshotSpec {
+  const steps = validateWhole(input);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * validateSnapshot that hands the event loop back (`pause`) after every `every` NodeBalancers:
+ * a whole state of thousands of NodeBalancers must not starve the gRPC stream's keepalive
+ * (docs/dataplane.md, "Large states").
+ */
+export async function validateSnapshotSliced(input: SnapshotInput, pause: () => Promise<void>, every: number): Promise<SnapshotSpec> {
+  const steps = validateWhole(input);
+  for (let n = 1; ; n++) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    if (n % every === 0) await pause();
+  }
+}
+
+/** The whole-snapshot validation, one step per NodeBalancer. */
+function* validateWhole(input: SnapshotInput): Generator<void, SnapshotSpec> {
   const errs = new ErrorCollector();
   const version = Number(input.version ?? 0);
   if (!Number.isSafeInteger(version) || version < 0) errs.add('version', 'must be a non-negative integer');
   const seenListen = new Map<string, string>();
   const seenConfigIds = new Set<number>();
   const nbs: NodeBalancerSpec[] = [];
-  (input.nodebalancers ?? []).forEach((nb, i) => nbs.push(validateNodeBalancer(nb, `nodebalancers[${i}]`, errs, { listen: seenListen, configIds: seenConfigIds })));
+  const list = input.nodebalancers ?? [];
+  if (!Array.isArray(list)) throw new TypeError('nodebalancers is not a list');
+  for (let i = 0; i < list.length; i++) {
+    nbs.push(validateNodeBalancer(list[i]!, `nodebalancers[${i}]`, errs, { listen: seenListen, configIds: seenConfigIds }));
+    yield;
+  }
   const databaseEndpoints = validateEndpoints(input.databaseEndpoints ?? [], errs, seenListen);
   if (!errs.empty) {
     throw new FulcrumError('invalid_config', errs.errors);

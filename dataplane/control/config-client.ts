@@ -39,6 +39,8 @@ export class ConfigClient {
   /** Received and not applied yet, each with the stream it came on (its answer goes there). */
   private pending: { snap: ConfigSnapshot__Output; call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> }[] = [];
   private applying = false;
+  /** A stream to open once the apply in progress ends (see open). */
+  private openAfterApply = false;
 
   constructor(private readonly o: ConfigClientOptions) {
     const proto = loadConfigProto();
@@ -56,6 +58,13 @@ export class ConfigClient {
 
   private open(): void {
     if (this.stopped) return;
+    // The hello names the version served; while a (large, whole) apply runs that is still the
+    // old one, and the control plane would send the whole state again. Wait for the apply, so
+    // the hello names what it led to (docs/dataplane.md, "Large states").
+    if (this.applying) {
+      this.openAfterApply = true;
+      return;
+    }
     const address = this.client.address;
     const channel = this.client.get();
     const call = channel.Stream();
@@ -112,6 +121,10 @@ export class ConfigClient {
       }
     } finally {
       this.applying = false;
+      if (this.openAfterApply) {
+        this.openAfterApply = false;
+        this.open();
+      }
     }
   }
 

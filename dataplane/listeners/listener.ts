@@ -9,6 +9,7 @@ import type { ConnLimits } from '../throttle/conn-limits.js';
 import type { ConnThrottle } from '../throttle/conn-throttle.js';
 import { TcpSession } from './tcp-session.js';
 import { HttpSession } from './http-session.js';
+import type { WildcardPorts } from './wildcard-ports.js';
 
 /**
  * One listening socket per (NodeBalancer ipv4, config port). The socket is bound once and kept
@@ -31,7 +32,8 @@ const ignore = (): void => undefined;
 const EARLY_MAX = 4096;
 
 export class Listener {
-  readonly server: Server;
+  /** Its own socket, or null when it is served through a shared wildcard socket (`ports`). */
+  private readonly server: Server | null;
   rt: ConfigRuntime | null = null;
   private readonly sockets = new Set<Socket>();
   private draining = false;
@@ -41,13 +43,19 @@ export class Listener {
    * be handed connections at once (docs/dataplane.md, "Workers"). They wait for `serve()`.
    */
   private early: Socket[] | null = [];
+  /** What the shared wildcard socket hands this listener's connections to. */
+  private readonly accept = (s: Socket): void => this.onConnection(s);
   /** Called when the last open connection of a draining listener closes. */
   private drained: (() => void) | null = null;
 
   constructor(
     readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits,
-    private readonly shared: SharedAdmission | null = null,
+    private readonly shared: SharedAdmission | null = null, private readonly ports: WildcardPorts | null = null,
   ) {
+    if (ports !== null) {
+      this.server = null;
+      return;
+    }
     this.server = createServer({ allowHalfOpen: true, noDelay: true }, (s) => this.onConnection(s));
     this.server.on('error', (e) => this.log.error({ err: e, ip, port }, 'listener error'));
   }
@@ -57,12 +65,14 @@ export class Listener {
   }
 
   listen(): Promise<void> {
+    const server = this.server;
+    if (server === null) return this.ports!.attach(this.ip, this.port, this.accept);
     return new Promise((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
-      this.server.once('error', onErr);
+      server.once('error', onErr);
       // A worker shares the socket the primary holds for every worker (docs/dataplane.md, "Workers").
-      this.server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: !cluster.isWorker }, () => {
-        this.server.removeListener('error', onErr);
+      server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: !cluster.isWorker }, () => {
+        server.removeListener('error', onErr);
         resolve();
       });
     });
@@ -148,7 +158,7 @@ export class Listener {
   drain(deadlineMs: number): Promise<void> {
     this.draining = true;
     return new Promise((resolve) => {
-      this.server.close();
+      this.stopAccepting();
       if (this.sockets.size === 0) return resolve();
       const deadline = this.clock.setTimeout(() => {
         for (const s of this.sockets) s.destroy();
@@ -166,7 +176,12 @@ export class Listener {
     this.draining = true;
     for (const s of this.early ?? []) s.destroy();
     this.early = null;
-    this.server.close();
+    this.stopAccepting();
     for (const s of this.sockets) s.destroy();
+  }
+
+  private stopAccepting(): void {
+    if (this.server !== null) this.server.close();
+    else this.ports!.detach(this.ip, this.port, this.accept);
   }
 }

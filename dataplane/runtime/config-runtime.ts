@@ -25,6 +25,8 @@ export interface RemoteHealth {
   passive(configId: number, nodeId: number, reason: string): void;
 }
 
+const NO_COOKIES: ReadonlyMap<string, NodeState> = new Map();
+
 /**
  * Everything one config needs at run time: its nodes' live state, the current picker, stickiness,
  * counters and (https) its TLS context. Sessions hold a reference to the runtime they started on,
@@ -34,7 +36,7 @@ export class ConfigRuntime implements SessionConfig {
   spec: ConfigSpec;
   nodes = new Map<number, NodeState>();
   private picker: Picker<NodeState> = emptyPicker;
-  private byCookie = new Map<string, NodeState>();
+  private byCookie: ReadonlyMap<string, NodeState> = NO_COOKIES;
   private table: StickyTable<NodeState> | null = null;
   tls: TlsServer | null = null;
   removed = false;
@@ -89,7 +91,8 @@ export class ConfigRuntime implements SessionConfig {
       }
     }
     this.nodes = next;
-    this.byCookie = new Map([...next.values()].map((s) => [s.cookie, s]));
+    // Only http_cookie stickiness looks nodes up by cookie (see pinned below).
+    this.byCookie = spec.stickiness === 'http_cookie' ? new Map([...next.values()].map((s) => [s.cookie, s])) : NO_COOKIES;
     // source_ip (udp) is a table too, its entries living for the session timeout.
     if (spec.stickiness === 'table') this.table ??= new StickyTable(this.clock);
     else if (spec.stickiness === 'source_ip') this.table = old.udpSessionTimeoutMs === spec.udpSessionTimeoutMs && this.table ? this.table : new StickyTable(this.clock, spec.udpSessionTimeoutMs);

@@ -22,11 +22,17 @@ export class NodeState implements Balanced {
   passes = 0;
   retired = false;
   readonly idle: Pooled[] = [];
-  /** Opaque NB_SRVID value: names the node without revealing its address. */
-  readonly cookie: string;
+  private nbSrvId: string | null = null;
 
-  constructor(public spec: NodeSpec, configId: number) {
-    this.cookie = createHash('sha256').update(`fulcrum:${configId}:${spec.id}:${spec.address}`).digest('hex').slice(0, 16);
+  constructor(public spec: NodeSpec, private readonly configId: number) {}
+
+  /**
+   * Opaque NB_SRVID value: names the node without revealing its address. Made when first asked
+   * (only http_cookie stickiness asks): a data plane of 200,000 nodes would otherwise hash and
+   * hold one per node in every process (docs/dataplane.md, "Large states").
+   */
+  get cookie(): string {
+    return (this.nbSrvId ??= createHash('sha256').update(`fulcrum:${this.configId}:${this.spec.id}:${this.spec.address}`).digest().toString('hex', 0, 8));
   }
 
   get weight(): number {

@@ -4,7 +4,7 @@ import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type
 import type { Clock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ProxyEngine } from '../engine.js';
+import type { PreparedSnapshot, ProxyEngine } from '../engine.js';
 import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
 import type { ConfigMetricsView } from '../telemetry/metrics.js';
@@ -20,8 +20,16 @@ const WORKER_METRICS = new Set([
   'fulcrum_dataplane_database_refused_total', 'fulcrum_dataplane_database_member_errors_total',
 ]);
 const METRICS_TIMEOUT_MS = 5000;
+const TIMED_OUT = 'worker did not answer';
 /** A worker that dies sooner than this after its start is replaced after a pause (no crash loop). */
 const QUICK_DEATH_MS = 2000;
+/**
+ * A prepared snapshot goes to the workers in parts of this many NodeBalancers, the primary
+ * handing its event loop back between parts: serialising a whole state of 10,000 at once
+ * would hold the primary's gRPC streams for more than a second (docs/dataplane.md, "Large states").
+ */
+const PART = 250;
+const pause = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export interface WorkerPoolOptions {
   count: number;
@@ -37,6 +45,11 @@ export interface WorkerPoolOptions {
   drainMs: number;
   /** The data plane's TLS ticket secret: every worker gets it, so tickets resume on any of them. */
   tickets: TicketKeys;
+  /**
+   * How long a worker may take to apply a snapshot; one that takes longer is taken for hung,
+   * killed and replaced, and the answer to the control plane does not wait for it.
+   */
+  applyTimeoutMs: number;
 }
 
 interface Member {
@@ -71,12 +84,9 @@ export class WorkerPool implements TelemetrySource {
   private readonly shared: SharedState;
   private generation = 1;
   private seq = 0;
-  private current: SnapshotInput | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private verdicts: NodeVerdict[] = [];
   private closing = false;
-  /** The primary's configs by id (node verdicts for the shared `table`). */
-  private configs = new Map<number, ConfigMetricsView>();
 
   constructor(private readonly o: WorkerPoolOptions) {
     cluster.schedulingPolicy = o.distribution === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -84,7 +94,7 @@ export class WorkerPool implements TelemetrySource {
     cluster.setupPrimary({ exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced' });
     cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
-      const status = this.configs.get(configId)?.nodes.get(nodeId)?.status;
+      const status = o.checker.config(configId)?.nodes.get(nodeId)?.status;
       return status !== undefined && status !== 'DOWN';
     });
     o.tickets.onChange(() => {
@@ -213,14 +223,16 @@ export class WorkerPool implements TelemetrySource {
     }
   }
 
-  /** A worker said it is up: give it the current snapshot and the health verdicts, then it counts. */
+  /** A worker said it is up: give it everything served now and the health verdicts, then it counts. */
   private async initialize(m: Member): Promise<void> {
     try {
       // Before any https config: its first tickets are already under the shared secret.
       this.send(m, { t: 'tickets', secret: this.o.tickets.secret() });
-      if (this.current !== null) {
-        const r = await this.request(m, { t: 'apply', seq: 0, snapshot: this.current });
-        if (r.t === 'applied' && r.error) throw new Error(r.error);
+      const state = this.o.checker.state();
+      if (state.version > 0) {
+        const [r] = await this.commit([m], state);
+        if (r!.status === 'rejected') throw r!.reason;
+        if (r!.value.t === 'applied' && r!.value.error) throw new Error(r!.value.error);
       }
       this.send(m, { t: 'health', events: this.verdictsNow() });
       m.ready = true;
@@ -232,20 +244,40 @@ export class WorkerPool implements TelemetrySource {
   }
 
   private async applyNow(snapshot: SnapshotInput): Promise<void> {
+    // Validated once, here, against the state every worker serves too; the workers commit it as it is.
+    const prepared = await this.o.checker.prepare(snapshot);
     const targets = [...this.members.values()].filter((m) => m.ready && !m.draining);
-    const replies = await Promise.allSettled(targets.map((m) => this.request(m, { t: 'apply', seq: 0, snapshot })));
-    // A worker that died meanwhile is not a refusal: its replacement starts with this snapshot.
+    const replies = await this.commit(targets, prepared);
+    // A worker that died (or hung and was replaced) meanwhile is not a refusal: its replacement
+    // starts from the state this snapshot leads to.
     const errors = replies.flatMap((r) => (r.status === 'fulfilled' && r.value.t === 'applied' && r.value.error ? [r.value.error] : []));
     if (errors.length > 0) throw new FulcrumError('invalid_config', errors[0]!);
-    await this.o.checker.apply(snapshot);
-    this.current = snapshot;
-    const nbs = new Set<number>();
-    this.configs = new Map();
-    for (const c of this.o.checker.configs()) {
-      nbs.add(c.spec.nodebalancerId);
-      this.configs.set(c.spec.id, c);
+    await this.o.checker.commitPrepared(prepared);
+    // Looked up in the primary's engine, not rebuilt from every config: a write costs what it changes.
+    const checker = this.o.checker;
+    this.shared.retain({ has: (id) => checker.servesNodeBalancer(id) }, { has: (id) => checker.config(id) !== undefined });
+  }
+
+  /**
+   * Sends a prepared snapshot to `targets` in parts, then asks each to commit it. A worker that
+   * does not answer within the apply timeout is killed (its replacement starts from the current
+   * state) and counts as gone.
+   */
+  private async commit(targets: Member[], p: PreparedSnapshot): Promise<PromiseSettledResult<FromWorker>[]> {
+    const seqs = targets.map(() => ++this.seq);
+    for (let i = 0; i < p.nodebalancers.length; i += PART) {
+      const part = p.nodebalancers.slice(i, i + PART);
+      targets.forEach((m, k) => this.send(m, { t: 'part', seq: seqs[k]!, nodebalancers: part }));
+      await pause();
     }
-    this.shared.retain(nbs, new Set(this.configs.keys()));
+    const head = { ...p, nodebalancers: [] };
+    return Promise.allSettled(targets.map((m, k) => this.request(m, { t: 'commit', seq: seqs[k]!, prepared: head }, this.o.applyTimeoutMs).catch((err: Error) => {
+      if (err.message === TIMED_OUT && !m.worker.isDead()) {
+        this.o.logger.error({ slot: m.slot, pid: m.worker.process.pid, version: p.version, timeoutMs: this.o.applyTimeoutMs }, 'worker did not apply the snapshot in time; replacing it');
+        m.worker.process.kill('SIGKILL');
+      }
+      throw err;
+    })));
   }
 
   private verdictsNow(): NodeVerdict[] {
@@ -259,20 +291,20 @@ export class WorkerPool implements TelemetrySource {
   }
 
   private request(m: Member, msg: Extract<ToWorker, { seq: number }>, timeoutMs = 0): Promise<FromWorker> {
-    const seq = ++this.seq;
+    const seq = msg.seq > 0 ? msg.seq : ++this.seq;
     return new Promise((resolve, reject) => {
-      const timer = timeoutMs > 0 ? setTimeout(() => {
+      const timer = timeoutMs > 0 ? this.o.clock.setTimeout(() => {
         this.pending.delete(seq);
-        reject(new Error('worker did not answer'));
+        reject(new Error(TIMED_OUT));
       }, timeoutMs) : null;
       this.pending.set(seq, {
         member: m,
         resolve: (r) => {
-          if (timer) clearTimeout(timer);
+          timer?.cancel();
           resolve(r);
         },
         reject: (e) => {
-          if (timer) clearTimeout(timer);
+          timer?.cancel();
           reject(e);
         },
       });

@@ -1,10 +1,12 @@
-import type { SnapshotInput } from '../config/validate.js';
+import type { NodeBalancerSpec } from '../config/model.js';
+import type { PreparedSnapshot } from '../config/validate-delta.js';
 import type { CounterDelta } from '../telemetry/telemetry-source.js';
 
 /**
  * The messages between a data plane's primary and its workers (docs/dataplane.md, "Workers"),
- * over node:cluster's IPC channel. A snapshot travels as the control plane sent it: the worker
- * hands it to the same `apply` a single-process data plane uses.
+ * over node:cluster's IPC channel. A snapshot travels validated (the primary's `prepare`), its
+ * NodeBalancers in parts and then the rest of it in `commit`, which the worker hands to the
+ * engine's `commitPrepared`: the one swap a single-process data plane uses too.
  */
 export interface NodeVerdict {
   configId: number;
@@ -35,7 +37,8 @@ export interface AdmitAnswer {
 }
 
 export type ToWorker =
-  | { t: 'apply'; seq: number; snapshot: SnapshotInput }
+  | { t: 'part'; seq: number; nodebalancers: readonly NodeBalancerSpec[] }
+  | { t: 'commit'; seq: number; prepared: PreparedSnapshot }
   | { t: 'health'; events: NodeVerdict[] }
   | { t: 'metrics'; seq: number }
   | { t: 'drain'; deadlineMs: number }
@@ -59,6 +62,8 @@ export interface WorkerSettings {
   serveUdp: boolean;
   limits: Record<string, number | undefined>;
   endpointSource?: string;
+  /** Listeners on the wildcard address, one socket per port (docs/dataplane.md, "Wildcard listeners"). */
+  wildcard?: boolean;
   /** How often counter deltas go to the primary. */
   countersMs: number;
 }

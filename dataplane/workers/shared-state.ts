@@ -39,7 +39,7 @@ export class SharedState {
   }
 
   /** After a snapshot: forget NodeBalancers and configs that left it. */
-  retain(nodebalancers: ReadonlySet<number>, configs: ReadonlySet<number>): void {
+  retain(nodebalancers: Pick<ReadonlySet<number>, 'has'>, configs: Pick<ReadonlySet<number>, 'has'>): void {
     for (const id of this.throttles.keys()) if (!nodebalancers.has(id)) this.throttles.delete(id);
     for (const id of this.tables.keys()) if (!configs.has(id)) this.tables.delete(id);
   }

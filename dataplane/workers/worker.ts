@@ -2,6 +2,7 @@ import { Registry } from 'prom-client';
 import { createLogger } from '../../lib/logger.js';
 import { createProxyEngine } from '../engine.js';
 import { TicketKeys } from '../runtime/ticket-keys.js';
+import type { NodeBalancerSpec } from '../config/model.js';
 import { registerDataplaneMetrics } from '../telemetry/metrics.js';
 import { registerEndpointMetrics } from '../telemetry/endpoint-metrics.js';
 import { AdmissionClient } from './admission-client.js';
@@ -33,6 +34,7 @@ export function runDataplaneWorker(): void {
     shared: admission,
     serveUdp: settings.serveUdp,
     ticketKeys: tickets,
+    wildcard: settings.wildcard,
   });
   // No default process metrics: the primary's are the data plane's own (docs/dataplane.md).
   const registry = new Registry();
@@ -47,14 +49,25 @@ export function runDataplaneWorker(): void {
   const counters = setInterval(pushCounters, settings.countersMs);
   counters.unref();
 
+  // NodeBalancers of the snapshot being sent, by its sequence number, until its commit.
+  const parts = new Map<number, NodeBalancerSpec[]>();
   process.on('message', (m: ToWorker) => {
     switch (m.t) {
-      case 'apply':
-        engine.apply(m.snapshot).then(
+      case 'part': {
+        const got = parts.get(m.seq);
+        if (got === undefined) parts.set(m.seq, [...m.nodebalancers]);
+        else for (const nb of m.nodebalancers) got.push(nb);
+        return;
+      }
+      case 'commit': {
+        const nodebalancers = parts.get(m.seq) ?? [];
+        parts.delete(m.seq);
+        engine.commitPrepared({ ...m.prepared, nodebalancers }).then(
           () => send({ t: 'applied', seq: m.seq }),
           (err: Error) => send({ t: 'applied', seq: m.seq, error: err.message || String(err) }),
         );
         return;
+      }
       case 'health':
         engine.setHealth(m.events);
         return;

@@ -1,0 +1,37 @@
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import type { SharedAdmission } from './listeners/listener.js';
+import type { RemoteHealth } from './runtime/config-runtime.js';
+import type { ConnLimitOptions } from './throttle/conn-limits.js';
+import type { DbEndpointSetOptions } from './endpoints/endpoint-set.js';
+import type { TicketKeys } from './runtime/ticket-keys.js';
+
+/** What createProxyEngine (engine.ts) takes. */
+export interface EngineOptions {
+  logger?: Logger;
+  clock?: Clock;
+  /** How long a removed listener's open connections may run on (default 30 s). */
+  drainTimeoutMs?: number;
+  /** Connection caps, descriptor budget and tcp idle timeout (throttle/conn-limits.ts). */
+  limits?: ConnLimitOptions;
+  /** Database endpoints: the source address of member connections and the endpoint caps. */
+  endpoints?: DbEndpointSetOptions;
+  /**
+   * Multi-process data plane (docs/dataplane.md, "Workers"). `bind: false` is the primary's
+   * engine: configs, health checks and stickiness rules without a listener. A worker takes
+   * health from the primary (`remoteHealth`), asks it at accept (`shared`), and serves udp
+   * only when `serveUdp` (one worker does: a client flow must stay in one process).
+   */
+  bind?: boolean;
+  remoteHealth?: RemoteHealth;
+  shared?: SharedAdmission;
+  serveUdp?: boolean;
+  /**
+   * One listening socket per port on the wildcard address, connections dispatched by the
+   * address they reached (listeners/wildcard-ports.ts); only when the data plane owns its ports
+   * on every address of the host (docs/dataplane.md, "Wildcard listeners").
+   */
+  wildcard?: boolean;
+  /** The data plane's TLS ticket secret (shared by its workers); default: one of this engine's own. */
+  ticketKeys?: TicketKeys;
+}
