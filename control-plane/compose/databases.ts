@@ -61,7 +61,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     if (JSON.stringify(buildDatabaseEndpoints(await repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
   };
   const agents = new AgentPushServer({
-    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
+    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
     // The agents and data planes on the other replicas follow what this replica's agents report.

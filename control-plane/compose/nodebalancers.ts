@@ -15,7 +15,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   const repo = ctx.store.nodebalancers;
   const dataplanes = ctx.store.dataplanes;
   const stats = new StatsService(repo, ctx.clock);
-  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
+  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id });
   const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers });
   ctx.fleet.onRevoke(async (role, id) => {
     if (role === 'dataplane') await push.kick(id);

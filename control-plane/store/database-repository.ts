@@ -37,6 +37,8 @@ export interface DatabaseRepository {
   agents(): Promise<AgentRecord[]>;
   agent(id: string): Promise<AgentRecord | undefined>;
   upsertAgent(a: AgentRecord): Promise<void>;
+  /** As DataplaneRepository.release, for agents. */
+  releaseAgents(replica: string, id?: string, at?: number): Promise<void>;
 
   /** Records an agent event id; false when it was already recorded. */
   markAgentEvent(id: string, databaseId: number, at: number): Promise<boolean>;

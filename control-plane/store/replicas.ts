@@ -14,6 +14,11 @@ export interface Change {
 }
 
 export interface Replicas {
+  /**
+   * This replica's id, recorded with each host stream it holds: new for every process on
+   * PostgreSQL, '' on SQLite (one process).
+   */
+  readonly id: string;
   /** Tells the other replicas of a committed write (this replica has already acted on it). */
   publish(kind: ChangeKind, id?: number): void;
   /** Hears of writes the other replicas committed. */
@@ -26,6 +31,7 @@ export interface Replicas {
 /** One process on one store (SQLite): nobody to tell, and the lease is always ours. */
 export function singleReplica(): Replicas {
   return {
+    id: '',
     publish: () => undefined,
     onChange: () => undefined,
     leaseHeld: () => true,
