@@ -80,6 +80,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
   dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
+  ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
 

@@ -36,6 +36,8 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
     if (c.kind === 'nodebalancer') push.nodeBalancerChanged(c.id);
     else if (c.kind === 'all') push.notifyChanged(true);
   });
+  // Taken for dead by the other replicas while alive: its data planes are recorded again.
+  ctx.replicas.onRevived(() => void push.reassert().catch((err) => ctx.logger.error({ err }, 'data planes could not be recorded again')));
   push.register(ctx.grpcServer);
   telemetry.register(ctx.grpcServer);
   ctx.closers.push(() => push.close());

@@ -142,6 +142,11 @@ export class AgentPushServer {
     this.cache.notifyChanged();
   }
 
+  /** Records every open stream as connected again (docs/architecture.md, "The streams"). */
+  reassert(): Promise<void> {
+    return this.cache.reassert();
+  }
+
   close(): Promise<void> {
     this.cache.close();
     return this.cache.idle();

@@ -110,6 +110,11 @@ export class ConfigPushServer {
     this.cache.notifyChanged();
   }
 
+  /** Records every open stream as connected again (docs/architecture.md, "The streams"). */
+  reassert(): Promise<void> {
+    return this.cache.reassert();
+  }
+
   /** Reads what the store remembers of the data planes; once, before the streams are served. */
   start(): Promise<void> {
     return this.sources.load();

@@ -236,6 +236,16 @@ export class SnapshotCache<R, C> {
     });
   }
 
+  /** Records every open stream as connected again, here (after others took this replica for dead). */
+  reassert(): Promise<void> {
+    return this.serial(async () => {
+      for (const sub of this.subs.values()) {
+        const prev = await this.o.status.get(sub.id);
+        if (prev) await this.o.status.put({ ...prev, connected: true, replica: this.replica, lastSeen: this.o.clock.now() });
+      }
+    });
+  }
+
   /** The stream ended; false when it was already replaced by a newer stream of the same id. */
   disconnect(sub: Subscriber<C>): Promise<boolean> {
     if (this.subs.get(sub.id) !== sub) return Promise.resolve(false);

@@ -70,8 +70,11 @@ export interface DataplaneRepository {
  * streams"): a host reads connected only while the replica holding its stream beats.
  */
 export interface ReplicaRepository {
-  /** Records that `id` is alive at `at`. */
-  beat(id: string, at: number): Promise<void>;
+  /**
+   * Records that `id` is alive at `at`; false when the store did not know it (its first beat,
+   * or a sweep took it for dead since its last one).
+   */
+  beat(id: string, at: number): Promise<boolean>;
   /**
    * In one transaction: marks disconnected every data plane and agent held by a replica whose
    * last beat is before `since` or that never beat (the empty id included), and forgets those

@@ -23,6 +23,11 @@ export interface Replicas {
   publish(kind: ChangeKind, id?: number): void;
   /** Hears of writes the other replicas committed. */
   onChange(fn: (c: Change) => void): void;
+  /**
+   * Hears that the other replicas took this one for dead (no heartbeat for a while) and marked
+   * its hosts disconnected although it is alive: the streams it holds are to be recorded again.
+   */
+  onRevived(fn: () => void): void;
   /** Whether this replica holds the lease for once-only background work, now. */
   leaseHeld(): boolean;
   close(): Promise<void>;
@@ -34,6 +39,7 @@ export function singleReplica(): Replicas {
     id: '',
     publish: () => undefined,
     onChange: () => undefined,
+    onRevived: () => undefined,
     leaseHeld: () => true,
     close: async () => undefined,
   };

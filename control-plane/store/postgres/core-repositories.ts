@@ -156,8 +156,12 @@ export async function pgReleaseHosts(x: PgExecutor, table: 'dataplanes' | 'datab
 
 export function pgReplicaBeats(x: PgExecutor): ReplicaRepository {
   return {
-    beat: async (id, at) => void (await x.query(
-      'INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at', [id, at])),
+    async beat(id, at) {
+      if ((await x.query('UPDATE control_plane_replicas SET heartbeat_at = $2 WHERE id = $1', [id, at])).rowCount === 1) return true;
+      // Only this replica writes its own row: no other insert of the same id can race this one.
+      await x.query('INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, at]);
+      return false;
+    },
     // One transaction, so a replica is forgotten only together with clearing its hosts.
     sweep: (since) => x.transaction(async () => {
       let n = 0;

@@ -37,6 +37,8 @@ export function pgReplicas(url: string, opts: {
   const id = randomUUID();
   const deadAfter = opts.deadAfterMs ?? DEAD_AFTER_MS;
   const handlers: ((c: Change) => void)[] = [];
+  const revived: (() => void)[] = [];
+  let beaten = false;
   let closed = false;
   let listener: pg.Client | undefined;
   let listening: Promise<void> | undefined;
@@ -137,7 +139,12 @@ export function pgReplicas(url: string, opts: {
     if (closed || beating) return;
     beating = (async () => {
       const now = clock.now();
-      await beats.beat(id, now);
+      const known = await beats.beat(id, now);
+      if (!known && beaten) {
+        logger.warn('this replica was taken for dead (its heartbeat was late); recording its streams again');
+        for (const fn of revived) fn();
+      }
+      beaten = true;
       const cleared = await beats.sweep(now - deadAfter);
       if (cleared > 0) logger.info({ hosts: cleared }, 'hosts of replicas without a heartbeat marked disconnected');
     })().catch((err) => logger.warn({ err }, 'replica heartbeat failed')).finally(() => {
@@ -162,6 +169,9 @@ export function pgReplicas(url: string, opts: {
     },
     onChange(fn) {
       handlers.push(fn);
+    },
+    onRevived(fn) {
+      revived.push(fn);
     },
     leaseHeld: () => held,
     async close() {

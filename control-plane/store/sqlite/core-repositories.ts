@@ -248,7 +248,11 @@ export function releaseHosts(db: Db, table: 'dataplanes' | 'database_agents', re
 
 export function sqliteReplicaBeats(db: Db): ReplicaRepository {
   return gateOf(db).wrap<ReplicaRepository>({
-    beat: (id, at) => void db.prepare('INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at').run(id, at),
+    beat(id, at) {
+      if (db.prepare('UPDATE control_plane_replicas SET heartbeat_at = ? WHERE id = ?').run(at, id).changes === 1) return true;
+      db.prepare('INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES (?, ?)').run(id, at);
+      return false;
+    },
     sweep(since) {
       return db.transaction(() => {
         let n = 0;

@@ -170,13 +170,13 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await connected()).toEqual(['agent:a2@cp-b', 'agent:a3@cp-c', 'agent:a4@', 'dp:d3@cp-b', 'dp:d4@cp-c', 'dp:d5@']);
 
     // cp-b beat recently, cp-c long ago; '' (a host recorded before replicas had ids) never beats.
-    await store.replicaBeats.beat('cp-c', 1_000);
-    await store.replicaBeats.beat('cp-b', 1_000);
-    await store.replicaBeats.beat('cp-b', 5_000);
+    expect(await store.replicaBeats.beat('cp-c', 1_000)).toBe(false);
+    expect(await store.replicaBeats.beat('cp-b', 1_000)).toBe(false);
+    expect(await store.replicaBeats.beat('cp-b', 5_000)).toBe(true);
     expect(await store.replicaBeats.sweep(4_000)).toBe(4);
     expect(await connected()).toEqual(['agent:a2@cp-b', 'dp:d3@cp-b']);
     // cp-c was forgotten: beating again makes it live, but its cleared hosts stay cleared until they say hello.
-    await store.replicaBeats.beat('cp-c', 6_000);
+    expect(await store.replicaBeats.beat('cp-c', 6_000)).toBe(false);
     expect(await store.replicaBeats.sweep(4_000)).toBe(0);
     expect(await connected()).toEqual(['agent:a2@cp-b', 'dp:d3@cp-b']);
     // Once cp-b stops beating, its hosts go too.

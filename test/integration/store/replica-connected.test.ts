@@ -8,10 +8,12 @@ import { grpc, loadConfigProto } from '../../../lib/grpc.js';
 import { silentLogger } from '../../../lib/logger.js';
 import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
-import { api } from '../../helpers/lab.js';
-import { waitFor } from '../../helpers/backends.js';
+import { api, until } from '../../helpers/lab.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 import { startScriptedAgent, type ScriptedAgent } from '../databases/scripted-agent.js';
+
+/** Waits for `fn` to hold, asking every 250 ms (the API's rate limit stays far away). */
+const waitFor = (fn: () => Promise<boolean>, timeoutMs: number) => until('condition', async () => ((await fn()) ? true : undefined), timeoutMs, 250);
 
 /** A scripted data plane: ACKs every snapshot, and writes nothing else (no status refresh of its own). */
 function dataplane(address: string, id: string) {
@@ -62,21 +64,24 @@ describe('connected hosts with two control-plane replicas', () => {
   /** `connected` and `replica` of every data plane and agent, as one replica's API answers. */
   const status = async (cp: ControlPlane) => {
     const call = api(cp.apiUrl, cp.adminToken);
-    const dps = (await call('GET', '/v4/fulcrum/dataplanes')).body.data as { id: string; connected: boolean; replica: string }[];
-    const agents = (await call('GET', '/v4/fulcrum/agents')).body.data as { id: string; connected: boolean; replica: string }[];
+    const [d, g] = [await call('GET', '/v4/fulcrum/dataplanes'), await call('GET', '/v4/fulcrum/agents')];
+    if (d.status !== 200 || g.status !== 200) throw new Error(`status lists answered ${d.status} and ${g.status}`);
+    const dps = d.body.data as { id: string; connected: boolean; replica: string }[];
+    const agents = g.body.data as { id: string; connected: boolean; replica: string }[];
     return Object.fromEntries([...dps, ...agents].map((h) => [h.id, { connected: h.connected, replica: h.replica }]));
   };
-  const heartbeatOf = async (id: string) => {
+  const sql = async (q: string, params: unknown[]) => {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
     try {
-      return (await c.query('SELECT heartbeat_at FROM control_plane_replicas WHERE id = $1', [id])).rows[0]?.heartbeat_at as string | undefined;
+      return (await c.query(q, params)).rows;
     } finally {
       await c.end();
     }
   };
+  const heartbeatOf = async (id: string) => (await sql('SELECT heartbeat_at FROM control_plane_replicas WHERE id = $1', [id]))[0]?.heartbeat_at as string | undefined;
 
-  it('replica B starting leaves the hosts connected to A connected; once A\'s heartbeat stops they read disconnected, B\'s own stay', async () => {
+  it('replica B starting leaves the hosts connected to A connected; A taken for dead while alive records them again; once A\'s heartbeat stops they read disconnected, B\'s own stay', async () => {
     a = await start();
     const idA = a.context.replicas.id;
     expect(idA).not.toBe('');
@@ -104,6 +109,18 @@ describe('connected hosts with two control-plane replicas', () => {
       expect(viaA['haconn-dp-a']).toEqual(onA);
       await new Promise((r) => setTimeout(r, 500));
     }
+
+    // A taken for dead while alive (what B's sweep does to a replica whose beats are late): A's
+    // next beat finds itself forgotten and records its open streams as connected again.
+    await sql('DELETE FROM control_plane_replicas WHERE id = $1', [idA]);
+    await sql('UPDATE dataplanes SET connected = 0 WHERE replica = $1', [idA]);
+    await sql('UPDATE database_agents SET connected = 0 WHERE replica = $1', [idA]);
+    expect((await status(b))['haconn-dp-a']?.connected).toBe(false);
+    await waitFor(async () => {
+      const s = await status(b!);
+      return s['haconn-dp-a']?.connected === true && s['haconn-agent-a']?.connected === true;
+    }, 15_000);
+    expect((await status(b))['haconn-dp-a']).toEqual(onA);
 
     hosts.push(dataplane(b.grpcAddress, 'haconn-dp-b'));
     await waitFor(async () => (await status(b!))['haconn-dp-b']?.connected === true, 20_000);
