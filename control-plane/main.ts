@@ -112,7 +112,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const clock = opts.clock ?? systemClock;
   const store = await openStore(opts.stateDir, { store: opts.store, kekFile: opts.kekFile });
   // Several replicas share a PostgreSQL store; a SQLite store has one process (docs/architecture.md, "The store").
-  const replicas = store.kind === 'postgres' && opts.store ? pgReplicas(opts.store, { clock, logger }) : singleReplica();
+  const replicas = store.kind === 'postgres' && opts.store ? pgReplicas(opts.store, { clock, logger, beats: store.replicaBeats }) : singleReplica();
 
   // The account: users, tokens, events, regions; the HTTP router and the gRPC server.
   const users = store.users;

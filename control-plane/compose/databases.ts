@@ -64,7 +64,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     if (JSON.stringify(buildDatabaseEndpoints(await repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
   };
   const agents = new AgentPushServer({
-    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
+    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
     // The agents and data planes on the other replicas follow what this replica's agents report.
@@ -83,6 +83,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
   dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
+  ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
 

@@ -15,7 +15,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   const repo = ctx.store.nodebalancers;
   const dataplanes = ctx.store.dataplanes;
   const stats = new StatsService(repo, ctx.clock);
-  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers });
+  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id });
   const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers });
   ctx.fleet.onRevoke(async (role, id) => {
     if (role === 'dataplane') await push.kick(id);
@@ -36,6 +36,8 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
     if (c.kind === 'nodebalancer') push.nodeBalancerChanged(c.id);
     else if (c.kind === 'all') push.notifyChanged(true);
   });
+  // Taken for dead by the other replicas while alive: its data planes are recorded again.
+  ctx.replicas.onRevived(() => void push.reassert().catch((err) => ctx.logger.error({ err }, 'data planes could not be recorded again')));
   push.register(ctx.grpcServer);
   telemetry.register(ctx.grpcServer);
   ctx.closers.push(() => push.close());

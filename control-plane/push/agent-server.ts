@@ -28,6 +28,8 @@ export interface AgentServerDeps {
   /** Failover of clusters spread over agents; gets every report's member nodes. */
   failover?: FailoverCoordinator;
   coalesceMs?: number;
+  /** This control-plane replica's id ('' with one control plane; docs/architecture.md, "The streams"). */
+  replica?: string;
   /** The data planes' member-facing addresses for a region (the members' PROXY header senders). */
   proxySources?: (region: string) => string[];
   /** Called after every report is applied (the data planes' endpoints follow what agents see). */
@@ -66,7 +68,7 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
 /** Agent status as the push cache sees it; the agent's runtime and engines are kept as they are. */
 function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
   const toStatus = (a: AgentRecord) => ({
-    id: a.id, region: a.region, connected: a.connected, appliedVersion: a.appliedVersion, lastError: null, lastErrorAt: null, lastSeen: a.lastSeen,
+    id: a.id, region: a.region, connected: a.connected, replica: a.replica, appliedVersion: a.appliedVersion, lastError: null, lastErrorAt: null, lastSeen: a.lastSeen,
   });
   return {
     get: async (id) => {
@@ -77,10 +79,11 @@ function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
     put: async (s) => {
       const prev = await repo.agent(s.id);
       await repo.upsertAgent({
-        id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, lastSeen: s.lastSeen,
+        id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, replica: s.replica, lastSeen: s.lastSeen,
         appliedVersion: s.appliedVersion, engines: prev?.engines ?? [],
       });
     },
+    release: (replica, id, at) => repo.releaseAgents(replica, id, at),
   };
 }
 
@@ -126,7 +129,7 @@ export class AgentPushServer {
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
     this.cache = new SnapshotCache({
-      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
     });
     const cache = this.cache;
@@ -145,6 +148,11 @@ export class AgentPushServer {
 
   notifyChanged(): void {
     this.cache.notifyChanged();
+  }
+
+  /** Records every open stream as connected again (docs/architecture.md, "The streams"). */
+  reassert(): Promise<void> {
+    return this.cache.reassert();
   }
 
   close(): Promise<void> {

@@ -26,6 +26,8 @@ export interface ConfigServerDeps {
   peers: PeerAuth;
   /** Changes arriving within this window are sent as one snapshot. */
   coalesceMs?: number;
+  /** This control-plane replica's id ('' with one control plane; docs/architecture.md, "The streams"). */
+  replica?: string;
 }
 
 /** Data-plane status as the push cache sees it (`versionApplied` is the applied version). */
@@ -35,9 +37,10 @@ function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore
     get: async (id) => toStatus(await dataplanes.get(id)),
     list: async () => (await dataplanes.list()).map((s) => toStatus(s)!),
     put: ({ appliedVersion, ...s }) => dataplanes.upsert({
-      id: s.id, region: s.region, connected: s.connected, versionApplied: appliedVersion,
+      id: s.id, region: s.region, connected: s.connected, replica: s.replica, versionApplied: appliedVersion,
       lastError: s.lastError, lastErrorAt: s.lastErrorAt, lastSeen: s.lastSeen,
     }),
+    release: (replica, id, at) => dataplanes.release(replica, id, at),
   };
 }
 
@@ -70,7 +73,7 @@ export class ConfigPushServer {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [d.registry],
     });
     this.cache = new SnapshotCache({
-      source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs,
+      source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'config push round failed'),
       onRound: (ms) => rounds.observe(ms / 1000),
     });
@@ -105,6 +108,11 @@ export class ConfigPushServer {
   nodeBalancerChanged(id: number): void {
     this.resources.invalidate(id);
     this.cache.notifyChanged();
+  }
+
+  /** Records every open stream as connected again (docs/architecture.md, "The streams"). */
+  reassert(): Promise<void> {
+    return this.cache.reassert();
   }
 
   /** Reads what the store remembers of the data planes; once, before the streams are served. */

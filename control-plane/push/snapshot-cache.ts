@@ -18,6 +18,8 @@ export interface SubscriberStatus {
   id: string;
   region: string;
   connected: boolean;
+  /** The control-plane replica holding its stream ('' with one control plane). */
+  replica: string;
   appliedVersion: number;
   lastError: string | null;
   lastErrorAt: number | null;
@@ -29,6 +31,11 @@ export interface SubscriberStatusStore {
   get(id: string): Promise<SubscriberStatus | undefined>;
   put(s: SubscriberStatus): Promise<void>;
   list(): Promise<SubscriberStatus[]>;
+  /**
+   * Marks disconnected the subscribers (only `id`, when given) whose stream `replica` holds,
+   * `lastSeen` = `at` when given; one another replica holds since is left as it is.
+   */
+  release(replica: string, id?: string, at?: number): Promise<void>;
 }
 
 export interface Snapshot<C> {
@@ -121,6 +128,12 @@ export interface SnapshotCacheOptions<R, C> {
   source: SnapshotSource<R, C>;
   status: SubscriberStatusStore;
   clock: Clock;
+  /**
+   * This control-plane replica's id, recorded with each stream it holds ('' with one control
+   * plane); a start, a close or a stream's end clears only what it holds (docs/architecture.md,
+   * "The streams").
+   */
+  replica?: string;
   /** Changes arriving within this window are sent as one round. */
   coalesceMs?: number;
   /** Hears of a round or status write that failed (the next change tries again). */
@@ -136,10 +149,9 @@ export class SnapshotCache<R, C> {
   private closed = false;
 
   constructor(private readonly o: SnapshotCacheOptions<R, C>) {
-    // A restart leaves no stream open: nothing is connected until it says hello again.
-    void this.serial(async () => {
-      for (const s of await o.status.list()) if (s.connected) await o.status.put({ ...s, connected: false });
-    }).catch((err) => o.onError?.(err));
+    // A restart leaves no stream open: nothing this replica held is connected until it says
+    // hello again. Hosts on other replicas are theirs to clear.
+    void this.serial(() => o.status.release(this.replica)).catch((err) => o.onError?.(err));
   }
 
   /** Runs `fn` after everything asked for before it. */
@@ -147,6 +159,10 @@ export class SnapshotCache<R, C> {
     const next = this.work.then(fn);
     this.work = next.catch(() => undefined);
     return next;
+  }
+
+  private get replica(): string {
+    return this.o.replica ?? '';
   }
 
   /** Resolves when everything asked for so far has run (tests and shutdown wait on it). */
@@ -175,7 +191,7 @@ export class SnapshotCache<R, C> {
     return this.serial(async () => {
       const prev = await this.o.status.get(id);
       await this.o.status.put({
-        id, region, connected: true, appliedVersion,
+        id, region, connected: true, replica: this.replica, appliedVersion,
         lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
       });
       return sub;
@@ -187,7 +203,7 @@ export class SnapshotCache<R, C> {
     return this.serial(async () => {
       const prev = await this.o.status.get(sub.id);
       await this.o.status.put({
-        id: sub.id, region: sub.region, connected: true, appliedVersion,
+        id: sub.id, region: sub.region, connected: true, replica: this.replica, appliedVersion,
         lastError: prev?.lastError ?? null, lastErrorAt: prev?.lastErrorAt ?? null, lastSeen: this.o.clock.now(),
       });
     });
@@ -206,9 +222,9 @@ export class SnapshotCache<R, C> {
       const now = this.o.clock.now();
       if (error) {
         sub.sentHash = undefined;
-        await this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: error, lastErrorAt: now, lastSeen: now });
+        await this.o.status.put({ ...prev, connected: true, replica: this.replica, appliedVersion, lastError: error, lastErrorAt: now, lastSeen: now });
       } else {
-        await this.o.status.put({ ...prev, connected: true, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
+        await this.o.status.put({ ...prev, connected: true, replica: this.replica, appliedVersion, lastError: null, lastErrorAt: null, lastSeen: now });
       }
       sub.pending = undefined;
       // A change waited for this answer: a round sends it (in full after a NACK).
@@ -220,13 +236,23 @@ export class SnapshotCache<R, C> {
     });
   }
 
+  /** Records every open stream as connected again, here (after others took this replica for dead). */
+  reassert(): Promise<void> {
+    return this.serial(async () => {
+      for (const sub of this.subs.values()) {
+        const prev = await this.o.status.get(sub.id);
+        if (prev) await this.o.status.put({ ...prev, connected: true, replica: this.replica, lastSeen: this.o.clock.now() });
+      }
+    });
+  }
+
   /** The stream ended; false when it was already replaced by a newer stream of the same id. */
   disconnect(sub: Subscriber<C>): Promise<boolean> {
     if (this.subs.get(sub.id) !== sub) return Promise.resolve(false);
     this.subs.delete(sub.id);
     return this.serial(async () => {
-      const prev = await this.o.status.get(sub.id);
-      if (prev) await this.o.status.put({ ...prev, connected: false, lastSeen: this.o.clock.now() });
+      // Only while this replica still holds it: the host may have said hello to another already.
+      await this.o.status.release(this.replica, sub.id, this.o.clock.now());
       return true;
     });
   }
@@ -260,12 +286,14 @@ export class SnapshotCache<R, C> {
     });
   }
 
+  /** Ends every stream; the hosts this replica held read disconnected once `idle()` resolves. */
   close(): void {
     this.closed = true;
     this.timer?.cancel();
     this.timer = undefined;
     for (const s of this.subs.values()) s.stream.end();
     this.subs.clear();
+    void this.serial(() => this.o.status.release(this.replica, undefined, this.o.clock.now())).catch((err) => this.o.onError?.(err));
   }
 
   private async send(sub: Subscriber<C>, round: R, force: boolean): Promise<Snapshot<C> | undefined> {

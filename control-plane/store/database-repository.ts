@@ -37,6 +37,8 @@ export interface DatabaseRepository {
   agents(): Promise<AgentRecord[]>;
   agent(id: string): Promise<AgentRecord | undefined>;
   upsertAgent(a: AgentRecord): Promise<void>;
+  /** As DataplaneRepository.release, for agents. */
+  releaseAgents(replica: string, id?: string, at?: number): Promise<void>;
 
   /**
    * Claims one day's auto backup of a database: true when this call inserted it, false when it

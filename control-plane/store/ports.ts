@@ -58,6 +58,29 @@ export interface DataplaneRepository {
   upsert(s: DataplaneStatus): Promise<void>;
   get(id: string): Promise<DataplaneStatus | undefined>;
   list(): Promise<DataplaneStatus[]>;
+  /**
+   * Marks disconnected the data planes (only `id`, when given) whose stream `replica` holds, with
+   * `lastSeen` = `at` when given; a host another replica holds since is left as it is.
+   */
+  release(replica: string, id?: string, at?: number): Promise<void>;
+}
+
+/**
+ * Heartbeats of the control-plane replicas sharing the store (docs/architecture.md, "The
+ * streams"): a host reads connected only while the replica holding its stream beats.
+ */
+export interface ReplicaRepository {
+  /**
+   * Records that `id` is alive at `at`; false when the store did not know it (its first beat,
+   * or a sweep took it for dead since its last one).
+   */
+  beat(id: string, at: number): Promise<boolean>;
+  /**
+   * In one transaction: marks disconnected every data plane and agent held by a replica whose
+   * last beat is before `since` or that never beat (the empty id included), and forgets those
+   * replicas. Returns how many hosts it marked.
+   */
+  sweep(since: number): Promise<number>;
 }
 
 export interface KeyValueRepository {

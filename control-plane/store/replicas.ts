@@ -14,10 +14,20 @@ export interface Change {
 }
 
 export interface Replicas {
+  /**
+   * This replica's id, recorded with each host stream it holds: new for every process on
+   * PostgreSQL, '' on SQLite (one process).
+   */
+  readonly id: string;
   /** Tells the other replicas of a committed write (this replica has already acted on it). */
   publish(kind: ChangeKind, id?: number): void;
   /** Hears of writes the other replicas committed. */
   onChange(fn: (c: Change) => void): void;
+  /**
+   * Hears that the other replicas took this one for dead (no heartbeat for a while) and marked
+   * its hosts disconnected although it is alive: the streams it holds are to be recorded again.
+   */
+  onRevived(fn: () => void): void;
   /** Whether this replica holds the lease for once-only background work, now. */
   leaseHeld(): boolean;
   close(): Promise<void>;
@@ -26,8 +36,10 @@ export interface Replicas {
 /** One process on one store (SQLite): nobody to tell, and the lease is always ours. */
 export function singleReplica(): Replicas {
   return {
+    id: '',
     publish: () => undefined,
     onChange: () => undefined,
+    onRevived: () => undefined,
     leaseHeld: () => true,
     close: async () => undefined,
   };

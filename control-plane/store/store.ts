@@ -1,4 +1,4 @@
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from './ports.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from './ports.js';
 import type { NodeBalancerRepository } from './nodebalancer-repository.js';
 import type { DatabaseRepository } from './database-repository.js';
 import type { FleetRepository } from './fleet-repository.js';
@@ -19,6 +19,8 @@ export interface Store {
   nodebalancers: NodeBalancerRepository;
   databases: DatabaseRepository;
   fleet: FleetRepository;
+  /** Heartbeats of the control-plane replicas on this store. */
+  replicaBeats: ReplicaRepository;
   /** The ids of the schema migrations applied, in order. */
   migrations(): Promise<string[]>;
   close(): Promise<void>;

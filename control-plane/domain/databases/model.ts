@@ -172,6 +172,8 @@ export interface AgentRecord {
   /** The agent can run part of a cluster and replicate across hosts (AgentReport.members_across_hosts). */
   membersAcrossHosts: boolean;
   connected: boolean;
+  /** The control-plane replica holding its stream ('' with one control plane), as for data planes. */
+  replica: string;
   lastSeen: number | null;
   appliedVersion: number;
   engines: { id: string; engine: string; version: string; image: string; binary: string }[];

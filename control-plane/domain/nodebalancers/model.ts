@@ -90,6 +90,11 @@ export interface DataplaneStatus {
   id: string;
   region: string;
   connected: boolean;
+  /**
+   * The control-plane replica holding its stream ('' with one control plane): while that
+   * replica's heartbeat stops, the host reads disconnected (docs/architecture.md, "The streams").
+   */
+  replica: string;
   versionApplied: number;
   lastError: string | null;
   lastErrorAt: number | null;

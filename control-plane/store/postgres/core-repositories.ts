@@ -1,6 +1,6 @@
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
 import { dataplaneRow, eventPatchColumns, eventRow, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
 import { isPgUniqueViolation, UniqueViolation } from '../unique-violation.js';
@@ -134,16 +134,45 @@ export function pgDataplanes(x: PgExecutor): DataplaneRepository {
   return {
     async upsert(s) {
       await x.query(
-        `INSERT INTO dataplanes (id, region, connected, version_applied, last_error, last_error_at, last_seen)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (id) DO UPDATE SET region = excluded.region, connected = excluded.connected,
+        `INSERT INTO dataplanes (id, region, connected, version_applied, last_error, last_error_at, last_seen, replica)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (id) DO UPDATE SET region = excluded.region, connected = excluded.connected, replica = excluded.replica,
            version_applied = excluded.version_applied, last_error = excluded.last_error,
            last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
-        [s.id, s.region, s.connected ? 1 : 0, s.versionApplied, s.lastError, s.lastErrorAt, s.lastSeen],
+        [s.id, s.region, s.connected ? 1 : 0, s.versionApplied, s.lastError, s.lastErrorAt, s.lastSeen, s.replica],
       );
     },
     get: async (id) => dataplaneRow(await x.one('SELECT * FROM dataplanes WHERE id = $1', [id])),
     list: async () => (await x.rows('SELECT * FROM dataplanes ORDER BY id')).map((r) => dataplaneRow(r)!),
+    release: (replica, id, at) => pgReleaseHosts(x, 'dataplanes', replica, id, at),
+  };
+}
+
+/** Marks disconnected the hosts of one table that `replica` holds (only `id`, when given). */
+export async function pgReleaseHosts(x: PgExecutor, table: 'dataplanes' | 'database_agents', replica: string, id?: string, at?: number): Promise<void> {
+  await x.query(`UPDATE ${table} SET connected = 0, last_seen = COALESCE($3::BIGINT, last_seen)
+    WHERE connected = 1 AND replica = $1 AND ($2::TEXT IS NULL OR id = $2)`, [replica, id ?? null, at ?? null]);
+}
+
+export function pgReplicaBeats(x: PgExecutor): ReplicaRepository {
+  return {
+    async beat(id, at) {
+      if ((await x.query('UPDATE control_plane_replicas SET heartbeat_at = $2 WHERE id = $1', [id, at])).rowCount === 1) return true;
+      // Only this replica writes its own row: no other insert of the same id can race this one.
+      await x.query('INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, at]);
+      return false;
+    },
+    // One transaction, so a replica is forgotten only together with clearing its hosts.
+    sweep: (since) => x.transaction(async () => {
+      let n = 0;
+      for (const table of ['dataplanes', 'database_agents']) {
+        const r = await x.query(`UPDATE ${table} SET connected = 0 WHERE connected = 1
+          AND replica NOT IN (SELECT id FROM control_plane_replicas WHERE heartbeat_at >= $1)`, [since]);
+        n += r.rowCount ?? 0;
+      }
+      await x.query('DELETE FROM control_plane_replicas WHERE heartbeat_at < $1', [since]);
+      return n;
+    }),
   };
 }
 

@@ -1,7 +1,7 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import { PUT_MEMBER_REPORT, agentRow, backupRow, fromRowWith, memberRow, opRowWith, reportRow, slotRow, toRowWith } from '../sqlite/database-repository.js';
-import { nextSequenceId } from './core-repositories.js';
+import { nextSequenceId, pgReleaseHosts } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';
 
 /** PostgreSQL adapter of the DatabaseRepository port; secret columns sealed as in SQLite. */
@@ -92,9 +92,9 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       return r ? agentRow(r) : undefined;
     },
     async upsertAgent(a) {
-      await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, last_seen, applied_version, engines) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-        ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`,
-      [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines)]);
+      await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines) VALUES ($1, $2, $3, $4, $5, $9, $6, $7, $8)
+        ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`,
+      [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines), a.replica]);
     },
 
     claimBackupSlot: (databaseId, slot, at) => x.transaction(async () => {
@@ -117,6 +117,7 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
         : await x.rows('SELECT * FROM database_member_reports WHERE database_id = $1 ORDER BY member', [databaseId]);
       return rows.map(reportRow);
     },
+    releaseAgents: (replica, id, at) => pgReleaseHosts(x, 'database_agents', replica, id, at),
 
     markAgentEvent: async (id, databaseId, at) =>
       (await x.query('INSERT INTO database_agent_events (id, database_id, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [id, databaseId, at])).rowCount === 1,

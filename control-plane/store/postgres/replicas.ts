@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock, Timer } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
+import type { ReplicaRepository } from '../ports.js';
 import { parseChange, type Change, type ChangeKind, type Replicas } from '../replicas.js';
 
 /** The channel every replica LISTENs on; payloads are `<kind>:<id>` (replicas.ts). */
@@ -9,6 +11,14 @@ const CHANNEL = 'fulcrum_changes';
 const LEASE_LOCK = 0x46554c45;
 /** How often a replica without the lease tries for it, and the holder checks its session. */
 const LEASE_TICK_MS = 1000;
+/** How often a replica records that it is alive (and clears the hosts of replicas that are not). */
+const HEARTBEAT_MS = 2000;
+/**
+ * A replica with no heartbeat for this long is taken as dead and its hosts read disconnected:
+ * five missed beats, so a slow store write or a few seconds of clock skew between the replicas'
+ * hosts do not clear a live replica's hosts.
+ */
+const DEAD_AFTER_MS = 10_000;
 
 /**
  * Replicas over one PostgreSQL database (docs/architecture.md, "The store"). Two dedicated
@@ -16,11 +26,19 @@ const LEASE_TICK_MS = 1000;
  * replica's own NOTIFYs, so its echo is told apart by the backend's process id), the other holds
  * the lease as a session advisory lock, which PostgreSQL releases when the session ends, so a
  * replica that dies (its connection closes, or TCP keepalive gives up on it) frees the lease for
- * the next replica's attempt.
+ * the next replica's attempt. Through the pool, each replica also beats every HEARTBEAT_MS under
+ * an id of its own and marks disconnected the hosts of replicas that stopped beating
+ * (docs/architecture.md, "The streams").
  */
-export function pgReplicas(url: string, opts: { clock: Clock; logger: Logger; tickMs?: number }): Replicas {
-  const { clock, logger } = opts;
+export function pgReplicas(url: string, opts: {
+  clock: Clock; logger: Logger; beats: ReplicaRepository; tickMs?: number; heartbeatMs?: number; deadAfterMs?: number;
+}): Replicas {
+  const { clock, logger, beats } = opts;
+  const id = randomUUID();
+  const deadAfter = opts.deadAfterMs ?? DEAD_AFTER_MS;
   const handlers: ((c: Change) => void)[] = [];
+  const revived: (() => void)[] = [];
+  let beaten = false;
   let closed = false;
   let listener: pg.Client | undefined;
   let listening: Promise<void> | undefined;
@@ -115,7 +133,29 @@ export function pgReplicas(url: string, opts: { clock: Clock; logger: Logger; ti
   const timer: Timer = clock.setInterval(tick, opts.tickMs ?? LEASE_TICK_MS);
   tick();
 
+  // The beat comes first, so this replica is never among the dead its own sweep clears.
+  let beating: Promise<void> | undefined;
+  const heartbeat = () => {
+    if (closed || beating) return;
+    beating = (async () => {
+      const now = clock.now();
+      const known = await beats.beat(id, now);
+      if (!known && beaten) {
+        logger.warn('this replica was taken for dead (its heartbeat was late); recording its streams again');
+        for (const fn of revived) fn();
+      }
+      beaten = true;
+      const cleared = await beats.sweep(now - deadAfter);
+      if (cleared > 0) logger.info({ hosts: cleared }, 'hosts of replicas without a heartbeat marked disconnected');
+    })().catch((err) => logger.warn({ err }, 'replica heartbeat failed')).finally(() => {
+      beating = undefined;
+    });
+  };
+  const heartbeatTimer: Timer = clock.setInterval(heartbeat, opts.heartbeatMs ?? HEARTBEAT_MS);
+  heartbeat();
+
   return {
+    id,
     publish(kind: ChangeKind, id = 0) {
       const c = listener;
       if (!c) {
@@ -130,10 +170,15 @@ export function pgReplicas(url: string, opts: { clock: Clock; logger: Logger; ti
     onChange(fn) {
       handlers.push(fn);
     },
+    onRevived(fn) {
+      revived.push(fn);
+    },
     leaseHeld: () => held,
     async close() {
       closed = true;
       timer.cancel();
+      heartbeatTimer.cancel();
+      await beating;
       held = false;
       const l = listener;
       const lc = leaseClient;

@@ -3,7 +3,7 @@ import type { Store } from '../store.js';
 import type { Migration } from '../sqlite/migrations.js';
 import { PgExecutor } from './executor.js';
 import { postgresMigrations } from './migrations.js';
-import { pgAddresses, pgDataplanes, pgEvents, pgKeyValue, pgTokens, pgUsers } from './core-repositories.js';
+import { pgAddresses, pgDataplanes, pgEvents, pgKeyValue, pgReplicaBeats, pgTokens, pgUsers } from './core-repositories.js';
 import { pgNodeBalancers } from './nodebalancer-repository.js';
 import { pgDatabaseRepository } from './database-repository.js';
 import { pgFleet } from './fleet-repository.js';
@@ -37,6 +37,7 @@ export async function openPostgresStore(url: string, opts: { kekFile: string; ma
     nodebalancers: pgNodeBalancers(x, box),
     databases: pgDatabaseRepository(x, box),
     fleet: pgFleet(x),
+    replicaBeats: pgReplicaBeats(x),
     migrations: async () => (await x.rows('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id as string),
     close: () => x.close(),
   };

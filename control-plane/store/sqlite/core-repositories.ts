@@ -1,7 +1,7 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
 import { isSqliteUniqueViolation, UniqueViolation } from '../unique-violation.js';
@@ -82,7 +82,7 @@ export const eventRow = (r: any): EventRecord | undefined =>
 
 export const dataplaneRow = (r: any): DataplaneStatus | undefined =>
   r && {
-    id: r.id, region: r.region, connected: r.connected === 1, versionApplied: r.version_applied,
+    id: r.id, region: r.region, connected: r.connected === 1, replica: r.replica, versionApplied: r.version_applied,
     lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
   };
 
@@ -227,16 +227,44 @@ function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
   return {
     upsert(s) {
       db.prepare(
-        `INSERT INTO dataplanes (id, region, connected, version_applied, last_error, last_error_at, last_seen)
-         VALUES (@id, @region, @connected, @versionApplied, @lastError, @lastErrorAt, @lastSeen)
-         ON CONFLICT(id) DO UPDATE SET region = excluded.region, connected = excluded.connected,
+        `INSERT INTO dataplanes (id, region, connected, replica, version_applied, last_error, last_error_at, last_seen)
+         VALUES (@id, @region, @connected, @replica, @versionApplied, @lastError, @lastErrorAt, @lastSeen)
+         ON CONFLICT(id) DO UPDATE SET region = excluded.region, connected = excluded.connected, replica = excluded.replica,
            version_applied = excluded.version_applied, last_error = excluded.last_error,
            last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
       ).run({ ...s, connected: s.connected ? 1 : 0 });
     },
     get: (id) => row(db.prepare('SELECT * FROM dataplanes WHERE id = ?').get(id)),
     list: () => (db.prepare('SELECT * FROM dataplanes ORDER BY id').all() as any[]).map((r) => row(r)!),
+    release: (replica, id, at) => void releaseHosts(db, 'dataplanes', replica, id, at),
   };
+}
+
+/** Marks disconnected the hosts of one table that `replica` holds (only `id`, when given). */
+export function releaseHosts(db: Db, table: 'dataplanes' | 'database_agents', replica: string, id?: string, at?: number): void {
+  db.prepare(`UPDATE ${table} SET connected = 0, last_seen = COALESCE(@at, last_seen)
+    WHERE connected = 1 AND replica = @replica AND (@id IS NULL OR id = @id)`).run({ replica, id: id ?? null, at: at ?? null });
+}
+
+export function sqliteReplicaBeats(db: Db): ReplicaRepository {
+  return gateOf(db).wrap<ReplicaRepository>({
+    beat(id, at) {
+      if (db.prepare('UPDATE control_plane_replicas SET heartbeat_at = ? WHERE id = ?').run(at, id).changes === 1) return true;
+      db.prepare('INSERT INTO control_plane_replicas (id, heartbeat_at) VALUES (?, ?)').run(id, at);
+      return false;
+    },
+    sweep(since) {
+      return db.transaction(() => {
+        let n = 0;
+        for (const table of ['dataplanes', 'database_agents']) {
+          n += db.prepare(`UPDATE ${table} SET connected = 0 WHERE connected = 1
+            AND replica NOT IN (SELECT id FROM control_plane_replicas WHERE heartbeat_at >= ?)`).run(since).changes;
+        }
+        db.prepare('DELETE FROM control_plane_replicas WHERE heartbeat_at < ?').run(since);
+        return n;
+      })();
+    },
+  });
 }
 
 export function sqliteKeyValue(db: Db): KeyValueRepository {

@@ -1,7 +1,7 @@
 import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import { secretsOf } from './secrets.js';
-import { nextSequenceId } from './core-repositories.js';
+import { nextSequenceId, releaseHosts } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
@@ -73,7 +73,7 @@ export const PUT_MEMBER_REPORT = `INSERT INTO database_member_reports (database_
   role = excluded.role, gtid = excluded.gtid, address = excluded.address, reported = excluded.reported`;
 
 export function agentRow(r: any): AgentRecord {
-  return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
+  return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, replica: r.replica, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
 }
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
@@ -164,9 +164,9 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
       return r ? agentRow(r) : undefined;
     },
     upsertAgent(a) {
-      db.prepare(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @across, @connected, @last_seen, @applied_version, @engines)
-        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
-        .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
+      db.prepare(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @across, @connected, @replica, @last_seen, @applied_version, @engines)
+        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
+        .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, replica: a.replica, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
     },
 
     claimBackupSlot(databaseId, slot, at) {
@@ -192,6 +192,8 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         : db.prepare('SELECT * FROM database_member_reports WHERE database_id = ? ORDER BY member').all(databaseId);
       return (rows as any[]).map(reportRow);
     },
+    releaseAgents: (replica, id, at) => releaseHosts(db, 'database_agents', replica, id, at),
+
     markAgentEvent(id, databaseId, at) {
       return db.prepare('INSERT OR IGNORE INTO database_agent_events (id, database_id, at) VALUES (?, ?, ?)').run(id, databaseId, at).changes === 1;
     },

@@ -176,4 +176,15 @@ export const databaseMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // Which control-plane replica holds each host's stream, and each replica's heartbeat, so that
+    // a replica's start, close or death clears only its own hosts' `connected`
+    // (docs/architecture.md, "The streams"). With SQLite there is one replica, ''.
+    id: '260-host-stream-replica',
+    sql: `
+      ALTER TABLE dataplanes ADD COLUMN replica TEXT NOT NULL DEFAULT '';
+      ALTER TABLE database_agents ADD COLUMN replica TEXT NOT NULL DEFAULT '';
+      CREATE TABLE control_plane_replicas (id TEXT PRIMARY KEY, heartbeat_at INTEGER NOT NULL);
+    `,
+  },
 ];

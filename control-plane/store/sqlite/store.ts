@@ -1,6 +1,6 @@
 import type { Store } from '../store.js';
 import { openDatabase, type Db } from './database.js';
-import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqliteTokens, sqliteUsers } from './core-repositories.js';
+import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqliteReplicaBeats, sqliteTokens, sqliteUsers } from './core-repositories.js';
 import { sqliteNodeBalancers } from './nodebalancer-repository.js';
 import { sqliteDatabaseRepository } from './database-repository.js';
 import { sqliteFleet } from './fleet-repository.js';
@@ -19,6 +19,7 @@ export function sqliteStore(db: Db): Store & { db: Db } {
     nodebalancers: sqliteNodeBalancers(db),
     databases: sqliteDatabaseRepository(db),
     fleet: sqliteFleet(db),
+    replicaBeats: sqliteReplicaBeats(db),
     async migrations() {
       return db.prepare('SELECT id FROM schema_migrations ORDER BY id').pluck().all() as string[];
     },

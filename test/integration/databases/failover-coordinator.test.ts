@@ -43,7 +43,7 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     const events = new EventService(sqliteEvents(db), clock);
     const row = await repo.create(spread);
     await repo.setMembers(row.id, ['a', 'b', 'c']);
-    const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
     const report = async () => {
       for (const [k, agent] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
         if ((await repo.agent(agent))?.connected === false) continue;

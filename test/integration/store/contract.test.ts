@@ -140,10 +140,48 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     await store.kv.set('k', '1');
     await store.kv.set('k', '2');
     expect(await store.kv.get('k')).toBe('2');
-    const s = { id: 'dp', region: 'r', connected: true, versionApplied: 3, lastError: null, lastErrorAt: null, lastSeen: 1_700_000_000_000 };
+    const s = { id: 'dp', region: 'r', connected: true, replica: 'cp-a', versionApplied: 3, lastError: null, lastErrorAt: null, lastSeen: 1_700_000_000_000 };
     await store.dataplanes.upsert(s);
     await store.dataplanes.upsert({ ...s, connected: false });
     expect(await store.dataplanes.list()).toEqual([{ ...s, connected: false }]);
+  });
+
+  it('host streams: a replica releases only the hosts it holds; a sweep clears the hosts of replicas without a recent heartbeat', async () => {
+    const { store } = await open();
+    const dp = (id: string, replica: string) => ({ id, region: 'r', connected: true, replica, versionApplied: 1, lastError: null, lastErrorAt: null, lastSeen: 100 });
+    const agent = (id: string, replica: string) => ({ id, region: 'r', runtime: 'process', membersAcrossHosts: false, connected: true, replica, lastSeen: 100, appliedVersion: 1, engines: [] });
+    const connected = async () => [
+      ...(await store.dataplanes.list()).filter((d) => d.connected).map((d) => `dp:${d.id}@${d.replica}`),
+      ...(await store.databases.agents()).filter((a) => a.connected).map((a) => `agent:${a.id}@${a.replica}`),
+    ].sort();
+    for (const [id, replica] of [['d1', 'cp-a'], ['d2', 'cp-a'], ['d3', 'cp-b'], ['d4', 'cp-c'], ['d5', '']]) await store.dataplanes.upsert(dp(id!, replica!));
+    for (const [id, replica] of [['a1', 'cp-a'], ['a2', 'cp-b'], ['a3', 'cp-c'], ['a4', '']]) await store.databases.upsertAgent(agent(id!, replica!));
+
+    // One host: only while the named replica holds it, and lastSeen is the given time.
+    await store.dataplanes.release('cp-b', 'd1', 200);
+    await store.dataplanes.release('cp-a', 'd1', 200);
+    expect(await store.dataplanes.get('d1')).toMatchObject({ connected: false, replica: 'cp-a', lastSeen: 200 });
+    await store.databases.releaseAgents('cp-b', 'a1', 200);
+    expect(await store.databases.agent('a1')).toMatchObject({ connected: true, lastSeen: 100 });
+    // Every host of one replica, lastSeen kept when no time is given.
+    await store.dataplanes.release('cp-a');
+    expect(await store.dataplanes.get('d2')).toMatchObject({ connected: false, lastSeen: 100 });
+    await store.databases.releaseAgents('cp-a');
+    expect(await connected()).toEqual(['agent:a2@cp-b', 'agent:a3@cp-c', 'agent:a4@', 'dp:d3@cp-b', 'dp:d4@cp-c', 'dp:d5@']);
+
+    // cp-b beat recently, cp-c long ago; '' (a host recorded before replicas had ids) never beats.
+    expect(await store.replicaBeats.beat('cp-c', 1_000)).toBe(false);
+    expect(await store.replicaBeats.beat('cp-b', 1_000)).toBe(false);
+    expect(await store.replicaBeats.beat('cp-b', 5_000)).toBe(true);
+    expect(await store.replicaBeats.sweep(4_000)).toBe(4);
+    expect(await connected()).toEqual(['agent:a2@cp-b', 'dp:d3@cp-b']);
+    // cp-c was forgotten: beating again makes it live, but its cleared hosts stay cleared until they say hello.
+    expect(await store.replicaBeats.beat('cp-c', 6_000)).toBe(false);
+    expect(await store.replicaBeats.sweep(4_000)).toBe(0);
+    expect(await connected()).toEqual(['agent:a2@cp-b', 'dp:d3@cp-b']);
+    // Once cp-b stops beating, its hosts go too.
+    expect(await store.replicaBeats.sweep(5_001)).toBe(2);
+    expect(await connected()).toEqual([]);
   });
 
   it('NodeBalancers: unique labels and ports, ids never reused, cascades, node status, traffic buckets, sealed TLS keys', async () => {
@@ -236,8 +274,8 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await r.pendingOperations()).toEqual([]);
     await r.setMembers(again.id, ['a', 'b', 'a']);
     expect((await r.members(again.id)).map((m) => m.agentId)).toEqual(['a', 'b', 'a']);
-    await r.upsertAgent({ id: 'a', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: true, lastSeen: 9, appliedVersion: 2, engines: [{ id: 'mysql/8.0', engine: 'mysql', version: '8.0', image: '', binary: '' }] });
-    expect(await r.agent('a')).toMatchObject({ membersAcrossHosts: true, connected: true, engines: [{ id: 'mysql/8.0' }] });
+    await r.upsertAgent({ id: 'a', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: true, replica: 'cp-a', lastSeen: 9, appliedVersion: 2, engines: [{ id: 'mysql/8.0', engine: 'mysql', version: '8.0', image: '', binary: '' }] });
+    expect(await r.agent('a')).toMatchObject({ membersAcrossHosts: true, connected: true, replica: 'cp-a', engines: [{ id: 'mysql/8.0' }] });
     expect(await r.markAgentEvent('e1', again.id, 1)).toBe(true);
     expect(await r.markAgentEvent('e1', again.id, 1)).toBe(false);
     await r.purge(again.id);

@@ -41,7 +41,14 @@ function memoryKv(): KeyValueRepository {
 
 function memoryStatus(): SubscriberStatusStore & { rows: Map<string, SubscriberStatus> } {
   const rows = new Map<string, SubscriberStatus>();
-  return { rows, get: async (id) => rows.get(id), put: async (s) => void rows.set(s.id, s), list: async () => [...rows.values()] };
+  return {
+    rows, get: async (id) => rows.get(id), put: async (s) => void rows.set(s.id, s), list: async () => [...rows.values()],
+    release: async (replica, id, at) => {
+      for (const s of rows.values()) {
+        if (s.connected && s.replica === replica && (id === undefined || s.id === id)) rows.set(s.id, { ...s, connected: false, lastSeen: at ?? s.lastSeen });
+      }
+    },
+  };
 }
 
 describe('SnapshotCache', () => {

@@ -1,0 +1,143 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
+import { grpc, loadConfigProto } from '../../../lib/grpc.js';
+import { silentLogger } from '../../../lib/logger.js';
+import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
+import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
+import { api, until } from '../../helpers/lab.js';
+import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
+import { startScriptedAgent, type ScriptedAgent } from '../databases/scripted-agent.js';
+
+/** Waits for `fn` to hold, asking every 250 ms (the API's rate limit stays far away). */
+const waitFor = (fn: () => Promise<boolean>, timeoutMs: number) => until('condition', async () => ((await fn()) ? true : undefined), timeoutMs, 250);
+
+/** A scripted data plane: ACKs every snapshot, and writes nothing else (no status refresh of its own). */
+function dataplane(address: string, id: string) {
+  const proto = loadConfigProto();
+  const client = new proto.fulcrum.v1.ConfigService(address, grpc.credentials.createInsecure()) as any;
+  const call = client.Stream() as grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>;
+  call.on('data', (s: ConfigSnapshot__Output) => {
+    call.write({ dataplaneId: id, region: '*', versionApplied: s.version, responseNonce: s.nonce, errorDetail: '' });
+  });
+  call.on('error', () => undefined);
+  call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: '', incremental: false });
+  return {
+    close: () => {
+      call.cancel();
+      client.close();
+    },
+  };
+}
+
+/**
+ * The API's `connected` with two replicas on one PostgreSQL database (docs/architecture.md, "The
+ * streams"): each host records the replica holding its stream, so a replica that starts leaves
+ * the other's hosts alone, and the hosts of a replica whose heartbeat stopped read disconnected.
+ */
+describe('connected hosts with two control-plane replicas', () => {
+  let cluster: PgCluster;
+  let stateDir: string;
+  let url: string;
+  let a: ControlPlane | undefined;
+  let b: ControlPlane | undefined;
+  const hosts: { close(): void }[] = [];
+  const pool = `127.${200 + Math.floor(Math.random() * 20)}.${1 + Math.floor(Math.random() * 250)}.0/24`;
+  const start = () => startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() });
+
+  beforeAll(async () => {
+    cluster = await startPgCluster();
+    url = await cluster.newDatabase();
+    stateDir = mkdtempSync(join(tmpdir(), 'haconn-state-'));
+  }, 180_000);
+  afterAll(async () => {
+    for (const h of hosts) h.close();
+    await a?.close();
+    await b?.close();
+    await cluster?.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  }, 60_000);
+
+  /** `connected` and `replica` of every data plane and agent, as one replica's API answers. */
+  const status = async (cp: ControlPlane) => {
+    const call = api(cp.apiUrl, cp.adminToken);
+    const [d, g] = [await call('GET', '/v4/fulcrum/dataplanes'), await call('GET', '/v4/fulcrum/agents')];
+    if (d.status !== 200 || g.status !== 200) throw new Error(`status lists answered ${d.status} and ${g.status}`);
+    const dps = d.body.data as { id: string; connected: boolean; replica: string }[];
+    const agents = g.body.data as { id: string; connected: boolean; replica: string }[];
+    return Object.fromEntries([...dps, ...agents].map((h) => [h.id, { connected: h.connected, replica: h.replica }]));
+  };
+  const sql = async (q: string, params: unknown[]) => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      return (await c.query(q, params)).rows;
+    } finally {
+      await c.end();
+    }
+  };
+  const heartbeatOf = async (id: string) => (await sql('SELECT heartbeat_at FROM control_plane_replicas WHERE id = $1', [id]))[0]?.heartbeat_at as string | undefined;
+
+  it('replica B starting leaves the hosts connected to A connected; A taken for dead while alive records them again; once A\'s heartbeat stops they read disconnected, B\'s own stay', async () => {
+    a = await start();
+    const idA = a.context.replicas.id;
+    expect(idA).not.toBe('');
+    hosts.push(dataplane(a.grpcAddress, 'haconn-dp-a'));
+    // No heartbeat of its own: it writes only when it gets a desired state, so a wrong clear would stay.
+    const agentA: ScriptedAgent = startScriptedAgent(a.grpcAddress, { id: 'haconn-agent-a', region: 'us-east' });
+    hosts.push(agentA);
+    const onA = { connected: true, replica: idA };
+    await waitFor(async () => {
+      const s = await status(a!);
+      return s['haconn-dp-a']?.connected === true && s['haconn-agent-a']?.connected === true;
+    }, 20_000);
+
+    b = await start();
+    const idB = b.context.replicas.id;
+    expect(idB).not.toBe(idA);
+    // B has started, cleared what it held and swept at least once: two heartbeats of B recorded.
+    await waitFor(async () => (await heartbeatOf(idB)) !== undefined, 20_000);
+    const first = await heartbeatOf(idB);
+    await waitFor(async () => (await heartbeatOf(idB)) !== first, 20_000);
+    for (let i = 0; i < 6; i++) {
+      const [viaA, viaB] = [await status(a), await status(b)];
+      expect(viaB['haconn-dp-a']).toEqual(onA);
+      expect(viaB['haconn-agent-a']).toEqual(onA);
+      expect(viaA['haconn-dp-a']).toEqual(onA);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+
+    // A taken for dead while alive (what B's sweep does to a replica whose beats are late): A's
+    // next beat finds itself forgotten and records its open streams as connected again.
+    await sql('DELETE FROM control_plane_replicas WHERE id = $1', [idA]);
+    await sql('UPDATE dataplanes SET connected = 0 WHERE replica = $1', [idA]);
+    await sql('UPDATE database_agents SET connected = 0 WHERE replica = $1', [idA]);
+    expect((await status(b))['haconn-dp-a']?.connected).toBe(false);
+    await waitFor(async () => {
+      const s = await status(b!);
+      return s['haconn-dp-a']?.connected === true && s['haconn-agent-a']?.connected === true;
+    }, 15_000);
+    expect((await status(b))['haconn-dp-a']).toEqual(onA);
+
+    hosts.push(dataplane(b.grpcAddress, 'haconn-dp-b'));
+    await waitFor(async () => (await status(b!))['haconn-dp-b']?.connected === true, 20_000);
+
+    // A stops beating while its streams stay open and it writes nothing (as a SIGKILLed or frozen
+    // replica leaves its rows): after the dead-replica time B's sweep clears A's hosts only.
+    agentA.mute(true);
+    await a.context.replicas.close();
+    const stopped = Date.now();
+    await waitFor(async () => {
+      const s = await status(b!);
+      return s['haconn-dp-a']?.connected === false && s['haconn-agent-a']?.connected === false;
+    }, 40_000);
+    // Not before A's last beat is 10 s old (the heartbeat's dead-replica time).
+    expect(Date.now() - stopped).toBeGreaterThan(7_000);
+    const after = await status(b);
+    expect(after['haconn-dp-b']).toEqual({ connected: true, replica: idB });
+    expect(await heartbeatOf(idA)).toBeUndefined();
+  }, 150_000);
+});
