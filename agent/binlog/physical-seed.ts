@@ -9,7 +9,7 @@ import { runFolders, scratch } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { NODE_PORT } from '../database/state.js';
 import { ensureReplicationUser } from '../mysql/accounts.js';
-import { q, withAdmin } from '../mysql/admin.js';
+import { globalStatus, q, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import { configureReplica, promote } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -100,8 +100,19 @@ export async function seedPhysical(
     });
   }
   await withAdmin(await fork.adminTarget(p), (x) => promote(x, semiSync));
-  for (const k of ks.filter((k) => k !== p)) {
+  const replicas = ks.filter((k) => k !== p);
+  for (const k of replicas) {
     await withAdmin(await fork.adminTarget(k), (x) => configureReplica(x, { primaryHost: s.addresses[p - 1]!, primaryPort: NODE_PORT, password: s.replPassword }));
+  }
+  // A semi-sync primary holds each replayed commit until a replica acknowledges it: let the
+  // replicas attach first, as provisioning does.
+  if (semiSync && replicas.length > 0) {
+    const deadline = Date.now() + 15_000;
+    await withAdmin(await fork.adminTarget(p), async (x) => {
+      while (Number(await globalStatus(x, 'Rpl_semi_sync_master_clients')) < replicas.length && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    });
   }
 }
 
