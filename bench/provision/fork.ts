@@ -17,6 +17,7 @@ import { startAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
 import { apiClient } from '../common/fulcrum.js';
 import { PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
+import { gtidLe } from '../../agent/binlog/chain.js';
 
 export interface ForkSample {
   mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number;
@@ -34,19 +35,20 @@ function manifests(dir: string): any[] {
 }
 
 /**
- * True once the agent's archive round after `sinceMs` has run to its end: a physical base taken
- * since, or the load's binlogs archived and too few of them after the newest physical base for
- * the round to take another (the archiver's own rule).
+ * True once the agent's archive holds the load (GTID position `pos`) the way its rounds leave it:
+ * a physical base at or after it, or the load's binlogs archived with too few of them after the
+ * newest physical base for a round to take another (the archiver's own rule).
  */
-function archivedAfter(agentDir: string, dbId: number, sinceMs: number): boolean {
+function archived(agentDir: string, dbId: number, pos: string): boolean {
   const backups = manifests(join(agentDir, 'backups', String(dbId)));
   const segments = manifests(join(agentDir, 'backups', String(dbId), 'binlog'));
   const physical = backups.filter((m) => String(m.format).startsWith('mariadb-backup+')).sort((a, b) => a.finishedMs - b.finishedMs);
-  if (physical.some((m) => m.createdMs >= sinceMs)) return true;
-  if (!segments.some((x) => x.closedMs >= sinceMs)) return false;
   const newest = physical.at(-1);
-  const after = segments.filter((x) => !newest || x.closedMs > newest.finishedMs).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
-  return newest !== undefined && after < PHYSICAL_REFRESH_BYTES;
+  if (!newest) return false;
+  if (gtidLe(pos, newest.snapshotGtid)) return true;
+  if (!segments.some((x) => gtidLe(pos, x.gtidEnd))) return false;
+  const after = segments.filter((x) => !gtidLe(x.gtidEnd, newest.snapshotGtid)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
+  return after < PHYSICAL_REFRESH_BYTES;
 }
 
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
@@ -103,8 +105,8 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
         await c.query(`INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 30) FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
       }
       const loadS = (performance.now() - t0) / 1000;
-      const loadedMs = Date.now();
-      await until(async () => (archivedAfter(agentDir, src.id, loadedMs) ? true : undefined), 1_800_000, 'the archive round after the load');
+      const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
+      await until(async () => (archived(agentDir, src.id, String(pos)) ? true : undefined), 1_800_000, 'the archive round after the load');
       // The binlog tail: small writes for 5 seconds after the backup.
       let tailRows = 0;
       const tailEnd = Date.now() + 5000;
