@@ -360,6 +360,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    */
   async function takeBase(c: BackupDatabase): Promise<BackupManifest> {
     // Their own id range: customer backup ids stay the sequence clients see (1, 2, 3...).
+    // A database deleted while its archive round ran has no state left to number a base in.
+    if (!c.state) throw new Error(`database ${c.id} was deleted`);
     const next = () => {
       const id = BASE_IDS + (c.state!.nextBaseId ?? 1);
       c.state!.nextBaseId = (c.state!.nextBaseId ?? 1) + 1;

@@ -5,7 +5,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { q, withAdmin } from '../mysql/admin.js';
-import { clientError, customerSchemas } from '../mysql/customer-data.js';
+import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { DatabaseController } from '../database/controller.js';
@@ -92,7 +92,8 @@ export async function takePhysical(
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
       `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream'], { stdout: gzip, env: { MYSQL_PWD: s.adminPassword } });
     const w = await written;
-    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${clientError(res.stderr) || res.stderr.trim().split('\n').slice(-3).join(' ')}`);
+    // Its log is long; the reason is in the last lines.
+    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${res.stderr.trim().split('\n').slice(-4).join(' ').slice(-600)}`);
     if (w) throw w;
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error('mariadb-backup printed no GTID position');
