@@ -109,7 +109,9 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     const m = manifests.find((x) => x.id === b.id)!;
     return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
   });
-  const plan = planRestore(physical, segments, stopMs) ?? planRestore(bases.filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!)), segments, stopMs);
+  const complete = d.archiver.coveredUntil(source.id) >= stopMs;
+  const plan = planRestore(physical, segments, stopMs, complete)
+    ?? planRestore(bases.filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!)), segments, stopMs, complete);
   if (!plan) throw new Error(`database ${source.id} has no backup with an unbroken binlog chain up to ${binlogDatetime(restoreMs)} UTC`);
   const base = manifests.find((m) => m.id === plan.base.id)!;
   await d.backups.verify(base);
