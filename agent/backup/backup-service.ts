@@ -363,8 +363,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     // A database deleted while its archive round ran has no state left to number a base in.
     if (!c.state) throw new Error(`database ${c.id} was deleted`);
     const next = () => {
-      const id = BASE_IDS + (c.state!.nextBaseId ?? 1);
-      c.state!.nextBaseId = (c.state!.nextBaseId ?? 1) + 1;
+      if (!c.state) throw new Error(`database ${c.id} was deleted`);
+      const id = BASE_IDS + (c.state.nextBaseId ?? 1);
+      c.state.nextBaseId = (c.state.nextBaseId ?? 1) + 1;
       return id;
     };
     let id = next();
