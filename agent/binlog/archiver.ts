@@ -203,7 +203,8 @@ export function createArchiver(d: ArchiverDeps) {
       .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
     const segments = await d.segments.list(c.id);
     const pending = newest === undefined ? Infinity
-      : segments.filter((x) => !gtidLe(x.gtidEnd, newest.snapshotGtid!)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
+      // Only files begun after the base: one it was taken in the middle of is mostly older.
+      : segments.filter((x) => !gtidLe(x.gtidStart, newest.snapshotGtid!)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
     if (pending < PHYSICAL_REFRESH_BYTES) return;
     const m = await d.backups.takeBase(c);
     if (!isPhysical(m)) {

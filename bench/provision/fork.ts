@@ -47,7 +47,7 @@ function archived(agentDir: string, dbId: number, pos: string): boolean {
   if (!newest) return false;
   if (gtidLe(pos, newest.snapshotGtid)) return true;
   if (!segments.some((x) => gtidLe(pos, x.gtidEnd))) return false;
-  const after = segments.filter((x) => !gtidLe(x.gtidEnd, newest.snapshotGtid)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
+  const after = segments.filter((x) => !gtidLe(x.gtidStart, newest.snapshotGtid)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
   return after < PHYSICAL_REFRESH_BYTES;
 }
 
