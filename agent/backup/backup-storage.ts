@@ -25,6 +25,8 @@ export interface BackupManifest {
    * `--master-data --gtid`): binlog replay for a fork starts after it. Absent on older backups.
    */
   snapshotGtid?: string;
+  /** Physical copies: the binlog file and offset of their snapshot, on the node copied. */
+  binlog?: { file: string; pos: number };
   /**
    * How `file` was made; `+aes-256-gcm` files need the database's backup key to read.
    * `mariadb-backup+...` is a physical copy (an mbstream of the data directory), which only a

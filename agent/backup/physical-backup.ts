@@ -30,6 +30,13 @@ export function physicalSnapshotGtid(stderr: string): string | undefined {
   return found;
 }
 
+/** The binlog file and offset of the same point (how much of that file the copy already holds). */
+export function physicalBinlogPos(stderr: string): { file: string; pos: number } | undefined {
+  let found: { file: string; pos: number } | undefined;
+  for (const m of stderr.matchAll(/filename '([^']+)', position '(\d+)'/g)) found = { file: m[1]!, pos: Number(m[2]) };
+  return found;
+}
+
 /** The server's run folder on the agent's host and as the server sees it (inside a container). */
 export async function runFolders(runtime: ContainerRuntime, name: string, nodeSocket: string): Promise<{ host: string; node: string }> {
   return { host: dirname((await runtime.connection(name)).socketPath), node: dirname(nodeSocket) };
@@ -103,6 +110,7 @@ export async function takePhysical(
       format: encrypted ? 'mariadb-backup+mbstream+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+gzip',
       ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       file, sizeBytes: size, sha256: hash.digest('hex'), databases: info.databases,
+      ...(physicalBinlogPos(res.stderr) ? { binlog: physicalBinlogPos(res.stderr) } : {}),
     };
     await deps.storage.commit(manifest);
     return manifest;

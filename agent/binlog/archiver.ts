@@ -31,6 +31,18 @@ const PHYSICAL_KEEP = 2;
 /** After a physical base could not be taken, the rounds wait this long before trying again. */
 const PHYSICAL_RETRY_MS = 3600_000;
 
+/**
+ * Binlog bytes of segment x written after base b: none when it ends at or before the base, the
+ * part past the base's offset for the file the base was taken in the middle of (whole when the
+ * base did not record it), all of a later one.
+ */
+export function bytesAfter(x: SegmentManifest, b: Pick<BackupManifest, 'snapshotGtid' | 'binlog'>): number {
+  const raw = x.rawBytes ?? x.sizeBytes;
+  if (gtidLe(x.gtidEnd, b.snapshotGtid ?? '')) return 0;
+  if (!gtidLe(x.gtidStart, b.snapshotGtid ?? '')) return raw;
+  return b.binlog && b.binlog.file === x.sourceFile ? Math.max(0, raw - b.binlog.pos) : raw;
+}
+
 /** What archiving uses of a database. */
 export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted'>;
 
@@ -203,8 +215,7 @@ export function createArchiver(d: ArchiverDeps) {
       .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
     const segments = await d.segments.list(c.id);
     const pending = newest === undefined ? Infinity
-      // Only files begun after the base: one it was taken in the middle of is mostly older.
-      : segments.filter((x) => !gtidLe(x.gtidStart, newest.snapshotGtid!)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
+      : segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
     if (pending < PHYSICAL_REFRESH_BYTES) return;
     const m = await d.backups.takeBase(c);
     if (!isPhysical(m)) {

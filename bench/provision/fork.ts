@@ -16,7 +16,7 @@ import { startControlPlane } from '../../control-plane/main.js';
 import { startAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
 import { apiClient } from '../common/fulcrum.js';
-import { PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
+import { bytesAfter, PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
 import { gtidLe } from '../../agent/binlog/chain.js';
 
 export interface ForkSample {
@@ -47,7 +47,7 @@ function archived(agentDir: string, dbId: number, pos: string): boolean {
   if (!newest) return false;
   if (gtidLe(pos, newest.snapshotGtid)) return true;
   if (!segments.some((x) => gtidLe(pos, x.gtidEnd))) return false;
-  const after = segments.filter((x) => !gtidLe(x.gtidStart, newest.snapshotGtid)).reduce((n, x) => n + (x.rawBytes ?? x.sizeBytes), 0);
+  const after = segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
   return after < PHYSICAL_REFRESH_BYTES;
 }
 
