@@ -43,7 +43,10 @@ esac
 if ! docker info >/dev/null 2>&1; then
   die "docker is not answering: run scripts/start-dockerd.sh first"
 fi
-if [ "$FORCE" -eq 0 ] && docker image inspect "$REPO:$SERIES" >/dev/null 2>&1; then
+# An image from before mariadb-backup was part of it (physical base backups for forks,
+# docs/agent.md §6) is rebuilt.
+if [ "$FORCE" -eq 0 ] && docker image inspect "$REPO:$SERIES" >/dev/null 2>&1 \
+  && docker run --rm --network none "$REPO:$SERIES" mariadb-backup --version >/dev/null 2>&1; then
   log "$REPO:$SERIES exists ($(docker image inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}}' "$REPO:$SERIES")); --force rebuilds"
   exit 0
 fi
@@ -107,7 +110,9 @@ fi
 mount -t proc proc "$ROOT/proc"
 mount --bind "$CACHE/apt-archives" "$ROOT/var/cache/apt/archives"
 in_root() { DEBIAN_FRONTEND=noninteractive LC_ALL=C chroot "$ROOT" "$@"; }
-PKGS=(mariadb-server mariadb-client)
+# mariadb-backup: physical base backups of the binlog archive, taken and prepared inside the
+# container by the server's own version (docs/agent.md §6).
+PKGS=(mariadb-server mariadb-client mariadb-backup)
 APT=(apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold --no-install-recommends)
 
 if [ "$have_lists" -eq 0 ] || ! in_root apt-get -qq --print-uris install --no-install-recommends "${PKGS[@]}" >/dev/null 2>&1; then
@@ -154,4 +159,5 @@ docker tag "$REPO:$VERSION" "$REPO:$SERIES"
 
 # Smoke test: the image runs its server binary.
 got="$(docker run --rm --network none "$REPO:$SERIES" mariadbd --version 2>/dev/null)" || die "smoke test failed: $got"
+docker run --rm --network none "$REPO:$SERIES" mariadb-backup --version >/dev/null 2>&1 || die "smoke test failed: no mariadb-backup in the image"
 log "built $REPO:$SERIES and $REPO:$VERSION in $((SECONDS - start)) s: $got"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the Fulcrum test suite runs for real (MariaDB servers, Docker,
+# Installs the Debian packages the Fulcrum test suite runs for real (MariaDB servers and
+# mariadb-backup for the forks' physical bases, Docker,
 # the proxies we compare against, the load generator, debootstrap for the lab image, keepalived
 # for data planes in pairs, iptables for the multi-host tests' bridges, dnsmasq and dig for the
 # UDP DNS test, nginx's stream module for the UDP bench, the headless browser the console's
@@ -13,7 +14,7 @@
 # is stopped afterwards.
 set -euo pipefail
 
-PKGS=(mariadb-server mariadb-client docker.io haproxy nginx wrk debootstrap openssl iproute2 keepalived iptables
+PKGS=(mariadb-server mariadb-client mariadb-backup docker.io haproxy nginx wrk debootstrap openssl iproute2 keepalived iptables
   dnsmasq-base bind9-dnsutils libnginx-mod-stream chromium)
 SERVICES=(mariadb nginx haproxy keepalived)
 

@@ -13,6 +13,7 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { loadBackup } from './load-backup.js';
 import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
+import { takePhysical } from './physical-backup.js';
 
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
@@ -359,10 +360,36 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    */
   async function takeBase(c: BackupDatabase): Promise<BackupManifest> {
     // Their own id range: customer backup ids stay the sequence clients see (1, 2, 3...).
-    const id = BASE_IDS + (c.state!.nextBaseId ?? 1);
-    c.state!.nextBaseId = (c.state!.nextBaseId ?? 1) + 1;
+    // A database deleted while its archive round ran has no state left to number a base in.
+    if (!c.state) throw new Error(`database ${c.id} was deleted`);
+    const next = () => {
+      if (!c.state) throw new Error(`database ${c.id} was deleted`);
+      const id = BASE_IDS + (c.state.nextBaseId ?? 1);
+      c.state.nextBaseId = (c.state.nextBaseId ?? 1) + 1;
+      return id;
+    };
+    let id = next();
     await c.save();
-    return dump(c, id, sourceNode(c, 'primary'), { label: 'binlog base', type: 'base', createdMs: opts.clock.now() });
+    const node = sourceNode(c, 'primary');
+    const meta = { label: 'binlog base', type: 'base' as const, createdMs: opts.clock.now() };
+    // Physical where a fork can load it: an `encrypted` database's data files are encrypted
+    // with its own key file, which a fork does not have, so it keeps logical bases
+    // (docs/agent.md §6, "Binlog archive and forks").
+    if (c.desired?.encrypted !== true) {
+      const started = Date.now();
+      try {
+        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c) }, c, id, node, meta);
+        log.info({ database: c.id, backup: id, bytes: m.sizeBytes, ms: Date.now() - started, node }, 'physical base backup taken');
+        await refresh(c.id);
+        return m;
+      } catch (err) {
+        // The chain must not stop: a logical base is slower to fork from but works everywhere.
+        log.warn({ database: c.id, backup: id, err: (err as Error).message }, 'physical base backup failed; taking a logical one');
+        id = next();
+        await c.save();
+      }
+    }
+    return dump(c, id, node, meta);
   }
 
   return { take, takeBase, removeBase, verify, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };

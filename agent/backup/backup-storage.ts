@@ -25,8 +25,14 @@ export interface BackupManifest {
    * `--master-data --gtid`): binlog replay for a fork starts after it. Absent on older backups.
    */
   snapshotGtid?: string;
-  /** How `file` was made; `+aes-256-gcm` files need the database's backup key to read. */
-  format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm';
+  /** Physical copies: the binlog file and offset of their snapshot, on the node copied. */
+  binlog?: { file: string; pos: number };
+  /**
+   * How `file` was made; `+aes-256-gcm` files need the database's backup key to read.
+   * `mariadb-backup+...` is a physical copy (an mbstream of the data directory), which only a
+   * fork loads (agent/binlog); every other backup is a logical dump.
+   */
+  format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm' | 'mariadb-backup+mbstream+gzip' | 'mariadb-backup+mbstream+gzip+aes-256-gcm';
   /** Set for encrypted files: the framing scheme (backup-crypto.ts). */
   encryption?: { scheme: string; frameBytes: number };
   file: string;

@@ -10,6 +10,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { BackupManifest } from '../backup/backup-storage.js';
 import type { BackupDatabase } from '../backup/backup-service.js';
 import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from '../backup/backup-crypto.js';
+import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
@@ -19,6 +20,28 @@ import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
 
 /** The backups' retention, and the binlogs' unless engine_config says otherwise. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 3600_000;
+
+/**
+ * Binlog bytes archived after the newest physical base that make a round take a new one: a
+ * fork replays at most about this much (seconds), whatever the data size.
+ */
+export const PHYSICAL_REFRESH_BYTES = 64 * 1024 * 1024;
+/** Hidden physical bases kept beyond what restorability needs: the newest few. */
+const PHYSICAL_KEEP = 2;
+/** After a physical base could not be taken, the rounds wait this long before trying again. */
+const PHYSICAL_RETRY_MS = 3600_000;
+
+/**
+ * Binlog bytes of segment x written after base b: none when it ends at or before the base, the
+ * part past the base's offset for the file the base was taken in the middle of (whole when the
+ * base did not record it), all of a later one.
+ */
+export function bytesAfter(x: SegmentManifest, b: Pick<BackupManifest, 'snapshotGtid' | 'binlog'>): number {
+  const raw = x.rawBytes ?? x.sizeBytes;
+  if (gtidLe(x.gtidEnd, b.snapshotGtid ?? '')) return 0;
+  if (!gtidLe(x.gtidStart, b.snapshotGtid ?? '')) return raw;
+  return b.binlog && b.binlog.file === x.sourceFile ? Math.max(0, raw - b.binlog.pos) : raw;
+}
 
 /** What archiving uses of a database. */
 export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted'>;
@@ -57,6 +80,7 @@ export function createArchiver(d: ArchiverDeps) {
   /** Per database: the time of the last successful flush (every event before it is archived). */
   const covered = new Map<number, number>();
   const oldest = new Map<number, number>();
+  const physicalRetry = new Map<number, number>();
 
   async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string): Promise<string> {
     const name = c.nodeName(node);
@@ -85,6 +109,7 @@ export function createArchiver(d: ArchiverDeps) {
       },
     });
     const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
+    const rawBytes = (await stat(local)).size;
     try {
       const out = await d.segments.writer(c.id, seq, file);
       if (encrypted) {
@@ -95,7 +120,7 @@ export function createArchiver(d: ArchiverDeps) {
         await pipeline(createReadStream(local), createGzip({ level: 6 }), createEncryptStream(c.state!.backupKey), tap, out);
       } else await pipeline(createReadStream(local), createGzip({ level: 6 }), tap, out);
       await d.segments.commit({
-        ...meta, seq, databaseId: c.id, file, sizeBytes: size, sha256: hash.digest('hex'),
+        ...meta, seq, databaseId: c.id, file, sizeBytes: size, rawBytes, sha256: hash.digest('hex'),
         format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       });
@@ -161,6 +186,7 @@ export function createArchiver(d: ArchiverDeps) {
       pos = fileEnd;
     }
     covered.set(c.id, found.flushedMs);
+    await keepPhysicalRecent(c);
     // Retention: what no instant inside it needs any more.
     bases = basesOf(await d.backups.refresh(c.id));
     segments = await d.segments.list(c.id);
@@ -175,6 +201,38 @@ export function createArchiver(d: ArchiverDeps) {
     const o = oldestRestorable(bases, segments);
     if (o === undefined) oldest.delete(c.id);
     else oldest.set(c.id, o);
+  }
+
+  /**
+   * Keeps a recent physical base (docs/agent.md §6, "Binlog archive and forks"): once the binlogs
+   * archived after the newest one pass PHYSICAL_REFRESH_BYTES (or there is none), the round takes
+   * another, and hidden physical bases beyond the newest PHYSICAL_KEEP go unless the oldest
+   * restorable instant needs them (older ones only make a fork replay longer).
+   */
+  async function keepPhysicalRecent(c: ArchivedDatabase): Promise<void> {
+    if (c.desired?.encrypted === true || d.clock.now() < (physicalRetry.get(c.id) ?? 0)) return;
+    const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined)
+      .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
+    const segments = await d.segments.list(c.id);
+    const pending = newest === undefined ? Infinity
+      : segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
+    if (pending < PHYSICAL_REFRESH_BYTES) return;
+    const m = await d.backups.takeBase(c);
+    if (!isPhysical(m)) {
+      physicalRetry.set(c.id, d.clock.now() + PHYSICAL_RETRY_MS);
+      return;
+    }
+    log.info({ database: c.id, backup: m.id, binlogBytes: Number.isFinite(pending) ? pending : undefined }, 'new physical base for forks');
+    const list = await d.backups.refresh(c.id);
+    let bases = basesOf(list);
+    const floor = oldestRestorable(bases, segments);
+    const hidden = list.filter((x) => x.type === 'base' && isPhysical(x)).sort((a, b) => a.finishedMs - b.finishedMs);
+    for (const old of hidden.slice(0, -PHYSICAL_KEEP)) {
+      const without = bases.filter((b) => b.id !== old.id);
+      if (oldestRestorable(without, segments) !== floor) continue;
+      await d.backups.removeBase(c.id, old.id);
+      bases = without;
+    }
   }
 
   /** One round for database c; rounds of one database never overlap (a second waits for the first). */

@@ -79,11 +79,14 @@ export function oldestRestorable(bases: readonly BaseInfo[], segments: readonly 
 
 /**
  * The newest base a fork at `stopMs` (exclusive end: second T is `T + 1000`) can start from, and
- * the segments to replay; undefined when none can reach that instant.
+ * the segments to replay; undefined when none can reach that instant. `complete` says the archive
+ * is known to hold every event before `stopMs` (a round flushed after it and found nothing more to
+ * close): then a gapless chain to the archive's end is enough, even when no segment was closed
+ * after `stopMs` (nothing was written between the last one and that instant).
  */
-export function planRestore(bases: readonly BaseInfo[], segments: readonly SegmentInfo[], stopMs: number): { base: BaseInfo; segments: SegmentInfo[] } | undefined {
+export function planRestore(bases: readonly BaseInfo[], segments: readonly SegmentInfo[], stopMs: number, complete = false): { base: BaseInfo; segments: SegmentInfo[] } | undefined {
   for (const b of [...bases].filter((x) => x.finishedMs <= stopMs).sort((x, y) => y.finishedMs - x.finishedMs)) {
-    const chain = chainFrom(b.snapshotGtid, segments, stopMs);
+    const chain = chainFrom(b.snapshotGtid, segments, stopMs) ?? (complete ? chainFrom(b.snapshotGtid, segments) : undefined);
     if (chain) return { base: b, segments: chain };
   }
   return undefined;

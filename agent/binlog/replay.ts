@@ -5,6 +5,7 @@ import type { Logger } from '../../lib/logger.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
 import { loadBackup } from '../backup/load-backup.js';
+import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
@@ -13,6 +14,7 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ArchivedDatabase, Archiver } from './archiver.js';
 import { basesOf } from './archiver.js';
 import { archiveEnd, planRestore } from './chain.js';
+import { seedPhysical } from './physical-seed.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
 
 export type ForkTarget = Pick<DatabaseController, 'id' | 'state' | 'desired' | 'adminTarget' | 'nodeName'>;
@@ -96,18 +98,37 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     throw new Error(`database ${source.id} has no archived binlogs up to ${binlogDatetime(restoreMs)} UTC yet`);
   }
   const manifests = await d.backups.refresh(source.id);
-  const plan = planRestore(basesOf(manifests), segments, stopMs);
+  // A physical base loads in seconds whatever the data size, and the archive keeps one recent
+  // (archiver.ts), so it is preferred to a newer logical backup; a logical one is used only when
+  // no physical base reaches the second (docs/agent.md §6, "Binlog archive and forks").
+  const bases = basesOf(manifests);
+  // mariadb-backup prepares only copies of its own series (10.11 vs 11.8), and the fork runs the
+  // source's engine: a copy from before a version upgrade is passed over.
+  const series = (v: string) => v.split('.').slice(0, 2).join('.');
+  const physical = bases.filter((b) => {
+    const m = manifests.find((x) => x.id === b.id)!;
+    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
+  });
+  const complete = d.archiver.coveredUntil(source.id) >= stopMs;
+  const plan = planRestore(physical, segments, stopMs, complete)
+    ?? planRestore(bases.filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!)), segments, stopMs, complete);
   if (!plan) throw new Error(`database ${source.id} has no backup with an unbroken binlog chain up to ${binlogDatetime(restoreMs)} UTC`);
   const base = manifests.find((m) => m.id === plan.base.id)!;
   await d.backups.verify(base);
   const s = fork.state!;
   const p = s.primary;
-  // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
-  await loadBackup({ runtime: d.runtime, storage: d.storage }, {
-    id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
-    state: { ...s, backupKey: source.state.backupKey },
-  }, p, base);
-  log.info({ source: source.id, backup: base.id, ms: Date.now() - started }, 'fork: backup loaded');
+  const kind = isPhysical(base) ? 'physical' : 'logical';
+  if (kind === 'physical') {
+    await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey, adminPassword: source.state.adminPassword }, base);
+  } else {
+    // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
+    await loadBackup({ runtime: d.runtime, storage: d.storage }, {
+      id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
+      state: { ...s, backupKey: source.state.backupKey },
+    }, p, base);
+  }
+  s.forkBase = { backupId: base.id, kind };
+  log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started }, 'fork: base loaded');
   let pos = plan.base.snapshotGtid;
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
     await replaySegment(d, fork, source, seg, pos, stopMs);
@@ -118,7 +139,7 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     if (k === p) continue;
     if (!(await withAdmin(await fork.adminTarget(k), (x) => waitForGtid(x, at, 600)))) throw new Error(`node ${k} of the fork did not catch up with the replayed data`);
   }
-  log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started }, 'fork: binlogs replayed');
+  log.info({ source: source.id, backup: base.id, kind, segments: plan.segments.length, ms: Date.now() - started }, 'fork: binlogs replayed');
 }
 
 async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: ForkSource, seg: SegmentManifest, after: string, stopMs: number): Promise<void> {

@@ -14,6 +14,8 @@ export interface SegmentManifest extends SegmentInfo {
   encryption?: { scheme: string; frameBytes: number };
   file: string;
   sizeBytes: number;
+  /** Bytes of the binlog file itself (absent on older segments): what a replay has to apply. */
+  rawBytes?: number;
   /** Hex SHA-256 of the stored bytes (after compression and encryption). */
   sha256: string;
 }

@@ -45,6 +45,8 @@ export interface DbState {
    * starts and finds it loads the safety copy back before anything else touches the database.
    */
   restoreInProgress?: { backupId: number; startedMs: number };
+  /** A fork's starting point: the source's backup it was built from and how it was loaded. */
+  forkBase?: { backupId: number; kind: 'physical' | 'logical' };
   /** Base64 AES-256 key for this database's encrypted backups (state.json is mode 0600). */
   backupKey?: string;
   /** The last desired spec acted on (used when the control plane is away). */

@@ -149,12 +149,13 @@ export interface ContainerRuntime {
    * `stdout` when given, honouring back-pressure, and that stream is ended when the program's
    * output ends, before the promise resolves (the returned stdout is then empty); if the caller
    * destroys that stream first, the program is stopped. Never uses a shell. Resolves with the
-   * exit code; rejects only when the program cannot be started.
+   * exit code; rejects only when the program cannot be started. `noSocket` leaves `--socket` out,
+   * for the engine's tools that are no client of the server and refuse the option (`mbstream`).
    */
   exec(
     name: string,
     argv: string[],
-    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string> },
+    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string>; noSocket?: boolean },
   ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 
   /**

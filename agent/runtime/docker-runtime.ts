@@ -322,7 +322,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
       const user = `${uid}:${gid}`;
       const program = await toolFor(name, info.Image, tool, user);
       try {
-        return await dockerExec(docker.getContainer(name), [program, `--socket=${IN.socket}`, ...rest], { ...io, user });
+        return await dockerExec(docker.getContainer(name), [program, ...(io?.noSocket ? [] : [`--socket=${IN.socket}`]), ...rest], { ...io, user });
       } catch (e) {
         throw dockerError(`cannot exec ${program} in ${name}`, e);
       }

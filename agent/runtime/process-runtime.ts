@@ -261,7 +261,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       if (!meta) throw FulcrumError.notFound();
       const [tool, ...rest] = argv;
       if (!tool) throw new FulcrumError('validation', 'exec needs a program');
-      const child = spawn(toolPath(meta.spec.engine.binary!, tool), [`--socket=${paths(meta.spec).socket}`, ...rest], {
+      const socket = io?.noSocket ? [] : [`--socket=${paths(meta.spec).socket}`];
+      const child = spawn(toolPath(meta.spec.engine.binary!, tool), [...socket, ...rest], {
         stdio: ['pipe', 'pipe', 'pipe'],
         env: { ...process.env, ...(io?.env ?? {}) },
       });

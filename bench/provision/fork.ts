@@ -1,21 +1,55 @@
 /**
  * bench/provision, fork part: seconds from a fork's `POST /databases/mysql/instances` (with
  * `fork: {source, restore_time}`) to `active`, against the source's data size. The source (1 node,
- * process runtime unless asked otherwise) gets N MB of rows, a snapshot backup (the base the fork
- * starts from), then a binlog tail of small writes over a few seconds; the fork asks for the last
- * second of that tail, so it loads the backup and replays the tail. Everything runs the real way,
- * except that queries go to the primary member itself (no data plane runs here).
+ * process runtime unless asked otherwise) gets N MB of rows; the bench waits for the agent's
+ * archive round that follows (it archives the load's binlogs and, past PHYSICAL_REFRESH_BYTES of
+ * them, takes a new physical base: docs/agent.md §6), then writes a binlog tail of small writes
+ * over a few seconds; the fork asks for the last second of that tail, so it loads the newest
+ * physical base and replays what follows it. Everything runs the real way, except that queries go
+ * to the primary member itself (no data plane runs here).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { startControlPlane } from '../../control-plane/main.js';
 import { startAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
 import { apiClient } from '../common/fulcrum.js';
+import { bytesAfter, PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
+import { gtidLe } from '../../agent/binlog/chain.js';
 
-export interface ForkSample { mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number }
+export interface ForkSample {
+  mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number;
+  /** How the fork's base was loaded (physical or logical) and its stored size. */
+  base: string; baseMb: number;
+  /** The host's 1-minute load average when the fork became active (the machine is shared). */
+  load1: number;
+}
+
+/** Every manifest under a folder of the agent's backup storage. */
+function manifests(dir: string): any[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((n) => /^\d+$/.test(n) && existsSync(join(dir, n, 'manifest.json')))
+    .map((n) => JSON.parse(readFileSync(join(dir, n, 'manifest.json'), 'utf8')));
+}
+
+/**
+ * True once the agent's archive holds the load (GTID position `pos`) the way its rounds leave it:
+ * a physical base at or after it, or the load's binlogs archived with too few of them after the
+ * newest physical base for a round to take another (the archiver's own rule).
+ */
+function archived(agentDir: string, dbId: number, pos: string): boolean {
+  const backups = manifests(join(agentDir, 'backups', String(dbId)));
+  const segments = manifests(join(agentDir, 'backups', String(dbId), 'binlog'));
+  const physical = backups.filter((m) => String(m.format).startsWith('mariadb-backup+')).sort((a, b) => a.finishedMs - b.finishedMs);
+  const newest = physical.at(-1);
+  if (!newest) return false;
+  if (gtidLe(pos, newest.snapshotGtid)) return true;
+  if (!segments.some((x) => gtidLe(pos, x.gtidEnd))) return false;
+  const after = segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
+  return after < PHYSICAL_REFRESH_BYTES;
+}
 
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -71,9 +105,8 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
         await c.query(`INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 30) FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
       }
       const loadS = (performance.now() - t0) / 1000;
-      await api('POST', `/databases/mysql/instances/${src.id}/backups`, { label: `bench_${mb}`, target: 'primary' });
-      await until(async () => ((await api('GET', `/databases/mysql/instances/${src.id}/backups`)).data.some((b: any) => b.label === `bench_${mb}`) ? true : undefined), 1_800_000, 'snapshot');
-      await waitActive(src.id, 600_000);
+      const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
+      await until(async () => (archived(agentDir, src.id, String(pos)) ? true : undefined), 1_800_000, 'the archive round after the load');
       // The binlog tail: small writes for 5 seconds after the backup.
       let tailRows = 0;
       const tailEnd = Date.now() + 5000;
@@ -87,10 +120,13 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       });
       const forked = await waitActive(fork.id, 1_800_000);
       const forkS = (performance.now() - f0) / 1000;
+      const load1 = loadavg()[0]!;
       const fc = await connect(forked);
       const [n] = await fc.query('SELECT COUNT(*) AS n FROM app.t');
       await fc.end();
-      out.push({ mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n) });
+      const forkBase = JSON.parse(readFileSync(join(agentDir, 'databases', String(fork.id), 'state.json'), 'utf8')).forkBase;
+      const baseManifest = manifests(join(agentDir, 'backups', String(src.id))).find((m) => m.id === forkBase?.backupId);
+      out.push({ mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n), base: forkBase?.kind ?? '?', baseMb: (baseManifest?.sizeBytes ?? 0) / 1048576, load1 });
       for (const id of [fork.id, src.id]) await api('DELETE', `/databases/mysql/instances/${id}`);
       await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 120_000, 'deleted');
     }

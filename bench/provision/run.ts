@@ -124,14 +124,14 @@ for (const runtime of only === 'fork' ? [] : runtimes) {
 }
 if (only !== 'fork') console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
 if (only !== 'provision' && forkSizes.length > 0) {
-  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'fork active s', 'rows in fork', 'goal (1 GB)', 'verdict']];
+  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'base', 'base MB', 'fork active s', 'load avg', 'rows in fork', 'goal (1 GB)', 'verdict']];
   try {
     for (const s of await measureForks(runtimes[0] ?? 'process', forkSizes)) {
-      f.push([runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), fmt(s.forkS, 2), String(s.forkRows),
+      f.push([runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), s.base, fmt(s.baseMb, 1), fmt(s.forkS, 2), fmt(s.load1, 1), String(s.forkRows),
         s.mb >= 1024 ? '< 60 s' : '-', s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-']);
     }
   } catch (err) {
-    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
+    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
   }
   console.log(`\nbench/provision: fork to a point in time against data size\n${table(f)}\n`);
 }

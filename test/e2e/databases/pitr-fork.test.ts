@@ -140,6 +140,14 @@ describe.each([
       // Encrypted frames (FBK1) rather than a gzip stream anyone could read.
       expect(bytes.subarray(0, encrypted ? 4 : 2).toString('hex')).toBe(encrypted ? Buffer.from('FBK1').toString('hex') : '1f8b');
     }
-    console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}): ${inFork.size} of ${stamped.size} rows, active in ${forkMs} ms`);
+    // The base the fork was built from: a physical copy (mariadb-backup), loaded as one (a
+    // silent fall back to a logical load would fail here); an encrypted database's data files
+    // need its own key file, so its bases stay logical dumps.
+    const forkState = JSON.parse(readFileSync(join(lab.agentDir, 'databases', String(forked.id), 'state.json'), 'utf8'));
+    expect(forkState.forkBase?.kind).toBe(encrypted ? 'logical' : 'physical');
+    const base = JSON.parse(readFileSync(join(lab.agentDir, 'backups', String(src.id), String(forkState.forkBase.backupId), 'manifest.json'), 'utf8'));
+    expect(base.type).toBe('base');
+    expect(base.format).toBe(encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+gzip');
+    console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}): ${inFork.size} of ${stamped.size} rows, ${forkState.forkBase.kind} base, active in ${forkMs} ms`);
   }, 600_000);
 });

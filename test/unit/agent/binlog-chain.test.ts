@@ -7,6 +7,19 @@ import { snapshotGtidTap } from '../../../agent/backup/backup-service.js';
 const seg = (seq: number, from: number, to: number, closedMs: number) => ({ seq, gtidStart: from ? `0-1-${from}` : '', gtidEnd: `0-1-${to}`, closedMs });
 
 describe('binlog chains', () => {
+  it('a fork second after the archive\'s last segment: planned from the whole chain once the archive is known complete', () => {
+    // The base at 0-1-10; the last segment, closed at 5,000, ends at 0-1-12; the fork asks for
+    // an instant (stop 6,000) after which a round flushed and found nothing more to close.
+    const bases = [{ id: 1, snapshotGtid: '0-1-10', finishedMs: 1000 }];
+    const segs = [seg(1, 0, 8, 900), seg(2, 8, 12, 5000)];
+    expect(planRestore(bases, segs, 6000)).toBeUndefined();
+    expect(planRestore(bases, segs, 6000, true)).toEqual({ base: bases[0], segments: [segs[1]] });
+    // A base at the archive's end: nothing to replay.
+    expect(planRestore([{ id: 2, snapshotGtid: '0-1-12', finishedMs: 5500 }], segs, 6000, true)?.segments).toEqual([]);
+    // A gap still breaks it.
+    expect(planRestore(bases, [seg(1, 0, 8, 900), seg(3, 11, 12, 5000)], 6000, true)).toBeUndefined();
+  });
+
   it('compares GTID positions per domain', () => {
     expect(gtidLe('', '0-1-1')).toBe(true);
     expect(gtidLe('0-1-5', '0-2-5')).toBe(true);

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { isPhysical, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
+import { bytesAfter } from '../../../agent/binlog/archiver.js';
+
+describe('physical base backups (mariadb-backup)', () => {
+  it('reads the chain position from what mariadb-backup logs, the last mention winning', () => {
+    const log = [
+      "[00] 2026-11-26 18:12:01 Connecting to server host: localhost, user: root, password: set, port: not set, socket: /run/x.sock",
+      "[00] 2026-11-26 18:12:02 mariabackup: The latest check point (for incremental): '48311'",
+      "[00] 2026-11-26 18:12:02 MySQL binlog position: filename 'mysql-bin.000003', position '1834', GTID of the last change '0-1-17'",
+      "[00] 2026-11-26 18:12:02 MySQL binlog position: filename 'mysql-bin.000003', position '1999', GTID of the last change '0-1-18,1-2-4'",
+      '[00] 2026-11-26 18:12:03 completed OK!',
+    ].join('\n');
+    expect(physicalSnapshotGtid(log)).toBe('0-1-18,1-2-4');
+    expect(physicalBinlogPos(log)).toEqual({ file: 'mysql-bin.000003', pos: 1999 });
+  });
+
+  it('counts the binlog bytes written after a base: none before it, the rest of the file it was taken in, all of later files', () => {
+    const seg = (sourceFile: string, from: number, to: number, rawBytes: number) => ({
+      seq: 1, gtidStart: `0-1-${from}`, gtidEnd: `0-1-${to}`, closedMs: 0, databaseId: 1, sourceFile, node: 1,
+      format: 'binlog+gzip' as const, file: 'binlog.gz', sizeBytes: 1, rawBytes, sha256: '',
+    });
+    const base = { snapshotGtid: '0-1-10', binlog: { file: 'mysql-bin.000002', pos: 400 } };
+    expect(bytesAfter(seg('mysql-bin.000001', 1, 8, 1000), base)).toBe(0);
+    expect(bytesAfter(seg('mysql-bin.000002', 8, 30, 1000), base)).toBe(600);
+    expect(bytesAfter(seg('mysql-bin.000003', 30, 40, 1000), base)).toBe(1000);
+    // A base without a recorded offset (or from another node's files) counts the whole file.
+    expect(bytesAfter(seg('mysql-bin.000002', 8, 30, 1000), { snapshotGtid: '0-1-10' })).toBe(1000);
+  });
+
+  it('an empty server has an empty position; a log without one has none', () => {
+    expect(physicalSnapshotGtid("MySQL binlog position: filename 'mysql-bin.000001', position '329', GTID of the last change ''")).toBe('');
+    expect(physicalSnapshotGtid('[00] completed OK!')).toBeUndefined();
+  });
+
+  it('tells a physical copy from a dump by its format', () => {
+    expect(isPhysical({ format: 'mariadb-backup+mbstream+gzip' })).toBe(true);
+    expect(isPhysical({ format: 'mariadb-backup+mbstream+gzip+aes-256-gcm' })).toBe(true);
+    expect(isPhysical({ format: 'mariadb-dump+gzip' })).toBe(false);
+    expect(isPhysical({ format: 'mariadb-dump+gzip+aes-256-gcm' })).toBe(false);
+  });
+});
