@@ -7,7 +7,6 @@ import type { Logger } from '../../lib/logger.js';
 import type { PreparedSnapshot, ProxyEngine } from '../engine.js';
 import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
-import type { ConfigMetricsView } from '../telemetry/metrics.js';
 import type { TicketKeys } from '../runtime/ticket-keys.js';
 import { SharedState } from './shared-state.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
