@@ -1,7 +1,12 @@
 import { hashString, type Balanced, type BalancingPolicy, type Picker } from './picker.js';
 
-/** Points on the ring per unit of weight, and a bound on the whole ring's size. */
-const POINTS_PER_WEIGHT = 4;
+/**
+ * Points on the ring per unit of weight, and a bound on the whole ring's size. A node's count
+ * depends on its own weight only (so removing another node moves nothing of its share), and a
+ * node of weight 1 still needs enough points for an even spread: with 4, three such nodes made a
+ * 12-point ring on which one node could own a few percent of the hashes.
+ */
+const POINTS_PER_WEIGHT = 40;
 const MAX_POINTS = 131_072;
 
 /**

@@ -15,6 +15,17 @@ describe('ring_hash picker', () => {
     for (const n of ns) expect(count.get(n.id)).toBeGreaterThan(3000 / 4 / 2);
   });
 
+  it('spreads flows evenly also over nodes of weight 1, whatever their ids', () => {
+    for (let base = 1; base < 4000; base += 97) {
+      const ns = nodes([base, base + 1, base + 2], 1);
+      const p = policies.ring_hash.build(ns);
+      const count = new Map<number, number>();
+      for (const h of flows) count.set(p.pick(h, null)!.id, (count.get(p.pick(h, null)!.id) ?? 0) + 1);
+      // A fair share is 1,000 of 3,000; no node of equal weight may fall below 40% of it.
+      for (const n of ns) expect(count.get(n.id) ?? 0, `ids ${base}..${base + 2}`).toBeGreaterThan(400);
+    }
+  });
+
   it('moves only the removed node\'s flows, and only the added node\'s share', () => {
     const before = policies.ring_hash.build(nodes([1, 2, 3, 4]));
     const after = policies.ring_hash.build(nodes([1, 2, 4]));
