@@ -68,6 +68,7 @@ export function createAgent(opts: AgentOptions): Agent {
   const controllers = new Map<number, DatabaseController>();
   const listeners: (() => void)[] = [];
   const desiredFile = join(opts.stateDir, 'desired.json');
+  let persisting: Promise<void> = Promise.resolve();
   const agentKey = createHash('sha256').update(opts.id).digest('hex').slice(0, 6);
   let desired: AgentDesired__Output | undefined;
   let timer: Timer | undefined;
@@ -239,12 +240,15 @@ export function createAgent(opts: AgentOptions): Agent {
     for (const [id, c] of controllers) if (!want.has(id)) c.desired = undefined;
     ops.accept(d.operations);
     if (persist) {
-      void (async () => {
+      // One write at a time: two desired states close together shared one temporary file, and the
+      // second rename failed (ENOENT) or the older state could land last.
+      const text = JSON.stringify(d);
+      persisting = persisting.then(async () => {
         await mkdir(opts.stateDir, { recursive: true, mode: 0o700 });
         // Every linroot password is in here: owner-only (docs/security/secrets.md).
-        await writeFile(`${desiredFile}.tmp`, JSON.stringify(d), { mode: 0o600 });
+        await writeFile(`${desiredFile}.tmp`, text, { mode: 0o600 });
         await rename(`${desiredFile}.tmp`, desiredFile);
-      })().catch((err) => log.error({ err }, 'could not persist desired state'));
+      }).catch((err) => log.error({ err }, 'could not persist desired state'));
     }
     changed();
     void agent.reconcileNow();

@@ -44,6 +44,7 @@ export abstract class Cluster {
   state?: DbState;
   /** Set once a delete has started; nothing is saved any more. */
   deleted = false;
+  private saving: Promise<void> = Promise.resolve();
   /** Overrides the desired password while a credentials reset is being applied. */
   pendingPassword?: string;
   readonly log: Logger;
@@ -168,8 +169,19 @@ export abstract class Cluster {
     this.deps.onChange();
   }
 
+  /**
+   * Saves run one after another, and a removal waits for the one in flight (settleSaves): a save
+   * that raced a delete (a backup or archive round still numbering its ids) could otherwise
+   * re-create the database's folder just after the removal swept it.
+   */
   async save(): Promise<void> {
-    if (this.state && !this.deleted) await saveDbState(this.deps.stateDir, this.state);
+    const run = this.saving.then(() => (this.state && !this.deleted ? saveDbState(this.deps.stateDir, this.state) : undefined));
+    this.saving = run.catch(() => undefined);
+    await run;
+  }
+
+  settleSaves(): Promise<void> {
+    return this.saving;
   }
 
   async syncAccounts(): Promise<void> {
@@ -230,6 +242,7 @@ export abstract class Cluster {
       linrootPassword: () => this.pendingPassword ?? spec().rootPassword,
       refresh: () => this.refresh(),
       closeEndpoints: () => this.closeEndpoints(),
+      settleSaves: () => this.settleSaves(),
       seed: () => this.seedData(),
     };
   }

@@ -67,6 +67,8 @@ export interface ClusterContext {
    * routing by the control plane's state, so the controller has nothing to close today.
    */
   closeEndpoints(): Promise<void>;
+  /** Resolves once no save of the database's state is in flight (a removal waits for it). */
+  settleSaves(): Promise<void>;
   /**
    * A fork's data, loaded on the primary while it is provisioned (agent/binlog/replay.ts); a
    * no-op for a database that is not a fork.

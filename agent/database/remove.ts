@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises';
 import { LABEL_AGENT, LABEL_DATABASE } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 
-export type RemoveContext = Pick<ClusterContext, 'id' | 'agentId' | 'dir' | 'backupsDir' | 'runtime' | 'nodeIndexes' | 'nodeName' | 'closeEndpoints'>;
+export type RemoveContext = Pick<ClusterContext, 'id' | 'agentId' | 'dir' | 'backupsDir' | 'runtime' | 'nodeIndexes' | 'nodeName' | 'closeEndpoints' | 'settleSaves'>;
 
 /**
  * Removes everything of the database: every node labelled with it (with its
@@ -14,6 +14,8 @@ export async function remove(db: RemoveContext): Promise<void> {
   const names = new Set(db.nodeIndexes().map((k) => db.nodeName(k)));
   for (const n of await db.runtime.list({ [LABEL_AGENT]: db.agentId, [LABEL_DATABASE]: String(db.id) })) names.add(n.name);
   await Promise.all([...names].map((n) => db.runtime.remove(n, { withData: true })));
+  // The controller is marked deleted before this runs, so no new save starts; one in flight ends first.
+  await db.settleSaves();
   await rm(db.dir, { recursive: true, force: true });
   await rm(db.backupsDir, { recursive: true, force: true });
 }

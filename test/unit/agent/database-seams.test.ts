@@ -87,7 +87,7 @@ describe('remove', () => {
     mkdirSync(join(root, 'backups', '1'), { recursive: true });
     await remove({
       id: 7, agentId: 'a', dir: join(root, 'db'), backupsDir: join(root, 'backups'), runtime,
-      nodeIndexes: () => [1, 2], nodeName: (k) => `n${k}`, closeEndpoints: async () => void closed++,
+      nodeIndexes: () => [1, 2], nodeName: (k) => `n${k}`, closeEndpoints: async () => void closed++, settleSaves: async () => undefined,
     });
     expect(closed).toBe(1);
     expect(removed.sort()).toEqual(['n1', 'n2', 'n9']);
