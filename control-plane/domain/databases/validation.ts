@@ -245,9 +245,8 @@ export interface UpdateLookups {
 }
 
 /**
- * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a fork
- * is never silently an empty database, nor a private network a public one. null (what clients
- * send for "none") is accepted.
+ * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a
+ * private network is never silently a public one. null (what clients send for "none") is accepted.
  */
 function refuseNotYet(errs: ErrorCollector, body: Body): void {
   for (const f of ['private_network']) if (body[f] !== undefined && body[f] !== null) errs.add(f, R.notYet(f));

@@ -39,11 +39,11 @@ function compare(legacy: any, current: any, path: string, problems: string[]): v
   const ok = widened[path] ?? [];
   const types = typesOf(current);
   if (l.type && !types.has(l.type) && !(l.type === 'string' && current.const !== undefined)) problems.push(`${path}: type ${l.type} not admitted`);
-  if ((l.nullable === true) !== types.has('null') && path !== 'engine') problems.push(`${path}: null ${l.nullable ? 'refused' : 'admitted'}`);
+  if ((l.nullable === true) !== types.has('null')) problems.push(`${path}: null ${l.nullable ? 'refused' : 'admitted'}`);
   if (l.enum) {
     const cur: unknown[] = current.enum ?? (current.const !== undefined ? [current.const] : []);
     if (!l.enum.every((v: unknown) => cur.includes(v))) problems.push(`${path}: enum ${JSON.stringify(cur)} lacks some of ${JSON.stringify(l.enum)}`);
-    if (cur.some((v) => !l.enum.includes(v)) && !ok.includes('enum') && path !== 'engine') problems.push(`${path}: enum widened`);
+    if (cur.some((v) => !l.enum.includes(v)) && !ok.includes('enum')) problems.push(`${path}: enum widened`);
   }
   for (const k of ['minimum', 'maximum', 'minLength', 'maxLength', 'pattern']) {
     if (l[k] !== undefined && l[k] !== current[k] && !ok.includes(k)) problems.push(`${path}: ${k} ${current[k]} where 4.176 says ${l[k]}`);
