@@ -9,7 +9,7 @@ import type { EngineConfig } from './model.js';
  * never accepted and ignored. `requires_restart` says what our servers need: a static variable is
  * written into the server configuration and rolled out with a restart, a dynamic one is set live.
  */
-type KeyType = 'integer' | 'number' | 'string' | 'boolean';
+type KeyType = 'integer' | 'string' | 'boolean';
 
 export interface ConfigKey {
   type: KeyType;
@@ -21,6 +21,8 @@ export interface ConfigKey {
   maxLength?: number;
   pattern?: RegExp;
   enum?: string[];
+  /** Described as `["null", <type>]`, as the real service describes the stopword table (null clears it). */
+  nullable?: boolean;
   requiresRestart: boolean;
   /** The MariaDB server variable it sets (default: the key itself). */
   variable?: string;
@@ -40,13 +42,14 @@ export const mysqlConfigKeys: Record<string, ConfigKey> = {
     type: 'string', description: 'The server time zone as an offset from UTC (-12:00 to +14:00) or SYSTEM. Named zones are not offered: the servers carry no time zone tables.',
     example: '+03:00', minLength: 2, maxLength: 100, pattern: /^(SYSTEM|[+-](0\d|1[0-4]):[0-5]\d)$/, requiresRestart: false, variable: 'time_zone',
   },
-  group_concat_max_len: { ...int('Largest result, in bytes, GROUP_CONCAT() returns.', 4, 18446744073709551615, 1024), type: 'number' },
+  // An integer, as the real service describes it (linodego decodes it as a float: the maximum is past int64).
+  group_concat_max_len: int('Largest result, in bytes, GROUP_CONCAT() returns.', 4, 18446744073709551615, 1024),
   innodb_change_buffer_max_size: int('Largest share of the buffer pool, in percent, the InnoDB change buffer may take.', 0, 50, 25),
   innodb_flush_neighbors: int('Whether flushing a page also flushes its dirty neighbours: 0 none, 1 contiguous, 2 the whole extent.', 0, 2, 1),
   innodb_ft_min_token_size: int('Shortest word, in characters, stored in an InnoDB FULLTEXT index.', 0, 16, 3, true),
   innodb_ft_server_stopword_table: {
     type: 'string', description: 'The table (db_name/table_name) holding the stopwords of every InnoDB FULLTEXT index; it must exist when set.',
-    example: 'db_name/table_name', maxLength: 1024, pattern: /^[A-Za-z0-9_$]+\/[A-Za-z0-9_$]+$/, requiresRestart: false,
+    example: 'db_name/table_name', maxLength: 1024, pattern: /^[A-Za-z0-9_$]+\/[A-Za-z0-9_$]+$/, nullable: true, requiresRestart: false,
   },
   innodb_lock_wait_timeout: int('Seconds an InnoDB transaction waits for a row lock before it gives up.', 1, 3600, 50),
   innodb_log_buffer_size: int('Size in bytes of the buffer InnoDB writes its log through.', 1048576, 4294967295, 16777216, true),
@@ -110,8 +113,7 @@ const R = engineConfigReasons;
 
 function checkKey(errs: ErrorCollector, path: string, name: string, spec: ConfigKey, v: unknown): boolean {
   const before = errs.errors.length;
-  // `number` keys (clients decode them as floats) still take whole numbers: the server variables are integers.
-  const ok = spec.type === 'integer' || spec.type === 'number' ? typeof v === 'number' && Number.isInteger(v) : typeof v === spec.type;
+  const ok = spec.type === 'integer' ? typeof v === 'number' && Number.isInteger(v) : typeof v === spec.type;
   if (!ok) errs.add(path, spec.type === 'boolean' ? R.typeBoolean(name) : spec.type === 'string' ? R.typeString(name) : R.typeInteger(name));
   else if (typeof v === 'number' && ((spec.minimum !== undefined && v < spec.minimum) || (spec.maximum !== undefined && v > spec.maximum))) {
     errs.add(path, R.range(name, spec.minimum!, spec.maximum!));
@@ -191,7 +193,7 @@ export function configDescription(): Record<string, unknown> {
     if (k.minimum !== undefined) out.minimum = k.minimum;
     if (k.pattern) out.pattern = k.pattern.source;
     out.requires_restart = k.requiresRestart;
-    out.type = k.type;
+    out.type = k.nullable ? ['null', k.type] : k.type;
     return out;
   };
   return {

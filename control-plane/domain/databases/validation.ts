@@ -1,8 +1,8 @@
-import { wireTime } from '../../../lib/clock.js';
 import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
 import { serverOptions, validateEngineConfig } from './engine-config.js';
+import { forkReasons, validateFork, type ForkLookups } from './fork-request.js';
 import type { EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
 
 /**
@@ -51,16 +51,12 @@ export const databaseReasons = {
   snapshotLabelTaken: (label: string) => `A backup labelled ${label} already exists for this database`,
   target: 'target must be primary or secondary',
   targetSecondary: 'target secondary needs a cluster_size of 3',
-  forkObject: 'fork must be an object with source and restore_time',
-  forkSource: 'fork.source must be the id of a MySQL database you can read',
-  forkSourceStatus: (status: string) => `fork.source must be active, degraded or failed to be forked; it is ${status}`,
-  forkEngine: (engine: string) => `A fork must use its source's engine ${engine}`,
-  forkTime: 'fork.restore_time must be a UTC date and time such as 2026-01-02T03:04:05',
-  forkNoHistory: 'fork.source has no point in time to restore yet (its oldest_restore_time is null)',
-  forkTimeRange: (oldest: string, now: string) => `fork.restore_time must be from ${oldest} (oldest_restore_time) to ${now}`,
+  ...forkReasons,
 } as const;
 
 const R = databaseReasons;
+
+export { parseRestoreTime, type ForkSourceView } from './fork-request.js';
 
 const MAX_ALLOW_LIST = 100;
 
@@ -116,15 +112,11 @@ export interface CreateInput {
   fork?: { source: number; restoreTimeMs: number };
 }
 
-export interface CreateLookups {
+export interface CreateLookups extends ForkLookups {
   engineExists(id: string): boolean;
   regionExists(id: string): boolean;
   typeExists(id: string): boolean;
   labelTaken(label: string): boolean;
-  /** A fork's source, undefined when it does not exist or the caller cannot read it. */
-  forkSource?(id: number): ForkSourceView | undefined;
-  /** Now, from the injected clock (the upper bound of a fork's restore_time). */
-  nowMs?: number;
 }
 
 export function validateCreate(body: Body, look: CreateLookups): CreateInput {
@@ -253,50 +245,11 @@ export interface UpdateLookups {
 }
 
 /**
- * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a fork
- * is never silently an empty database, nor a private network a public one. null (what clients
- * send for "none") is accepted.
+ * Newer request fields Fulcrum does not serve yet: refused by name rather than ignored, so a
+ * private network is never silently a public one. null (what clients send for "none") is accepted.
  */
 function refuseNotYet(errs: ErrorCollector, body: Body): void {
   for (const f of ['private_network']) if (body[f] !== undefined && body[f] !== null) errs.add(f, R.notYet(f));
-}
-
-/** A fork's source as validation sees it: undefined when missing or not readable by the caller. */
-export interface ForkSourceView {
-  status: string;
-  engineId: string;
-  oldestRestoreMs: number | null;
-}
-
-/** `restore_time` as clients send it: ISO 8601, seconds or finer, UTC unless a zone is given. */
-export function parseRestoreTime(v: unknown): number | undefined {
-  if (typeof v !== 'string') return undefined;
-  const m = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$/.exec(v.trim());
-  if (!m) return undefined;
-  const ms = Date.parse(`${m[1]}T${m[2]}${m[3] ?? ''}${m[4] ?? 'Z'}`);
-  return Number.isNaN(ms) ? undefined : Math.floor(ms / 1000) * 1000;
-}
-
-/**
- * `fork: {source, restore_time}` (docs/databases.md, "Fork to a point in time"): a source the caller can read, in a
- * state that can be forked, on the engine asked for, and a second between its oldest restorable
- * instant and now.
- */
-function validateFork(errs: ErrorCollector, fork: unknown, engineId: string | undefined, look: CreateLookups): { source: number; restoreTimeMs: number } | undefined {
-  if (typeof fork !== 'object' || fork === null || Array.isArray(fork)) return void errs.add('fork', R.forkObject);
-  const f = fork as Body;
-  const id = f.source;
-  const src = Number.isSafeInteger(id) && (id as number) > 0 ? look.forkSource?.(id as number) : undefined;
-  const at = parseRestoreTime(f.restore_time);
-  if (at === undefined) errs.add('fork.restore_time', R.forkTime);
-  if (!src) return void errs.add('fork.source', R.forkSource);
-  if (!['active', 'degraded', 'failed'].includes(src.status)) return void errs.add('fork.source', R.forkSourceStatus(src.status));
-  if (engineId !== undefined && engineId !== src.engineId) errs.add('engine', R.forkEngine(src.engineId));
-  if (at === undefined) return undefined;
-  if (src.oldestRestoreMs === null) return void errs.add('fork.source', R.forkNoHistory);
-  const now = Math.floor((look.nowMs ?? Date.now()) / 1000) * 1000;
-  if (at < src.oldestRestoreMs || at > now) return void errs.add('fork.restore_time', R.forkTimeRange(wireTime(src.oldestRestoreMs), wireTime(now)));
-  return { source: id as number, restoreTimeMs: at };
 }
 
 /** Dotted versions compared number by number (10.11.9 < 10.11.14). */

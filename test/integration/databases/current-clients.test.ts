@@ -230,7 +230,7 @@ describe('databases API: the fields today\'s clients read', () => {
     await waitStatus(api, id, 'active');
     expect((await eventsFor(api, id, 'database_resize')).every((e: any) => e.status === 'finished')).toBe(true);
   });
-  it('forks as linodego and the Terraform provider send it: placed on the source\'s agent, told the source and second, 400s naming the field', async () => {
+  it('forks with restore_time as @linode/api-v4 sends it: placed on the source\'s agent, told the source and second, 400s naming the field', async () => {
     const created = await api.req('POST', MYSQL, { body: { label: 'cur-fork-src', region: 'us-east', type: 'g6-nanode-1', engine, engine_config: { binlog_retention_period: 3600 } } });
     const source = created.body.id as number;
     await waitStatus(api, source, 'active');
@@ -251,7 +251,9 @@ describe('databases API: the fields today\'s clients read', () => {
     expect(late.body.errors.map((e: any) => e.field)).toEqual(['fork.restore_time']);
     const otherEngine = await api.req('POST', MYSQL, { body: body({ engine: NEWER, fork: { source, restore_time: wire(oldest) } }) });
     expect(otherEngine.body.errors).toEqual([{ field: 'engine', reason: `A fork must use its source's engine ${engine}` }]);
-    // linodego sends the API's own time format; Terraform's RFC 3339 with a zone works too.
+    // The documented key, restore_time, as @linode/api-v4 (Cloud Manager) and curl users send it,
+    // here in RFC 3339 with a zone; the API's own zoneless format works too (below). linodego and
+    // the Terraform provider send another key: see the next test.
     const at = oldest + 60_000;
     const fork = await api.req('POST', MYSQL, { body: body({ cluster_size: 3, replication_type: 'semi_synch', fork: { source, restore_time: new Date(at).toISOString().replace('.000Z', '+00:00') } }) });
     expect(fork.status, JSON.stringify(fork.body)).toBe(200);
@@ -267,5 +269,64 @@ describe('databases API: the fields today\'s clients read', () => {
     // Every member on the source's agent: its storage holds the backups and binlogs.
     expect(desired.members.map((m) => [m.agentId, m.local])).toEqual([['agent-cur', true], ['agent-cur', true], ['agent-cur', true]]);
     expect(Number(desiredOf(source).forkSource)).toBe(0);
+    const zoneless = await api.req('POST', MYSQL, { body: body({ label: 'cur-fork-0', fork: { source, restore_time: wire(at - 1000) } }) });
+    expect(zoneless.status, JSON.stringify(zoneless.body)).toBe(200);
+    expect(zoneless.body.fork).toEqual({ source, restore_time: wire(at - 1000) });
+  });
+
+  it('forks with the bodies linodego and the Terraform provider really send: the time under "-", or none for the latest second', async () => {
+    const created = await api.req('POST', MYSQL, { body: { label: 'cur-fork-src2', region: 'us-east', type: 'g6-nanode-1', engine } });
+    const source = created.body.id as number;
+    await waitStatus(api, source, 'active');
+    const oldest = Math.floor(Date.now() / 1000) * 1000 - 120_000;
+    agent.setOldestRestore(source, oldest);
+    await until('oldest_restore_time shown', async () => (await api.req('GET', `${MYSQL}/${source}`)).body.oldest_restore_time ?? undefined);
+    const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
+    const desiredOf = (id: number) => agent.desired()!.databases.find((x) => Number(x.id) === id)!;
+    const post = async (raw: string) => api.req('POST', MYSQL, { rawBody: raw });
+    const checkFork = async (r: Awaited<ReturnType<typeof post>>, restoreMs: number) => {
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      assertCurrentDatabase(r.body);
+      expect(r.body.fork).toEqual({ source, restore_time: wire(restoreMs) });
+      const id = r.body.id as number;
+      await until('fork desired', async () => desiredOf(id) ?? undefined);
+      expect(Number(desiredOf(id).forkSource)).toBe(source);
+      expect(Number(desiredOf(id).forkRestoreMs)).toBe(restoreMs);
+      const d = await waitStatus(api, id, 'active');
+      assertCurrentDatabase(d);
+      expect(d.fork).toEqual({ source, restore_time: wire(restoreMs) });
+    };
+
+    // linodego v2's MySQLCreateOptions with Fork{Source, RestoreTime} set, as encoding/json writes
+    // it: DatabaseFork tags RestoreTime `json:"-,omitzero"`, so the key is "-", the value RFC 3339
+    // in the time's own zone (UTC here: a Z); unset fields are left out (omitzero).
+    const at = oldest + 30_000;
+    const goTime = new Date(at).toISOString().replace('.000Z', 'Z');
+    await checkFork(await post(`{"label":"cur-fork-go","region":"us-east","type":"g6-nanode-1","engine":"${engine}","fork":{"source":${source},"-":"${goTime}"}}`), at);
+
+    // The Terraform provider (linodego v1's `json:"-,omitempty"`: the same key) with
+    // fork_restore_time = "...+02:00": Go keeps the zone it parsed. It always sends cluster_size
+    // (default 1) and an engine_config with an empty mysql object.
+    const at2 = oldest + 45_000;
+    const plus2 = new Date(at2 + 2 * 3_600_000).toISOString().replace('.000Z', '+02:00');
+    await checkFork(await post(`{"label":"cur-fork-tf","region":"us-east","type":"g6-nanode-1","engine":"${engine}","cluster_size":1,"fork":{"source":${source},"-":"${plus2}"},"engine_config":{"mysql":{}}}`), at2);
+
+    // The provider's own fork example sets only fork_source: no time at all, so the fork is of the
+    // latest second, the one the request arrived in, and that second is what the fork records.
+    const before = Math.floor(Date.now() / 1000) * 1000;
+    const latest = await post(`{"label":"cur-fork-tf2","region":"us-east","type":"g6-nanode-1","engine":"${engine}","cluster_size":1,"fork":{"source":${source}},"engine_config":{"mysql":{}}}`);
+    const after = Date.now();
+    expect(latest.status, JSON.stringify(latest.body)).toBe(200);
+    const recorded = Date.parse(`${latest.body.fork.restore_time}Z`);
+    expect(recorded).toBeGreaterThanOrEqual(before);
+    expect(recorded).toBeLessThanOrEqual(after);
+    await checkFork(latest, recorded);
+
+    // Bad values under "-" are refused like bad restore_time values, naming fork.restore_time.
+    for (const bad of ['"yesterday"', '1767225601', `"${wire(oldest - 1000)}Z"`, `"${wire(Date.now() + 60_000)}Z"`]) {
+      const r = await post(`{"label":"cur-fork-bad","region":"us-east","type":"g6-nanode-1","engine":"${engine}","fork":{"source":${source},"-":${bad}}}`);
+      expect(r.status, bad).toBe(400);
+      expect(r.body.errors.map((e: any) => e.field), bad).toEqual(['fork.restore_time']);
+    }
   });
 });

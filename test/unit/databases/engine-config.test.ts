@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FulcrumError } from '../../../lib/errors.js';
 import { configDescription, mysqlConfigKeys, parseEngineConfig, refusedConfigKeys, serverOptions } from '../../../control-plane/domain/databases/engine-config.js';
-import { clientConfigKeys } from '../../helpers/database-schema.js';
+import { assertCurrentConfig, clientConfigKeys } from '../../helpers/database-schema.js';
 
 const errors = (fn: () => unknown): { field?: string; reason: string }[] => {
   try {
@@ -58,5 +58,9 @@ describe('engine_config', () => {
     expect(d.mysql.innodb_ft_min_token_size).toMatchObject({ minimum: 0, maximum: 16, requires_restart: true, type: 'integer' });
     expect(d.mysql.sql_mode).toMatchObject({ maxLength: 1024, requires_restart: false, type: 'string' });
     expect(d.mysql).not.toHaveProperty('internal_tmp_mem_storage_engine');
+    // Typed as the real service describes them, and so strictly as the current schema wants.
+    expect(d.mysql.group_concat_max_len.type).toBe('integer');
+    expect(d.mysql.innodb_ft_server_stopword_table.type).toEqual(['null', 'string']);
+    assertCurrentConfig(d);
   });
 });

@@ -56,6 +56,36 @@ describe('database validation', () => {
     for (const bad of ['2026-01-02', 'yesterday', '2026-13-02T03:04:05', '', null]) expect(parseRestoreTime(bad), String(bad)).toBeUndefined();
   });
 
+  it('reads a fork\'s restore time under "-" as linodego writes it, and forks at the latest second when none is sent', () => {
+    const now = Date.UTC(2026, 0, 2, 12, 0, 0, 500);
+    const oldest = Date.UTC(2026, 0, 1, 0, 0, 1);
+    const sources: Record<number, { status: string; engineId: string; oldestRestoreMs: number | null }> = {
+      7: { status: 'active', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
+      9: { status: 'active', engineId: 'mysql/10.11.14', oldestRestoreMs: null },
+    };
+    const fl = { ...look, forkSource: (id: number) => sources[id], nowMs: now };
+    const fork = (f: unknown) => validateCreate({ ...base, fork: f }, fl).fork;
+    // Go's RFC 3339 forms: UTC with Z, a fraction, a zone offset.
+    expect(fork({ source: 7, '-': '2026-01-02T03:04:05Z' })).toEqual({ source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 3, 4, 5) });
+    expect(fork({ source: 7, '-': '2026-01-02T03:04:05.123456789Z' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 3, 4, 5));
+    expect(fork({ source: 7, '-': '2026-01-02T05:04:05+02:00' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 3, 4, 5));
+    // restore_time, the documented key, wins over "-".
+    expect(fork({ source: 7, restore_time: '2026-01-02T10:00:00', '-': '2026-01-02T03:04:05Z' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 10));
+    expect(fork({ source: 7, restore_time: null, '-': '2026-01-02T03:04:05Z' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 3, 4, 5));
+    // No time at all (a nil time in linodego, only fork_source in Terraform): the second now.
+    for (const f of [{ source: 7 }, { source: 7, '-': null }, { source: 7, restore_time: null }]) {
+      expect(fork(f), JSON.stringify(f)).toEqual({ source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 12) });
+    }
+    // Bad values under "-" are named fork.restore_time, as under restore_time.
+    for (const bad of ['yesterday', 1767225601, '2026-01-02', true, {}]) {
+      expect(fields(() => fork({ source: 7, '-': bad })), JSON.stringify(bad)).toEqual(['fork.restore_time']);
+    }
+    expect(fields(() => fork({ source: 7, '-': '2025-12-31T23:59:59Z' }))).toEqual(['fork.restore_time']);
+    expect(fields(() => fork({ source: 7, '-': '2026-01-02T12:00:01Z' }))).toEqual(['fork.restore_time']);
+    // The latest second needs a source with history like any other.
+    expect(fields(() => fork({ source: 9 }))).toEqual(['fork.source']);
+  });
+
   it('applies defaults: 1 node, none; 3 nodes, semi_synch; ssl on; not encrypted', () => {
     expect(validateCreate(base, look)).toMatchObject({ clusterSize: 1, replicationType: 'none', sslConnection: true, encrypted: false, allowList: [] });
     expect(validateCreate({ ...base, cluster_size: 3 }, look)).toMatchObject({ clusterSize: 3, replicationType: 'semi_synch' });
