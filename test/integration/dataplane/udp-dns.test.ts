@@ -83,7 +83,9 @@ describe('UDP NodeBalancer in front of real DNS servers', () => {
     expect(tally['"b"']).toBeGreaterThan(0);
     expect(out).toHaveLength(QUERIES);
     const counted = engine.drainCounters();
-    expect(counted.reduce((a, d) => a + d.connections, 0)).toBeGreaterThan(0);
+    // dig's new port per query made thousands of sessions of one client: more than the 2,000 a
+    // common NodeBalancer would have let it hold within the timeout.
+    expect(counted.reduce((a, d) => a + d.connections, 0)).toBeGreaterThan(2000);
     expect(engine.refusals()).toMatchObject({ udp_throttle: 0, udp_client_cap: 0, udp_nodebalancer_cap: 0, udp_fd_reserve: 0 });
   }, 180_000);
 });
