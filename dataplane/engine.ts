@@ -306,10 +306,11 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     return new ConfigRuntime(c, (c.protocol === 'udp' ? udpGates : throttles).get(nb)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
   }
 
-  /** A NodeBalancer's throttles; a premium one may hold what the service states: 10x the connections, 8x the UDP sessions. */
+  /** A NodeBalancer's throttles; premium: 10x the connections, 8x the UDP sessions in all and per client (docs/dataplane.md "UDP"). */
   function gates(nb: NodeBalancerSpec): void {
-    gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * (nb.type === 'premium' ? 10 : 1));
-    gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient, limits.udpSessionsPerNodeBalancer * (nb.type === 'premium' ? 8 : 1));
+    const [tcp, udp] = nb.type === 'premium' ? [10, 8] : [1, 1];
+    gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * tcp);
+    gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient * udp, limits.udpSessionsPerNodeBalancer * udp);
   }
 
   /** Creates or updates a NodeBalancer's throttle (per client rate, concurrent caps). */
@@ -318,6 +319,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     if (t) t.limit = rate;
     else map.set(id, (t = new ConnThrottle(rate, clock, perClient, total)));
     t.concurrent.total = total;
+    t.concurrent.perKey = perClient;
   }
 
   function retire(rt: ConfigRuntime): void {

@@ -153,12 +153,15 @@ export class UdpListener {
       return undefined;
     }
     const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4', lookup: literal });
+    // Stickiness none moves on every datagram, and a disconnect gives the socket a new local port
+    // (late replies to the old one are lost), so those sessions never connect (docs/dataplane.md "UDP").
+    const connected = rt.spec.stickiness !== 'none';
     const s: UdpSession = {
       flow, ip: from.address, port: from.port, rt, socket, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
-      connected: true, lastSeen: this.clock.now(), ended: false,
+      connected, lastSeen: this.clock.now(), ended: false,
     };
     // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
-    socket.connect(node.spec.port, node.spec.host);
+    if (connected) socket.connect(node.spec.port, node.spec.host);
     socket.on('message', (reply, peer) => {
       if (s.ended) return;
       const last = s.sentTo;

@@ -224,7 +224,8 @@ export class NodeBalancerService {
       const errs = new ErrorCollector();
       const node = validateNode(errs, body, '', undefined, this.d.backends, cfg.protocol);
       const limit = typeLimits((await this.d.repo.get(nbId))!.type);
-      if ((await this.d.repo.nodes(configId)).length >= limit.nodesPerConfig) errs.add(undefined, nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
+      // Named `nodes`, as on rebuild and create: the config's node list is what is full (docs/compatibility.md).
+      if ((await this.d.repo.nodes(configId)).length >= limit.nodesPerConfig) errs.add('nodes', nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
       errs.throwIfAny();
       const created = await this.d.repo.createNode(nbId, configId, node!);
       return { nb: (await this.d.repo.get(nbId))!, created };

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type {
   CreateNodeBalancerConfig, CreateNodeBalancerPayload, NodeBalancer, NodeBalancerConfig, NodeBalancerConfigNode,
 } from '../../../node_modules/@linode/api-v4/lib/nodebalancers/types.js';
+import type { PriceType } from '../../../node_modules/@linode/api-v4/lib/types.js';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { apiErrors, pointLinodeClientAt, sdk } from '../../helpers/api-linode-client.js';
 
@@ -44,6 +45,14 @@ describe('UDP NodeBalancers through @linode/api-v4', () => {
     const types = await getNodeBalancerTypes();
     expect(types.data.map((t: any) => t.id)).toEqual(['common', 'premium']);
     expect(types.data[0]).toEqual({ id: 'common', label: 'NodeBalancer', price: { hourly: 0.015, monthly: 10 }, region_prices: [], transfer: 0 });
+    // Premium: the SDK's PriceType (price hourly/monthly are number or null), with no list price
+    // Fulcrum does not know, and exactly PriceType's keys, like common's.
+    const premium: PriceType = types.data[1]!;
+    expect(premium).toEqual({ id: 'premium', label: 'Premium NodeBalancer', price: { hourly: null, monthly: null }, region_prices: [], transfer: 0 });
+    for (const t of types.data) {
+      expect(Object.keys(t).sort()).toEqual(['id', 'label', 'price', 'region_prices', 'transfer']);
+      expect(Object.keys(t.price).sort()).toEqual(['hourly', 'monthly']);
+    }
     expect(types.results).toBe(2);
   });
 
@@ -148,18 +157,39 @@ describe('UDP NodeBalancers through @linode/api-v4', () => {
     expect(viaSdk.errors).toContainEqual({ field: 'firewall_id', reason: 'Firewalls are not supported by this server' });
   });
 
-  it('creates a premium NodeBalancer and holds nodes per config to the type limit', async () => {
+  /** `n` distinct node addresses in 192.0.2.0/24 (TEST-NET-1), ports from 1000. */
+  const manyNodes = (n: number) => Array.from({ length: n }, (_, i) => ({ address: `192.0.2.${(i % 250) + 1}:${1000 + i}`, label: `node${i}` }));
+
+  it('holds a common NodeBalancer\'s configs to 1,000 nodes, on node create and on rebuild, naming nodes', async () => {
+    const c = (await api.req('POST', `/v4/nodebalancers/${nbId}/configs`, { body: { port: 99, protocol: 'udp' } })).body as NodeBalancerConfig;
+    const nodes = manyNodes(1000);
+    expect((await api.req('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/rebuild`, { body: { nodes } })).status).toBe(200);
+    const reason = 'A common NodeBalancer may have at most 1000 nodes per config';
+    expect(await refused('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/nodes`, { address: '192.0.2.1:9', label: 'one-more' }))
+      .toEqual([{ field: 'nodes', reason }]);
+    // The SDK's own call reaches the same refusal.
+    const viaSdk = await apiErrors(createNodeBalancerConfigNode(nbId, c.id, { address: '192.168.20.99', port: 9, label: 'sdk-more' }));
+    expect(viaSdk.errors).toEqual([{ field: 'nodes', reason }]);
+    expect(await refused('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/rebuild`, { nodes: [...nodes, { address: '192.0.2.1:9', label: 'one-more' }] }))
+      .toEqual([{ field: 'nodes', reason }]);
+  });
+
+  it('creates a premium NodeBalancer and holds its configs to premium\'s own limit, 2,000 nodes', async () => {
     const nb = (await api.req('POST', '/v4/nodebalancers', { body: { region: 'us-east', label: 'premium-nb', type: 'premium' } })).body as NodeBalancer;
     expect(nb.type).toBe('premium');
-    // 1,000 nodes fill a common config; the next is refused.
-    const c = (await api.req('POST', `/v4/nodebalancers/${nbId}/configs`, { body: { port: 99, protocol: 'udp' } })).body as NodeBalancerConfig;
-    const nodes = Array.from({ length: 1000 }, (_, i) => ({ address: `192.0.2.${(i % 250) + 1}:${1000 + i}`, label: `node${i}` }));
-    expect((await api.req('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/rebuild`, { body: { nodes } })).status).toBe(200);
-    const over = await api.req('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/nodes`, { body: { address: '192.0.2.1:9', label: 'one-more' } });
-    expect(over.status).toBe(400);
-    expect(over.body.errors).toEqual([{ reason: 'A common NodeBalancer may have at most 1000 nodes per config' }]);
-    const rebuild = await refused('POST', `/v4/nodebalancers/${nbId}/configs/${c.id}/rebuild`, { nodes: [...nodes, { address: '192.0.2.1:9', label: 'one-more' }] });
-    expect(rebuild).toEqual([{ field: 'nodes', reason: 'A common NodeBalancer may have at most 1000 nodes per config' }]);
+    expect((await getNodeBalancer(nb.id)).type).toBe('premium');
+    const c = (await api.req('POST', `/v4/nodebalancers/${nb.id}/configs`, { body: { port: 53, protocol: 'udp' } })).body as NodeBalancerConfig;
+    // Past common's 1,000: a premium config takes 1,999 by rebuild, then its 2,000th node by create.
+    const nodes = manyNodes(1999);
+    expect((await api.req('POST', `/v4/nodebalancers/${nb.id}/configs/${c.id}/rebuild`, { body: { nodes } })).status).toBe(200);
+    const last = await api.req('POST', `/v4/nodebalancers/${nb.id}/configs/${c.id}/nodes`, { body: { address: '192.0.2.1:9', label: 'node-2000' } });
+    expect(last.status).toBe(200);
+    expect((await getNodeBalancerConfigNodes(nb.id, c.id, { page_size: 25 })).results).toBe(2000);
+    const reason = 'A premium NodeBalancer may have at most 2000 nodes per config';
+    expect(await refused('POST', `/v4/nodebalancers/${nb.id}/configs/${c.id}/nodes`, { address: '192.0.2.1:10', label: 'one-more' }))
+      .toEqual([{ field: 'nodes', reason }]);
+    expect(await refused('POST', `/v4/nodebalancers/${nb.id}/configs/${c.id}/rebuild`, { nodes: manyNodes(2001) }))
+      .toEqual([{ field: 'nodes', reason }]);
   });
 
   it('carries site_type and placement_group_limits on regions, and a string message on events', async () => {

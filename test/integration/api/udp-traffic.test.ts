@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,23 @@ import { commonTcpPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type U
  * to real UDP clients, checked on its udp_check_port (node status UP through telemetry), its
  * throttle changed by an update, and its datagrams counted into `transfer`.
  */
+/** An HTTP server on ip:port answering /health with `status` (settable): an http check's target. */
+function startHealth(ip: string, port: number): Promise<{ status: number; hits: number; close(): Promise<void> }> {
+  const state = { status: 200, hits: 0, close: () => Promise.resolve() };
+  const srv = createServer((req, res) => {
+    if (req.url === '/health') state.hits++;
+    res.writeHead(req.url === '/health' ? state.status : 404, { connection: 'close' }).end('ok');
+  });
+  state.close = () => new Promise<void>((r) => {
+    srv.closeAllConnections();
+    srv.close(() => r());
+  });
+  return new Promise((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(port, ip, () => resolve(state));
+  });
+}
+
 /** Polls of the API are spaced out: it answers 429 to a client that asks every few ms. */
 const pause = () => new Promise((r) => setTimeout(r, 300));
 
@@ -80,13 +98,48 @@ describe('a udp NodeBalancer from the API to the data plane', () => {
 
   it('applies a client_udp_sess_throttle update to new sessions', async () => {
     expect((await api.req('PUT', `/v4/nodebalancers/${nb.id}`, { body: { client_udp_sess_throttle: 2 } })).status).toBe(200);
-    // Once the data plane has it, at most two of five new flows in one second are answered.
-    await waitFor(async () => {
+    const burst = async () => {
       const fs = Array.from({ length: 5 }, flow);
       await Promise.all(fs.map((x) => x.ready));
       const got = await Promise.all(fs.map((x) => x.ask('burst', 1500)));
-      return got.filter((g) => g !== null).length <= 2;
-    }, 20_000, 'the throttle to refuse');
+      return got.filter((g) => g !== null).length;
+    };
+    // Bursts of five new flows are all answered until the data plane has the update.
+    await waitFor(async () => (await burst()) < 5, 20_000, 'the throttle to refuse');
+    // Then, in a second of its own, exactly two of five new flows are answered.
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(await burst()).toBe(2);
+  });
+
+  it('takes an http check on udp_check_port through the API: a failing /health marks its node DOWN', async () => {
+    const ips = backends.map((b) => b.ip);
+    const httpPort = await commonTcpPort(ips);
+    const health = await Promise.all(ips.map((ip) => startHealth(ip, httpPort)));
+    closers.push(...health);
+    health[1]!.status = 500;
+    const cfg = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs`)).body.data[0];
+    const put = await api.req('PUT', `/v4/nodebalancers/${nb.id}/configs/${cfg.id}`, {
+      body: { check: 'http', check_path: '/health', udp_check_port: httpPort, check_interval: 2, check_timeout: 1, check_attempts: 1 },
+    });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ protocol: 'udp', check: 'http', check_path: '/health', udp_check_port: httpPort });
+    const statusOf = async () => {
+      await pause();
+      const nodes = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs/${cfg.id}/nodes`)).body.data as { label: string; status: string }[];
+      return Object.fromEntries(nodes.map((n) => [n.label, n.status]));
+    };
+    // Both asked over HTTP (alpha may still show UP from the connection check before it).
+    await waitFor(async () => {
+      const s = await statusOf();
+      return health.every((h) => h.hits > 0) && s.alpha === 'UP' && s.beta === 'DOWN';
+    }, 30_000, 'beta DOWN by its http check, alpha UP');
+    // New flows go to alpha only (two a second: the throttle set above is 2).
+    for (let i = 0; i < 4; i++) {
+      if (i % 2 === 0) await new Promise((r) => setTimeout(r, 1100));
+      expect(await flow().who()).toBe('alpha');
+    }
+    health[1]!.status = 200;
+    await waitFor(async () => (await statusOf()).beta === 'UP', 30_000, 'beta UP again');
   });
 
   it('counts the datagrams into transfer', async () => {

@@ -137,7 +137,16 @@ describe('UDP configs', () => {
     const got = await Promise.all(answers);
     expect(got.filter((a) => a !== null)).toHaveLength(5);
     expect(refused(engine, 'udp_throttle')).toBe(3);
+    const burstEnded = Date.now();
     for (const [i, f] of flows.entries()) if (got[i] !== null) expect(await f.ask('more')).not.toBeNull();
+    // A rate, not a lifetime cap: once the burst's second has passed, five new sessions are taken
+    // again (and a sixth in the same second is not), while the first five are still open.
+    await new Promise((r) => setTimeout(r, Math.max(0, burstEnded + 1200 - Date.now())));
+    const later = Array.from({ length: 6 }, flow);
+    await Promise.all(later.map((f) => f.ready));
+    const again = await Promise.all(later.map((f) => f.ask('later', 3000)));
+    expect(again.filter((a) => a !== null)).toHaveLength(5);
+    expect(refused(engine, 'udp_throttle')).toBe(4);
   });
 
   it('caps sessions per client IP, so one source cannot take every session', async () => {
@@ -146,6 +155,15 @@ describe('UDP configs', () => {
     for (const f of Array.from({ length: 6 }, flow)) got.push(await f.who('x', 1000));
     expect(got.filter((a) => a !== null)).toHaveLength(4);
     expect(refused(engine, 'udp_client_cap')).toBe(2);
+  });
+
+  it('a premium NodeBalancer gives each client IP 8 times the per-client session cap', async () => {
+    const { flow, engine } = await setup({ algorithm: 'roundrobin' }, { type: 'premium' }, { udpSessionsPerClient: 2 });
+    const got: (string | null)[] = [];
+    for (const f of Array.from({ length: 17 }, flow)) got.push(await f.who('x', 1000));
+    expect(got.slice(0, 16).every((a) => a !== null)).toBe(true);
+    expect(got[16]).toBeNull();
+    expect(refused(engine, 'udp_client_cap')).toBe(1);
   });
 
   it('counts transfer: bytes in and out match what was sent and answered, one connection per session', async () => {
