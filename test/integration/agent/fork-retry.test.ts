@@ -1,10 +1,11 @@
 /**
- * A physical fork whose agent is SIGKILLed at its hardest point (docs/agent.md §6, "Binlog archive
- * and forks"): every node of the fork already runs the source's restored copy, root still with
- * the source's password, and the next agent start must finish the fork: exactly the rows up to
- * the chosen second, the fork's credentials working (the source's no longer), nothing left
- * behind. Process runtime, real mariadbd; the agent runs as its own OS process and stops itself
- * at the step through the test-only crash point (docs/testing.md, "Crash points").
+ * A physical fork whose agent is SIGKILLed in the middle (docs/agent.md §6, "Retry of a fork"):
+ * once where every node of the fork has just started on the source's restored copy (before root,
+ * replication and GTID state are made the fork's), once after the first binlog segment was
+ * replayed. Each time the next agent start must finish the fork: exactly the rows up to the
+ * chosen second (none applied twice), the fork's credentials working (the source's not),
+ * nothing left behind. Process runtime, real mariadbd; the agent runs as its own OS process and
+ * stops itself at the step through a test-only crash point (docs/testing.md, "Crash points").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -21,17 +22,21 @@ import { connectFrom, desiredDb, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 const SOURCE = 41;
-const FORK = 42;
 const CLIENT = '127.0.0.11';
 
-describe('agent: a physical fork interrupted after its restored nodes started, before root got the fork\'s password', () => {
+describe('agent: a physical fork interrupted by a SIGKILL of the agent is finished by the next start', () => {
   let fx: AgentFixture;
   let driver: Driver;
   let stateDir: string;
   let child: ChildProcess | undefined;
   let src: DesiredDatabase;
+  /** The chosen second, and every row sent to the source with when it was sent and acknowledged. */
+  let T = 0;
+  const sent: { id: number; sentMs: number; ackMs: number }[] = [];
   const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
   const stateOf = (id: number) => JSON.parse(readFileSync(join(stateDir, 'databases', String(id), 'state.json'), 'utf8'));
+  const connectTo = (d: DesiredDatabase) =>
+    connectFrom({ source: CLIENT, host: d.hostPrimary!, port: 3306, user: 'linroot', password: d.rootPassword!, ca: driver.db(Number(d.id))!.caCertPem });
 
   async function spawnAgent(env: Record<string, string> = {}): Promise<ChildProcess> {
     const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
@@ -46,100 +51,50 @@ describe('agent: a physical fork interrupted after its restored nodes started, b
     return c;
   }
 
-  beforeAll(async () => {
-    fx = await createAgentFixture({ id: 'agent-fork-retry', slot: 30 });
-    ({ driver, stateDir } = fx);
-    const [engine] = await detectLocalCatalogue();
-    src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'] });
-    // The crash point is armed from the start: only a physical fork reaches it.
-    child = await spawnAgent({ FULCRUM_CRASH_AT: 'fork-restarted' });
-    driver.setDatabases([src]);
-    await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 60_000, 'source active');
-  }, 120_000);
-
-  afterAll(async () => {
-    child?.kill('SIGKILL');
-    await fx?.close();
-  });
-
-  it('the next agent start finishes the fork: exactly the rows up to the second, the fork\'s credentials, nothing left behind', async () => {
-    const ca = () => driver.db(SOURCE)!.caCertPem;
-    let s = await connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: ca() });
-    await s.query('CREATE DATABASE app');
-    await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
-    // The archive's first round takes a physical base: from then on a fork can be built.
-    await driver.waitFor(() => Number(driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
-
-    const sent: { id: number; sentMs: number; ackMs: number }[] = [];
-    const began = Date.now();
-    for (let id = 1; Date.now() - began < 6000 || sent.length < 30; id++) {
-      const t0 = Date.now();
-      await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-      sent.push({ id, sentMs: t0, ackMs: Date.now() });
-      await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
+  /** Starts an agent armed with crash point `at`, asks for the fork, and waits for the SIGKILL. */
+  async function forkUntilCrash(fork: DesiredDatabase, at: string, others: DesiredDatabase[]): Promise<void> {
+    if (child) {
+      const gone = new Promise((r) => child!.once('exit', r));
+      child.kill('SIGKILL');
+      await gone;
     }
-    const T = Math.floor((began + Date.now()) / 2000) * 1000;
-    for (let id = sent.length + 1; Date.now() < T + 2500; id++) {
-      const t0 = Date.now();
-      await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-      sent.push({ id, sentMs: t0, ackMs: Date.now() });
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(sent.some((r) => r.ackMs < T + 1000) && sent.some((r) => r.sentMs >= T + 1000)).toBe(true);
-
-    const fork = desiredDb({
-      id: FORK, engineId: src.engineId, version: src.version, clusterSize: 3, replicationType: 'asynch', rootPassword: 'Fork.Pass_02',
-      hostPrimary: `${fx.net}.3`, hostSecondary: `${fx.net}.4`, allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T,
-    });
+    child = await spawnAgent({ FULCRUM_CRASH_AT: at });
     const dead = new Promise<NodeJS.Signals | null>((r) => child!.once('exit', (_c, signal) => r(signal)));
-    driver.setDatabases([src, fork]);
+    driver.setDatabases([src, ...others, fork]);
     const signal = await Promise.race([dead, new Promise<string>((r) => setTimeout(() => r('no crash within 180 s'), 180_000))]);
     expect(signal).toBe('SIGKILL');
     child = undefined;
+    expect(stateOf(Number(fork.id)).forkSeeding).toBe(true);
+    expect(stateOf(Number(fork.id)).provisioned).toBeFalsy();
+  }
 
-    // Where the agent stopped: every node of the fork runs the source's restored copy (its
-    // tables, its accounts, its GTID history; root already has the fork's password, which the
-    // init file sets at each start), and the fork's state says its seeding began.
-    const srcAdmin = stateOf(SOURCE).adminPassword as string;
-    const forkAdmin = stateOf(FORK).adminPassword as string;
-    expect(stateOf(FORK).forkSeeding).toBe(true);
-    expect(stateOf(FORK).provisioned).toBeFalsy();
-    const nodes = await runtime().list({ [LABEL_DATABASE]: String(FORK) });
-    expect(nodes).toHaveLength(3);
-    for (const n of nodes) {
-      expect(n.state).toBe('running');
-      const { socketPath } = await runtime().connection(n.name);
-      // The base was taken before the rows were written: the source's table, none of its rows.
-      const tables = await withAdmin({ socketPath, password: forkAdmin }, (x) => q(x, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = 'app'"));
-      expect(Number(tables[0]!.n)).toBe(1);
-    }
-
+  /** The next start finishes the fork; then it holds exactly the rows up to T and nothing is left behind. */
+  async function finishedCleanly(fork: DesiredDatabase): Promise<void> {
+    const id = Number(fork.id);
     child = await spawnAgent();
-    await driver.waitFor(() => driver.db(FORK)?.status === 'active', 240_000, 'fork active after the restart');
-
-    // Exactly the rows the source stamped up to the chosen second, on the primary and both
-    // replicas. (The agent's front proxy carried the first connection: it died with the agent.)
-    s.destroy();
-    s = await connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: ca() });
+    await driver.waitFor(() => driver.db(id)?.status === 'active', 240_000, `fork ${id} active after the restart`);
+    // Exactly the rows the source stamped up to the chosen second, on every node of the fork.
+    const s = await connectTo(src);
     const [all] = await s.query('SELECT id, ts FROM app.t ORDER BY id');
+    await s.end();
     const expected = (all as any[]).filter((r) => Math.floor(Number(r.ts)) * 1000 <= T).map((r) => Number(r.id));
     expect(expected.length).toBeGreaterThan(0);
     expect(expected.length).toBeLessThan((all as any[]).length);
-    await s.end();
-    const f = await connectFrom({ source: CLIENT, host: fork.hostPrimary!, port: 3306, user: 'linroot', password: fork.rootPassword!, ca: driver.db(FORK)!.caCertPem });
+    for (const r of sent) if (r.ackMs < T + 1000) expect(expected).toContain(r.id);
+    const f = await connectTo(fork);
     const [got] = await f.query('SELECT id FROM app.t ORDER BY id');
     expect((got as any[]).map((r) => Number(r.id))).toEqual(expected);
-    for (const r of sent) if (r.ackMs < T + 1000) expect(expected).toContain(r.id);
     // The fork is writable and its own database.
     await f.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [1_000_000]);
     await f.end();
-    const st = stateOf(FORK);
+    const st = stateOf(id);
     expect(st.forkBase?.kind).toBe('physical');
     expect(st.forkSeeding).toBeUndefined();
     expect(st.provisioned).toBe(true);
 
-    const after = await runtime().list({ [LABEL_DATABASE]: String(FORK) });
-    expect(after).toHaveLength(3);
+    const srcAdmin = stateOf(SOURCE).adminPassword as string;
+    const nodes = await runtime().list({ [LABEL_DATABASE]: String(id) });
+    expect(nodes).toHaveLength(fork.clusterSize!);
     const procs = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => {
       try {
         return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').join(' ');
@@ -147,12 +102,12 @@ describe('agent: a physical fork interrupted after its restored nodes started, b
         return '';
       }
     });
-    for (const n of after) {
+    for (const n of nodes) {
       expect(n.state).toBe('running');
       const { socketPath } = await runtime().connection(n.name);
-      // Root answers to the fork's admin password only; the replicas hold every row.
+      // Root answers to the fork's admin password only; every node holds every row.
       await expect(withAdmin({ socketPath, password: srcAdmin }, async () => undefined)).rejects.toThrow(/denied/i);
-      const rows = await withAdmin({ socketPath, password: forkAdmin }, async (x) => {
+      const rows = await withAdmin({ socketPath, password: st.adminPassword }, async (x) => {
         for (let i = 0; i < 200; i++) {
           if (Number((await q(x, 'SELECT COUNT(*) AS n FROM app.t'))[0]!.n) === expected.length + 1) break;
           await new Promise((r) => setTimeout(r, 100));
@@ -166,8 +121,76 @@ describe('agent: a physical fork interrupted after its restored nodes started, b
       expect(readdirSync(n.spec!.dataDir).filter((e) => /^(xtrabackup_|mariadb_backup_|backup-my\.cnf)/.test(e))).toEqual([]);
       expect(procs.filter((c) => c.includes(`/nodes/${n.name}/my.cnf`))).toHaveLength(1);
     }
-    // No unpacking or prepare of the fork's base still running (the fork's own archive may be
+    // No unpacking or prepare of a fork's base still running (the fork's own archive may be
     // taking its first base meanwhile: that one is its own, in backup-tmp-*).
     expect(procs.filter((c) => c.includes('/fork-base'))).toEqual([]);
+  }
+
+  beforeAll(async () => {
+    fx = await createAgentFixture({ id: 'agent-fork-retry', slot: 30 });
+    ({ driver, stateDir } = fx);
+    const [engine] = await detectLocalCatalogue();
+    src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'] });
+    child = await spawnAgent();
+    driver.setDatabases([src]);
+    await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 60_000, 'source active');
+    const s = await connectTo(src);
+    await s.query('CREATE DATABASE app');
+    await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
+    // The archive's first round takes a physical base: from then on a fork can be built.
+    await driver.waitFor(() => Number(driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
+    // A row every 100 ms, the chosen second in the middle, writes past its end.
+    const began = Date.now();
+    let id = 1;
+    const write = async () => {
+      const t0 = Date.now();
+      await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
+      sent.push({ id: id++, sentMs: t0, ackMs: Date.now() });
+      await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
+    };
+    while (Date.now() - began < 6000 || sent.length < 30) await write();
+    T = Math.floor((began + Date.now()) / 2000) * 1000;
+    while (Date.now() < T + 2500) await write();
+    await s.end();
+    expect(sent.some((r) => r.ackMs < T + 1000) && sent.some((r) => r.sentMs >= T + 1000)).toBe(true);
+  }, 240_000);
+
+  afterAll(async () => {
+    child?.kill('SIGKILL');
+    await fx?.close();
+  });
+
+  const forkOf = (id: number, size: number, k: number) => desiredDb({
+    id, engineId: src.engineId, version: src.version, clusterSize: size, replicationType: size > 1 ? 'asynch' : 'none', rootPassword: `Fork.Pass_${id}`,
+    hostPrimary: `${fx.net}.${k}`, hostSecondary: `${fx.net}.${k + 1}`, allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T,
+  });
+
+  it('killed when its 3 nodes have just started on the source\'s copy: the next start finishes it', async () => {
+    const fork = forkOf(42, 3, 3);
+    await forkUntilCrash(fork, 'fork-restarted', []);
+    // Where the agent stopped: every node of the fork runs the source's restored copy (its
+    // tables, accounts and GTID history; root already has the fork's password, which the init
+    // file sets at each start).
+    const nodes = await runtime().list({ [LABEL_DATABASE]: '42' });
+    expect(nodes).toHaveLength(3);
+    for (const n of nodes) {
+      expect(n.state).toBe('running');
+      const { socketPath } = await runtime().connection(n.name);
+      // The base was taken before the rows were written: the source's table, none of its rows.
+      const tables = await withAdmin({ socketPath, password: stateOf(42).adminPassword }, (x) => q(x, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = 'app'"));
+      expect(Number(tables[0]!.n)).toBe(1);
+    }
+    await finishedCleanly(fork);
+  }, 600_000);
+
+  it('killed after its first binlog segment was replayed: the next start finishes it, no row applied twice', async () => {
+    const fork = forkOf(43, 1, 5);
+    await forkUntilCrash(fork, 'fork-replayed-segment', [forkOf(42, 3, 3)]);
+    // Where the agent stopped: rows of the replay are in the fork already.
+    const [n] = await runtime().list({ [LABEL_DATABASE]: '43' });
+    const { socketPath } = await runtime().connection(n!.name);
+    const rows = await withAdmin({ socketPath, password: stateOf(43).adminPassword }, (x) => q(x, 'SELECT COUNT(*) AS n FROM app.t'));
+    expect(Number(rows[0]!.n)).toBeGreaterThan(0);
+    await finishedCleanly(fork);
   }, 600_000);
 });
