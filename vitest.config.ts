@@ -3,6 +3,10 @@ import { defineConfig } from 'vitest/config';
 // Projects, one per layer of the test pyramid, plus the attacks of the security suite:
 // unit has no sockets, integration runs real servers on 127.x and port 0,
 // e2e starts the whole lab and drives it with real clients.
+// The projects that start real database servers fail a file that leaves one running
+// (test/helpers/server-leak-guard.ts, docs/testing.md "Leaked servers").
+const leakGuard = ['test/helpers/server-leak-guard.ts'];
+
 export default defineConfig({
   test: {
     projects: [
@@ -11,6 +15,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          setupFiles: leakGuard,
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },
@@ -21,6 +26,7 @@ export default defineConfig({
         test: {
           name: 'security',
           include: ['test/security/**/*.test.ts'],
+          setupFiles: leakGuard,
           testTimeout: 120_000,
           hookTimeout: 120_000,
         },
@@ -33,6 +39,7 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
+          setupFiles: leakGuard,
           testTimeout: 180_000,
           hookTimeout: 180_000,
         },

@@ -191,6 +191,9 @@ export function createAgent(opts: AgentOptions): Agent {
       await Promise.allSettled([...inflight]);
       await extraHooks?.close?.();
       for (const c of controllers.values()) await c.closeEndpoints();
+      // The last desired state is on disk before close returns: whoever closes the agent may
+      // remove its folder next, and a write still in flight would then fail (ENOENT on rename).
+      await persisting;
     },
   };
 

@@ -61,10 +61,16 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
       // A torn file only loses results the control plane will ask for again.
     }
   }
-  const save = () =>
-    writeFile(`${file}.tmp`, JSON.stringify([...results.values()]), { mode: 0o600 })
-      .then(() => rename(`${file}.tmp`, file))
-      .catch((err) => opts.logger.error({ err }, 'could not persist operation results'));
+  // One write at a time, as for desired.json (agent/agent.ts): a prune and a result close
+  // together would otherwise share the temporary file, and the second rename fail (ENOENT).
+  let saving: Promise<void> = Promise.resolve();
+  const save = () => {
+    saving = saving.then(async () => {
+      await writeFile(`${file}.tmp`, JSON.stringify([...results.values()]), { mode: 0o600 });
+      await rename(`${file}.tmp`, file);
+    }).catch((err) => opts.logger.error({ err }, 'could not persist operation results'));
+    return saving;
+  };
 
   async function waitProvisioned(c: DatabaseController): Promise<void> {
     // Wall time: this waits on real work (a provisioning), whatever clock the agent was given.

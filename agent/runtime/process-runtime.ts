@@ -8,7 +8,7 @@ import type { Logger } from '../../lib/logger.js';
 import { sameSpec, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
 import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 import { handOver, nodeUser, shareAncestors } from './node-user.js';
-import { runsWith } from '../../lib/processes.js';
+import { processesWithArg, runsWith } from '../../lib/processes.js';
 
 const execFileP = promisify(execFile);
 /** mariadbd sets its own file modes from UMASK/UMASK_DIR (default 0660): owner-only instead (docs/security/secrets.md). */
@@ -101,6 +101,14 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     const dir = nodeDir(spec.name);
     await store.writeNodeFiles(spec, p);
     const cnf = join(dir, 'my.cnf');
+    // One server per data directory, ever (two corrupt it, and the old one's socket would answer
+    // for the new one): a server no node.json names any more, such as one spawned just before
+    // an agent stopped and before its pid was recorded, is stopped first.
+    const datadirArg = `--datadir=${spec.dataDir}`;
+    for (const pid of processesWithArg(spec.engine.binary!, datadirArg)) {
+      log.warn({ node: spec.name, pid }, 'stopping a server left on the data directory');
+      await stopPid(pid, () => runsWith(pid, datadirArg), 'SIGTERM', 30_000, spec.name);
+    }
     await seedDataDir(spec.dataDir, () => template(spec));
     // Never root (docs/security/mysql.md): the server gets its database's own uid, and the
     // agent's folders on the way to its files become searchable (not listable) by its group.
@@ -121,7 +129,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     const errLog = join(dir, 'error.log');
     const args = [
       `--defaults-file=${cnf}`,
-      `--datadir=${spec.dataDir}`,
+      datadirArg,
       `--socket=${p.socket}`,
       `--pid-file=${join(p.runDir, 'mysqld.pid')}`,
       `--port=${spec.port}`,
@@ -154,6 +162,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
         } catch {
           // Already gone.
         }
+        // Gone before the next attempt starts another server on the same data directory.
+        await waitFor(() => exited || !alive(meta), 10_000);
       }
       throw new FulcrumError('internal', `node ${spec.name} did not start: ${spawnError || (await tail(spec.name, 15)).trim() || 'no output'}`);
     }
@@ -161,21 +171,28 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     return meta;
   }
 
-  async function terminate(meta: NodeMeta, signal: NodeJS.Signals, graceMs: number): Promise<void> {
-    if (!alive(meta)) return;
+  /**
+   * Stops one server: `signal`, then SIGKILL after `graceMs`. Fails if it still runs after that,
+   * so that nothing is started on its data directory meanwhile.
+   */
+  async function stopPid(pid: number, running: () => boolean, signal: NodeJS.Signals, graceMs: number, name: string): Promise<void> {
+    if (!running()) return;
     try {
-      process.kill(meta.pid!, signal);
+      process.kill(pid, signal);
     } catch {
       return;
     }
-    if (!(await waitFor(() => !alive(meta), graceMs))) {
-      try {
-        process.kill(meta.pid!, 'SIGKILL');
-      } catch {
-        // Gone between the check and the kill.
-      }
-      await waitFor(() => !alive(meta), 10_000);
+    if (await waitFor(() => !running(), graceMs)) return;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone between the check and the kill.
     }
+    if (!(await waitFor(() => !running(), 10_000))) throw new FulcrumError('internal', `node ${name}: server ${pid} did not exit after SIGKILL`);
+  }
+
+  function terminate(meta: NodeMeta, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+    return meta.pid ? stopPid(meta.pid, () => alive(meta), signal, graceMs, meta.spec.name) : Promise.resolve();
   }
 
   function status(name: string, meta: NodeMeta | undefined): NodeStatus {

@@ -36,6 +36,24 @@ describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to 
     }
     return out;
   };
+  /**
+   * When each member's server started, by the server's own clock (now minus Uptime), in whole
+   * seconds. A restart in place keeps a docker container's id, so the id cannot show one; this can.
+   */
+  const serverStarts = async () => {
+    const d = await ok('GET', `${MYSQL}/${db.id}`);
+    const out: Record<string, number> = {};
+    for (const address of Object.keys(d.members)) {
+      const c = await mysql.createConnection({ host: address, port: 3306, user: 'linroot', password, connectTimeout: 3000, ssl: { ca, rejectUnauthorized: true } });
+      try {
+        const [rows] = await c.query("SELECT UNIX_TIMESTAMP() - VARIABLE_VALUE AS started FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'");
+        out[address] = Number((rows as any[])[0].started);
+      } finally {
+        await c.end();
+      }
+    }
+    return out;
+  };
   const writeRow = async (id: number) => {
     const c = await connectFrom({ source: '127.0.0.2', host: db.hosts.primary, port: 3306, user: 'linroot', password, ca });
     try {
@@ -93,6 +111,8 @@ describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to 
   it('sets a change that needs no restart live on every member, and refuses an out-of-range value naming the key', async () => {
     const mine = async () => (await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`));
     const before = await mine();
+    const startedBefore = await serverStarts();
+    expect(Object.keys(startedBefore)).toHaveLength(3);
     await ok('PUT', `${MYSQL}/${db.id}`, { engine_config: { mysql: { wait_timeout: 300, sql_mode: 'ANSI_QUOTES,STRICT_ALL_TABLES', sql_require_primary_key: true } } });
     db = await waitStatus(lab, db.id, 'active', 120_000);
     const v = await variables(['wait_timeout', 'sql_mode', 'innodb_force_primary_key', 'innodb_ft_min_token_size']);
@@ -102,6 +122,11 @@ describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to 
     // Not restarted: the same server processes as before.
     expect(before).toHaveLength(3);
     expect((await mine()).map((n) => n.ref).sort()).toEqual(before.map((n) => n.ref).sort());
+    // On docker a restart keeps the container id: each server's start time shows it on both
+    // runtimes (one second either way for the clock ticking between the two reads).
+    const startedAfter = await serverStarts();
+    expect(Object.keys(startedAfter).sort()).toEqual(Object.keys(startedBefore).sort());
+    for (const [address, t] of Object.entries(startedAfter)) expect(Math.abs(t - startedBefore[address]!), address).toBeLessThanOrEqual(1);
     expect(await writeRow(3)).toBe(3);
 
     const bad = await lab.api('PUT', `${MYSQL}/${db.id}`, { engine_config: { mysql: { innodb_ft_min_token_size: 99 } } });

@@ -1,7 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startLab, until, type RunningLab } from '../../helpers/lab.js';
+import { serversUnder } from '../../helpers/db-servers.js';
 import { connectFrom } from './db-lab.js';
 
 /** The one-command lab serves Managed MySQL: create, connect over verified TLS, delete. */
@@ -39,8 +39,7 @@ describe('fulcrum lab: a database end to end', () => {
     expect((rows as any[])[0].v).toContain(db.version);
     await c.end();
     expect((await call('DELETE', `/v4/databases/mysql/instances/${id}`)).body).toEqual({});
-    await until('nodes gone', () => !execFileSync('ps', ['-eo', 'args']).toString().split('\n')
-      .some((l) => /mariadbd|mysqld/.test(l) && l.includes(lab.info.stateDir)) || undefined, 30_000, 200);
+    await until('nodes gone', () => serversUnder(lab.info.stateDir).length === 0 || undefined, 30_000, 200);
     passed = true;
   });
 });

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
@@ -17,6 +17,7 @@ import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { q, withAdmin } from '../../../agent/mysql/admin.js';
 import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { dbServers } from '../../helpers/db-servers.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -119,7 +120,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
       // data directory, one server process per node.
       expect(existsSync(join(dirname(socketPath), 'fork-base'))).toBe(false);
       expect(readdirSync(n.spec!.dataDir).filter((e) => /^(xtrabackup_|mariadb_backup_|backup-my\.cnf)/.test(e))).toEqual([]);
-      expect(procs.filter((c) => c.includes(`/nodes/${n.name}/my.cnf`))).toHaveLength(1);
+      expect(dbServers().filter((x) => x.datadir !== undefined && resolve(x.datadir) === resolve(n.spec!.dataDir))).toHaveLength(1);
     }
     // No unpacking or prepare of a fork's base still running (the fork's own archive may be
     // taking its first base meanwhile: that one is its own, in backup-tmp-*).

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import mysql from 'mysql2/promise';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { describe, expect, it } from 'vitest';
 import { freePort, runtimeContract } from './runtime-contract.js';
+import { serversUnder } from '../../helpers/db-servers.js';
 
 runtimeContract('process', async () => {
   const root = mkdtempSync(join(tmpdir(), 'fulcrum-prt-'));
@@ -68,4 +69,38 @@ describe('process runtime specifics', () => {
       rmSync(probe, { force: true });
     }
   });
+
+  it('never runs two servers on one data directory: a server its node.json no longer names is stopped before a new one starts', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'fulcrum-prt-stray-'));
+    const rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
+    const [engine] = await detectLocalCatalogue();
+    const dataDir = join(root, 'data');
+    try {
+      const first = await rt.ensure({
+        name: 'fulcrum-stray-n1', labels: {}, dataDir, files: {}, host: '127.0.0.1', memoryMb: 256, cpus: 1,
+        engine: engine!, config: '[mysqld]\ninnodb_buffer_pool_size=32M\n', port: await freePort(),
+      });
+      const old = Number(first.ref);
+      expect(serversUnder(dataDir)).toEqual([old]);
+      // The record of the running server is lost (an agent stopped between spawning a server and
+      // recording its pid): the runtime sees the node stopped and starts it.
+      const file = join(root, 'runtime', 'nodes', 'fulcrum-stray-n1', 'node.json');
+      const meta = JSON.parse(readFileSync(file, 'utf8')) as { pid?: number };
+      delete meta.pid;
+      writeFileSync(file, JSON.stringify(meta), { mode: 0o600 });
+      expect((await rt.inspect('fulcrum-stray-n1')).state).toBe('stopped');
+      await rt.start('fulcrum-stray-n1');
+      const now = await rt.inspect('fulcrum-stray-n1');
+      expect(now.state).toBe('running');
+      expect(Number(now.ref)).not.toBe(old);
+      expect(serversUnder(dataDir)).toEqual([Number(now.ref)]);
+      const c = await mysql.createConnection({ socketPath: (await rt.connection('fulcrum-stray-n1')).socketPath, user: 'root', password: '' });
+      const [rows] = await c.query('SELECT CONNECTION_ID() AS id');
+      await c.end();
+      expect((rows as { id: number }[]).length).toBe(1);
+    } finally {
+      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -1,6 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
@@ -44,6 +46,30 @@ describe('operations', () => {
     expect(ops.results()[0]).toMatchObject({ operationId: 'a', ok: true, backupId: 7, finishedMs: 1000 });
     ops.accept([]);
     expect(ops.results()).toEqual([]);
+  });
+
+  it('results finishing together and a prune are written one at a time: no write fails, the last state lands', async () => {
+    const { host, stateDir } = setup();
+    const errors: string[] = [];
+    const logger = pino({ level: 'error' }, new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        errors.push(chunk.toString());
+        cb();
+      },
+    }));
+    const ops = createOperations({ host, stateDir, logger });
+    ops.register('deleteBackup', async () => undefined);
+    const list = Array.from({ length: 20 }, (_, i) => ({ operationId: `p${i}`, databaseId: 1, deleteBackup: { backupId: i }, kind: 'deleteBackup' }));
+    ops.accept(list as any);
+    await until(() => ops.results().length === 20);
+    // The control plane drops them all (a deleted database's operations go with it).
+    ops.accept([]);
+    const persisted = join(stateDir, 'operations.json');
+    await until(() => existsSync(persisted) && readFileSync(persisted, 'utf8') === '[]');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(readFileSync(persisted, 'utf8')).toBe('[]');
+    // Before, each write shared operations.json.tmp and the later renames failed with ENOENT.
+    expect(errors).toEqual([]);
   });
 
   it('persists results across a restart so an operation is not run twice', async () => {
