@@ -45,6 +45,8 @@ export interface StartAgentOptions {
   heartbeatMs?: number;
   /** Period of the observe/reconcile loop (also the failover detection period). */
   reconcileIntervalMs?: number;
+  /** Period of each database's binlog archive round (default day-two.ts BINLOG_ARCHIVE_MS). */
+  binlogArchiveMs?: number;
 }
 
 export interface RunningAgent {
@@ -110,7 +112,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     clock,
     nodeAddressPool: opts.nodeAddressPool,
     reconcileIntervalMs: opts.reconcileIntervalMs,
-    extras: (a) => createDayTwo(a),
+    extras: (a) => createDayTwo(a, { binlogArchiveMs: opts.binlogArchiveMs }),
   });
   await agent.start();
   for (const e of catalogue) {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { PassThrough, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
+import { crashPoint } from '../../lib/crash-point.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
 import { runFolders, scratch } from '../backup/physical-backup.js';
@@ -88,6 +89,8 @@ export async function seedPhysical(
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
   await Promise.all(ks.map((k) => d.runtime.start(fork.nodeName(k))));
+  // The nodes now run the source's copy, root still with the source's password.
+  crashPoint('fork-restarted');
   for (const k of ks) {
     const t = await fork.adminTarget(k);
     await adoptRoot(t.socketPath, source.adminPassword, t.password);

@@ -1,6 +1,7 @@
 import { PassThrough, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
+import { crashPoint } from '../../lib/crash-point.js';
 import type { Logger } from '../../lib/logger.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
@@ -133,6 +134,8 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
     await replaySegment(d, fork, source, seg, pos, stopMs);
     pos = seg.gtidEnd;
+    // Part of the replay applied, the fork not provisioned yet.
+    crashPoint('fork-replayed-segment');
   }
   const at = await withAdmin(await fork.adminTarget(p), (x) => gtidCurrentPos(x));
   for (let k = 1; k <= s.addresses.length; k++) {

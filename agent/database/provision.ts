@@ -5,7 +5,7 @@ import type { ClusterContext } from './context.js';
 import { NODE_PORT } from './state.js';
 
 export type ProvisionContext = Pick<ClusterContext,
-  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'spread' | 'nodeIndexes' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
+  'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'spread' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
   | 'allocateAddresses' | 'ensureTls' | 'save' | 'wait' | 'syncAccounts' | 'refresh' | 'seed'>;
 
 /**
@@ -28,6 +28,14 @@ export async function provision(db: ProvisionContext): Promise<void> {
   const ks = db.nodeIndexes();
   const step = (name: string) => db.log.debug({ step: name, ms: Date.now() - started }, 'provision step');
   step('tls');
+  if (s.forkSeeding) {
+    // A fork whose seeding began before (an agent killed mid-fork, or a failed try) may hold any
+    // part of its source's data, accounts and GTID state, on some nodes and not others: its nodes
+    // start over from empty data directories, so the retry is a fresh fork (docs/agent.md §6).
+    db.log.warn({ nodes: ks }, 'fork: an earlier seeding did not finish; starting the nodes over');
+    await Promise.all(ks.map((k) => db.runtime.remove(db.nodeName(k), { withData: true })));
+    step('fork nodes reset');
+  }
   await Promise.all(ks.map((k) => db.runtime.ensure(db.nodeSpec(k))));
   step('nodes started');
   await Promise.all(
@@ -51,6 +59,8 @@ export async function provision(db: ProvisionContext): Promise<void> {
   step('replicas attached');
   // A fork gets its source's data as of the restore second before anyone can connect.
   if (Number(d.forkSource ?? 0) > 0) {
+    s.forkSeeding = true;
+    await db.save();
     await db.seed();
     step('fork seeded');
   }
@@ -61,6 +71,7 @@ export async function provision(db: ProvisionContext): Promise<void> {
   step('replicas caught up');
   await db.refresh();
   s.provisioned = true;
+  s.forkSeeding = undefined;
   s.error = undefined;
   await db.save();
   db.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');

@@ -47,6 +47,11 @@ export interface DbState {
   restoreInProgress?: { backupId: number; startedMs: number };
   /** A fork's starting point: the source's backup it was built from and how it was loaded. */
   forkBase?: { backupId: number; kind: 'physical' | 'logical' };
+  /**
+   * Set (and saved) before a fork's nodes get any of its source's data, cleared when the fork is
+   * provisioned: a provisioning that finds it starts the nodes over from empty data directories.
+   */
+  forkSeeding?: boolean;
   /** Base64 AES-256 key for this database's encrypted backups (state.json is mode 0600). */
   backupKey?: string;
   /** The last desired spec acted on (used when the control plane is away). */
