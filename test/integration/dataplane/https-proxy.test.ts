@@ -6,6 +6,7 @@ import { loopback, startHttpBackend } from '../../helpers/backends.js';
 import { cleanup, newEngine } from './engine-harness.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 import { httpsGet } from './http-client.js';
+import { firstTicket, tlsSession } from './tls-session.js';
 
 let ca: Pem;
 let certA: Pem;
@@ -41,36 +42,13 @@ function handshake(ip: string, port: number, opts: { ciphers?: string; maxVersio
   });
 }
 
-/**
- * One TLS connection that sends a request; resolves, once the answer starts, with whether it
- * resumed `session` and the first session (ticket) the server gave it. The server sends its
- * tickets before it answers (TLS 1.3 sends them after the handshake).
- */
-function tlsSession(ip: string, port: number, v: 'TLSv1.2' | 'TLSv1.3', session?: Buffer): Promise<{ reused: boolean; next: Buffer | null }> {
-  return new Promise((resolve, reject) => {
-    const s = tlsConnect({ host: ip, port, ca: ca.cert, servername: 'a.nb.test', minVersion: v, maxVersion: v, session });
-    let next: Buffer | null = null;
-    s.on('session', (t: Buffer) => {
-      next ??= t;
-    });
-    s.once('secureConnect', () => s.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
-    s.once('data', () => {
-      const reused = s.isSessionReused();
-      s.destroy();
-      resolve({ reused, next });
-    });
-    s.on('error', reject);
-  });
-}
-
 describe('https proxy', () => {
   it('resumes a TLS session from its ticket on a new connection (TLS 1.2 and 1.3), so a returning client skips the full handshake', async () => {
     const { ip, p1 } = await setup();
+    const target = { ip, port: p1, ca: ca.cert, servername: 'a.nb.test' };
     for (const v of ['TLSv1.2', 'TLSv1.3'] as const) {
-      const first = await tlsSession(ip, p1, v);
-      expect(first.reused, v).toBe(false);
-      expect(first.next, v).not.toBeNull();
-      const second = await tlsSession(ip, p1, v, first.next!);
+      const ticket = await firstTicket(target, v);
+      const second = await tlsSession(target, v, ticket);
       expect(second.reused, v).toBe(true);
     }
   });

@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { Agent, createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,6 +7,7 @@ import { startTcpBackend, waitFor, type TcpBackend } from '../../helpers/backend
 import { startDataplaneProcess, type DataplaneProcess } from '../../security/dataplane-process.js';
 import { greeting, readLine, tcpConnect } from './clients.js';
 import { config, node, nodebalancer, snapshot } from './snapshot.js';
+import { workerPids } from './workers-fixture.js';
 
 /**
  * `fulcrum dataplane reload` under a client loop (docs/dataplane.md, "Reload"): new workers
@@ -17,14 +17,6 @@ import { config, node, nodebalancer, snapshot } from './snapshot.js';
  */
 
 const run = promisify(execFile);
-
-function workerPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
 
 /** GET through the NodeBalancer; resolves with status and body, rejects on any transport failure. */
 function get(host: string, port: number, path: string, agent: Agent | false): Promise<{ status: number; body: string; close: boolean }> {

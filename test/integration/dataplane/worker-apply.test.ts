@@ -1,31 +1,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpBackend, waitFor } from '../../helpers/backends.js';
 import { startTestControlPlane } from './grpc-control-plane.js';
 import { greeting } from './clients.js';
 import { config, node, nodebalancer } from './snapshot.js';
+import { cleanup, workerPids } from './workers-fixture.js';
 
 /**
  * A data plane of two workers fed by a real gRPC control plane (docs/dataplane.md, "Workers"):
  * a worker that does not apply a snapshot within --worker-apply-timeout does not hold the ACK;
  * it is killed and replaced, and the replacement serves the new snapshot. Addresses: 127.64.17.0/24.
  */
-const cleanup: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()!();
-});
-
-function workerPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
-
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpBackend, waitFor, type TcpBackend } from '../../helpers/backends.js';
-import { startDataplaneProcess, type DataplaneProcess } from '../../security/dataplane-process.js';
 import { greeting, readLine, tcpConnect } from './clients.js';
 import { config, node, nodebalancer, snapshot } from './snapshot.js';
+import { cleanup, startTwoWorkers, workerPids } from './workers-fixture.js';
 
 /**
  * A data plane of two worker processes (docs/dataplane.md, "Workers"), started as the real CLI
@@ -11,41 +10,17 @@ import { config, node, nodebalancer, snapshot } from './snapshot.js';
  * takes only its own connections with it. Addresses: 127.61.0.0/16.
  */
 
-/** The worker pids of a primary (its child processes). */
-function workerPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()!();
-});
-afterAll(async () => {
-  while (cleanup.length > 0) await cleanup.pop()!();
-});
-
 async function backend(ip: string, name: string): Promise<TcpBackend> {
   const b = await startTcpBackend(name, { ip });
   cleanup.push(() => b.close());
   return b;
 }
 
-async function twoWorkers(snap: ReturnType<typeof snapshot>, flags: string[] = []): Promise<DataplaneProcess> {
-  const dp = await startDataplaneProcess(snap, { flags: ['--workers', '2', '--distribution', 'rr', ...flags] });
-  cleanup.push(() => dp.stop());
-  await waitFor(() => workerPids(dp.pid).length === 2, 30_000, 'two workers');
-  return dp;
-}
-
 describe('a data plane of two workers', () => {
   it('holds client_conn_throttle 5/s for one client IP across both workers', async () => {
     const b = await backend('127.61.1.1', 't');
     const nb = '127.61.2.1';
-    const dp = await twoWorkers(snapshot(1, [nodebalancer(nb, [config(7611, [node(b.address)])], { clientConnThrottle: 5 })]));
+    const dp = await startTwoWorkers(snapshot(1, [nodebalancer(nb, [config(7611, [node(b.address)])], { clientConnThrottle: 5 })]));
     await waitFor(() => greeting(nb, 7611, '127.61.3.99').then((g) => g === 't', () => false), 30_000, 'listener up');
     // Wait out the window the probe above used (another IP, but keep the burst alone in its second).
     const burst = async () => {
@@ -74,7 +49,7 @@ describe('a data plane of two workers', () => {
     const a = await backend('127.61.1.2', 'a');
     const c = await backend('127.61.1.3', 'c');
     const nb = '127.61.2.2';
-    await twoWorkers(snapshot(1, [nodebalancer(nb, [config(7612, [node(a.address), node(c.address)], { stickiness: 'table' })])]));
+    await startTwoWorkers(snapshot(1, [nodebalancer(nb, [config(7612, [node(a.address), node(c.address)], { stickiness: 'table' })])]));
     await waitFor(() => greeting(nb, 7612, '127.61.4.99').then((g) => g === 'a' || g === 'c', () => false), 30_000, 'listener up');
     const seen = new Set<string>();
     for (let client = 1; client <= 8; client++) {
@@ -92,7 +67,7 @@ describe('a data plane of two workers', () => {
   it('serves a database endpoint from every worker and sums its metrics', async () => {
     const member = await startTcpBackend('db', { ip: '127.61.8.2', expectProxy: true });
     cleanup.push(() => member.close());
-    const dp = await twoWorkers({
+    const dp = await startTwoWorkers({
       ...snapshot(1, []),
       databaseEndpoints: [{ databaseId: 61, role: 'primary', address: '127.61.8.1', port: 7631, allowList: ['127.61.8.0/24'], requireTls: false, targets: [{ host: '127.61.8.2', port: member.port }] }],
     });
@@ -108,7 +83,7 @@ describe('a data plane of two workers', () => {
   it('a worker killed takes only its own connections; the other\'s stay open and a new worker replaces it', async () => {
     const b = await backend('127.61.1.4', 'k');
     const nb = '127.61.2.3';
-    const dp = await twoWorkers(snapshot(1, [nodebalancer(nb, [config(7613, [node(b.address)])])]));
+    const dp = await startTwoWorkers(snapshot(1, [nodebalancer(nb, [config(7613, [node(b.address)])])]));
     await waitFor(() => greeting(nb, 7613, '127.61.5.99').then((g) => g === 'k', () => false), 30_000, 'listener up');
     const before = workerPids(dp.pid);
     const socks = [];
