@@ -1,37 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { grpc, loadConfigProto } from '../../../lib/grpc.js';
-import { silentLogger } from '../../../lib/logger.js';
-import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
-import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { ControlPlane } from '../../../control-plane/main.js';
 import { api, until } from '../../helpers/lab.js';
-import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 import { startScriptedAgent, type ScriptedAgent } from '../databases/scripted-agent.js';
+import { scriptedDataplane as dataplane, usePgReplicas } from './pg-replicas.js';
 
 /** Waits for `fn` to hold, asking every 250 ms (the API's rate limit stays far away). */
 const waitFor = (fn: () => Promise<boolean>, timeoutMs: number) => until('condition', async () => ((await fn()) ? true : undefined), timeoutMs, 250);
-
-/** A scripted data plane: ACKs every snapshot, and writes nothing else (no status refresh of its own). */
-function dataplane(address: string, id: string) {
-  const proto = loadConfigProto();
-  const client = new proto.fulcrum.v1.ConfigService(address, grpc.credentials.createInsecure()) as any;
-  const call = client.Stream() as grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>;
-  call.on('data', (s: ConfigSnapshot__Output) => {
-    call.write({ dataplaneId: id, region: '*', versionApplied: s.version, responseNonce: s.nonce, errorDetail: '' });
-  });
-  call.on('error', () => undefined);
-  call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: '', incremental: false });
-  return {
-    close: () => {
-      call.cancel();
-      client.close();
-    },
-  };
-}
 
 /**
  * The API's `connected` with two replicas on one PostgreSQL database (docs/architecture.md, "The
@@ -39,27 +14,15 @@ function dataplane(address: string, id: string) {
  * the other's hosts alone, and the hosts of a replica whose heartbeat stopped read disconnected.
  */
 describe('connected hosts with two control-plane replicas', () => {
-  let cluster: PgCluster;
-  let stateDir: string;
-  let url: string;
+  const replicas = usePgReplicas('haconn');
   let a: ControlPlane | undefined;
   let b: ControlPlane | undefined;
   const hosts: { close(): void }[] = [];
-  const pool = `127.${200 + Math.floor(Math.random() * 20)}.${1 + Math.floor(Math.random() * 250)}.0/24`;
-  const start = () => startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() });
 
-  beforeAll(async () => {
-    cluster = await startPgCluster();
-    url = await cluster.newDatabase();
-    stateDir = mkdtempSync(join(tmpdir(), 'haconn-state-'));
-  }, 180_000);
-  afterAll(async () => {
+  // Runs before the fixture's afterAll closes the replicas (vitest runs afterAll hooks in reverse).
+  afterAll(() => {
     for (const h of hosts) h.close();
-    await a?.close();
-    await b?.close();
-    await cluster?.stop();
-    rmSync(stateDir, { recursive: true, force: true });
-  }, 60_000);
+  });
 
   /** `connected` and `replica` of every data plane and agent, as one replica's API answers. */
   const status = async (cp: ControlPlane) => {
@@ -71,7 +34,7 @@ describe('connected hosts with two control-plane replicas', () => {
     return Object.fromEntries([...dps, ...agents].map((h) => [h.id, { connected: h.connected, replica: h.replica }]));
   };
   const sql = async (q: string, params: unknown[]) => {
-    const c = new pg.Client({ connectionString: url });
+    const c = new pg.Client({ connectionString: replicas.url });
     await c.connect();
     try {
       return (await c.query(q, params)).rows;
@@ -82,7 +45,7 @@ describe('connected hosts with two control-plane replicas', () => {
   const heartbeatOf = async (id: string) => (await sql('SELECT heartbeat_at FROM control_plane_replicas WHERE id = $1', [id]))[0]?.heartbeat_at as string | undefined;
 
   it('replica B starting leaves the hosts connected to A connected; A taken for dead while alive records them again; once A\'s heartbeat stops they read disconnected, B\'s own stay', async () => {
-    a = await start();
+    a = await replicas.start();
     const idA = a.context.replicas.id;
     expect(idA).not.toBe('');
     hosts.push(dataplane(a.grpcAddress, 'haconn-dp-a'));
@@ -95,7 +58,7 @@ describe('connected hosts with two control-plane replicas', () => {
       return s['haconn-dp-a']?.connected === true && s['haconn-agent-a']?.connected === true;
     }, 20_000);
 
-    b = await start();
+    b = await replicas.start();
     const idB = b.context.replicas.id;
     expect(idB).not.toBe(idA);
     // B has started, cleared what it held and swept at least once: two heartbeats of B recorded.

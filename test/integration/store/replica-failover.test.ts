@@ -1,13 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { silentLogger } from '../../../lib/logger.js';
+import type { ControlPlane } from '../../../control-plane/main.js';
 import { api } from '../../helpers/lab.js';
 import { waitFor } from '../../helpers/backends.js';
-import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 import { startScriptedAgent, type ScriptedAgent } from '../databases/scripted-agent.js';
+import { usePgReplicas } from './pg-replicas.js';
 
 const MYSQL = '/v4/databases/mysql/instances';
 
@@ -18,24 +14,17 @@ const MYSQL = '/v4/databases/mysql/instances';
  * so the holder has no agent of its own and still promotes the most advanced replica.
  */
 describe('failover decided by the lease holder from agents connected to another replica', () => {
-  let cluster: PgCluster;
-  let stateDir: string;
+  const replicas = usePgReplicas('hbl-fo');
   const cps: ControlPlane[] = [];
   const agents = new Map<string, ScriptedAgent>();
-  const pool = `127.${200 + Math.floor(Math.random() * 20)}.${1 + Math.floor(Math.random() * 250)}.0/24`;
 
   beforeAll(async () => {
-    cluster = await startPgCluster();
-    const url = await cluster.newDatabase();
-    stateDir = mkdtempSync(join(tmpdir(), 'hbl-fo-state-'));
-    for (let i = 0; i < 2; i++) cps.push(await startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() }));
+    for (let i = 0; i < 2; i++) cps.push(await replicas.start());
   }, 180_000);
-  afterAll(async () => {
+  // Runs before the fixture's afterAll closes the replicas (vitest runs afterAll hooks in reverse).
+  afterAll(() => {
     for (const a of agents.values()) a.close();
-    for (const cp of cps) await cp.close();
-    await cluster?.stop();
-    rmSync(stateDir, { recursive: true, force: true });
-  }, 60_000);
+  });
 
   it('promotes the most advanced replica when the primary\'s agent goes, with no agent on the holder', async () => {
     const holder = await waitFor(() => {

@@ -1,40 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { grpc, loadConfigProto } from '../../../lib/grpc.js';
-import { silentLogger } from '../../../lib/logger.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ControlPlane } from '../../../control-plane/main.js';
 import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
 import { VersionLedger } from '../../../control-plane/push/snapshot-cache.js';
-import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
 import { api } from '../../helpers/lab.js';
 import { waitFor } from '../../helpers/backends.js';
-import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
 import { startScriptedAgent } from '../databases/scripted-agent.js';
-
-/** A scripted data plane on one replica's config stream: keeps (and ACKs) every snapshot it gets. */
-function dataplane(address: string, id: string) {
-  const proto = loadConfigProto();
-  const client = new proto.fulcrum.v1.ConfigService(address, grpc.credentials.createInsecure()) as any;
-  const call = client.Stream() as grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>;
-  const got: ConfigSnapshot__Output[] = [];
-  call.on('data', (s: ConfigSnapshot__Output) => {
-    got.push(s);
-    call.write({ dataplaneId: id, region: '*', versionApplied: s.version, responseNonce: s.nonce, errorDetail: '' });
-  });
-  call.on('error', () => undefined);
-  call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: '', incremental: false });
-  return {
-    got,
-    close: () => {
-      call.cancel();
-      client.close();
-    },
-  };
-}
+import { scriptedDataplane as dataplane, usePgReplicas } from './pg-replicas.js';
 
 /**
  * Two control-plane replicas on one PostgreSQL database (docs/architecture.md, "The store"): a
@@ -42,27 +16,14 @@ function dataplane(address: string, id: string) {
  * holds the lease for background work, which moves when its holder closes.
  */
 describe('control-plane replicas on one PostgreSQL store', () => {
-  let cluster: PgCluster;
-  let stateDir: string;
-  let url: string;
+  const replicas = usePgReplicas('harp');
   let a: ControlPlane | undefined;
   let b: ControlPlane | undefined;
-  const pool = `127.${200 + Math.floor(Math.random() * 20)}.${1 + Math.floor(Math.random() * 250)}.0/24`;
 
   beforeAll(async () => {
-    cluster = await startPgCluster();
-    url = await cluster.newDatabase();
-    // One state folder: the replicas share the key file and the fleet CA, as docs/install.md says.
-    stateDir = mkdtempSync(join(tmpdir(), 'harp-state-'));
-    a = await startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() });
-    b = await startControlPlane({ stateDir, store: url, insecureGrpc: true, nodebalancerPool: pool, logger: silentLogger() });
+    a = await replicas.start();
+    b = await replicas.start();
   }, 180_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await cluster?.stop();
-    rmSync(stateDir, { recursive: true, force: true });
-  }, 60_000);
 
   it('a NodeBalancer created and changed through replica A reaches a data plane on replica B within 5 s', async () => {
     const dp = dataplane(b!.grpcAddress, 'harp-dp-1');
@@ -140,8 +101,8 @@ describe('control-plane replicas on one PostgreSQL store', () => {
 
   it('two replicas asking for versions at once issue one version per content', async () => {
     const stores = [
-      await openPostgresStore(url, { kekFile: join(stateDir, 'keys', 'kek') }),
-      await openPostgresStore(url, { kekFile: join(stateDir, 'keys', 'kek') }),
+      await openPostgresStore(replicas.url, { kekFile: join(replicas.stateDir, 'keys', 'kek') }),
+      await openPostgresStore(replicas.url, { kekFile: join(replicas.stateDir, 'keys', 'kek') }),
     ];
     try {
       const ledgers = stores.map((s) => new VersionLedger(s.kv, 'harp_version'));
@@ -160,7 +121,7 @@ describe('control-plane replicas on one PostgreSQL store', () => {
   it('a lease whose session dies is taken again, by one replica', async () => {
     const holders = () => [a, b].filter((cp) => cp?.context.replicas.leaseHeld());
     await waitFor(() => holders().length === 1, 10_000);
-    const admin = new pg.Client({ connectionString: url });
+    const admin = new pg.Client({ connectionString: replicas.url });
     await admin.connect();
     try {
       const leasePid = async () => (await admin.query("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted", [0x46554c45])).rows[0]?.pid as number | undefined;
@@ -187,9 +148,7 @@ describe('control-plane replicas on one PostgreSQL store', () => {
     const holder = holders()[0]!;
     const other = holder === a ? b! : a!;
     expect(other.context.replicas.leaseHeld()).toBe(false);
-    await holder.close();
-    if (holder === a) a = undefined;
-    else b = undefined;
+    await replicas.close(holder);
     const start = Date.now();
     await waitFor(() => other.context.replicas.leaseHeld(), 10_000);
     expect(Date.now() - start).toBeLessThan(10_000);
