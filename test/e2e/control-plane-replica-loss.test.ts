@@ -7,7 +7,7 @@ import mysql from 'mysql2/promise';
 import { createProcessRuntime } from '../../agent/runtime/process-runtime.js';
 import { silentLogger } from '../../lib/logger.js';
 import { CONNECT_TIMEOUT_MS } from '../../lib/control-plane-client.js';
-import { api, testRateLimits, until } from '../helpers/lab.js';
+import { api, until } from '../helpers/lab.js';
 import { startPgCluster, type PgCluster } from '../helpers/postgres.js';
 import { attemptLog, copyReplicaKeys, logLines, metricValue, startProc, startReplica, type Proc, type ReplicaProc } from '../helpers/replica-procs.js';
 import { ask, echoBackend, freePort } from '../helpers/tcp.js';
@@ -103,8 +103,7 @@ describe('a control-plane replica is SIGKILLed', () => {
     const store = await pgc!.newDatabase();
     const [grpcA, bootA, grpcB, bootB] = [await freePort(), await freePort(), await freePort(), await freePort()];
     const cpArgs = ['--nodebalancer-pool', `127.77.${octet}.0/24`, '--database-pool', `127.78.${octet}.0/24`,
-      '--backend-networks', '127.0.0.0/8', '--backend-exclude', '127.79.0.0/16',
-      '--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp)];
+      '--backend-networks', '127.0.0.0/8', '--backend-exclude', '127.79.0.0/16'];
     a = await startReplica('replica-a', { stateDir: stateA, store, grpcPort: grpcA, bootstrapPort: bootA, args: cpArgs });
     // B shares A's key file, fleet CA and admin token (docs/install.md, "PostgreSQL").
     copyReplicaKeys(stateA, stateB);

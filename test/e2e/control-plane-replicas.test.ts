@@ -9,7 +9,7 @@ import { echoBackend, freePort } from '../helpers/tcp.js';
 import type { TcpBackend } from '../helpers/backends.js';
 import { prng } from '../helpers/random.js';
 import { startPgCluster, type PgCluster } from '../helpers/postgres.js';
-import { copyReplicaKeys, spawnProc, startReplica, type Proc, type Replica } from './replicas/processes.js';
+import { copyReplicaKeys, startProc, startReplica, type Proc, type ReplicaProc } from '../helpers/replica-procs.js';
 import { ReplicaClient, type Base } from './replicas/client.js';
 import { barrier, Ledger, runWorker, type Backend } from './replicas/load.js';
 import { compare, readFinal, TrafficCheck } from './replicas/check.js';
@@ -43,8 +43,8 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
   const nodePool = `127.79.${dbOctet}.0/24`;
   const endpointSource = `127.76.${dbOctet}.1`;
   const backendNet = `127.${beA}.${beB}.0/24`;
-  let a: Replica;
-  let b: Replica;
+  let a: ReplicaProc;
+  let b: ReplicaProc;
 
   beforeAll(async () => {
     cluster = await startPgCluster();
@@ -87,20 +87,20 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
       return r.body.token as string;
     };
     const list = `${a.grpcAddress},${b.grpcAddress}`;
-    const dp = spawnProc('dataplane', ['dataplane', '--control-plane', list, '--state', dirs.dp, '--workers', '1', '--endpoint-source', endpointSource,
+    const dp = startProc('dataplane', ['dataplane', '--control-plane', list, '--state', dirs.dp, '--workers', '1', '--endpoint-source', endpointSource,
       '--join', await joinToken('dataplane', 'harep-dp')]);
     procs.push(dp);
-    const agent = spawnProc('agent', ['agent', '--control-plane', list, '--state', dirs.agent, '--runtime', 'process', '--node-pool', nodePool,
+    const agent = startProc('agent', ['agent', '--control-plane', list, '--state', dirs.agent, '--runtime', 'process', '--node-pool', nodePool,
       '--stop-nodes-on-exit', '--join', await joinToken('agent', 'harep-agent')]);
     procs.push(agent);
-    const connectedTo = async (r: Replica) => {
+    const connectedTo = async (r: ReplicaProc) => {
       const call = api(r.apiUrl, r.adminToken);
       const dps = (await call('GET', '/v4/fulcrum/dataplanes')).body.data as { id: string; connected: boolean }[];
       const agents = (await call('GET', '/v4/fulcrum/agents')).body.data as { id: string; connected: boolean }[];
       return dps.some((d) => d.id === 'harep-dp' && d.connected) && agents.some((x) => x.id === 'harep-agent' && x.connected);
     };
     await until('hosts connected to A', () => {
-      if (!dp.alive() || !agent.alive()) throw new Error(`a host exited: ${dp.output()}\n${agent.output()}`);
+      if (dp.exited() || agent.exited()) throw new Error(`a host exited: ${dp.output()}\n${agent.output()}`);
       return connectedTo(a);
     }, 90_000, 200);
 
@@ -158,7 +158,7 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
     }));
     await Promise.all(workers);
     expect(killedAt).toBeGreaterThan(0);
-    expect(a.alive()).toBe(false);
+    expect(a.exited()).toBe(true);
     const lastWrite = ledger.lastWriteAt;
 
     // The data plane (on B by now) serves the final state: real connections to real backends.

@@ -59,7 +59,8 @@ export function runFulcrum(args: string[]): ChildProcess {
  * explicitly. test/security/api-tls-limits.test.ts checks the product defaults.
  */
 export const testRateLimits = { perToken: 100_000, perIp: 100_000, stats: 100_000 };
-const testRateLimitFlags = ['--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp),
+/** The same limits as `fulcrum control-plane` (or `lab`) flags. */
+export const testRateLimitFlags = ['--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp),
   '--api-stats-rate-limit', String(testRateLimits.stats)];
 
 /** Starts `fulcrum lab` on random ports in a fresh (or given) state folder and waits for lab.json. */

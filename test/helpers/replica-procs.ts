@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runFulcrum, until } from './lab.js';
+import { runFulcrum, testRateLimitFlags, until } from './lab.js';
 
 /**
  * Control-plane replicas, data planes and agents as real `fulcrum` processes, for the tests of
@@ -12,6 +12,8 @@ export interface Proc {
   readonly proc: ChildProcess;
   /** Every line the process wrote to stdout or stderr so far. */
   readonly log: string[];
+  /** All it wrote so far as one text, an unfinished last line included (for failure messages). */
+  output(): string;
   /** Whether it has exited. */
   exited(): boolean;
   /** Sends `signal` and waits for the exit. */
@@ -35,6 +37,7 @@ export function startProc(name: string, args: string[]): Proc {
     name,
     proc,
     log,
+    output: () => [...log, buf].join('\n'),
     exited: () => proc.exitCode !== null || proc.signalCode !== null,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
@@ -52,12 +55,13 @@ export interface ReplicaProc extends Proc {
 
 /**
  * `fulcrum control-plane` on `store`, with its gRPC and bootstrap ports given (the hosts list
- * them) and a metrics listener (its open-stream gauges say which hosts are on this replica).
- * Resolves once it has written control-plane.json.
+ * them), a metrics listener (its open-stream gauges say which hosts are on this replica) and the
+ * tests' API rate limits (`testRateLimits`: the tests poll far more often than a client may).
+ * Resolves once it has written control-plane.json; rejects, with its last lines, if it exits first.
  */
 export async function startReplica(name: string, o: { stateDir: string; store: string; grpcPort: number; bootstrapPort: number; args?: string[] }): Promise<ReplicaProc> {
   const p = startProc(name, ['control-plane', '--state', o.stateDir, '--store', o.store, '--api-port', '0', '--grpc-port', String(o.grpcPort),
-    '--bootstrap-port', String(o.bootstrapPort), '--metrics-port', '0', ...(o.args ?? [])]);
+    '--bootstrap-port', String(o.bootstrapPort), '--metrics-port', '0', ...testRateLimitFlags, ...(o.args ?? [])]);
   const info = await until(`${name} started`, () => {
     if (p.exited()) throw new Error(`${name} exited: ${p.log.slice(-20).join('\n')}`);
     try {
