@@ -2,18 +2,15 @@ import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { loopback, patternBytes, sha256, startTcpBackend, waitFor, type TcpBackend } from '../../helpers/backends.js';
-import { cleanup, newEngine } from './engine-harness.js';
-import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
+import { cleanup, serveOneConfig } from './engine-harness.js';
+import { config, node } from './snapshot.js';
 import { greeting, readAll, readLine, tcpConnect } from './clients.js';
 
 async function tcpSetup(names: string[], extra: Parameters<typeof config>[2] = {}) {
   const backends: TcpBackend[] = [];
   for (const n of names) backends.push(await startTcpBackend(n));
   for (const b of backends) cleanup.push(() => b.close());
-  const ip = loopback();
-  const port = await freePort(ip);
-  const { engine } = newEngine();
-  await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, backends.map((b) => node(b.address)), extra)])]));
+  const { ip, port, engine } = await serveOneConfig(backends.map((b) => node(b.address)), extra);
   return { backends, ip, port, engine };
 }
 
@@ -28,10 +25,7 @@ describe('balancing over tcp', () => {
     const a = await startTcpBackend('a');
     const b = await startTcpBackend('b');
     cleanup.push(() => a.close(), () => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(a.address, { weight: 1 }), node(b.address, { weight: 3 })])])]));
+    const { ip, port } = await serveOneConfig([node(a.address, { weight: 1 }), node(b.address, { weight: 3 })]);
     const counts: Record<string, number> = {};
     for (let i = 0; i < 400; i++) {
       const w = await greeting(ip, port);
@@ -96,10 +90,7 @@ describe('balancing over tcp', () => {
       },
     });
     cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(b.address)])])]));
+    const { ip, port } = await serveOneConfig([node(b.address)]);
     const s = await tcpConnect(ip, port);
     s.end('hello');
     let text = '';
@@ -119,10 +110,7 @@ describe('balancing over tcp', () => {
       },
     });
     cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(b.address)])])]));
+    const { ip, port } = await serveOneConfig([node(b.address)]);
     const s = await tcpConnect(ip, port);
     const up = patternBytes(8 * 1024 * 1024, 6);
     const received = readAll(s);

@@ -1,7 +1,7 @@
 import { Agent, createServer as createHttpServer, request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loopback, patternBytes, sha256, startHttpBackend, waitFor } from '../../helpers/backends.js';
-import { cleanup, newEngine } from './engine-harness.js';
+import { cleanup, newEngine, serveOneConfig } from './engine-harness.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 import { get } from './http-client.js';
 import { readAll, tcpConnect } from './clients.js';
@@ -9,10 +9,7 @@ import { readAll, tcpConnect } from './clients.js';
 async function httpSetup(names: string[], extra: Parameters<typeof config>[2] = {}, weights?: number[]) {
   const backends = await Promise.all(names.map((n) => startHttpBackend(n)));
   for (const b of backends) cleanup.push(() => b.close());
-  const ip = loopback();
-  const port = await freePort(ip);
-  const { engine } = newEngine();
-  await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, backends.map((b, i) => node(b.address, { weight: weights?.[i] ?? 1 })), { protocol: 'http', ...extra })])]));
+  const { ip, port, engine } = await serveOneConfig(backends.map((b, i) => node(b.address, { weight: weights?.[i] ?? 1 })), { protocol: 'http', ...extra });
   return { backends, ip, port, engine, url: `http://${ip}:${port}` };
 }
 
@@ -71,10 +68,7 @@ describe('http proxy', () => {
       srv.closeAllConnections();
       srv.close(() => r());
     }));
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(`${bip}:${(srv.address() as { port: number }).port}`)], { protocol: 'http' })])]));
+    const { ip, port } = await serveOneConfig([node(`${bip}:${(srv.address() as { port: number }).port}`)], { protocol: 'http' });
     for (let i = 0; i < 5; i++) {
       const s = await tcpConnect(ip, port);
       s.write(`GET /c${i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
@@ -153,10 +147,7 @@ describe('http proxy', () => {
   });
 
   it('answers 503 with a small body when no node can serve', async () => {
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node('127.0.0.1:1', { mode: 'reject' })], { protocol: 'http' })])]));
+    const { ip, port } = await serveOneConfig([node('127.0.0.1:1', { mode: 'reject' })], { protocol: 'http' });
     const r = await get(`http://${ip}:${port}/`);
     expect(r.status).toBe(503);
     expect(r.body.toString()).toMatch(/No server is available/);

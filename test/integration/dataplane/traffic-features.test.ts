@@ -1,8 +1,8 @@
 import { Agent } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loopback, startHttpBackend, startTcpBackend, waitFor, type HttpBackend, type TcpBackend } from '../../helpers/backends.js';
-import { cleanup, newEngine } from './engine-harness.js';
-import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
+import { cleanup, serveOneConfig } from './engine-harness.js';
+import { node, snapshot } from './snapshot.js';
 import { greeting, tcpConnect } from './clients.js';
 import { get } from './http-client.js';
 
@@ -11,10 +11,7 @@ describe('stickiness', () => {
     const backends: TcpBackend[] = [];
     for (const n of ['a', 'b', 'c']) backends.push(await startTcpBackend(n));
     for (const b of backends) cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, backends.map((b) => node(b.address)), { stickiness: 'table', checkPassive: true })])]));
+    const { ip, port } = await serveOneConfig(backends.map((b) => node(b.address)), { stickiness: 'table', checkPassive: true });
     const client = loopback();
     const first = await greeting(ip, port, client);
     for (let i = 0; i < 199; i++) expect(await greeting(ip, port, client)).toBe(first);
@@ -32,10 +29,7 @@ describe('stickiness', () => {
     const backends: HttpBackend[] = [];
     for (const n of ['a', 'b']) backends.push(await startHttpBackend(n));
     for (const b of backends) cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, backends.map((b) => node(b.address)), { protocol: 'http', stickiness: 'http_cookie' })])]));
+    const { ip, port } = await serveOneConfig(backends.map((b) => node(b.address)), { protocol: 'http', stickiness: 'http_cookie' });
     const url = `http://${ip}:${port}/`;
     const r0 = await get(url);
     const setCookie = r0.headers['set-cookie']![0];
@@ -69,12 +63,8 @@ describe('stickiness', () => {
     const backends: HttpBackend[] = [];
     for (const n of ['a', 'b']) backends.push(await startHttpBackend(n));
     for (const b of backends) cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
     const nodes = backends.map((b) => node(b.address));
-    const nb = nodebalancer(ip, [config(port, nodes, { protocol: 'http', stickiness: 'http_cookie' })]);
-    await engine.apply(snapshot(1, [nb]));
+    const { ip, port, engine, nb } = await serveOneConfig(nodes, { protocol: 'http', stickiness: 'http_cookie' });
     const url = `http://${ip}:${port}/`;
     let cookieA = '';
     while (!cookieA) {
@@ -91,10 +81,7 @@ describe('client_conn_throttle', () => {
   it('with 5/s a client opening 50 connections in a second gets 5 (+-1) through; another IP gets all 3', async () => {
     const b = await startTcpBackend('t');
     cleanup.push(() => b.close());
-    const ip = loopback();
-    const port = await freePort(ip);
-    const { engine } = newEngine();
-    await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(b.address)])], { clientConnThrottle: 5 })]));
+    const { ip, port } = await serveOneConfig([node(b.address)], {}, { clientConnThrottle: 5 });
     const noisy = loopback();
     const results = await Promise.all(Array.from({ length: 50 }, () => greeting(ip, port, noisy).catch(() => '')));
     const ok = results.filter((r) => r === 't').length;
@@ -111,10 +98,7 @@ describe('PROXY protocol', () => {
     it(`${version}: the backend reads the true client address and port, and connection checks send a valid header`, async () => {
       const b = await startTcpBackend('pp', { expectProxy: true });
       cleanup.push(() => b.close());
-      const ip = loopback();
-      const port = await freePort(ip);
-      const { engine } = newEngine();
-      await engine.apply(snapshot(1, [nodebalancer(ip, [config(port, [node(b.address)], { proxyProtocol: version, check: 'connection', checkInterval: 30, checkTimeout: 2 })])]));
+      const { ip, port } = await serveOneConfig([node(b.address)], { proxyProtocol: version, check: 'connection', checkInterval: 30, checkTimeout: 2 });
       // The connection check's header (v2: LOCAL; v1: the check socket's own endpoints).
       await waitFor(() => b.proxyHeaders.length >= 1, 5000, 'health check header');
       const check = b.proxyHeaders[0];
