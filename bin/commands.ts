@@ -125,15 +125,8 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
   const stateDir = required(f.state as string | undefined, 'state');
   mkdirSync(stateDir, { recursive: true });
   const dp = await startDataplane({
-    // With a certificate, id and region come from it (and may be left out here).
-    id: f.id as string | undefined,
-    region: f.region as string | undefined,
-    join: f.join as string | undefined,
-    insecureGrpc: Boolean(f['insecure-grpc']),
-    controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
+    ...hostFlags(f),
     stateDir,
-    metricsHost: f['metrics-host'] as string | undefined,
-    metricsPort: f['metrics-port'] as number | undefined,
     nofile: f.nofile as number | undefined,
     endpointSource: f['endpoint-source'] as string | undefined,
     limits: {
@@ -187,6 +180,23 @@ function vrrpFlags(f: Record<string, unknown>) {
   return { iface, peers: list(f['vrrp-peers']) ?? [], priority: (f['vrrp-priority'] as number | undefined) ?? 100, routerId: (f['vrrp-router-id'] as number | undefined) ?? 51 };
 }
 
+/**
+ * The flags a data plane and an agent share: who the host is, how it reaches the control plane
+ * (docs/security/grpc.md) and where its metrics listen.
+ */
+function hostFlags(f: Record<string, unknown>) {
+  return {
+    // With a certificate, id and region come from it (and may be left out here).
+    id: f.id as string | undefined,
+    region: f.region as string | undefined,
+    join: f.join as string | undefined,
+    insecureGrpc: Boolean(f['insecure-grpc']),
+    controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
+    metricsHost: f['metrics-host'] as string | undefined,
+    metricsPort: f['metrics-port'] as number | undefined,
+  };
+}
+
 export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
@@ -200,18 +210,11 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
   const { startAgent } = await import('../agent/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const agent = await startAgent({
-    // With a certificate, id and region come from it (and may be left out here).
-    id: f.id as string | undefined,
-    region: f.region as string | undefined,
-    join: f.join as string | undefined,
-    insecureGrpc: Boolean(f['insecure-grpc']),
-    controlPlane: required(f['control-plane'] as string | undefined, 'control-plane'),
+    ...hostFlags(f),
     stateDir,
     runtime,
     enginesFile: f.engines as string | undefined,
     nodeAddressPool: nodePool,
-    metricsHost: f['metrics-host'] as string | undefined,
-    metricsPort: f['metrics-port'] as number | undefined,
   });
   writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid }, null, 2));
   onShutdown(() => agent.close({ stopNodes: Boolean(f['stop-nodes-on-exit']) }));
