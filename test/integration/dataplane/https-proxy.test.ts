@@ -1,21 +1,14 @@
 import { connect as tlsConnect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
-import { makeCa, makeCert, makeDhParams, type Pem } from '../../helpers/certs.js';
+import { describe, expect, it } from 'vitest';
+import { makeCert, makeDhParams } from '../../helpers/certs.js';
 import { loopback, startHttpBackend } from '../../helpers/backends.js';
 import { cleanup, newEngine } from './engine-harness.js';
 import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 import { httpsGet } from './http-client.js';
-import { firstTicket, tlsSession } from './tls-session.js';
+import { firstTicket, tlsSession, useNbCerts } from './tls-session.js';
 
-let ca: Pem;
-let certA: Pem;
-let certB: Pem;
-beforeAll(() => {
-  ca = makeCa();
-  certA = makeCert(ca, 'a.nb.test');
-  certB = makeCert(ca, 'b.nb.test');
-});
+const certs = useNbCerts();
 
 async function setup() {
   const backend = await startHttpBackend('tls-backend');
@@ -23,8 +16,8 @@ async function setup() {
   const ip = loopback();
   const [p1, p2] = [await freePort(ip), await freePort(ip)];
   const { engine } = newEngine();
-  const c1 = config(p1, [node(backend.address)], { protocol: 'https', sslCert: certA.cert, sslKey: certA.key });
-  const c2 = config(p2, [node(backend.address)], { protocol: 'https', sslCert: certB.cert, sslKey: certB.key, cipherSuite: 'legacy' });
+  const c1 = config(p1, [node(backend.address)], { protocol: 'https', sslCert: certs.certA.cert, sslKey: certs.certA.key });
+  const c2 = config(p2, [node(backend.address)], { protocol: 'https', sslCert: certs.certB.cert, sslKey: certs.certB.key, cipherSuite: 'legacy' });
   const nb = nodebalancer(ip, [c1, c2]);
   await engine.apply(snapshot(1, [nb]));
   return { backend, ip, p1, p2, engine, nb, c1, c2 };
@@ -33,7 +26,7 @@ async function setup() {
 /** Handshake only; resolves with the negotiated cipher or rejects. */
 function handshake(ip: string, port: number, opts: { ciphers?: string; maxVersion?: 'TLSv1.2' | 'TLSv1.3'; servername: string }): Promise<string> {
   return new Promise((resolve, reject) => {
-    const s = tlsConnect({ host: ip, port, ca: ca.cert, servername: opts.servername, ciphers: opts.ciphers, maxVersion: opts.maxVersion }, () => {
+    const s = tlsConnect({ host: ip, port, ca: certs.ca.cert, servername: opts.servername, ciphers: opts.ciphers, maxVersion: opts.maxVersion }, () => {
       const c = s.getCipher().name;
       s.destroy();
       resolve(c);
@@ -45,7 +38,7 @@ function handshake(ip: string, port: number, opts: { ciphers?: string; maxVersio
 describe('https proxy', () => {
   it('resumes a TLS session from its ticket on a new connection (TLS 1.2 and 1.3), so a returning client skips the full handshake', async () => {
     const { ip, p1 } = await setup();
-    const target = { ip, port: p1, ca: ca.cert, servername: 'a.nb.test' };
+    const target = { ip, port: p1, ca: certs.ca.cert, servername: 'a.nb.test' };
     for (const v of ['TLSv1.2', 'TLSv1.3'] as const) {
       const ticket = await firstTicket(target, v);
       const second = await tlsSession(target, v, ticket);
@@ -57,7 +50,7 @@ describe('https proxy', () => {
     const { backend, ip, p1 } = await setup();
     const client = loopback();
     for (const v of ['TLSv1.2', 'TLSv1.3'] as const) {
-      const r = await httpsGet(`https://${ip}:${p1}/x`, { ca: ca.cert, minVersion: v, maxVersion: v, servername: 'a.nb.test', localAddress: client });
+      const r = await httpsGet(`https://${ip}:${p1}/x`, { ca: certs.ca.cert, minVersion: v, maxVersion: v, servername: 'a.nb.test', localAddress: client });
       expect(r.protocol).toBe(v);
       expect(r.cert.subject.CN).toBe('a.nb.test');
       expect(r.status).toBe(200);
@@ -69,8 +62,8 @@ describe('https proxy', () => {
 
   it('serves each https config its own certificate on one NodeBalancer', async () => {
     const { ip, p1, p2 } = await setup();
-    const a = await httpsGet(`https://${ip}:${p1}/`, { ca: ca.cert, servername: 'a.nb.test' });
-    const b = await httpsGet(`https://${ip}:${p2}/`, { ca: ca.cert, servername: 'b.nb.test' });
+    const a = await httpsGet(`https://${ip}:${p1}/`, { ca: certs.ca.cert, servername: 'a.nb.test' });
+    const b = await httpsGet(`https://${ip}:${p2}/`, { ca: certs.ca.cert, servername: 'b.nb.test' });
     expect(a.cert.subject.CN).toBe('a.nb.test');
     expect(b.cert.subject.CN).toBe('b.nb.test');
   });
@@ -79,7 +72,7 @@ describe('https proxy', () => {
     const { ip, p1 } = await setup();
     await expect(new Promise((resolve, reject) => {
       // SECLEVEL=0 lets this client really offer TLS 1.1, so the refusal is the server's.
-      const s = tlsConnect({ host: ip, port: p1, ca: ca.cert, servername: 'a.nb.test', minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' }, () => resolve(s.getProtocol()));
+      const s = tlsConnect({ host: ip, port: p1, ca: certs.ca.cert, servername: 'a.nb.test', minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' }, () => resolve(s.getProtocol()));
       s.on('error', reject);
     })).rejects.toThrow(/protocol version|alert/i);
   });
@@ -96,13 +89,13 @@ describe('https proxy', () => {
   it('applies a changed certificate (with its CA chain) without rebinding, and keeps open connections', async () => {
     const { ip, p1, engine, nb, c1 } = await setup();
     const held = await new Promise<import('node:tls').TLSSocket>((resolve, reject) => {
-      const s = tlsConnect({ host: ip, port: p1, ca: ca.cert, servername: 'a.nb.test' }, () => resolve(s));
+      const s = tlsConnect({ host: ip, port: p1, ca: certs.ca.cert, servername: 'a.nb.test' }, () => resolve(s));
       s.on('error', reject);
     });
-    const fresh = makeCert(ca, 'renewed.nb.test');
-    const chain = fresh.cert + ca.cert;
+    const fresh = makeCert(certs.ca, 'renewed.nb.test');
+    const chain = fresh.cert + certs.ca.cert;
     await engine.apply(snapshot(2, [{ ...nb, configs: [{ ...c1, sslCert: chain, sslKey: fresh.key }, nb.configs![1]] }]));
-    const r = await httpsGet(`https://${ip}:${p1}/`, { ca: ca.cert, servername: 'renewed.nb.test' });
+    const r = await httpsGet(`https://${ip}:${p1}/`, { ca: certs.ca.cert, servername: 'renewed.nb.test' });
     expect(r.cert.subject.CN).toBe('renewed.nb.test');
     // The connection opened before the change still works.
     held.write('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
@@ -112,21 +105,21 @@ describe('https proxy', () => {
       held.on('end', () => resolve(t));
     });
     expect(text).toMatch(/^HTTP\/1\.1 200/);
-    expect(new X509Certificate(certA.cert).subject).toContain('a.nb.test');
+    expect(new X509Certificate(certs.certA.cert).subject).toContain('a.nb.test');
   });
 
   it('DH parameters appended to the certificate enable the DHE suites', async () => {
     const { ip, p1, engine, nb, c1 } = await setup();
     const dhe = 'DHE-RSA-AES128-GCM-SHA256';
     await expect(handshake(ip, p1, { ciphers: dhe, maxVersion: 'TLSv1.2', servername: 'a.nb.test' })).rejects.toThrow();
-    await engine.apply(snapshot(4, [{ ...nb, configs: [{ ...c1, sslCert: certA.cert + makeDhParams() }, nb.configs![1]] }]));
+    await engine.apply(snapshot(4, [{ ...nb, configs: [{ ...c1, sslCert: certs.certA.cert + makeDhParams() }, nb.configs![1]] }]));
     expect(await handshake(ip, p1, { ciphers: dhe, maxVersion: 'TLSv1.2', servername: 'a.nb.test' })).toBe(dhe);
   });
 
   it('rejects a snapshot whose key does not match its certificate', async () => {
     const { engine, nb, c1, ip, p1 } = await setup();
-    await expect(engine.apply(snapshot(3, [{ ...nb, configs: [{ ...c1, sslKey: certB.key }, nb.configs![1]] }]))).rejects.toThrow(/ssl_key does not match/);
-    const r = await httpsGet(`https://${ip}:${p1}/`, { ca: ca.cert, servername: 'a.nb.test' });
+    await expect(engine.apply(snapshot(3, [{ ...nb, configs: [{ ...c1, sslKey: certs.certB.key }, nb.configs![1]] }]))).rejects.toThrow(/ssl_key does not match/);
+    const r = await httpsGet(`https://${ip}:${p1}/`, { ca: certs.ca.cert, servername: 'a.nb.test' });
     expect(r.cert.subject.CN).toBe('a.nb.test');
   });
 });

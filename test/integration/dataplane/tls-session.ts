@@ -1,5 +1,24 @@
 import { connect as tlsConnect } from 'node:tls';
-import { expect } from 'vitest';
+import { beforeAll, expect } from 'vitest';
+import { makeCa, makeCert, type Pem } from '../../helpers/certs.js';
+
+/** A test CA and the certificates of two https configs, `a.nb.test` and `b.nb.test`. */
+export interface NbCerts {
+  ca: Pem;
+  certA: Pem;
+  certB: Pem;
+}
+
+/** Registers a beforeAll that makes the file's `NbCerts` once; read them in tests and hooks. */
+export function useNbCerts(): NbCerts {
+  const certs = {} as NbCerts;
+  beforeAll(() => {
+    certs.ca = makeCa();
+    certs.certA = makeCert(certs.ca, 'a.nb.test');
+    certs.certB = makeCert(certs.ca, 'b.nb.test');
+  });
+  return certs;
+}
 
 export type TlsVersion = 'TLSv1.2' | 'TLSv1.3';
 

@@ -1,8 +1,7 @@
-import { beforeAll, describe, expect, it } from 'vitest';
-import { makeCa, makeCert, type Pem } from '../../helpers/certs.js';
+import { describe, expect, it } from 'vitest';
 import { startHttpBackend, waitFor } from '../../helpers/backends.js';
 import { config, node, nodebalancer, snapshot } from './snapshot.js';
-import { firstTicket, tlsSession, type TlsTarget, type TlsVersion } from './tls-session.js';
+import { firstTicket, tlsSession, useNbCerts, type TlsTarget, type TlsVersion } from './tls-session.js';
 import { cleanup, startTwoWorkers, workerPids } from './workers-fixture.js';
 
 /**
@@ -12,25 +11,18 @@ import { cleanup, startTwoWorkers, workerPids } from './workers-fixture.js';
  * Addresses: 127.61.20.0/24.
  */
 
-let ca: Pem;
-let certA: Pem;
-let certB: Pem;
-beforeAll(() => {
-  ca = makeCa();
-  certA = makeCert(ca, 'a.nb.test');
-  certB = makeCert(ca, 'b.nb.test');
-});
+const certs = useNbCerts();
 
 describe('TLS resumption across workers', () => {
   it('a ticket one worker issued resumes on the other, and on workers started after it (reload); never on another config', async () => {
     const backend = await startHttpBackend('tls-w', '127.61.20.2');
     cleanup.push(() => backend.close());
     const ip = '127.61.20.1';
-    const a = config(7620, [node(backend.address)], { protocol: 'https', sslCert: certA.cert, sslKey: certA.key });
-    const b = config(7621, [node(backend.address)], { protocol: 'https', sslCert: certB.cert, sslKey: certB.key });
+    const a = config(7620, [node(backend.address)], { protocol: 'https', sslCert: certs.certA.cert, sslKey: certs.certA.key });
+    const b = config(7621, [node(backend.address)], { protocol: 'https', sslCert: certs.certB.cert, sslKey: certs.certB.key });
     const dp = await startTwoWorkers(snapshot(1, [nodebalancer(ip, [a, b])]));
-    const onA: TlsTarget = { ip, port: 7620, ca: ca.cert, servername: 'a.nb.test' };
-    const onB: TlsTarget = { ip, port: 7621, ca: ca.cert, servername: 'b.nb.test' };
+    const onA: TlsTarget = { ip, port: 7620, ca: certs.ca.cert, servername: 'a.nb.test' };
+    const onB: TlsTarget = { ip, port: 7621, ca: certs.ca.cert, servername: 'b.nb.test' };
     await waitFor(() => tlsSession(onA, 'TLSv1.3').then(() => true, () => false), 30_000, 'https listener up');
 
     const tickets: Record<TlsVersion, Buffer> = { 'TLSv1.2': Buffer.alloc(0), 'TLSv1.3': Buffer.alloc(0) };
