@@ -113,7 +113,9 @@ describe('a list of control-plane addresses', () => {
     expect(toA).toBeLessThan(5_000);
     expect(failures).toBe(0);
     expect(served).toBeGreaterThan(5);
-  });
+    // Its waits add up past the project's 60 s on a loaded machine; the budgets that matter
+    // (toB, toA, no failed connection) are asserted above.
+  }, 150_000);
 
   it('joins and renews through the first replica whose bootstrap endpoint answers', async () => {
     const joinState = mkdtempSync(join(tmpdir(), 'ops-replicas-join-'));
