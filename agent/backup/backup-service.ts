@@ -18,7 +18,7 @@ import { sealedWriter } from './sealed-writer.js';
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
   'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
-  | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints'>;
+  | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints' | 'deleted'>;
 
 const DUMP_FILE = 'dump.sql.gz';
 const ENCRYPTED_FILE = 'dump.sql.gz.aes';
@@ -378,8 +378,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         return m;
       } catch (err) {
         const cause = (err as Error).message;
-        // A database deleted meanwhile (its server stopped under the copy) needs no base at all.
-        if (!c.state) throw err;
+        // A database being deleted (its server stopped under the copy) needs no base at all.
+        if (!c.state || c.deleted || !c.desired) throw err;
         if (o.physicalOnly) {
           log.warn({ database: c.id, backup: id, node, ms: Date.now() - started, err: cause }, 'physical base backup failed; forks keep the older base');
           throw new Error(`physical base backup failed: ${cause}`);
