@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chown, mkdir, rm, stat } from 'node:fs/promises';
+import { chown, mkdir, rm, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { finished, pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
@@ -21,6 +21,15 @@ export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.gz.aes';
  * fails. Polling every 50 ms costs nothing measurable.
  */
 export const LOG_COPY_INTERVAL_MS = 50;
+
+/**
+ * Whether a spool of about `dataBytes` fits in `freeBytes` and still leaves the server's disk a
+ * margin (a tenth of the free space, at least 256 MB): the spool shares the disk with the data
+ * directory, and a server that cannot write stops taking writes.
+ */
+export function roomToSpool(freeBytes: number, dataBytes: number): boolean {
+  return freeBytes - dataBytes >= Math.max(256 * 1024 * 1024, freeBytes / 10);
+}
 
 /** A physical copy (mariadb-backup): only forks load it, never a restore in place. */
 export const isPhysical = (m: Pick<BackupManifest, 'format'>): boolean => m.format.startsWith('mariadb-backup+');
@@ -97,6 +106,8 @@ export async function takePhysical(
     gtid: await gtidCurrentPos(x),
     databases: await customerSchemas(x),
     datadir: String((await q(x, 'SELECT @@datadir AS d'))[0]?.d ?? ''),
+    // What the copy will hold, roughly: every table's pages, plus the system tablespace's.
+    dataBytes: Number((await q(x, 'SELECT SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE) AS n FROM information_schema.TABLES'))[0]?.n ?? 0),
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
@@ -104,6 +115,10 @@ export async function takePhysical(
   await scratch(run.host, tmp);
   const spool = join(run.host, `backup-spool-${id}.mbstream`);
   try {
+    const fs = await statfs(run.host);
+    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
+      throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
+    }
     const encrypted = c.desired?.encrypted === true;
     const raw = createWriteStream(spool, { mode: 0o600 });
     const spooled = finished(raw).then(() => undefined, (err: Error) => err);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backupErrorTail, isPhysical, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
+import { backupErrorTail, isPhysical, roomToSpool, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
 import { bytesAfter } from '../../../agent/binlog/archiver.js';
 
 describe('physical base backups (mariadb-backup)', () => {
@@ -57,5 +57,15 @@ describe('physical base backups (mariadb-backup)', () => {
     expect(backupErrorTail('')).toBe('(no output)');
     expect(backupErrorTail("mariadb-backup: Got error: 1045: Access denied for user 'root'@'localhost'\ndone"))
       .toBe("mariadb-backup: Got error: 1045: Access denied for user 'root'@'localhost' | done");
+  });
+
+  it('spools a copy only where it leaves the disk a margin of a tenth of the free space, at least 256 MB', () => {
+    const MB = 1024 * 1024;
+    expect(roomToSpool(10_000 * MB, 1_000 * MB)).toBe(true);
+    expect(roomToSpool(10_000 * MB, 9_000 * MB)).toBe(true);
+    expect(roomToSpool(10_000 * MB, 9_001 * MB)).toBe(false);
+    expect(roomToSpool(1_000 * MB, 744 * MB)).toBe(true);
+    expect(roomToSpool(1_000 * MB, 745 * MB)).toBe(false);
+    expect(roomToSpool(100 * MB, 0)).toBe(false);
   });
 });
