@@ -4,6 +4,8 @@
  * local file first, mariadb-backup's output waited on gzip and storage, its redo-log copy fell
  * behind the server's 32 MB redo log ("Was only able to copy log ... try increasing
  * innodb_log_file_size"), and the base silently became a logical dump (docs/agent.md §6).
+ * And when a copy does fail: the warning carries the tool's reason, a chain's first base falls
+ * back to a dump, a base wanted only for fork speed does not.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -41,7 +43,7 @@ function slowStorage(inner: BackupStorage, bytesPerS: number): BackupStorage {
   };
 }
 
-describe('agent: a physical base under heavy writes and slow storage (process runtime)', () => {
+describe('agent: physical bases under heavy writes, and when they fail (process runtime)', () => {
   let fx: AgentFixture;
   let driver: Driver;
   let db: DesiredDatabase;
@@ -109,4 +111,34 @@ describe('agent: a physical base under heavy writes and slow storage (process ru
     expect(stored.length).toBe(m.sizeBytes);
     expect(createHash('sha256').update(stored).digest('hex')).toBe(m.sha256);
   }, 300_000);
+
+  it("a failed copy says mariadb-backup's reason; a chain's first base falls back to a dump, a base for fork speed does not", async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
+    const real = fx.agent!.runtime;
+    // The server's own tool, made to fail the way it does when writes overtake it.
+    const runtime = {
+      ...real,
+      exec: (name: string, argv: string[], io?: Parameters<typeof real.exec>[2]) => (argv[0] === 'mariadb-backup'
+        ? Promise.resolve({ exitCode: 1, stdout: '', stderr: '[00] Streaming ./sys/statements_with_errors_or_warnings.frm\n[00] Was only able to copy log from 1 to 2, not 3; try increasing innodb_log_file_size\n[Note] InnoDB: Starting shutdown...\n' })
+        : real.exec(name, argv, io)),
+    };
+    const dir = join(fx.stateDir, 'failing-backups');
+    const backups = createBackupService({ storage: createLocalBackupStorage(dir), runtime, logger, clock: new ManualClock(Date.now()) });
+    const ctl = fx.agent!.agent.databases().find((x) => x.id === 13)!;
+
+    await expect(backups.takeBase(ctl, { physicalOnly: true })).rejects.toThrow(/Was only able to copy log from 1 to 2/);
+    expect(await backups.refresh(13)).toEqual([]);
+
+    const m = await backups.takeBase(ctl);
+    expect(m.format).toBe('mariadb-dump+gzip');
+    expect((await backups.refresh(13)).map((x) => x.id)).toEqual([m.id]);
+    const warnings = lines.map((l) => JSON.parse(l)).filter((l) => l.level >= 40);
+    expect(warnings.map((w) => w.msg)).toEqual([
+      'physical base backup failed; forks keep the older base',
+      expect.stringMatching(/^physical base backup failed; taking a logical one: .*Was only able to copy log from 1 to 2.*Starting shutdown/),
+    ]);
+    // The reason, not the file names that happen to contain "error".
+    expect(warnings[0].err).not.toContain('statements_with_errors');
+  }, 120_000);
 });
