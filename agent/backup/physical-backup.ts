@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chown, mkdir, rm, stat, statfs } from 'node:fs/promises';
+import { chown, mkdir, readdir, rm, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { finished, pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
@@ -111,6 +111,11 @@ export async function takePhysical(
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
+  // A copy an agent crash interrupted left its spool (the data directory's size) behind. A node
+  // holds one copy at a time (its database's archive rounds never overlap), so any other is stale.
+  for (const f of await readdir(run.host)) {
+    if (/^backup-(spool-\d+\.mbstream|tmp-\d+)$/.test(f)) await rm(join(run.host, f), { recursive: true, force: true });
+  }
   const tmp = `backup-tmp-${id}`;
   await scratch(run.host, tmp);
   const spool = join(run.host, `backup-spool-${id}.mbstream`);

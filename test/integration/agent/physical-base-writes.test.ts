@@ -8,8 +8,8 @@
  * back to a dump, a base wanted only for fork speed does not.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
@@ -127,8 +127,13 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
     const backups = createBackupService({ storage: createLocalBackupStorage(dir), runtime, logger, clock: new ManualClock(Date.now()) });
     const ctl = fx.agent!.agent.databases().find((x) => x.id === 13)!;
 
+    // What a copy interrupted by an agent crash leaves in the node's run folder goes with the next copy.
+    const run = dirname((await real.connection(ctl.nodeName(ctl.state!.primary))).socketPath);
+    writeFileSync(join(run, 'backup-spool-1000000999.mbstream'), 'stale');
+    mkdirSync(join(run, 'backup-tmp-1000000999'));
     await expect(backups.takeBase(ctl, { physicalOnly: true })).rejects.toThrow(/Was only able to copy log from 1 to 2/);
     expect(await backups.refresh(13)).toEqual([]);
+    expect(readdirSync(run).filter((f) => f.startsWith('backup-'))).toEqual([]);
 
     const m = await backups.takeBase(ctl);
     expect(m.format).toBe('mariadb-dump+gzip');
