@@ -133,8 +133,9 @@ export async function takePhysical(
       `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword } })
       .finally(() => raw.end());
     const spoolErr = await spooled;
-    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
+    // A spool that failed (a full disk) stopped the tool: its own error is then only the echo.
     if (spoolErr) throw new Error(`the copy could not be spooled: ${spoolErr.message}`);
+    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
