@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger };
 
@@ -6,7 +6,7 @@ export type { Logger };
  * One root logger per process; components take `root.child({ component })`.
  * Secrets (tokens, passwords, keys) are redacted wherever they appear in a log line.
  */
-export function createLogger(name: string, opts: { level?: string; destination?: number | string } = {}): Logger {
+export function createLogger(name: string, opts: { level?: string; destination?: number | string | DestinationStream } = {}): Logger {
   const options: LoggerOptions = {
     name,
     level: opts.level ?? process.env.FULCRUM_LOG_LEVEL ?? 'info',
@@ -18,6 +18,8 @@ export function createLogger(name: string, opts: { level?: string; destination?:
       censor: '[redacted]',
     },
   };
+  // A stream as given (e.g. pino.multistream: warnings to a file, everything to stderr).
+  if (typeof opts.destination === 'object') return pino(options, opts.destination);
   if (opts.destination !== undefined) return pino(options, pino.destination(opts.destination));
   return pino(options);
 }

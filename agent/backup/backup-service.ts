@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
@@ -12,13 +11,14 @@ import { withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { loadBackup } from './load-backup.js';
-import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
+import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
 import { takePhysical } from './physical-backup.js';
+import { sealedWriter } from './sealed-writer.js';
 
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
   'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
-  | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints'>;
+  | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints' | 'deleted'>;
 
 const DUMP_FILE = 'dump.sql.gz';
 const ENCRYPTED_FILE = 'dump.sql.gz.aes';
@@ -116,19 +116,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         databases: await customerSchemas(x),
       }));
       const encrypted = c.desired?.encrypted === true;
-      const hash = createHash('sha256');
-      let size = 0;
-      const tap = new Transform({
-        transform(chunk: Buffer, _enc, cb) {
-          hash.update(chunk);
-          size += chunk.length;
-          cb(null, chunk);
-        },
-      });
-      const gzip = createGzip({ level: 6 });
       const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
-      const out = await opts.storage.writer(c.id, id, file);
-      const written = encrypted ? pipeline(gzip, createEncryptStream(await backupKey(c)), tap, out) : pipeline(gzip, tap, out);
+      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await backupKey(c) } : {}) });
+      const gzip = sealed.input;
       gzip.write(await usersSql(c, node));
       const snapshot = snapshotGtidTap();
       snapshot.tap.pipe(gzip);
@@ -148,13 +138,13 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       } else {
         gzip.end();
       }
-      await written;
+      const { sizeBytes: size, sha256 } = await sealed.done;
       const manifest: BackupManifest = {
         id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
         finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid, snapshotGtid,
         format: encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-dump+gzip',
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
-        file, sizeBytes: size, sha256: hash.digest('hex'), databases,
+        file, sizeBytes: size, sha256, databases,
       };
       await opts.storage.commit(manifest);
       log.info({ database: c.id, backup: id, type: meta.type, bytes: size, encrypted, ms: Date.now() - started, node }, 'backup taken');
@@ -357,8 +347,10 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   /**
    * A hidden backup a binlog chain starts from (agent/binlog): taken like any other, from a
    * healthy replica when there is one, never listed, removed when the chain no longer needs it.
+   * `physicalOnly`: a base wanted only to make forks faster (the chain already has one), so a
+   * failed physical copy is an error rather than a dump, which would not make any fork faster.
    */
-  async function takeBase(c: BackupDatabase): Promise<BackupManifest> {
+  async function takeBase(c: BackupDatabase, o: { physicalOnly?: boolean } = {}): Promise<BackupManifest> {
     // Their own id range: customer backup ids stay the sequence clients see (1, 2, 3...).
     // A database deleted while its archive round ran has no state left to number a base in.
     if (!c.state) throw new Error(`database ${c.id} was deleted`);
@@ -375,7 +367,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     // Physical where a fork can load it: an `encrypted` database's data files are encrypted
     // with its own key file, which a fork does not have, so it keeps logical bases
     // (docs/agent.md §6, "Binlog archive and forks").
-    if (c.desired?.encrypted !== true) {
+    if (c.desired?.encrypted === true) {
+      if (o.physicalOnly) throw new Error(`database ${c.id} is encrypted: its bases are dumps`);
+    } else {
       const started = Date.now();
       try {
         const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c) }, c, id, node, meta);
@@ -383,8 +377,16 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         await refresh(c.id);
         return m;
       } catch (err) {
+        const cause = (err as Error).message;
+        // A database being deleted (its server stopped under the copy) needs no base at all.
+        if (!c.state || c.deleted || !c.desired) throw err;
+        if (o.physicalOnly) {
+          log.warn({ database: c.id, backup: id, node, ms: Date.now() - started, err: cause }, 'physical base backup failed; forks keep the older base');
+          throw new Error(`physical base backup failed: ${cause}`);
+        }
         // The chain must not stop: a logical base is slower to fork from but works everywhere.
-        log.warn({ database: c.id, backup: id, err: (err as Error).message }, 'physical base backup failed; taking a logical one');
+        // Loud on purpose: forks from it take minutes per GB instead of seconds.
+        log.warn({ database: c.id, backup: id, node, ms: Date.now() - started, err: cause }, `physical base backup failed; taking a logical one: ${cause}`);
         id = next();
         await c.save();
       }

@@ -1,19 +1,35 @@
-import { createHash } from 'node:crypto';
-import { chown, mkdir, rm, stat } from 'node:fs/promises';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chown, mkdir, readdir, rm, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
+import { finished, pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
 import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { DatabaseController } from '../database/controller.js';
-import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES } from './backup-crypto.js';
+import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
+import { sealedWriter } from './sealed-writer.js';
 
 export const PHYSICAL_FILE = 'base.mbstream.gz';
 export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.gz.aes';
+
+/**
+ * How often mariadb-backup reads the server's redo log while it copies (its default is 1000 ms).
+ * A 1 GB plan's server has a 32 MB redo log (agent/mysql/config-render.ts), which heavy writes
+ * fill in well under a second; what the copy has not read by then is overwritten and the copy
+ * fails. Polling every 50 ms costs nothing measurable.
+ */
+export const LOG_COPY_INTERVAL_MS = 50;
+
+/**
+ * Whether a spool of about `dataBytes` fits in `freeBytes` and still leaves the server's disk a
+ * margin (a tenth of the free space, at least 256 MB): the spool shares the disk with the data
+ * directory, and a server that cannot write stops taking writes.
+ */
+export function roomToSpool(freeBytes: number, dataBytes: number): boolean {
+  return freeBytes - dataBytes >= Math.max(256 * 1024 * 1024, freeBytes / 10);
+}
 
 /** A physical copy (mariadb-backup): only forks load it, never a restore in place. */
 export const isPhysical = (m: Pick<BackupManifest, 'format'>): boolean => m.format.startsWith('mariadb-backup+');
@@ -53,11 +69,28 @@ export async function scratch(hostRun: string, name: string): Promise<string> {
 }
 
 /**
+ * The lines of mariadb-backup's log that say why it failed (its log is long and ends with the
+ * shutdown of its embedded InnoDB, so the last lines alone often miss the reason), plus the last
+ * line, at most about 800 characters.
+ */
+export function backupErrorTail(stderr: string): string {
+  const lines = stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const why = lines.filter((l) => /\berror\b|fatal|was only able|failed|denied|cannot|can't/i.test(l)).slice(-4);
+  const last = lines.at(-1);
+  const picked = last !== undefined && !why.includes(last) ? [...why, last] : why;
+  return picked.join(' | ').slice(-800) || '(no output)';
+}
+
+/**
  * Takes backup `id` of database c from `node` as a physical copy (docs/agent.md §6, "Binlog
  * archive and forks"): `mariadb-backup --backup --stream=mbstream`, run where the server runs
- * (inside its container on docker) with the engine's own tool, so its version is the server's;
- * gzip'd (fast level: the data files are large and the copy should not fall behind the server's
- * redo log), encrypted when the database is `encrypted`, hashed as stored, manifest last.
+ * (inside its container on docker) with the engine's own tool, so its version is the server's.
+ * The stream goes to a spool file in the server's run folder first, uncompressed, and only once
+ * the tool has finished is it gzip'd (fast level), encrypted when the database is `encrypted`,
+ * hashed and stored, manifest last. Why the spool: the tool must copy the server's redo log
+ * faster than the server overwrites it, and with a slow reader on its output (gzip on a busy
+ * host) it fell behind under heavy writes ("Was only able to copy log ... try increasing
+ * innodb_log_file_size"), so the base failed; a local file keeps up.
  */
 export async function takePhysical(
   deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string> },
@@ -73,43 +106,48 @@ export async function takePhysical(
     gtid: await gtidCurrentPos(x),
     databases: await customerSchemas(x),
     datadir: String((await q(x, 'SELECT @@datadir AS d'))[0]?.d ?? ''),
+    // What the copy will hold, roughly: every table's pages, plus the system tablespace's.
+    dataBytes: Number((await q(x, 'SELECT SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE) AS n FROM information_schema.TABLES'))[0]?.n ?? 0),
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
+  // A copy an agent crash interrupted left its spool (the data directory's size) behind. A node
+  // holds one copy at a time (its database's archive rounds never overlap), so any other is stale.
+  for (const f of await readdir(run.host)) {
+    if (/^backup-(spool-\d+\.mbstream|tmp-\d+)$/.test(f)) await rm(join(run.host, f), { recursive: true, force: true });
+  }
   const tmp = `backup-tmp-${id}`;
   await scratch(run.host, tmp);
+  const spool = join(run.host, `backup-spool-${id}.mbstream`);
   try {
+    const fs = await statfs(run.host);
+    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
+      throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
+    }
     const encrypted = c.desired?.encrypted === true;
-    const hash = createHash('sha256');
-    let size = 0;
-    const tap = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        hash.update(chunk);
-        size += chunk.length;
-        cb(null, chunk);
-      },
-    });
-    const gzip = createGzip({ level: 1 });
-    const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
-    const out = await deps.storage.writer(c.id, id, file);
-    const written = (encrypted ? pipeline(gzip, createEncryptStream(await deps.backupKey()), tap, out) : pipeline(gzip, tap, out))
-      .then(() => undefined, (err: Error) => err);
+    const raw = createWriteStream(spool, { mode: 0o600 });
+    const spooled = finished(raw).then(() => undefined, (err: Error) => err);
     // --datadir as the server reports it: the tool would otherwise read the distribution's
     // option files, whose datadir is not this server's.
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
-      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream'], { stdout: gzip, env: { MYSQL_PWD: s.adminPassword } });
-    const w = await written;
-    // Its log is long; the reason is in the last lines.
-    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${res.stderr.trim().split('\n').slice(-4).join(' ').slice(-600)}`);
-    if (w) throw w;
+      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword } })
+      .finally(() => raw.end());
+    const spoolErr = await spooled;
+    // A spool that failed (a full disk) stopped the tool: its own error is then only the echo.
+    if (spoolErr) throw new Error(`the copy could not be spooled: ${spoolErr.message}`);
+    if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
-    if (snapshotGtid === undefined) throw new Error('mariadb-backup printed no GTID position');
+    if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
+    const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
+    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
+    await pipeline(createReadStream(spool), sealed.input);
+    const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {
       id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
       finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: info.gtid, snapshotGtid,
       format: encrypted ? 'mariadb-backup+mbstream+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+gzip',
       ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
-      file, sizeBytes: size, sha256: hash.digest('hex'), databases: info.databases,
+      file, sizeBytes, sha256, databases: info.databases,
       ...(physicalBinlogPos(res.stderr) ? { binlog: physicalBinlogPos(res.stderr) } : {}),
     };
     await deps.storage.commit(manifest);
@@ -119,5 +157,6 @@ export async function takePhysical(
     throw err;
   } finally {
     await rm(join(run.host, tmp), { recursive: true, force: true }).catch(() => undefined);
+    await rm(spool, { force: true }).catch(() => undefined);
   }
 }

@@ -1,15 +1,13 @@
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { chown, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupManifest } from '../backup/backup-storage.js';
 import type { BackupDatabase } from '../backup/backup-service.js';
-import { BACKUP_CIPHER, createEncryptStream, FRAME_BYTES, newBackupKey } from '../backup/backup-crypto.js';
+import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from '../backup/backup-crypto.js';
+import { sealedWriter } from '../backup/sealed-writer.js';
 import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
@@ -28,8 +26,14 @@ export const DEFAULT_RETENTION_MS = 7 * 24 * 3600_000;
 export const PHYSICAL_REFRESH_BYTES = 64 * 1024 * 1024;
 /** Hidden physical bases kept beyond what restorability needs: the newest few. */
 const PHYSICAL_KEEP = 2;
-/** After a physical base could not be taken, the rounds wait this long before trying again. */
-const PHYSICAL_RETRY_MS = 3600_000;
+/**
+ * After a physical base could not be taken, the rounds wait this long before trying again,
+ * doubling with each failure in a row up to PHYSICAL_RETRY_MAX_MS: a copy that failed under a
+ * burst of writes usually succeeds a few minutes later, and a host whose copies keep failing is
+ * not loaded with a large copy every round.
+ */
+const PHYSICAL_RETRY_MS = 2 * 60_000;
+const PHYSICAL_RETRY_MAX_MS = 3600_000;
 
 /**
  * Binlog bytes of segment x written after base b: none when it ends at or before the base, the
@@ -51,7 +55,7 @@ export interface ArchiverDeps {
   segments: SegmentStorage;
   backups: {
     refresh(dbId: number): Promise<BackupManifest[]>;
-    takeBase(c: BackupDatabase): Promise<BackupManifest>;
+    takeBase(c: BackupDatabase, o?: { physicalOnly?: boolean }): Promise<BackupManifest>;
     /** Removes a hidden base (the customer-facing remove refuses those). */
     removeBase(dbId: number, id: number): Promise<void>;
   };
@@ -81,6 +85,7 @@ export function createArchiver(d: ArchiverDeps) {
   const covered = new Map<number, number>();
   const oldest = new Map<number, number>();
   const physicalRetry = new Map<number, number>();
+  const physicalFailures = new Map<number, number>();
 
   async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string): Promise<string> {
     const name = c.nodeName(node);
@@ -99,28 +104,19 @@ export function createArchiver(d: ArchiverDeps) {
 
   async function store(c: ArchivedDatabase, seq: number, local: string, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>): Promise<void> {
     const encrypted = c.desired?.encrypted === true;
-    const hash = createHash('sha256');
-    let size = 0;
-    const tap = new Transform({
-      transform(chunk: Buffer, _e, cb) {
-        hash.update(chunk);
-        size += chunk.length;
-        cb(null, chunk);
-      },
-    });
     const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
     const rawBytes = (await stat(local)).size;
     try {
       const out = await d.segments.writer(c.id, seq, file);
-      if (encrypted) {
-        if (!c.state!.backupKey) {
-          c.state!.backupKey = newBackupKey();
-          await c.save();
-        }
-        await pipeline(createReadStream(local), createGzip({ level: 6 }), createEncryptStream(c.state!.backupKey), tap, out);
-      } else await pipeline(createReadStream(local), createGzip({ level: 6 }), tap, out);
+      if (encrypted && !c.state!.backupKey) {
+        c.state!.backupKey = newBackupKey();
+        await c.save();
+      }
+      const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: c.state!.backupKey! } : {}) });
+      await pipeline(createReadStream(local), sealed.input);
+      const { sizeBytes, sha256 } = await sealed.done;
       await d.segments.commit({
-        ...meta, seq, databaseId: c.id, file, sizeBytes: size, rawBytes, sha256: hash.digest('hex'),
+        ...meta, seq, databaseId: c.id, file, sizeBytes, rawBytes, sha256,
         format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       });
@@ -217,11 +213,20 @@ export function createArchiver(d: ArchiverDeps) {
     const pending = newest === undefined ? Infinity
       : segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
     if (pending < PHYSICAL_REFRESH_BYTES) return;
-    const m = await d.backups.takeBase(c);
-    if (!isPhysical(m)) {
-      physicalRetry.set(c.id, d.clock.now() + PHYSICAL_RETRY_MS);
+    let m: BackupManifest;
+    try {
+      m = await d.backups.takeBase(c, { physicalOnly: true });
+    } catch (err) {
+      // The chain already has a base, so nothing is lost but fork speed; the failure is logged
+      // (with mariadb-backup's reason) by the backup service.
+      const failures = (physicalFailures.get(c.id) ?? 0) + 1;
+      physicalFailures.set(c.id, failures);
+      const waitMs = Math.min(PHYSICAL_RETRY_MAX_MS, PHYSICAL_RETRY_MS * 2 ** (failures - 1));
+      physicalRetry.set(c.id, d.clock.now() + waitMs);
+      log.warn({ database: c.id, failures, retryInS: waitMs / 1000, err: (err as Error).message }, 'no new physical base for forks; trying again later');
       return;
     }
+    physicalFailures.delete(c.id);
     log.info({ database: c.id, backup: m.id, binlogBytes: Number.isFinite(pending) ? pending : undefined }, 'new physical base for forks');
     const list = await d.backups.refresh(c.id);
     let bases = basesOf(list);
@@ -266,6 +271,8 @@ export function createArchiver(d: ArchiverDeps) {
     forget(id: number) {
       covered.delete(id);
       oldest.delete(id);
+      physicalRetry.delete(id);
+      physicalFailures.delete(id);
     },
   };
 }

@@ -6,12 +6,15 @@
  * them, takes a new physical base: docs/agent.md §6), then writes a binlog tail of small writes
  * over a few seconds; the fork asks for the last second of that tail, so it loads the newest
  * physical base and replays what follows it. Everything runs the real way, except that queries go
- * to the primary member itself (no data plane runs here).
+ * to the primary member itself (no data plane runs here). The agent's warnings always go to a
+ * file in the bench's temp folder (named at the start, kept when not empty); a hidden base that
+ * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1).
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
+import { pino } from 'pino';
 import { startControlPlane } from '../../control-plane/main.js';
 import { startAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
@@ -27,6 +30,9 @@ export interface ForkSample {
   load1: number;
 }
 
+/** A fork whose base was not the kind the bench measures: the figures would not mean what they say. */
+export class ForkBaseError extends Error {}
+
 /** Every manifest under a folder of the agent's backup storage. */
 function manifests(dir: string): any[] {
   if (!existsSync(dir)) return [];
@@ -39,8 +45,12 @@ function manifests(dir: string): any[] {
  * a physical base at or after it, or the load's binlogs archived with too few of them after the
  * newest physical base for a round to take another (the archiver's own rule).
  */
-function archived(agentDir: string, dbId: number, pos: string): boolean {
+function archived(agentDir: string, dbId: number, pos: string, agentLog: string): boolean {
   const backups = manifests(join(agentDir, 'backups', String(dbId)));
+  // The source is not encrypted, so every hidden base should be physical: a dump here means a
+  // physical copy failed and forks would measure the slow path (minutes per GB).
+  const dump = backups.find((m) => m.type === 'base' && !String(m.format).startsWith('mariadb-backup+'));
+  if (dump) throw new ForkBaseError(`the agent took a logical base (backup ${dump.id}, ${dump.format}) for database ${dbId}: a physical copy failed; see ${agentLog}`);
   const segments = manifests(join(agentDir, 'backups', String(dbId), 'binlog'));
   const physical = backups.filter((m) => String(m.format).startsWith('mariadb-backup+')).sort((a, b) => a.finishedMs - b.finishedMs);
   const newest = physical.at(-1);
@@ -54,7 +64,7 @@ function archived(agentDir: string, dbId: number, pos: string): boolean {
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = await fn().catch((e: Error) => (e.message === 'failed' ? Promise.reject(e) : undefined));
+    const v = await fn().catch((e: Error) => (e.message === 'failed' || e instanceof ForkBaseError ? Promise.reject(e) : undefined));
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -65,13 +75,21 @@ const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
 /** Rows of about 1 KB each (a 32-character hash repeated 30 times, plus the key). */
 const ROW_BYTES = 1000;
 
-export async function measureForks(runtime: 'process' | 'docker', sizesMb: number[]): Promise<ForkSample[]> {
+export async function measureForks(runtime: 'process' | 'docker', sizesMb: number[], onSample: (s: ForkSample) => void = () => undefined): Promise<ForkSample[]> {
   const cpDir = mkdtempSync(join(tmpdir(), 'bench-fork-cp-'));
   const agentDir = mkdtempSync(join(tmpdir(), 'bench-fork-agent-'));
+  // The agent's warnings always go to a file that outlives the run (a failed physical copy says
+  // why there); BENCH_FORK_LOG=1 also prints its whole log on stderr.
+  const logDir = mkdtempSync(join(tmpdir(), 'bench-fork-log-'));
+  const agentLog = join(logDir, 'agent-warnings.log');
+  const verbose = Boolean(process.env.BENCH_FORK_LOG);
+  const logStreams: pino.StreamEntry[] = [{ level: 'warn', stream: pino.destination({ dest: agentLog, sync: true }) }];
+  if (verbose) logStreams.push({ level: 'info', stream: pino.destination(2) });
+  console.log(`bench/provision fork: the agent's warnings go to ${agentLog}`);
   const octet = 100 + Math.floor(Math.random() * 150);
   const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-fork-${runtime}`, region: '*' })).token;
-  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: process.env.BENCH_FORK_LOG ? createLogger('agent', { level: 'info', destination: 2 }) : silentLogger() });
+  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: createLogger('agent', { level: verbose ? 'info' : 'warn', destination: pino.multistream(logStreams) }) });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const get = (id: number) => api('GET', `/databases/mysql/instances/${id}`);
   const waitActive = (id: number, ms: number) => until(async () => {
@@ -106,7 +124,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       }
       const loadS = (performance.now() - t0) / 1000;
       const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
-      await until(async () => (archived(agentDir, src.id, String(pos)) ? true : undefined), 1_800_000, 'the archive round after the load');
+      await until(async () => (archived(agentDir, src.id, String(pos), agentLog) ? true : undefined), 1_800_000, 'the archive round after the load');
       // The binlog tail: small writes for 5 seconds after the backup.
       let tailRows = 0;
       const tailEnd = Date.now() + 5000;
@@ -126,7 +144,11 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       await fc.end();
       const forkBase = JSON.parse(readFileSync(join(agentDir, 'databases', String(fork.id), 'state.json'), 'utf8')).forkBase;
       const baseManifest = manifests(join(agentDir, 'backups', String(src.id))).find((m) => m.id === forkBase?.backupId);
-      out.push({ mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n), base: forkBase?.kind ?? '?', baseMb: (baseManifest?.sizeBytes ?? 0) / 1048576, load1 });
+      const sample: ForkSample = { mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n), base: forkBase?.kind ?? '?', baseMb: (baseManifest?.sizeBytes ?? 0) / 1048576, load1 };
+      out.push(sample);
+      onSample(sample);
+      console.log(`fork of ${mb} MB: active in ${forkS.toFixed(2)} s from a ${sample.base} base (backup ${forkBase?.backupId ?? '?'}, ${sample.baseMb.toFixed(1)} MB), load average ${load1.toFixed(1)}`);
+      if (sample.base !== 'physical') throw new ForkBaseError(`the fork of ${mb} MB loaded a ${sample.base} base where a physical one was expected; see ${agentLog}`);
       for (const id of [fork.id, src.id]) await api('DELETE', `/databases/mysql/instances/${id}`);
       await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 120_000, 'deleted');
     }
@@ -137,6 +159,9 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
     await cp.close();
     rmSync(cpDir, { recursive: true, force: true });
     rmSync(agentDir, { recursive: true, force: true });
+    // Kept only when there is something to read.
+    if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(logDir, { recursive: true, force: true });
+    else console.log(`bench/provision fork: the agent logged warnings: ${agentLog}`);
   }
   return out;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isPhysical, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
+import { backupErrorTail, isPhysical, roomToSpool, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
 import { bytesAfter } from '../../../agent/binlog/archiver.js';
 
 describe('physical base backups (mariadb-backup)', () => {
@@ -38,5 +38,34 @@ describe('physical base backups (mariadb-backup)', () => {
     expect(isPhysical({ format: 'mariadb-backup+mbstream+gzip+aes-256-gcm' })).toBe(true);
     expect(isPhysical({ format: 'mariadb-dump+gzip' })).toBe(false);
     expect(isPhysical({ format: 'mariadb-dump+gzip+aes-256-gcm' })).toBe(false);
+  });
+
+  it("keeps mariadb-backup's reason for a failure, which its last lines (InnoDB's shutdown) do not say", () => {
+    const log = [
+      '[00] 2026-11-26 21:21:12 Finished backing up non-InnoDB tables and files',
+      '[00] 2026-11-26 21:21:12 Waiting for log copy thread to read lsn 1118628061',
+      ...Array.from({ length: 30 }, () => '[00] 2026-11-26 21:21:13 Retrying read of log at LSN=615529909'),
+      '[00] 2026-11-26 21:21:17 Was only able to copy log from 577854123 to 615529909, not 1118628061; try increasing innodb_log_file_size',
+      'mariabackup: Stopping log copying thread.[00] 2026-11-26 21:21:17 Retrying read of log at LSN=615529909',
+      '2026-11-26 21:21:17 0 [Note] InnoDB: Starting shutdown...',
+    ].join('\n');
+    const tail = backupErrorTail(log);
+    expect(tail).toContain('Was only able to copy log from 577854123 to 615529909');
+    expect(tail).toContain('Starting shutdown');
+    expect(tail).not.toContain('Waiting for log copy thread');
+    expect(tail.length).toBeLessThanOrEqual(800);
+    expect(backupErrorTail('')).toBe('(no output)');
+    expect(backupErrorTail("mariadb-backup: Got error: 1045: Access denied for user 'root'@'localhost'\ndone"))
+      .toBe("mariadb-backup: Got error: 1045: Access denied for user 'root'@'localhost' | done");
+  });
+
+  it('spools a copy only where it leaves the disk a margin of a tenth of the free space, at least 256 MB', () => {
+    const MB = 1024 * 1024;
+    expect(roomToSpool(10_000 * MB, 1_000 * MB)).toBe(true);
+    expect(roomToSpool(10_000 * MB, 9_000 * MB)).toBe(true);
+    expect(roomToSpool(10_000 * MB, 9_001 * MB)).toBe(false);
+    expect(roomToSpool(1_000 * MB, 744 * MB)).toBe(true);
+    expect(roomToSpool(1_000 * MB, 745 * MB)).toBe(false);
+    expect(roomToSpool(100 * MB, 0)).toBe(false);
   });
 });
