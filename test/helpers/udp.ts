@@ -1,5 +1,6 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:net';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 
 /**
  * Real UDP peers for the data plane's UDP tests: echo backends that answer with their own name,
@@ -138,4 +139,21 @@ export class UdpFlow {
       // already closed
     }
   }
+}
+
+/** An HTTP server on ip:port answering /health with `status` (settable): what an http check on udp_check_port sees. */
+export function startHealthPort(ip: string, port: number): Promise<{ status: number; hits: number; close(): Promise<void> }> {
+  const state = { status: 200, hits: 0, close: () => Promise.resolve() };
+  const srv: HttpServer = createHttpServer((req, res) => {
+    if (req.url === '/health') state.hits++;
+    res.writeHead(req.url === '/health' ? state.status : 404, { connection: 'close' }).end('ok');
+  });
+  state.close = () => new Promise<void>((r) => {
+    srv.closeAllConnections();
+    srv.close(() => r());
+  });
+  return new Promise((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(port, ip, () => resolve(state));
+  });
 }

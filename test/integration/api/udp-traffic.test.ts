@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,30 +7,13 @@ import { silentLogger } from '../../../lib/logger.js';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { waitFor } from '../../helpers/backends.js';
 import { enrolHost } from '../../helpers/fleet.js';
-import { commonTcpPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
+import { commonTcpPort, startHealthPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
 
 /**
  * A udp config end to end: created through the API, pushed over gRPC to a real data plane, served
  * to real UDP clients, checked on its udp_check_port (node status UP through telemetry), its
  * throttle changed by an update, and its datagrams counted into `transfer`.
  */
-/** An HTTP server on ip:port answering /health with `status` (settable): an http check's target. */
-function startHealth(ip: string, port: number): Promise<{ status: number; hits: number; close(): Promise<void> }> {
-  const state = { status: 200, hits: 0, close: () => Promise.resolve() };
-  const srv = createServer((req, res) => {
-    if (req.url === '/health') state.hits++;
-    res.writeHead(req.url === '/health' ? state.status : 404, { connection: 'close' }).end('ok');
-  });
-  state.close = () => new Promise<void>((r) => {
-    srv.closeAllConnections();
-    srv.close(() => r());
-  });
-  return new Promise((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(port, ip, () => resolve(state));
-  });
-}
-
 /** Polls of the API are spaced out: it answers 429 to a client that asks every few ms. */
 const pause = () => new Promise((r) => setTimeout(r, 300));
 
@@ -114,7 +96,7 @@ describe('a udp NodeBalancer from the API to the data plane', () => {
   it('takes an http check on udp_check_port through the API: a failing /health marks its node DOWN', async () => {
     const ips = backends.map((b) => b.ip);
     const httpPort = await commonTcpPort(ips);
-    const health = await Promise.all(ips.map((ip) => startHealth(ip, httpPort)));
+    const health = await Promise.all(ips.map((ip) => startHealthPort(ip, httpPort)));
     closers.push(...health);
     health[1]!.status = 500;
     const cfg = (await api.req('GET', `/v4/nodebalancers/${nb.id}/configs`)).body.data[0];

@@ -1,10 +1,9 @@
 import { createSocket, type Socket } from 'node:dgram';
-import { createServer, type Server } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { createProxyEngine, type HealthEvent } from '../../../dataplane/engine.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { waitFor } from '../../helpers/backends.js';
-import { commonTcpPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
+import { commonTcpPort, startHealthPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
 import { cleanup } from './engine-harness.js';
 import { config, node, nodebalancer, snapshot } from './snapshot.js';
 
@@ -15,23 +14,6 @@ import { config, node, nodebalancer, snapshot } from './snapshot.js';
  */
 type Extra = Parameters<typeof config>[2];
 type NodeExtra = Parameters<typeof node>[1];
-
-/** An HTTP server on ip:port answering /health with `status` (settable), as a udp_check_port check sees it. */
-function startHealthPort(ip: string, port: number): Promise<{ status: number; hits: number; close(): Promise<void> }> {
-  const state = { status: 200, hits: 0, close: () => Promise.resolve() };
-  const srv: Server = createServer((req, res) => {
-    if (req.url === '/health') state.hits++;
-    res.writeHead(req.url === '/health' ? state.status : 404, { connection: 'close' }).end('ok');
-  });
-  state.close = () => new Promise<void>((r) => {
-    srv.closeAllConnections();
-    srv.close(() => r());
-  });
-  return new Promise((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(port, ip, () => resolve(state));
-  });
-}
 
 /**
  * Three echo backends a, b, c with the given node modes behind one udp config; each backend's host
