@@ -65,17 +65,34 @@ function answers(ip: string, port: number, timeoutMs = 500): Promise<true | unde
   });
 }
 
-/** CPU of a process and its direct children (nginx's work is done by its worker, a child of the master). */
-function treeCpu(pid: number): { user: number; sys: number } {
+/**
+ * CPU seconds (user + system) of a process and of each of its direct children, by pid (nginx's
+ * work is done by its worker, a child of the master; our data plane's by its workers).
+ */
+function treeCpu(pid: number): Map<number, number> {
   let kids: number[] = [];
   try {
     kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   } catch {
     // No children file (not Linux): the process alone.
   }
-  // A child gone between the listing and the read reads NaN: counted as nothing.
-  const or0 = (x: number) => (Number.isFinite(x) ? x : 0);
-  return [pid, ...kids].map(cpuTimes).reduce((a, c) => ({ user: a.user + or0(c.user), sys: a.sys + or0(c.sys) }), { user: 0, sys: 0 });
+  const out = new Map<number, number>();
+  for (const p of [pid, ...kids]) {
+    const c = cpuTimes(p);
+    // A child gone between the listing and the read reads NaN: left out.
+    if (Number.isFinite(c.user) && Number.isFinite(c.sys)) out.set(p, c.user + c.sys);
+  }
+  return out;
+}
+
+/**
+ * CPU spent between two readings: per pid, so a child that exits during the round (the old
+ * workers of a reload drain and exit) does not subtract its whole lifetime's CPU from the total.
+ */
+function cpuBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let sum = 0;
+  for (const [p, c] of after) sum += c - (before.get(p) ?? 0);
+  return sum;
 }
 
 interface UdpResult {
@@ -125,7 +142,7 @@ async function load(ip: string, port: number, flows: number, durationS: number, 
   for (const s of sockets) s.close();
   return {
     perS: rtts.length / elapsedS, p50Ms: percentile(rtts, 50), p99Ms: percentile(rtts, 99), lost,
-    cpuShare: (cpu1.user - cpu0.user + cpu1.sys - cpu0.sys) / elapsedS,
+    cpuShare: cpuBetween(cpu0, cpu1) / elapsedS,
   };
 }
 

@@ -54,7 +54,12 @@ interface UdpSession {
 export class UdpListener {
   readonly socket: Socket;
   rt: ConfigRuntime | null = null;
-  private readonly sessions = new Map<string, UdpSession>();
+  /**
+   * Sessions by client address, then port: a datagram finds its flow with the two values the
+   * 'message' event already gives, without building an `ip:port` string per datagram.
+   */
+  private readonly sessions = new Map<string, Map<number, UdpSession>>();
+  private count = 0;
   private sweeper: Timer | null = null;
   private closed = false;
 
@@ -70,7 +75,7 @@ export class UdpListener {
 
   /** Open sessions (tests and metrics). */
   get size(): number {
-    return this.sessions.size;
+    return this.count;
   }
 
   listen(): Promise<void> {
@@ -94,8 +99,7 @@ export class UdpListener {
   private onDatagram(msg: Buffer, from: RemoteInfo): void {
     const rt = this.rt;
     if (rt === null || this.closed) return;
-    const flow = `${from.address}:${from.port}`;
-    let s = this.sessions.get(flow);
+    let s = this.sessions.get(from.address)?.get(from.port);
     // A session started under another config (the listener now serves a new one) starts over.
     if (s !== undefined && s.rt !== rt) {
       this.end(s);
@@ -103,7 +107,7 @@ export class UdpListener {
     }
     const fresh = s === undefined;
     if (s === undefined) {
-      s = this.open(rt, flow, from);
+      s = this.open(rt, from);
       if (s === undefined) return;
     }
     s.lastSeen = this.clock.now();
@@ -142,10 +146,11 @@ export class UdpListener {
   }
 
   /** A new session, or undefined when a cap, the throttle or the lack of a node refuses it. */
-  private open(rt: ConfigRuntime, flow: string, from: RemoteInfo): UdpSession | undefined {
+  private open(rt: ConfigRuntime, from: RemoteInfo): UdpSession | undefined {
     const cap = rt.throttle.concurrent.total;
     // The config's own bound, beside the NodeBalancer's: one config can never hold more.
-    if (cap > 0 && this.sessions.size >= cap) return void this.limits.refuse('udp_config_cap');
+    if (cap > 0 && this.count >= cap) return void this.limits.refuse('udp_config_cap');
+    const flow = `${from.address}:${from.port}`;
     if (!this.limits.admitUdp(rt.throttle, from.address)) return undefined;
     const node = this.pick(rt, from.address, flow);
     if (node === undefined) {
@@ -181,7 +186,10 @@ export class UdpListener {
       this.log.debug({ err: e, flow }, 'udp session socket error');
       this.end(s);
     });
-    this.sessions.set(flow, s);
+    let byPort = this.sessions.get(s.ip);
+    if (byPort === undefined) this.sessions.set(s.ip, (byPort = new Map()));
+    byPort.set(s.port, s);
+    this.count++;
     rt.opened(node);
     rt.traffic.connectionOpened();
     this.startSweeper(rt);
@@ -191,7 +199,12 @@ export class UdpListener {
   private end(s: UdpSession): void {
     if (s.ended) return;
     s.ended = true;
-    this.sessions.delete(s.flow);
+    const byPort = this.sessions.get(s.ip);
+    if (byPort !== undefined && byPort.get(s.port) === s) {
+      byPort.delete(s.port);
+      this.count--;
+      if (byPort.size === 0) this.sessions.delete(s.ip);
+    }
     s.socket.close();
     s.rt.closed(s.node);
     s.rt.traffic.connectionClosed();
@@ -207,10 +220,12 @@ export class UdpListener {
   /** Ends the sessions silent for their config's timeout; stops when none are left. */
   private sweep(): void {
     const now = this.clock.now();
-    for (const s of this.sessions.values()) {
-      if (now - s.lastSeen >= s.rt.spec.udpSessionTimeoutMs) this.end(s);
+    for (const byPort of this.sessions.values()) {
+      for (const s of byPort.values()) {
+        if (now - s.lastSeen >= s.rt.spec.udpSessionTimeoutMs) this.end(s);
+      }
     }
-    if (this.sessions.size === 0 && this.sweeper !== null) {
+    if (this.count === 0 && this.sweeper !== null) {
       this.sweeper.cancel();
       this.sweeper = null;
     }
@@ -228,7 +243,7 @@ export class UdpListener {
   destroy(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const s of [...this.sessions.values()]) this.end(s);
+    for (const s of [...this.sessions.values()].flatMap((byPort) => [...byPort.values()])) this.end(s);
     this.sweeper?.cancel();
     this.sweeper = null;
     try {

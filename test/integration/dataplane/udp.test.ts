@@ -166,6 +166,22 @@ describe('UDP configs', () => {
     expect(refused(engine, 'udp_client_cap')).toBe(1);
   });
 
+  it('several flows from one client address are separate sessions, and each ends on its own silence', async () => {
+    // Sessions are kept by client address, then port: flows sharing an address must neither
+    // collide nor outlive their timeout, and a flow whose session ended must start a new one.
+    // (No count is checked between datagrams: with a 1 s timeout a slow machine could end one.)
+    const { flow, engine, cfg } = await setup({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
+    const open = () => engine.config(cfg.id as number)!.traffic.open;
+    const first = Array.from({ length: 3 }, flow);
+    const names: (string | null)[] = [];
+    for (const f of first) names.push(await f.who('x', 1000));
+    expect(counts(names)).toEqual({ a: 1, b: 1, c: 1 });
+    // After a second of silence the sweep ends all three, each taken out of its address's table.
+    await waitFor(() => open() === 0, 15_000);
+    // The same three flows come back as new sessions.
+    for (const f of first) expect(await f.who('again', 2000)).not.toBeNull();
+  });
+
   it('counts transfer: bytes in and out match what was sent and answered, one connection per session', async () => {
     const { flow, engine } = await setup({ algorithm: 'leastconn' });
     engine.drainCounters();
