@@ -2,6 +2,7 @@
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { DEFAULT_SERIES, engineOfSeries, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
@@ -13,6 +14,7 @@ import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type Run
 describe.each(['process', 'docker'] as RuntimeKind[])('resize through PUT type (%s runtime)', (runtime) => {
   let lab: DbLab;
   let db: any;
+  const SERIES = DEFAULT_SERIES;
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const r = await lab.api(method, path, body);
@@ -34,9 +36,12 @@ describe.each(['process', 'docker'] as RuntimeKind[])('resize through PUT type (
   beforeAll(async () => {
     lab = await startDbLab(`resize-${runtime}`, runtime);
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    // MariaDB 10.11, named: a docker agent offers every image this machine built.
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, SERIES);
     const created = await ok('POST', MYSQL, { label: `resize-${runtime}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] });
     db = await waitStatus(lab, created.id, 'active', 120_000);
+    expect(db.version).toMatch(seriesPattern(SERIES));
+    expect(String((await query('SELECT VERSION() AS v'))[0].v)).toMatch(seriesPattern(SERIES));
     await query('CREATE DATABASE app');
     await query('CREATE TABLE app.t (id INT PRIMARY KEY)');
     await query('INSERT INTO app.t VALUES (1), (2)');
