@@ -2,6 +2,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_SERIES, engineOfSeries, serverVersion, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, refusal, startDbLab, until, waitStatus, type DbLab } from './db-lab.js';
 
 /**
@@ -30,7 +31,7 @@ describe('Managed MySQL under agent faults (process runtime)', () => {
   beforeAll(async () => {
     lab = await startDbLab('apf-faults', 'process');
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, DEFAULT_SERIES);
     const made = await ok('POST', MYSQL, { region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'], label: 'apf-faults' });
     db = await waitStatus(lab, made.id, 'active', 90_000);
     access = {
@@ -38,6 +39,8 @@ describe('Managed MySQL under agent faults (process runtime)', () => {
       ca: Buffer.from((await ok('GET', `${MYSQL}/${db.id}/ssl`)).ca_certificate, 'base64').toString('utf8'),
     };
     const c = await conn();
+    expect(db.version).toMatch(seriesPattern(DEFAULT_SERIES));
+    expect(await serverVersion(c)).toMatch(seriesPattern(DEFAULT_SERIES));
     await c.query('CREATE DATABASE app');
     await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))');
     await c.query("INSERT INTO app.t VALUES (1, 'a')");

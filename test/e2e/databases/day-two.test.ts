@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_SERIES, engineOfSeries, serverVersion, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, startWriter, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
@@ -13,6 +14,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two thr
   let lab: DbLab;
   let one: any;
   let three: any;
+  const SERIES = DEFAULT_SERIES;
   const figures: Record<string, unknown> = {};
 
   const ok = async (method: string, path: string, body?: unknown) => {
@@ -49,7 +51,8 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two thr
   beforeAll(async () => {
     lab = await startDbLab(`day2-${runtime}`, runtime);
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    // MariaDB 10.11, named: a docker agent offers every image this machine built.
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, SERIES);
     const base = { region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] };
     const a = await ok('POST', MYSQL, { ...base, label: 'day2-one' });
     const b = await ok('POST', MYSQL, { ...base, label: 'day2-three', cluster_size: 3, replication_type: 'semi_synch' });
@@ -57,6 +60,8 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL day two thr
     three = await waitStatus(lab, b.id, 'active', 120_000);
     for (const d of [one, three]) {
       const c = await conn(d);
+      expect(d.version).toMatch(seriesPattern(SERIES));
+      expect(await serverVersion(c)).toMatch(seriesPattern(SERIES));
       await c.query('CREATE DATABASE app');
       await c.query("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))");
       await c.query("INSERT INTO app.t VALUES (1, 'a'), (2, 'b'), (3, 'c')");

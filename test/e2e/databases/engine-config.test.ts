@@ -1,6 +1,7 @@
 // e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks and temp folders).
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_SERIES, engineOfSeries, serverVersion, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
@@ -9,11 +10,17 @@ import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type Run
  * restart (rolled out replicas first) and one that does not (set live); every member shows the
  * values in SHOW VARIABLES and the database takes writes afterwards.
  */
-describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to every member (%s runtime)', (runtime) => {
+describe.each([
+  ['process', DEFAULT_SERIES],
+  ['docker', DEFAULT_SERIES],
+  // The newer series has its own variable set and defaults: every setting must reach it too.
+  ['docker', '11.8'],
+] as [RuntimeKind, string][])('engine_config applied to every member (%s runtime, MariaDB %s)', (runtime, SERIES) => {
   let lab: DbLab;
   let db: any;
   let password = '';
   let ca = '';
+  const tag = SERIES === DEFAULT_SERIES ? '' : `-${SERIES.replace('.', '')}`;
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const r = await lab.api(method, path, body);
@@ -66,17 +73,20 @@ describe.each(['process', 'docker'] as RuntimeKind[])('engine_config applied to 
   };
 
   beforeAll(async () => {
-    lab = await startDbLab(`engcfg-${runtime}`, runtime);
+    lab = await startDbLab(`engcfg-${runtime}${tag}`, runtime);
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    // The series named, never the first engine listed: a docker agent offers every image this machine built.
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, SERIES);
     const created = await ok('POST', MYSQL, {
-      label: `engcfg-${runtime}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, allow_list: ['0.0.0.0/0'],
+      label: `engcfg-${runtime}${tag}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 3, allow_list: ['0.0.0.0/0'],
       engine_config: { binlog_retention_period: 900, mysql: { innodb_ft_min_token_size: 2, connect_timeout: 20 } },
     });
     db = await waitStatus(lab, created.id, 'active', 180_000);
     password = (await ok('GET', `${MYSQL}/${db.id}/credentials`)).password;
     ca = Buffer.from((await ok('GET', `${MYSQL}/${db.id}/ssl`)).ca_certificate, 'base64').toString('utf8');
     const c = await connectFrom({ source: '127.0.0.2', host: db.hosts.primary, port: 3306, user: 'linroot', password, ca });
+    expect(db.version).toMatch(seriesPattern(SERIES));
+    expect(await serverVersion(c)).toMatch(seriesPattern(SERIES));
     await c.query('CREATE DATABASE app');
     await c.query('CREATE TABLE app.t (id INT PRIMARY KEY)');
     await c.end();

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type mysql from 'mysql2/promise';
+import { engineOfSeries } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
@@ -45,10 +46,8 @@ describe.each([
   beforeAll(async () => {
     lab = await startDbLab(`pitr-${runtime}-${size}${encrypted ? '-enc' : ''}${tag}`, runtime);
     await lab.startAgent();
-    // The series asked for: a docker agent lists every image it has, newest build first.
-    const engines: { id: string; version: string }[] = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines;
-    const engine = engines.find((e) => e.version.startsWith(`${series}.`))?.id;
-    expect(engine, JSON.stringify(engines)).toBeDefined();
+    // The series asked for, never whichever engine the agent happens to list first.
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, series);
     const created = await ok('POST', MYSQL, {
       label: `pitr-src-${runtime}-${size}${encrypted ? '-e' : ''}${tag}`, region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: size, allow_list: ['0.0.0.0/0'], encrypted,
     });

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serversUnder } from '../../helpers/db-servers.js';
+import { DEFAULT_SERIES, engineOfSeries, serverVersion, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, dirEntries, listening, refusal, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
@@ -12,6 +13,7 @@ import { MYSQL, connectFrom, dirEntries, listening, refusal, startDbLab, until, 
  */
 describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisioning through the API (%s runtime)', (runtime) => {
   let lab: DbLab;
+  const SERIES = DEFAULT_SERIES;
   let engine: string;
   let one: any; // 1-node database
   let three: any; // 3-node semi_synch database
@@ -20,10 +22,10 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
   beforeAll(async () => {
     lab = await startDbLab(`prov-${runtime}`, runtime);
     await lab.startAgent();
-    // The engine this agent offers (its own catalogue: a binary or an image).
+    // MariaDB 10.11 from this agent's own catalogue (a binary or an image), named rather than
+    // the first listed: a docker agent offers every image this machine built.
     const agents = (await lab.api('GET', '/v4/fulcrum/agents')).body.data;
-    engine = agents[0].engines[0]?.id;
-    if (!engine) throw new Error(`the ${runtime} agent offers no engine: ${JSON.stringify(agents)}`);
+    engine = engineOfSeries(agents[0]?.engines ?? [], SERIES);
   });
   afterAll(async () => {
     console.log(`provisioning timings, ${runtime} runtime (s):`, JSON.stringify(timings));
@@ -75,6 +77,9 @@ describe.each(['process', 'docker'] as RuntimeKind[])('Managed MySQL provisionin
     const pem = await ca(one.id);
     expect(pem).toMatch(/-----BEGIN CERTIFICATE-----/);
     const c = await connectFrom({ source: '127.0.0.2', host: one.hosts.primary, port: one.port, user: username, password, ca: pem });
+    // The series asked for is what runs.
+    expect(one.version).toMatch(seriesPattern(SERIES));
+    expect(await serverVersion(c)).toMatch(seriesPattern(SERIES));
     await c.query('CREATE DATABASE IF NOT EXISTS app');
     await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))');
     await c.query("INSERT INTO app.t VALUES (1, 'one')");

@@ -2,6 +2,7 @@
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { DEFAULT_SERIES, engineOfSeries, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 /**
@@ -10,9 +11,16 @@ import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type Run
  * (recorded in the node's spec on the process runtime), the buffer pool sized from the new plan,
  * the data kept (docs/databases.md, "Resize and upgrade").
  */
-describe.each(['process', 'docker'] as RuntimeKind[])('resize through PUT type (%s runtime)', (runtime) => {
+describe.each([
+  ['process', DEFAULT_SERIES],
+  ['docker', DEFAULT_SERIES],
+  // The newer series sizes its buffer pool differently (innodb_buffer_pool_size_max in 11.8),
+  // and a single node is cheap: the new plan's pool must take there too.
+  ['docker', '11.8'],
+] as [RuntimeKind, string][])('resize through PUT type (%s runtime, MariaDB %s)', (runtime, SERIES) => {
   let lab: DbLab;
   let db: any;
+  const tag = SERIES === DEFAULT_SERIES ? '' : `-${SERIES.replace('.', '')}`;
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const r = await lab.api(method, path, body);
@@ -32,11 +40,14 @@ describe.each(['process', 'docker'] as RuntimeKind[])('resize through PUT type (
   };
 
   beforeAll(async () => {
-    lab = await startDbLab(`resize-${runtime}`, runtime);
+    lab = await startDbLab(`resize-${runtime}${tag}`, runtime);
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
-    const created = await ok('POST', MYSQL, { label: `resize-${runtime}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] });
+    // The series named, never the first engine listed: a docker agent offers every image this machine built.
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, SERIES);
+    const created = await ok('POST', MYSQL, { label: `resize-${runtime}${tag}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] });
     db = await waitStatus(lab, created.id, 'active', 120_000);
+    expect(db.version).toMatch(seriesPattern(SERIES));
+    expect(String((await query('SELECT VERSION() AS v'))[0].v)).toMatch(seriesPattern(SERIES));
     await query('CREATE DATABASE app');
     await query('CREATE TABLE app.t (id INT PRIMARY KEY)');
     await query('INSERT INTO app.t VALUES (1), (2)');

@@ -2,6 +2,7 @@
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { assertCurrentDatabase } from '../../helpers/database-schema.js';
+import { DEFAULT_SERIES, engineOfSeries, serverVersion, seriesPattern } from '../../helpers/engines.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab } from './db-lab.js';
 
 /**
@@ -71,13 +72,15 @@ describe('cluster_size 1 -> 3 -> 1 (process runtime)', () => {
   beforeAll(async () => {
     lab = await startDbLab('dsc-scale', 'process');
     await lab.startAgent();
-    const engine = (await ok('GET', '/v4/fulcrum/agents')).data[0].engines[0].id;
+    const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data[0].engines, DEFAULT_SERIES);
     const created = await ok('POST', MYSQL, { label: 'dsc-scale', region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'] });
     db = await waitStatus(lab, created.id, 'active', 180_000);
     hostPrimary = db.hosts.primary;
     password = (await ok('GET', `${MYSQL}/${db.id}/credentials`)).password;
     ca = Buffer.from((await ok('GET', `${MYSQL}/${db.id}/ssl`)).ca_certificate, 'base64').toString('utf8');
     const c = await primary();
+    expect(db.version).toMatch(seriesPattern(DEFAULT_SERIES));
+    expect(await serverVersion(c)).toMatch(seriesPattern(DEFAULT_SERIES));
     await c.query('CREATE DATABASE app');
     await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64) NOT NULL)');
     // Rows from before the scale, so the seed has data to copy and not only the binlog.
