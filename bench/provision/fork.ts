@@ -1,14 +1,15 @@
 /**
  * bench/provision, fork part: seconds from a fork's `POST /databases/mysql/instances` (with
  * `fork: {source, restore_time}`) to `active`, against the source's data size. The source (1 node,
- * process runtime unless asked otherwise) gets N MB of rows; the bench waits for the agent's
+ * process runtime unless asked otherwise) gets N MB of rows that compress like real tables; the bench waits for the agent's
  * archive round that follows (it archives the load's binlogs and, past PHYSICAL_REFRESH_BYTES of
  * them, takes a new physical base: docs/agent.md §6), then writes a binlog tail of small writes
  * over a few seconds; the fork asks for the last second of that tail, so it loads the newest
  * physical base and replays what follows it. Everything runs the real way, except that queries go
  * to the primary member itself (no data plane runs here). The agent's warnings always go to a
  * file in the bench's temp folder (named at the start, kept when not empty); a hidden base that
- * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1).
+ * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1),
+ * and so does a fork whose rows differ from the source's up to its second (count and CRC32 sum).
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
