@@ -43,7 +43,11 @@ export async function seedPhysical(
   fork: Fork,
   source: { id: number; backupKey?: string; adminPassword: string },
   m: BackupManifest,
-): Promise<void> {
+): Promise<Record<string, number>> {
+  // Milliseconds per step, logged with the fork's seed (docs/performance.md reads them).
+  const ms: Record<string, number> = {};
+  let mark = Date.now();
+  const step = (name: string) => { const now = Date.now(); ms[name] = now - mark; mark = now; };
   const s = fork.state!;
   const p = s.primary;
   const ks = s.addresses.map((_, i) => i + 1);
@@ -68,8 +72,10 @@ export async function seedPhysical(
     const fed = await feeding;
     if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
     if (fed) throw new Error(`reading base backup ${m.id} failed: ${fed.message}`);
+    step('unpackMs');
     const prep = await d.runtime.exec(pName, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
     if (prep.exitCode !== 0) throw new Error(`preparing base backup ${m.id} failed: ${prep.stderr.trim().split('\n').slice(-3).join(' ')}`);
+    step('prepareMs');
     for (const name of await readdir(work)) if (BOOKKEEPING.test(name)) await rm(join(work, name), { recursive: true, force: true });
     // Replicas get copies, the primary the prepared folder itself (same file system: a rename).
     for (const k of [...ks.filter((k) => k !== p), p]) {
@@ -88,7 +94,9 @@ export async function seedPhysical(
   } finally {
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
   }
+  step('placeMs');
   await Promise.all(ks.map((k) => d.runtime.start(fork.nodeName(k))));
+  step('startMs');
   // The nodes now run the source's copy, root still with the source's password.
   crashPoint('fork-restarted');
   for (const k of ks) {
@@ -117,6 +125,8 @@ export async function seedPhysical(
       }
     });
   }
+  step('resetMs');
+  return ms;
 }
 
 /** root@localhost of a restored copy has the source's password: give it the fork's. */

@@ -115,12 +115,14 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     ?? planRestore(bases.filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!)), segments, stopMs, complete);
   if (!plan) throw new Error(`database ${source.id} has no backup with an unbroken binlog chain up to ${binlogDatetime(restoreMs)} UTC`);
   const base = manifests.find((m) => m.id === plan.base.id)!;
+  const planned = Date.now();
   await d.backups.verify(base);
+  const steps: Record<string, number> = { archiveMs: planned - started, verifyMs: Date.now() - planned };
   const s = fork.state!;
   const p = s.primary;
   const kind = isPhysical(base) ? 'physical' : 'logical';
   if (kind === 'physical') {
-    await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey, adminPassword: source.state.adminPassword }, base);
+    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey, adminPassword: source.state.adminPassword }, base));
   } else {
     // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
     await loadBackup({ runtime: d.runtime, storage: d.storage }, {
@@ -129,7 +131,7 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     }, p, base);
   }
   s.forkBase = { backupId: base.id, kind };
-  log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started }, 'fork: base loaded');
+  log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started, steps }, 'fork: base loaded');
   let pos = plan.base.snapshotGtid;
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
     await replaySegment(d, fork, source, seg, pos, stopMs);

@@ -1,14 +1,15 @@
 /**
  * bench/provision, fork part: seconds from a fork's `POST /databases/mysql/instances` (with
  * `fork: {source, restore_time}`) to `active`, against the source's data size. The source (1 node,
- * process runtime unless asked otherwise) gets N MB of rows; the bench waits for the agent's
+ * process runtime unless asked otherwise) gets N MB of rows that compress like real tables; the bench waits for the agent's
  * archive round that follows (it archives the load's binlogs and, past PHYSICAL_REFRESH_BYTES of
  * them, takes a new physical base: docs/agent.md §6), then writes a binlog tail of small writes
  * over a few seconds; the fork asks for the last second of that tail, so it loads the newest
  * physical base and replays what follows it. Everything runs the real way, except that queries go
  * to the primary member itself (no data plane runs here). The agent's warnings always go to a
  * file in the bench's temp folder (named at the start, kept when not empty); a hidden base that
- * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1).
+ * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1),
+ * and so does a fork whose rows differ from the source's up to its second (count and CRC32 sum).
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -24,6 +25,8 @@ import { gtidLe } from '../../agent/binlog/chain.js';
 
 export interface ForkSample {
   mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number;
+  /** Rows the source held up to the fork's second (the fork must hold exactly these). */
+  expectedRows: number;
   /** How the fork's base was loaded (physical or logical) and its stored size. */
   base: string; baseMb: number;
   /** The host's 1-minute load average when the fork became active (the machine is shared). */
@@ -32,6 +35,8 @@ export interface ForkSample {
 
 /** A fork whose base was not the kind the bench measures: the figures would not mean what they say. */
 export class ForkBaseError extends Error {}
+/** A fork that does not hold exactly the source's rows up to its second. */
+export class ForkContentError extends Error {}
 
 /** Every manifest under a folder of the agent's backup storage. */
 function manifests(dir: string): any[] {
@@ -72,8 +77,19 @@ async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, wha
 }
 
 const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
-/** Rows of about 1 KB each (a 32-character hash repeated 30 times, plus the key). */
+/** Rows of about 1 KB each (see ROW_SQL). */
 const ROW_BYTES = 1000;
+const WORDS = ['pending', 'shipped', 'delivered', 'returned', 'cancelled', 'refund', 'invoice', 'customer', 'warehouse', 'priority', 'standard', 'express'];
+const word = `ELT(1 + FLOOR(RAND() * ${WORDS.length}), ${WORDS.map((w) => `'${w}'`).join(', ')})`;
+/**
+ * One row's columns after its key, made by the server: a category from a short list, a number,
+ * and 32 fragments of `word=number:16 hex digits`. Random hex, random numbers and repeated words
+ * compress about 2.3x with gzip, like ordinary tables; a repeated hash (compressing 25x) made the
+ * base's copy, gzip and unpack look far cheaper than they are.
+ */
+const ROW_SQL = `${word}, FLOOR(RAND() * 1000000), CONCAT_WS(' ', ${Array.from({ length: 32 }, () => `CONCAT(${word}, '=', FLOOR(RAND() * 100000), ':', LEFT(MD5(RAND()), 16))`).join(', ')})`;
+/** Every column of a row in one checksum, so a fork holding other values fails the comparison. */
+const TABLE_SUM = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT_WS(\'|\', id, cat, num, pad, at))), 0) AS sum FROM app.t';
 
 export async function measureForks(runtime: 'process' | 'docker', sizesMb: number[], onSample: (s: ForkSample) => void = () => undefined): Promise<ForkSample[]> {
   const cpDir = mkdtempSync(join(tmpdir(), 'bench-fork-cp-'));
@@ -114,13 +130,14 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       })).id, 120_000);
       const c = await connect(src);
       await c.query('CREATE DATABASE app');
-      await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, pad VARCHAR(1000) NOT NULL)');
+      // `at`: the second a tail row was written (the load's rows are all before the fork's second).
+      await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, cat VARCHAR(16) NOT NULL, num INT NOT NULL, pad VARCHAR(1200) NOT NULL, at BIGINT NOT NULL DEFAULT 0)');
       await c.query('USE app');
       const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
       const t0 = performance.now();
       // Server-side rows from MariaDB's sequence engine, in transactions of 50,000 rows.
       for (let from = 1; from <= rows; from += 50_000) {
-        await c.query(`INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 30) FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
+        await c.query(`INSERT INTO app.t (id, cat, num, pad) SELECT seq, ${ROW_SQL} FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
       }
       const loadS = (performance.now() - t0) / 1000;
       const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
@@ -128,9 +145,12 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       // The binlog tail: small writes for 5 seconds after the backup.
       let tailRows = 0;
       const tailEnd = Date.now() + 5000;
-      while (Date.now() < tailEnd) await c.query('INSERT INTO app.t VALUES (?, ?)', [rows + ++tailRows, 'tail']);
-      await c.end();
+      // UNIX_TIMESTAMP() is the statement's start, the same second the binlog stamps its events with.
+      while (Date.now() < tailEnd) await c.query(`INSERT INTO app.t (id, cat, num, pad, at) SELECT ?, ${ROW_SQL}, UNIX_TIMESTAMP()`, [rows + ++tailRows]);
       const T = Math.floor((Date.now() - 1000) / 1000) * 1000;
+      // What the fork must hold: every row stamped up to second T (the fork's end is exclusive at T + 1 s).
+      const [[want]] = (await c.query(`${TABLE_SUM} WHERE at <= ?`, [T / 1000])) as any;
+      await c.end();
       await new Promise((r) => setTimeout(r, Math.max(0, T + 1100 - Date.now())));
       const f0 = performance.now();
       const fork = await api('POST', '/databases/mysql/instances', {
@@ -140,14 +160,17 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       const forkS = (performance.now() - f0) / 1000;
       const load1 = loadavg()[0]!;
       const fc = await connect(forked);
-      const [n] = await fc.query('SELECT COUNT(*) AS n FROM app.t');
+      const [[got]] = (await fc.query(TABLE_SUM)) as any;
       await fc.end();
       const forkBase = JSON.parse(readFileSync(join(agentDir, 'databases', String(fork.id), 'state.json'), 'utf8')).forkBase;
       const baseManifest = manifests(join(agentDir, 'backups', String(src.id))).find((m) => m.id === forkBase?.backupId);
-      const sample: ForkSample = { mb, rows, tailRows, loadS, forkS, forkRows: Number((n as any[])[0].n), base: forkBase?.kind ?? '?', baseMb: (baseManifest?.sizeBytes ?? 0) / 1048576, load1 };
+      const sample: ForkSample = { mb, rows, tailRows, loadS, forkS, forkRows: Number(got.n), expectedRows: Number(want.n), base: forkBase?.kind ?? '?', baseMb: (baseManifest?.sizeBytes ?? 0) / 1048576, load1 };
       out.push(sample);
       onSample(sample);
-      console.log(`fork of ${mb} MB: active in ${forkS.toFixed(2)} s from a ${sample.base} base (backup ${forkBase?.backupId ?? '?'}, ${sample.baseMb.toFixed(1)} MB), load average ${load1.toFixed(1)}`);
+      console.log(`fork of ${mb} MB (${rows} rows + ${tailRows} tail rows): active in ${forkS.toFixed(2)} s from a ${sample.base} base (backup ${forkBase?.backupId ?? '?'}, ${sample.baseMb.toFixed(1)} MB stored, ${(mb / Math.max(sample.baseMb, 0.001)).toFixed(1)}x smaller than the data), load average ${load1.toFixed(1)}; holds ${got.n} of ${want.n} rows expected, checksum ${String(got.sum) === String(want.sum) ? 'matches' : 'DIFFERS'}`);
+      if (sample.forkRows !== sample.expectedRows || String(got.sum) !== String(want.sum)) {
+        throw new ForkContentError(`the fork of ${mb} MB holds ${got.n} rows (checksum ${got.sum}) where the source held ${want.n} rows (checksum ${want.sum}) up to ${wire(T)}`);
+      }
       if (sample.base !== 'physical') throw new ForkBaseError(`the fork of ${mb} MB loaded a ${sample.base} base where a physical one was expected; see ${agentLog}`);
       for (const id of [fork.id, src.id]) await api('DELETE', `/databases/mysql/instances/${id}`);
       await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 120_000, 'deleted');

@@ -125,16 +125,16 @@ for (const runtime of only === 'fork' ? [] : runtimes) {
 if (only !== 'fork') console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
 let forkFailed = false;
 if (only !== 'provision' && forkSizes.length > 0) {
-  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'base', 'base MB', 'fork active s', 'load avg', 'rows in fork', 'goal (1 GB)', 'verdict']];
-  const row = (s: ForkSample) => [runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), s.base, fmt(s.baseMb, 1), fmt(s.forkS, 2), fmt(s.load1, 1), String(s.forkRows),
+  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'base', 'base MB', 'data/base', 'fork active s', 'load avg', 'rows in fork / expected', 'goal (1 GB)', 'verdict']];
+  const row = (s: ForkSample) => [runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), s.base, fmt(s.baseMb, 1), `${fmt(s.mb / Math.max(s.baseMb, 0.001), 1)}x`, fmt(s.forkS, 2), fmt(s.load1, 1), `${s.forkRows} / ${s.expectedRows}`,
     s.mb >= 1024 ? '< 60 s' : '-',
-    s.base !== 'physical' ? `FAILED: ${s.base} base, physical expected` : s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-'];
+    s.forkRows !== s.expectedRows ? 'FAILED: rows differ' : s.base !== 'physical' ? `FAILED: ${s.base} base, physical expected` : s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-'];
   try {
     // Rows as forks finish, so a failure later still shows the figures before it.
     await measureForks(runtimes[0] ?? 'process', forkSizes, (s) => f.push(row(s)));
   } catch (err) {
     forkFailed = true;
-    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
+    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
   }
   console.log(`\nbench/provision: fork to a point in time against data size\n${table(f)}\n`);
   if (forkFailed) console.error('bench/provision: FAILED: a fork did not run as measured (see the error above and the agent\'s warnings file)');
