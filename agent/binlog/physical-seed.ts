@@ -28,6 +28,9 @@ async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
   }
 }
 
+/** Output chunk of the base's decompression (docs/performance.md, "Forks to a point in time"). */
+const UNPACK_CHUNK = 256 * 1024;
+
 /**
  * Puts a physical base (docs/agent.md §6, "Binlog archive and forks") into every node of a new
  * fork: the stream is unpacked (`mbstream -x`) and prepared (`mariadb-backup --prepare`) by the
@@ -67,7 +70,10 @@ export async function seedPhysical(
   try {
     const feed = new PassThrough();
     const src = d.storage.reader(source.id, m.id, m.file);
-    const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), feed) : pipeline(src, createGunzip(), feed)).then(() => undefined, (e: Error) => e);
+    // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
+    // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
+    const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
+    const feeding = (decrypt ? pipeline(src, decrypt, gunzip, feed) : pipeline(src, gunzip, feed)).then(() => undefined, (e: Error) => e);
     const x = await d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin: feed, noSocket: true });
     const fed = await feeding;
     if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
