@@ -158,7 +158,8 @@ describe('data planes in pairs (keepalived)', () => {
     expect(await holds(other, vip)).toBe(true);
     // A keepalived that exits while its data plane runs is started again by the data plane.
     const pidFile = join(dir, holder.name, 'vrrp', 'keepalived.pid');
-    const firstPid = Number(readFileSync(pidFile, 'utf8'));
+    // keepalived shows in the process list a moment before it writes its pid file.
+    const firstPid = await until('keepalived wrote its pid file', () => Number(readFileSync(pidFile, 'utf8')) || false, 10_000, 100);
     process.kill(firstPid, 'SIGTERM');
     await until('the data plane restarted its keepalived', async () => {
       const now = Number(readFileSync(pidFile, 'utf8'));
