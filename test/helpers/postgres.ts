@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,8 +51,11 @@ function asPostgres(tool: string, args: string[]): void {
 /**
  * initdb + pg_ctl in a temp folder (prefix `hapg-`), listening on 127.0.0.1 and a free port, with
  * trust authentication for local connections only; `stop` shuts it down and removes the folder.
+ * `extra` lets hosts in network namespaces reach it: it also listens on `extra.address` (the
+ * root namespace's address on their bridge) and trusts connections from `extra.trust` (their
+ * CIDR, which only namespaces on this machine can reach).
  */
-export async function startPgCluster(): Promise<PgCluster> {
+export async function startPgCluster(extra?: { address: string; trust: string }): Promise<PgCluster> {
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), 'hapg-cluster-'));
   chmodSync(dir, 0o700);
@@ -63,12 +66,14 @@ export async function startPgCluster(): Promise<PgCluster> {
   }
   const data = join(dir, 'data');
   asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+  if (extra) appendFileSync(join(data, 'pg_hba.conf'), `host all all ${extra.trust} trust\n`);
+  const listen = extra ? `127.0.0.1,${extra.address}` : '127.0.0.1';
   let port = 0;
   for (let attempt = 0; ; attempt++) {
     port = await freePort();
     try {
       asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-l', join(dir, 'log'), '-w', '-t', '120', 'start',
-        '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`]);
+        '-o', `-p ${port} -k ${dir} -c listen_addresses=${listen} -c fsync=off -c max_connections=100`]);
       break;
     } catch (err) {
       if (attempt >= 3) throw err; // the port was taken between the probe and the start

@@ -56,6 +56,12 @@ describe('the control-plane VIP (keepalived)', () => {
       child.once('exit', (code) => resolve(code));
     });
     expect(await run()).toBe(0);
+    // As keepalived runs it: URL and header file as arguments, no variables.
+    const byArgs = await new Promise<number | null>((resolve) => {
+      const child = spawn('sh', [check, apiUrl, header], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
+      child.once('exit', (code) => resolve(code));
+    });
+    expect(byArgs).toBe(0);
     writeFileSync(header, 'Authorization: Bearer not-a-token\n');
     expect(await run()).not.toBe(0);
     writeFileSync(header, `Authorization: Bearer ${secret}\n`);
