@@ -16,7 +16,8 @@ import { copyReplicaKeys } from '../helpers/replica-procs.js';
 // health check we ship (scripts/keepalived/), and a client calling the VIP every 100 ms. The
 // holder's replica is SIGKILLed (its keepalived stays): the VIP moves and the API answers on it
 // again; then the new holder's cable is cut and the VIP returns to the first host, whose replica
-// was started again meanwhile. Everything is removed after.
+// was started again meanwhile; last, that replica hangs (SIGSTOP) and the VIP moves once more.
+// Everything is removed after.
 
 const PREFIX = 'fcvip';
 const SUBNET = 91;
@@ -38,6 +39,14 @@ const CHECK_USER = 'nobody';
  * the check: 1.8 + 0.1 + 1 = about 3 s. Three times the larger figure for a loaded 2-core machine.
  */
 const MOVE_BOUND_MS = 15_000;
+
+/**
+ * The same for a replica that hangs: each check then fails only by curl's `--max-time 2` (below
+ * keepalived's `timeout 3`), and the next one starts at the next 1 s tick after it, so the second
+ * failure comes at most (1 + 2) * 2 = 6 s after the hang; with the takeover and the client as
+ * above, about 9 s. Two and a half times that on a loaded machine.
+ */
+const HANG_BOUND_MS = 25_000;
 
 /** One request per line of output: when it started and ended (ms since epoch), and the status (0: no answer). */
 interface Probe { start: number; end: number; status: number; err?: string }
@@ -257,6 +266,7 @@ describe('one address for the API: keepalived moves the VIP between control-plan
     expect(await holds(holder)).toBe(false);
 
     // Case 2: the new holder's cable is cut; the VIP returns to the first host.
+    const otherBackups = entered(keepaliveds[other.name]!, 'BACKUP');
     const cutAt = Date.now();
     await other.linkDown();
     const gap2 = await recovery(`link down of ${other.name}`, cutAt);
@@ -270,6 +280,20 @@ describe('one address for the API: keepalived moves the VIP between control-plan
     await until('the API still answers on the VIP', () => probes(loop!).some((p) => p.start > okAfter && p.status === 200), 30_000, 100);
     const again = await call(vipUrl, admin, 'GET', '/v4/nodebalancers');
     expect((again.body.data as { label: string }[]).map((x) => x.label)).toContain('before-the-kill');
+
+    // Case 3: the holder's replica hangs (SIGSTOP: the kernel still accepts connections, nothing
+    // answers). The check's 2 s timeout fails it and the VIP goes back to the other host, once
+    // that one's replica reaches PostgreSQL again and its check passes.
+    await until(`${other.name} stands by after its link came back`, () => entered(keepaliveds[other.name]!, 'BACKUP') > otherBackups, 60_000, 200);
+    const hungFaults = entered(keepaliveds[holder.name]!, 'FAULT');
+    const stoppedAt = Date.now();
+    replicas[holder.name]!.proc.kill('SIGSTOP');
+    const gap3 = await recovery(`SIGSTOP of the replica on ${holder.name}`, stoppedAt);
+    expect(gap3).toBeLessThan(HANG_BOUND_MS);
+    await until(`${other.name} holds the VIP`, () => holds(other), 10_000, 100);
+    expect(await holds(holder)).toBe(false);
+    expect(entered(keepaliveds[holder.name]!, 'FAULT')).toBeGreaterThan(hungFaults);
+    replicas[holder.name]!.proc.kill('SIGCONT');
 
     await loop.kill();
     loop = undefined;
