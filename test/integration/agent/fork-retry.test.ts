@@ -18,6 +18,7 @@ import { q, withAdmin } from '../../../agent/mysql/admin.js';
 import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { dbServers } from '../../helpers/db-servers.js';
+import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -33,7 +34,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
   let src: DesiredDatabase;
   /** The chosen second, and every row sent to the source with when it was sent and acknowledged. */
   let T = 0;
-  const sent: { id: number; sentMs: number; ackMs: number }[] = [];
+  let sent: readonly WrittenRow[] = [];
   const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
   const stateOf = (id: number) => JSON.parse(readFileSync(join(stateDir, 'databases', String(id), 'state.json'), 'utf8'));
   const connectTo = (d: DesiredDatabase) =>
@@ -140,19 +141,16 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
     await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
     // The archive's first round takes a physical base: from then on a fork can be built.
     await driver.waitFor(() => Number(driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
-    // A row every 100 ms, the chosen second in the middle, writes past its end.
-    const began = Date.now();
-    let id = 1;
-    const write = async () => {
-      const t0 = Date.now();
-      await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-      sent.push({ id: id++, sentMs: t0, ackMs: Date.now() });
-      await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
-    };
-    while (Date.now() - began < 6000 || sent.length < 30) await write();
-    T = Math.floor((began + Date.now()) / 2000) * 1000;
-    while (Date.now() < T + 2500) await write();
     await s.end();
+    // A row every 100 ms, the chosen second in the middle, writes past its end. No failover
+    // here: any failed write fails the setup.
+    const began = Date.now();
+    const writer = startRowWriter({ connect: () => connectTo(src), onError: 'fail' });
+    sent = writer.rows;
+    await writer.waitFor(() => Date.now() - began >= 6000 && sent.length >= 30, 120_000, 'rows for 6 s');
+    T = middleSecond(began);
+    await writer.waitFor(() => Date.now() >= T + 2500, 30_000, 'writes past the chosen second');
+    await writer.stop();
     expect(sent.some((r) => r.ackMs < T + 1000) && sent.some((r) => r.sentMs >= T + 1000)).toBe(true);
   }, 240_000);
 
