@@ -7,10 +7,9 @@
  * nothing left behind. Process runtime, real mariadbd; the agent runs as its own OS process and
  * stops itself at the step through a test-only crash point (docs/testing.md, "Crash points").
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
@@ -40,19 +39,6 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
   const connectTo = (d: DesiredDatabase) =>
     connectFrom({ source: CLIENT, host: d.hostPrimary!, port: 3306, user: 'linroot', password: d.rootPassword!, ca: driver.db(Number(d.id))!.caCertPem });
 
-  async function spawnAgent(env: Record<string, string> = {}): Promise<ChildProcess> {
-    const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
-    const c = spawn(process.execPath, ['--import', 'tsx', script], {
-      env: { ...process.env, CONTROL_PLANE: driver.target, STATE_DIR: stateDir, NODE_POOL: fx.nodePool, AGENT_ID: 'agent-fork-retry', ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
-      c.once('exit', (code, signal) => reject(new Error(`agent exited with ${code ?? signal}`)));
-    });
-    return c;
-  }
-
   /** Starts an agent armed with crash point `at`, asks for the fork, and waits for the SIGKILL. */
   async function forkUntilCrash(fork: DesiredDatabase, at: string, others: DesiredDatabase[]): Promise<void> {
     if (child) {
@@ -60,7 +46,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
       child.kill('SIGKILL');
       await gone;
     }
-    child = await spawnAgent({ FULCRUM_CRASH_AT: at });
+    child = await fx.spawnAgent({ FULCRUM_CRASH_AT: at });
     const dead = new Promise<NodeJS.Signals | null>((r) => child!.once('exit', (_c, signal) => r(signal)));
     driver.setDatabases([src, ...others, fork]);
     const signal = await Promise.race([dead, new Promise<string>((r) => setTimeout(() => r('no crash within 180 s'), 180_000))]);
@@ -73,7 +59,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
   /** The next start finishes the fork; then it holds exactly the rows up to T and nothing is left behind. */
   async function finishedCleanly(fork: DesiredDatabase): Promise<void> {
     const id = Number(fork.id);
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     await driver.waitFor(() => driver.db(id)?.status === 'active', 240_000, `fork ${id} active after the restart`);
     // Exactly the rows the source stamped up to the chosen second, on every node of the fork.
     const s = await connectTo(src);
@@ -133,7 +119,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
     ({ driver, stateDir } = fx);
     const [engine] = await detectLocalCatalogue();
     src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'] });
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     driver.setDatabases([src]);
     await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 60_000, 'source active');
     const s = await connectTo(src);
