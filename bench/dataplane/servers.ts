@@ -26,11 +26,7 @@ export async function startNginx(dir: string, nginxBin: string): Promise<Spawned
   writeFileSync(join(www, 'big'), Buffer.alloc(BIG_FILE_BYTES, 0x61));
   const conf = join(dir, 'nginx.conf');
   writeFileSync(conf, `
-worker_processes 1;
-daemon off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/nginx-error.log warn;
-events { worker_connections 8192; }
+${nginxMain(dir, 'nginx', 8192)}
 http {
   access_log off;
   client_body_temp_path ${dir}/tmp-body;
@@ -54,6 +50,18 @@ http {
   const p = startProcess('nginx', nginxBin, ['-c', conf, '-p', dir], dir);
   for (const ip of BACKENDS) await waitForPort(ip, BACKEND_PORT, () => p.proc.exitCode !== null ? `nginx exited (${readLog(dir, 'nginx-error.log')})` : undefined);
   return p;
+}
+
+/**
+ * The main context every bench nginx shares: one worker, in the foreground, its pid file and
+ * error log in `dir` under `name`, and `workerConnections` connections per worker.
+ */
+export function nginxMain(dir: string, name: string, workerConnections: number): string {
+  return `worker_processes 1;
+daemon off;
+pid ${dir}/${name}.pid;
+error_log ${dir}/${name}-error.log warn;
+events { worker_connections ${workerConnections}; }`;
 }
 
 export interface Cert {

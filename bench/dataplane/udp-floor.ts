@@ -12,26 +12,20 @@
  * split into user and system time (docs/performance.md "UDP").
  */
 import { createSocket, type Socket } from 'node:dgram';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseFlags } from '../../lib/args.js';
 import { cpuTimes, ensureTools, startProcess, stopAll, stopChildrenOnSignal, waitFor } from '../common/processes.js';
 import { fmt, median } from '../common/stats.js';
+import { answers, startEchoBackends, startNginxUdp } from './udp.js';
 
 const BACKENDS = ['127.0.65.1', '127.0.65.2'];
 const BACKEND_PORT = 9253;
 const PORT = 8253;
 const PAYLOAD = Buffer.alloc(64, 0x75);
 const literal = (a: string, _f: unknown, cb: (e: Error | null, a: string, f: number) => void) => cb(null, a, 4);
-
-/** Child mode: a UDP echo backend. */
-function serveEcho(ip: string): void {
-  const s = createSocket('udp4');
-  s.on('message', (m, r) => s.send(m, r.port, r.address));
-  s.bind(BACKEND_PORT, ip);
-}
 
 /** Child mode: the bare relay (see the header). */
 function serveBare(ip: string): void {
@@ -105,20 +99,6 @@ async function load(ip: string, pid: number, flows: number, durationS: number): 
   return { perS: answered / elapsedS, us: per(c1.user - c0.user + c1.sys - c0.sys), usUser: per(c1.user - c0.user), usSys: per(c1.sys - c0.sys) };
 }
 
-function answers(ip: string): Promise<true | undefined> {
-  return new Promise((done) => {
-    const s = createSocket('udp4');
-    const t = setTimeout(() => finish(undefined), 300);
-    const finish = (v: true | undefined) => {
-      clearTimeout(t);
-      s.close();
-      done(v);
-    };
-    s.on('message', () => finish(true));
-    s.send(PAYLOAD, PORT, ip);
-  });
-}
-
 async function main(): Promise<void> {
   const f = parseFlags(process.argv.slice(2), { rounds: 'number', duration: 'number', flows: 'number', dist: 'string' });
   const rounds = (f.rounds as number | undefined) ?? 4;
@@ -131,7 +111,7 @@ async function main(): Promise<void> {
   stopChildrenOnSignal();
   const self = fileURLToPath(import.meta.url);
   try {
-    for (const [i, ip] of BACKENDS.entries()) startProcess(`echo-${i + 1}`, process.execPath, [self, '--serve', 'echo', ip], dir);
+    startEchoBackends(dir, BACKENDS, BACKEND_PORT);
     const targets: Array<{ name: string; ip: string; pid: number }> = [];
     let host = 10;
     for (const [name, dist] of builds) {
@@ -141,20 +121,9 @@ async function main(): Promise<void> {
     const bareIp = `127.0.65.${host++}`;
     targets.push({ name: 'bare', ip: bareIp, pid: startProcess('bare', process.execPath, [self, '--serve', 'bare', bareIp], dir).pid });
     const nginxIp = `127.0.65.${host++}`;
-    writeFileSync(join(dir, 'nginx.conf'), `load_module /usr/lib/nginx/modules/ngx_stream_module.so;
-worker_processes 1;
-daemon off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/nginx-error.log warn;
-events { worker_connections 16384; }
-stream {
-  upstream nodes { ${BACKENDS.map((b) => `server ${b}:${BACKEND_PORT};`).join(' ')} }
-  server { listen ${nginxIp}:${PORT} udp; proxy_pass nodes; proxy_timeout 16s; }
-}
-`);
-    const master = startProcess('nginx', tools.nginx!, ['-c', join(dir, 'nginx.conf'), '-p', dir], dir).pid;
-    for (const t of targets) await waitFor(`${t.name} to answer`, () => answers(t.ip), 30_000, 100);
-    await waitFor('nginx to answer', () => answers(nginxIp), 30_000, 100);
+    const master = startNginxUdp(dir, tools.nginx!, { ip: nginxIp, port: PORT, backends: BACKENDS, backendPort: BACKEND_PORT }).pid;
+    for (const t of targets) await waitFor(`${t.name} to answer`, () => answers(t.ip, PORT, 300), 30_000, 100);
+    await waitFor('nginx to answer', () => answers(nginxIp, PORT, 300), 30_000, 100);
     // nginx's worker does the proxying: measure it, not the master.
     const worker = Number(readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/)[0]);
     targets.push({ name: 'nginx', ip: nginxIp, pid: worker });
@@ -183,8 +152,7 @@ stream {
 }
 
 const argv = process.argv.slice(2);
-if (argv[0] === '--serve' && argv[1] === 'echo') serveEcho(argv[2]!);
-else if (argv[0] === '--serve' && argv[1] === 'bare') serveBare(argv[2]!);
+if (argv[0] === '--serve' && argv[1] === 'bare') serveBare(argv[2]!);
 else if (argv[0] === '--serve' && argv[1] === 'ours') {
   serveOurs(argv[3]!, argv[2]!).catch((err: Error) => {
     process.stderr.write(`engine failed: ${err.stack ?? err.message}\n`);

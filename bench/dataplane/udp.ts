@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { cpuTimes, startProcess, waitFor, type Spawned } from '../common/processes.js';
 import type { Api } from '../common/fulcrum.js';
 import { fmt, median, percentile, table } from '../common/stats.js';
+import { nginxMain } from './servers.js';
 
 export const UDP_BACKENDS = ['127.0.61.1', '127.0.61.2'];
 export const UDP_BACKEND_PORT = 9053;
@@ -20,27 +21,29 @@ export const UDP_PORT = 8053;
 const PAYLOAD = Buffer.alloc(64, 0x75);
 const TARGET = 0.8;
 
-/** One echo process per backend address (Node's dgram: answers each datagram with itself). */
-function startEchoBackends(dir: string): Spawned[] {
-  const code = `const s=require('node:dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(m,r.port,r.address));s.bind(${UDP_BACKEND_PORT},process.argv[1]);`;
-  return UDP_BACKENDS.map((ip, i) => startProcess(`udp-echo-${i + 1}`, process.execPath, ['-e', code, ip], dir));
+/**
+ * One echo process per backend address (Node's dgram: answers each datagram with itself), on
+ * `port`. The udp scenario's own addresses unless told others (udp-floor.ts has its own).
+ */
+export function startEchoBackends(dir: string, ips: readonly string[] = UDP_BACKENDS, port = UDP_BACKEND_PORT): Spawned[] {
+  const code = `const s=require('node:dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(m,r.port,r.address));s.bind(${port},process.argv[1]);`;
+  return ips.map((ip, i) => startProcess(`udp-echo-${i + 1}`, process.execPath, ['-e', code, ip], dir));
 }
 
-function startNginxUdp(dir: string, nginxBin: string): Spawned {
+/** nginx's `stream` UDP proxy, one worker, on ip:port in front of `backends` (roundrobin). */
+export function startNginxUdp(dir: string, nginxBin: string, o: { ip: string; port: number; backends: readonly string[]; backendPort: number } = {
+  ip: NGINX_UDP_IP, port: UDP_PORT, backends: UDP_BACKENDS, backendPort: UDP_BACKEND_PORT,
+}): Spawned {
   const conf = join(dir, 'nginx-udp.conf');
   writeFileSync(conf, `
 load_module /usr/lib/nginx/modules/ngx_stream_module.so;
-worker_processes 1;
-daemon off;
-pid ${dir}/nginx-udp.pid;
-error_log ${dir}/nginx-udp-error.log warn;
-events { worker_connections 16384; }
+${nginxMain(dir, 'nginx-udp', 16384)}
 stream {
   upstream udp_nodes {
-    ${UDP_BACKENDS.map((ip) => `server ${ip}:${UDP_BACKEND_PORT};`).join('\n    ')}
+    ${o.backends.map((ip) => `server ${ip}:${o.backendPort};`).join('\n    ')}
   }
   server {
-    listen ${NGINX_UDP_IP}:${UDP_PORT} udp;
+    listen ${o.ip}:${o.port} udp;
     proxy_pass udp_nodes;
     proxy_timeout 16s;
   }
@@ -50,7 +53,7 @@ stream {
 }
 
 /** Resolves when ip:port answers a datagram (the proxy and a backend are up). */
-function answers(ip: string, port: number, timeoutMs = 500): Promise<true | undefined> {
+export function answers(ip: string, port: number, timeoutMs = 500): Promise<true | undefined> {
   return new Promise((resolve) => {
     const s = createSocket('udp4');
     const done = (v: true | undefined) => {

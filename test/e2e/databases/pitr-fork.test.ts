@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type mysql from 'mysql2/promise';
 import { engineOfSeries } from '../../helpers/engines.js';
+import { middleSecond, startRowWriter } from '../../helpers/row-writer.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
@@ -68,31 +68,14 @@ describe.each([
     const oldestMs = Date.parse(`${oldest}Z`);
 
     // A row every 100 ms, each recorded with when it was sent and when its commit was acknowledged.
-    const rows: { id: number; sentMs: number; ackMs: number }[] = [];
-    let stop = false;
-    let conn: mysql.Connection | undefined;
-    const writer = (async () => {
-      for (let id = 1; !stop; id++) {
-        const t0 = Date.now();
-        try {
-          conn ??= await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
-          await conn.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-          rows.push({ id, sentMs: t0, ackMs: Date.now() });
-        } catch {
-          conn?.destroy();
-          conn = undefined;
-        }
-        await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
-      }
-    })();
+    const writer = startRowWriter({ connect: () => connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca }) });
+    const rows = writer.rows;
     const began = Date.now();
     await until('rows for 8 s', async () => (Date.now() - began > 8000 && rows.length > 40) || undefined, 60_000, 100);
     // The chosen second: the middle of the run, never before what can be restored.
-    const T = Math.max(Math.floor((began + Date.now()) / 2000) * 1000, oldestMs);
+    const T = Math.max(middleSecond(began), oldestMs);
     await until('writes past the chosen second', async () => Date.now() > T + 3000 || undefined, 30_000, 100);
-    stop = true;
-    await writer;
-    await conn?.end();
+    await writer.stop();
     expect(rows.some((r) => r.ackMs < T + 1000)).toBe(true);
     expect(rows.some((r) => r.sentMs >= T + 1000)).toBe(true);
 

@@ -1,6 +1,6 @@
 /**
- * Runs one agent as its own OS process for tests that kill it with SIGKILL
- * (agent-kill.test.ts). Configuration comes from the environment.
+ * Runs one agent as its own OS process for tests that kill it with SIGKILL (started by
+ * agent-fixture.ts's spawnAgent). Configuration comes from the environment.
  */
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent } from '../../../agent/main.js';

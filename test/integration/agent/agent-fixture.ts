@@ -1,11 +1,14 @@
 /**
  * The setup every agent integration file repeats: a state folder, a driver standing in for the
- * control plane, an in-process agent on the file's own address slot, and a cleanup that leaves
- * no server behind whatever a failed test left.
+ * control plane, an agent on the file's own address slot (in this process, or as its own OS
+ * process for tests that kill it), and a cleanup that leaves no server behind whatever a failed
+ * test left.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent, type RunningAgent, type StartAgentOptions } from '../../../agent/main.js';
@@ -25,6 +28,11 @@ export interface AgentFixture {
   options(): StartAgentOptions;
   /** Starts an agent (again) on the same state folder. */
   startAgent(): Promise<RunningAgent>;
+  /**
+   * Starts an agent on the same state folder as its own OS process (agent-child.ts), for tests
+   * that SIGKILL it; resolves once it is ready. `env` adds to its environment (e.g. a crash point).
+   */
+  spawnAgent(env?: Record<string, string>): Promise<ChildProcess>;
   /** Stops the agent, removes every node under the state folder, the driver and the folder. */
   close(): Promise<void>;
 }
@@ -55,6 +63,18 @@ export async function createAgentFixture(o: {
     async startAgent() {
       fx.agent = await startAgent(fx.options());
       return fx.agent;
+    },
+    async spawnAgent(env = {}) {
+      const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
+      const c = spawn(process.execPath, ['--import', 'tsx', script], {
+        env: { ...process.env, CONTROL_PLANE: driver.target, STATE_DIR: stateDir, NODE_POOL: fx.nodePool, AGENT_ID: o.id, ...env },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      await new Promise<void>((resolve, reject) => {
+        c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
+        c.once('exit', (code, signal) => reject(new Error(`agent exited with ${code ?? signal}`)));
+      });
+      return c;
     },
     async close() {
       await fx.agent?.close();

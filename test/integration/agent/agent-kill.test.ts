@@ -3,10 +3,9 @@
  * running (they are detached), and a new agent process on the same state folder finds them:
  * same server processes, no duplicates, endpoints back, data intact.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
@@ -22,28 +21,14 @@ describe('agent: SIGKILL and restart of the agent process', () => {
   let child: ChildProcess | undefined;
   let db: DesiredDatabase;
   const net = testNet('127.78', 26);
-  const pool = `${testNet('127.79', 26)}.0/24`;
   const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
-
-  async function spawnAgent(): Promise<ChildProcess> {
-    const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
-    const c = spawn(process.execPath, ['--import', 'tsx', script], {
-      env: { ...process.env, CONTROL_PLANE: driver.target, STATE_DIR: stateDir, NODE_POOL: pool, AGENT_ID: 'agent-kill' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
-      c.once('exit', (code) => reject(new Error(`agent exited with ${code}`)));
-    });
-    return c;
-  }
 
   beforeAll(async () => {
     fx = await createAgentFixture({ id: 'agent-kill', slot: 26 });
     ({ driver, stateDir } = fx);
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 31, engineId: engine!.id, version: engine!.version, clusterSize: 3, replicationType: 'asynch', hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     driver.setDatabases([db]);
     await driver.waitFor(() => driver.db(31)?.status === 'active', 40_000, 'active');
   });
@@ -70,7 +55,7 @@ describe('agent: SIGKILL and restart of the agent process', () => {
     expect((await runtime().list({})).every((n) => n.state === 'running')).toBe(true);
 
     const seen = driver.reports.length;
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.hello) && driver.db(31)?.status === 'active', 20_000, 'active again');
     const after = (await runtime().list({})).map((n) => n.ref).sort();
     expect(after).toEqual(before);

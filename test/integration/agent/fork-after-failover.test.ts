@@ -13,6 +13,7 @@ import type { RunningAgent } from '../../../agent/main.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, type Driver } from './control-plane-driver.js';
+import { middleSecond, startRowWriter } from '../../helpers/row-writer.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 const SOURCE = 51;
@@ -52,31 +53,16 @@ describe('agent: forks of a 3-node source before and after its failover (process
     await c0.end();
     await driver.waitFor(() => Number(driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 120_000, 'a restorable instant');
 
-    // A row every 100 ms through hosts.primary, each with when it was sent and acknowledged.
-    const rows: { id: number; sentMs: number; ackMs: number }[] = [];
-    let stop = false;
-    const writer = (async () => {
-      let conn: Awaited<ReturnType<typeof connect>> | undefined;
-      for (let id = 1; !stop; id++) {
-        const t0 = Date.now();
-        try {
-          conn ??= await connect(src);
-          await conn.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-          rows.push({ id, sentMs: t0, ackMs: Date.now() });
-        } catch {
-          conn?.destroy();
-          conn = undefined;
-        }
-        await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
-      }
-      await conn?.end().catch(() => conn?.destroy());
-    })();
+    // A row every 100 ms through hosts.primary, each with when it was sent and acknowledged;
+    // across the failover the writer reconnects and goes on.
+    const writer = startRowWriter({ connect: () => connect(src) });
+    const rows = writer.rows;
     const waitUntil = (ms: number, what: string) => driver.waitFor(() => Date.now() >= ms, ms - Date.now() + 60_000, what);
 
     // Before the failover: a second in the middle of ~6 s of writes, and writes past its end.
     const began = Date.now();
     await driver.waitFor(() => Date.now() - began > 6000 && rows.length > 30, 60_000, 'rows before the failover');
-    const before = Math.floor((began + Date.now()) / 2000) * 1000;
+    const before = middleSecond(began);
     await waitUntil(before + 2500, 'writes past the first second');
 
     const c = agent.agent.database(SOURCE)!;
@@ -89,10 +75,9 @@ describe('agent: forks of a 3-node source before and after its failover (process
     const resumed = rows[n]!.sentMs;
     // After the failover: a second in the middle of ~6 s of writes on the new primary.
     await waitUntil(resumed + 6000, 'rows after the failover');
-    const after = Math.floor((resumed + Date.now()) / 2000) * 1000;
+    const after = middleSecond(resumed);
     await waitUntil(after + 2500, 'writes past the second second');
-    stop = true;
-    await writer;
+    await writer.stop();
     expect(before + 1000).toBeLessThan(killedAt);
     expect(after).toBeGreaterThan(killedAt);
     await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 120_000, 'the source active again');

@@ -7,10 +7,9 @@
  * nothing left behind. Process runtime, real mariadbd; the agent runs as its own OS process and
  * stops itself at the step through a test-only crash point (docs/testing.md, "Crash points").
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
@@ -18,6 +17,7 @@ import { q, withAdmin } from '../../../agent/mysql/admin.js';
 import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { dbServers } from '../../helpers/db-servers.js';
+import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -33,24 +33,11 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
   let src: DesiredDatabase;
   /** The chosen second, and every row sent to the source with when it was sent and acknowledged. */
   let T = 0;
-  const sent: { id: number; sentMs: number; ackMs: number }[] = [];
+  let sent: readonly WrittenRow[] = [];
   const runtime = () => createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
   const stateOf = (id: number) => JSON.parse(readFileSync(join(stateDir, 'databases', String(id), 'state.json'), 'utf8'));
   const connectTo = (d: DesiredDatabase) =>
     connectFrom({ source: CLIENT, host: d.hostPrimary!, port: 3306, user: 'linroot', password: d.rootPassword!, ca: driver.db(Number(d.id))!.caCertPem });
-
-  async function spawnAgent(env: Record<string, string> = {}): Promise<ChildProcess> {
-    const script = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
-    const c = spawn(process.execPath, ['--import', 'tsx', script], {
-      env: { ...process.env, CONTROL_PLANE: driver.target, STATE_DIR: stateDir, NODE_POOL: fx.nodePool, AGENT_ID: 'agent-fork-retry', ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      c.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
-      c.once('exit', (code, signal) => reject(new Error(`agent exited with ${code ?? signal}`)));
-    });
-    return c;
-  }
 
   /** Starts an agent armed with crash point `at`, asks for the fork, and waits for the SIGKILL. */
   async function forkUntilCrash(fork: DesiredDatabase, at: string, others: DesiredDatabase[]): Promise<void> {
@@ -59,7 +46,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
       child.kill('SIGKILL');
       await gone;
     }
-    child = await spawnAgent({ FULCRUM_CRASH_AT: at });
+    child = await fx.spawnAgent({ FULCRUM_CRASH_AT: at });
     const dead = new Promise<NodeJS.Signals | null>((r) => child!.once('exit', (_c, signal) => r(signal)));
     driver.setDatabases([src, ...others, fork]);
     const signal = await Promise.race([dead, new Promise<string>((r) => setTimeout(() => r('no crash within 180 s'), 180_000))]);
@@ -72,7 +59,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
   /** The next start finishes the fork; then it holds exactly the rows up to T and nothing is left behind. */
   async function finishedCleanly(fork: DesiredDatabase): Promise<void> {
     const id = Number(fork.id);
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     await driver.waitFor(() => driver.db(id)?.status === 'active', 240_000, `fork ${id} active after the restart`);
     // Exactly the rows the source stamped up to the chosen second, on every node of the fork.
     const s = await connectTo(src);
@@ -132,7 +119,7 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
     ({ driver, stateDir } = fx);
     const [engine] = await detectLocalCatalogue();
     src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'] });
-    child = await spawnAgent();
+    child = await fx.spawnAgent();
     driver.setDatabases([src]);
     await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 60_000, 'source active');
     const s = await connectTo(src);
@@ -140,19 +127,16 @@ describe('agent: a physical fork interrupted by a SIGKILL of the agent is finish
     await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
     // The archive's first round takes a physical base: from then on a fork can be built.
     await driver.waitFor(() => Number(driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
-    // A row every 100 ms, the chosen second in the middle, writes past its end.
-    const began = Date.now();
-    let id = 1;
-    const write = async () => {
-      const t0 = Date.now();
-      await s.query('INSERT INTO app.t VALUES (?, UNIX_TIMESTAMP(NOW(6)))', [id]);
-      sent.push({ id: id++, sentMs: t0, ackMs: Date.now() });
-      await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - t0))));
-    };
-    while (Date.now() - began < 6000 || sent.length < 30) await write();
-    T = Math.floor((began + Date.now()) / 2000) * 1000;
-    while (Date.now() < T + 2500) await write();
     await s.end();
+    // A row every 100 ms, the chosen second in the middle, writes past its end. No failover
+    // here: any failed write fails the setup.
+    const began = Date.now();
+    const writer = startRowWriter({ connect: () => connectTo(src), onError: 'fail' });
+    sent = writer.rows;
+    await writer.waitFor(() => Date.now() - began >= 6000 && sent.length >= 30, 120_000, 'rows for 6 s');
+    T = middleSecond(began);
+    await writer.waitFor(() => Date.now() >= T + 2500, 30_000, 'writes past the chosen second');
+    await writer.stop();
     expect(sent.some((r) => r.ackMs < T + 1000) && sent.some((r) => r.sentMs >= T + 1000)).toBe(true);
   }, 240_000);
 

@@ -1,10 +1,11 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { describe, expect, it } from 'vitest';
-import { createProxyEngine, type HealthEvent } from '../../../dataplane/engine.js';
+import { createProxyEngine } from '../../../dataplane/engine.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { waitFor } from '../../helpers/backends.js';
-import { commonTcpPort, startHealthPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
+import { startHealthPort, startUdpEcho, udpLoopback, UdpFlow } from '../../helpers/udp.js';
 import { cleanup } from './engine-harness.js';
+import { counts, startUdpTrio } from './udp-harness.js';
 import { config, node, nodebalancer, snapshot } from './snapshot.js';
 
 /**
@@ -12,43 +13,6 @@ import { config, node, nodebalancer, snapshot } from './snapshot.js';
  * the `backup` and `reject` node modes, an `http` check on `udp_check_port`, and replies from an
  * address that is not the node's, which must never reach the client. Addresses: 127.117.0.0/16.
  */
-type Extra = Parameters<typeof config>[2];
-type NodeExtra = Parameters<typeof node>[1];
-
-/**
- * Three echo backends a, b, c with the given node modes behind one udp config; each backend's host
- * has a TCP (or, with `http`, an HTTP) listener on the config's udp_check_port.
- */
-async function setup(extra: Extra, modes: NodeExtra[] = [{}, {}, {}], opts: { http?: boolean } = {}) {
-  const names = ['a', 'b', 'c'];
-  const ips = names.map(() => udpLoopback());
-  const backends: UdpEcho[] = [];
-  for (const [i, n] of names.entries()) backends.push(await startUdpEcho(n, ips[i]!));
-  for (const b of backends) cleanup.push(() => b.close());
-  const checkPort = await commonTcpPort(ips);
-  const checks = await Promise.all(ips.map((ip) => (opts.http ? startHealthPort(ip, checkPort) : startTcpPort(ip, checkPort))));
-  for (const c of checks) cleanup.push(() => c.close());
-  const ip = udpLoopback();
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const engine = createProxyEngine({ logger: silentLogger() });
-  cleanup.push(() => engine.close());
-  const events: Array<HealthEvent & { name: string }> = [];
-  const nodes = backends.map((b, i) => node(b.address, { mode: 'none', ...modes[i] }));
-  const nameOf = new Map(nodes.map((n, i) => [n.id as number, names[i]!]));
-  engine.onHealth((ev) => events.push({ ...ev, name: nameOf.get(ev.nodeId)! }));
-  const cfg = config(port, nodes, { protocol: 'udp', stickiness: 'session', checkPassive: false, cipherSuite: 'none', udpCheckPort: checkPort, udpSessionTimeout: 16, ...extra });
-  const nb = nodebalancer(ip, [cfg]);
-  await engine.apply(snapshot(1, [nb]));
-  const flow = (source?: string) => {
-    const f = new UdpFlow(ip, port, source);
-    cleanup.push(() => f.close());
-    return f;
-  };
-  const status = (name: string) => [...events].reverse().find((e) => e.name === name)?.status ?? 'unknown';
-  return { engine, backends, checks, nodes, cfg, nb, flow, status, ip, port };
-}
-
-const counts = (names: (string | null)[]) => names.reduce<Record<string, number>>((m, n) => ({ ...m, [String(n)]: (m[String(n)] ?? 0) + 1 }), {});
 
 /**
  * A UDP "node" that never answers from its own address: each datagram it gets is answered from
@@ -84,7 +48,7 @@ async function startForger(ip: string, forgeFrom: string): Promise<{ address: st
 
 describe('UDP stickiness and node modes', () => {
   it('source_ip: every flow of one client IP goes to one node, and client IPs are spread', async () => {
-    const { flow } = await setup({ algorithm: 'roundrobin', stickiness: 'source_ip' });
+    const { flow } = await startUdpTrio({ algorithm: 'roundrobin', stickiness: 'source_ip' });
     const sources = [udpLoopback(), udpLoopback(), udpLoopback()];
     const per: Array<Set<string | null>> = [];
     for (const source of sources) {
@@ -106,9 +70,9 @@ describe('UDP stickiness and node modes', () => {
   });
 
   it('backup nodes take flows only when no other node is healthy', async () => {
-    const { flow, checks, status } = await setup(
+    const { flow, checks, status } = await startUdpTrio(
       { algorithm: 'roundrobin', check: 'connection', checkInterval: 1, checkTimeout: 1, checkAttempts: 1 },
-      [{}, {}, { mode: 'backup' }],
+      { modes: [{}, {}, { mode: 'backup' }] },
     );
     await waitFor(() => ['a', 'b', 'c'].every((n) => status(n) === 'UP'), 20_000, 'first checks pass');
     const first: (string | null)[] = [];
@@ -123,7 +87,7 @@ describe('UDP stickiness and node modes', () => {
   });
 
   it('a reject node takes no flow, and a node set to reject moves its flows on their next datagram', async () => {
-    const { flow, engine, nb, cfg, nodes } = await setup({ algorithm: 'roundrobin' }, [{}, {}, { mode: 'reject' }]);
+    const { flow, engine, nb, cfg, nodes } = await startUdpTrio({ algorithm: 'roundrobin' }, { modes: [{}, {}, { mode: 'reject' }] });
     const flows = Array.from({ length: 8 }, () => flow());
     const first: (string | null)[] = [];
     for (const f of flows) first.push(await f.who());
@@ -134,9 +98,9 @@ describe('UDP stickiness and node modes', () => {
   });
 
   it('an http check on udp_check_port marks a node DOWN on a failing status and UP again when it recovers', async () => {
-    const { flow, checks, status } = await setup(
+    const { flow, checks, status } = await startUdpTrio(
       { algorithm: 'roundrobin', check: 'http', checkPath: '/health', checkInterval: 1, checkTimeout: 1, checkAttempts: 1 },
-      [{}, {}, {}], { http: true },
+      { http: true },
     );
     const health = checks as Array<Awaited<ReturnType<typeof startHealthPort>>>;
     await waitFor(() => ['a', 'b', 'c'].every((n) => status(n) === 'UP'), 20_000, 'first checks pass');

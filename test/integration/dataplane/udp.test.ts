@@ -1,50 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { createProxyEngine, type HealthEvent, type ProxyEngine } from '../../../dataplane/engine.js';
-import type { ConnLimitOptions } from '../../../dataplane/throttle/conn-limits.js';
-import { silentLogger } from '../../../lib/logger.js';
+import type { ProxyEngine } from '../../../dataplane/engine.js';
 import { waitFor } from '../../helpers/backends.js';
-import { commonTcpPort, startTcpPort, startUdpEcho, udpLoopback, UdpFlow, type UdpEcho } from '../../helpers/udp.js';
-import { cleanup } from './engine-harness.js';
-import { config, node, nodebalancer, snapshot } from './snapshot.js';
+import { snapshot } from './snapshot.js';
+import { counts, startUdpTrio } from './udp-harness.js';
 
 /**
  * UDP load balancing with real sockets (docs/dataplane.md "UDP"): three echo backends that answer
  * with their own name, each on its own 127.117.x address with a TCP port for udp_check_port.
  */
-type Extra = Parameters<typeof config>[2];
-
-async function setup(extra: Extra, nbExtra: Parameters<typeof nodebalancer>[2] = {}, limits?: ConnLimitOptions) {
-  const names = ['a', 'b', 'c'];
-  const ips = names.map(() => udpLoopback());
-  const backends: UdpEcho[] = [];
-  for (const [i, n] of names.entries()) backends.push(await startUdpEcho(n, ips[i]!));
-  for (const b of backends) cleanup.push(() => b.close());
-  const checkPort = await commonTcpPort(ips);
-  const checks = await Promise.all(ips.map((ip) => startTcpPort(ip, checkPort)));
-  for (const c of checks) cleanup.push(() => c.close());
-  const ip = udpLoopback();
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const engine = createProxyEngine({ logger: silentLogger(), limits });
-  cleanup.push(() => engine.close());
-  const events: Array<HealthEvent & { name: string }> = [];
-  const nodes = backends.map((b) => node(b.address, { mode: 'none' }));
-  const nameOf = new Map(nodes.map((n, i) => [n.id as number, names[i]!]));
-  engine.onHealth((ev) => events.push({ ...ev, name: nameOf.get(ev.nodeId)! }));
-  const cfg = config(port, nodes, { protocol: 'udp', stickiness: 'session', checkPassive: false, cipherSuite: 'none', udpCheckPort: checkPort, udpSessionTimeout: 16, ...extra });
-  const nb = nodebalancer(ip, [cfg], nbExtra);
-  await engine.apply(snapshot(1, [nb]));
-  const flows: UdpFlow[] = [];
-  const flow = () => {
-    const f = new UdpFlow(ip, port);
-    flows.push(f);
-    cleanup.push(() => f.close());
-    return f;
-  };
-  const status = (name: string) => [...events].reverse().find((e) => e.name === name)?.status ?? 'unknown';
-  return { engine, backends, checks, nodes, cfg, nb, flow, flows, status, ip, port };
-}
-
-const counts = (names: (string | null)[]) => names.reduce<Record<string, number>>((m, n) => ({ ...m, [String(n)]: (m[String(n)] ?? 0) + 1 }), {});
 
 function refused(engine: ProxyEngine, reason: string): number {
   return (engine.refusals() as Record<string, number>)[reason] ?? 0;
@@ -52,7 +15,7 @@ function refused(engine: ProxyEngine, reason: string): number {
 
 describe('UDP configs', () => {
   it('spreads 30 flows over three nodes by roundrobin, and session keeps each flow on its node', async () => {
-    const { flow } = await setup({ algorithm: 'roundrobin' });
+    const { flow } = await startUdpTrio({ algorithm: 'roundrobin' });
     const flows = Array.from({ length: 30 }, flow);
     const first: (string | null)[] = [];
     for (const f of flows) first.push(await f.who());
@@ -65,7 +28,7 @@ describe('UDP configs', () => {
   it('stickiness none: one flow is spread over every node per datagram, and every node\'s answer comes back', async () => {
     // The session's socket starts connected to its first node and leaves that for good at the
     // first move; answers from the first node must still come back afterwards.
-    const { flow } = await setup({ algorithm: 'roundrobin', stickiness: 'none' });
+    const { flow } = await startUdpTrio({ algorithm: 'roundrobin', stickiness: 'none' });
     const f = flow();
     const seen: (string | null)[] = [];
     for (let i = 0; i < 9; i++) seen.push(await f.who(`n-${i}`));
@@ -73,7 +36,7 @@ describe('UDP configs', () => {
   });
 
   it('a flow silent for longer than udp_session_timeout starts a new session, which may go elsewhere', async () => {
-    const { flow, engine } = await setup({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
     const f = flow();
     const before = await f.who();
     expect(before).not.toBeNull();
@@ -92,7 +55,7 @@ describe('UDP configs', () => {
   });
 
   it('ring_hash: removing a node moves only the flows that were on it', async () => {
-    const { engine, flow, nb, cfg, nodes } = await setup({ algorithm: 'ring_hash', stickiness: 'none' });
+    const { engine, flow, nb, cfg, nodes } = await startUdpTrio({ algorithm: 'ring_hash', stickiness: 'none' });
     const flows = Array.from({ length: 30 }, flow);
     const before: (string | null)[] = [];
     for (const f of flows) before.push(await f.who());
@@ -112,7 +75,7 @@ describe('UDP configs', () => {
   });
 
   it('a stopped node is marked DOWN by its udp_check_port check and its flows move on their next datagram', async () => {
-    const { flow, backends, checks, status } = await setup({ algorithm: 'roundrobin', check: 'connection', checkInterval: 1, checkTimeout: 1, checkAttempts: 2 });
+    const { flow, backends, checks, status } = await startUdpTrio({ algorithm: 'roundrobin', check: 'connection', checkInterval: 1, checkTimeout: 1, checkAttempts: 2 });
     await waitFor(() => ['a', 'b', 'c'].every((n) => status(n) === 'UP'), 15_000, 'first checks pass');
     const flows = Array.from({ length: 9 }, flow);
     const first: (string | null)[] = [];
@@ -129,7 +92,7 @@ describe('UDP configs', () => {
   });
 
   it('client_udp_sess_throttle refuses new sessions from one IP past the limit; its sessions keep working', async () => {
-    const { flow, engine } = await setup({ algorithm: 'roundrobin' }, { clientUdpSessThrottle: 5 });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin' }, { nbExtra: { clientUdpSessThrottle: 5 } });
     const flows = Array.from({ length: 8 }, flow);
     await Promise.all(flows.map((f) => f.ready));
     // All eight first datagrams leave in one tick, well inside one second.
@@ -150,7 +113,7 @@ describe('UDP configs', () => {
   });
 
   it('caps sessions per client IP, so one source cannot take every session', async () => {
-    const { flow, engine } = await setup({ algorithm: 'roundrobin' }, {}, { udpSessionsPerClient: 4 });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin' }, { limits: { udpSessionsPerClient: 4 } });
     const got: (string | null)[] = [];
     for (const f of Array.from({ length: 6 }, flow)) got.push(await f.who('x', 1000));
     expect(got.filter((a) => a !== null)).toHaveLength(4);
@@ -158,7 +121,7 @@ describe('UDP configs', () => {
   });
 
   it('a premium NodeBalancer gives each client IP 8 times the per-client session cap', async () => {
-    const { flow, engine } = await setup({ algorithm: 'roundrobin' }, { type: 'premium' }, { udpSessionsPerClient: 2 });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin' }, { nbExtra: { type: 'premium' }, limits: { udpSessionsPerClient: 2 } });
     const got: (string | null)[] = [];
     for (const f of Array.from({ length: 17 }, flow)) got.push(await f.who('x', 1000));
     expect(got.slice(0, 16).every((a) => a !== null)).toBe(true);
@@ -170,7 +133,7 @@ describe('UDP configs', () => {
     // Sessions are kept by client address, then port: flows sharing an address must neither
     // collide nor outlive their timeout, and a flow whose session ended must start a new one.
     // (No count is checked between datagrams: with a 1 s timeout a slow machine could end one.)
-    const { flow, engine, cfg } = await setup({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
+    const { flow, engine, cfg } = await startUdpTrio({ algorithm: 'roundrobin', udpSessionTimeout: 1 });
     const open = () => engine.config(cfg.id as number)!.traffic.open;
     const first = Array.from({ length: 3 }, flow);
     const names: (string | null)[] = [];
@@ -183,7 +146,7 @@ describe('UDP configs', () => {
   });
 
   it('counts transfer: bytes in and out match what was sent and answered, one connection per session', async () => {
-    const { flow, engine } = await setup({ algorithm: 'leastconn' });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'leastconn' });
     engine.drainCounters();
     let sent = 0;
     let answered = 0;
@@ -203,7 +166,7 @@ describe('UDP configs', () => {
   });
 
   it('leastconn spreads sessions by open sessions; drain keeps sessions but takes no new ones', async () => {
-    const { flow, engine, nb, cfg, nodes } = await setup({ algorithm: 'leastconn' });
+    const { flow, engine, nb, cfg, nodes } = await startUdpTrio({ algorithm: 'leastconn' });
     const flows = Array.from({ length: 6 }, flow);
     const first: (string | null)[] = [];
     for (const f of flows) first.push(await f.who());
