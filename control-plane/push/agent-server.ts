@@ -53,9 +53,12 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
       // Placement reads the load and writes the choice in one transaction.
       for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
-      // Members' addresses as their agents reported them, through any replica (the store's reports).
-      const addresses = new Map((await repo.memberReports()).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
-      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
+      // Members' addresses as their agents reported them, through any replica (the store's reports);
+      // only a placed member's row from its own agent counts (docs/databases.md, "Whose report counts").
+      const members = await repo.members();
+      const agentOf = new Map(members.map((m) => [`${m.databaseId}:${m.member}`, m.agentId]));
+      const addresses = new Map((await repo.memberReports()).filter((r) => agentOf.get(`${r.databaseId}:${r.member}`) === r.agentId).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
+      return { databases: await repo.list(), members, pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
     },
     select: (round, sub) => {
       const addressOf: MemberAddress = (db, m) => round.addresses.get(`${db}:${m}`) ?? '';

@@ -114,4 +114,28 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     expect((await repo.get(row.id))!.term).toBe(1);
     expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
   });
+
+  it('reads only the current members\' rows: a stale row (a member past the size, another agent\'s) feeds neither members nor the primary', async () => {
+    const { clock, repo, coord, row, report } = await setup();
+    clock.advance(AGENT_SILENT_MS);
+    await report();
+    await coord.tick();
+    expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    // Rows as an older control plane could leave them: member 4 (past the size) and member 1
+    // written by an agent that does not run it.
+    const stale = { databaseId: row.id, state: 'running', role: 'primary', gtid: '0-1-99', reported: clock.now() };
+    await repo.putMemberReport({ ...stale, member: 4, agentId: 'a', address: '10.9.9.4:3306' });
+    await repo.putMemberReport({ ...stale, member: 1, agentId: 'x', address: '10.9.9.1:3306' });
+    clock.advance(500);
+    await coord.tick();
+    expect(Object.keys((await repo.get(row.id))!.members).sort()).toEqual(['10.0.0.2', '10.0.0.3']);
+    expect((await coord.primaryOf(row.id))).toMatchObject({ member: 1, agentId: 'a', address: '' });
+    // Member 1's own agent reports again: its row counts once more.
+    clock.advance(500);
+    await report();
+    await coord.tick();
+    expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
+    expect((await repo.get(row.id))!.term).toBe(1);
+  });
 });
