@@ -79,19 +79,35 @@ export class FailoverCoordinator {
   async record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): Promise<boolean> {
     let moved = false;
     for (const db of databases) {
-      const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
-      if (mine.size === 0) continue;
-      const known = new Map((await this.d.repo.memberReports(db.id)).map((r) => [r.member, r]));
-      for (const n of db.nodes) {
-        if (!mine.has(n.member)) continue;
-        const was = known.get(n.member);
-        if (n.address && was?.address !== n.address) moved = true;
-        // Written once per change, not per heartbeat (the agent's liveness is its own row's).
-        if (was && was.agentId === agentId && was.state === n.state && was.role === n.role && was.gtid === n.gtid && was.address === n.address) continue;
-        await this.d.repo.putMemberReport({ databaseId: db.id, member: n.member, agentId, state: n.state, role: n.role, gtid: n.gtid, address: n.address, reported: this.d.clock.now() });
-      }
+      // Most reports change nothing and open no transaction.
+      if ((await this.changes(agentId, db)).writes.length === 0) continue;
+      // The placements are read again with the writes in one transaction: a report racing a scale
+      // down cannot bring back a row the scale removed (docs/databases.md, "Scaling").
+      moved = (await this.d.repo.transaction(async () => {
+        const now = await this.changes(agentId, db);
+        for (const r of now.writes) await this.d.repo.putMemberReport(r);
+        return now.moved;
+      })) || moved;
     }
     return moved;
+  }
+
+  /** The rows an agent's report of one database changes, and whether a member's address moved. */
+  private async changes(agentId: string, db: { id: number; nodes: ReportedNode[] }): Promise<{ writes: MemberReport[]; moved: boolean }> {
+    const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
+    if (mine.size === 0) return { writes: [], moved: false };
+    const known = new Map((await this.d.repo.memberReports(db.id)).map((r) => [r.member, r]));
+    const writes: MemberReport[] = [];
+    let moved = false;
+    for (const n of db.nodes) {
+      if (!mine.has(n.member)) continue;
+      const was = known.get(n.member);
+      if (n.address && was?.address !== n.address) moved = true;
+      // Written once per change, not per heartbeat (the agent's liveness is its own row's).
+      if (was && was.agentId === agentId && was.state === n.state && was.role === n.role && was.gtid === n.gtid && was.address === n.address) continue;
+      writes.push({ databaseId: db.id, member: n.member, agentId, state: n.state, role: n.role, gtid: n.gtid, address: n.address, reported: this.d.clock.now() });
+    }
+    return { writes, moved };
   }
 
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */

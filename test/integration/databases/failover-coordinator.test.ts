@@ -12,6 +12,7 @@ import { EventService } from '../../../control-plane/domain/events/event-service
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
 
 const spread: Omit<DatabaseRecord, 'id'> = {
   label: 'spread', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
@@ -137,5 +138,32 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
     expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
     expect((await repo.get(row.id))!.term).toBe(1);
+  });
+
+  it('a report racing a scale down brings back no row the scale removed', async () => {
+    const { clock, repo: store, events } = await setup();
+    const one = await store.create({ ...spread, label: 'one-agent' });
+    await store.setMembers(one.id, ['a', 'a', 'a']);
+    // The scale down (placements and size in one transaction, as the API does it) commits right
+    // after the report has read the placements and before it writes: the race, made certain.
+    let raced = false;
+    const repo: DatabaseRepository = {
+      ...store,
+      async memberReports(id) {
+        if (!raced && id === one.id) {
+          raced = true;
+          await store.transaction(async () => {
+            await store.setMembers(one.id, ['a']);
+            await store.update(one.id, { clusterSize: 1, replicationType: 'none' });
+          });
+        }
+        return store.memberReports(id);
+      },
+    };
+    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger(), registry: createRegistry('control-plane') });
+    const nodes = [1, 2, 3].map((k) => ({ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${k}`, address: `10.0.2.${k}:3306` }));
+    await coord.record('a', [{ id: one.id, nodes }]);
+    expect(raced).toBe(true);
+    expect((await store.memberReports(one.id)).map((r) => r.member)).toEqual([1]);
   });
 });
