@@ -119,7 +119,8 @@ export class DatabaseObserver {
     let db = await this.d.repo.get(o.id);
     if (!db || db.deleting) return false;
     let changed = false;
-    const member = (await this.d.repo.members(db.id)).some((m) => m.agentId === agentId);
+    const placements = await this.d.repo.members(db.id);
+    const member = placements.some((m) => m.agentId === agentId);
     if (db.agentId === null) {
       // Only placement names a database's agents: a report about an unplaced database is no claim
       // on it (docs/databases.md, "Whose report counts").
@@ -159,7 +160,7 @@ export class DatabaseObserver {
       if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
     }
     // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
-    if (!spansAgents(await this.d.repo.members(db.id)) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    if (!spansAgents(placements) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;
