@@ -12,6 +12,7 @@ import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, Operatio
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
+import { IgnoredReports, reportScope } from '../domain/databases/report-scope.js';
 import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
@@ -53,9 +54,12 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
       // Placement reads the load and writes the choice in one transaction.
       for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
-      // Members' addresses as their agents reported them, through any replica (the store's reports).
-      const addresses = new Map((await repo.memberReports()).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
-      return { databases: await repo.list(), members: await repo.members(), pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
+      // Members' addresses as their agents reported them, through any replica (the store's reports);
+      // only a placed member's row from its own agent counts (docs/databases.md, "Whose report counts").
+      const members = await repo.members();
+      const agentOf = new Map(members.map((m) => [`${m.databaseId}:${m.member}`, m.agentId]));
+      const addresses = new Map((await repo.memberReports()).filter((r) => agentOf.get(`${r.databaseId}:${r.member}`) === r.agentId).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
+      return { databases: await repo.list(), members, pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
     },
     select: (round, sub) => {
       const addressOf: MemberAddress = (db, m) => round.addresses.get(`${db}:${m}`) ?? '';
@@ -125,9 +129,11 @@ export class AgentPushServer {
   private readonly backupDays = new Map<number, string>();
   /** Open streams by agent id, so that a revoked agent's stream can be closed. */
   private readonly streams = new Map<string, grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
+  private readonly ignored: IgnoredReports;
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
+    this.ignored = new IgnoredReports(this.log);
     this.cache = new SnapshotCache({
       source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
@@ -181,13 +187,19 @@ export class AgentPushServer {
 
   /**
    * Auto-backup days the agents took mark the claimed days taken (docs/databases.md, "Auto
-   * backups"); written by the replica the agent reports to, and only when the day moved.
+   * backups"); written by the replica the agent reports to, and only when the day moved. Only an
+   * agent holding the database speaks for its day (docs/databases.md, "Whose report counts").
    */
-  private async recordBackupDays(msg: AgentReport__Output): Promise<void> {
+  private async recordBackupDays(agentId: string, msg: AgentReport__Output): Promise<void> {
     for (const o of msg.databases ?? []) {
       const id = Number(o.id);
       const day = o.lastAutoBackupDay ?? '';
       if (!isUtcDay(day) || this.backupDays.get(id) === day) continue;
+      const scope = await reportScope(this.d.repo, agentId, id);
+      if (scope !== 'held') {
+        this.ignored.note(agentId, id, 'last_auto_backup_day', scope);
+        continue;
+      }
       await this.d.repo.markBackupSlotsTaken(id, day, this.d.clock.now());
       if (this.backupDays.size > 100_000) this.backupDays.clear();
       this.backupDays.set(id, day);
@@ -253,7 +265,7 @@ export class AgentPushServer {
     const sub = state.sub;
     await this.recordInventory(sub.id, msg);
     const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
-    await this.recordBackupDays(msg);
+    await this.recordBackupDays(sub.id, msg);
     // A member's address first reported (or moved) is what its peers on other agents replicate from.
     const moved = await this.d.failover?.record(sub.id, reportedNodes(msg));
     if (moved) this.notifyChanged();

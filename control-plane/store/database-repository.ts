@@ -30,7 +30,9 @@ export interface DatabaseRepository {
   members(databaseId?: number): Promise<MemberPlacement[]>;
   /**
    * Places member k+1 on agents[k]: the whole set, replacing any earlier one (placements move only
-   * when a database is scaled, and members past the new size are dropped).
+   * when a database is scaled, and members past the new size are dropped with their member
+   * reports, so a scale down called in the transaction that stores the new size leaves no row
+   * about a member that no longer exists).
    */
   setMembers(databaseId: number, agents: string[]): Promise<void>;
 

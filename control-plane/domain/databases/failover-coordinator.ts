@@ -6,6 +6,7 @@ import type { DatabaseRepository } from '../../store/database-repository.js';
 import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
 import { spansAgents } from './placement.js';
+import type { MemberPlacement, MemberReport } from './model.js';
 
 /** One node as an agent reports it (transport-neutral part of NodeObservation). */
 export interface ReportedNode {
@@ -26,6 +27,17 @@ export interface PrimaryLocation {
   agentId: string;
   /** address:port as the member's agent reported it; empty until it has. */
   address: string;
+}
+
+/**
+ * Each current member's report, by member index: only a row about a placed member, written by the
+ * agent that member is placed on, counts. A row left from a member scaled away or from an agent
+ * that no longer runs the member describes no server of the cluster (docs/databases.md, "Whose
+ * report counts").
+ */
+export function currentReports(placements: readonly MemberPlacement[], reports: readonly MemberReport[]): Map<number, MemberReport> {
+  const agentOf = new Map(placements.map((m) => [m.member, m.agentId]));
+  return new Map(reports.filter((r) => agentOf.get(r.member) === r.agentId).map((r) => [r.member, r]));
 }
 
 /**
@@ -67,19 +79,35 @@ export class FailoverCoordinator {
   async record(agentId: string, databases: { id: number; nodes: ReportedNode[] }[]): Promise<boolean> {
     let moved = false;
     for (const db of databases) {
-      const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
-      if (mine.size === 0) continue;
-      const known = new Map((await this.d.repo.memberReports(db.id)).map((r) => [r.member, r]));
-      for (const n of db.nodes) {
-        if (!mine.has(n.member)) continue;
-        const was = known.get(n.member);
-        if (n.address && was?.address !== n.address) moved = true;
-        // Written once per change, not per heartbeat (the agent's liveness is its own row's).
-        if (was && was.agentId === agentId && was.state === n.state && was.role === n.role && was.gtid === n.gtid && was.address === n.address) continue;
-        await this.d.repo.putMemberReport({ databaseId: db.id, member: n.member, agentId, state: n.state, role: n.role, gtid: n.gtid, address: n.address, reported: this.d.clock.now() });
-      }
+      // Most reports change nothing and open no transaction.
+      if ((await this.changes(agentId, db)).writes.length === 0) continue;
+      // The placements are read again with the writes in one transaction: a report racing a scale
+      // down cannot bring back a row the scale removed (docs/databases.md, "Scaling").
+      moved = (await this.d.repo.transaction(async () => {
+        const now = await this.changes(agentId, db);
+        for (const r of now.writes) await this.d.repo.putMemberReport(r);
+        return now.moved;
+      })) || moved;
     }
     return moved;
+  }
+
+  /** The rows an agent's report of one database changes, and whether a member's address moved. */
+  private async changes(agentId: string, db: { id: number; nodes: ReportedNode[] }): Promise<{ writes: MemberReport[]; moved: boolean }> {
+    const mine = new Set((await this.d.repo.members(db.id)).filter((m) => m.agentId === agentId).map((m) => m.member));
+    if (mine.size === 0) return { writes: [], moved: false };
+    const known = new Map((await this.d.repo.memberReports(db.id)).map((r) => [r.member, r]));
+    const writes: MemberReport[] = [];
+    let moved = false;
+    for (const n of db.nodes) {
+      if (!mine.has(n.member)) continue;
+      const was = known.get(n.member);
+      if (n.address && was?.address !== n.address) moved = true;
+      // Written once per change, not per heartbeat (the agent's liveness is its own row's).
+      if (was && was.agentId === agentId && was.state === n.state && was.role === n.role && was.gtid === n.gtid && was.address === n.address) continue;
+      writes.push({ databaseId: db.id, member: n.member, agentId, state: n.state, role: n.role, gtid: n.gtid, address: n.address, reported: this.d.clock.now() });
+    }
+    return { writes, moved };
   }
 
   /** Runs the decision for every spread cluster; true when a primary was named (push again). */
@@ -95,11 +123,11 @@ export class FailoverCoordinator {
       const placements = await this.d.repo.members(db.id);
       if (!spansAgents(placements)) continue;
       live.add(db.id);
-      const reports = await this.d.repo.memberReports(db.id);
+      // Only what the member's own agent said counts (a member never moves agents).
+      const reports = currentReports(placements, await this.d.repo.memberReports(db.id));
       const members: MemberView[] = await Promise.all(placements.map(async (m) => {
         const agent = await this.d.repo.agent(m.agentId);
-        // Only what the member's own agent said counts (a member never moves agents).
-        const node = reports.find((r) => r.member === m.member && r.agentId === m.agentId);
+        const node = reports.get(m.member);
         return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
       }));
       const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
@@ -114,9 +142,10 @@ export class FailoverCoordinator {
   async primaryOf(databaseId: number): Promise<PrimaryLocation | undefined> {
     const db = await this.d.repo.get(databaseId);
     if (!db || db.deleting) return undefined;
-    const placement = (await this.d.repo.members(databaseId)).find((m) => m.member === db.primaryMember);
+    const placements = await this.d.repo.members(databaseId);
+    const placement = placements.find((m) => m.member === db.primaryMember);
     if (!placement) return undefined;
-    const address = (await this.d.repo.memberReports(databaseId)).find((r) => r.member === db.primaryMember)?.address ?? '';
+    const address = currentReports(placements, await this.d.repo.memberReports(databaseId)).get(db.primaryMember)?.address ?? '';
     return { databaseId, term: db.term, member: db.primaryMember, agentId: placement.agentId, address };
   }
 
@@ -129,9 +158,10 @@ export class FailoverCoordinator {
     const db = await this.d.repo.get(id);
     if (!db) return false;
     const members: Record<string, string> = {};
-    const reports = await this.d.repo.memberReports(id);
-    for (const m of await this.d.repo.members(id)) {
-      const address = reports.find((r) => r.member === m.member)?.address ?? '';
+    const placements = await this.d.repo.members(id);
+    const reports = currentReports(placements, await this.d.repo.memberReports(id));
+    for (const m of placements) {
+      const address = reports.get(m.member)?.address ?? '';
       const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
       if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
     }

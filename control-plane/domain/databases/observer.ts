@@ -6,6 +6,7 @@ import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
 import { nextStatus, settle, type Observation } from './status-rules.js';
 import { spansAgents } from './placement.js';
+import { IgnoredReports, reportScope } from './report-scope.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
@@ -47,9 +48,13 @@ export interface OperationResultView {
  * Returns whether the desired state changed (so the caller pushes again).
  */
 export class DatabaseObserver {
+  private readonly ignored: IgnoredReports;
+
   constructor(
     private readonly d: { repo: DatabaseRepository; events: EventService; service: DatabaseService; clock: Clock; logger: Logger },
-  ) {}
+  ) {
+    this.ignored = new IgnoredReports(d.logger.child({ component: 'database-observer' }));
+  }
 
   private now(): number {
     return Math.floor(this.d.clock.now() / 1000) * 1000;
@@ -59,7 +64,7 @@ export class DatabaseObserver {
     return this.d.repo.transaction(async () => {
       let changed = false;
       const observed = new Map(databases.map((o) => [o.id, o]));
-      for (const r of results) changed = (await this.result(r, observed.get(r.databaseId))) || changed;
+      for (const r of results) changed = (await this.result(agentId, r, observed)) || changed;
       for (const o of databases) changed = (await this.observe(agentId, o)) || changed;
       // A deleted database this agent no longer reports is gone: release what it held.
       for (const db of await this.d.repo.list()) {
@@ -72,9 +77,17 @@ export class DatabaseObserver {
     });
   }
 
-  private async result(r: OperationResultView, obs: ObservedDatabaseView | undefined): Promise<boolean> {
+  private async result(agentId: string, r: OperationResultView, observed: Map<number, ObservedDatabaseView>): Promise<boolean> {
     const op = await this.d.repo.operation(r.operationId);
     if (!op || op.state !== 'pending') return false;
+    // The operation's own database decides, not the id the result names: only an agent holding
+    // it ends its work (docs/databases.md, "Whose report counts").
+    const scope = await reportScope(this.d.repo, agentId, op.databaseId);
+    if (scope !== 'held') {
+      this.ignored.note(agentId, op.databaseId, 'operation_results', scope);
+      return false;
+    }
+    const obs = observed.get(op.databaseId);
     const db = await this.d.repo.get(op.databaseId);
     await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
     if (op.eventId) await this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
@@ -106,13 +119,22 @@ export class DatabaseObserver {
     let db = await this.d.repo.get(o.id);
     if (!db || db.deleting) return false;
     let changed = false;
+    const placements = await this.d.repo.members(db.id);
+    const member = placements.some((m) => m.agentId === agentId);
     if (db.agentId === null) {
+      // Only placement names a database's agents: a report about an unplaced database is no claim
+      // on it (docs/databases.md, "Whose report counts").
+      if (!member) {
+        this.ignored.note(agentId, db.id, 'databases', 'foreign');
+        return false;
+      }
       db = await this.d.repo.update(db.id, { agentId });
       changed = true;
     } else if (db.agentId !== agentId) {
       // Another member agent of a spread cluster speaks for its own members only: its events
       // (an errant transaction found on a returning member) count, its status does not.
-      if ((await this.d.repo.members(db.id)).some((m) => m.agentId === agentId)) await this.recordEvents(agentId, db, o);
+      if (member) await this.recordEvents(agentId, db, o);
+      else this.ignored.note(agentId, db.id, 'databases', 'foreign');
       return false;
     }
 
@@ -138,7 +160,7 @@ export class DatabaseObserver {
       if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
     }
     // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
-    if (!spansAgents(await this.d.repo.members(db.id)) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    if (!spansAgents(placements) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;

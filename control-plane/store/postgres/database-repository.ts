@@ -84,6 +84,8 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       }
       // A scale down drops the members past the new size.
       await x.query('DELETE FROM database_members WHERE database_id = $1 AND member > $2', [databaseId, agents.length]);
+      // What agents said of members past the new size describes servers that are gone.
+      await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member > $2', [databaseId, agents.length]);
     }),
 
     agents: async () => (await x.rows('SELECT * FROM database_agents ORDER BY id')).map(agentRow),

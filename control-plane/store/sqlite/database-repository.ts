@@ -156,6 +156,8 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
       const ins = db.prepare('INSERT OR REPLACE INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?)');
       agents.forEach((agent, k) => ins.run(databaseId, k + 1, agent));
       db.prepare('DELETE FROM database_members WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
+      // What agents said of members past the new size describes servers that are gone.
+      db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
     },
 
     agents: () => (db.prepare('SELECT * FROM database_agents ORDER BY id').all() as any[]).map(agentRow),

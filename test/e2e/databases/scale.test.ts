@@ -53,6 +53,8 @@ describe('cluster_size 1 -> 3 -> 1 (process runtime)', () => {
       return Object.values(x).every((ids) => want.every((id) => ids.has(id))) ? x : undefined;
     }, 60_000, 500);
   };
+  /** The members the store keeps a node report of (database_member_reports). */
+  const reportedMembers = async () => (await lab.cp.context.store.databases.memberReports(db.id)).map((r) => r.member);
   const scaleTo = async (size: 1 | 3) => {
     const before = acked.length;
     const put = await ok('PUT', `${MYSQL}/${db.id}`, { cluster_size: size });
@@ -114,6 +116,7 @@ describe('cluster_size 1 -> 3 -> 1 (process runtime)', () => {
     onTestFailed(() => console.log(`agent output:\n${lab.output()}`));
     await scaleTo(3);
     expect(Object.values(db.members).sort()).toEqual(['failover', 'failover', 'primary']);
+    await until('a node report of each of 3 members', async () => (await reportedMembers()).join() === '1,2,3' || undefined, 60_000, 200);
     expect(db.hosts.secondary).toBeTruthy();
     await everyRowOnEveryMember(3);
     const nodes = (await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`) && n.state === 'running');
@@ -124,6 +127,8 @@ describe('cluster_size 1 -> 3 -> 1 (process runtime)', () => {
     onTestFailed(() => console.log(`agent output:\n${lab.output()}`));
     await scaleTo(1);
     expect(Object.values(db.members)).toEqual(['primary']);
+    // The reports of members 2 and 3 went with the scale (docs/databases.md, "Scaling").
+    expect(await reportedMembers()).toEqual([1]);
     const nodes = (await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`));
     expect(nodes).toHaveLength(1);
     stopped = true;

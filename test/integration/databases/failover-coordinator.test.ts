@@ -12,6 +12,7 @@ import { EventService } from '../../../control-plane/domain/events/event-service
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
 
 const spread: Omit<DatabaseRecord, 'id'> = {
   label: 'spread', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
@@ -113,5 +114,56 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     await coord.tick();
     expect((await repo.get(row.id))!.term).toBe(1);
     expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
+  });
+
+  it('reads only the current members\' rows: a stale row (a member past the size, another agent\'s) feeds neither members nor the primary', async () => {
+    const { clock, repo, coord, row, report } = await setup();
+    clock.advance(AGENT_SILENT_MS);
+    await report();
+    await coord.tick();
+    expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    // Rows as an older control plane could leave them: member 4 (past the size) and member 1
+    // written by an agent that does not run it.
+    const stale = { databaseId: row.id, state: 'running', role: 'primary', gtid: '0-1-99', reported: clock.now() };
+    await repo.putMemberReport({ ...stale, member: 4, agentId: 'a', address: '10.9.9.4:3306' });
+    await repo.putMemberReport({ ...stale, member: 1, agentId: 'x', address: '10.9.9.1:3306' });
+    clock.advance(500);
+    await coord.tick();
+    expect(Object.keys((await repo.get(row.id))!.members).sort()).toEqual(['10.0.0.2', '10.0.0.3']);
+    expect((await coord.primaryOf(row.id))).toMatchObject({ member: 1, agentId: 'a', address: '' });
+    // Member 1's own agent reports again: its row counts once more.
+    clock.advance(500);
+    await report();
+    await coord.tick();
+    expect((await repo.get(row.id))!.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover', '10.0.0.3': 'failover' });
+    expect((await coord.primaryOf(row.id))!.address).toBe('10.0.0.1:3306');
+    expect((await repo.get(row.id))!.term).toBe(1);
+  });
+
+  it('a report racing a scale down brings back no row the scale removed', async () => {
+    const { clock, repo: store, events } = await setup();
+    const one = await store.create({ ...spread, label: 'one-agent' });
+    await store.setMembers(one.id, ['a', 'a', 'a']);
+    // The scale down (placements and size in one transaction, as the API does it) commits right
+    // after the report has read the placements and before it writes: the race, made certain.
+    let raced = false;
+    const repo: DatabaseRepository = {
+      ...store,
+      async memberReports(id) {
+        if (!raced && id === one.id) {
+          raced = true;
+          await store.transaction(async () => {
+            await store.setMembers(one.id, ['a']);
+            await store.update(one.id, { clusterSize: 1, replicationType: 'none' });
+          });
+        }
+        return store.memberReports(id);
+      },
+    };
+    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger(), registry: createRegistry('control-plane') });
+    const nodes = [1, 2, 3].map((k) => ({ member: k, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${k}`, address: `10.0.2.${k}:3306` }));
+    await coord.record('a', [{ id: one.id, nodes }]);
+    expect(raced).toBe(true);
+    expect((await store.memberReports(one.id)).map((r) => r.member)).toEqual([1]);
   });
 });

@@ -18,6 +18,8 @@ export interface ScriptedAgent {
   setPatchPending(id: number, pending: boolean): void;
   /** Reports the oldest restorable instant (ms) of a database (0 = none), as the binlog archive does. */
   setOldestRestore(id: number, ms: number): void;
+  /** Reports the last auto-backup day taken for a database (YYYY-MM-DD), as the agent's state.json keeps it. */
+  setAutoBackupDay(id: number, day: string): void;
   /** Makes operations of this kind fail with the given error. */
   failOps(kind: string | undefined, error?: string): void;
   /** When true, operations are held (not answered) until released. */
@@ -44,6 +46,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   const overrides = new Map<number, string>();
   const patchPending = new Set<number>();
   const oldestRestore = new Map<number, number>();
+  const autoBackupDays = new Map<number, string>();
   const backups = new Map<number, BackupInfo[]>();
   const results = new Map<string, OperationResult>();
   let failKind: string | undefined;
@@ -101,6 +104,7 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
         usedDiskMb: 2048,
         patchPending: patchPending.has(Number(db.id)),
         oldestRestoreMs: oldestRestore.get(Number(db.id)) ?? 0,
+        lastAutoBackupDay: autoBackupDays.get(Number(db.id)) ?? '',
         backups: backups.get(Number(db.id)) ?? [],
         nodes: nodesOf(db),
       })),
@@ -127,6 +131,10 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
     },
     setOldestRestore(id, ms) {
       oldestRestore.set(id, ms);
+      report();
+    },
+    setAutoBackupDay(id, day) {
+      autoBackupDays.set(id, day);
       report();
     },
     setPatchPending(id, pending) {

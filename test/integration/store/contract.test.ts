@@ -342,6 +342,35 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.memberReports()).map((x) => x.databaseId)).toEqual([two.id]);
   });
 
+  it('member reports: a scale down drops the reports of members past the new size, in the transaction that stores the size', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const three = await r.create({ ...database('scale-3'), clusterSize: 3 });
+    const other = await r.create({ ...database('scale-other'), clusterSize: 3 });
+    const report = (databaseId: number, member: number) =>
+      ({ databaseId, member, agentId: 'a', state: 'running', role: member === 1 ? 'primary' : 'replica', gtid: `0-1-${member}`, address: `10.0.1.${member}:3306`, reported: 5 });
+    for (const id of [three.id, other.id]) {
+      await r.setMembers(id, ['a', 'a', 'a']);
+      for (const k of [1, 2, 3]) await r.putMemberReport(report(id, k));
+    }
+    const scaleDown = () => r.transaction(async () => {
+      await r.setMembers(three.id, ['a']);
+      await r.update(three.id, { clusterSize: 1, replicationType: 'none' });
+    });
+    // Rolled back with the size: every row is still there.
+    await expect(r.transaction(async () => {
+      await scaleDown();
+      throw new Error('abort');
+    })).rejects.toThrow('abort');
+    expect((await r.memberReports(three.id)).map((x) => x.member)).toEqual([1, 2, 3]);
+    expect((await r.get(three.id))!.clusterSize).toBe(3);
+    await scaleDown();
+    expect((await r.get(three.id))!.clusterSize).toBe(1);
+    expect(await r.memberReports(three.id)).toEqual([report(three.id, 1)]);
+    // Another database's rows are not touched.
+    expect((await r.memberReports(other.id)).map((x) => x.member)).toEqual([1, 2, 3]);
+  });
+
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
     const { store } = await open();
     const a = store.addresses;
