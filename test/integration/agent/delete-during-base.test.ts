@@ -1,10 +1,11 @@
 /**
  * A database deleted while the binlog archiver takes its first physical base (docs/agent.md,
- * "Delete"). The copy's output goes to a spool that accepts only a little per second (a slow
- * disk), so mariadb-backup is still running against the server when the delete arrives. Before
- * the delete cancelled the database's background work first, the server was stopped under the
- * copy ("Server has gone away"), the copy went on after the folders were removed (ENOENT on its
- * manifest, or the folder made again), and the failures were logged as warnings.
+ * "Delete"), at the two moments that went wrong: while mariadb-backup copies (its spool accepts
+ * only a little per second, a slow disk, so it is still reading the server when the delete
+ * arrives) and while the finished copy is compressed into the backup storage (a slow storage).
+ * Before the delete cancelled the database's background work first, the server was stopped under
+ * the copy, which outlived the delete ("Server has gone away"), or the base was committed into
+ * the removed folder (ENOENT on its manifest.json.tmp), and the failures were warnings.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -15,12 +16,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { createLocalBackupStorage, type BackupStorage } from '../../../agent/backup/backup-storage.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { desiredDb, type Driver } from './control-plane-driver.js';
 
-const DB = 41;
-
-/** A sink that takes about `bytesPerS`: the copy blocks on its output as on a slow disk. */
+/** A sink that takes about `bytesPerS`: its writer blocks on it as on a slow disk. */
 function slowSink(inner: NodeJS.WritableStream, bytesPerS: number): Writable {
   return new Writable({
     highWaterMark: 16 * 1024,
@@ -31,7 +31,8 @@ function slowSink(inner: NodeJS.WritableStream, bytesPerS: number): Writable {
       inner.end(() => cb());
     },
     destroy(err, cb) {
-      (inner as Writable).destroy(err ?? undefined);
+      // The wrapped stream is no part of its writer's pipeline: the error is this one's to report.
+      (inner as Writable).destroy();
       cb(err);
     },
   });
@@ -57,6 +58,8 @@ describe('agent: a database deleted while its first physical base is taken (proc
   let driver: Driver;
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
+  /** Which part of the base is slow: mariadb-backup's copy, or its storing afterwards. */
+  let slow: 'copy' | 'store' = 'copy';
 
   beforeAll(async () => {
     fx = await createAgentFixture({
@@ -67,9 +70,18 @@ describe('agent: a database deleted while its first physical base is taken (proc
         const real = createProcessRuntime({ root: join(fx.stateDir, 'runtime'), logger });
         const runtime: ContainerRuntime = {
           ...real,
-          exec: (name, argv, io) => real.exec(name, argv, argv[0] === 'mariadb-backup' && io?.stdout ? { ...io, stdout: slowSink(io.stdout, 256 * 1024) } : io),
+          exec: (name, argv, io) => real.exec(name, argv, slow === 'copy' && argv[0] === 'mariadb-backup' && io?.stdout
+            ? { ...io, stdout: slowSink(io.stdout, 256 * 1024) } : io),
         };
-        return { logger, runtime, binlogArchiveMs: 2000 };
+        const local = createLocalBackupStorage(join(fx.stateDir, 'backups'));
+        const backupStorage: BackupStorage = {
+          ...local,
+          writer: async (db, id, file) => {
+            const out = await local.writer(db, id, file);
+            return slow === 'store' && file.startsWith('base.mbstream') ? slowSink(out, 64 * 1024) : out;
+          },
+        };
+        return { logger, runtime, backupStorage, binlogArchiveMs: 2000 };
       },
     });
     ({ driver } = fx);
@@ -82,27 +94,35 @@ describe('agent: a database deleted while its first physical base is taken (proc
     await fx?.close();
   });
 
-  it('cancels the copy, removes everything and logs no warning', async () => {
+  /** Creates database `id`, waits until its first base is at `moment`, deletes it, checks what is left. */
+  async function deleteDuring(id: number, moment: 'copy' | 'store'): Promise<void> {
+    slow = moment;
     const [engine] = await detectLocalCatalogue();
-    const db = desiredDb({ id: DB, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'] });
+    const host = `${fx.net}.${id - 40}`;
+    const db = desiredDb({ id, engineId: engine!.id, version: engine!.version, hostPrimary: host, hostSecondary: `${fx.net}.${id - 30}`, allowList: ['0.0.0.0/0'] });
     driver.setDatabases([db]);
-    await driver.waitFor(() => driver.db(DB)?.status === 'active', 90_000, 'active');
-    const ctl = fx.agent!.agent.database(DB)!;
-    const node = ctl.nodeName(1);
-    const nodeDir = join(fx.stateDir, 'runtime', 'nodes', node);
-    const backupsDir = join(fx.stateDir, 'backups', String(DB));
+    await driver.waitFor(() => driver.db(id)?.status === 'active', 90_000, 'active');
+    const ctl = fx.agent!.agent.database(id)!;
+    const nodeDir = join(fx.stateDir, 'runtime', 'nodes', ctl.nodeName(1));
+    const backupsDir = join(fx.stateDir, 'backups', String(id));
     expect(existsSync(nodeDir)).toBe(true);
 
-    // The round's first base: mariadb-backup is connected and copying (its spool is filling).
-    const spooled = () => readdirSync(join(nodeDir, 'run')).filter((f) => f.startsWith('backup-spool-'))
-      .reduce((n, f) => n + statSync(join(nodeDir, 'run', f)).size, 0);
-    await driver.waitFor(() => processesOf('mariadb-backup', nodeDir).length > 0 && spooled() > 0, 60_000, 'the first base being copied');
+    const sizes = (dir: string, prefix: string) => (existsSync(dir) ? readdirSync(dir) : []).filter((f) => f.startsWith(prefix))
+      .reduce((n, f) => n + statSync(join(dir, f)).size, 0);
+    const stored = () => (existsSync(backupsDir) ? readdirSync(backupsDir) : []).reduce((n, b) => n + sizes(join(backupsDir, b), 'base.mbstream'), 0);
+    if (moment === 'copy') {
+      // mariadb-backup is connected and copying: its spool is filling.
+      await driver.waitFor(() => processesOf('mariadb-backup', nodeDir).length > 0 && sizes(join(nodeDir, 'run'), 'backup-spool-') > 0, 60_000, 'the first base being copied');
+    } else {
+      // The copy is done and its compressed bytes are going into the storage.
+      await driver.waitFor(() => processesOf('mariadb-backup', nodeDir).length === 0 && stored() > 0, 60_000, 'the first base being stored');
+    }
     const servers = processesOf('mariadbd', nodeDir);
     expect(servers).toHaveLength(1);
 
     const from = lines.length;
     driver.setDatabases([]);
-    await driver.waitFor(() => driver.last() && !driver.db(DB), 60_000, 'database gone from reports');
+    await driver.waitFor(() => driver.last() && !driver.db(id), 60_000, 'database gone from reports');
 
     // Nothing of it runs, and nothing of it is left: not now, and not a few seconds later (a
     // round still running would write its base or spool again).
@@ -117,13 +137,21 @@ describe('agent: a database deleted while its first physical base is taken (proc
       if (i === 0) await new Promise((r) => setTimeout(r, 5000));
     }
 
-    const after = lines.slice(from).map((l) => JSON.parse(l) as { level: number; msg: string });
+    const after = lines.slice(from).map((l) => JSON.parse(l) as { level: number; msg: string; database?: number });
     expect(after.filter((l) => l.level >= 40)).toEqual([]);
     // The cancelled round says so, as information.
-    expect(after.some((l) => l.level === 30 && /cancelled/.test(l.msg))).toBe(true);
+    expect(after.filter((l) => l.level === 30 && l.database === id).map((l) => l.msg)).toContain('binlog archive round cancelled: the database is being deleted');
     expect(after.some((l) => l.msg === 'deleted')).toBe(true);
     // The server was not stopped under the copy: no "gone away" anywhere.
-    expect(lines.join('\n')).not.toMatch(/gone away/i);
-    expect(execFileSync('ss', ['-Hltn']).toString()).not.toContain(`${db.hostPrimary}:3306`);
+    expect(lines.slice(from).join('\n')).not.toMatch(/gone away/i);
+    expect(execFileSync('ss', ['-Hltn']).toString()).not.toContain(`${host}:3306`);
+  }
+
+  it('while mariadb-backup copies: the copy is stopped before the server, everything goes, no warning', async () => {
+    await deleteDuring(41, 'copy');
+  }, 240_000);
+
+  it('while the copy is being stored: the partial base is removed, not committed into a removed folder, no warning', async () => {
+    await deleteDuring(42, 'store');
   }, 240_000);
 });
