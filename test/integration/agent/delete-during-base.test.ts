@@ -20,12 +20,12 @@ import { createLocalBackupStorage, type BackupStorage } from '../../../agent/bac
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { desiredDb, type Driver } from './control-plane-driver.js';
 
-/** A sink that takes about `bytesPerS`: its writer blocks on it as on a slow disk. */
-function slowSink(inner: NodeJS.WritableStream, bytesPerS: number): Writable {
+/** A sink that takes about `bytesPerS` while `slowNow()`: its writer blocks on it as on a slow disk. */
+function slowSink(inner: NodeJS.WritableStream, bytesPerS: number, slowNow: () => boolean = () => true): Writable {
   return new Writable({
     highWaterMark: 16 * 1024,
     write(chunk: Buffer, _enc, cb) {
-      inner.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), (chunk.length * 1000) / bytesPerS)));
+      inner.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), slowNow() ? (chunk.length * 1000) / bytesPerS : 0)));
     },
     final(cb) {
       inner.end(() => cb());
@@ -78,7 +78,10 @@ describe('agent: a database deleted while its first physical base is taken (proc
           ...local,
           writer: async (db, id, file) => {
             const out = await local.writer(db, id, file);
-            return slow === 'store' && file.startsWith('base.mbstream') ? slowSink(out, 64 * 1024) : out;
+            // Slow until the database's backups folder is gone: a store the delete did not stop
+            // then finishes at once, and commits into the removed folder as on a loaded host.
+            const folder = join(fx.stateDir, 'backups', String(db));
+            return slow === 'store' && file.startsWith('base.mbstream') ? slowSink(out, 64 * 1024, () => existsSync(folder)) : out;
           },
         };
         return { logger, runtime, backupStorage, binlogArchiveMs: 2000 };
