@@ -75,12 +75,8 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
   async function auto(c: DatabaseController, day: string): Promise<void> {
     autoRunning.add(c.id);
     const now = agent.clock.now();
-    let cancelled = false;
     try {
-      await cancellable(c, (signal) => {
-        signal.addEventListener('abort', () => (cancelled = true));
-        return backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now, signal });
-      });
+      await cancellable(c, (signal) => backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now, signal }));
       agent.metrics.backups.inc({ type: 'auto', result: 'ok' });
       // Days only move forward: a day taken is never taken again (docs/agent.md §6).
       const last = c.state!.lastAutoBackupDay;
@@ -89,7 +85,8 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
       c.emit('database_backup_create', `auto backup for ${day} taken`);
     } catch (err) {
-      if (cancelled || c.deleted) {
+      // Only a delete (marked before it cancels) stops a backup on purpose.
+      if (c.deleted) {
         log.info({ database: c.id, err: (err as Error).message }, 'auto backup cancelled: the database is being deleted');
         return;
       }
