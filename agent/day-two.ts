@@ -36,6 +36,27 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
   const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger });
   const archiveEvery = opts.binlogArchiveMs ?? BINLOG_ARCHIVE_MS;
   const nextArchive = new Map<number, number>();
+  /** Per database: what cancels its backups (auto, snapshot) when it is deleted, and those running. */
+  const work = new Map<number, { ac: AbortController; tasks: Set<Promise<void>> }>();
+
+  /** Runs a backup of c that a delete cancels (stopWork) and waits for. */
+  function cancellable<T>(c: DatabaseController, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (c.deleted) return Promise.reject(new Error(`database ${c.id} was deleted`));
+    let w = work.get(c.id);
+    if (!w) work.set(c.id, (w = { ac: new AbortController(), tasks: new Set() }));
+    const tasks = w.tasks;
+    const p = fn(w.ac.signal);
+    const settled: Promise<void> = p.then(() => undefined, () => undefined).finally(() => tasks.delete(settled));
+    tasks.add(settled);
+    return p;
+  }
+
+  async function stopWork(c: DatabaseController): Promise<void> {
+    const w = work.get(c.id);
+    work.delete(c.id);
+    w?.ac.abort(new Error(`database ${c.id} is being deleted`));
+    await Promise.all([archiver.stop(c.id), ...(w?.tasks ?? [])]);
+  }
 
   /** Binlog archiving (agent/binlog): a round per database every `archiveEvery`, never two at once. */
   function archiveTick(c: DatabaseController, now: number): void {
@@ -55,7 +76,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     autoRunning.add(c.id);
     const now = agent.clock.now();
     try {
-      await backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now });
+      await cancellable(c, (signal) => backups.take(c, { type: 'auto', label: autoLabel(now, backups.autoSuffix()), target: 'secondary', nowMs: now, signal }));
       agent.metrics.backups.inc({ type: 'auto', result: 'ok' });
       // Days only move forward: a day taken is never taken again (docs/agent.md §6).
       const last = c.state!.lastAutoBackupDay;
@@ -64,6 +85,11 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
       c.emit('database_backup_create', `auto backup for ${day} taken`);
     } catch (err) {
+      // Only a delete (marked before it cancels) stops a backup on purpose.
+      if (c.deleted) {
+        log.info({ database: c.id, err: (err as Error).message }, 'auto backup cancelled: the database is being deleted');
+        return;
+      }
       // A failed auto backup is retried a few minutes later, not on every tick.
       retryAfter.set(c.id, agent.clock.now() + AUTO_RETRY_MS);
       agent.metrics.backups.inc({ type: 'auto', result: 'error' });
@@ -121,7 +147,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
         if (!/^[A-Za-z0-9_]{1,30}$/.test(label)) throw new Error('label must be 1-30 letters, digits or underscores');
         const target = op.snapshot?.target === 'secondary' ? 'secondary' : 'primary';
         const m = await c
-          .runExclusive('snapshot', () => backups.take(c, { type: 'snapshot', label, target, nowMs: agent.clock.now() }))
+          .runExclusive('snapshot', () => cancellable(c, (signal) => backups.take(c, { type: 'snapshot', label, target, nowMs: agent.clock.now(), signal })))
           .catch((err: unknown) => {
             agent.metrics.backups.inc({ type: 'snapshot', result: 'error' });
             throw err;
@@ -139,6 +165,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
         await backups.remove(c, op.deleteBackup?.backupId ?? 0);
       },
     },
+    stopWork,
     tick,
     async close() {
       await task.stop();

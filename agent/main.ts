@@ -8,6 +8,7 @@ import { createAgent, type Agent } from './agent.js';
 import { detectLocalCatalogue, loadCatalogueFile, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
+import type { BackupStorage } from './backup/backup-storage.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
@@ -47,6 +48,8 @@ export interface StartAgentOptions {
   reconcileIntervalMs?: number;
   /** Period of each database's binlog archive round (default day-two.ts BINLOG_ARCHIVE_MS). */
   binlogArchiveMs?: number;
+  /** Where backups and binlog segments go (default: `<stateDir>/backups`; tests wrap it). */
+  backupStorage?: BackupStorage;
 }
 
 export interface RunningAgent {
@@ -112,7 +115,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     clock,
     nodeAddressPool: opts.nodeAddressPool,
     reconcileIntervalMs: opts.reconcileIntervalMs,
-    extras: (a) => createDayTwo(a, { binlogArchiveMs: opts.binlogArchiveMs }),
+    extras: (a) => createDayTwo(a, { binlogArchiveMs: opts.binlogArchiveMs, storage: opts.backupStorage }),
   });
   await agent.start();
   for (const e of catalogue) {

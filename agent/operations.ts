@@ -84,8 +84,8 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
   async function run(op: Operation__Output): Promise<void> {
     running.add(op.operationId);
     const result: OperationResult = { operationId: op.operationId, databaseId: op.databaseId, ok: true, error: '', backupId: 0 };
+    const c = host.database(op.databaseId);
     try {
-      const c = host.database(op.databaseId);
       if (!c) throw new Error(`database ${op.databaseId} is not on this agent`);
       const handler = op.kind ? handlers.get(op.kind) : undefined;
       if (!handler) throw new Error(`operation ${op.kind ?? '(none)'} is not supported by this agent`);
@@ -95,7 +95,9 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
     } catch (err) {
       result.ok = false;
       result.error = (err as Error).message;
-      opts.logger.warn({ op: op.operationId, kind: op.kind, err: result.error }, 'operation failed');
+      // An operation a delete cancelled (docs/agent.md, "Delete") is no fault worth a warning.
+      const deleted = c?.deleted === true;
+      opts.logger[deleted ? 'info' : 'warn']({ op: op.operationId, kind: op.kind, database: op.databaseId, err: result.error }, deleted ? 'operation ended by the database\'s delete' : 'operation failed');
     }
     result.finishedMs = host.clock.now();
     running.delete(op.operationId);

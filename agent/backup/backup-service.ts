@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -14,6 +13,7 @@ import { loadBackup } from './load-backup.js';
 import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
 import { takePhysical } from './physical-backup.js';
 import { sealedWriter } from './sealed-writer.js';
+import { snapshotGtidTap } from './snapshot-gtid.js';
 
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
@@ -30,26 +30,8 @@ const BASE_IDS = 1_000_000_000;
 /** Backups the customer sees, lists, restores and deletes (not the safety copy nor a chain's base). */
 export const isCustomerBackup = (m: BackupManifest): boolean => m.type === 'auto' || m.type === 'snapshot';
 
-/**
- * Passes a dump through and keeps the GTID position its consistent snapshot was taken at
- * (mariadb-dump prints `-- SET GLOBAL gtid_slave_pos='...';` at the start of a line, near the
- * end, for `--master-data --gtid`; customer strings cannot start a line, their newlines are
- * escaped). The last match wins.
- */
-export function snapshotGtidTap(): { tap: Transform; gtid: () => string | undefined } {
-  let tail = '';
-  let found: string | undefined;
-  const re = /\n-- SET GLOBAL gtid_slave_pos='([0-9,-]*)';/g;
-  const tap = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      const text = tail + chunk.toString('latin1');
-      for (const m of text.matchAll(re)) found = m[1];
-      tail = text.slice(-120);
-      cb(null, chunk);
-    },
-  });
-  return { tap, gtid: () => found };
-}
+// Re-exported: the chain's tests read it from here.
+export { snapshotGtidTap };
 
 export interface TakeOptions {
   type: 'auto' | 'snapshot';
@@ -57,6 +39,8 @@ export interface TakeOptions {
   target: 'primary' | 'secondary';
   /** Creation time from the injected clock. */
   nowMs: number;
+  /** Aborted when the database is being deleted: the dump stops and leaves nothing behind. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -106,7 +90,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * Writes backup `id` of database c from `node`: accounts then mariadb-dump, gzip, encrypted
    * when the database is `encrypted`, hashed as stored, manifest last.
    */
-  async function dump(c: BackupDatabase, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>): Promise<BackupManifest> {
+  async function dump(c: BackupDatabase, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>, signal?: AbortSignal): Promise<BackupManifest> {
     const s = c.state!;
     const started = Date.now();
     try {
@@ -117,6 +101,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       }));
       const encrypted = c.desired?.encrypted === true;
       const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
+      signal?.throwIfAborted();
       const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await backupKey(c) } : {}) });
       const gzip = sealed.input;
       gzip.write(await usersSql(c, node));
@@ -130,8 +115,9 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
           c.nodeName(node),
           ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
             '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
-          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword } },
+          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal },
         );
+        signal?.throwIfAborted();
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
         snapshotGtid = snapshot.gtid() ?? '';
         if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
@@ -146,6 +132,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
         file, sizeBytes: size, sha256, databases,
       };
+      signal?.throwIfAborted();
       await opts.storage.commit(manifest);
       log.info({ database: c.id, backup: id, type: meta.type, bytes: size, encrypted, ms: Date.now() - started, node }, 'backup taken');
       await refresh(c.id);
@@ -176,7 +163,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       // The binlog archive's next file starts here: a fork from this backup replays only what
       // follows it, not the rest of a file written before it (agent/binlog).
       await withAdmin(await c.adminTarget(s.primary), (x) => x.query('FLUSH BINARY LOGS')).catch(() => undefined);
-      return await dump(c, id, sourceNode(c, o.target), { label: o.label, type: o.type, createdMs: o.nowMs });
+      return await dump(c, id, sourceNode(c, o.target), { label: o.label, type: o.type, createdMs: o.nowMs }, o.signal);
     } finally {
       creating.set(c.id, (creating.get(c.id) ?? []).filter((b) => b.id !== id));
     }
@@ -350,10 +337,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * `physicalOnly`: a base wanted only to make forks faster (the chain already has one), so a
    * failed physical copy is an error rather than a dump, which would not make any fork faster.
    */
-  async function takeBase(c: BackupDatabase, o: { physicalOnly?: boolean } = {}): Promise<BackupManifest> {
+  async function takeBase(c: BackupDatabase, o: { physicalOnly?: boolean; signal?: AbortSignal } = {}): Promise<BackupManifest> {
     // Their own id range: customer backup ids stay the sequence clients see (1, 2, 3...).
     // A database deleted while its archive round ran has no state left to number a base in.
     if (!c.state) throw new Error(`database ${c.id} was deleted`);
+    o.signal?.throwIfAborted();
     const next = () => {
       if (!c.state) throw new Error(`database ${c.id} was deleted`);
       const id = BASE_IDS + (c.state.nextBaseId ?? 1);
@@ -372,14 +360,14 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     } else {
       const started = Date.now();
       try {
-        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c) }, c, id, node, meta);
+        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c), signal: o.signal }, c, id, node, meta);
         log.info({ database: c.id, backup: id, bytes: m.sizeBytes, ms: Date.now() - started, node }, 'physical base backup taken');
         await refresh(c.id);
         return m;
       } catch (err) {
         const cause = (err as Error).message;
-        // A database being deleted (its server stopped under the copy) needs no base at all.
-        if (!c.state || c.deleted || !c.desired) throw err;
+        // A database being deleted (its copy cancelled) needs no base at all.
+        if (!c.state || c.deleted || !c.desired || o.signal?.aborted) throw err;
         if (o.physicalOnly) {
           log.warn({ database: c.id, backup: id, node, ms: Date.now() - started, err: cause }, 'physical base backup failed; forks keep the older base');
           throw new Error(`physical base backup failed: ${cause}`);
@@ -391,7 +379,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         await c.save();
       }
     }
-    return dump(c, id, node, meta);
+    return dump(c, id, node, meta, o.signal);
   }
 
   return { take, takeBase, removeBase, verify, restore, recoverInterrupted, removeUnfinished, remove, refresh, report, autoSuffix: () => randomBytes(4).toString('base64url').slice(0, 6) };

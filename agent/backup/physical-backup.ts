@@ -93,7 +93,7 @@ export function backupErrorTail(stderr: string): string {
  * innodb_log_file_size"), so the base failed; a local file keeps up.
  */
 export async function takePhysical(
-  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string> },
+  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal },
   c: Pick<DatabaseController, 'id' | 'state' | 'desired' | 'nodeName' | 'adminTarget'>,
   id: number,
   node: number,
@@ -111,6 +111,8 @@ export async function takePhysical(
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
+  // Cancelled (the database is being deleted): nothing more is made in its run folder.
+  deps.signal?.throwIfAborted();
   // A copy an agent crash interrupted left its spool (the data directory's size) behind. A node
   // holds one copy at a time (its database's archive rounds never overlap), so any other is stale.
   for (const f of await readdir(run.host)) {
@@ -130,9 +132,11 @@ export async function takePhysical(
     // --datadir as the server reports it: the tool would otherwise read the distribution's
     // option files, whose datadir is not this server's.
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
-      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword } })
+      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal })
       .finally(() => raw.end());
     const spoolErr = await spooled;
+    // A cancelled copy failed because it was stopped: its exit code says nothing more.
+    deps.signal?.throwIfAborted();
     // A spool that failed (a full disk) stopped the tool: its own error is then only the echo.
     if (spoolErr) throw new Error(`the copy could not be spooled: ${spoolErr.message}`);
     if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
@@ -140,7 +144,7 @@ export async function takePhysical(
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
-    await pipeline(createReadStream(spool), sealed.input);
+    await pipeline(createReadStream(spool), sealed.input, { signal: deps.signal });
     const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {
       id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
@@ -150,6 +154,7 @@ export async function takePhysical(
       file, sizeBytes, sha256, databases: info.databases,
       ...(physicalBinlogPos(res.stderr) ? { binlog: physicalBinlogPos(res.stderr) } : {}),
     };
+    deps.signal?.throwIfAborted();
     await deps.storage.commit(manifest);
     return manifest;
   } catch (err) {

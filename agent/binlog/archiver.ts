@@ -55,7 +55,7 @@ export interface ArchiverDeps {
   segments: SegmentStorage;
   backups: {
     refresh(dbId: number): Promise<BackupManifest[]>;
-    takeBase(c: BackupDatabase, o?: { physicalOnly?: boolean }): Promise<BackupManifest>;
+    takeBase(c: BackupDatabase, o?: { physicalOnly?: boolean; signal?: AbortSignal }): Promise<BackupManifest>;
     /** Removes a hidden base (the customer-facing remove refuses those). */
     removeBase(dbId: number, id: number): Promise<void>;
   };
@@ -81,13 +81,15 @@ export function basesOf(list: readonly BackupManifest[]): (BaseInfo & { hidden: 
 export function createArchiver(d: ArchiverDeps) {
   const log = d.logger.child({ component: 'binlog-archive' });
   const running = new Map<number, Promise<void>>();
+  /** Per database: what cancels its rounds when it is deleted (stop). */
+  const cancels = new Map<number, AbortController>();
   /** Per database: the time of the last successful flush (every event before it is archived). */
   const covered = new Map<number, number>();
   const oldest = new Map<number, number>();
   const physicalRetry = new Map<number, number>();
   const physicalFailures = new Map<number, number>();
 
-  async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string): Promise<string> {
+  async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string, signal: AbortSignal): Promise<string> {
     const name = c.nodeName(node);
     const hostRun = dirname((await d.runtime.connection(name)).socketPath);
     const spool = join(hostRun, 'binlog-spool');
@@ -97,12 +99,14 @@ export function createArchiver(d: ArchiverDeps) {
     await chown(spool, owner.uid, owner.gid);
     await rm(join(spool, file), { force: true });
     const res = await d.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--raw',
-      `--result-file=${join(dirname(nodeSocket), 'binlog-spool')}/`, file], { env: { MYSQL_PWD: c.state!.adminPassword } });
+      `--result-file=${join(dirname(nodeSocket), 'binlog-spool')}/`, file], { env: { MYSQL_PWD: c.state!.adminPassword }, signal });
+    if (signal.aborted) await rm(join(spool, file), { force: true });
+    signal.throwIfAborted();
     if (res.exitCode !== 0) throw new Error(`mariadb-binlog could not copy ${file} (${res.exitCode}): ${clientError(res.stderr)}`);
     return join(spool, file);
   }
 
-  async function store(c: ArchivedDatabase, seq: number, local: string, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>): Promise<void> {
+  async function store(c: ArchivedDatabase, seq: number, local: string, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>, signal: AbortSignal): Promise<void> {
     const encrypted = c.desired?.encrypted === true;
     const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
     const rawBytes = (await stat(local)).size;
@@ -113,8 +117,9 @@ export function createArchiver(d: ArchiverDeps) {
         await c.save();
       }
       const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: c.state!.backupKey! } : {}) });
-      await pipeline(createReadStream(local), sealed.input);
+      await pipeline(createReadStream(local), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
+      signal.throwIfAborted();
       await d.segments.commit({
         ...meta, seq, databaseId: c.id, file, sizeBytes, rawBytes, sha256,
         format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
@@ -130,8 +135,8 @@ export function createArchiver(d: ArchiverDeps) {
     }
   }
 
-  async function round(c: ArchivedDatabase): Promise<void> {
-    if (c.deleted || !c.state) return;
+  async function round(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
+    if (c.deleted || !c.state || signal.aborted) return;
     const s = c.state;
     const p = s.primary;
     const found = await withAdmin(await c.adminTarget(p), async (x) => {
@@ -154,10 +159,11 @@ export function createArchiver(d: ArchiverDeps) {
       const socket = String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? '');
       return { flushedMs, files, starts, socket };
     });
+    signal.throwIfAborted();
     let bases = basesOf(await d.backups.refresh(c.id));
     let segments = await d.segments.list(c.id);
     const fresh = async (why: string) => {
-      const m = await d.backups.takeBase(c);
+      const m = await d.backups.takeBase(c, { signal });
       log.info({ database: c.id, backup: m.id, why }, 'binlog chain started from a base backup');
       return m.snapshotGtid ?? '';
     };
@@ -176,13 +182,14 @@ export function createArchiver(d: ArchiverDeps) {
         pos = await fresh('gap in the binlogs');
         if (gtidLe(fileEnd, pos) || !gtidLe(start, pos)) continue;
       }
-      const local = await copy(c, p, closed[i]!, found.socket);
-      await store(c, seq, local, { gtidStart: start, gtidEnd: fileEnd, closedMs: found.flushedMs, sourceFile: closed[i]!, node: p });
+      const local = await copy(c, p, closed[i]!, found.socket, signal);
+      await store(c, seq, local, { gtidStart: start, gtidEnd: fileEnd, closedMs: found.flushedMs, sourceFile: closed[i]!, node: p }, signal);
       seq++;
       pos = fileEnd;
     }
     covered.set(c.id, found.flushedMs);
-    await keepPhysicalRecent(c);
+    await keepPhysicalRecent(c, signal);
+    signal.throwIfAborted();
     // Retention: what no instant inside it needs any more.
     bases = basesOf(await d.backups.refresh(c.id));
     segments = await d.segments.list(c.id);
@@ -205,7 +212,7 @@ export function createArchiver(d: ArchiverDeps) {
    * another, and hidden physical bases beyond the newest PHYSICAL_KEEP go unless the oldest
    * restorable instant needs them (older ones only make a fork replay longer).
    */
-  async function keepPhysicalRecent(c: ArchivedDatabase): Promise<void> {
+  async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
     if (c.desired?.encrypted === true || d.clock.now() < (physicalRetry.get(c.id) ?? 0)) return;
     const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined)
       .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
@@ -215,8 +222,9 @@ export function createArchiver(d: ArchiverDeps) {
     if (pending < PHYSICAL_REFRESH_BYTES) return;
     let m: BackupManifest;
     try {
-      m = await d.backups.takeBase(c, { physicalOnly: true });
+      m = await d.backups.takeBase(c, { physicalOnly: true, signal });
     } catch (err) {
+      if (signal.aborted) throw err;
       // The chain already has a base, so nothing is lost but fork speed; the failure is logged
       // (with mariadb-backup's reason) by the backup service.
       const failures = (physicalFailures.get(c.id) ?? 0) + 1;
@@ -240,16 +248,44 @@ export function createArchiver(d: ArchiverDeps) {
     }
   }
 
-  /** One round for database c; rounds of one database never overlap (a second waits for the first). */
+  /**
+   * One round for database c; rounds of one database never overlap (a second waits for the
+   * first). A round cancelled by `stop` resolves: it failed only because it was asked to stop.
+   */
   function archive(c: ArchivedDatabase): Promise<void> {
+    let ac = cancels.get(c.id);
+    if (!ac) cancels.set(c.id, (ac = new AbortController()));
+    const signal = ac.signal;
     const prev = running.get(c.id) ?? Promise.resolve();
-    const next = prev.catch(() => undefined).then(() => round(c));
+    const next = prev.catch(() => undefined).then(() => round(c, signal)).catch((err: unknown) => {
+      if (!signal.aborted) throw err;
+      log.info({ database: c.id, err: (err as Error).message }, 'binlog archive round cancelled: the database is being deleted');
+    });
     // The caller handles `next`'s failure; the bookkeeping copy must not be an unhandled rejection.
     const tracked: Promise<void> = next.then(() => undefined, () => undefined).finally(() => {
       if (running.get(c.id) === tracked) running.delete(c.id);
     });
     running.set(c.id, tracked);
     return next;
+  }
+
+  /**
+   * Before a database's servers and folders go (docs/agent.md, "Delete"): cancels its round in
+   * flight (a copy or base is stopped and its partial files removed) and resolves once no round
+   * of it runs any more, so none writes into or re-creates a removed folder afterwards.
+   */
+  async function stop(id: number): Promise<void> {
+    cancels.get(id)?.abort(new Error(`database ${id} is being deleted`));
+    cancels.delete(id);
+    while (running.has(id)) await running.get(id);
+    forget(id);
+  }
+
+  function forget(id: number): void {
+    covered.delete(id);
+    oldest.delete(id);
+    physicalRetry.delete(id);
+    physicalFailures.delete(id);
   }
 
   /** Whether a round may run now: a live, provisioned, running primary not being restored. */
@@ -268,12 +304,8 @@ export function createArchiver(d: ArchiverDeps) {
     /** Every event committed before this instant is archived (0 = not known since the agent started). */
     coveredUntil: (id: number) => covered.get(id) ?? 0,
     oldestRestoreMs: (id: number) => oldest.get(id) ?? 0,
-    forget(id: number) {
-      covered.delete(id);
-      oldest.delete(id);
-      physicalRetry.delete(id);
-      physicalFailures.delete(id);
-    },
+    stop,
+    forget,
   };
 }
 

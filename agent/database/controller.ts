@@ -25,6 +25,11 @@ export interface ControllerExtras {
   extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
   /** Builds a fork's data from its source's backups and binlogs (agent/binlog/replay.ts). */
   seed?: (c: DatabaseController) => Promise<void>;
+  /**
+   * Cancels the database's background work (archive rounds, bases, backups) and resolves once
+   * none runs; a delete calls it before the servers and folders go (docs/agent.md, "Delete").
+   */
+  stopWork?: (c: DatabaseController) => Promise<void>;
 }
 
 /** A provisioning that failed is tried again after this long (of the injected clock). */
@@ -282,6 +287,9 @@ export class DatabaseController extends Cluster {
   private async remove(): Promise<void> {
     this.deleted = true;
     try {
+      // First: a copy still reading a server, or writing into the backups folder, would fail
+      // loudly once those go, or re-create the folder after it was removed.
+      await this.extras?.stopWork?.(this);
       await remove(this.context);
     } catch (err) {
       this.deleted = false;

@@ -151,11 +151,14 @@ export interface ContainerRuntime {
    * destroys that stream first, the program is stopped. Never uses a shell. Resolves with the
    * exit code; rejects only when the program cannot be started. `noSocket` leaves `--socket` out,
    * for the engine's tools that are no client of the server and refuse the option (`mbstream`).
+   * `signal`: once aborted the program is stopped (the process runtime terminates it; on docker
+   * its output is cut, and the container's removal ends it), and the promise resolves with the
+   * exit code it got; a database's delete cancels its backups this way (docs/agent.md, "Delete").
    */
   exec(
     name: string,
     argv: string[],
-    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string>; noSocket?: boolean },
+    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string>; noSocket?: boolean; signal?: AbortSignal },
   ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 
   /**

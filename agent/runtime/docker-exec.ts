@@ -5,6 +5,8 @@ export interface ExecIo {
   stdin?: NodeJS.ReadableStream;
   stdout?: NodeJS.WritableStream;
   env?: Record<string, string>;
+  /** Once aborted, the program's output is cut (docker cannot stop an exec; removing its container does). */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {
@@ -29,6 +31,7 @@ export async function dockerExec(
   cmd: string[],
   opts: ExecIo & { user?: string } = {},
 ): Promise<ExecResult> {
+  opts.signal?.throwIfAborted();
   const env = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
   const exec = await container.exec({
     Cmd: cmd,
@@ -59,7 +62,17 @@ export async function dockerExec(
     input.pipe(stream);
   }
 
-  await demux(stream, onStdout, onStderr, sink);
+  const cut = () => stream.destroy();
+  opts.signal?.addEventListener('abort', cut, { once: true });
+  try {
+    await demux(stream, onStdout, onStderr, sink);
+  } finally {
+    opts.signal?.removeEventListener('abort', cut);
+  }
+  if (opts.signal?.aborted) {
+    if (sink) await endSink(sink);
+    return { exitCode: 1, stdout, stderr: `${stderr}cancelled\n` };
+  }
   if (sink) await endSink(sink);
 
   // The exec can report "running" for a moment after its stream closed.

@@ -279,6 +279,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       const [tool, ...rest] = argv;
       if (!tool) throw new FulcrumError('validation', 'exec needs a program');
       const socket = io?.noSocket ? [] : [`--socket=${paths(meta.spec).socket}`];
+      io?.signal?.throwIfAborted();
       const child = spawn(toolPath(meta.spec.engine.binary!, tool), [...socket, ...rest], {
         stdio: ['pipe', 'pipe', 'pipe'],
         env: { ...process.env, ...(io?.env ?? {}) },
@@ -311,11 +312,25 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
           child.kill('SIGTERM');
         } else io.stdin.pipe(child.stdin);
       } else child.stdin.end();
-      const exitCode = await new Promise<number>((resolve, reject) => {
-        child.once('error', reject);
-        child.once('close', (code) => resolve(code ?? 1));
-      });
-      return { exitCode, stdout, stderr };
+      // A cancelled program gets SIGTERM, and SIGKILL if it has not gone a few seconds later:
+      // whoever cancelled waits for it before stopping the server it reads.
+      let killer: NodeJS.Timeout | undefined;
+      const cancel = () => {
+        stderr += 'cancelled\n';
+        child.kill('SIGTERM');
+        killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      };
+      io?.signal?.addEventListener('abort', cancel, { once: true });
+      try {
+        const exitCode = await new Promise<number>((resolve, reject) => {
+          child.once('error', reject);
+          child.once('close', (code) => resolve(code ?? 1));
+        });
+        return { exitCode, stdout, stderr };
+      } finally {
+        io?.signal?.removeEventListener('abort', cancel);
+        clearTimeout(killer);
+      }
     },
 
     async close() {

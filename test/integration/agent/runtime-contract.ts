@@ -177,6 +177,18 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
       expect(Date.now() - t0).toBeLessThan(15_000);
     });
 
+    it('exec stops the program when its signal is aborted (a delete cancelling a backup)', async () => {
+      const ac = new AbortController();
+      const t0 = Date.now();
+      const running = fx.runtime.exec(name, ['mariadb', '--user=root', '-e', 'SELECT SLEEP(120)'], { signal: ac.signal });
+      setTimeout(() => ac.abort(new Error('cancelled by the test')), 500);
+      const res = await running;
+      expect(res.exitCode).not.toBe(0);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+      // Aborted before it starts: it never starts.
+      await expect(fx.runtime.exec(name, ['mariadb', '--user=root', '-e', 'SELECT 1'], { signal: ac.signal })).rejects.toThrow(/cancelled by the test/);
+    });
+
     it('logs returns the server error log', async () => {
       expect(await fx.runtime.logs(name, 200)).toMatch(/ready for connections/);
     });

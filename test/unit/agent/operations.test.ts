@@ -115,3 +115,29 @@ describe('operations', () => {
     expect(by.f!.error).toMatch(/at least 8 characters/);
   });
 });
+
+describe('operations ended by a delete', () => {
+  it('an operation that fails because its database is being deleted logs info, any other failure a warning', async () => {
+    const { host, stateDir } = setup();
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'info' }, new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        lines.push(JSON.parse(chunk.toString()) as { level: number; msg: string });
+        cb();
+      },
+    }));
+    const ops = createOperations({ host, stateDir, logger });
+    const c = host.database(1)!;
+    ops.register('snapshot', async () => {
+      throw new Error('mariadb-dump failed (1): cancelled');
+    });
+    const op = (id: string) => ({ operationId: id, databaseId: 1, snapshot: { label: 'x', target: 'primary' }, kind: 'snapshot' as const });
+    ops.accept([op('a') as any]);
+    await until(() => ops.results().length === 1);
+    c.deleted = true;
+    ops.accept([op('a') as any, op('b') as any]);
+    await until(() => ops.results().length === 2);
+    expect(ops.results().map((r) => r.ok)).toEqual([false, false]);
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([[40, 'operation failed'], [30, "operation ended by the database's delete"]]);
+  });
+});
