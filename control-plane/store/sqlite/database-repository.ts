@@ -97,7 +97,7 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         const cols = Object.keys(row);
         db.prepare(`INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
         return row.id;
-      })();
+      }).immediate();
       return get(id)!;
     },
     update(id, patch) {
@@ -175,7 +175,7 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         // Only the newest day is ever sent, so older ones are kept no longer.
         db.prepare('DELETE FROM database_backup_slots WHERE database_id = ? AND slot < ?').run(databaseId, slot);
         return true;
-      })();
+      }).immediate();
     },
     backupSlots() {
       return (db.prepare('SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id').all() as any[]).map(slotRow);

@@ -33,6 +33,9 @@ export function secretsOf(db: Db): SecretBox {
  * Seals every secret value that is not sealed under the active key: plain values left by a
  * version before encryption (the first start after an upgrade) or, during `fulcrum kek rotate`,
  * values under an older key. Runs in one transaction; returns how many values changed.
+ * The transaction is immediate (write lock first, then read): beside a running control plane a
+ * deferred one that has read cannot wait for the control plane's write, and fails at once with
+ * `database is locked` (docs/security/secrets.md, "Rotation").
  */
 export function resealSecrets(db: Db, box: SecretBox): number {
   let changed = 0;
@@ -47,7 +50,7 @@ export function resealSecrets(db: Db, box: SecretBox): number {
         changed++;
       }
     }
-  })();
+  }).immediate();
   return changed;
 }
 
