@@ -3,7 +3,7 @@ import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
 import { nextSequenceId } from './core-repositories.js';
-import { secretsOf } from './secrets.js';
+import { sealUnderLock, secretsOf } from './secrets.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
 
@@ -107,7 +107,7 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
       });
       return { ...c, id, nodebalancerId: nbId };
     },
-    updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c, box) }),
+    updateConfig: (id, c) => void sealUnderLock(db, () => updateConfig.run({ id, ...configParams(c, box) })),
     deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
 
     nodes: (cid) => (db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid) as any[]).map((r) => nodeRow(r)!),

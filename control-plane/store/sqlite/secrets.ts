@@ -22,6 +22,18 @@ export function attachSecretBox(db: Db, box: SecretBox): void {
   boxes.set(db, box);
 }
 
+/**
+ * Runs `fn`, which seals values and writes them, in an immediate transaction (a savepoint inside
+ * one already open): the seal happens once the write lock is held. Sealed first and written after
+ * a wait for the lock, a value could carry a key that `fulcrum kek rotate` dropped meanwhile (it
+ * re-seals, checks and drops the old key while this process waits), and would never open again.
+ * Under the lock, the seal either comes before the rotation's re-seal, which then re-seals it, or
+ * after the rotation added its key, which the seal then uses (docs/security/secrets.md).
+ */
+export function sealUnderLock<T>(db: Db, fn: () => T): T {
+  return db.transaction(fn).immediate();
+}
+
 /** The secret box of a store opened by openDatabase. */
 export function secretsOf(db: Db): SecretBox {
   const box = boxes.get(db);

@@ -38,10 +38,38 @@ async function holdWriteLock(path: string, releaseAfterMs = 0): Promise<{ releas
   });
   return {
     release: async () => {
-      if (p.exitCode === null) p.stdin!.write('go\n');
+      // One that lets go by itself may have exited before this process saw it (it was blocked).
+      if (releaseAfterMs === 0) p.stdin!.write('go\n');
       expect(await exited).toBe(0);
     },
   };
+}
+
+/**
+ * Another process that, holding the store's write lock, does to the key file what a rotation
+ * does while a control plane waits for the lock: adds a key (after 300 ms), then drops the old
+ * one (after 600 ms), then commits. `done` resolves when it has exited.
+ */
+async function swapKeysUnderLock(path: string, kekFile: string): Promise<{ done: Promise<number | null> }> {
+  const script = `
+    const fs = require('fs'), crypto = require('crypto');
+    const [mod, dbPath, file] = process.argv.slice(1);
+    const db = new (require(mod))(dbPath);
+    db.pragma('busy_timeout = 5000');
+    db.exec('BEGIN IMMEDIATE');
+    const write = (lines) => { fs.writeFileSync(file + '.tmp', lines.join('\\n') + '\\n', { mode: 0o600 }); fs.renameSync(file + '.tmp', file); };
+    const old = fs.readFileSync(file, 'utf8').split('\\n').filter((l) => l && !l.startsWith('#'));
+    const next = crypto.randomBytes(6).toString('hex') + ' ' + crypto.randomBytes(32).toString('base64');
+    process.stdout.write('locked\\n');
+    setTimeout(() => write([...old, next]), 300);
+    setTimeout(() => { write([next]); db.exec('COMMIT'); db.close(); process.exit(0); }, 600);`;
+  const p = spawn(process.execPath, ['-e', script, betterSqlite, path, kekFile], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const done = new Promise<number | null>((r) => p.once('exit', r));
+  await new Promise<void>((resolve, reject) => {
+    p.stdout!.on('data', (d) => String(d).includes('locked') && resolve());
+    void done.then((code) => reject(new Error(`key swapper exited (${code}) before it held the lock`)));
+  });
+  return { done };
 }
 
 const keysIn = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
@@ -98,5 +126,18 @@ describe('kek rotate beside a writing control plane', () => {
     const t = await store.tokens.create({ userId: user.id, label: 'k', scopes: '*', tokenHash: 'kek-h', tokenPrefix: 'p', created: 1, expiry: null });
     await lock.release();
     expect((await store.tokens.get(t.id))?.label).toBe('k');
+  });
+
+  it('a secret written while a rotation swaps the key is sealed with the key that stays', async () => {
+    const nb = (await store.nodebalancers.list())[0]!;
+    const config = (await store.nodebalancers.configs(nb.id))[0]!;
+    const swap = await swapKeysUnderLock(path, kek);
+    // Blocks this process until the swapper commits; the new TLS key is sealed on the way.
+    await store.nodebalancers.updateConfig(config.id, { ...config, sslKey: 'ROTATED KEY BYTES' });
+    expect(await swap.done).toBe(0);
+    // A restart reads the key file alone (the old key is gone from it): the value still opens.
+    await store.close();
+    store = openSqliteStore(path);
+    expect((await store.nodebalancers.configs(nb.id))[0]!.sslKey).toBe('ROTATED KEY BYTES');
   });
 });
