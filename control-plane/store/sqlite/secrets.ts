@@ -50,6 +50,9 @@ export function secretsOf(db: Db): SecretBox {
  * `database is locked` (docs/security/secrets.md, "Rotation").
  */
 export function resealSecrets(db: Db, box: SecretBox): number {
+  // Nothing to do on most opens: take no write lock then (another connection, in this process
+  // or another, may be writing).
+  if (unsealedCount(db, box) === 0) return 0;
   let changed = 0;
   db.transaction(() => {
     for (const { table, column } of secretColumns) {
