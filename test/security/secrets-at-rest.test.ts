@@ -61,11 +61,32 @@ function openToOthers(dir: string): string[] {
   return bad;
 }
 
-/** The store's bytes: main file, WAL and shared memory, as they are on disk right now. */
-function storeBytes(cpDir: string): Buffer {
+/** The store's main file, WAL and shared memory, as they are named on disk. */
+function storeFiles(cpDir: string): string[] {
   const base = join(cpDir, 'control-plane.sqlite');
-  return Buffer.concat([base, `${base}-wal`, `${base}-shm`].filter(existsSync).map((f) => readFileSync(f)));
+  return [base, `${base}-wal`, `${base}-shm`];
 }
+
+/**
+ * Files' bytes, read by a child process (`cat`), never by this one. The control plane runs in this
+ * process with the store open, and SQLite's locks are POSIX record locks, which belong to the
+ * process: closing any descriptor of a file (as readFileSync does) drops every lock the process
+ * holds on it, without SQLite knowing. With its locks gone, `fulcrum kek rotate` took itself for
+ * the store's only user and, on closing, deleted the WAL and shared-memory files the control plane
+ * still had open; the control plane then wrote into deleted files and the next connection in this
+ * process failed with `disk I/O error` (docs/security/secrets.md, "Rotation").
+ */
+function bytesOf(files: string[]): Buffer {
+  const present = files.filter(existsSync);
+  return present.length === 0 ? Buffer.alloc(0) : execFileSync('cat', ['--', ...present], { maxBuffer: 1 << 30 });
+}
+
+/** The store's bytes: main file, WAL and shared memory, as they are on disk right now. */
+const storeBytes = (cpDir: string): Buffer => bytesOf(storeFiles(cpDir));
+
+/** Inode numbers of the store's files: which files they are, not just their names. */
+const storeInodes = (cpDir: string): (number | undefined)[] =>
+  storeFiles(cpDir).map((f) => (existsSync(f) ? lstatSync(f).ino : undefined));
 
 /** A line from the middle of a PEM body: unique to this key, and what a thief would search for. */
 const keyBody = (pem: Pem) => pem.key.split('\n').filter((l) => l && !l.startsWith('-----'))[5]!;
@@ -168,8 +189,14 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
     const kek = join(dirs.cp, 'keys', 'kek');
     const before = readFileSync(kek, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
     expect(before).toHaveLength(1);
+    // The running control plane holds the store's WAL and shared memory open: the rotation must
+    // share them, never delete or replace them under it (it would, were it to take itself for the
+    // store's only user: then the control plane writes into deleted files).
+    const held = storeInodes(dirs.cp);
+    expect(held.every((ino) => ino !== undefined), JSON.stringify(held)).toBe(true);
     const r = await runCli(['kek', 'rotate', '--state', dirs.cp]);
     expect(r.code, r.out).toBe(0);
+    expect(storeInodes(dirs.cp)).toEqual(held);
     const after = readFileSync(kek, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
     expect(after).toHaveLength(1);
     const newId = after[0]!.split(' ')[0]!;
@@ -207,7 +234,7 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
     raw.prepare('UPDATE databases SET root_password = ?').run(legacy);
     raw.prepare('UPDATE nb_configs SET ssl_key = ?').run(pem.key);
     raw.close();
-    expect(readFileSync(file).includes(legacy)).toBe(true);
+    expect(bytesOf([file]).includes(legacy)).toBe(true);
     chmodSync(dirs.cp, 0o755);
     chmodSync(file, 0o644);
     chmodSync(join(dirs.cp, 'keys'), 0o755);

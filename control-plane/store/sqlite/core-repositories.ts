@@ -11,7 +11,10 @@ import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
 
 /**
  * The next id of a table whose ids must never be reused (migrations 102 and 240): one more than
- * both the highest id ever issued and the highest id present. Call inside the inserting transaction.
+ * both the highest id ever issued and the highest id present. Call inside the inserting transaction,
+ * an immediate one: a deferred transaction that has read here cannot wait for another process's
+ * write (`fulcrum kek rotate`) and fails at once with `database is locked`
+ * (docs/security/secrets.md, "Rotation").
  */
 export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): number {
   const last = (db.prepare('SELECT last FROM id_sequences WHERE name = ?').pluck().get(name) as number | undefined) ?? 0;
@@ -139,7 +142,7 @@ function immediateTokens(db: Db): Immediate<TokenRepository> {
         db.prepare('INSERT INTO tokens (id, user_id, label, scopes, token_hash, token_prefix, created, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
           .run(next, t.userId, t.label, t.scopes, t.tokenHash, t.tokenPrefix, t.created, t.expiry);
         return next;
-      })();
+      }).immediate();
       return { id, userId: t.userId, label: t.label, scopes: t.scopes, tokenPrefix: t.tokenPrefix, created: t.created, expiry: t.expiry };
     },
     update(id, patch) {
@@ -262,7 +265,7 @@ export function sqliteReplicaBeats(db: Db): ReplicaRepository {
         }
         db.prepare('DELETE FROM control_plane_replicas WHERE heartbeat_at < ?').run(since);
         return n;
-      })();
+      }).immediate();
     },
   });
 }

@@ -1,6 +1,6 @@
 import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
-import { secretsOf } from './secrets.js';
+import { sealUnderLock, secretsOf } from './secrets.js';
 import { nextSequenceId, releaseHosts } from './core-repositories.js';
 import type { DatabaseRepository } from '../database-repository.js';
 import type { Immediate } from '../store.js';
@@ -97,13 +97,16 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         const cols = Object.keys(row);
         db.prepare(`INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
         return row.id;
-      })();
+      }).immediate();
       return get(id)!;
     },
     update(id, patch) {
-      const row = toRow(patch);
-      const cols = Object.keys(row);
-      if (cols.length > 0) db.prepare(`UPDATE databases SET ${cols.map((c) => `"${c}" = @${c}`).join(', ')} WHERE id = @id`).run({ ...row, id });
+      // Sealed under the write lock (sealUnderLock in secrets.ts).
+      sealUnderLock(db, () => {
+        const row = toRow(patch);
+        const cols = Object.keys(row);
+        if (cols.length > 0) db.prepare(`UPDATE databases SET ${cols.map((c) => `"${c}" = @${c}`).join(', ')} WHERE id = @id`).run({ ...row, id });
+      });
       return get(id)!;
     },
     purge(id) {
@@ -129,8 +132,8 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     },
 
     createOperation(op) {
-      db.prepare('INSERT INTO database_operations (id, database_id, kind, payload, event_id, state, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(op.id, op.databaseId, op.kind, box.seal(JSON.stringify(op.payload), 'database_operations.payload'), op.eventId, op.state, op.error, op.created);
+      sealUnderLock(db, () => db.prepare('INSERT INTO database_operations (id, database_id, kind, payload, event_id, state, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(op.id, op.databaseId, op.kind, box.seal(JSON.stringify(op.payload), 'database_operations.payload'), op.eventId, op.state, op.error, op.created));
     },
     operation(id) {
       const r = db.prepare('SELECT * FROM database_operations WHERE id = ?').get(id);
@@ -177,7 +180,7 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         // Only the newest day is ever sent, so older ones are kept no longer.
         db.prepare('DELETE FROM database_backup_slots WHERE database_id = ? AND slot < ?').run(databaseId, slot);
         return true;
-      })();
+      }).immediate();
     },
     backupSlots() {
       return (db.prepare('SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id').all() as any[]).map(slotRow);

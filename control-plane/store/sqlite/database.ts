@@ -48,7 +48,7 @@ function migrate(db: Db, list: Migration[]): void {
     db.transaction(() => {
       db.exec(m.sql);
       db.prepare('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)').run(m.id, Date.now());
-    })();
+    }).immediate();
   }
 }
 

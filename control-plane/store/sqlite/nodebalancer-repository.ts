@@ -3,7 +3,7 @@ import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
 import { nextSequenceId } from './core-repositories.js';
-import { secretsOf } from './secrets.js';
+import { sealUnderLock, secretsOf } from './secrets.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
 
@@ -61,8 +61,9 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
     '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint, @udp_check_port, @udp_session_timeout';
   const insertConfig = db.prepare(`INSERT INTO nb_configs (id, nodebalancer_id, ${configCols}) VALUES (@id, @nodebalancer_id, ${configVals})`);
   // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own
-  // (the gate's BEGIN included).
-  const tx = <T>(fn: () => T): T => db.transaction(fn)();
+  // (the gate's BEGIN included). On their own they are immediate, like every transaction here
+  // (docs/security/secrets.md, "Rotation").
+  const tx = <T>(fn: () => T): T => db.transaction(fn).immediate();
   const updateConfig = db.prepare(
     `UPDATE nb_configs SET ${configCols.split(', ').map((c) => `${c} = @${c.replace(/"/g, '')}`).join(', ')} WHERE id = @id`,
   );
@@ -106,7 +107,7 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
       });
       return { ...c, id, nodebalancerId: nbId };
     },
-    updateConfig: (id, c) => void updateConfig.run({ id, ...configParams(c, box) }),
+    updateConfig: (id, c) => void sealUnderLock(db, () => updateConfig.run({ id, ...configParams(c, box) })),
     deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
 
     nodes: (cid) => (db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid) as any[]).map((r) => nodeRow(r)!),

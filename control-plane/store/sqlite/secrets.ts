@@ -22,6 +22,18 @@ export function attachSecretBox(db: Db, box: SecretBox): void {
   boxes.set(db, box);
 }
 
+/**
+ * Runs `fn`, which seals values and writes them, in an immediate transaction (a savepoint inside
+ * one already open): the seal happens once the write lock is held. Sealed first and written after
+ * a wait for the lock, a value could carry a key that `fulcrum kek rotate` dropped meanwhile (it
+ * re-seals, checks and drops the old key while this process waits), and would never open again.
+ * Under the lock, the seal either comes before the rotation's re-seal, which then re-seals it, or
+ * after the rotation added its key, which the seal then uses (docs/security/secrets.md).
+ */
+export function sealUnderLock<T>(db: Db, fn: () => T): T {
+  return db.transaction(fn).immediate();
+}
+
 /** The secret box of a store opened by openDatabase. */
 export function secretsOf(db: Db): SecretBox {
   const box = boxes.get(db);
@@ -33,8 +45,14 @@ export function secretsOf(db: Db): SecretBox {
  * Seals every secret value that is not sealed under the active key: plain values left by a
  * version before encryption (the first start after an upgrade) or, during `fulcrum kek rotate`,
  * values under an older key. Runs in one transaction; returns how many values changed.
+ * The transaction is immediate (write lock first, then read): beside a running control plane a
+ * deferred one that has read cannot wait for the control plane's write, and fails at once with
+ * `database is locked` (docs/security/secrets.md, "Rotation").
  */
 export function resealSecrets(db: Db, box: SecretBox): number {
+  // Nothing to do on most opens: take no write lock then (another connection, in this process
+  // or another, may be writing).
+  if (unsealedCount(db, box) === 0) return 0;
   let changed = 0;
   db.transaction(() => {
     for (const { table, column } of secretColumns) {
@@ -47,7 +65,7 @@ export function resealSecrets(db: Db, box: SecretBox): number {
         changed++;
       }
     }
-  })();
+  }).immediate();
   return changed;
 }
 
