@@ -41,6 +41,8 @@ export interface ControlPlaneOptions {
   apiPort?: number; // 0 = random
   grpcHost?: string;
   grpcPort?: number; // 0 = random
+  /** How long a stop waits for hosts' gRPC connections to close before cutting them (default 5 s). */
+  grpcDrainMs?: number;
   nodebalancerPool?: string;
   /** IPv6 range (`fd00:1::/64`) of NodeBalancers' `ipv6`, every region; none: `ipv6` is null. */
   nodebalancerIpv6Pool?: string;
@@ -187,8 +189,21 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     metricsUrl,
     context,
     async close() {
+      const drainMs = opts.grpcDrainMs ?? 5_000;
       for (const c of context.closers.reverse()) await c();
-      await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      // Our streams are ended by the closers above; a connection a host (hung, or hostile) keeps
+      // open past the drain time is cut, so a stop never waits on a peer.
+      await new Promise<void>((resolve) => {
+        const cut = setTimeout(() => {
+          logger.warn({ drainMs }, 'gRPC connections still open after the drain time; closing them');
+          grpcServer.forceShutdown();
+          resolve();
+        }, drainMs);
+        grpcServer.tryShutdown(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+      });
       bootstrap.server.closeAllConnections();
       await new Promise<void>((resolve) => bootstrap.server.close(() => resolve()));
       await app.close();

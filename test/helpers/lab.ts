@@ -44,6 +44,22 @@ export async function until<T>(what: string, fn: () => T | undefined | false | P
   }
 }
 
+/**
+ * Waits for `p`, but fails naming `what` if it takes longer than `ms`: a teardown step that hangs
+ * then says which one it was, instead of a bare hook timeout.
+ */
+export async function within<T>(what: string, ms: number, p: Promise<T> | T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([Promise.resolve(p), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Runs `fulcrum <args>` from the TypeScript sources (no stale build can be tested). */
 export function runFulcrum(args: string[]): ChildProcess {
   return spawn(process.execPath, [cli, ...args], {

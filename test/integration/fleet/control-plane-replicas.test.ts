@@ -9,7 +9,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { enrolHost } from '../../helpers/fleet.js';
 import { joinFleet, renewCertificate } from '../../../lib/fleet-host.js';
 import { hostIdentity, loadHostPki } from '../../../lib/pki.js';
-import { api, until } from '../../helpers/lab.js';
+import { api, until, within } from '../../helpers/lab.js';
 import { ask, echoBackend } from '../../helpers/tcp.js';
 import { freePort } from '../../helpers/tcp.js';
 
@@ -35,13 +35,17 @@ describe('a list of control-plane addresses', () => {
   const backend = echoBackend('127.0.61.1', 'replica');
 
   afterAll(async () => {
-    await agent?.close();
-    await dp?.close();
-    await cp?.close();
-    await replicaB?.close();
-    await (await backend).close();
-    for (const d of [stateDir, dpState, agentState, join(stateB, '..')]) rmSync(d, { recursive: true, force: true });
-  });
+    // Each step has its own bound: a CI run once spent the hook's whole 60 s in one of them.
+    try {
+      await within('agent.close', 15_000, agent?.close());
+      await within('dp.close', 15_000, dp?.close());
+      await within('replica A close', 10_000, cp?.close());
+      await within('replica B close', 10_000, replicaB?.close());
+      await within('backend close', 5_000, (await backend).close());
+    } finally {
+      for (const d of [stateDir, dpState, agentState, join(stateB, '..')]) rmSync(d, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   const connectedTo = async (replica: ControlPlane) => {
     const call = api(replica.apiUrl, replica.adminToken);
