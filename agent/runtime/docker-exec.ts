@@ -69,11 +69,8 @@ export async function dockerExec(
   } finally {
     opts.signal?.removeEventListener('abort', cut);
   }
-  if (opts.signal?.aborted) {
-    if (sink) await endSink(sink);
-    return { exitCode: 1, stdout, stderr: `${stderr}cancelled\n` };
-  }
   if (sink) await endSink(sink);
+  if (opts.signal?.aborted) return { exitCode: 1, stdout, stderr: `${stderr}cancelled\n` };
 
   // The exec can report "running" for a moment after its stream closed.
   for (let i = 0; i < 100; i++) {

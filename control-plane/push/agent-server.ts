@@ -12,7 +12,7 @@ import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, Operatio
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
 import { placeDatabases } from '../domain/databases/placement.js';
 import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
-import { IgnoredReports, reportScope } from '../domain/databases/report-scope.js';
+import { fromPlacedAgent, IgnoredReports, reportScope } from '../domain/databases/report-scope.js';
 import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
@@ -57,8 +57,7 @@ function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Lo
       // Members' addresses as their agents reported them, through any replica (the store's reports);
       // only a placed member's row from its own agent counts (docs/databases.md, "Whose report counts").
       const members = await repo.members();
-      const agentOf = new Map(members.map((m) => [`${m.databaseId}:${m.member}`, m.agentId]));
-      const addresses = new Map((await repo.memberReports()).filter((r) => agentOf.get(`${r.databaseId}:${r.member}`) === r.agentId).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
+      const addresses = new Map((await repo.memberReports()).filter(fromPlacedAgent(members)).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
       return { databases: await repo.list(), members, pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
     },
     select: (round, sub) => {

@@ -7,6 +7,7 @@ import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
 import { spansAgents } from './placement.js';
 import type { MemberPlacement, MemberReport } from './model.js';
+import { fromPlacedAgent } from './report-scope.js';
 
 /** One node as an agent reports it (transport-neutral part of NodeObservation). */
 export interface ReportedNode {
@@ -29,15 +30,9 @@ export interface PrimaryLocation {
   address: string;
 }
 
-/**
- * Each current member's report, by member index: only a row about a placed member, written by the
- * agent that member is placed on, counts. A row left from a member scaled away or from an agent
- * that no longer runs the member describes no server of the cluster (docs/databases.md, "Whose
- * report counts").
- */
+/** Each current member's report of one database, by member index (docs/databases.md, "Whose report counts"). */
 export function currentReports(placements: readonly MemberPlacement[], reports: readonly MemberReport[]): Map<number, MemberReport> {
-  const agentOf = new Map(placements.map((m) => [m.member, m.agentId]));
-  return new Map(reports.filter((r) => agentOf.get(r.member) === r.agentId).map((r) => [r.member, r]));
+  return new Map(reports.filter(fromPlacedAgent(placements)).map((r) => [r.member, r]));
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Logger } from '../../../lib/logger.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { MemberPlacement, MemberReport } from './model.js';
 
 /** Where a database stands to a reporting agent: it holds it, other agents do, or it is unknown. */
 export type ReportScope = 'held' | 'foreign' | 'unknown';
@@ -15,6 +16,16 @@ export async function reportScope(repo: DatabaseRepository, agentId: string, dat
   if (!db) return 'unknown';
   if (db.agentId === agentId || (await repo.members(databaseId)).some((m) => m.agentId === agentId)) return 'held';
   return 'foreign';
+}
+
+/**
+ * Whether a member report counts: only a row about a placed member, written by the agent that
+ * member is placed on. A row left from a member scaled away or from an agent that no longer runs
+ * the member describes no server of the cluster. `placements` may span several databases.
+ */
+export function fromPlacedAgent(placements: readonly MemberPlacement[]): (r: MemberReport) => boolean {
+  const agentOf = new Map(placements.map((m) => [`${m.databaseId}:${m.member}`, m.agentId]));
+  return (r) => agentOf.get(`${r.databaseId}:${r.member}`) === r.agentId;
 }
 
 /** How many (agent, database, field) notices are remembered before the memory starts over. */
