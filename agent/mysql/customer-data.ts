@@ -45,12 +45,17 @@ const COLUMN_NAME = /^[A-Za-z_]+$/;
 export async function customerAccountsSql(c: AdminConnection): Promise<string> {
   const out: string[] = [ACCOUNTS_HEADER, "SET NAMES utf8mb4;", "SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION';"];
   for (const table of PRIVILEGE_TABLES) {
-    for (const row of await q(c, `SELECT * FROM mysql.${mysql.escapeId(table)}`)) {
+    // Every column as the server's text (all are CHAR, ENUM, SET or JSON text), so that the
+    // driver parses nothing (it would turn global_priv.Priv into an object) and the copy is exact.
+    const [rows] = await c.query({ sql: `SELECT * FROM mysql.${mysql.escapeId(table)}`, typeCast: (field) => field.string('utf8') });
+    for (const row of rows as Record<string, unknown>[]) {
       if (SYSTEM_USERS.includes(String(row.User))) continue;
       const cols = Object.keys(row).filter((k) => !SKIPPED_COLUMNS.has(k));
       const bad = cols.find((k) => !COLUMN_NAME.test(k));
       if (bad !== undefined) throw new Error(`mysql.${table} has an unexpected column ${JSON.stringify(bad)}`);
-      out.push(`${mysql.format(`REPLACE INTO mysql.${mysql.escapeId(table)} (??) VALUES (?)`, [cols, cols.map((k) => row[k])])};`);
+      const odd = cols.find((k) => row[k] !== null && typeof row[k] === 'object' && !Buffer.isBuffer(row[k]));
+      if (odd !== undefined) throw new Error(`mysql.${table}.${odd} is not a plain value`);
+      out.push(`${mysql.format(`REPLACE INTO mysql.${mysql.escapeId(table)} (??) VALUES (?)`, [cols, cols.map((k) => row[k]) as mysql.SqlValue[]])};`);
     }
   }
   out.push('FLUSH PRIVILEGES;', '');
