@@ -61,20 +61,18 @@ async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise
  * text is never replayed, and it cannot be skipped either: the same strings can forge the line
  * where the dump begins. So an old backup loads only when its section is empty (the next line
  * is mariadb-dump's first, or the end); one holding accounts is refused, naming the reason
- * (docs/security/mysql.md, "Account backups").
+ * (docs/security/mysql.md, "Account backups"). A file with neither header holds no account
+ * section at all (every agent wrote one first): it loads as the dump it is.
  */
 export async function assertLoadable(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise<void> {
   const what = describe(m);
   const head = await headOf(deps, c, m).catch((err: Error) => {
     throw new Error(`${what} cannot be read: ${err.message}; nothing was changed`);
   });
-  if (head.startsWith(`${ACCOUNTS_HEADER}\n`)) return;
-  if (head.startsWith(`${LEGACY_ACCOUNTS_HEADER}\n\n`)) {
-    const next = head.slice(LEGACY_ACCOUNTS_HEADER.length + 2);
-    if (next === '' || DUMP_START.test(next)) return;
-    throw new Error(`${what} was taken by an older agent and holds the customer's accounts as text the server rendered, which is not loaded (a quoted string in it could run as root); restore or fork from a backup taken since, or re-create the accounts; nothing was changed`);
-  }
-  throw new Error(`${what} does not start with an account section this agent wrote; nothing was changed`);
+  if (head.startsWith(`${ACCOUNTS_HEADER}\n`) || !head.startsWith(`${LEGACY_ACCOUNTS_HEADER}\n\n`)) return;
+  const next = head.slice(LEGACY_ACCOUNTS_HEADER.length + 2);
+  if (next === '' || DUMP_START.test(next)) return;
+  throw new Error(`${what} was taken by an older agent and holds the customer's accounts as text the server rendered, which is not loaded (a quoted string in it could run as root); restore or fork from a backup taken since, or re-create the accounts; nothing was changed`);
 }
 
 /**

@@ -218,4 +218,34 @@ describe('agent: backups and restore (1 node)', () => {
     const again = await op({ snapshot: { label: 'after_restart', target: 'primary' } });
     expect(again.backupId).toBe(902);
   });
+
+  it('a backup from an older agent: rendered account text is refused before anything changes; an empty account section loads', async () => {
+    const before = await ids();
+    const c = fx.agent!.agent.database(11)!;
+    const dumped = await fx.agent!.runtime.exec(
+      c.nodeName(c.state!.primary),
+      ['mariadb-dump', '--user=root', '--single-transaction', '--hex-blob', '--add-drop-database', '--databases', 'app'],
+      { env: { MYSQL_PWD: c.state!.adminPassword } },
+    );
+    expect(dumped.exitCode).toBe(0);
+    // What an older agent wrote: SHOW CREATE USER text, where a SUBJECT string ends the
+    // statement (docs/security/mysql.md, "Account backups"). Never loaded, not even skipped.
+    const legacy = "-- Fulcrum: customer accounts\n\nCREATE OR REPLACE USER `x`@`%` IDENTIFIED BY PASSWORD '' REQUIRE SUBJECT 'a'; CREATE DATABASE loot; -- ';\n";
+    await craftBackup(stateDir, { databaseId: 11, id: 950, label: 'legacy_accounts', engineVersion: db.version!, sql: Buffer.concat([Buffer.from(legacy), Buffer.from(dumped.stdout)]) });
+    const r = await op({ restore: { backupId: 950 } });
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(/^backup 950 was taken by an older agent and holds the customer's accounts as text the server rendered.*nothing was changed$/);
+    const w = await connect();
+    const [dbs] = await w.query('SHOW DATABASES');
+    expect((dbs as any[]).map((x) => x.Database)).not.toContain('loot');
+    await w.end();
+    expect(await ids()).toEqual(before);
+    // The same with no accounts in it: the dump follows the header directly, and loads.
+    await craftBackup(stateDir, { databaseId: 11, id: 951, label: 'legacy_empty', engineVersion: db.version!, sql: Buffer.concat([Buffer.from('-- Fulcrum: customer accounts\n\n'), Buffer.from(dumped.stdout)]) });
+    const w2 = await connect();
+    await w2.query('DELETE FROM app.t');
+    await w2.end();
+    expect(await op({ restore: { backupId: 951 } })).toMatchObject({ ok: true });
+    expect(await ids()).toEqual(before);
+  });
 });
