@@ -25,7 +25,13 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
   let marker = '';
   const secret = `fulcrum-marker-${process.pid}-${Date.now()}`;
   let grantsBefore: string[] = [];
-  let userBefore = '';
+  let usersBefore: string[] = [];
+  /** SHOW CREATE USER of the two attacking accounts. */
+  const shownUsers = async (c: mysql.Connection) => {
+    const out: string[] = [];
+    for (const u of ['x', 'x2']) out.push(String(Object.values((await rows(c, "SHOW CREATE USER ?@'%'", [u]))[0])[0]));
+    return out;
+  };
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const r = await lab.api(method, path, body);
@@ -64,8 +70,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
         expect(Number(hit[0].n), `${col.s}.${col.t}.${col.c}`).toBe(0);
       }
       // The customer's account itself is carried, exactly as made: its subject is a string.
-      const [show] = await rows(c, "SHOW CREATE USER 'x'@'%'");
-      expect(String(Object.values(show)[0])).toBe(userBefore);
+      expect(await shownUsers(c)).toEqual(usersBefore);
     } finally {
       await c.end();
     }
@@ -103,9 +108,12 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
       const payload = `a'; GRANT ALL PRIVILEGES ON *.* TO 'linroot'@'%' WITH GRANT OPTION; SET GLOBAL local_infile=1; `
         + `CREATE DATABASE IF NOT EXISTS loot; CREATE TABLE IF NOT EXISTS loot.f (l TEXT); LOAD DATA LOCAL INFILE '${marker}' INTO TABLE loot.f; -- `;
       await c.query("CREATE USER 'x'@'%' IDENTIFIED BY 'Xx.Pass_01' REQUIRE SUBJECT ?", [payload]);
-      const [show] = await rows(c, "SHOW CREATE USER 'x'@'%'");
-      userBefore = String(Object.values(show)[0]);
-      expect(userBefore).toContain("SUBJECT 'a'; GRANT ALL PRIVILEGES"); // the server's unescaped rendering
+      // The same where only backslashes go unescaped: ISSUER (printed first) ends in `\`, so its
+      // closing quote is escaped and SUBJECT's opening quote closes the string.
+      await c.query("CREATE USER 'x2'@'%' IDENTIFIED BY 'Xx.Pass_01' REQUIRE ISSUER 'x\\\\' AND SUBJECT ?", [payload.slice(2)]);
+      // MariaDB 10.11.19 (this lab's) escapes both in SHOW CREATE USER / SHOW GRANTS; the issue
+      // was reproduced on a server that did not. The agent no longer depends on either.
+      usersBefore = await shownUsers(c);
     } finally {
       await c.end();
     }

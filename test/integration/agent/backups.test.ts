@@ -248,4 +248,29 @@ describe('agent: backups and restore (1 node)', () => {
     expect(await op({ restore: { backupId: 951 } })).toMatchObject({ ok: true });
     expect(await ids()).toEqual(before);
   });
+
+  it('SQL in a backup cannot make the client read a file of the host: the mariadb client runs with --local-infile=0', async () => {
+    const before = await ids();
+    const c = fx.agent!.agent.database(11)!;
+    const secret = `marker-${process.pid}-${Date.now()}`;
+    const marker = join(stateDir, 'loot-marker');
+    writeFileSync(marker, `${secret}\n`, { mode: 0o600 });
+    // Whatever put it there (a server that rendered account text unescaped, a binlog), this is
+    // what a root session fed to the client would do: turn local_infile on and load the file.
+    const sql = `-- Fulcrum: customer accounts v2 (rows of the privilege tables)\nSET GLOBAL local_infile=1;\nCREATE DATABASE IF NOT EXISTS loot;\nCREATE TABLE IF NOT EXISTS loot.f (l TEXT);\nLOAD DATA LOCAL INFILE '${marker}' INTO TABLE loot.f;\n`;
+    await craftBackup(stateDir, { databaseId: 11, id: 952, label: 'local_infile', engineVersion: db.version!, sql: Buffer.from(sql) });
+    try {
+      const r = await op({ restore: { backupId: 952 } });
+      const w = await connect();
+      const [dbs] = await w.query('SHOW DATABASES');
+      const loot = (dbs as any[]).some((x) => x.Database === 'loot') ? ((await w.query('SELECT l FROM loot.f'))[0] as any[]).map((x) => x.l) : [];
+      await w.end();
+      expect(loot).toEqual([]);
+      expect(r.ok).toBe(false);
+      expect(r.error).toMatch(/^loading backup 952 failed: ERROR 4166 .*local infile.*; the data from before the restore was put back$/);
+      expect(await ids()).toEqual(before);
+    } finally {
+      await fx.agent!.runtime.exec(c.nodeName(c.state!.primary), ['mariadb', '--user=root', '-e', 'SET GLOBAL local_infile=0'], { env: { MYSQL_PWD: c.state!.adminPassword } });
+    }
+  });
 });
