@@ -33,21 +33,22 @@ function decrypter(s: NonNullable<LoadTarget['state']>, m: BackupManifest): Tran
 }
 
 /** The first HEAD_BYTES of m's SQL (fewer when it is shorter). */
-async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise<string> {
-  const decrypt = decrypter(c.state!, m);
-  const src = deps.storage.reader(c.id, m.id, m.file);
-  const gunzip = createGunzip();
+async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, decrypt: Transform | undefined): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  const stages: NodeJS.ReadableStream = decrypt ? src.pipe(decrypt).pipe(gunzip) : src.pipe(gunzip);
-  try {
-    for await (const chunk of stages as AsyncIterable<Buffer>) {
+  const enough = new Error('enough');
+  const take = async (source: AsyncIterable<Buffer>) => {
+    for await (const chunk of source) {
       chunks.push(chunk);
       size += chunk.length;
-      if (size >= HEAD_BYTES) break;
+      if (size >= HEAD_BYTES) throw enough; // stops and closes the file, the decryption and gunzip
     }
-  } finally {
-    for (const x of [src, decrypt, gunzip]) (x as { destroy?: () => void } | undefined)?.destroy?.();
+  };
+  const src = deps.storage.reader(c.id, m.id, m.file);
+  try {
+    await (decrypt ? pipeline(src, decrypt, createGunzip(), take) : pipeline(src, createGunzip(), take));
+  } catch (err) {
+    if (err !== enough) throw err;
   }
   return Buffer.concat(chunks).subarray(0, HEAD_BYTES).toString('utf8');
 }
@@ -66,7 +67,8 @@ async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise
  */
 export async function assertLoadable(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise<void> {
   const what = describe(m);
-  const head = await headOf(deps, c, m).catch((err: Error) => {
+  const decrypt = decrypter(c.state!, m);
+  const head = await headOf(deps, c, m, decrypt).catch((err: Error) => {
     throw new Error(`${what} cannot be read: ${err.message}; nothing was changed`);
   });
   if (head.startsWith(`${ACCOUNTS_HEADER}\n`) || !head.startsWith(`${LEGACY_ACCOUNTS_HEADER}\n\n`)) return;
