@@ -36,19 +36,19 @@ function decrypter(s: NonNullable<LoadTarget['state']>, m: BackupManifest): Tran
 async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, decrypt: Transform | undefined): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  const enough = new Error('enough');
   const take = async (source: AsyncIterable<Buffer>) => {
     for await (const chunk of source) {
       chunks.push(chunk);
       size += chunk.length;
-      if (size >= HEAD_BYTES) throw enough; // stops and closes the file, the decryption and gunzip
+      // Stopping here closes the file, the decryption and gunzip (pipeline then reports an abort).
+      if (size >= HEAD_BYTES) throw new Error('enough');
     }
   };
   const src = deps.storage.reader(c.id, m.id, m.file);
   try {
     await (decrypt ? pipeline(src, decrypt, createGunzip(), take) : pipeline(src, createGunzip(), take));
   } catch (err) {
-    if (err !== enough) throw err;
+    if (size < HEAD_BYTES) throw err;
   }
   return Buffer.concat(chunks).subarray(0, HEAD_BYTES).toString('utf8');
 }
