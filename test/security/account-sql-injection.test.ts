@@ -26,10 +26,13 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
   const secret = `fulcrum-marker-${process.pid}-${Date.now()}`;
   let grantsBefore: string[] = [];
   let usersBefore: string[] = [];
-  /** SHOW CREATE USER of the two attacking accounts. */
+  /** SHOW CREATE USER of those of the two attacking accounts that exist. */
   const shownUsers = async (c: mysql.Connection) => {
     const out: string[] = [];
-    for (const u of ['x', 'x2']) out.push(String(Object.values((await rows(c, "SHOW CREATE USER ?@'%'", [u]))[0])[0]));
+    for (const u of ['x', 'x2']) {
+      if ((await rows(c, "SELECT 1 FROM mysql.global_priv WHERE User = ? AND Host = '%'", [u])).length === 0) continue;
+      out.push(String(Object.values((await rows(c, "SHOW CREATE USER ?@'%'", [u]))[0])[0]));
+    }
     return out;
   };
 
@@ -51,7 +54,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
     (await ok('GET', '/v4/account/events')).data.filter((e: any) => e.action === action && e.entity?.id === d.id);
 
   /** What the attack must not have left: linroot's grants changed, a `loot` schema, the marker's text anywhere. */
-  const assertUntouched = async (d: any) => {
+  const assertUntouched = async (d: any, accounts: 'carried' | 'when-present') => {
     const c = await linroot(d);
     try {
       expect(await grants(c)).toEqual(grantsBefore);
@@ -70,7 +73,11 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
         expect(Number(hit[0].n), `${col.s}.${col.t}.${col.c}`).toBe(0);
       }
       // The customer's account itself is carried, exactly as made: its subject is a string.
-      expect(await shownUsers(c)).toEqual(usersBefore);
+      // A restore carries the accounts exactly. A fork replaying the binlog leaves out account
+      // statements that name linroot (agent/binlog/replay.ts), as these do: any it has are exact.
+      const shown = await shownUsers(c);
+      if (accounts === 'carried') expect(shown).toEqual(usersBefore);
+      else for (const u of shown) expect(usersBefore).toContain(u);
     } finally {
       await c.end();
     }
@@ -132,7 +139,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
     const done = await until('restore finished or failed', async () =>
       (await events(src, 'database_backup_restore')).find((e: any) => e.status === 'finished' || e.status === 'failed'), 180_000, 250);
     await waitStatus(lab, src.id, 'active', 120_000);
-    await assertUntouched(src);
+    await assertUntouched(src, 'carried');
     expect(done.status).toBe('finished');
   }, 400_000);
 
@@ -143,7 +150,7 @@ describe.each(['process', 'docker'] as RuntimeKind[])('security: account SQL in 
       allow_list: ['0.0.0.0/0'], fork: { source: src.id },
     });
     const forked = await waitStatus(lab, fork.id, 'active', 300_000);
-    await assertUntouched(forked);
+    await assertUntouched(forked, 'when-present');
   }, 500_000);
 
   it('linroot given more (or less) than its designed privileges by a root session is put back', async () => {
