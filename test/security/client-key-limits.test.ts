@@ -26,12 +26,24 @@ import { createNetns, type Netns, type NetnsPeer } from './netns-peer.js';
  */
 const udp = { protocol: 'udp' as const, stickiness: 'session' as const, check: 'none' as const, checkPassive: false, cipherSuite: 'none' as const, udpCheckPort: 9, udpSessionTimeout: 16 };
 
-/** `n` new flows from `source`, one datagram each, at once: how many were answered. */
-async function flows(ip: string, port: number, source: string, n: number, opened: UdpFlow[]): Promise<number> {
+/**
+ * `n` new flows from `source` (each its own socket and port), one datagram each, at once: how many
+ * were answered. Done when every flow is answered or, with `refused` (a refusal counter of the
+ * data plane), when answers and new refusals add up to `n`; else at `deadlineMs`. No guessed wait.
+ */
+async function flows(ip: string, port: number, source: string, n: number, opened: UdpFlow[], o: { refused?: () => Promise<number | undefined>; deadlineMs?: number } = {}): Promise<number> {
+  const before = (await o.refused?.()) ?? 0;
   const fs = Array.from({ length: n }, () => new UdpFlow(ip, port, source));
   opened.push(...fs);
-  const answers = await Promise.all(fs.map((f) => f.ask('ping', 2500)));
-  return answers.filter((a) => a !== null).length;
+  await Promise.all(fs.map((f) => f.send('ping')));
+  const answered = () => fs.filter((f) => f.answers.length > 0).length;
+  const deadline = Date.now() + (o.deadlineMs ?? 15_000);
+  while (Date.now() < deadline) {
+    if (answered() === n) break;
+    if (o.refused && answered() + ((await o.refused()) ?? 0) - before >= n) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return answered();
 }
 
 describe('UDP sessions in the per-client total, reply bound', () => {
@@ -44,6 +56,8 @@ describe('UDP sessions in the per-client total, reply bound', () => {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const opened: UdpFlow[] = [];
   const held: Socket[] = [];
+
+  const totalCap = () => dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="udp_client_total_cap"');
 
   beforeAll(async () => {
     echo = await startUdpEcho('e', udpLoopback());
@@ -62,7 +76,7 @@ describe('UDP sessions in the per-client total, reply bound', () => {
       nodebalancer(nbTcp, [config(port, [node(`${tcpBackend.ip}:${tcpBackend.port}`)])]),
     ]), { flags: ['--max-conns-per-client-total', '2'] });
     const probe = loopback();
-    await waitFor(async () => (await flows(nb1, port, probe, 1, opened)) === 1 && (await flows(nb2, port, probe, 1, opened)) === 1, 20_000, 'udp listeners up');
+    await waitFor(async () => (await flows(nb1, port, probe, 1, opened, { deadlineMs: 1000 })) === 1 && (await flows(nb2, port, probe, 1, opened, { deadlineMs: 1000 })) === 1, 20_000, 'udp listeners up');
   }, 60_000);
   afterAll(async () => {
     for (const f of opened) f.close();
@@ -82,17 +96,18 @@ describe('UDP sessions in the per-client total, reply bound', () => {
     await waitFor(async () => (await dp.metric('fulcrum_dataplane_open_connections')) === 1, 10_000, 'the connection admitted');
 
     // 12 flows to each of two NodeBalancers, each flow from its own source port: 16 fit.
-    const answered = (await flows(nb1, port, attacker, 12, opened)) + (await flows(nb2, port, attacker, 12, opened));
+    const answered = (await flows(nb1, port, attacker, 12, opened, { refused: totalCap })) + (await flows(nb2, port, attacker, 12, opened, { refused: totalCap }));
     expect(answered).toBe(16);
-    expect(await dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="udp_client_total_cap"')).toBe(8);
+    expect(await totalCap()).toBe(8);
     // Another address is served meanwhile.
     expect(await flows(nb1, port, loopback(), 3, opened)).toBe(3);
 
     // The connection's share comes back when it closes: 16 more sessions, and not one more.
     conn.destroy();
     await waitFor(async () => (await dp.metric('fulcrum_dataplane_open_connections')) === 0, 10_000, 'the connection closed');
-    expect(await flows(nb2, port, attacker, 16, opened)).toBe(16);
-    expect(await flows(nb1, port, attacker, 1, opened)).toBe(0);
+    expect(await flows(nb2, port, attacker, 16, opened, { refused: totalCap })).toBe(16);
+    expect(await flows(nb1, port, attacker, 1, opened, { refused: totalCap })).toBe(0);
+    expect(await totalCap()).toBe(9);
     // And a connection no longer fits beside 32 sessions.
     await expect(ask(nbTcp, port, 'x', { localAddress: attacker, timeoutMs: 2000 })).rejects.toThrow();
     expect(await dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="client_total_cap"')).toBe(1);
@@ -130,8 +145,9 @@ describe('new UDP sessions per client a second', () => {
       flags: ['--udp-new-sessions-per-client', '10'],
     });
     const probe = loopback();
-    await waitFor(async () => (await flows(nb, port, probe, 1, opened)) === 1, 20_000, 'udp listener up');
+    await waitFor(async () => (await flows(nb, port, probe, 1, opened, { deadlineMs: 1000 })) === 1, 20_000, 'udp listener up');
   }, 60_000);
+  const rate = () => dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="udp_rate"');
   afterAll(async () => {
     for (const f of opened) f.close();
     await dp?.stop();
@@ -141,13 +157,13 @@ describe('new UDP sessions per client a second', () => {
   it('refuses one address\'s burst of new flows past its bucket, serves others, and refills', async () => {
     const attacker = loopback();
     // 10 a second with a bucket of 2 seconds' worth: 20 at once, plus what refills meanwhile.
-    const answered = await flows(nb, port, attacker, 60, opened);
+    const answered = await flows(nb, port, attacker, 60, opened, { refused: rate });
     expect(answered).toBeGreaterThanOrEqual(20);
     expect(answered).toBeLessThan(45);
-    expect(await dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="udp_rate"')).toBe(60 - answered);
+    expect(await rate()).toBe(60 - answered);
     expect(await flows(nb, port, loopback(), 5, opened)).toBe(5);
     // A rate, not a lifetime cap: the attacker's address gets new sessions again.
-    await waitFor(async () => (await flows(nb, port, attacker, 1, opened)) === 1, 15_000, 'a new flow after the refill');
+    await waitFor(async () => (await flows(nb, port, attacker, 1, opened, { refused: rate })) === 1, 15_000, 'a new flow after the refill');
   }, 60_000);
 });
 
@@ -174,7 +190,7 @@ describe('an IPv6 client is its /64', () => {
     dp = await startDataplaneProcess(snapshot(1, [
       nodebalancer('127.0.0.2', [config(port, [node(`127.0.0.1:${echoPort}`, { mode: 'none' })], udp)], { ipv6: nbV6 }),
     ]), { flags: ['--max-conns-per-client-total', '1'], inside: { run: netns.run, text: (url) => peer.text(url) } });
-    await waitFor(async () => (await peer.udp(nbV6, port, ['::1'], 1))['::1'] === 1, 20_000, 'udp listener up on the IPv6 address');
+    await waitFor(async () => (await peer.udp(nbV6, port, ['::1'], 1, 1000))['::1'] === 1, 20_000, 'udp listener up on the IPv6 address');
   }, 60_000);
   afterAll(async () => {
     cp?.kill('SIGKILL');
@@ -184,10 +200,11 @@ describe('an IPv6 client is its /64', () => {
   });
 
   it('data plane: three addresses of one /64 share one client total; another /64 is another client', async () => {
-    const got = await peer.udp(nbV6, port, oneHost, 8);
+    // Answers past the cap would come within a fraction of a second; 3 s is generous.
+    const got = await peer.udp(nbV6, port, oneHost, 8, 3000);
     expect(oneHost.reduce((a, h) => a + got[h]!, 0)).toBe(16);
     expect(await dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="udp_client_total_cap"')).toBe(8);
-    expect((await peer.udp(nbV6, port, [otherHost], 8))[otherHost]).toBe(8);
+    expect((await peer.udp(nbV6, port, [otherHost], 8, 10_000))[otherHost]).toBe(8);
   }, 30_000);
 
   it('API: three addresses of one /64 share one per-address rate limit', async () => {

@@ -22,8 +22,11 @@ export interface Netns {
 export interface NetnsPeer {
   /** A UDP echo on 127.0.0.1 inside (answers `echo:<datagram>`); its port. */
   echo(): Promise<number>;
-  /** From each source, `flows` new flows (one socket each) send one datagram to [host]:port; answers per source. */
-  udp(host: string, port: number, sources: string[], flows: number): Promise<Record<string, number>>;
+  /**
+   * From each source, `flows` new flows (one socket each) send one datagram to [host]:port;
+   * answers per source, once every flow is answered or `waitMs` has passed.
+   */
+  udp(host: string, port: number, sources: string[], flows: number, waitMs: number): Promise<Record<string, number>>;
   /** One GET from each source in turn; the statuses, in order. */
   http(url: string, sources: string[]): Promise<number[]>;
   /** GET `url` from inside (the data plane's /metrics). */
@@ -55,10 +58,14 @@ rl.on('line', async (line) => {
         s.send('ping', m.port, m.host);
       }
     }
-    setTimeout(() => {
+    const started = Date.now();
+    const done = () => {
+      const n = Object.values(got).reduce((a, b) => a + b, 0);
+      if (n < socks.length && Date.now() - started < m.waitMs) return void setTimeout(done, 50);
       for (const s of socks) s.close();
       answer(m.id, got);
-    }, 1500);
+    };
+    done();
   } else if (m.op === 'http') {
     const out = [];
     for (const src of m.sources) {
@@ -110,7 +117,7 @@ export function createNetns(name: string, addresses: string[]): Netns {
       });
       return {
         echo: () => ask<number>({ op: 'echo' }),
-        udp: (host, port, sources, flows) => ask<Record<string, number>>({ op: 'udp', host, port, sources, flows }),
+        udp: (host, port, sources, flows, waitMs) => ask<Record<string, number>>({ op: 'udp', host, port, sources, flows, waitMs }),
         http: (url, sources) => ask<number[]>({ op: 'http', url, sources }),
         text: (url) => ask<string>({ op: 'text', url }),
         close: () => void child.kill('SIGKILL'),
