@@ -49,9 +49,13 @@ export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): 
     // never reach a route: answer them in the API's error shape too, then close the connection.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return void socket.destroy();
-      // Too slow (the request timeout): say so, and close at once rather than wait for a client
-      // that is not sending to close its side.
-      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return void socket.end(requestTimeoutResponse(), () => socket.destroy());
+      // Too slow (the request timeout): say so unless this connection has answered already (a 401
+      // goes out before a trickling body is in; a second response would garble the stream), and
+      // close at once rather than wait for a client that is not sending to close its side.
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+        if (socket.bytesWritten > 0) return void socket.destroy();
+        return void socket.end(requestTimeoutResponse(), () => socket.destroy());
+      }
       socket.end(rawErrorResponse(parserError(err.code)));
     },
     // Malformed URLs (bad percent-encoding) and the like fail before routing: same error shape.
