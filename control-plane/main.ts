@@ -1,7 +1,6 @@
-import { parseIpv6, parseIpv6Cidr } from '../lib/ipv6.js';
-import { parseIpv4, unmapIpv4 } from '../lib/ipv4.js';
+import { parseIpv6Cidr } from '../lib/ipv6.js';
 import { Counter } from 'prom-client';
-import { defaultApiListenerLimits, defaultBootstrapListenerLimits, type ListenerLimits } from '../lib/listener-limits.js';
+import { defaultApiListenerLimits, defaultBootstrapListenerLimits, isLoopbackHost, type ListenerLimits } from '../lib/listener-limits.js';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
@@ -155,7 +154,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   });
   const app = createHttpServer(logger, {
     tls: opts.apiTls, limiter, listener: apiListener,
-    connectionRefused: (cap) => refused.inc({ listener: 'api', reason: cap === 'per_key' ? 'per_address' : cap }),
+    connectionRefused: (cap) => refused.inc({ listener: 'api', reason: refusalLabel[cap] }),
   });
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
@@ -172,7 +171,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const bootstrap = await startBootstrapServer({
     fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger, clock,
     limits: bootstrapListener, rateLimit: opts.bootstrapRateLimit,
-    refused: (what) => refused.inc({ listener: 'bootstrap', reason: what === 'per_key' ? 'per_address' : what }),
+    refused: (what) => refused.inc({ listener: 'bootstrap', reason: refusalLabel[what] }),
   });
   bootstrapPort = bootstrap.port;
   fleetRoutes(router, { fleet, auth });
@@ -250,13 +249,8 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   };
 }
 
-/** 127.0.0.0/8, ::1 (and ::ffff:127.x.y.z), or localhost: reachable from this host only. */
-export function isLoopbackHost(host: string): boolean {
-  if (host === 'localhost') return true;
-  const v4 = parseIpv4(unmapIpv4(host));
-  if (v4 !== undefined) return v4 >>> 24 === 127;
-  return parseIpv6(host) === 1n;
-}
+/** The `reason` label of fulcrum_listener_refused_total for each refusal. */
+const refusalLabel = { per_key: 'per_address', total: 'total', rate: 'rate' } as const;
 
 /** The defaults with the fields that were given (an undefined field keeps its default). */
 function withDefaults(defaults: ListenerLimits, given: Partial<ListenerLimits> | undefined): ListenerLimits {

@@ -1,7 +1,7 @@
 import type { Server as HttpServer, ServerOptions } from 'node:http';
 import { isIPv4, type Socket } from 'node:net';
 import { ConcurrencyCap, type CapRefusal } from './conn-cap.js';
-import { unmapIpv4 } from './ipv4.js';
+import { parseIpv4, unmapIpv4 } from './ipv4.js';
 import { formatIpv6, parseIpv6 } from './ipv6.js';
 
 /**
@@ -52,6 +52,14 @@ export function listenerAddressKey(address: string | undefined): string {
   if (isIPv4(v4)) return v4;
   const n = parseIpv6(address.split('%')[0]!);
   return n === undefined ? address : `${formatIpv6((n >> 64n) << 64n)}/64`;
+}
+
+/** 127.0.0.0/8, ::1 (and ::ffff:127.x.y.z), or localhost: reachable from this host only. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost') return true;
+  const v4 = parseIpv4(unmapIpv4(host));
+  if (v4 !== undefined) return v4 >>> 24 === 127;
+  return parseIpv6(host) === 1n;
 }
 
 /**
