@@ -1,9 +1,8 @@
 import { parseIpv6Cidr } from '../lib/ipv6.js';
-import { Counter } from 'prom-client';
 import { defaultApiListenerLimits, defaultBootstrapListenerLimits, isLoopbackHost, type ListenerLimits } from '../lib/listener-limits.js';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
