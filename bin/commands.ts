@@ -79,18 +79,38 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'client-ipv6-prefix': 'number',
     'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean', store: 'string',
+    'api-insecure-listen': 'boolean', 'api-request-timeout': 'number', 'api-idle-timeout': 'number',
+    'api-max-connections': 'number', 'api-max-connections-per-address': 'number',
+    'bootstrap-max-connections': 'number', 'bootstrap-max-connections-per-address': 'number', 'bootstrap-rate-limit': 'number',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
   const grpcPort = (f['grpc-port'] as number | undefined) ?? 8081;
+  const seconds = (name: string): number | undefined => {
+    const v = f[name] as number | undefined;
+    if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
+    return v === undefined ? undefined : v * 1000;
+  };
+  const [requestTimeoutMs, idleTimeoutMs] = [seconds('api-request-timeout'), seconds('api-idle-timeout')];
   const cp = await startControlPlane({
     stateDir,
     kekFile: f['kek-file'] as string | undefined,
     store: f.store as string | undefined,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
+    apiInsecureListen: Boolean(f['api-insecure-listen']),
+    apiListener: {
+      requestTimeoutMs, idleTimeoutMs,
+      maxConnections: f['api-max-connections'] as number | undefined,
+      maxConnectionsPerAddress: f['api-max-connections-per-address'] as number | undefined,
+    },
+    bootstrapListener: {
+      maxConnections: f['bootstrap-max-connections'] as number | undefined,
+      maxConnectionsPerAddress: f['bootstrap-max-connections-per-address'] as number | undefined,
+    },
+    bootstrapRateLimit: f['bootstrap-rate-limit'] as number | undefined,
     grpcHost: f['grpc-host'] as string | undefined,
     grpcPort,
     bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? defaultBootstrapPort(stateDir, grpcPort),

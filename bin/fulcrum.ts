@@ -12,10 +12,16 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)  --api-tls (HTTPS with a lab CA)
                  --api-rate-limit N  --api-ip-rate-limit N  --api-stats-rate-limit N
+                 --api-insecure-listen (plain HTTP on a non-loopback --api-host)
   control-plane, dataplane and agent also take --config FILE: \`key = value\` lines named like
                  their flags (docs/install.md); flags on the command line win
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
                  [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
+                 [--api-insecure-listen (plain HTTP on a non-loopback --api-host: refused otherwise)]
+                 [--api-request-timeout SECONDS (30)] [--api-idle-timeout SECONDS (75)]
+                 [--api-max-connections N (4096)] [--api-max-connections-per-address N (256)]
+                 [--bootstrap-max-connections N (512)] [--bootstrap-max-connections-per-address N (16)]
+                 [--bootstrap-rate-limit N (120 per minute per address)]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
                  [--client-ipv6-prefix 1-128 (64: an IPv6 client is its /64 for the per-address limit)]
                  [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
@@ -58,6 +64,7 @@ async function main(argv: string[]): Promise<void> {
       return runLab(parseFlags(rest, {
         state: 'string', 'api-port': 'number', 'api-host': 'string', runtime: 'string',
         'api-tls': 'boolean', 'api-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'api-stats-rate-limit': 'number',
+        'api-insecure-listen': 'boolean',
       }) as any);
     case 'control-plane': {
       const { runControlPlaneCommand } = await import('./commands.js');
