@@ -1,8 +1,9 @@
 import type { Server as HttpServer, ServerOptions } from 'node:http';
-import { isIPv4, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { clientKey } from './client-key.js';
 import { ConcurrencyCap, type CapRefusal } from './conn-cap.js';
 import { parseIpv4, unmapIpv4 } from './ipv4.js';
-import { formatIpv6, parseIpv6 } from './ipv6.js';
+import { parseIpv6 } from './ipv6.js';
 
 /**
  * Limits of the control plane's HTTP listeners, the API and the bootstrap endpoint
@@ -40,19 +41,6 @@ export const defaultBootstrapListenerLimits: ListenerLimits = {
   maxConnections: 512,
   maxConnectionsPerAddress: 16,
 };
-
-/**
- * The key a client address is counted under for a listener's per-address cap: an IPv4 address as
- * itself (a dual-stack `::ffff:a.b.c.d` as `a.b.c.d`), an IPv6 address by its /64, because one
- * host is routinely given a whole /64 and could otherwise open the cap again from each address.
- */
-export function listenerAddressKey(address: string | undefined): string {
-  if (!address) return '';
-  const v4 = unmapIpv4(address);
-  if (isIPv4(v4)) return v4;
-  const n = parseIpv6(address.split('%')[0]!);
-  return n === undefined ? address : `${formatIpv6((n >> 64n) << 64n)}/64`;
-}
 
 /** 127.0.0.0/8, ::1 (and ::ffff:127.x.y.z), or localhost: reachable from this host only. */
 export function isLoopbackHost(host: string): boolean {
@@ -94,7 +82,8 @@ export function limitListener(server: HttpServer, limits: ListenerLimits, refuse
   server.on('drop', () => refused('total'));
   const perAddress = new ConcurrencyCap(limits.maxConnectionsPerAddress, 0);
   server.prependListener('connection', (socket: Socket) => {
-    const key = listenerAddressKey(socket.remoteAddress);
+    // Keyed as every per-client limit is (lib/client-key.ts): an IPv6 client by its /64.
+    const key = clientKey(socket.remoteAddress ?? '');
     if (perAddress.admit(key) !== null) {
       refused('per_key');
       socket.destroy();

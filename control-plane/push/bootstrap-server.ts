@@ -4,7 +4,8 @@ import type { TLSSocket } from 'node:tls';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import type { CapRefusal } from '../../lib/conn-cap.js';
-import { defaultBootstrapListenerLimits, limitListener, listenerAddressKey, listenerServerOptions, type ListenerLimits } from '../../lib/listener-limits.js';
+import { clientKey } from '../../lib/client-key.js';
+import { defaultBootstrapListenerLimits, limitListener, listenerServerOptions, type ListenerLimits } from '../../lib/listener-limits.js';
 import { WindowTable } from '../api/rate-limit.js';
 import { PeerRefused, type FleetService } from '../domain/fleet/fleet-service.js';
 
@@ -71,7 +72,7 @@ export async function startBootstrapServer(o: {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      const rate = rates?.take(listenerAddressKey(req.socket.remoteAddress), o.clock.now());
+      const rate = rates?.take(clientKey(req.socket.remoteAddress ?? ''), o.clock.now());
       if (rate && !rate.allowed) {
         o.refused?.('rate');
         res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(Math.max(1, Math.ceil((rate.resetAt - o.clock.now()) / 1000))), connection: 'close' });
