@@ -29,6 +29,9 @@ describe('the fulcrum container image', () => {
     process.stdout.write(`fulcrum/fulcrum:${version} built in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
     expect(sh('docker', ['image', 'inspect', '-f', '{{.Config.User}} {{json .Config.Entrypoint}}', `fulcrum/fulcrum:${version}`]).trim())
       .toBe('fulcrum ["/usr/local/bin/node","/opt/fulcrum/bin/fulcrum.js"]');
+    // The runtime the tests ran on (Node 24, docs/testing.md), not the system's older node.
+    expect(sh('docker', ['run', '--rm', '--network', 'none', '--entrypoint', '/usr/local/bin/node', `fulcrum/fulcrum:${version}`, '-p', 'process.versions.node']).trim())
+      .toMatch(/^24\./);
 
     // Host networking: this machine's dockerd may run without a bridge (docs/docker.md).
     const port = await freePort();
