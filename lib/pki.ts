@@ -56,14 +56,16 @@ export function caPin(caPem: string): string {
 /**
  * Runs openssl in a private temporary folder holding `files`; returns stdout. `key`, a private
  * key, is never one of the files: it goes in on stdin, which the arguments name `/dev/stdin`
- * (the CA key was once written to a temporary file on every issuance).
+ * (the CA key was once written to a temporary file on every issuance). Node's stdin for a child
+ * is a socket, which openssl cannot open by name, so `cat` passes the key on through a pipe.
  */
 export function openssl(args: string[], files: Record<string, string> = {}, key?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-pki-'));
   chmodSync(dir, 0o700);
   try {
     for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o600 });
-    return execFileSync('openssl', args, { cwd: dir, encoding: 'utf8', input: key, stdio: [key === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (key === undefined) return execFileSync('openssl', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('/bin/sh', ['-c', 'cat | exec openssl "$@"', 'openssl', ...args], { cwd: dir, encoding: 'utf8', input: key, stdio: ['pipe', 'pipe', 'pipe'] });
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr ?? '';
     throw new Error(`openssl ${args[0]} failed: ${stderr.trim() || (err as Error).message}`, { cause: err });
