@@ -3,7 +3,6 @@
  * plane, a real MariaDB, the real CLI, the real openssl, real control planes and both real
  * stores). Each test failed before its fix (docs/security/*.md name them).
  */
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
