@@ -13,7 +13,7 @@ import { pgReplicas } from './store/postgres/replicas.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
-import { EventService } from './domain/events/event-service.js';
+import { EventService, type EventRetention } from './domain/events/event-service.js';
 import { RegionCatalogue, type Region } from './domain/regions.js';
 import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
@@ -38,6 +38,8 @@ export interface ControlPlaneOptions {
   kekFile?: string;
   /** `sqlite` (the default: `<stateDir>/control-plane.sqlite`) or a postgres:// URL (docs/install.md). */
   store?: string;
+  /** How long and how many account events are kept (default 90 days, 10,000 events; docs/api.md). */
+  eventRetention?: Partial<EventRetention>;
   apiHost?: string;
   apiPort?: number; // 0 = random
   /**
@@ -142,7 +144,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const users = store.users;
   const auth = new AuthService(users, store.tokens, clock);
   const userService = new UserService(users, auth);
-  const events = new EventService(store.events, clock);
+  const events = new EventService(store.events, clock, { retention: opts.eventRetention, logger: logger.child({ component: 'events' }) });
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
   const refused = new Counter({
