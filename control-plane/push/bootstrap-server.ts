@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from '../../lib/logger.js';
-import { PeerRefused, type FleetService } from '../domain/fleet/fleet-service.js';
+import { PeerRefused, RenewalLimited, type FleetService } from '../domain/fleet/fleet-service.js';
 
 const BODY_MAX = 64 * 1024;
 
@@ -15,7 +15,8 @@ const BODY_MAX = 64 * 1024;
  *   its join token, then talks to the next two with TLS verified against it.
  * - `POST /v1/join` `{token, role, csr}`: redeems a one-time token for a certificate.
  * - `POST /v1/renew` `{csr}` with the current client certificate: a new certificate for the
- *   same identity (refused once revoked or expired).
+ *   same identity (refused once revoked or expired, or its host removed; 429 past
+ *   CERTS_PER_HOST_PER_HOUR).
  */
 export async function startBootstrapServer(o: {
   fleet: FleetService;
@@ -54,7 +55,7 @@ export async function startBootstrapServer(o: {
     } catch (err) {
       if (err instanceof PeerRefused || err instanceof BadRequest) {
         log.warn({ reason: err.message, url: req.url }, 'bootstrap request refused');
-        return send(res, err instanceof BadRequest ? 400 : 403, { error: err.message });
+        return send(res, err instanceof BadRequest ? 400 : err instanceof RenewalLimited ? 429 : 403, { error: err.message });
       }
       log.error({ err }, 'bootstrap request failed');
       return send(res, 500, { error: 'internal error' });

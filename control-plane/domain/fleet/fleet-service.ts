@@ -17,6 +17,12 @@ const HOUR_MS = 3_600_000;
  * twenty days; more than this is a stolen key minting spares, or a loop.
  */
 export const CERTS_PER_HOST_PER_HOUR = 5;
+/**
+ * How often every replica re-checks the certificates of the streams it holds (and the data planes
+ * whose addresses it trusts) against the store: the bound on how long a removed host keeps a
+ * stream on a replica that missed the removal's notification.
+ */
+export const REVOCATION_RECHECK_MS = 5_000;
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export interface FleetServiceDeps {
