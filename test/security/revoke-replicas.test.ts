@@ -129,71 +129,84 @@ describe('security: removing a host reaches every control-plane replica', () => 
     rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
-  it('closes the config, telemetry and agent streams a removed host holds on B, refuses it on both, stops trusting its address and kills its old join tokens', async () => {
-    const viaA = api(a.apiUrl, a.adminToken);
-    const dpPki = await issueHostPki(a, 'dataplane', 'rv-dp');
-    const agentPki = await issueHostPki(a, 'agent', 'rv-agent');
-    // A join token for each, made before the removal and never used.
-    const oldTokens = await Promise.all(['dataplane', 'agent'].map(async (role) => (await viaA('POST', '/v4/fulcrum/join-tokens', { role, id: role === 'dataplane' ? 'rv-dp' : 'rv-agent' })).body.token as string));
+  describe('a data plane and an agent on B, removed through A', () => {
+    let dpPki: HostPki;
+    let agentPki: HostPki;
+    let oldTokens: string[];
+    let keep: ScriptedAgent;
+    let proxySources: () => string[];
+    let streams: Record<'config' | 'telemetry' | 'agent', Held>;
+    let t0 = 0;
 
-    // An agent that stays, on B, holding a database: its desired state names the addresses its
-    // members accept PROXY headers from.
-    const keep: ScriptedAgent = startScriptedAgent(b.grpcAddress, { id: 'rv-keep', region: 'us-east', credentials: mtlsCredentials(await issueHostPki(a, 'agent', 'rv-keep', 'us-east'), isControlPlaneCert) });
-    closers.push(() => keep.close());
-    await until('rv-keep connected to B', () => keep.desired(), 20_000);
-    const engines = (await viaA('GET', '/v4/databases/engines')).body.data as { id: string }[];
-    const made = await viaA('POST', '/v4/databases/mysql/instances', { label: 'rv-db', region: 'us-east', type: 'g6-standard-1', engine: engines[0]!.id, allow_list: ['127.0.0.2/32'] });
-    expect(made.status, JSON.stringify(made.body)).toBe(200);
-    const proxySources = () => keep.desired()?.databases.find((d) => Number(d.id) === made.body.id)?.proxySources ?? [];
-    await until('the database placed on rv-keep', () => keep.desired()?.databases.some((d) => Number(d.id) === made.body.id), 20_000);
+    beforeAll(async () => {
+      const viaA = api(a.apiUrl, a.adminToken);
+      dpPki = await issueHostPki(a, 'dataplane', 'rv-dp');
+      agentPki = await issueHostPki(a, 'agent', 'rv-agent');
+      // A join token for each, made before the removal and never used.
+      oldTokens = await Promise.all(['dataplane', 'agent'].map(async (role) => (await viaA('POST', '/v4/fulcrum/join-tokens', { role, id: role === 'dataplane' ? 'rv-dp' : 'rv-agent' })).body.token as string));
 
-    // The data plane (config and telemetry) and the agent hold their streams on B.
-    const config = hold(b.grpcAddress, dpPki, 'config');
-    const telemetry = hold(b.grpcAddress, dpPki, 'telemetry');
-    const agent = hold(b.grpcAddress, agentPki, 'agent');
-    closers.push(config.close, telemetry.close, agent.close);
-    await config.first;
-    await agent.first;
-    // The control case: B trusts the data plane's address while it is a member of the fleet.
-    await until('B trusts the data plane address', () => proxySources().includes(DP_SOURCE), 20_000);
+      // An agent that stays, on B, holding a database: its desired state names the addresses its
+      // members accept PROXY headers from.
+      keep = startScriptedAgent(b.grpcAddress, { id: 'rv-keep', region: 'us-east', credentials: mtlsCredentials(await issueHostPki(a, 'agent', 'rv-keep', 'us-east'), isControlPlaneCert) });
+      closers.push(() => keep.close());
+      await until('rv-keep connected to B', () => keep.desired(), 20_000);
+      const engines = (await viaA('GET', '/v4/databases/engines')).body.data as { id: string }[];
+      const made = await viaA('POST', '/v4/databases/mysql/instances', { label: 'rv-db', region: 'us-east', type: 'g6-standard-1', engine: engines[0]!.id, allow_list: ['127.0.0.2/32'] });
+      expect(made.status, JSON.stringify(made.body)).toBe(200);
+      proxySources = () => keep.desired()?.databases.find((d) => Number(d.id) === made.body.id)?.proxySources ?? [];
+      await until('the database placed on rv-keep', () => keep.desired()?.databases.some((d) => Number(d.id) === made.body.id), 20_000);
 
-    const t0 = Date.now();
-    expect((await viaA('DELETE', '/v4/fulcrum/dataplanes/rv-dp')).status).toBe(200);
-    expect((await viaA('DELETE', '/v4/fulcrum/agents/rv-agent')).status).toBe(200);
-    const ends: Record<string, number> = {};
-    await until('every stream of the removed hosts on B ended', () => {
-      for (const [name, h] of Object.entries({ config, telemetry, agent })) if (h.ended() && !(name in ends)) ends[name] = Date.now() - t0;
-      return Object.keys(ends).length === 3;
-    }, CLOSE_WITHIN_MS + 2_000, 20).catch((err: Error) => {
-      throw new Error(`${err.message}; ended so far: ${JSON.stringify(ends)}`);
-    });
-    for (const h of [config, telemetry, agent]) expect(h.ended()!.code).toBe(grpc.status.PERMISSION_DENIED);
-    for (const ms of Object.values(ends)) expect(ms).toBeLessThan(CLOSE_WITHIN_MS);
-    process.stdout.write(`streams on B ended after ${JSON.stringify(ends)} ms\n`);
+      // The data plane (config and telemetry) and the agent hold their streams on B.
+      streams = { config: hold(b.grpcAddress, dpPki, 'config'), telemetry: hold(b.grpcAddress, dpPki, 'telemetry'), agent: hold(b.grpcAddress, agentPki, 'agent') };
+      for (const h of Object.values(streams)) closers.push(h.close);
+      await streams.config.first;
+      await streams.agent.first;
+      // The control case: B trusts the data plane's address while it is a member of the fleet.
+      await until('B trusts the data plane address', () => proxySources().includes(DP_SOURCE), 20_000);
 
-    // Reconnecting with the old certificates is refused on both replicas, telemetry included.
-    for (const cp of [a, b]) {
-      expect(await served(cp.grpcAddress, dpPki, 'config')).toMatch(/^refused: 7 .*revoked/);
-      expect(await served(cp.grpcAddress, agentPki, 'agent')).toMatch(/^refused: 7 .*revoked/);
-      expect(await report(cp.grpcAddress, dpPki)).toBe(grpc.status.PERMISSION_DENIED);
-    }
-    // B no longer hands its address to the members as a PROXY header sender.
-    await until('B forgot the data plane address', () => !proxySources().includes(DP_SOURCE), CLOSE_WITHIN_MS);
+      t0 = Date.now();
+      expect((await viaA('DELETE', '/v4/fulcrum/dataplanes/rv-dp')).status).toBe(200);
+      expect((await viaA('DELETE', '/v4/fulcrum/agents/rv-agent')).status).toBe(200);
+    }, 90_000);
 
-    // The join tokens made before the removal died with it, on either replica's endpoint.
-    for (const [i, token] of oldTokens.entries()) {
-      const t = parseJoinToken(token);
-      const { csrPem } = generateKeyAndCsr();
-      await expect(b.context.fleet.join(`${t.id}.${t.secret}`, i === 0 ? 'dataplane' : 'agent', csrPem)).rejects.toThrow(/already used/);
-    }
-    await expect(joinFleet({ controlPlane: a.grpcAddress, token: oldTokens[0]!, role: 'dataplane', stateDir: join(dir, 'old-token') })).rejects.toThrow(/already used/);
+    it('ends its config, telemetry and agent streams on B within a few seconds; reconnecting is refused on both replicas', async () => {
+      const ends: Record<string, number> = {};
+      await until('every stream of the removed hosts on B ended', () => {
+        for (const [name, h] of Object.entries(streams)) if (h.ended() && !(name in ends)) ends[name] = Date.now() - t0;
+        return Object.keys(ends).length === 3;
+      }, CLOSE_WITHIN_MS + 2_000, 20).catch((err: Error) => {
+        throw new Error(`${err.message}; ended so far: ${JSON.stringify(ends)}`);
+      });
+      for (const h of Object.values(streams)) expect(h.ended()!.code).toBe(grpc.status.PERMISSION_DENIED);
+      for (const ms of Object.values(ends)) expect(ms).toBeLessThan(CLOSE_WITHIN_MS);
+      process.stdout.write(`streams on B ended after ${JSON.stringify(ends)} ms\n`);
 
-    // A token made after the removal brings the host back; its old certificate stays refused.
-    const fresh = (await viaA('POST', '/v4/fulcrum/join-tokens', { role: 'dataplane', id: 'rv-dp' })).body.token as string;
-    await joinFleet({ controlPlane: b.grpcAddress, token: fresh, role: 'dataplane', stateDir: join(dir, 'rejoined') });
-    expect(await served(b.grpcAddress, loadHostPki(join(dir, 'rejoined'))!, 'config')).toBe('served');
-    expect(await served(a.grpcAddress, dpPki, 'config')).toMatch(/^refused: 7/);
-  }, 90_000);
+      // Reconnecting with the old certificates is refused on both replicas, telemetry included.
+      for (const cp of [a, b]) {
+        expect(await served(cp.grpcAddress, dpPki, 'config')).toMatch(/^refused: 7 .*revoked/);
+        expect(await served(cp.grpcAddress, agentPki, 'agent')).toMatch(/^refused: 7 .*revoked/);
+        expect(await report(cp.grpcAddress, dpPki)).toBe(grpc.status.PERMISSION_DENIED);
+      }
+    }, 60_000);
+
+    it('B no longer hands the removed data plane\'s address to the members as a PROXY header sender', async () => {
+      await until('B forgot the data plane address', () => !proxySources().includes(DP_SOURCE), CLOSE_WITHIN_MS);
+    }, 30_000);
+
+    it('join tokens made for it before the removal are refused; one made after brings it back, its old certificate still refused', async () => {
+      for (const [i, token] of oldTokens.entries()) {
+        const t = parseJoinToken(token);
+        const { csrPem } = generateKeyAndCsr();
+        await expect(b.context.fleet.join(`${t.id}.${t.secret}`, i === 0 ? 'dataplane' : 'agent', csrPem)).rejects.toThrow(/already used/);
+      }
+      await expect(joinFleet({ controlPlane: a.grpcAddress, token: oldTokens[0]!, role: 'dataplane', stateDir: join(dir, 'old-token') })).rejects.toThrow(/already used/);
+
+      const fresh = (await api(a.apiUrl, a.adminToken)('POST', '/v4/fulcrum/join-tokens', { role: 'dataplane', id: 'rv-dp' })).body.token as string;
+      await joinFleet({ controlPlane: b.grpcAddress, token: fresh, role: 'dataplane', stateDir: join(dir, 'rejoined') });
+      expect(await served(b.grpcAddress, loadHostPki(join(dir, 'rejoined'))!, 'config')).toBe('served');
+      expect(await served(a.grpcAddress, dpPki, 'config')).toMatch(/^refused: 7/);
+    }, 60_000);
+  });
 
   it('a removal whose notification B never hears still ends B\'s stream within the re-check interval', async () => {
     const pki = await issueHostPki(a, 'dataplane', 'rv-silent');
