@@ -1,5 +1,5 @@
 /**
- * Attack (docs/security/grpc.md, "Revocation"; issue 25 finding 2): with two control-plane
+ * Attack (docs/security/grpc.md, "Revocation"): with two control-plane
  * replicas on one PostgreSQL store, an admin removes a data plane and an agent through replica A
  * while they hold their streams on replica B. Before the fix only A's streams were closed: the
  * removed hosts kept receiving TLS keys, placements and passwords from B, B kept trusting the
