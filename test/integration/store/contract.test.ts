@@ -412,4 +412,17 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await store.fleet.removedAmong('agent', ['a1'])).toEqual([]);
     expect((await store.fleet.certs(['j2', 'r1', 'nope'])).map((c) => [c.serial, c.revokedAt, c.hostRemoved]).sort()).toEqual([['j2', null, false], ['r1', 7, false]]);
   });
+  it('fleet: a renewal and a removal at once never leave an unrevoked certificate of the removed host', async () => {
+    const { store } = await open();
+    const cert = (serial: string, hostId: string) => ({ serial, role: 'dataplane' as const, hostId, region: '*', issuedAt: 1, notAfter: 99, revokedAt: null });
+    for (let i = 0; i < 12; i++) {
+      const host = `race-${i}`;
+      await store.fleet.addCert(cert(`old-${i}`, host));
+      // Started together: on PostgreSQL two connections, two SERIALIZABLE transactions.
+      const [outcome] = await Promise.all([store.fleet.renew(`old-${i}`, cert(`new-${i}`, host), { since: 0, max: 9 }), store.fleet.removeHost('dataplane', host, 5)]);
+      const renewed = await store.fleet.cert(`new-${i}`);
+      if (outcome === 'recorded') expect(renewed).toMatchObject({ revokedAt: 5, hostRemoved: true });
+      else expect([outcome, renewed]).toEqual(['revoked', undefined]);
+    }
+  });
 });
