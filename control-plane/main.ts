@@ -1,7 +1,8 @@
 import { parseIpv6Cidr } from '../lib/ipv6.js';
+import { defaultApiListenerLimits, defaultBootstrapListenerLimits, isLoopbackHost, type ListenerLimits } from '../lib/listener-limits.js';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
@@ -40,6 +41,17 @@ export interface ControlPlaneOptions {
   store?: string;
   apiHost?: string;
   apiPort?: number; // 0 = random
+  /**
+   * Plain HTTP on an API address other than loopback (a TLS proxy in front): refused without
+   * this, the operator's explicit --api-insecure-listen, when there is no certificate.
+   */
+  apiInsecureListen?: boolean;
+  /** Request and idle timeouts and connection caps of the API listener; left out: the defaults (lib/listener-limits.ts). */
+  apiListener?: Partial<ListenerLimits>;
+  /** The same for the bootstrap listener (its timeouts are the API's unless given). */
+  bootstrapListener?: Partial<ListenerLimits>;
+  /** Bootstrap requests per minute per client address (default 120, 0 = none). */
+  bootstrapRateLimit?: number;
   grpcHost?: string;
   grpcPort?: number; // 0 = random
   /** How long a stop waits for hosts' gRPC connections to close before cutting them (default 5 s). */
@@ -107,6 +119,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   if (ipv6Pool !== undefined && (parseIpv6Cidr(ipv6Pool)?.prefix ?? 0) < 64) {
     throw new Error(`NodeBalancer IPv6 pool ${JSON.stringify(ipv6Pool)}: expected an IPv6 range on its boundary, /64 to /128 (fd00:1::/64)`);
   }
+  const apiHost = opts.apiHost ?? '127.0.0.1';
+  if (!opts.apiTls && !opts.apiInsecureListen && !isLoopbackHost(apiHost)) {
+    throw new Error(`--api-host ${apiHost} is not a loopback address and the API has no certificate: tokens and passwords would cross the network in clear. `
+      + 'Give --api-cert FILE and --api-key FILE (HTTPS), or --api-insecure-listen to serve plain HTTP there anyway (behind a proxy that terminates TLS)');
+  }
+  const apiListener = withDefaults(defaultApiListenerLimits, opts.apiListener);
+  const bootstrapListener = withDefaults(
+    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs },
+    opts.bootstrapListener,
+  );
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
@@ -124,7 +146,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const events = new EventService(store.events, clock);
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
-  const app = createHttpServer(logger, { tls: opts.apiTls, limiter });
+  const refused = new Counter({
+    name: 'fulcrum_listener_refused_total',
+    help: 'Connections closed at accept by a cap (per_address, total) and bootstrap requests refused by its rate limit (rate)',
+    labelNames: ['listener', 'reason'] as const,
+    registers: [registry],
+  });
+  const app = createHttpServer(logger, {
+    tls: opts.apiTls, limiter, listener: apiListener,
+    connectionRefused: (cap) => refused.inc({ listener: 'api', reason: refusalLabel[cap] }),
+  });
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
@@ -154,9 +185,14 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     const n = await hostStreams.recheck(fleet);
     if (n > 0) logger.info({ streams: n }, 'streams whose certificate is no longer valid closed');
   });
-  const bootstrap = await startBootstrapServer({ fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger });
+  const bootstrap = await startBootstrapServer({
+    fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger, clock,
+    limits: bootstrapListener, rateLimit: opts.bootstrapRateLimit,
+    refused: (what) => refused.inc({ listener: 'bootstrap', reason: refusalLabel[what] }),
+  });
   bootstrapPort = bootstrap.port;
   fleetRoutes(router, { fleet, auth });
+  if (!opts.apiTls && !isLoopbackHost(apiHost)) logger.warn({ apiHost }, 'API in plain HTTP on a non-loopback address (--api-insecure-listen): only behind a proxy that terminates TLS');
   if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
 
   // The product areas, each wiring its store, services, routes and push streams.
@@ -181,7 +217,6 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const grpcPort = await new Promise<number>((resolve, reject) =>
     grpcServer.bindAsync(`${grpcHost}:${opts.grpcPort ?? 0}`, credentials, (err, port) => (err ? reject(err) : resolve(port))),
   );
-  const apiHost = opts.apiHost ?? '127.0.0.1';
   await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
   const address = app.server.address();
   const apiPort = typeof address === 'object' && address ? address.port : 0;
@@ -229,6 +264,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
       await store.close();
     },
   };
+}
+
+/** The `reason` label of fulcrum_listener_refused_total for each refusal. */
+const refusalLabel = { per_key: 'per_address', total: 'total', rate: 'rate' } as const;
+
+/** The defaults with the fields that were given (an undefined field keeps its default). */
+function withDefaults(defaults: ListenerLimits, given: Partial<ListenerLimits> | undefined): ListenerLimits {
+  const out = { ...defaults };
+  for (const [k, v] of Object.entries(given ?? {}) as [keyof ListenerLimits, number | undefined][]) if (v !== undefined) out[k] = v;
+  return out;
 }
 
 /**
