@@ -1,9 +1,12 @@
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { createServer, type Socket } from 'node:net';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { describe, expect, it } from 'vitest';
+import { loopback } from '../../helpers/backends.js';
 import { startNginx, type NginxBackend } from '../../helpers/nginx.js';
 import { cleanup, serveOneConfig } from './engine-harness.js';
 import { node } from './snapshot.js';
+import { get } from './http-client.js';
 import { useNbCerts } from './tls-session.js';
 
 /*
@@ -144,4 +147,48 @@ describe('backend keep-alive ends (nginx at its defaults)', () => {
     // nginx did close idle connections under us: more backend connections than requests at once.
     expect(new Set(nginx.log().map((l) => l.conn)).size).toBeGreaterThan(workers);
   }, 60_000);
+
+  it('a reused connection closed with no answer: an idempotent request is replayed once on a new connection, a POST is not (502)', async () => {
+    // The race of a backend closing an idle connection as we write, made certain: this backend
+    // answers the first request on each connection and closes on the second without a byte.
+    const seen: string[] = [];
+    const srv = createServer((s: Socket) => {
+      let buf = '';
+      let n = 0;
+      s.on('data', (d: Buffer) => {
+        buf += d.toString('latin1');
+        for (;;) {
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const len = Number(/\r\ncontent-length: *(\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
+          if (buf.length < end + 4 + len) return;
+          seen.push(buf.slice(0, buf.indexOf(' ')));
+          buf = buf.slice(end + 4 + len);
+          if (++n === 1) s.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
+          else return void s.destroy();
+        }
+      });
+      s.on('error', () => s.destroy());
+    });
+    const bip = loopback();
+    await new Promise<void>((r) => srv.listen(0, bip, () => r()));
+    cleanup.push(() => new Promise<void>((r) => srv.close(() => r())));
+    const { ip, port } = await serveOneConfig([node(`${bip}:${(srv.address() as { port: number }).port}`)], { protocol: 'http', checkPassive: false });
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    cleanup.push(() => agent.destroy());
+    const url = `http://${ip}:${port}/`;
+    expect((await get(url, { agent })).status).toBe(200);
+    // Pooled connection reused, closed unanswered: replayed on a new connection, which answers.
+    const replayed = await get(url, { agent });
+    expect([replayed.status, replayed.body.toString()]).toEqual([200, 'first']);
+    expect(seen).toEqual(['GET', 'GET', 'GET']);
+    // A POST on that (reused) connection is not replayed: the backend may have acted on it.
+    expect((await get(url, { agent, method: 'POST', body: 'x=1' })).status).toBe(502);
+    expect(seen).toEqual(['GET', 'GET', 'GET', 'POST']);
+    // Once the pooled connection has been idle for a second, a POST gets a new connection.
+    expect((await get(url, { agent })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect((await get(url, { agent, method: 'POST', body: 'x=2' })).status).toBe(200);
+    expect(seen).toEqual(['GET', 'GET', 'GET', 'POST', 'GET', 'POST']);
+  }, 30_000);
 });
