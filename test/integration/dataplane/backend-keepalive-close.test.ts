@@ -148,7 +148,7 @@ describe('backend keep-alive ends (nginx at its defaults)', () => {
     expect(new Set(nginx.log().map((l) => l.conn)).size).toBeGreaterThan(workers);
   }, 60_000);
 
-  it('a reused connection closed with no answer: an idempotent request is replayed once on a new connection, a POST is not (502)', async () => {
+  it('a reused connection closed (FIN or reset) with no answer: an idempotent request is replayed once on a new connection, a POST is not (502)', async () => {
     // The race of a backend closing an idle connection as we write, made certain: this backend
     // answers the first request on each connection and closes on the second without a byte.
     const seen: string[] = [];
@@ -162,10 +162,12 @@ describe('backend keep-alive ends (nginx at its defaults)', () => {
           if (end < 0) return;
           const len = Number(/\r\ncontent-length: *(\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
           if (buf.length < end + 4 + len) return;
-          seen.push(buf.slice(0, buf.indexOf(' ')));
+          const line = buf.slice(0, buf.indexOf('\r\n'));
+          seen.push(line.slice(0, line.indexOf(' ')));
           buf = buf.slice(end + 4 + len);
           if (++n === 1) s.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
-          else return void s.destroy();
+          // A FIN (EOF before any response byte), or for /rst a reset (ECONNRESET).
+          else return void (line.includes(' /rst ') ? s.resetAndDestroy() : s.destroy());
         }
       });
       s.on('error', () => s.destroy());
@@ -190,5 +192,9 @@ describe('backend keep-alive ends (nginx at its defaults)', () => {
     await new Promise((r) => setTimeout(r, 1_100));
     expect((await get(url, { agent, method: 'POST', body: 'x=2' })).status).toBe(200);
     expect(seen).toEqual(['GET', 'GET', 'GET', 'POST', 'GET', 'POST']);
+    // A reset instead of a FIN on the reused connection: replayed the same way.
+    const afterReset = await get(`${url}rst`, { agent });
+    expect([afterReset.status, afterReset.body.toString()]).toEqual([200, 'first']);
+    expect(seen).toEqual(['GET', 'GET', 'GET', 'POST', 'GET', 'POST', 'GET', 'GET']);
   }, 30_000);
 });
