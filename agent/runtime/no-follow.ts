@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lchown, lstat, mkdir, open, readdir, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { copyFile, lchown, lstat, mkdir, open, readdir, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { FulcrumError } from '../../lib/errors.js';
 
 /**
@@ -232,32 +231,34 @@ export async function copyTree(src: string, dest: string, uid?: number): Promise
 }
 
 async function copyIn(src: FileHandle, dest: FileHandle, uid?: number): Promise<void> {
-  for (const name of await entries(src)) {
-    const from = inDir(src, name);
-    const to = inDir(dest, name);
-    const st = await lstat(from);
-    if (st.isDirectory()) {
-      await mkdir(to, { mode: st.mode & 0o777 });
-      await withDir(from, (s) => withDir(to, (d) => copyIn(s, d, uid)));
-    } else if (st.isFile()) {
-      const r = await openOwnedFile(from, uid);
-      let w: FileHandle;
-      try {
-        w = await open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, st.mode & 0o777);
-      } catch (e) {
-        await r.close();
-        throw e;
-      }
-      await pipeline(r.createReadStream(), w.createWriteStream());
-    } else {
-      throw new FulcrumError('internal', `${name}: only folders and files are copied`);
+  for (const name of await entries(src)) await copyEntry(src, dest, name, uid);
+}
+
+async function copyEntry(src: FileHandle, dest: FileHandle, name: string, uid?: number): Promise<void> {
+  const from = inDir(src, name);
+  const to = inDir(dest, name);
+  const st = await lstat(from);
+  if (st.isDirectory()) {
+    await mkdir(to, { mode: st.mode & 0o777 });
+    await withDir(from, (s) => withDir(to, (d) => copyIn(s, d, uid)));
+  } else if (st.isFile()) {
+    // Copied from the file opened (its descriptor's path), into a new file (COPYFILE_EXCL is
+    // O_EXCL, which refuses a link too), by the kernel's copy (copy_file_range, reflinks).
+    const r = await openOwnedFile(from, uid);
+    try {
+      await copyFile(`/proc/self/fd/${r.fd}`, to, constants.COPYFILE_EXCL);
+    } finally {
+      await r.close();
     }
+  } else {
+    throw new FulcrumError('internal', `${name}: only folders and files are copied`);
   }
 }
 
 /**
- * Moves every entry of folder `src` into folder `dest` (same file system), replacing what
- * `dest` holds under the same names; entries not owned by `uid` (when given) are refused.
+ * Moves every entry of folder `src` into folder `dest`, replacing what `dest` holds under the
+ * same names (copied instead across file systems); entries not owned by `uid` (when given) are
+ * refused.
  */
 export async function moveEntries(src: string, dest: string, uid?: number): Promise<void> {
   await withDir(src, (s) => withDir(dest, async (d) => {
@@ -267,9 +268,10 @@ export async function moveEntries(src: string, dest: string, uid?: number): Prom
       try {
         await rename(inDir(s, name), inDir(d, name));
       } catch (e) {
-        if (!['EISDIR', 'ENOTDIR', 'ENOTEMPTY', 'EEXIST'].includes(code(e) ?? '')) throw e;
+        if (!['EISDIR', 'ENOTDIR', 'ENOTEMPTY', 'EEXIST', 'EXDEV'].includes(code(e) ?? '')) throw e;
         await removeIn(d, name);
-        await rename(inDir(s, name), inDir(d, name));
+        if (code(e) === 'EXDEV') await copyEntry(s, d, name, uid);
+        else await rename(inDir(s, name), inDir(d, name));
       }
     }
   }));
