@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
 import { open, readdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { finished, pipeline } from 'node:stream/promises';
@@ -136,7 +136,9 @@ export async function takePhysical(
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
     const encrypted = c.desired?.encrypted === true;
-    const raw = spoolFile.createWriteStream({ autoClose: false });
+    // Streams on the bare descriptor: a FileHandle's own streams with autoClose off keep it
+    // referenced, and its close() would then wait forever.
+    const raw = createWriteStream('', { fd: spoolFile.fd, autoClose: false });
     const spooled = finished(raw).then(() => undefined, (err: Error) => err);
     // --datadir as the server reports it: the tool would otherwise read the distribution's
     // option files, whose datadir is not this server's.
@@ -153,7 +155,7 @@ export async function takePhysical(
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
-    await pipeline(spoolFile.createReadStream({ start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
+    await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
     const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {
       id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
