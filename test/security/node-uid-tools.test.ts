@@ -13,7 +13,7 @@
  * uid (the test runs as root, as the agent does).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -131,14 +131,22 @@ describe.each(cases)('security: client tools run as the node ($runtime runtime)'
     writeFileSync(victimFile2, 'VICTIM 2\n', { mode: 0o600 });
     mkdirSync(victimDir, { mode: 0o751 });
     chmodSync(victimDir, 0o751);
-    await rt.stop(name);
-    const gid = existingNodeGroupId()!;
-    // The node's uid plants links in every folder of its node it can write.
-    const asNode = (script: string) => spawnSync('sh', ['-c', script], { uid: nodeUid, gid, encoding: 'utf8' });
-    asNode(`rm -f ${conf}/server-key.pem; ln -s ${victimFile} ${conf}/server-key.pem`);
-    // The process runtime's server has its tmpdir there; docker's has none (no harm in planting it).
-    asNode(`rm -rf ${run}/tmp; ln -s ${victimDir} ${run}/tmp`);
-    asNode(`rmdir ${run}/no-files; ln -s ${victimDir} ${run}/no-files`);
+    // The node's uid plants links in every folder of its node it can write, where it sees them:
+    // on the host (process runtime), in its container (docker: /fulcrum is the node folder; the
+    // links name host paths, which is where the agent would resolve them). The node keeps running:
+    // the restart below (a changed spec) is when the agent writes.
+    const planted = [
+      `rm -f CONF/server-key.pem; ln -s ${victimFile} CONF/server-key.pem`,
+      // The process runtime's server has its tmpdir there; docker's has none (planted all the same).
+      `rm -rf RUN/tmp; ln -s ${victimDir} RUN/tmp`,
+      `rmdir RUN/no-files; ln -s ${victimDir} RUN/no-files`,
+    ].join('; ');
+    if (runtime === 'docker') {
+      await rt.exec(name, ['sh', '-c', planted.replaceAll('CONF', '/fulcrum/conf').replaceAll('RUN', '/fulcrum/run')], { noSocket: true });
+    } else {
+      spawnSync('sh', ['-c', planted.replaceAll('CONF', conf).replaceAll('RUN', run)], { uid: nodeUid, gid: existingNodeGroupId()!, encoding: 'utf8' });
+    }
+    expect(lstatSync(join(run, 'no-files')).isSymbolicLink()).toBe(true);
     // The node's uid could at least plant in run/; an older agent gave it conf/ too, so a link
     // there may predate this agent: planted as root, as if left from then.
     spawnSync('sh', ['-c', `ln -s ${victimFile2} ${conf}/stale.pem`]);
