@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { parseFlags } from '../lib/args.js';
 import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
+import { isClientIpv6Prefix } from '../lib/client-key.js';
 import { parseCidr } from '../lib/ipv4.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -32,6 +33,22 @@ function onShutdown(close: () => Promise<void>): void {
 
 function required<T>(v: T | undefined, name: string): T {
   if (v === undefined) throw new Error(`--${name} is required`);
+  return v;
+}
+
+/** --client-ipv6-prefix (docs/security/traffic.md "Client keys"): 1 to 128, or undefined for the default. */
+function ipv6PrefixFlag(f: Record<string, unknown>): number | undefined {
+  const v = f['client-ipv6-prefix'];
+  if (v === undefined) return undefined;
+  if (!isClientIpv6Prefix(v)) throw new Error('--client-ipv6-prefix must be an integer from 1 to 128');
+  return v;
+}
+
+/** A count flag that may be 0 (off) but not negative or fractional. */
+function nonNegativeFlag(f: Record<string, unknown>, name: string): number | undefined {
+  const v = f[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new Error(`--${name} must be an integer, 0 or more`);
   return v;
 }
 
@@ -60,20 +77,40 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
     'nodebalancer-pool': 'string', 'nodebalancer-ipv6-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
     'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
-    'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number',
+    'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'client-ipv6-prefix': 'number',
     'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean', store: 'string',
+    'api-insecure-listen': 'boolean', 'api-request-timeout': 'number', 'api-idle-timeout': 'number',
+    'api-max-connections': 'number', 'api-max-connections-per-address': 'number',
+    'bootstrap-max-connections': 'number', 'bootstrap-max-connections-per-address': 'number', 'bootstrap-rate-limit': 'number',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
   const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
   const grpcPort = (f['grpc-port'] as number | undefined) ?? 8081;
+  const seconds = (name: string): number | undefined => {
+    const v = f[name] as number | undefined;
+    if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
+    return v === undefined ? undefined : v * 1000;
+  };
+  const [requestTimeoutMs, idleTimeoutMs] = [seconds('api-request-timeout'), seconds('api-idle-timeout')];
   const cp = await startControlPlane({
     stateDir,
     kekFile: f['kek-file'] as string | undefined,
     store: f.store as string | undefined,
     apiHost: f['api-host'] as string | undefined,
     apiPort: (f['api-port'] as number | undefined) ?? 8080,
+    apiInsecureListen: Boolean(f['api-insecure-listen']),
+    apiListener: {
+      requestTimeoutMs, idleTimeoutMs,
+      maxConnections: f['api-max-connections'] as number | undefined,
+      maxConnectionsPerAddress: f['api-max-connections-per-address'] as number | undefined,
+    },
+    bootstrapListener: {
+      maxConnections: f['bootstrap-max-connections'] as number | undefined,
+      maxConnectionsPerAddress: f['bootstrap-max-connections-per-address'] as number | undefined,
+    },
+    bootstrapRateLimit: f['bootstrap-rate-limit'] as number | undefined,
     grpcHost: f['grpc-host'] as string | undefined,
     grpcPort,
     bootstrapPort: (f['bootstrap-port'] as number | undefined) ?? defaultBootstrapPort(stateDir, grpcPort),
@@ -86,7 +123,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     metricsHost: f['metrics-host'] as string | undefined,
     metricsPort: f['metrics-port'] as number | undefined,
     rateLimits: Object.fromEntries(Object.entries({
-      perToken: f['api-rate-limit'], stats: f['api-stats-rate-limit'], perIp: f['api-ip-rate-limit'],
+      perToken: f['api-rate-limit'], stats: f['api-stats-rate-limit'], perIp: f['api-ip-rate-limit'], ipv6Prefix: ipv6PrefixFlag(f),
     }).filter(([, v]) => v !== undefined)),
     backendNetworks: list(f['backend-networks']),
     backendExcluded: list(f['backend-exclude']),
@@ -109,6 +146,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
     nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
     'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
+    'client-ipv6-prefix': 'number', 'udp-new-sessions-per-client': 'number',
     join: 'string', 'insecure-grpc': 'boolean',
     'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
     workers: 'number', distribution: 'string', 'drain-time': 'number', 'wildcard-listeners': 'boolean', 'worker-apply-timeout': 'number',
@@ -135,6 +173,8 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
       perNodeBalancer: f['max-conns-per-nodebalancer'] as number | undefined,
       fdReserve: f['fd-reserve'] as number | undefined,
       tcpIdleTimeoutMs: f['tcp-idle-timeout'] === undefined ? undefined : (f['tcp-idle-timeout'] as number) * 1000,
+      clientIpv6Prefix: ipv6PrefixFlag(f),
+      udpNewSessionsPerSecond: nonNegativeFlag(f, 'udp-new-sessions-per-client'),
     },
     vrrp: vrrpFlags(f),
     workers,

@@ -12,11 +12,18 @@ const usage = `usage: fulcrum <command> [options]
                  --state DIR (default ./.fulcrum-lab)  --api-port N (default 8080)  --api-host H
                  --runtime process|docker (default process)  --api-tls (HTTPS with a lab CA)
                  --api-rate-limit N  --api-ip-rate-limit N  --api-stats-rate-limit N
+                 --api-insecure-listen (plain HTTP on a non-loopback --api-host)
   control-plane, dataplane and agent also take --config FILE: \`key = value\` lines named like
                  their flags (docs/install.md); flags on the command line win
   control-plane  --state DIR --api-host H --api-port N --grpc-host H --grpc-port N
                  [--api-cert FILE --api-key FILE] [--metrics-host H --metrics-port N]
+                 [--api-insecure-listen (plain HTTP on a non-loopback --api-host: refused otherwise)]
+                 [--api-request-timeout SECONDS (30)] [--api-idle-timeout SECONDS (75)]
+                 [--api-max-connections N (4096)] [--api-max-connections-per-address N (256)]
+                 [--bootstrap-max-connections N (512)] [--bootstrap-max-connections-per-address N (16)]
+                 [--bootstrap-rate-limit N (120 per minute per address)]
                  [--api-rate-limit N] [--api-ip-rate-limit N] [--api-stats-rate-limit N]
+                 [--client-ipv6-prefix 1-128 (64: an IPv6 client is its /64 for the per-address limit)]
                  [--backend-networks CIDR,...] [--backend-exclude CIDR,...]
                  [--bootstrap-port N (default: the last run's, else grpc port + 1)] [--insecure-grpc]
                  [--kek-file PATH (default DIR/keys/kek)] [--store sqlite|postgres://... (default sqlite)]
@@ -26,6 +33,8 @@ const usage = `usage: fulcrum <command> [options]
                  [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
                  [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
                  [--max-conns-per-nodebalancer N] [--fd-reserve N] [--tcp-idle-timeout SECONDS]
+                 [--udp-new-sessions-per-client N (per second, 2500; 0 = off)]
+                 [--client-ipv6-prefix 1-128 (64: an IPv6 client is its /64 for every per-client limit)]
                  [--vrrp-interface IFACE --vrrp-peers IP,... [--vrrp-priority 1-254 (100)]
                   [--vrrp-router-id 1-255 (51)]]   pair mode: addresses held through keepalived
                  [--workers N (default: the number of cores; 1 = one process)]
@@ -55,6 +64,7 @@ async function main(argv: string[]): Promise<void> {
       return runLab(parseFlags(rest, {
         state: 'string', 'api-port': 'number', 'api-host': 'string', runtime: 'string',
         'api-tls': 'boolean', 'api-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'api-stats-rate-limit': 'number',
+        'api-insecure-listen': 'boolean',
       }) as any);
     case 'control-plane': {
       const { runControlPlaneCommand } = await import('./commands.js');

@@ -40,6 +40,8 @@ export interface LabOptions {
   'api-rate-limit'?: number;
   'api-ip-rate-limit'?: number;
   'api-stats-rate-limit'?: number;
+  /** Plain HTTP on a non-loopback --api-host (the control plane refuses it otherwise). */
+  'api-insecure-listen'?: boolean;
 }
 
 /**
@@ -51,6 +53,7 @@ function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, metricsP
   const args = ['--backend-networks', '0.0.0.0/0,127.0.0.0/8', '--backend-exclude', '127.79.0.0/16', '--metrics-port', String(metricsPort)];
   if (ipv6Pool) args.push('--nodebalancer-ipv6-pool', ipv6Pool);
   if (tls) args.push('--api-cert', tls.certFile, '--api-key', tls.keyFile);
+  if (opts['api-insecure-listen']) args.push('--api-insecure-listen');
   for (const f of ['api-rate-limit', 'api-ip-rate-limit', 'api-stats-rate-limit'] as const) {
     if (opts[f] !== undefined) args.push(`--${f}`, String(opts[f]));
   }

@@ -1,7 +1,8 @@
 import { parseIpv6Cidr } from '../lib/ipv6.js';
+import { defaultApiListenerLimits, defaultBootstrapListenerLimits, isLoopbackHost, type ListenerLimits } from '../lib/listener-limits.js';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { systemClock, type Clock } from '../lib/clock.js';
@@ -12,7 +13,7 @@ import { pgReplicas } from './store/postgres/replicas.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
-import { EventService } from './domain/events/event-service.js';
+import { EventService, type EventRetention } from './domain/events/event-service.js';
 import { RegionCatalogue, type Region } from './domain/regions.js';
 import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
@@ -21,12 +22,13 @@ import { BackendNetworks } from './domain/nodebalancers/backend-networks.js';
 import { AddressPools, assertDisjoint } from './domain/address-pools.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
-import type { ControlPlaneContext } from './compose/context.js';
+import { every, type ControlPlaneContext } from './compose/context.js';
 import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
 import { FleetCa } from './domain/fleet/ca.js';
-import { FleetService } from './domain/fleet/fleet-service.js';
+import { FleetService, REVOCATION_RECHECK_MS } from './domain/fleet/fleet-service.js';
 import { certificatePeers, insecurePeers } from './push/peer-auth.js';
+import { PeerStreams } from './push/peer-streams.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
 import { consoleRoutes, defaultConsoleDir } from './api/console.js';
@@ -37,8 +39,21 @@ export interface ControlPlaneOptions {
   kekFile?: string;
   /** `sqlite` (the default: `<stateDir>/control-plane.sqlite`) or a postgres:// URL (docs/install.md). */
   store?: string;
+  /** How long and how many account events are kept (default 90 days, 10,000 events; docs/api.md). */
+  eventRetention?: Partial<EventRetention>;
   apiHost?: string;
   apiPort?: number; // 0 = random
+  /**
+   * Plain HTTP on an API address other than loopback (a TLS proxy in front): refused without
+   * this, the operator's explicit --api-insecure-listen, when there is no certificate.
+   */
+  apiInsecureListen?: boolean;
+  /** Request and idle timeouts and connection caps of the API listener; left out: the defaults (lib/listener-limits.ts). */
+  apiListener?: Partial<ListenerLimits>;
+  /** The same for the bootstrap listener (its timeouts are the API's unless given). */
+  bootstrapListener?: Partial<ListenerLimits>;
+  /** Bootstrap requests per minute per client address (default 120, 0 = none). */
+  bootstrapRateLimit?: number;
   grpcHost?: string;
   grpcPort?: number; // 0 = random
   /** How long a stop waits for hosts' gRPC connections to close before cutting them (default 5 s). */
@@ -106,6 +121,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   if (ipv6Pool !== undefined && (parseIpv6Cidr(ipv6Pool)?.prefix ?? 0) < 64) {
     throw new Error(`NodeBalancer IPv6 pool ${JSON.stringify(ipv6Pool)}: expected an IPv6 range on its boundary, /64 to /128 (fd00:1::/64)`);
   }
+  const apiHost = opts.apiHost ?? '127.0.0.1';
+  if (!opts.apiTls && !opts.apiInsecureListen && !isLoopbackHost(apiHost)) {
+    throw new Error(`--api-host ${apiHost} is not a loopback address and the API has no certificate: tokens and passwords would cross the network in clear. `
+      + 'Give --api-cert FILE and --api-key FILE (HTTPS), or --api-insecure-listen to serve plain HTTP there anyway (behind a proxy that terminates TLS)');
+  }
+  const apiListener = withDefaults(defaultApiListenerLimits, opts.apiListener);
+  const bootstrapListener = withDefaults(
+    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs },
+    opts.bootstrapListener,
+  );
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
   restrictUmask();
   makePrivate(opts.stateDir);
@@ -120,10 +145,19 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const users = store.users;
   const auth = new AuthService(users, store.tokens, clock);
   const userService = new UserService(users, auth);
-  const events = new EventService(store.events, clock);
+  const events = new EventService(store.events, clock, { retention: opts.eventRetention, logger: logger.child({ component: 'events' }) });
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
-  const app = createHttpServer(logger, { tls: opts.apiTls, limiter });
+  const refused = new Counter({
+    name: 'fulcrum_listener_refused_total',
+    help: 'Connections closed at accept by a cap (per_address, total) and bootstrap requests refused by its rate limit (rate)',
+    labelNames: ['listener', 'reason'] as const,
+    registers: [registry],
+  });
+  const app = createHttpServer(logger, {
+    tls: opts.apiTls, limiter, listener: apiListener,
+    connectionRefused: (cap) => refused.inc({ listener: 'api', reason: refusalLabel[cap] }),
+  });
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
@@ -135,10 +169,32 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const ca = FleetCa.open(opts.stateDir);
   const serverPair = ca.serverPair();
   let bootstrapPort = 0;
-  const fleet = new FleetService({ repo: store.fleet, ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
-  const bootstrap = await startBootstrapServer({ fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger });
+  const fleet = new FleetService({
+    repo: store.fleet, ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs,
+    announceRemoval: (role, id) => replicas.publishRemoval(role, id),
+  });
+  // A removed host's streams end on every replica (docs/security/grpc.md, "Revocation"): at once
+  // here, on the others when they hear of it, and at the latest at a replica's next re-check.
+  const hostStreams = new PeerStreams();
+  fleet.onRevoke((role, id) => {
+    const n = hostStreams.kickHost(role, id);
+    if (n > 0) logger.info({ role, id, streams: n }, 'streams of a removed host closed');
+  });
+  replicas.onChange((c) => {
+    if (c.kind === 'removed' && c.host) void fleet.heardRemoval(c.host.role, c.host.id).catch((err) => logger.error({ err }, 'removal heard from another replica could not be applied'));
+  });
+  const recheck = every({ clock, logger }, REVOCATION_RECHECK_MS, 'open streams could not be re-checked', async () => {
+    const n = await hostStreams.recheck(fleet);
+    if (n > 0) logger.info({ streams: n }, 'streams whose certificate is no longer valid closed');
+  });
+  const bootstrap = await startBootstrapServer({
+    fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger, clock,
+    limits: bootstrapListener, rateLimit: opts.bootstrapRateLimit,
+    refused: (what) => refused.inc({ listener: 'bootstrap', reason: refusalLabel[what] }),
+  });
   bootstrapPort = bootstrap.port;
   fleetRoutes(router, { fleet, auth });
+  if (!opts.apiTls && !isLoopbackHost(apiHost)) logger.warn({ apiHost }, 'API in plain HTTP on a non-loopback address (--api-insecure-listen): only behind a proxy that terminates TLS');
   if (opts.insecureGrpc) logger.warn('gRPC without TLS (--insecure-grpc): any host that reaches the port can claim any data plane or agent');
 
   // The product areas, each wiring its store, services, routes and push streams.
@@ -146,12 +202,12 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const context: ControlPlaneContext = {
     store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
-    fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
+    fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet), hostStreams,
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     replicas,
     backupScheduleMs: opts.backupScheduleMs,
     // Run last: the lease and the change listener go once the push servers and ticks have stopped.
-    closers: [() => replicas.close()],
+    closers: [() => replicas.close(), () => recheck.cancel()],
   };
   const configPush = await composeNodeBalancers(context);
   await composeDatabases(context, configPush);
@@ -163,7 +219,6 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const grpcPort = await new Promise<number>((resolve, reject) =>
     grpcServer.bindAsync(`${grpcHost}:${opts.grpcPort ?? 0}`, credentials, (err, port) => (err ? reject(err) : resolve(port))),
   );
-  const apiHost = opts.apiHost ?? '127.0.0.1';
   await app.listen({ host: apiHost, port: opts.apiPort ?? 0 });
   const address = app.server.address();
   const apiPort = typeof address === 'object' && address ? address.port : 0;
@@ -211,6 +266,16 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
       await store.close();
     },
   };
+}
+
+/** The `reason` label of fulcrum_listener_refused_total for each refusal. */
+const refusalLabel = { per_key: 'per_address', total: 'total', rate: 'rate' } as const;
+
+/** The defaults with the fields that were given (an undefined field keeps its default). */
+function withDefaults(defaults: ListenerLimits, given: Partial<ListenerLimits> | undefined): ListenerLimits {
+  const out = { ...defaults };
+  for (const [k, v] of Object.entries(given ?? {}) as [keyof ListenerLimits, number | undefined][]) if (v !== undefined) out[k] = v;
+  return out;
 }
 
 /**

@@ -82,8 +82,9 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const throttles = new Map<number, ConnThrottle>();
   // Per NodeBalancer as well: client_udp_sess_throttle and the UDP session caps (docs/dataplane.md "UDP").
   const udpGates = new Map<number, ConnThrottle>();
-  const limits = new ConnLimits(opts.limits);
-  const endpoints = new DbEndpointSet(log, opts.endpoints);
+  const limits = new ConnLimits(opts.limits, clock);
+  // The endpoints' caps key clients as the NodeBalancers' do, unless told otherwise.
+  const endpoints = new DbEndpointSet(log, { ...opts.endpoints, limits: { clientIpv6Prefix: limits.clientIpv6Prefix, ...opts.endpoints?.limits } });
   const ports = opts.wildcard ? new WildcardPorts(log) : null;
   let udpListeners = 0;
   const bind = opts.bind ?? true;

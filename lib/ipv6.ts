@@ -6,16 +6,36 @@ import { isIPv6 } from 'node:net';
  * with lib/ipv4.ts; an IPv4-mapped address is not accepted here.
  */
 
-/** The address as a 128-bit number, or undefined when `text` is not a plain IPv6 address. */
-export function parseIpv6(text: string): bigint | undefined {
-  if (!isIPv6(text) || text.includes('%') || text.includes('.')) return undefined;
-  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+/**
+ * The one IPv6 expander (the API's parsing, PROXY v2 headers, client keys): the eight 16-bit
+ * groups of `text`, with `::` expanded and a trailing dotted quad (`::ffff:1.2.3.4`) read as the
+ * last two groups; undefined when `text` is not an IPv6 address. A zone (`%eth0`) is not an
+ * address and is refused here; callers that see one from a socket strip it first.
+ */
+export function ipv6Groups(text: string): number[] | undefined {
+  if (text.includes('%') || !isIPv6(text)) return undefined;
+  let body = text;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(body);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    body = `${body.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = body.includes('::') ? body.split('::') as [string, string] : [body, undefined];
   const left = head === '' ? [] : head.split(':');
   const right = tail === undefined || tail === '' ? [] : tail.split(':');
   const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
   if (groups.length !== 8) return undefined;
+  return groups.map((g) => parseInt(g, 16));
+}
+
+/** The address as a 128-bit number, or undefined when `text` is not a plain IPv6 address. */
+export function parseIpv6(text: string): bigint | undefined {
+  // The API takes plain addresses only: no zone, no mapped or embedded IPv4.
+  if (text.includes('%') || text.includes('.')) return undefined;
+  const groups = ipv6Groups(text);
+  if (groups === undefined) return undefined;
   let n = 0n;
-  for (const g of groups) n = (n << 16n) | BigInt(parseInt(g, 16));
+  for (const g of groups) n = (n << 16n) | BigInt(g);
   return n;
 }
 
@@ -27,6 +47,11 @@ export function isIpv6(text: string): boolean {
 export function formatIpv6(n: bigint): string {
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((n >> BigInt(i * 16)) & 0xffffn));
+  return formatIpv6Groups(groups);
+}
+
+/** `formatIpv6` for eight 16-bit groups (what `ipv6Groups` returns). */
+export function formatIpv6Groups(groups: readonly number[]): string {
   let best = -1;
   let bestLen = 1;
   for (let i = 0; i < 8;) {

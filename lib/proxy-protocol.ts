@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { unmapIpv4 } from './ipv4.js';
+import { formatIpv6Groups, ipv6Groups } from './ipv6.js';
 
 /**
  * PROXY protocol v1/v2 headers (haproxy doc/proxy-protocol.txt), built byte-exact so that the
@@ -27,18 +28,8 @@ export function proxyV1(e: ProxyEndpoints): Buffer {
 }
 
 function ipv6Bytes(ip: string, out: Buffer, at: number): void {
-  // Expand `::` and an embedded dotted quad into eight 16-bit groups.
-  let text = ip;
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    const b = dotted[1].split('.').map(Number);
-    text = text.slice(0, dotted.index) + `${((b[0] << 8) | b[1]).toString(16)}:${((b[2] << 8) | b[3]).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const h = head ? head.split(':') : [];
-  const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...new Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  for (let i = 0; i < 8; i++) out.writeUInt16BE(parseInt(groups[i] ?? '0', 16) || 0, at + i * 2);
+  const groups = ipv6Groups(ip) ?? [];
+  for (let i = 0; i < 8; i++) out.writeUInt16BE(groups[i] ?? 0, at + i * 2);
 }
 
 /** v2 binary header, PROXY command, TCP over IPv4 (28 bytes) or IPv6 (52 bytes), no TLVs. */
@@ -82,20 +73,10 @@ export type ParsedProxyHeader =
   | { version: 1 | 2; command: 'LOCAL' | 'UNKNOWN'; length: number };
 
 function formatV6(buf: Buffer, at: number): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 8; i++) groups.push(buf.readUInt16BE(at + i * 2).toString(16));
-  // Canonical compression of the longest run of zero groups (RFC 5952), as Node prints it.
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== '0') { i++; continue; }
-    let j = i;
-    while (j < 8 && groups[j] === '0') j++;
-    if (j - i > bestLen && j - i > 1) { bestStart = i; bestLen = j - i; }
-    i = j;
-  }
-  if (bestStart < 0) return groups.join(':');
-  return `${groups.slice(0, bestStart).join(':')}::${groups.slice(bestStart + bestLen).join(':')}`;
+  const groups: number[] = [];
+  for (let i = 0; i < 8; i++) groups.push(buf.readUInt16BE(at + i * 2));
+  // RFC 5952, as Node prints an address.
+  return formatIpv6Groups(groups);
 }
 
 /**

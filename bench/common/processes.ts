@@ -1,6 +1,8 @@
 /**
  * Child processes and system tools for the benchmarks. Every process a bench starts is tracked
- * here and stopped (by its own pid, never by name) when the bench ends, including on Ctrl-C.
+ * here and stopped (by its own pid, never by name) when the bench ends, including on Ctrl-C; and
+ * a bench run under superviseInOwnGroup has anything left in its process group stopped after it
+ * exits, however it exited.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
@@ -54,6 +56,93 @@ export function stopChildrenOnSignal(cleanup: () => Promise<void> = async () => 
   };
   process.once('SIGINT', () => handler('SIGINT'));
   process.once('SIGTERM', () => handler('SIGTERM'));
+}
+
+/** Set in the bench process that superviseInOwnGroup starts, so that it runs the bench itself. */
+const SUPERVISED_ENV = 'FULCRUM_BENCH_SUPERVISED';
+
+/**
+ * Runs the bench in a process group of its own and stops that whole group when the bench ends,
+ * however it ends. try/finally and stopAll() cover errors the bench's JavaScript sees, but not a
+ * process that dies in native code (an abort) or by SIGKILL: its nginx, HAProxy and data plane
+ * would outlive it. So this process re-runs itself as a child in a new process group (everything
+ * the bench starts inherits that group), runs no bench code itself, passes Ctrl-C and SIGTERM on
+ * to it, and once it has exited signals whatever is left in the group: SIGTERM, then SIGKILL after
+ * `graceMs`. Returns true in the child (run the bench there) and false in this supervisor, which
+ * exits with the bench's status when done.
+ */
+export function superviseInOwnGroup(label: string, graceMs = 10_000): boolean {
+  if (process.env[SUPERVISED_ENV] === '1') return true;
+  const bench = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    detached: true, stdio: 'inherit', env: { ...process.env, [SUPERVISED_ENV]: '1' },
+  });
+  // Ctrl-C reaches the terminal's foreground group, which is ours and not the bench's: pass it on
+  // to the bench alone, so that its own handler stops what it started in order.
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => bench.kill(sig));
+  bench.once('error', (err) => {
+    process.stderr.write(`${label}: could not start: ${err.message}\n`);
+    process.exit(1);
+  });
+  bench.once('exit', (code, signal) => {
+    const group = bench.pid!;
+    void stopGroup(group, graceMs).then((left) => {
+      if (signal !== null) process.stderr.write(`${label}: the bench process ended by ${signal}\n`);
+      if (left > 0 || signal !== null) process.stderr.write(`${label}: stopped what it left running (process group ${group}, ${left} process(es))\n`);
+      process.exit(code ?? 1);
+    });
+  });
+  return false;
+}
+
+/**
+ * Stops every process of a process group: SIGTERM, then SIGKILL after `graceMs`; resolves once
+ * the group is empty, with the number of processes that were still in it.
+ */
+export async function stopGroup(pgid: number, graceMs: number): Promise<number> {
+  const members = groupMembers(pgid);
+  if (!signalGroup(pgid, 'SIGTERM')) return 0;
+  const deadline = Date.now() + graceMs;
+  while (signalGroup(pgid, 0)) {
+    if (Date.now() > deadline) {
+      signalGroup(pgid, 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 100));
+      if (Date.now() > deadline + 5_000) break;
+    } else {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return members;
+}
+
+/** Signals a process group; false when it has no process left. */
+function signalGroup(pgid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw e;
+  }
+}
+
+/** How many processes are in a process group now (from /proc; 0 when /proc cannot be read). */
+function groupMembers(pgid: number): number {
+  let n = 0;
+  try {
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        // Field 5 (pgrp), the third after the command name.
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === pgid) n++;
+      } catch {
+        // The process ended meanwhile.
+      }
+    }
+  } catch {
+    // No /proc: the count is only for the message.
+  }
+  return n;
 }
 
 /** Finds each tool on PATH (or /usr/sbin), installing its apt package when missing. */

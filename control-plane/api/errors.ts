@@ -30,6 +30,7 @@ export const statusByCode: Readonly<Record<ErrorCode, number>> = {
 export const apiReasons = {
   headersTooLarge: 'The request headers are too large',
   requestMalformed: 'The request is malformed',
+  requestTimeout: 'The request took too long to arrive',
   urlMalformed: 'The request URL is malformed',
   badRequest: 'Bad request',
   bodyNotJson: 'The request body is not valid JSON',
@@ -101,7 +102,17 @@ export function frameworkError(code: string | undefined): FulcrumError {
 
 /** A whole HTTP/1.1 response closing the connection, for a socket no reply object exists for. */
 export function rawErrorResponse(e: FulcrumError): string {
-  const status = httpStatus(e);
-  const body = errorJson(e);
+  return rawResponse(httpStatus(e), errorJson(e));
+}
+
+/**
+ * The answer to a request whose headers and body did not arrive within the request timeout
+ * (lib/listener-limits.ts). 408 is not one of the codes' statuses: only the listener sends it.
+ */
+export function requestTimeoutResponse(): string {
+  return rawResponse(408, JSON.stringify({ errors: [{ reason: apiReasons.requestTimeout }] }));
+}
+
+function rawResponse(status: number, body: string): string {
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }

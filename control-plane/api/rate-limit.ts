@@ -1,7 +1,7 @@
 import { Counter, type Registry } from 'prom-client';
 import type { Clock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
-import { unmapIpv4 } from '../../lib/ipv4.js';
+import { clientKey, DEFAULT_CLIENT_IPV6_PREFIX } from '../../lib/client-key.js';
 import { apiReasons } from './errors.js';
 
 /**
@@ -16,12 +16,17 @@ export interface RateLimitSettings {
   /** Per token, for `GET /nodebalancers/{id}/stats`, counted apart from the token's other calls. */
   stats: number;
   perIp: number;
+  /**
+   * `perIp` counts a client key (lib/client-key.ts): an IPv6 client by this prefix, since one host
+   * routinely holds a whole /64 and would otherwise be 2^64 clients.
+   */
+  ipv6Prefix: number;
   windowMs: number;
   /** Most keys each table remembers; the least recently seen go first when it is full. */
   maxKeys: number;
 }
 
-export const defaultRateLimits: RateLimitSettings = { perToken: 400, stats: 50, perIp: 1600, windowMs: 60_000, maxKeys: 10_000 };
+export const defaultRateLimits: RateLimitSettings = { perToken: 400, stats: 50, perIp: 1600, ipv6Prefix: DEFAULT_CLIENT_IPV6_PREFIX, windowMs: 60_000, maxKeys: 10_000 };
 
 /** The state of one key's window after a request: what the `X-RateLimit-*` headers report. */
 export interface RateVerdict {
@@ -91,10 +96,10 @@ export class RateLimiter {
     this.refused.inc({ key: 'token' }, 0);
   }
 
-  /** Counts a request from `address`; undefined when addresses are not limited. */
+  /** Counts a request from `address` under its client key; undefined when addresses are not limited. */
   takeIp(address: string | undefined): RateVerdict | undefined {
     if (!this.ip) return undefined;
-    const v = this.ip.take(unmapIpv4(address ?? ''), this.clock.now());
+    const v = this.ip.take(clientKey(address ?? '', this.settings.ipv6Prefix), this.clock.now());
     if (!v.allowed) this.refused.inc({ key: 'ip' });
     return v;
   }

@@ -1,9 +1,11 @@
 import Fastify, { type FastifyInstance, type FastifyError } from 'fastify';
 import type { Logger } from '../../lib/logger.js';
 import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
-import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, toApiError } from './errors.js';
+import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, requestTimeoutResponse, toApiError } from './errors.js';
 import { RateLimiter, type RateVerdict } from './rate-limit.js';
 import { isConsoleRequest } from './console.js';
+import { defaultApiListenerLimits, limitListener, listenerServerOptions, type ListenerLimits } from '../../lib/listener-limits.js';
+import type { CapRefusal } from '../../lib/conn-cap.js';
 
 const SPEC_VERSION = '4.176.0';
 
@@ -13,6 +15,10 @@ export interface HttpServerOptions {
   tls?: { cert: string; key: string };
   /** Per-address limits here, per-token ones in the router; without one no limit is advertised. */
   limiter?: RateLimiter;
+  /** Request and idle timeouts, connection caps (lib/listener-limits.ts); the defaults otherwise. */
+  listener?: ListenerLimits;
+  /** Told of every connection a cap closed at accept (for the metrics). */
+  connectionRefused?: (cap: CapRefusal) => void;
 }
 
 /** The verdict of the limits a request was counted against, for the `X-RateLimit-*` headers. */
@@ -27,8 +33,13 @@ export function rateVerdict(req: object): RateVerdict | undefined {
  */
 export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): FastifyInstance {
   const limiter = opts.limiter;
+  const listener = opts.listener ?? defaultApiListenerLimits;
+  const serverOptions = listenerServerOptions(listener);
   const app = Fastify({
-    ...(opts.tls ? { https: { cert: opts.tls.cert, key: opts.tls.key } } : {}),
+    ...(opts.tls ? { https: { ...serverOptions, cert: opts.tls.cert, key: opts.tls.key } } : { http: serverOptions }),
+    requestTimeout: listener.requestTimeoutMs,
+    keepAliveTimeout: listener.idleTimeoutMs,
+    connectionTimeout: listener.idleTimeoutMs,
     // Per-request logs only at debug: an API under a polling client would drown the rest.
     loggerInstance: logger.child({ component: 'api' }, { level: logger.level === 'debug' || logger.level === 'trace' ? logger.level : 'warn' }) as any,
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
@@ -38,6 +49,13 @@ export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): 
     // never reach a route: answer them in the API's error shape too, then close the connection.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return void socket.destroy();
+      // Too slow (the request timeout): say so unless this connection has answered already (a 401
+      // goes out before a trickling body is in; a second response would garble the stream), and
+      // close at once rather than wait for a client that is not sending to close its side.
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+        if (socket.bytesWritten > 0) return void socket.destroy();
+        return void socket.end(requestTimeoutResponse(), () => socket.destroy());
+      }
       socket.end(rawErrorResponse(parserError(err.code)));
     },
     // Malformed URLs (bad percent-encoding) and the like fail before routing: same error shape.
@@ -47,6 +65,8 @@ export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): 
       (reply as any).code(httpStatus(e)).header('content-type', 'application/json').send(Buffer.from(errorJson(e)));
     },
   });
+
+  limitListener(app.server, listener, opts.connectionRefused);
 
   // Clients send JSON with any or no content type (curl's default is form-encoded):
   // parse every body as JSON and answer a malformed one with a 400.

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { compileAllowList } from '../../lib/allow-list.js';
+import { clientKey, DEFAULT_CLIENT_IPV6_PREFIX } from '../../lib/client-key.js';
 import { ConcurrencyCap } from '../../lib/conn-cap.js';
 import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { Logger } from '../../lib/logger.js';
@@ -17,7 +18,11 @@ import type { DbEndpointSpec, EndpointTargetSpec } from '../config/endpoint-mode
  * 3 s for one (the moment between a failover, or a database turning active, and the snapshot
  * that names the new primary), then is reset.
  */
-export const DB_ENDPOINT_LIMITS = { perClient: 200, total: 400, idleTimeoutMs: 3_600_000, connectTimeoutMs: 5_000, primaryWaitMs: 3_000 };
+export const DB_ENDPOINT_LIMITS = {
+  perClient: 200, total: 400, idleTimeoutMs: 3_600_000, connectTimeoutMs: 5_000, primaryWaitMs: 3_000,
+  /** `perClient` counts a client key (lib/client-key.ts): an IPv6 client by this prefix. */
+  clientIpv6Prefix: DEFAULT_CLIENT_IPV6_PREFIX,
+};
 
 export type DbEndpointLimits = typeof DB_ENDPOINT_LIMITS;
 
@@ -145,9 +150,11 @@ export class DbEndpoint {
     const source = unmapIpv4(client.remoteAddress ?? '');
     if (this.closed) return void client.destroy();
     if (!this.allowed(source)) return this.refuse(client, 'allow_list');
-    const capped = this.caps.admit(source);
+    // The allow_list judges the address itself; the cap counts the client (its /64 for IPv6).
+    const key = clientKey(source, this.limits.clientIpv6Prefix);
+    const capped = this.caps.admit(key);
     if (capped !== null) return this.refuse(client, capped === 'total' ? 'total_cap' : 'client_cap');
-    client.once('close', () => this.caps.release(source));
+    client.once('close', () => this.caps.release(key));
     if (this.spec.targets.length > 0) return this.forward(client, source);
     if (this.limits.primaryWaitMs <= 0) return this.refuse(client, 'no_primary');
     // Real time: the wait is for a snapshot from the control plane, on no clock of ours.

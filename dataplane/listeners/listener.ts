@@ -21,10 +21,11 @@ import type { WildcardPorts } from './wildcard-ports.js';
 /**
  * What the workers of one data plane must agree on at accept (docs/dataplane.md, "Workers"):
  * client_conn_throttle over the whole data plane, and the `table` stickiness entry of a client
- * not pinned here yet. Resolves false when the throttle refuses the client.
+ * not pinned here yet. Resolves false when the throttle refuses the client. The throttle counts
+ * `key` (the client key, lib/client-key.ts); the table pins `ip`, the client's own address.
  */
 export interface SharedAdmission {
-  admit(rt: ConfigRuntime, ip: string): Promise<boolean>;
+  admit(rt: ConfigRuntime, ip: string, key: string): Promise<boolean>;
 }
 
 const ignore = (): void => undefined;
@@ -89,38 +90,40 @@ export class Listener {
       }
       return;
     }
-    // Keyed like the sessions' stickiness: an IPv4 client is one client however the socket saw it.
+    // Stickiness sees the address, an IPv4 client one however the socket saw it; the caps and the
+    // throttle count its client key (an IPv6 client by its /64, lib/client-key.ts).
     const ip = unmapIpv4(sock.remoteAddress ?? '');
+    const key = this.limits.key(ip);
     const gate = rt.throttle;
     // Workers ask the primary only when they must: a throttled NodeBalancer, or a client that
     // `table` stickiness has not pinned in this process yet.
     const shared = this.shared;
     const ask = shared !== null && (gate.limit > 0 || !rt.pinned(ip));
-    if (!this.limits.admit(gate, ip, !ask)) {
+    if (!this.limits.admit(gate, key, !ask)) {
       // Over a cap, the descriptor budget or client_conn_throttle: refused at once, before a
       // byte is read (docs/dataplane.md "Connection limits").
       sock.resetAndDestroy();
       return;
     }
-    if (!ask) return this.start(sock, rt, ip, gate);
+    if (!ask) return this.start(sock, rt, key, gate);
     sock.on('error', ignore);
-    shared.admit(rt, ip).then((ok) => {
+    shared.admit(rt, ip, key).then((ok) => {
       if (!ok) this.limits.refuse('throttle');
-      if (ok && !sock.destroyed && !this.draining) return this.start(sock, rt, ip, gate);
-      this.limits.release(gate, ip);
+      if (ok && !sock.destroyed && !this.draining) return this.start(sock, rt, key, gate);
+      this.limits.release(gate, key);
       sock.resetAndDestroy();
     }, () => {
-      this.limits.release(gate, ip);
+      this.limits.release(gate, key);
       sock.resetAndDestroy();
     });
   }
 
-  private start(sock: Socket, rt: ConfigRuntime, ip: string, gate: ConnThrottle): void {
+  private start(sock: Socket, rt: ConfigRuntime, key: string, gate: ConnThrottle): void {
     this.sockets.add(sock);
     const traffic = rt.traffic;
     traffic.connectionOpened();
     sock.once('close', () => {
-      this.limits.release(gate, ip);
+      this.limits.release(gate, key);
       this.sockets.delete(sock);
       traffic.connectionClosed();
       if (this.sockets.size === 0) this.drained?.();

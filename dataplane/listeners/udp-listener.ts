@@ -11,6 +11,15 @@ import type { ConnLimits } from '../throttle/conn-limits.js';
 const SWEEP_MS = 1000;
 /** Asked of the kernel for the listening socket, so a burst is not dropped before we read it. */
 const SOCKET_BUFFER = 4 * 1024 * 1024;
+/**
+ * Reflection (docs/security/traffic.md "UDP"): a source address is not proven, so until the
+ * client has sent a second datagram a session passes at most this many reply datagrams and bytes.
+ * One spoofed datagram then buys a victim at most 4 datagrams and 8 KiB from any backend: room for
+ * a DNS answer (EDNS buffers stop at 4 KiB) or a QUIC server's first flight (3x the client's
+ * 1,200-byte Initial), not for a stream.
+ */
+const UNCONFIRMED_REPLY_DATAGRAMS = 4;
+const UNCONFIRMED_REPLY_BYTES = 8 * 1024;
 
 /**
  * Every address this file sends to is already an IP literal (a client's source, a validated node
@@ -26,6 +35,13 @@ interface UdpSession {
   readonly flow: string;
   readonly ip: string;
   readonly port: number;
+  /** What the per-client limits counted this session under (lib/client-key.ts). */
+  readonly key: string;
+  /** Datagrams from the client, counted up to 2: below that, replies are bounded (UNCONFIRMED_*). */
+  fromClient: number;
+  /** Reply datagrams and bytes passed while `fromClient` was 1. */
+  unconfirmedReplies: number;
+  unconfirmedBytes: number;
   readonly rt: ConfigRuntime;
   readonly socket: Socket;
   node: NodeState;
@@ -111,6 +127,7 @@ export class UdpListener {
       if (s === undefined) return;
     }
     s.lastSeen = this.clock.now();
+    if (s.fromClient < 2) s.fromClient++;
     rt.traffic.received(msg.length);
     // Stickiness none picks per datagram; otherwise the session keeps its node while it can serve
     // (a drained node keeps its sessions), and one that went down moves on this datagram.
@@ -151,10 +168,13 @@ export class UdpListener {
     // The config's own bound, beside the NodeBalancer's: one config can never hold more.
     if (cap > 0 && this.count >= cap) return void this.limits.refuse('udp_config_cap');
     const flow = `${from.address}:${from.port}`;
-    if (!this.limits.admitUdp(rt.throttle, from.address)) return undefined;
+    // Every per-client limit counts the client key (an IPv6 client by its /64); stickiness and
+    // replies use the address and port the datagram came from.
+    const key = this.limits.key(from.address);
+    if (!this.limits.admitUdp(rt.throttle, key)) return undefined;
     const node = this.pick(rt, from.address, flow);
     if (node === undefined) {
-      this.limits.releaseUdp(rt.throttle, from.address);
+      this.limits.releaseUdp(rt.throttle, key);
       return undefined;
     }
     const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4', lookup: literal });
@@ -162,7 +182,7 @@ export class UdpListener {
     // (late replies to the old one are lost), so those sessions never connect (docs/dataplane.md "UDP").
     const connected = rt.spec.stickiness !== 'none';
     const s: UdpSession = {
-      flow, ip: from.address, port: from.port, rt, socket, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
+      flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, socket, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
       connected, lastSeen: this.clock.now(), ended: false,
     };
     // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
@@ -174,6 +194,12 @@ export class UdpListener {
       const known = s.connected || (last !== null && peer.port === last.spec.port && peer.address === last.spec.host);
       if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
       if (known && last !== null) rt.seen(last);
+      if (s.fromClient < 2) {
+        // Maybe a spoofed source: the first datagram's replies are bounded; the rest are dropped.
+        if (s.unconfirmedReplies >= UNCONFIRMED_REPLY_DATAGRAMS || s.unconfirmedBytes + reply.length > UNCONFIRMED_REPLY_BYTES) return;
+        s.unconfirmedReplies++;
+        s.unconfirmedBytes += reply.length;
+      }
       s.lastSeen = this.clock.now();
       rt.traffic.sent(reply.length);
       this.socket.send(reply, s.port, s.ip);
@@ -208,7 +234,7 @@ export class UdpListener {
     s.socket.close();
     s.rt.closed(s.node);
     s.rt.traffic.connectionClosed();
-    this.limits.releaseUdp(s.rt.throttle, s.ip);
+    this.limits.releaseUdp(s.rt.throttle, s.key);
   }
 
   private startSweeper(rt: ConfigRuntime): void {

@@ -15,13 +15,13 @@ export class AdmissionClient implements SharedAdmission {
 
   constructor(private readonly send: (m: AdmitRequest) => void) {}
 
-  admit(rt: ConfigRuntime, ip: string): Promise<boolean> {
+  admit(rt: ConfigRuntime, ip: string, key: string): Promise<boolean> {
     const id = ++this.next;
     const table = rt.spec.stickiness === 'table';
     const node = table ? rt.propose(hashString(ip)) : undefined;
     return new Promise((resolve) => {
       this.waiting.set(id, { rt, ip, resolve });
-      this.send({ t: 'admit', id, nb: rt.spec.nodebalancerId, limit: rt.throttle.limit, ip, config: node === undefined ? undefined : rt.spec.id, node });
+      this.send({ t: 'admit', id, nb: rt.spec.nodebalancerId, limit: rt.throttle.limit, ip, key, config: node === undefined ? undefined : rt.spec.id, node });
     });
   }
 

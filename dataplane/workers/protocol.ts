@@ -21,7 +21,10 @@ export interface AdmitRequest {
   nb: number;
   /** client_conn_throttle as this worker's snapshot has it (0 = off). */
   limit: number;
+  /** The client's address: what `table` stickiness pins. */
   ip: string;
+  /** Its client key (lib/client-key.ts): what the throttle counts. */
+  key: string;
   /** `table` stickiness: the config and the node this worker would pick. */
   config?: number;
   node?: number;

@@ -5,7 +5,7 @@ import type { AdmitAnswer, AdmitRequest } from './protocol.js';
 
 /**
  * What the workers of one data plane must agree on, kept in the primary (docs/dataplane.md,
- * "Workers"): client_conn_throttle per NodeBalancer over every worker, and the `table`
+ * "Workers"): client_conn_throttle per NodeBalancer over every worker (per client key), and the `table`
  * stickiness entries (client IP -> node id, with the time each was made so that every worker's
  * copy expires together). `serves` says whether a node may still take a pinned client (the
  * primary's health verdict).
@@ -21,7 +21,7 @@ export class SharedState {
       let t = this.throttles.get(m.nb);
       if (t === undefined) this.throttles.set(m.nb, (t = new ConnThrottle(m.limit, this.clock)));
       t.limit = m.limit;
-      if (!t.allow(m.ip)) return { t: 'admitted', id: m.id, ok: false };
+      if (!t.allow(m.key)) return { t: 'admitted', id: m.id, ok: false };
     }
     if (m.config === undefined || m.node === undefined) return { t: 'admitted', id: m.id, ok: true };
     let table = this.tables.get(m.config);

@@ -123,7 +123,7 @@ describe('one address for the API: keepalived moves the VIP between control-plan
   /** `fulcrum control-plane` on `h` as docs/install.md has it; resolves once it answers on its own address. */
   async function replica(h: Host): Promise<HostProcess> {
     const state = join(dir, h.name, 'state');
-    const p = h.fulcrum(['control-plane', '--state', state, '--store', store, '--api-host', '0.0.0.0', '--api-port', String(API_PORT),
+    const p = h.fulcrum(['control-plane', '--state', state, '--store', store, '--api-host', '0.0.0.0', '--api-insecure-listen', '--api-port', String(API_PORT),
       '--nodebalancer-pool', 'us-east=198.18.200.0/24', '--database-pool', 'us-east=198.18.201.0/24', ...testRateLimitFlags]);
     replicas[h.name] = p;
     await until(`the replica on ${h.name} started`, () => {

@@ -82,7 +82,7 @@ describe('data planes in pairs (keepalived)', () => {
     [cpHost, dpa, dpb, be, cl] = net.hosts as [Host, Host, Host, Host, Host];
 
     const cpState = join(dir, 'cp');
-    cp = cpHost.fulcrum(['control-plane', '--state', cpState, '--api-host', cpHost.ip, '--api-port', '0', '--grpc-host', cpHost.ip, '--grpc-port', '0',
+    cp = cpHost.fulcrum(['control-plane', '--state', cpState, '--api-host', cpHost.ip, '--api-insecure-listen', '--api-port', '0', '--grpc-host', cpHost.ip, '--grpc-port', '0',
       '--nodebalancer-pool', `us-east=${POOL}`, '--database-pool', '198.18.101.0/24', '--backend-networks', '198.19.0.0/16', ...LIMIT_FLAGS]);
     const info = await until('control-plane.json', () => {
       if (cp.proc.exitCode !== null) throw new Error(`control plane exited: ${cp.output()}`);

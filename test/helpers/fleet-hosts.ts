@@ -31,7 +31,7 @@ export interface Fleet {
 export async function startFleet(o: { cpHost: Host; dir: string; nbPool: string; dbPool: string; backendNetworks?: string }): Promise<Fleet> {
   const cpState = join(o.dir, 'cp');
   const procs: Record<string, HostProcess> = {};
-  const cp = o.cpHost.fulcrum(['control-plane', '--state', cpState, '--api-host', o.cpHost.ip, '--api-port', '0', '--grpc-host', o.cpHost.ip, '--grpc-port', '0',
+  const cp = o.cpHost.fulcrum(['control-plane', '--state', cpState, '--api-host', o.cpHost.ip, '--api-insecure-listen', '--api-port', '0', '--grpc-host', o.cpHost.ip, '--grpc-port', '0',
     '--nodebalancer-pool', `us-east=${o.nbPool}`, '--database-pool', `us-east=${o.dbPool}`,
     ...(o.backendNetworks ? ['--backend-networks', o.backendNetworks] : []),
     '--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp), '--api-stats-rate-limit', String(testRateLimits.stats)]);

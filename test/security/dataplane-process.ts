@@ -11,6 +11,8 @@ import { waitFor } from '../helpers/backends.js';
  * snapshot written where it persists its last good one, so no control plane is needed: it
  * serves the file at start and keeps retrying a control-plane address nobody listens on.
  * `nofile` starts it under `prlimit` with that open-file limit (and asks it not to raise it).
+ * `inside` runs it in a network namespace of the test's (netns-peer.ts): started through `run`,
+ * its /metrics read through `text`, since the test's own sockets cannot reach inside.
  */
 export interface DataplaneProcess {
   readonly pid: number;
@@ -35,7 +37,12 @@ async function deadPort(): Promise<number> {
   });
 }
 
-export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nofile?: number; flags?: string[] } = {}): Promise<DataplaneProcess> {
+export interface Inside {
+  run(cmd: string, args: string[]): [string, string[]];
+  text(url: string): Promise<string>;
+}
+
+export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nofile?: number; flags?: string[]; inside?: Inside } = {}): Promise<DataplaneProcess> {
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-sec-dp-'));
   const id = 'sec-dp';
   writeFileSync(join(stateDir, `dataplane-${id}.json`), JSON.stringify(snapshot), { mode: 0o600 });
@@ -47,9 +54,10 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
     // One process unless the caller asks for workers: these tests count per process.
     ...(opts.flags?.includes('--workers') ? [] : ['--workers', '1']), ...(opts.flags ?? []),
   ];
-  const [cmd, argv] = opts.nofile
+  const [plainCmd, plainArgv] = opts.nofile
     ? ['prlimit', [`--nofile=${opts.nofile}:${opts.nofile}`, process.execPath, ...args]]
     : [process.execPath, args];
+  const [cmd, argv] = opts.inside ? opts.inside.run(plainCmd, plainArgv as string[]) : [plainCmd, plainArgv];
   const child: ChildProcess = spawn(cmd, argv as string[], {
     env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -81,7 +89,8 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
     throw e;
   }
   const { pid, metricsPort } = started!;
-  const metrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const url = `http://127.0.0.1:${metricsPort}/metrics`;
+  const metrics = async () => (opts.inside ? opts.inside.text(url) : (await fetch(url)).text());
   return {
     pid,
     metricsPort,

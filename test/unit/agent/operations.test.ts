@@ -10,7 +10,9 @@ import { createOperations, type OperationsHost } from '../../../agent/operations
 import type { DatabaseController } from '../../../agent/database/controller.js';
 
 const dirs: string[] = [];
-afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+// A write queued behind the one a test waited for can still create operations.json.tmp while the
+// folder is removed: Node 24's recursive rmSync then fails with ENOTEMPTY (Node 20's retried once).
+afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })));
 
 function setup() {
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-ops-'));

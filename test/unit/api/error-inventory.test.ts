@@ -92,6 +92,7 @@ describe('API error inventory', () => {
     expect(render(apiReasons)).toEqual({
       headersTooLarge: 'The request headers are too large',
       requestMalformed: 'The request is malformed',
+      requestTimeout: 'The request took too long to arrive',
       urlMalformed: 'The request URL is malformed',
       badRequest: 'Bad request',
       bodyNotJson: 'The request body is not valid JSON',

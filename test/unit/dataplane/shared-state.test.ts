@@ -8,7 +8,7 @@ describe('SharedState', () => {
   const make = (clock: ManualClock) => new SharedState(clock, (c, n) => !down.has(`${c}/${n}`));
   let id = 0;
   const ask = (s: SharedState, ip: string, extra: { limit?: number; config?: number; node?: number } = {}) =>
-    s.admit({ t: 'admit', id: ++id, nb: 1, limit: extra.limit ?? 0, ip, config: extra.config, node: extra.node });
+    s.admit({ t: 'admit', id: ++id, nb: 1, limit: extra.limit ?? 0, ip, key: ip, config: extra.config, node: extra.node });
 
   it('counts client_conn_throttle over every worker\'s requests, per client IP, in a sliding second', () => {
     const clock = new ManualClock();
