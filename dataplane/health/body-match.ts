@@ -51,7 +51,8 @@ export type MatchResult = 'match' | 'no_match' | 'timeout' | 'quarantined' | 'qu
 // reports the match's CPU time (`process.threadCpuUsage`, Node 23.9 and later) or, where that
 // is missing, its wall time on this thread, which is never less.
 const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
+const started = new Int32Array(workerData);
 const { performance } = require('node:perf_hooks');
 const cpu = typeof process.threadCpuUsage === 'function'
   ? () => { const u = process.threadCpuUsage(); return (u.user + u.system) / 1000; }
@@ -64,10 +65,15 @@ parentPort.on('message', (m) => {
     if (cache.size >= 1024) cache.clear();
     cache.set(m.key, re);
   }
+  Atomics.store(started, 0, m.seq);
   const t = cpu();
   const ok = re !== null && re.test(m.text);
+  Atomics.store(started, 1, m.seq);
   parentPort.postMessage({ ok, ms: cpu() - t });
 });
+// 'online' comes before this script has run: a first match timed from then could overrun on a
+// loaded machine before the regex even started.
+parentPort.postMessage({ ready: true });
 `;
 
 interface Job {
@@ -97,9 +103,18 @@ interface Lane {
   readonly slotAt: number[];
   readonly slotMs: number[];
   lastUsed: number;
+  /** When a match of it last ran over the time limit. */
+  overrunAt: number;
 }
 
 const SLOT_MS = 1000;
+
+/** A matching thread; `started` holds the number of the match it started last, then of the one it finished last. */
+interface Thread {
+  readonly w: Worker;
+  ready: boolean;
+  readonly started: Int32Array;
+}
 
 /**
  * check_body regexes are tenant input, and a JavaScript regex can backtrack for seconds
@@ -112,14 +127,21 @@ const SLOT_MS = 1000;
  *   about 16 turns of the others after each one, and a config with cheap matches runs many per turn;
  * - a match whose probe ended (timed out, checker stopped) leaves its queue unrun;
  * - a match still running after `timeLimitMs` is abandoned (the worker is terminated, which
- *   interrupts the regex, and a fresh one takes the queues), and a config whose matches used
- *   more than `cpuBudgetMs` within `cpuWindowMs` is quarantined: its pattern is not run for
- *   `quarantineMs` and its checks fail meanwhile. A changed pattern starts afresh.
+ *   interrupts the regex, and a fresh one takes the queues) and counts as `timeLimitMs` used;
+ * - a config whose matches used more than `cpuBudgetMs` within `cpuWindowMs`, or ran over the
+ *   time limit twice within it, is quarantined: its pattern is not run for `quarantineMs` and
+ *   its checks fail meanwhile. A changed pattern starts afresh.
  * Real clocks: they bound real CPU time, not scheduled behaviour.
  */
 export class BodyMatcher {
-  private worker: Worker | null = null;
-  private ready = false;
+  /** The thread running matches, and a spare started beside it so that a match cut at the
+   * time limit does not leave every config waiting while a new thread boots. */
+  private active: Thread | null = null;
+  private spare: Thread | null = null;
+  /** Number of the match posted last; the thread stores it when the match starts. */
+  private seq = 0;
+  /** Time-limit timers re-armed for the match in flight because it had not started yet. */
+  private rearmed = 0;
   private readonly lanes = new Map<string, Lane>();
   /** Lanes with waiting matches, in turn order; the first one's turn is now. */
   private readonly ring: Lane[] = [];
@@ -177,11 +199,11 @@ export class BodyMatcher {
     return out;
   }
 
-  /** Stops the worker; queued matches fail. */
+  /** Stops the threads; queued matches fail. */
   close(): void {
-    const w = this.worker;
-    this.worker = null;
-    if (w) void w.terminate();
+    for (const t of [this.active, this.spare]) if (t) void t.w.terminate();
+    this.active = null;
+    this.spare = null;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const jobs = this.current ? [this.current] : [];
@@ -200,7 +222,7 @@ export class BodyMatcher {
       const slots = Math.max(1, Math.ceil(this.limits.cpuWindowMs / SLOT_MS));
       lane = {
         key, owner: { nodebalancerId: owner.nodebalancerId, configId: owner.configId }, source: re.source, flags: re.flags, queue: [],
-        deficit: 0, inRing: false, quarantinedUntil: 0, slotAt: new Array<number>(slots).fill(-1), slotMs: new Array<number>(slots).fill(0), lastUsed: 0,
+        deficit: 0, inRing: false, quarantinedUntil: 0, slotAt: new Array<number>(slots).fill(-1), slotMs: new Array<number>(slots).fill(0), lastUsed: 0, overrunAt: -Infinity,
       };
       this.lanes.set(key, lane);
     }
@@ -250,10 +272,7 @@ export class BodyMatcher {
   }
 
   private pump(): void {
-    if (this.current !== null || this.ring.length === 0) return;
-    if (this.worker === null) this.spawn();
-    // The time limit starts when the worker can run it, not while a new thread boots.
-    if (!this.ready) return;
+    if (this.current !== null) return;
     const now = this.now();
     let lane: Lane | undefined;
     while (lane === undefined && this.ring.length > 0) {
@@ -275,51 +294,75 @@ export class BodyMatcher {
       }
     }
     if (lane === undefined) return;
+    if (this.active === null) {
+      this.active = this.spare ?? this.spawn();
+      this.spare = null;
+    }
+    // The time limit starts when the thread can run it, not while a new one boots.
+    if (!this.active.ready) return;
+    // The spare is started once the active thread is up, not beside it while both boot.
+    if (this.spare === null) this.spare = this.spawn();
     const job = lane.queue.shift()!;
     this.unqueued(lane);
     this.current = job;
+    this.seq = (this.seq + 1) | 0;
+    this.rearmed = 0;
     this.timer = setTimeout(this.onTimeout, this.limits.timeLimitMs);
-    this.worker!.postMessage({ key: `${job.flags}/${job.source}`, source: job.source, flags: job.flags, text: job.text });
+    this.active.w.postMessage({ seq: this.seq, key: `${job.flags}/${job.source}`, source: job.source, flags: job.flags, text: job.text });
   }
 
-  private spawn(): void {
-    const w = new Worker(WORKER_SOURCE, { eval: true });
-    this.worker = w;
-    this.ready = false;
+  private spawn(): Thread {
+    const started = new SharedArrayBuffer(8);
+    const t: Thread = { w: new Worker(WORKER_SOURCE, { eval: true, workerData: started }), ready: false, started: new Int32Array(started) };
     // Health checks must not keep a closing process alive.
-    w.unref();
-    w.on('online', () => {
-      if (this.worker !== w) return;
-      this.ready = true;
-      this.pump();
+    t.w.unref();
+    t.w.on('message', (m: { ready?: true; ok: boolean; ms: number }) => {
+      if (m.ready) {
+        t.ready = true;
+        if (this.active === t) this.pump();
+      } else if (this.active === t) {
+        this.finish(m.ok ? 'match' : 'no_match', m.ms);
+      }
     });
-    w.on('message', (m: { ok: boolean; ms: number }) => {
-      if (this.worker === w) this.finish(m.ok ? 'match' : 'no_match', m.ms);
-    });
-    w.on('error', () => this.lost(w));
-    w.on('exit', () => this.lost(w));
+    t.w.on('error', () => this.lost(t));
+    t.w.on('exit', () => this.lost(t));
+    return t;
   }
 
-  /** The worker died on its own: the match in flight fails, a new worker takes the queues. */
-  private lost(w: Worker): void {
-    if (this.worker !== w) return;
-    this.worker = null;
-    this.ready = false;
+  /** A thread died on its own: the match in flight fails, another thread takes the queues. */
+  private lost(t: Thread): void {
+    if (this.spare === t) this.spare = null;
+    if (this.active !== t) return;
+    this.active = null;
     if (this.current !== null) this.finish('timeout', 0);
     else this.pump();
   }
 
   private readonly onTimeout = (): void => {
-    const w = this.worker;
-    this.worker = null;
-    this.ready = false;
-    if (w) {
-      w.removeAllListeners();
-      w.on('error', () => undefined);
-      void w.terminate();
+    const t = this.active;
+    // On a loaded machine the match may not have started yet (the message had not reached the
+    // thread), or may be over with its answer not yet read by this busy thread: the limit is on
+    // the match itself, so wait again, up to ten times.
+    if (t !== null && (Atomics.load(t.started, 0) !== this.seq || Atomics.load(t.started, 1) === this.seq) && this.rearmed < 10) {
+      this.rearmed++;
+      this.timer = setTimeout(this.onTimeout, this.limits.timeLimitMs);
+      return;
+    }
+    this.active = null;
+    if (t) {
+      t.w.removeAllListeners();
+      t.w.on('error', () => undefined);
+      void t.w.terminate();
     }
     this.timeouts++;
-    if (this.current !== null) this.quarantine(this.current.lane, 'time_limit');
+    const lane = this.current?.lane;
+    if (lane !== undefined) {
+      // The limit is wall time, and a loaded machine can hold a thread back for that long: one
+      // overrun fails the check, a second within the window quarantines the pattern.
+      const now = this.now();
+      if (now - lane.overrunAt < this.limits.cpuWindowMs) this.quarantine(lane, 'time_limit');
+      lane.overrunAt = now;
+    }
     this.finish('timeout', this.limits.timeLimitMs);
   };
 
@@ -329,6 +372,7 @@ export class BodyMatcher {
     // What it used before does not count again once the quarantine is over.
     lane.slotAt.fill(-1);
     lane.slotMs.fill(0);
+    lane.overrunAt = -Infinity;
     this.quarantines[reason]++;
   }
 
