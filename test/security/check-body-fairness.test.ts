@@ -6,19 +6,19 @@ import { config, node, nodebalancer, snapshot } from '../integration/dataplane/s
 import { startDataplaneProcess, type DataplaneProcess } from './dataplane-process.js';
 
 // Polynomial, not exponential: the API accepts these (docs/security/traffic.md). Against a body
-// of spaces, which holds neither letter, V8 tries every start and every split: about 15 ms per
-// match on 2,000 bytes on an idle machine, under the 100 ms limit that quarantined a pattern.
+// of spaces, which holds neither letter, V8 tries every start and every split: about 30 ms per
+// match on 2,500 bytes on an idle machine, under the 100 ms limit that quarantined a pattern.
 // Three patterns, since the old matcher quarantined per pattern.
 const SLOW_PATTERNS = ['.*a.*b', '.*c.*d', '.*e.*f'];
-const SLOW_BODY = ' '.repeat(2000);
+const SLOW_BODY = ' '.repeat(2500);
 const SLOW_NODES = 40;
 /** Until the attack starts, the slow tenant's backends answer at once with a short body. */
 let attack = false;
 
 /**
- * Answers the check with `SLOW_BODY`, trickled in 10 pieces over half a second: the old probe
- * matched every piece, and the match starts late enough in the 1 s probe timeout that matches
- * waiting behind others are still waiting when their probe times out.
+ * Answers the check with `SLOW_BODY`, trickled in 10 pieces over 300 ms (the old probe matched
+ * every piece). With 120 such matches a second the worker cannot keep up: matches waiting behind
+ * others are still waiting when their probe times out (2 s).
  */
 function trickle(_req: unknown, res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/plain' });
@@ -29,7 +29,7 @@ function trickle(_req: unknown, res: ServerResponse): void {
     if (res.destroyed) return;
     if (i === 10) return void res.end();
     res.write(SLOW_BODY.slice(i * piece, ++i * piece));
-    setTimeout(next, 50);
+    setTimeout(next, 30);
   };
   next();
 }
@@ -82,7 +82,7 @@ describe('check_body fairness', () => {
         nodes.push(node(address(s, backendIp)));
       }
       const ip = loopback();
-      const cfg = config(await freePort(ip), nodes, { ...check, checkBody: pattern, checkAttempts: 1 });
+      const cfg = config(await freePort(ip), nodes, { ...check, checkBody: pattern, checkTimeout: 2, checkAttempts: 1 });
       slowConfigs.push(cfg.id as number);
       nbs.push(nodebalancer(ip, [cfg]));
     }
@@ -117,7 +117,6 @@ describe('check_body fairness', () => {
     const started = Date.now();
     await waitFor(async () => {
       const text = await dp.metrics();
-      if (process.env.DBG) console.log(Date.now() - started, goodNodes.map((n) => up(text, n.id as number)).join(','), text.split('\n').filter((l) => l.startsWith('fulcrum_dataplane_check_body')).map((l) => l.replace(/,?process="dataplane"/, '')).join(' '));
       const states = goodNodes.map((n) => up(text, n.id as number));
       seen.push(`${Date.now() - started} ms: ${states.join(',')}`);
       wentDown = states.includes(0);
