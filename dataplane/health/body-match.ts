@@ -120,14 +120,15 @@ interface Thread {
  * check_body regexes are tenant input, and a JavaScript regex can backtrack for seconds
  * (`^(a+)+$` against `aaaa…b`) or for tens of milliseconds per match on a 16 KiB body
  * (`.*a.*b`). They are therefore never run on the event loop that carries traffic: one worker
- * thread runs the matches one at a time, and since every config shares it, its time is shared
+ * thread runs the matches one at a time (a spare waits beside it), and since every config shares it, its time is shared
  * out per config (docs/security/traffic.md):
  * - each config (with its pattern) has its own queue, bounded; the worker serves the queues by
  *   deficit round robin on measured match time, so a config whose matches take 80 ms waits
  *   about 16 turns of the others after each one, and a config with cheap matches runs many per turn;
  * - a match whose probe ended (timed out, checker stopped) leaves its queue unrun;
- * - a match still running after `timeLimitMs` is abandoned (the worker is terminated, which
- *   interrupts the regex, and a fresh one takes the queues) and counts as `timeLimitMs` used;
+ * - a match still running `timeLimitMs` after it started is abandoned (its thread is terminated,
+ *   which interrupts the regex, and the spare thread takes the queues) and counts as
+ *   `timeLimitMs` used;
  * - a config whose matches used more than `cpuBudgetMs` within `cpuWindowMs`, or ran over the
  *   time limit twice within it, is quarantined: its pattern is not run for `quarantineMs` and
  *   its checks fail meanwhile. A changed pattern starts afresh.
@@ -140,7 +141,7 @@ export class BodyMatcher {
   private spare: Thread | null = null;
   /** Number of the match posted last; the thread stores it when the match starts. */
   private seq = 0;
-  /** Time-limit timers re-armed for the match in flight because it had not started yet. */
+  /** Times the time limit was re-armed for the match in flight (not started yet, or answered but unread). */
   private rearmed = 0;
   private readonly lanes = new Map<string, Lane>();
   /** Lanes with waiting matches, in turn order; the first one's turn is now. */
