@@ -47,8 +47,8 @@ const address = (s: Server, ip: string): string => `${ip}:${(s.address() as { po
  * docs/security/traffic.md): one FIFO of matches for all configs, matches re-run on every chunk,
  * the matches of timed-out probes still run, and only one match over 100 ms quarantined a
  * pattern. Here a tenant has three NodeBalancers of 40 nodes each whose pattern takes tens of ms
- * per match; another tenant's NodeBalancer checks two nodes with a plain pattern, with a 1 s
- * timeout and 2 attempts. The other tenant's nodes must stay UP the whole time and go DOWN only
+ * per match; another tenant's NodeBalancer checks two nodes with a plain pattern every second
+ * (2 s timeout, 3 attempts). From the attack's start the other tenant's nodes must stay UP and go DOWN only
  * when their backend really stops, the slow configs must be quarantined, and matches of probes
  * that timed out must be dropped unrun.
  */
@@ -56,18 +56,15 @@ describe('check_body fairness', () => {
   let dp: DataplaneProcess;
   const servers: Server[] = [];
   const good: Server[] = [];
-  const goodNodes = [node(''), node('')];
+  let goodNodes: ReturnType<typeof node>[] = [];
   const goodIp = loopback();
   const slowConfigs: number[] = [];
   let goodConfig = 0;
 
   beforeAll(async () => {
     const backendIp = loopback();
-    for (let i = 0; i < 2; i++) {
-      const s = await listen((_req, res) => res.end('{"status": "ok"}'), backendIp);
-      good.push(s);
-      goodNodes[i] = { ...goodNodes[i], address: address(s, backendIp) };
-    }
+    for (let i = 0; i < 2; i++) good.push(await listen((_req, res) => res.end('{"status": "ok"}'), backendIp));
+    goodNodes = good.map((s) => node(address(s, backendIp)));
     const nbs = [];
     const check = { protocol: 'http' as const, check: 'http_body' as const, checkPath: '/', checkInterval: 1, checkTimeout: 1, checkPassive: false };
     // A 2 s timeout and 3 attempts: a loaded CI machine alone must not take these nodes DOWN.
