@@ -204,7 +204,7 @@ export abstract class HttpResponseRelay {
     }
     // The backend ends its connection after this response (nginx's keepalive_requests-th
     // response, an HTTP/1.0 server): the client must not take that as its own close, or every
-    // recycled backend connection would cost a client a reconnect (issue 26).
+    // recycled backend connection would cost a client a reconnect.
     if (!res.connClose && (res.version11 || res.connKeepAlive)) return CONN_AS_RECEIVED;
     return res.version11 && this.req.version11 ? CONN_KEEP : CONN_KEEP_ALIVE;
   }

@@ -1,5 +1,5 @@
 /**
- * Attack (docs/security/mysql.md, "Account backups"; issue 25 finding 1): a customer holding
+ * Attack (docs/security/mysql.md, "Account backups"): a customer holding
  * linroot (CREATE USER) makes an account whose REQUIRE SUBJECT string ends the statement and
  * carries its own: grant linroot everything, turn local_infile on, and LOAD DATA LOCAL a file
  * of the agent's host into a schema of its own. MariaDB 10.11 prints the string unescaped in

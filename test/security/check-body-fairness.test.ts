@@ -43,8 +43,8 @@ async function listen(handler: RequestListener, ip: string): Promise<Server> {
 const address = (s: Server, ip: string): string => `${ip}:${(s.address() as { port: number }).port}`;
 
 /**
- * One tenant's check_body starved every other tenant's checks (issue 25, finding 5;
- * docs/security/traffic.md): one FIFO of matches for all configs, matches re-run on every chunk,
+ * One tenant's check_body starved every other tenant's checks
+ * (docs/security/traffic.md): one FIFO of matches for all configs, matches re-run on every chunk,
  * the matches of timed-out probes still run, and only one match over 100 ms quarantined a
  * pattern. Here a tenant has three NodeBalancers of 40 nodes each whose pattern takes tens of ms
  * per match; another tenant's NodeBalancer checks two nodes with a plain pattern every second

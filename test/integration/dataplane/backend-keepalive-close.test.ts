@@ -12,7 +12,7 @@ import { useNbCerts } from './tls-session.js';
 /*
  * nginx ends a keep-alive connection on its own: the keepalive_requests-th response carries
  * `Connection: close`, and a connection idle for keepalive_timeout is closed. Neither may cost a
- * client of the NodeBalancer its connection or a request (issue 26).
+ * client of the NodeBalancer its connection or a request.
  */
 
 const certs = useNbCerts();
