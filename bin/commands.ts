@@ -154,7 +154,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
   const workers = (f.workers as number | undefined) ?? availableParallelism();
   if (!Number.isInteger(workers) || workers < 1 || workers > 1024) throw new Error('--workers must be an integer from 1 to 1024');
   const distribution = (f.distribution as string | undefined) ?? 'kernel';
-  if (distribution !== 'rr' && distribution !== 'kernel' && distribution !== 'reuseport') throw new Error('--distribution must be rr, kernel or reuseport');
+  if (distribution !== 'rr' && distribution !== 'kernel') throw new Error('--distribution must be rr or kernel');
   const drainTime = f['drain-time'] as number | undefined;
   if (drainTime !== undefined && !(drainTime >= 0 && drainTime <= 86_400)) throw new Error('--drain-time must be 0 to 86400 seconds');
   const applyTimeout = f['worker-apply-timeout'] as number | undefined;

@@ -38,7 +38,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--vrrp-interface IFACE --vrrp-peers IP,... [--vrrp-priority 1-254 (100)]
                   [--vrrp-router-id 1-255 (51)]]   pair mode: addresses held through keepalived
                  [--workers N (default: the number of cores; 1 = one process)]
-                 [--distribution kernel|rr|reuseport (default kernel)] [--drain-time SECONDS (default 30)]
+                 [--distribution kernel|rr (default kernel)] [--drain-time SECONDS (default 30)]
                  [--worker-apply-timeout SECONDS (default 60)] [--wildcard-listeners (one socket per port,
                   only when the data plane owns its ports on every address)]
   dataplane reload --state DIR   new workers on the same listeners, the old ones drain (or SIGHUP)

@@ -26,8 +26,6 @@ export interface EngineOptions {
   remoteHealth?: RemoteHealth;
   shared?: SharedAdmission;
   serveUdp?: boolean;
-  /** TCP listeners bind a socket of this process's own with SO_REUSEPORT (`--distribution reuseport`). */
-  reusePort?: boolean;
   /** Where a udp listener gets its bound socket (workers/udp-group.ts); default: it binds one itself. */
   udpSocket?: (ip: string, port: number) => Promise<object>;
   /**

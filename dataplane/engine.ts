@@ -201,7 +201,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
       if (listeners.has(key) || !bind || (c.protocol === 'udp' && !serveUdp)) continue;
-      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, opts.udpSocket) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports, opts.reusePort ?? false));
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, opts.udpSocket) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));

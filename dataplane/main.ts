@@ -61,7 +61,7 @@ export interface DataplaneOptions {
    */
   workers?: number;
   /** node:cluster's connection distribution with several workers (default `kernel`, docs/dataplane.md "Workers"). */
-  distribution?: 'rr' | 'kernel' | 'reuseport';
+  distribution?: 'rr' | 'kernel';
   /** After a reload, how long the old workers' open connections may run on (default 30 s). */
   drainMs?: number;
   /** How long a worker may take to apply a snapshot before it is replaced (default 60 s). */

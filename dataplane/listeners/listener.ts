@@ -52,7 +52,6 @@ export class Listener {
   constructor(
     readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits,
     private readonly shared: SharedAdmission | null = null, private readonly ports: WildcardPorts | null = null,
-    private readonly reusePort = false,
   ) {
     if (ports !== null) {
       this.server = null;
@@ -72,9 +71,8 @@ export class Listener {
     return new Promise((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
       server.once('error', onErr);
-      // A worker shares the socket the primary holds for every worker (docs/dataplane.md, "Workers"),
-      // or with reusePort binds its own in the port's SO_REUSEPORT group.
-      server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: this.reusePort || !cluster.isWorker, reusePort: this.reusePort }, () => {
+      // A worker shares the socket the primary holds for every worker (docs/dataplane.md, "Workers").
+      server.listen({ host: this.ip, port: this.port, backlog: 4096, exclusive: !cluster.isWorker }, () => {
         server.removeListener('error', onErr);
         resolve();
       });

@@ -33,14 +33,9 @@ const pause = (): Promise<void> => new Promise((resolve) => setImmediate(resolve
 
 export interface WorkerPoolOptions {
   count: number;
-  /**
-   * node:cluster's distribution: `rr` (the primary accepts and hands out) or `kernel` (workers
-   * accept on the primary's one socket); or `reuseport`: each worker listens on a TCP socket of
-   * its own with SO_REUSEPORT and the kernel hashes connections over them (measured against
-   * `kernel`, docs/performance.md "TCP accept with reusePort").
-   */
-  distribution: 'rr' | 'kernel' | 'reuseport';
-  settings: Omit<WorkerSettings, 'slot' | 'generation' | 'workers' | 'reusePort'>;
+  /** node:cluster's distribution: `rr` (the primary accepts and hands out) or `kernel` (workers accept). */
+  distribution: 'rr' | 'kernel';
+  settings: Omit<WorkerSettings, 'slot' | 'generation' | 'workers'>;
   /** The primary's engine (`bind: false`): validation, health checks and the health verdicts. */
   checker: ProxyEngine;
   registry: Registry;
@@ -186,7 +181,7 @@ export class WorkerPool implements TelemetrySource {
   }
 
   private fork(slot: number, generation: number): Promise<void> {
-    const settings: WorkerSettings = { ...this.o.settings, slot, generation, workers: this.o.count, reusePort: this.o.distribution === 'reuseport' };
+    const settings: WorkerSettings = { ...this.o.settings, slot, generation, workers: this.o.count };
     const worker = cluster.fork({ [WORKER_SETTINGS_ENV]: JSON.stringify(settings) });
     return new Promise<void>((resolve, reject) => {
       const m: Member = { worker, slot, generation, ready: false, hello: false, draining: false, started: this.o.clock.now(), settle: { resolve, reject } };

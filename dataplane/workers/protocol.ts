@@ -67,8 +67,6 @@ export interface WorkerSettings {
   generation: number;
   /** How many worker slots there are: each reads its own socket of every udp port's reuseport group. */
   workers: number;
-  /** TCP listeners: a socket of this worker's own with SO_REUSEPORT (`--distribution reuseport`). */
-  reusePort: boolean;
   limits: Record<string, number | undefined>;
   endpointSource?: string;
   /** Listeners on the wildcard address, one socket per port (docs/dataplane.md, "Wildcard listeners"). */

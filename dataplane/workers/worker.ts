@@ -42,7 +42,6 @@ export function runDataplaneWorker(): void {
     remoteHealth: { passive: (configId, nodeId, reason) => send({ t: 'passive', configId, nodeId, reason }) },
     shared: admission,
     udpSocket,
-    reusePort: settings.reusePort,
     ticketKeys: tickets,
     wildcard: settings.wildcard,
   });
