@@ -89,7 +89,7 @@ async function start(ip: string, port: number, nodeIps: string[], nodes: string[
 const counts = (names: (string | null)[]) => names.reduce<Record<string, number>>((m, n) => ({ ...m, [String(n)]: (m[String(n)] ?? 0) + 1 }), {});
 
 describe('udp under two workers', () => {
-  it('serves flows on both workers, each flow on one session of one worker, and a reload keeps every flow with its slot', async () => {
+  it('serves flows on both workers, each flow on one session of one worker; a reload and a killed worker keep every flow with its slot', async () => {
     const nodeIp = udpLoopback();
     const echo = await portEcho(nodeIp);
     cleanup.push(() => echo.close());
@@ -135,6 +135,26 @@ describe('udp under two workers', () => {
     const after = workerPids(dp.pid);
     const second = await owners('b', after);
     expect(second.map((p) => slotOf(p))).toEqual(slotsBefore);
+
+    // Slot 0's worker killed: the primary still holds socket 0, so the group keeps its size and
+    // slot 1's flows stay on their sessions; slot 0's flows are served again by its replacement.
+    const ports = async () => Promise.all(flows.map((f) => f.ask('c', 5000)));
+    const portsBefore = await ports();
+    const victim = after.find((p) => slotOf(p) === 0)!;
+    process.kill(victim, 'SIGKILL');
+    await waitFor(() => {
+      const now = workerPids(dp.pid);
+      return now.length === 2 && !now.includes(victim);
+    }, 30_000, 'a replacement for slot 0');
+    // The replacement reads socket 0 once it has applied the snapshot: until then slot 0's
+    // datagrams wait in the socket's buffer or are dropped.
+    for (const f of flows) await waitFor(() => f.ask('wake', 2000), 60_000, 'every flow answered again');
+    const third = await owners('d', workerPids(dp.pid));
+    expect(third.map((p) => slotOf(p))).toEqual(slotsBefore);
+    const portsAfter = await ports();
+    for (const [i, slot] of slotsBefore.entries()) {
+      if (slot === 1) expect(portsAfter[i], `flow ${i} on slot 1 kept its session`).toBe(portsBefore[i]);
+    }
   }, 150_000);
 
   it('keeps client_udp_sess_throttle for the whole data plane, and every node in rotation, with flows on both workers', async () => {
