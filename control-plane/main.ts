@@ -13,7 +13,7 @@ import { pgReplicas } from './store/postgres/replicas.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 import { AuthService } from './domain/auth/auth-service.js';
 import { UserService } from './domain/auth/user-service.js';
-import { EventService } from './domain/events/event-service.js';
+import { EventService, type EventRetention } from './domain/events/event-service.js';
 import { RegionCatalogue, type Region } from './domain/regions.js';
 import { createHttpServer } from './api/server.js';
 import { Router } from './api/router.js';
@@ -22,12 +22,13 @@ import { BackendNetworks } from './domain/nodebalancers/backend-networks.js';
 import { AddressPools, assertDisjoint } from './domain/address-pools.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
-import type { ControlPlaneContext } from './compose/context.js';
+import { every, type ControlPlaneContext } from './compose/context.js';
 import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
 import { FleetCa } from './domain/fleet/ca.js';
-import { FleetService } from './domain/fleet/fleet-service.js';
+import { FleetService, REVOCATION_RECHECK_MS } from './domain/fleet/fleet-service.js';
 import { certificatePeers, insecurePeers } from './push/peer-auth.js';
+import { PeerStreams } from './push/peer-streams.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
 import { consoleRoutes, defaultConsoleDir } from './api/console.js';
@@ -38,6 +39,8 @@ export interface ControlPlaneOptions {
   kekFile?: string;
   /** `sqlite` (the default: `<stateDir>/control-plane.sqlite`) or a postgres:// URL (docs/install.md). */
   store?: string;
+  /** How long and how many account events are kept (default 90 days, 10,000 events; docs/api.md). */
+  eventRetention?: Partial<EventRetention>;
   apiHost?: string;
   apiPort?: number; // 0 = random
   /**
@@ -142,7 +145,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const users = store.users;
   const auth = new AuthService(users, store.tokens, clock);
   const userService = new UserService(users, auth);
-  const events = new EventService(store.events, clock);
+  const events = new EventService(store.events, clock, { retention: opts.eventRetention, logger: logger.child({ component: 'events' }) });
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
   const refused = new Counter({
@@ -166,7 +169,24 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const ca = FleetCa.open(opts.stateDir);
   const serverPair = ca.serverPair();
   let bootstrapPort = 0;
-  const fleet = new FleetService({ repo: store.fleet, ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs });
+  const fleet = new FleetService({
+    repo: store.fleet, ca, regions, clock, bootstrapPort: () => bootstrapPort, certLifetimeMs: opts.certLifetimeMs,
+    announceRemoval: (role, id) => replicas.publishRemoval(role, id),
+  });
+  // A removed host's streams end on every replica (docs/security/grpc.md, "Revocation"): at once
+  // here, on the others when they hear of it, and at the latest at a replica's next re-check.
+  const hostStreams = new PeerStreams();
+  fleet.onRevoke((role, id) => {
+    const n = hostStreams.kickHost(role, id);
+    if (n > 0) logger.info({ role, id, streams: n }, 'streams of a removed host closed');
+  });
+  replicas.onChange((c) => {
+    if (c.kind === 'removed' && c.host) void fleet.heardRemoval(c.host.role, c.host.id).catch((err) => logger.error({ err }, 'removal heard from another replica could not be applied'));
+  });
+  const recheck = every({ clock, logger }, REVOCATION_RECHECK_MS, 'open streams could not be re-checked', async () => {
+    const n = await hostStreams.recheck(fleet);
+    if (n > 0) logger.info({ streams: n }, 'streams whose certificate is no longer valid closed');
+  });
   const bootstrap = await startBootstrapServer({
     fleet, serverPair, host: grpcHost, port: opts.bootstrapPort ?? 0, logger, clock,
     limits: bootstrapListener, rateLimit: opts.bootstrapRateLimit,
@@ -182,12 +202,12 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const context: ControlPlaneContext = {
     store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
-    fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet),
+    fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet), hostStreams,
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     replicas,
     backupScheduleMs: opts.backupScheduleMs,
     // Run last: the lease and the change listener go once the push servers and ticks have stopped.
-    closers: [() => replicas.close()],
+    closers: [() => replicas.close(), () => recheck.cancel()],
   };
   const configPush = await composeNodeBalancers(context);
   await composeDatabases(context, configPush);

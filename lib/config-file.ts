@@ -9,13 +9,29 @@ import { parseFlags, type FlagSpec } from './args.js';
 /** Keys whose value is itself a secret (not a path to one): the file holding them must be private. */
 const SECRET_KEYS = new Set(['join']);
 
+/**
+ * A URL with a user or password in it (`store = postgres://user:password@host/db`) carries a
+ * credential whatever its key, so it makes the file a secret file too.
+ */
+function hasUserinfo(value: string): boolean {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false;
+  try {
+    const u = new URL(value);
+    return u.username !== '' || u.password !== '';
+  } catch {
+    // Not parsable as a URL: an '@' before the host part still counts, to err on the safe side.
+    return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(value);
+  }
+}
+
 /** A config file larger than this is a mistake (every setting fits in a few hundred bytes). */
 const MAX_BYTES = 64 * 1024;
 
 /**
  * Reads a config file into `--key=value` arguments for `spec`. Errors name the file, the line and
  * the key. Refused: unknown keys, a key given twice, a file anyone but its owner may write (it
- * decides which key files the process opens), and a file others may read when it holds a secret.
+ * decides which key files the process opens), and a file others may read when it holds a secret
+ * (a secret key, or any URL with a user or password in it).
  */
 export function configFileArgs(path: string, spec: FlagSpec): string[] {
   const st = statSync(path);
@@ -40,8 +56,9 @@ export function configFileArgs(path: string, spec: FlagSpec): string[] {
     seen.add(key);
     if (value === '') throw new Error(`${where}: "${key}" has no value`);
     if (spec[key] === 'boolean' && value !== 'true' && value !== 'false') throw new Error(`${where}: "${key}" must be true or false`);
-    if (SECRET_KEYS.has(key) && st.mode & 0o044) {
-      throw new Error(`--config ${path}: holds "${key}", a secret, but group or others may read it (chmod 600 ${path})`);
+    const secret = SECRET_KEYS.has(key) ? 'a secret' : hasUserinfo(value) ? 'a URL with a user or password in it' : undefined;
+    if (secret && st.mode & 0o044) {
+      throw new Error(`--config ${path}: holds "${key}", ${secret}, but group or others may read it (chmod 600 ${path})`);
     }
     try {
       parseFlags([`--${key}=${value}`], spec);

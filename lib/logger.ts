@@ -1,6 +1,41 @@
-import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { pino, stdSerializers, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger };
+
+/**
+ * The part of a server error message that quotes the statement ("... syntax to use near
+ * 'IDENTIFIED BY 'secret'' at line 1"): the quoted text may be any part of it, a password too.
+ */
+const QUOTED_SQL = /near '[\s\S]*' at line \d+/g;
+
+/** A message or stack with the statement fragments a server error quotes taken out. */
+function scrubSql(text: string): string {
+  return text.replace(QUOTED_SQL, "near '[redacted]' at line ?");
+}
+
+/**
+ * How every logger writes an `err`: pino's standard error serializer, without what a database
+ * driver's error carries of the statement. mysql2 sets `sql` to the statement as sent, with its
+ * values filled in (`ALTER USER ... IDENTIFIED BY 'password'`), and the server's message may quote
+ * part of it: both once reached the agent's logs (docs/security/secrets.md).
+ */
+export function errForLog(err: unknown): unknown {
+  if (typeof err === 'string') return scrubSql(err);
+  const out = stdSerializers.err(err as Error) as unknown;
+  if (out === null || typeof out !== 'object') return out;
+  return scrubSerialized(out as Record<string, unknown>);
+}
+
+function scrubSerialized(o: Record<string, unknown>): Record<string, unknown> {
+  delete o.sql;
+  for (const k of ['message', 'stack', 'sqlMessage']) if (typeof o[k] === 'string') o[k] = scrubSql(o[k] as string);
+  // Nested errors (aggregates, errors kept under another key) were serialized the same way.
+  for (const v of Object.values(o)) {
+    if (Array.isArray(v)) for (const x of v) if (x && typeof x === 'object') scrubSerialized(x as Record<string, unknown>);
+    if (v && typeof v === 'object' && !Array.isArray(v) && 'stack' in v) scrubSerialized(v as Record<string, unknown>);
+  }
+  return o;
+}
 
 /**
  * One root logger per process; components take `root.child({ component })`.
@@ -17,6 +52,7 @@ export function createLogger(name: string, opts: { level?: string; destination?:
       ],
       censor: '[redacted]',
     },
+    serializers: { err: errForLog },
   };
   // A stream as given (e.g. pino.multistream: warnings to a file, everything to stderr).
   if (typeof opts.destination === 'object') return pino(options, opts.destination);

@@ -53,13 +53,19 @@ export function caPin(caPem: string): string {
   return createHash('sha256').update(new X509Certificate(caPem).raw).digest('hex');
 }
 
-/** Runs openssl in a private temporary folder holding `files`; returns stdout. */
-export function openssl(args: string[], files: Record<string, string> = {}): string {
+/**
+ * Runs openssl in a private temporary folder holding `files`; returns stdout. `key`, a private
+ * key, is never one of the files: it goes in on stdin, which the arguments name `/dev/stdin`
+ * (the CA key was once written to a temporary file on every issuance). Node's stdin for a child
+ * is a socket, which openssl cannot open by name, so `cat` passes the key on through a pipe.
+ */
+export function openssl(args: string[], files: Record<string, string> = {}, key?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-pki-'));
   chmodSync(dir, 0o700);
   try {
     for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o600 });
-    return execFileSync('openssl', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    if (key === undefined) return execFileSync('openssl', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('/bin/sh', ['-c', 'cat | exec openssl "$@"', 'openssl', ...args], { cwd: dir, encoding: 'utf8', input: key, stdio: ['pipe', 'pipe', 'pipe'] });
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr ?? '';
     throw new Error(`openssl ${args[0]} failed: ${stderr.trim() || (err as Error).message}`, { cause: err });
@@ -72,7 +78,7 @@ export function openssl(args: string[], files: Record<string, string> = {}): str
 export function generateKeyAndCsr(): { keyPem: string; csrPem: string } {
   const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const keyPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  const csrPem = openssl(['req', '-new', '-key', 'host.key', '-subj', '/CN=fulcrum-host'], { 'host.key': keyPem });
+  const csrPem = openssl(['req', '-new', '-key', '/dev/stdin', '-subj', '/CN=fulcrum-host'], {}, keyPem);
   return { keyPem, csrPem };
 }
 

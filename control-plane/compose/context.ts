@@ -14,6 +14,7 @@ import type { RegionCatalogue } from '../domain/regions.js';
 import type { BackendNetworks } from '../domain/nodebalancers/backend-networks.js';
 import type { FleetService } from '../domain/fleet/fleet-service.js';
 import type { PeerAuth } from '../push/peer-auth.js';
+import type { PeerStreams } from '../push/peer-streams.js';
 import type { Replicas } from '../store/replicas.js';
 
 /**
@@ -52,6 +53,8 @@ export interface ControlPlaneContext {
   fleet: FleetService;
   /** How push streams learn who their peer is (the client certificate; nobody when insecure). */
   peers: PeerAuth;
+  /** Every host stream this replica holds, closed when its host is removed (push/peer-streams.ts). */
+  hostStreams: PeerStreams;
   /**
    * The other replicas on the same store: tell them of committed writes, hear of theirs, and ask
    * whether this replica holds the lease for once-only background work (always, on SQLite).
@@ -61,4 +64,19 @@ export interface ControlPlaneContext {
   backupScheduleMs?: number;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
+}
+
+/**
+ * Runs `fn` every `ms`; a run still going when the next is due makes that one skip, so slow
+ * store answers never pile runs up.
+ */
+export function every(ctx: Pick<ControlPlaneContext, 'clock' | 'logger'>, ms: number, failure: string, fn: () => Promise<void>): { cancel(): void } {
+  let running = false;
+  return ctx.clock.setInterval(() => {
+    if (running) return;
+    running = true;
+    fn().catch((err) => ctx.logger.error({ err }, failure)).finally(() => {
+      running = false;
+    });
+  }, ms);
 }

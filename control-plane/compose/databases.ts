@@ -7,7 +7,7 @@ import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { databaseRoutes } from '../api/routes/databases.js';
-import type { ControlPlaneContext } from './context.js';
+import { every, type ControlPlaneContext } from './context.js';
 import type { ConfigPushServer } from '../push/config-server.js';
 import { buildDatabaseEndpoints } from '../push/endpoint-builder.js';
 
@@ -64,19 +64,16 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     if (JSON.stringify(buildDatabaseEndpoints(await repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
   };
   const agents = new AgentPushServer({
-    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id,
+    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, streams: ctx.hostStreams, replica: ctx.replicas.id,
     proxySources: (region) => dataplanes.sources.forRegion(region),
     onObserved: endpointsMayHaveChanged,
     // The agents and data planes on the other replicas follow what this replica's agents report.
     onReportChanged: () => ctx.replicas.publish('database'),
   });
-  ctx.fleet.onRevoke((role, id) => {
-    if (role === 'agent') agents.kick(id);
-  });
   push.server = agents;
   // Database writes committed through another replica reach this replica's agents and data planes.
   ctx.replicas.onChange((c) => {
-    if (c.kind === 'nodebalancer') return;
+    if (c.kind === 'nodebalancer' || c.kind === 'removed') return;
     agents.notifyChanged();
     dataplanes.notifyChanged();
   });
@@ -145,19 +142,4 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
   ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await agents.agents() }));
-}
-
-/**
- * Runs `fn` every `ms`; a run still going when the next is due makes that one skip, so slow
- * store answers never pile runs up.
- */
-export function every(ctx: Pick<ControlPlaneContext, 'clock' | 'logger'>, ms: number, failure: string, fn: () => Promise<void>): { cancel(): void } {
-  let running = false;
-  return ctx.clock.setInterval(() => {
-    if (running) return;
-    running = true;
-    fn().catch((err) => ctx.logger.error({ err }, failure)).finally(() => {
-      running = false;
-    });
-  }, ms);
 }

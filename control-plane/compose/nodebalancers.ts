@@ -4,7 +4,8 @@ import { StatsService } from '../domain/nodebalancers/stats-service.js';
 import { ConfigPushServer } from '../push/config-server.js';
 import { TelemetryServer } from '../push/telemetry-server.js';
 import { nodeBalancerRoutes } from '../api/routes/nodebalancers.js';
-import type { ControlPlaneContext } from './context.js';
+import { REVOCATION_RECHECK_MS } from '../domain/fleet/fleet-service.js';
+import { every, type ControlPlaneContext } from './context.js';
 
 /**
  * Wires NodeBalancers in: the service behind the REST routes, the config push to data planes
@@ -15,11 +16,18 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   const repo = ctx.store.nodebalancers;
   const dataplanes = ctx.store.dataplanes;
   const stats = new StatsService(repo, ctx.clock);
-  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, replica: ctx.replicas.id });
-  const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers });
+  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, streams: ctx.hostStreams, replica: ctx.replicas.id });
+  const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers, streams: ctx.hostStreams });
+  // A removed data plane's address is no longer trusted for PROXY headers by the members
+  // (docs/security/mysql.md): forgotten when the removal is made or heard here, and, should the
+  // notification be lost (or another replica write the address back), at the next re-check.
   ctx.fleet.onRevoke(async (role, id) => {
-    if (role === 'dataplane') await push.kick(id);
+    if (role === 'dataplane') await push.forget(id);
   });
+  const forgetRemoved = every(ctx, REVOCATION_RECHECK_MS, 'removed data planes could not be re-checked', async () => {
+    for (const id of await ctx.fleet.removedAmong('dataplane', push.sources.ids())) await push.forget(id);
+  });
+  ctx.closers.push(() => forgetRemoved.cancel());
   await push.start();
   const service = new NodeBalancerService({
     repo, addresses: ctx.addresses, auth: ctx.auth, events: ctx.events, regions: ctx.regions, clock: ctx.clock,

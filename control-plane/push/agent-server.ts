@@ -15,7 +15,8 @@ import type { FailoverCoordinator, ReportedNode } from '../domain/databases/fail
 import { fromPlacedAgent, IgnoredReports, reportScope } from '../domain/databases/report-scope.js';
 import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
-import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
+import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
+import type { PeerStreams } from './peer-streams.js';
 
 export interface AgentServerDeps {
   repo: DatabaseRepository;
@@ -26,6 +27,8 @@ export interface AgentServerDeps {
   registry: Registry;
   /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
+  /** Where open streams are registered, so that a removed agent's are closed (peer-streams.ts). */
+  streams: PeerStreams;
   /** Failover of clusters spread over agents; gets every report's member nodes. */
   failover?: FailoverCoordinator;
   coalesceMs?: number;
@@ -126,8 +129,6 @@ export class AgentPushServer {
   private readonly log: Logger;
   /** The last auto-backup day each database's agent reported, so only a new one is written. */
   private readonly backupDays = new Map<number, string>();
-  /** Open streams by agent id, so that a revoked agent's stream can be closed. */
-  private readonly streams = new Map<string, grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>>();
   private readonly ignored: IgnoredReports;
 
   constructor(private readonly d: AgentServerDeps) {
@@ -205,12 +206,6 @@ export class AgentPushServer {
     }
   }
 
-  /** Closes a (revoked) agent's open stream; its next one is refused by its certificate. */
-  kick(id: string): void {
-    const call = this.streams.get(id);
-    if (call) refuse(call, new PeerRefused(`agent ${id} was removed`));
-  }
-
   private onStream(call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>): void {
     const state: StreamState = { refused: false };
     // Reports are applied one after another, in order, once the peer is known.
@@ -229,7 +224,7 @@ export class AgentPushServer {
     onStreamGone(call, () => {
       chain = chain.then(async () => {
         const sub = state.sub;
-        if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
+        state.unregister?.();
         if (sub && (await this.cache.disconnect(sub))) this.log.info({ agent: sub.id }, 'agent disconnected');
       }).catch((err) => this.log.error({ err }, 'agent stream end could not be recorded'));
     });
@@ -249,7 +244,10 @@ export class AgentPushServer {
         return;
       }
       const id = claim.id;
-      this.streams.set(id, call);
+      state.unregister = this.d.streams.add({ role: 'agent', id, serial: state.peer?.serial ?? '', end: (reason) => {
+        state.refused = true;
+        refuse(call, reason);
+      } });
       state.sub = await this.cache.connect(id, claim.region, Number(msg.appliedVersion), {
         send: ({ version, content }) => {
           call.write({ version, ...content });
@@ -281,4 +279,6 @@ interface StreamState {
   refused: boolean;
   peer?: Awaited<ReturnType<PeerAuth['identify']>>;
   sub?: Subscriber<AgentContent>;
+  /** Takes the stream out of PeerStreams when it ends. */
+  unregister?: () => void;
 }

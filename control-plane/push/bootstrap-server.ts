@@ -7,7 +7,7 @@ import type { CapRefusal } from '../../lib/conn-cap.js';
 import { clientKey } from '../../lib/client-key.js';
 import { defaultBootstrapListenerLimits, limitListener, listenerServerOptions, type ListenerLimits } from '../../lib/listener-limits.js';
 import { WindowTable } from '../api/rate-limit.js';
-import { PeerRefused, type FleetService } from '../domain/fleet/fleet-service.js';
+import { PeerRefused, RenewalLimited, type FleetService } from '../domain/fleet/fleet-service.js';
 
 const BODY_MAX = 64 * 1024;
 
@@ -30,7 +30,8 @@ const RATE_KEYS = 10_000;
  *   its join token, then talks to the next two with TLS verified against it.
  * - `POST /v1/join` `{token, role, csr}`: redeems a one-time token for a certificate.
  * - `POST /v1/renew` `{csr}` with the current client certificate: a new certificate for the
- *   same identity (refused once revoked or expired).
+ *   same identity (refused once revoked or expired, or its host removed; 429 past
+ *   CERTS_PER_HOST_PER_HOUR).
  *
  * Anyone who reaches the port can call it, so it has the API's listener limits (request and idle
  * timeouts, connection caps at accept) and a per-address rate limit, checked before the body is
@@ -94,7 +95,7 @@ export async function startBootstrapServer(o: {
     } catch (err) {
       if (err instanceof PeerRefused || err instanceof BadRequest) {
         log.warn({ reason: err.message, url: req.url }, 'bootstrap request refused');
-        return send(res, err instanceof BadRequest ? 400 : 403, { error: err.message });
+        return send(res, err instanceof BadRequest ? 400 : err instanceof RenewalLimited ? 429 : 403, { error: err.message });
       }
       log.error({ err }, 'bootstrap request failed');
       return send(res, 500, { error: 'internal error' });

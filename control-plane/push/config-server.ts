@@ -13,7 +13,8 @@ import { configSource, type ConfigContent, type ConfigRound } from './config-sou
 import type { RegionalEndpoint } from './endpoint-builder.js';
 import { DataplaneSources } from './dataplane-sources.js';
 import { SnapshotCache, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
-import { PeerRefused, refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
+import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
+import type { PeerStreams } from './peer-streams.js';
 
 export interface ConfigServerDeps {
   repo: NodeBalancerRepository;
@@ -24,6 +25,8 @@ export interface ConfigServerDeps {
   registry: Registry;
   /** Who a stream's peer is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
+  /** Where open streams are registered, so that a removed data plane's are closed (peer-streams.ts). */
+  streams: PeerStreams;
   /** Changes arriving within this window are sent as one snapshot. */
   coalesceMs?: number;
   /** This control-plane replica's id ('' with one control plane; docs/architecture.md, "The streams"). */
@@ -61,8 +64,6 @@ export class ConfigPushServer {
   private readonly gVersion: Gauge;
   private readonly cNacks: Counter;
   private readonly cRefused: Counter;
-  /** Open streams by data plane id, so that a revoked data plane's stream can be closed. */
-  private readonly streams = new Map<string, grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>>();
 
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
@@ -135,15 +136,14 @@ export class ConfigPushServer {
     this.notifyChanged();
   }
 
-  /** Closes a (revoked) data plane's open stream; its next one is refused by its certificate. */
-  async kick(id: string): Promise<void> {
-    const call = this.streams.get(id);
-    if (call) refuse(call, new PeerRefused(`data plane ${id} was removed`));
-    await this.sources.forget(id);
+  /** Forgets a removed data plane's address (its streams are closed by PeerStreams). */
+  forget(id: string): Promise<void> {
+    return this.sources.forget(id);
   }
 
   private onStream(call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>): void {
     let sub: Subscriber<ConfigContent> | undefined;
+    let unregister: (() => void) | undefined;
     let peer: Awaited<ReturnType<PeerAuth['identify']>>;
     let refused = false;
     // Messages are handled one after another, in order, once the peer is known.
@@ -156,20 +156,20 @@ export class ConfigPushServer {
       refuse(call, err);
     });
     call.on('data', (msg: ConfigAck__Output) => {
-      chain = chain.then(() => this.onMessage(call, msg, { get: () => sub, set: (s) => (sub = s) }, peer, () => refused, () => (refused = true))).catch((err) => {
+      chain = chain.then(() => this.onMessage(call, msg, { get: () => sub, set: (s) => (sub = s), registered: (u) => (unregister = u) }, peer, () => refused, () => (refused = true))).catch((err) => {
         this.log.error({ err }, 'config stream message could not be handled');
       });
     });
     onStreamGone(call, () => {
       chain = chain.then(async () => {
-        if (sub && this.streams.get(sub.id) === call) this.streams.delete(sub.id);
+        unregister?.();
         if (sub && (await this.cache.disconnect(sub))) this.log.info({ dataplane: sub.id }, 'data plane disconnected');
       }).catch((err) => this.log.error({ err }, 'config stream end could not be recorded'));
     });
   }
 
   private async onMessage(
-    call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>, msg: ConfigAck__Output, subRef: { get(): Subscriber<ConfigContent> | undefined; set(s: Subscriber<ConfigContent>): void },
+    call: grpc.ServerDuplexStream<ConfigAck__Output, ConfigSnapshot>, msg: ConfigAck__Output, subRef: { get(): Subscriber<ConfigContent> | undefined; set(s: Subscriber<ConfigContent>): void; registered(unregister: () => void): void },
     peer: Awaited<ReturnType<PeerAuth['identify']>>, isRefused: () => boolean, markRefused: () => void,
   ): Promise<void> {
     if (isRefused()) return;
@@ -186,7 +186,10 @@ export class ConfigPushServer {
         return;
       }
       const { id, region } = claim;
-      this.streams.set(id, call);
+      subRef.registered(this.d.streams.add({ role: 'dataplane', id, serial: peer?.serial ?? '', end: (reason) => {
+        markRefused();
+        refuse(call, reason);
+      } }));
       await this.sources.record(id, region, msg.endpointSource, call.getPeer());
       const fresh = await this.cache.connect(id, region, Number(msg.versionApplied), {
         send: ({ version, nonce, content }) => {

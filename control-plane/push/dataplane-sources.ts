@@ -49,6 +49,11 @@ export class DataplaneSources {
     await this.save();
   }
 
+  /** The data planes remembered. */
+  ids(): string[] {
+    return Object.keys(this.sources);
+  }
+
   async forget(id: string): Promise<void> {
     if (!this.sources[id]) return;
     delete this.sources[id];

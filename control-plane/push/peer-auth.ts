@@ -1,6 +1,6 @@
 import type { FleetIdentity } from '../../lib/pki.js';
 import { grpc } from '../../lib/grpc.js';
-import { PeerRefused, type FleetService, type HostRole } from '../domain/fleet/fleet-service.js';
+import { PeerRefused, type FleetService, type HostRole, type PeerIdentity } from '../domain/fleet/fleet-service.js';
 
 type AuthCall = { getAuthContext(): { sslPeerCertificate?: { raw?: Buffer } } | null };
 
@@ -10,8 +10,8 @@ type AuthCall = { getAuthContext(): { sslPeerCertificate?: { raw?: Buffer } } | 
  * --insecure-grpc there is no proof and the peer's own claim is taken, as before.
  */
 export interface PeerAuth {
-  /** The certificate's identity for `role`; throws PeerRefused. Undefined when insecure. */
-  identify(call: AuthCall, role: HostRole): Promise<FleetIdentity | undefined>;
+  /** The certificate's identity (and serial) for `role`; throws PeerRefused. Undefined when insecure. */
+  identify(call: AuthCall, role: HostRole): Promise<PeerIdentity | undefined>;
 }
 
 export const insecurePeers: PeerAuth = { identify: async () => undefined };

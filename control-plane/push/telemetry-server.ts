@@ -6,6 +6,7 @@ import type { TelemetryAck } from '../../proto/gen/fulcrum/v1/TelemetryAck.js';
 import type { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
 import type { StatsService } from '../domain/nodebalancers/stats-service.js';
 import { PeerRefused, type PeerAuth } from './peer-auth.js';
+import type { PeerStreams } from './peer-streams.js';
 
 export interface TelemetryServerDeps {
   health: NodeHealthService;
@@ -14,6 +15,8 @@ export interface TelemetryServerDeps {
   logger: Logger;
   /** Who the reporting data plane is: its certificate (docs/security/grpc.md), or nobody when insecure. */
   peers: PeerAuth;
+  /** Where open report streams are registered, so that a removed data plane's are ended (peer-streams.ts). */
+  streams: PeerStreams;
 }
 
 /**
@@ -36,7 +39,9 @@ export class TelemetryServer {
   private onReport(call: grpc.ServerReadableStream<TelemetryReport__Output, TelemetryAck>, cb: grpc.sendUnaryData<TelemetryAck>): void {
     let peer: Awaited<ReturnType<PeerAuth['identify']>>;
     let answered = false;
+    let unregister: (() => void) | undefined;
     const deny = (err: unknown) => {
+      unregister?.();
       if (answered) return;
       answered = true;
       this.log.warn({ reason: (err as Error).message }, 'telemetry refused');
@@ -46,17 +51,21 @@ export class TelemetryServer {
     // the answer goes once all of them are stored.
     let chain: Promise<void> = this.d.peers.identify(call, 'dataplane').then((p) => {
       peer = p;
+      // A report stream stays open as long as its data plane likes: a removed one's is ended.
+      if (p && !answered) unregister = this.d.streams.add({ role: 'dataplane', id: p.id, serial: p.serial, end: deny });
     }, deny);
     call.on('data', (r: TelemetryReport__Output) => {
       chain = chain.then(() => this.store(r, peer, deny, () => answered));
     });
     call.on('end', () => {
       void chain.then(() => {
+        unregister?.();
         if (!answered) cb(null, {});
         answered = true;
       });
     });
-    call.on('error', () => undefined);
+    call.on('error', () => unregister?.());
+    call.on('cancelled', () => unregister?.());
   }
 
   private async store(r: TelemetryReport__Output, peer: Awaited<ReturnType<PeerAuth['identify']>>, deny: (err: unknown) => void, answered: () => boolean): Promise<void> {

@@ -18,7 +18,13 @@ export interface UserRepository {
   get(id: number): Promise<User | undefined>;
   byUsername(username: string): Promise<User | undefined>;
   create(u: Omit<User, 'id'>): Promise<User>;
-  setGrants(id: number, grants: Grants): Promise<void>;
+  /**
+   * Reads the user's grants, applies `change` to them and writes them back, in one transaction:
+   * a grant change made meanwhile by another request is kept, not overwritten with what was read
+   * before it. `change` may run more than once (a retried transaction). Returns the grants
+   * written, undefined when there is no such user.
+   */
+  changeGrants(id: number, change: (grants: Grants) => void): Promise<Grants | undefined>;
   count(): Promise<number>;
   /** All users, by id. */
   list(): Promise<User[]>;
@@ -36,12 +42,26 @@ export interface TokenRepository {
   delete(id: number): Promise<void>;
 }
 
+/**
+ * Which events a reader sees: all of them (no `entities`), or, for a restricted user, those about
+ * no entity and those about the NodeBalancers and databases listed.
+ */
+export interface EventScope {
+  entities?: { nodebalancer: readonly number[]; database: readonly number[] };
+}
+
 export interface EventRepository {
   create(e: Omit<EventRecord, 'id'>): Promise<EventRecord>;
   get(id: number): Promise<EventRecord | undefined>;
   update(id: number, patch: Partial<Pick<EventRecord, 'status' | 'percentComplete' | 'duration' | 'message' | 'seen' | 'read'>>): Promise<void>;
-  /** Newest first. */
-  list(): Promise<EventRecord[]>;
+  /** Every event in scope, newest first (bounded by pruning: EventService). */
+  list(scope?: EventScope): Promise<EventRecord[]>;
+  /** At most `limit` events in scope after the newest `offset`, newest first; reads only those rows. */
+  page(scope: EventScope, offset: number, limit: number): Promise<EventRecord[]>;
+  /** How many events are in scope. */
+  count(scope: EventScope): Promise<number>;
+  /** Deletes the events created before `before` (ms), then all but the newest `keep`; returns how many went. */
+  prune(before: number, keep: number): Promise<number>;
   markSeenUpTo(id: number): Promise<void>;
 }
 

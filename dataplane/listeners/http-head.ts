@@ -2,8 +2,9 @@
  * Strict HTTP/1.x head parsing over raw bytes, for the proxy's fast path. Only what routing and
  * framing need is extracted (method, version, Content-Length, Transfer-Encoding, Connection,
  * Upgrade, the NB_SRVID cookie); every other byte is forwarded untouched. Anything ambiguous
- * (obs-fold, whitespace before a colon, bare LF, CL+TE together, conflicting lengths) is
- * rejected, because a proxy that guesses is a request-smuggling vector.
+ * (obs-fold, whitespace before a colon, bare LF, CL+TE together, a repeated Content-Length or
+ * Transfer-Encoding, a coding list, Transfer-Encoding in HTTP/1.0) is rejected, because a proxy
+ * that guesses is a request-smuggling vector.
  * Results go into a caller-owned HeadInfo so that parsing allocates almost nothing.
  */
 
@@ -120,13 +121,24 @@ function parseFields(b: Buffer, pos: number, blank: number, h: HeadInfo, request
         n = n * 10 + d;
       }
       if (sawCl && n !== h.contentLength) return fail(h, 'conflicting Content-Length');
+      // Even an equal repeat is refused in a request: a backend that joins the two lines into
+      // "5, 5" reads no valid length (RFC 9112 §6.3 allows either reading).
+      if (sawCl && request) return fail(h, 'duplicate Content-Length');
       sawCl = true;
       h.contentLength = n;
       // Kept in case Transfer-Encoding follows (then removed before the head goes on).
       if (!request) h.drop.push(pos, lf + 1);
     } else if (nameLen === 17 && c0 === 0x74 && eqLower(b, pos, 'transfer-encoding')) {
-      sawTe = true;
       const v = b.toString('latin1', vs, ve).toLowerCase();
+      if (request) {
+        // RFC 9112 §6.1: an HTTP/1.0 request with Transfer-Encoding has faulty framing, and a
+        // request's only coding we frame is one `chunked`. A list ("gzip, chunked", "chunked,
+        // chunked") or a second line is read differently by different servers: refused.
+        if (!h.version11) return fail(h, 'Transfer-Encoding in an HTTP/1.0 request');
+        if (sawTe) return fail(h, 'duplicate Transfer-Encoding');
+        if (v !== 'chunked') return fail(h, 'unsupported Transfer-Encoding');
+      }
+      sawTe = true;
       const last = v.slice(v.lastIndexOf(',') + 1).trim();
       if (last === 'chunked') {
         h.chunked = true;

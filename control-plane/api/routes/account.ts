@@ -5,7 +5,7 @@ import { idParam } from '../router.js';
 import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
 import type { Actor, AuthService } from '../../domain/auth/auth-service.js';
-import { eventToWire, type EventService } from '../../domain/events/event-service.js';
+import { eventToWire, type EventScope, type EventService } from '../../domain/events/event-service.js';
 import type { Region, RegionCatalogue } from '../../domain/regions.js';
 
 /**
@@ -45,10 +45,19 @@ export function accountRoutes(r: Router, d: { auth: AuthService; events: EventSe
     return e;
   };
 
+  // The same rule as `visible`, as the store applies it.
+  const scope = (actor: Actor): EventScope => actor.user.restricted
+    ? { entities: { nodebalancer: Object.keys(actor.user.grants.nodebalancer).map(Number), database: Object.keys(actor.user.grants.database).map(Number) } }
+    : {};
+
   r.get('/account/events', 'events:read_only', async (c) => {
     const page = parsePage(c.query);
     const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['id', 'action', 'created', 'entity.id', 'entity.type', 'read']);
-    return paginate(applyFilter((await d.events.list()).filter((e) => visible(c.actor, e)).map(eventToWire), filter), page);
+    // An X-Filter is applied here, over every event in scope (bounded by pruning); without one the
+    // store reads only the page asked for.
+    if (filter) return paginate(applyFilter((await d.events.list(scope(c.actor))).map(eventToWire), filter), page);
+    const { events, total } = await d.events.page(scope(c.actor), (page.page - 1) * page.pageSize, page.pageSize);
+    return { data: events.map(eventToWire), page: page.page, pages: Math.max(1, Math.ceil(total / page.pageSize)), results: total };
   });
   r.get('/account/events/:eventId', 'events:read_only', async (c) => eventToWire(await visibleEvent(c.actor, idParam(c.params, 'eventId'))));
   r.post('/account/events/:eventId/seen', 'events:read_write', async (c) => {

@@ -173,13 +173,17 @@ export class AuthService {
     if (access === 'read_write' && g !== 'read_write') throw new FulcrumError('forbidden', 'Unauthorized');
   }
 
-  /** A restricted user who creates an entity gets read_write on it, as on the real service. */
+  /**
+   * A restricted user who creates an entity gets read_write on it, as on the real service. Only
+   * that one entry is added to the grants as stored now: writing back the grants read when the
+   * request was authenticated would undo a grant change made meanwhile (a revoke, say).
+   */
   async grantCreator(actor: Actor, kind: EntityKind, id: number): Promise<void> {
     if (!actor.user.restricted) return;
-    const grants = structuredClone(actor.user.grants);
-    grants[kind][String(id)] = 'read_write';
-    await this.users.setGrants(actor.user.id, grants);
-    actor.user.grants = grants;
+    const grants = await this.users.changeGrants(actor.user.id, (g) => {
+      g[kind][String(id)] = 'read_write';
+    });
+    if (grants) actor.user.grants = grants;
   }
 
   requireUnrestricted(actor: Actor): void {

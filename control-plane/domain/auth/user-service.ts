@@ -94,11 +94,16 @@ export class UserService {
     return visible;
   }
 
-  /** Applies a partial GrantsResponse: listed entries change, everything else stays. */
+  /**
+   * Applies a partial GrantsResponse: listed entries change, everything else stays. The body is
+   * checked against the grants read first; the listed entries are then applied to the grants as
+   * stored at write time, in one transaction, so a creator grant added meanwhile is kept.
+   */
   async updateGrants(actor: Actor, username: string, body: Body): Promise<Record<string, unknown>> {
     const u = await this.get(actor, username);
     const errs = new ErrorCollector();
     const next: Grants = structuredClone(u.grants);
+    const edits: ((g: Grants) => void)[] = [];
     if (body.global !== undefined && body.global !== null) {
       if (typeof body.global !== 'object' || Array.isArray(body.global)) errs.add('global', 'global must be an object');
       else {
@@ -107,7 +112,10 @@ export class UserService {
             if (v !== null && v !== undefined) errs.add(`global.${k}`, `${k} is not supported by this server`);
           } else if (!(globalBooleans as readonly string[]).includes(k)) errs.add(`global.${k}`, `Unknown global grant ${k}`);
           else if (typeof v !== 'boolean') errs.add(`global.${k}`, `${k} must be a boolean`);
-          else next.global[k] = v;
+          else {
+            next.global[k] = v;
+            edits.push((g) => void (g.global[k] = v));
+          }
         }
       }
     }
@@ -130,14 +138,19 @@ export class UserService {
         if (permissions !== null && permissions !== 'read_only' && permissions !== 'read_write') {
           return errs.add(`${at}.permissions`, 'permissions must be read_only, read_write or null');
         }
-        const map = next[kind as EntityKind];
-        if (permissions === null) delete map[String(id)];
-        else map[String(id)] = permissions;
+        const set = (g: Grants) => {
+          const map = g[kind as EntityKind];
+          if (permissions === null) delete map[String(id)];
+          else map[String(id)] = permissions;
+        };
+        set(next);
+        edits.push(set);
       });
     }
     errs.throwIfAny();
-    await this.users.setGrants(u.id, next);
-    return this.grantsToWire(next);
+    const saved = await this.users.changeGrants(u.id, (g) => edits.forEach((edit) => edit(g)));
+    if (!saved) throw FulcrumError.notFound();
+    return this.grantsToWire(saved);
   }
 
   private async username(errs: ErrorCollector, v: unknown, required: boolean): Promise<string | undefined> {

@@ -12,8 +12,8 @@ export function makeClusterSecrets(databaseId: number): ClusterSecrets {
   const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const caKeyPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const caCertPem = openssl([
-    'req', '-x509', '-new', '-key', 'ca.key', '-days', '3650', '-subj', `/CN=Fulcrum database ${databaseId} CA`,
+    'req', '-x509', '-new', '-key', '/dev/stdin', '-days', '3650', '-subj', `/CN=Fulcrum database ${databaseId} CA`,
     '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-  ], { 'ca.key': caKeyPem });
+  ], {}, caKeyPem);
   return { caCertPem, caKeyPem, replPassword: randomBytes(18).toString('base64url') };
 }

@@ -1,7 +1,28 @@
 import type { Clock } from '../../../lib/clock.js';
 import { wireTime } from '../../../lib/clock.js';
-import type { EventRepository } from '../../store/ports.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { EventRepository, EventScope } from '../../store/ports.js';
 import type { EventRecord } from './model.js';
+
+export type { EventScope };
+
+/** How long events are kept and how many at most (docs/api.md, "Events"). */
+export interface EventRetention {
+  /** The real service keeps 90 days of events. */
+  maxAgeMs: number;
+  /** A cap on the table whatever their age, so a busy account cannot grow it without bound. */
+  maxEvents: number;
+  /** Pruning runs after this many events recorded, and on the first one after `pruneEveryMs`. */
+  pruneEveryEvents: number;
+  pruneEveryMs: number;
+}
+
+export const defaultEventRetention: EventRetention = {
+  maxAgeMs: 90 * 86_400_000,
+  maxEvents: 10_000,
+  pruneEveryEvents: 100,
+  pruneEveryMs: 10 * 60_000,
+};
 
 export interface EntityRef {
   id: number;
@@ -16,14 +37,23 @@ export interface EntityRef {
  * later moved to `finished` or `failed`, which is what Terraform and linodego poll for.
  */
 export class EventService {
+  private readonly retention: EventRetention;
+  private readonly logger: Logger | undefined;
+  private recordedSincePrune = 0;
+  private lastPrune = -Infinity;
+
   constructor(
     private readonly repo: EventRepository,
     private readonly clock: Clock,
-  ) {}
+    opts: { retention?: Partial<EventRetention>; logger?: Logger } = {},
+  ) {
+    this.retention = { ...defaultEventRetention, ...opts.retention };
+    this.logger = opts.logger;
+  }
 
-  record(action: string, entity: EntityRef | null, opts: { username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null } = {}): Promise<EventRecord> {
+  async record(action: string, entity: EntityRef | null, opts: { username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null } = {}): Promise<EventRecord> {
     const status = opts.status ?? 'notification';
-    return this.repo.create({
+    const created = await this.repo.create({
       created: Math.floor(this.clock.now() / 1000) * 1000,
       action,
       username: opts.username ?? null,
@@ -36,6 +66,24 @@ export class EventService {
       seen: false,
       read: false,
     });
+    const now = this.clock.now();
+    if (++this.recordedSincePrune >= this.retention.pruneEveryEvents || now - this.lastPrune >= this.retention.pruneEveryMs) {
+      // A failed prune must not fail the change that recorded the event; the next one tries again.
+      await this.prune().catch((err) => this.logger?.warn({ err }, 'events not pruned'));
+    }
+    return created;
+  }
+
+  /**
+   * Deletes the events older than the retention age, then the oldest beyond the cap. Runs from
+   * `record` (every `pruneEveryEvents` events or `pruneEveryMs`), so the table holds at most
+   * about `maxEvents + pruneEveryEvents` rows.
+   */
+  prune(): Promise<number> {
+    const now = this.clock.now();
+    this.recordedSincePrune = 0;
+    this.lastPrune = now;
+    return this.repo.prune(now - this.retention.maxAgeMs, this.retention.maxEvents);
   }
 
   /** Moves a long-running event to `finished` (100%) or `failed`, with its duration in seconds. */
@@ -54,8 +102,15 @@ export class EventService {
     return this.repo.update(id, { status: 'started', percentComplete: Math.max(0, Math.min(99, Math.round(percent))) });
   }
 
-  list(): Promise<EventRecord[]> {
-    return this.repo.list();
+  /** Every event in scope, newest first: bounded by the retention, read only for filtered lists. */
+  list(scope: EventScope = {}): Promise<EventRecord[]> {
+    return this.repo.list(scope);
+  }
+
+  /** One page of the events in scope, newest first, and how many there are in all. */
+  async page(scope: EventScope, offset: number, limit: number): Promise<{ events: EventRecord[]; total: number }> {
+    const [events, total] = await Promise.all([this.repo.page(scope, offset, limit), this.repo.count(scope)]);
+    return { events, total };
   }
 
   get(id: number): Promise<EventRecord | undefined> {

@@ -33,8 +33,8 @@ export class FleetCa {
     chmodSync(dir, 0o700);
     if (!existsSync(join(dir, 'ca.crt')) || !existsSync(join(dir, 'ca.key'))) {
       const key = openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1']);
-      const cert = openssl(['req', '-x509', '-new', '-key', 'ca.key', '-days', '3650', '-subj', '/CN=Fulcrum fleet CA',
-        '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], { 'ca.key': key });
+      const cert = openssl(['req', '-x509', '-new', '-key', '/dev/stdin', '-days', '3650', '-subj', '/CN=Fulcrum fleet CA',
+        '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], {}, key);
       writeFileSync(join(dir, 'ca.key'), key, { mode: 0o600 });
       chmodSync(join(dir, 'ca.key'), 0o600);
       writeFileSync(join(dir, 'ca.crt'), cert, { mode: 0o600 });
@@ -54,9 +54,11 @@ export class FleetCa {
       `extendedKeyUsage=${usage}`,
       `subjectAltName=URI:${identityUri(identity)}${usage === 'serverAuth' ? ',DNS:localhost,IP:127.0.0.1' : ''}`,
     ].join('\n');
-    const certPem = openssl(['x509', '-req', '-in', 'host.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${serial.toString('hex')}`,
+    // The CA key goes in on stdin: a copy of it in a temporary file on every issuance would be
+    // one more place to read it from (docs/security/secrets.md).
+    const certPem = openssl(['x509', '-req', '-in', 'host.csr', '-CA', 'ca.crt', '-CAkey', '/dev/stdin', '-set_serial', `0x${serial.toString('hex')}`,
       '-days', String(Math.max(1, Math.round(lifetimeMs / DAY_MS))), '-extfile', 'ext.cnf', '-sha256'],
-    { 'host.csr': csrPem, 'ca.crt': this.caPem, 'ca.key': readFileSync(join(this.dir, 'ca.key'), 'utf8'), 'ext.cnf': `${ext}\n` });
+    { 'host.csr': csrPem, 'ca.crt': this.caPem, 'ext.cnf': `${ext}\n` }, readFileSync(join(this.dir, 'ca.key'), 'utf8'));
     const x = new X509Certificate(certPem);
     return { certPem, serial: x.serialNumber, notAfter: Date.parse(x.validTo) };
   }
@@ -74,7 +76,7 @@ export class FleetCa {
       if (Date.parse(x.validTo) - Date.now() > 120 * DAY_MS && x.checkIssued(new X509Certificate(this.caPem))) return { keyPem: readFileSync(keyFile, 'utf8'), certPem };
     }
     const keyPem = openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1']);
-    const csr = openssl(['req', '-new', '-key', 'server.key', '-subj', '/CN=fulcrum-control-plane'], { 'server.key': keyPem });
+    const csr = openssl(['req', '-new', '-key', '/dev/stdin', '-subj', '/CN=fulcrum-control-plane'], {}, keyPem);
     const { certPem } = this.issue(csr, { role: 'control-plane', id: 'control-plane', region: '*' }, 365 * DAY_MS, 'serverAuth');
     writeFileSync(keyFile, keyPem, { mode: 0o600 });
     chmodSync(keyFile, 0o600);

@@ -1,9 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
-import { ErrorCollector } from '../../../lib/errors.js';
+import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
 import { caPin, identityOf, type FleetIdentity } from '../../../lib/pki.js';
 import { formatJoinToken } from '../../../lib/fleet-host.js';
-import type { FleetRepository } from '../../store/fleet-repository.js';
+import type { FleetCertRecord, FleetRepository } from '../../store/fleet-repository.js';
 import type { RegionCatalogue } from '../regions.js';
 import type { FleetCa, IssuedCert } from './ca.js';
 import { fleetReasons as R } from './validation.js';
@@ -11,6 +11,18 @@ import { fleetReasons as R } from './validation.js';
 export type HostRole = 'dataplane' | 'agent';
 
 const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+/**
+ * Certificates one host may be issued per hour, its join included. A host renews once every
+ * twenty days; more than this is a stolen key minting spares, or a loop.
+ */
+export const CERTS_PER_HOST_PER_HOUR = 5;
+/**
+ * How often every replica re-checks the certificates of the streams it holds (and the data planes
+ * whose addresses it trusts) against the store: the bound on how long a removed host keeps a
+ * stream on a replica that missed the removal's notification.
+ */
+export const REVOCATION_RECHECK_MS = 5_000;
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export interface FleetServiceDeps {
@@ -22,18 +34,33 @@ export interface FleetServiceDeps {
   bootstrapPort: () => number;
   /** Lifetime of a host certificate (default 30 days; hosts renew at two thirds). */
   certLifetimeMs?: number;
+  /**
+   * Tells the other control-plane replicas that a host was removed, so that they close its
+   * streams too (they call `heardRemoval`). Nobody to tell with one control plane.
+   */
+  announceRemoval?: (role: HostRole, id: string) => void;
 }
 
 /** Why a peer was refused; the push servers answer it as PERMISSION_DENIED. */
 export class PeerRefused extends Error {}
+
+/** A renewal refused for the host's hourly limit; the bootstrap endpoint answers 429. */
+export class RenewalLimited extends PeerRefused {}
+
+/** The identity a verified peer certificate proves, and that certificate's serial. */
+export interface PeerIdentity extends FleetIdentity {
+  serial: string;
+}
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /**
  * The fleet PKI's rules (docs/security/grpc.md): one-time join tokens bound to one role, id and
  * region; certificates issued for exactly what the token (or the renewing certificate) says;
- * the check every gRPC stream makes of its peer's certificate; revocation when an admin
- * removes a data plane or agent, which also closes its open streams.
+ * the check every gRPC stream makes of its peer's certificate; removal of a data plane or agent
+ * by an admin, which revokes its certificates and closes its open streams on every replica
+ * (the listeners run here for a local removal, for one heard from another replica, and for
+ * removed hosts a periodic re-check finds; docs/security/grpc.md, "Revocation").
  */
 export class FleetService {
   private readonly revokeListeners: ((role: HostRole, id: string) => Promise<void> | void)[] = [];
@@ -82,18 +109,28 @@ export class FleetService {
     if (typeof csrPem !== 'string') throw new PeerRefused('csr is required');
     const identity = { role: rec.role, id: rec.hostId, region: rec.region };
     const issued = this.issueChecked(csrPem, identity);
-    if (!(await this.d.repo.useToken(id, now))) throw new PeerRefused('join token already used');
-    await this.record(issued, identity);
+    // One transaction with the token's use: a removal of this host committed first has used it up.
+    if (!(await this.d.repo.redeem(id, now, this.certRecord(issued, identity)))) throw new PeerRefused('join token already used');
     return issued;
   }
 
-  /** A new certificate for the same identity, asked for with the current one (still valid, not revoked). */
+  /**
+   * A new certificate for the same identity, asked for with the current one (still valid, not
+   * revoked, its host not removed), at most CERTS_PER_HOST_PER_HOUR an hour. The checks are made
+   * again in the transaction that records it: a removal committed meanwhile wins.
+   */
   async renew(peerCertRaw: Buffer | undefined, csrPem: unknown): Promise<IssuedCert> {
-    const identity = await this.verifyPeer(peerCertRaw);
-    if (identity.role === 'control-plane') throw new PeerRefused('not a host certificate');
+    const peer = await this.verifyPeer(peerCertRaw);
+    if (peer.role === 'control-plane') throw new PeerRefused('not a host certificate');
     if (typeof csrPem !== 'string') throw new PeerRefused('csr is required');
+    const identity = { role: peer.role, id: peer.id, region: peer.region };
+    const limit = { since: this.d.clock.now() - HOUR_MS, max: CERTS_PER_HOST_PER_HOUR };
+    // Checked before signing too, so that a flood costs no openssl run.
+    if (await this.d.repo.issuedSince(peer.role, peer.id, limit.since) >= limit.max) throw this.limited(peer);
     const issued = this.issueChecked(csrPem, identity);
-    await this.record(issued, identity);
+    const outcome = await this.d.repo.renew(peer.serial, this.certRecord(issued, identity), limit);
+    if (outcome === 'revoked') throw new PeerRefused(`the certificate of ${peer.role} ${peer.id} was revoked`);
+    if (outcome === 'limited') throw this.limited(peer);
     return issued;
   }
 
@@ -102,7 +139,7 @@ export class FleetService {
    * did not record issuing it, when it was revoked or has expired, or (with `role`) when it is
    * for another role: a data plane's certificate cannot open an agent's stream.
    */
-  async verifyPeer(peerCertRaw: Buffer | undefined, role?: HostRole): Promise<FleetIdentity> {
+  async verifyPeer(peerCertRaw: Buffer | undefined, role?: HostRole): Promise<PeerIdentity> {
     if (!peerCertRaw) throw new PeerRefused('a client certificate is required');
     const cert = new X509Certificate(peerCertRaw);
     const identity = identityOf(cert);
@@ -110,20 +147,56 @@ export class FleetService {
     if (role && identity.role !== role) throw new PeerRefused(`a ${identity.role} certificate cannot open the ${role} stream`);
     const rec = await this.d.repo.cert(cert.serialNumber);
     if (!rec || rec.role !== identity.role || rec.hostId !== identity.id || rec.region !== identity.region) throw new PeerRefused('unknown certificate');
-    if (rec.revokedAt !== null) throw new PeerRefused(`the certificate of ${identity.role} ${identity.id} was revoked`);
+    if (rec.revokedAt !== null || rec.hostRemoved) throw new PeerRefused(`the certificate of ${identity.role} ${identity.id} was revoked`);
     if (rec.notAfter <= this.d.clock.now()) throw new PeerRefused('certificate expired');
-    return identity;
+    return { ...identity, serial: cert.serialNumber };
   }
 
-  /** Revokes every certificate of that host and closes its open streams; returns how many were live. */
+  /**
+   * Removes a host: marks it removed, revokes every certificate of it and uses up its unused
+   * join tokens (one transaction), then closes its streams on this replica and tells the
+   * others. Returns how many certificates were live.
+   */
   async revoke(role: HostRole, id: string): Promise<number> {
-    const n = await this.d.repo.revokeHost(role, id, this.d.clock.now());
-    for (const fn of this.revokeListeners) await fn(role, id);
+    // The id travels in the replicas' notification: only ids a join token could name.
+    if (!ID.test(id)) throw FulcrumError.field('id', R.id);
+    const n = await this.d.repo.removeHost(role, id, this.d.clock.now());
+    this.d.announceRemoval?.(role, id);
+    await this.removed(role, id);
     return n;
+  }
+
+  /** Another replica removed this host: close its streams here too. */
+  heardRemoval(role: HostRole, id: string): Promise<void> {
+    return this.removed(role, id);
+  }
+
+  /**
+   * The serials among `serials` (certificates of open streams) that are no longer admitted:
+   * unknown, revoked, expired, or of a removed host. The periodic re-check behind the
+   * notification, which a replica may miss (its listener reconnecting).
+   */
+  async refusedAmong(serials: string[]): Promise<Set<string>> {
+    const now = this.d.clock.now();
+    const admitted = new Set((await this.d.repo.certs(serials)).filter((c) => c.revokedAt === null && !c.hostRemoved && c.notAfter > now).map((c) => c.serial));
+    return new Set(serials.filter((s) => !admitted.has(s)));
+  }
+
+  /** Which of these hosts were removed (and not brought back with a new join token). */
+  removedAmong(role: HostRole, ids: string[]): Promise<string[]> {
+    return this.d.repo.removedAmong(role, ids);
   }
 
   onRevoke(fn: (role: HostRole, id: string) => Promise<void> | void): void {
     this.revokeListeners.push(fn);
+  }
+
+  private async removed(role: HostRole, id: string): Promise<void> {
+    for (const fn of this.revokeListeners) await fn(role, id);
+  }
+
+  private limited(peer: PeerIdentity): RenewalLimited {
+    return new RenewalLimited(`${peer.role} ${peer.id} was issued ${CERTS_PER_HOST_PER_HOUR} certificates in the last hour; try later`);
   }
 
   private issueChecked(csrPem: string, identity: FleetIdentity): IssuedCert {
@@ -134,10 +207,10 @@ export class FleetService {
     }
   }
 
-  private record(issued: IssuedCert, identity: FleetIdentity): Promise<void> {
-    return this.d.repo.addCert({
+  private certRecord(issued: IssuedCert, identity: FleetIdentity): FleetCertRecord {
+    return {
       serial: issued.serial, role: identity.role as HostRole, hostId: identity.id, region: identity.region,
       issuedAt: this.d.clock.now(), notAfter: issued.notAfter, revokedAt: null,
-    });
+    };
   }
 }

@@ -8,7 +8,7 @@ import type { EventService, EntityRef } from '../events/event-service.js';
 import type { RegionCatalogue } from '../regions.js';
 import type { Body } from '../validation/fields.js';
 import type { NbConfig, NbNode, NodeBalancer } from './model.js';
-import { validateConfig, validateNode, validateNodeBalancerCreate, validateNodeBalancerUpdate, validateRebuildNodes } from './validation.js';
+import { checkUdpCheckPort, validateConfig, validateNode, validateNodeBalancerCreate, validateNodeBalancerUpdate, validateRebuildNodes } from './validation.js';
 import type { BackendCheck } from './backend-networks.js';
 import { nodeBalancerReasons } from './reasons.js';
 import { typeLimits } from './types.js';
@@ -163,6 +163,7 @@ export class NodeBalancerService {
       const errs = new ErrorCollector();
       const used = (await this.d.repo.configs(nbId)).filter((c) => c.id !== configId).map((c) => c.port);
       const cfg = validateConfig(errs, body, '', used, cur);
+      if (cfg) checkUdpCheckPort(errs, 'udp_check_port', cfg, await this.d.repo.nodes(configId), this.d.backends);
       errs.throwIfAny();
       await this.d.repo.updateConfig(configId, cfg!);
       return { nb: (await this.d.repo.get(nbId))!, updated: (await this.d.repo.config(nbId, configId))! };
@@ -194,6 +195,7 @@ export class NodeBalancerService {
       const { updates, creates } = validateRebuildNodes(errs, body.nodes, existing, this.d.backends, cfg?.protocol ?? cur.protocol);
       const limit = typeLimits((await this.d.repo.get(nbId))!.type);
       if (updates.length + creates.length > limit.nodesPerConfig) errs.add('nodes', nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
+      if (cfg) checkUdpCheckPort(errs, 'udp_check_port', cfg, [...updates.map((u) => u.node), ...creates], this.d.backends);
       errs.throwIfAny();
       await this.d.repo.updateConfig(configId, cfg!);
       const keep = new Set(updates.map((u) => u.id));
@@ -223,6 +225,7 @@ export class NodeBalancerService {
       const cfg = await this.config(actor, nbId, configId, 'read_write');
       const errs = new ErrorCollector();
       const node = validateNode(errs, body, '', undefined, this.d.backends, cfg.protocol);
+      if (node) checkUdpCheckPort(errs, 'address', cfg, [node], this.d.backends);
       const limit = typeLimits((await this.d.repo.get(nbId))!.type);
       // Named `nodes`, as on rebuild and create: the config's node list is what is full (docs/compatibility.md).
       if ((await this.d.repo.nodes(configId)).length >= limit.nodesPerConfig) errs.add('nodes', nodeBalancerReasons.typeMax(limit.id, limit.nodesPerConfig));
@@ -238,7 +241,9 @@ export class NodeBalancerService {
     const { nb, updated } = await this.d.repo.transaction(async () => {
       const cur = await this.node(actor, nbId, configId, nodeId, 'read_write');
       const errs = new ErrorCollector();
-      const node = validateNode(errs, body, '', cur, this.d.backends, (await this.d.repo.config(nbId, configId))!.protocol);
+      const cfg = (await this.d.repo.config(nbId, configId))!;
+      const node = validateNode(errs, body, '', cur, this.d.backends, cfg.protocol);
+      if (node) checkUdpCheckPort(errs, 'address', cfg, [node], this.d.backends);
       errs.throwIfAny();
       await this.d.repo.updateNode(nodeId, node!);
       return { nb: (await this.d.repo.get(nbId))!, updated: (await this.d.repo.node(configId, nodeId))! };

@@ -57,6 +57,7 @@ export const nodeBalancerReasons = {
   addressFormat: 'Must be a valid IPv4 address followed by :port',
   addressPort: 'Port must be between 1 and 65535.',
   addressNotAllowed: 'This address is not allowed for a backend node on this server',
+  udpCheckNotAllowed: (port: number) => `Health checks at udp_check_port ${port} of a node address would reach an address not allowed for a backend node on this server`,
   vpcs: 'VPCs are not supported by this server',
   typeMax: (type: string, max: number) => `A ${type} NodeBalancer may have at most ${max} nodes per config`,
   udpOnly: (f: string, v: string) => `${f} ${v} is only allowed with protocol udp`,

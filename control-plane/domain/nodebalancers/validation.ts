@@ -149,6 +149,22 @@ export function validateNode(errs: ErrorCollector, b: unknown, prefix: string, b
   };
 }
 
+/**
+ * Whether a udp config's health checks of a node may go where they go: the node's IP at
+ * udp_check_port (dataplane/health/checker.ts), which must pass the same backend rules as the
+ * node's own address, or udp_check_port would reach a port the address rules refuse (the control
+ * plane's own listeners; docs/security/api.md).
+ */
+export function udpCheckAllowed(cfg: Pick<NbConfig, 'protocol' | 'udpCheckPort'>, nodeAddress: string, backends?: BackendCheck): boolean {
+  if (cfg.protocol !== 'udp' || !backends) return true;
+  return backends.allowsAddress(`${nodeAddress.slice(0, nodeAddress.lastIndexOf(':'))}:${cfg.udpCheckPort}`);
+}
+
+/** Adds the udp_check_port error at `field` when any of `nodes` would be health-checked where no backend may be. */
+export function checkUdpCheckPort(errs: ErrorCollector, field: string, cfg: Pick<NbConfig, 'protocol' | 'udpCheckPort'>, nodes: readonly { address: string }[], backends?: BackendCheck): void {
+  if (nodes.some((n) => !udpCheckAllowed(cfg, n.address, backends))) errs.add(field, R.udpCheckNotAllowed(cfg.udpCheckPort));
+}
+
 /** Parses the certificate (first of a chain) and checks that the key matches it. */
 function inspectCertificate(cert: string, key: string): { commonname: string; fingerprint: string } | { certError?: string; keyError?: string } {
   let x509: X509Certificate;
@@ -281,6 +297,7 @@ function validateCreateConfigs(errs: ErrorCollector, raw: unknown, type: NodeBal
         if (node) nodes.push(node);
       });
       if (cfg) {
+        checkUdpCheckPort(errs, `configs[${i}].udp_check_port`, cfg, nodes, backends);
         ports.push(cfg.port);
         configs.push({ config: cfg, nodes });
       }

@@ -1,7 +1,7 @@
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
-import { dataplaneRow, eventPatchColumns, eventRow, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
+import { dataplaneRow, eventPatchColumns, eventRow, eventScopeWhere, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
 import { isPgUniqueViolation, UniqueViolation } from '../unique-violation.js';
 
@@ -34,7 +34,13 @@ export function pgUsers(x: PgExecutor): UserRepository {
         [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]));
       return { ...u, id: r!.id as number };
     },
-    setGrants: async (id, g) => void (await x.query('UPDATE users SET grants = $1 WHERE id = $2', [JSON.stringify(g), id])),
+    changeGrants: (id, change) => x.transaction(async () => {
+      const u = userRow(await x.one('SELECT * FROM users WHERE id = $1 FOR UPDATE', [id]));
+      if (!u) return undefined;
+      change(u.grants);
+      await x.query('UPDATE users SET grants = $1 WHERE id = $2', [JSON.stringify(u.grants), id]);
+      return u.grants;
+    }),
     count: async () => (await x.one('SELECT COUNT(*) AS n FROM users'))!.n as number,
     list: async () => (await x.rows('SELECT * FROM users ORDER BY id')).map((r) => userRow(r)!),
     async update(id, p) {
@@ -86,7 +92,15 @@ export function pgEvents(x: PgExecutor): EventRepository {
       if (cols.length === 0) return;
       await x.query(`UPDATE events SET ${cols.map(([c], i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${cols.length + 1}`, [...cols.map(([, v]) => v), id]);
     },
-    list: async () => (await x.rows('SELECT * FROM events ORDER BY id DESC')).map((r) => eventRow(r)!),
+    list: async (scope) => (await x.rows(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`)).map((r) => eventRow(r)!),
+    page: async (scope, offset, limit) =>
+      (await x.rows(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT $1 OFFSET $2`, [limit, offset])).map((r) => eventRow(r)!),
+    count: async (scope) => Number((await x.one(`SELECT COUNT(*) AS n FROM events ${eventScopeWhere(scope)}`))!.n),
+    prune: (before, keep) => x.transaction(async () => {
+      const old = (await x.query('DELETE FROM events WHERE created < $1', [before])).rowCount ?? 0;
+      const over = (await x.query('DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET $1)', [keep])).rowCount ?? 0;
+      return old + over;
+    }),
     markSeenUpTo: async (id) => void (await x.query('UPDATE events SET seen = 1 WHERE id <= $1', [id])),
   };
 }

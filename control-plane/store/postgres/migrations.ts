@@ -340,4 +340,16 @@ export const postgresMigrations: Migration[] = [
       CREATE TABLE control_plane_replicas (id TEXT PRIMARY KEY, heartbeat_at BIGINT NOT NULL);
     `,
   },
+  {
+    // A host an admin removed, as in SQLite (docs/security/grpc.md, "Revocation").
+    id: '271-fleet-removed-hosts',
+    sql: `
+      CREATE TABLE fleet_removed_hosts (
+        role TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        removed_at BIGINT NOT NULL,
+        PRIMARY KEY (role, host_id)
+      );
+    `,
+  },
 ];

@@ -3,7 +3,7 @@ import pg from 'pg';
 import type { Clock, Timer } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaRepository } from '../ports.js';
-import { parseChange, type Change, type ChangeKind, type Replicas } from '../replicas.js';
+import { parseChange, removalPayload, type Change, type ChangeKind, type Replicas } from '../replicas.js';
 
 /** The channel every replica LISTENs on; payloads are `<kind>:<id>` (replicas.ts). */
 const CHANNEL = 'fulcrum_changes';
@@ -154,18 +154,27 @@ export function pgReplicas(url: string, opts: {
   const heartbeatTimer: Timer = clock.setInterval(heartbeat, opts.heartbeatMs ?? HEARTBEAT_MS);
   heartbeat();
 
+  // A write published while the listener is down becomes `all` once it is back; a removal
+  // missed so is found by every replica's periodic re-check of its open streams.
+  const notify = (payload: string) => {
+    const c = listener;
+    if (!c) {
+      missed = true;
+      return;
+    }
+    c.query('SELECT pg_notify($1, $2)', [CHANNEL, payload]).catch((err) => {
+      missed = true;
+      logger.warn({ err }, 'replica change notification failed');
+    });
+  };
+
   return {
     id,
-    publish(kind: ChangeKind, id = 0) {
-      const c = listener;
-      if (!c) {
-        missed = true;
-        return;
-      }
-      c.query('SELECT pg_notify($1, $2)', [CHANNEL, `${kind}:${id}`]).catch((err) => {
-        missed = true;
-        logger.warn({ err }, 'replica change notification failed');
-      });
+    publish(kind: Exclude<ChangeKind, 'removed'>, id = 0) {
+      notify(`${kind}:${id}`);
+    },
+    publishRemoval(role, hostId) {
+      notify(removalPayload(role, hostId));
     },
     onChange(fn) {
       handlers.push(fn);

@@ -1,7 +1,7 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { AddressRepository, DataplaneRepository, EventRepository, EventScope, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
 import type { Immediate } from '../store.js';
 import { gateOf } from './gate.js';
 import { isSqliteUniqueViolation, UniqueViolation } from '../unique-violation.js';
@@ -22,6 +22,17 @@ export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'n
   const id = Math.max(last, max) + 1;
   db.prepare('INSERT INTO id_sequences (name, last) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last = excluded.last').run(name, id);
   return id;
+}
+
+/**
+ * The WHERE clause of an event scope (both stores). The ids are inlined: they are integers (checked
+ * here), and a restricted user may hold more grants than a statement takes parameters.
+ */
+export function eventScopeWhere(scope: EventScope | undefined): string {
+  if (!scope?.entities) return '';
+  const ids = (list: readonly number[]) => list.filter((n) => Number.isSafeInteger(n)).join(', ') || 'NULL';
+  return `WHERE entity_type IS NULL OR (entity_type = 'nodebalancer' AND entity_id IN (${ids(scope.entities.nodebalancer)}))` +
+    ` OR (entity_type = 'database' AND entity_id IN (${ids(scope.entities.database)}))`;
 }
 
 /** The columns an event patch sets, with their stored values (both stores write them so). */
@@ -114,7 +125,13 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
         .run(u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)));
       return { ...u, id: Number(info.lastInsertRowid) };
     },
-    setGrants: (id, g) => void db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(g), id),
+    changeGrants: (id, change) => db.transaction(() => {
+      const u = row(db.prepare('SELECT * FROM users WHERE id = ?').get(id));
+      if (!u) return undefined;
+      change(u.grants);
+      db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(u.grants), id);
+      return u.grants;
+    }).immediate(),
     count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
     list: () => (db.prepare('SELECT * FROM users ORDER BY id').all() as any[]).map((r) => row(r)!),
     update(id, p) {
@@ -178,7 +195,15 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
       if (cols.length === 0) return;
       db.prepare(`UPDATE events SET ${cols.map(([c]) => `${c} = ?`).join(', ')} WHERE id = ?`).run(...cols.map(([, v]) => v), id);
     },
-    list: () => (db.prepare('SELECT * FROM events ORDER BY id DESC').all() as any[]).map((r) => row(r)!),
+    list: (scope) => (db.prepare(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`).all() as any[]).map((r) => row(r)!),
+    page: (scope, offset, limit) =>
+      (db.prepare(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT ? OFFSET ?`).all(limit, offset) as any[]).map((r) => row(r)!),
+    count: (scope) => db.prepare(`SELECT COUNT(*) FROM events ${eventScopeWhere(scope)}`).pluck().get() as number,
+    prune: (before, keep) => db.transaction(() => {
+      const old = db.prepare('DELETE FROM events WHERE created < ?').run(before).changes;
+      const over = db.prepare('DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?)').run(keep).changes;
+      return old + over;
+    }).immediate(),
     markSeenUpTo: (id) => void db.prepare('UPDATE events SET seen = 1 WHERE id <= ?').run(id),
   };
 }

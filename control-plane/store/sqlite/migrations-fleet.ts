@@ -27,4 +27,17 @@ export const fleetMigrations: Migration[] = [
       CREATE INDEX fleet_certificates_host ON fleet_certificates(role, host_id);
     `,
   },
+  {
+    // A host an admin removed: refused by every replica whatever certificate it shows, until a
+    // join token made after the removal brings it back (docs/security/grpc.md, "Revocation").
+    id: '271-fleet-removed-hosts',
+    sql: `
+      CREATE TABLE fleet_removed_hosts (
+        role TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        removed_at INTEGER NOT NULL,
+        PRIMARY KEY (role, host_id)
+      );
+    `,
+  },
 ];

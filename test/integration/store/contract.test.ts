@@ -385,15 +385,44 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await store.nodebalancers.get(n.id))!.ipv6).toBe('fd00:1::3');
   });
 
-  it('fleet: a join token is used once, revocation counts live certificates', async () => {
+  it('fleet: a join token is used once, removal revokes, uses up tokens and stops renewals until a new join', async () => {
     const { store } = await open();
     await store.fleet.addToken({ id: 't', secretHash: 'h', role: 'agent', hostId: 'a1', region: '*', created: 1, expires: 2, usedAt: null });
     expect(await store.fleet.useToken('t', 5)).toBe(true);
     expect(await store.fleet.useToken('t', 6)).toBe(false);
     expect((await store.fleet.token('t'))?.usedAt).toBe(5);
     for (const serial of ['s1', 's2']) await store.fleet.addCert({ serial, role: 'agent', hostId: 'a1', region: '*', issuedAt: 1, notAfter: 9, revokedAt: null });
-    expect(await store.fleet.revokeHost('agent', 'a1', 7)).toBe(2);
-    expect(await store.fleet.revokeHost('agent', 'a1', 8)).toBe(0);
-    expect((await store.fleet.cert('s1'))?.revokedAt).toBe(7);
+    await store.fleet.addToken({ id: 'unused', secretHash: 'h', role: 'agent', hostId: 'a1', region: '*', created: 1, expires: 99, usedAt: null });
+    const cert = (serial: string, issuedAt = 1) => ({ serial, role: 'agent' as const, hostId: 'a1', region: '*', issuedAt, notAfter: 99, revokedAt: null });
+    expect(await store.fleet.renew('s1', cert('r1', 3), { since: 0, max: 2 })).toBe('limited');
+    expect(await store.fleet.renew('s1', cert('r1', 3), { since: 0, max: 9 })).toBe('recorded');
+    expect(await store.fleet.issuedSince('agent', 'a1', 2)).toBe(1);
+    expect(await store.fleet.removeHost('agent', 'a1', 7)).toBe(3);
+    expect(await store.fleet.removeHost('agent', 'a1', 8)).toBe(0);
+    expect((await store.fleet.cert('s1'))).toMatchObject({ revokedAt: 7, hostRemoved: true });
+    expect(await store.fleet.removedAmong('agent', ['a1', 'a2'])).toEqual(['a1']);
+    // The removal used up the host's unused token, and a renewal after it records nothing.
+    expect((await store.fleet.token('unused'))?.usedAt).toBe(7);
+    expect(await store.fleet.redeem('unused', 9, cert('j1'))).toBe(false);
+    expect(await store.fleet.renew('r1', cert('r2'), { since: 0, max: 9 })).toBe('revoked');
+    expect(await store.fleet.cert('r2')).toBeUndefined();
+    // A token made after the removal brings the host back; its old certificates stay revoked.
+    await store.fleet.addToken({ id: 'later', secretHash: 'h', role: 'agent', hostId: 'a1', region: '*', created: 10, expires: 99, usedAt: null });
+    expect(await store.fleet.redeem('later', 11, cert('j2'))).toBe(true);
+    expect(await store.fleet.removedAmong('agent', ['a1'])).toEqual([]);
+    expect((await store.fleet.certs(['j2', 'r1', 'nope'])).map((c) => [c.serial, c.revokedAt, c.hostRemoved]).sort()).toEqual([['j2', null, false], ['r1', 7, false]]);
+  });
+  it('fleet: a renewal and a removal at once never leave an unrevoked certificate of the removed host', async () => {
+    const { store } = await open();
+    const cert = (serial: string, hostId: string) => ({ serial, role: 'dataplane' as const, hostId, region: '*', issuedAt: 1, notAfter: 99, revokedAt: null });
+    for (let i = 0; i < 12; i++) {
+      const host = `race-${i}`;
+      await store.fleet.addCert(cert(`old-${i}`, host));
+      // Started together: on PostgreSQL two connections, two SERIALIZABLE transactions.
+      const [outcome] = await Promise.all([store.fleet.renew(`old-${i}`, cert(`new-${i}`, host), { since: 0, max: 9 }), store.fleet.removeHost('dataplane', host, 5)]);
+      const renewed = await store.fleet.cert(`new-${i}`);
+      if (outcome === 'recorded') expect(renewed).toMatchObject({ revokedAt: 5, hostRemoved: true });
+      else expect([outcome, renewed]).toEqual(['revoked', undefined]);
+    }
   });
 });

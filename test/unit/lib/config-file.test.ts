@@ -55,6 +55,18 @@ describe('config files', () => {
     expect(() => configFileArgs(file('state = /x\n', 0o620), spec)).toThrow(/writable by group or others/);
   });
 
+  it('treats any URL with a user or password as a secret, whatever its key', () => {
+    const url = (u: string) => `control-plane = ${u}\n`;
+    expect(() => configFileArgs(file(url('postgres://fulcrum:pw@db:5432/f'), 0o644), spec))
+      .toThrow(/holds "control-plane", a URL with a user or password in it, but group or others may read it/);
+    expect(() => configFileArgs(file(url('postgres://fulcrum@db/f'), 0o640), spec)).toThrow(/a URL with a user or password/);
+    expect(() => configFileArgs(file(url('https://u:p@[bad'), 0o644), spec)).toThrow(/a URL with a user or password/);
+    expect(configFileArgs(file(url('postgres://fulcrum:pw@db/f'), 0o600), spec)).toHaveLength(1);
+    // A URL without userinfo, or a plain address, is not a secret.
+    expect(configFileArgs(file(url('postgres://db:5432/f?sslmode=require'), 0o644), spec)).toHaveLength(1);
+    expect(configFileArgs(file(url('cp1:8081,cp2:8081'), 0o644), spec)).toHaveLength(1);
+  });
+
   it('refuses a missing file and a folder', () => {
     expect(() => parseFlagsWithConfig(['--config', join(dir, 'absent.conf')], spec)).toThrow(/ENOENT/);
     expect(() => configFileArgs(dir, spec)).toThrow(/not a regular file/);

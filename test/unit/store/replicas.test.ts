@@ -19,7 +19,8 @@ describe('change notification payloads', () => {
     expect(parseChange('nodebalancer:12')).toEqual({ kind: 'nodebalancer', id: 12 });
     expect(parseChange('database:0')).toEqual({ kind: 'database', id: 0 });
     expect(parseChange('all:0')).toEqual({ kind: 'all', id: 0 });
-    for (const bad of [undefined, '', 'nodebalancer', 'nodebalancer:', 'users:1', 'all:-1', 'database:1:2', `nodebalancer:${'9'.repeat(20)}`]) {
+    expect(parseChange('removed:agent:db-host.1')).toEqual({ kind: 'removed', id: 0, host: { role: 'agent', id: 'db-host.1' } });
+    for (const bad of [undefined, '', 'nodebalancer', 'nodebalancer:', 'users:1', 'all:-1', 'database:1:2', 'removed:root:x', 'removed:agent:', 'removed:agent:../x', `nodebalancer:${'9'.repeat(20)}`]) {
       expect(parseChange(bad)).toBeUndefined();
     }
   });

@@ -1,0 +1,35 @@
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createLogger, errForLog } from '../../../lib/logger.js';
+
+/** A mysql2-shaped error: `sql` holds the statement as sent, the message quotes part of it. */
+function driverError(): Error {
+  const e = new Error("You have an error in your SQL syntax; check the manual for the right syntax to use near 'BY 'pw-1'' at line 1");
+  Object.assign(e, { code: 'ER_PARSE_ERROR', sql: "ALTER USER IDENTIFIED BY 'pw-1'", sqlMessage: e.message });
+  return e;
+}
+
+describe('errForLog', () => {
+  it('drops sql and the quoted statement, keeps what says what failed', () => {
+    const out = JSON.stringify(errForLog(driverError()));
+    expect(out).not.toContain('pw-1');
+    expect(out).toContain('ER_PARSE_ERROR');
+    expect(out).toContain("near '[redacted]' at line ?");
+  });
+
+  it('covers a cause, an aggregate, an error under another key of the error, and a message string', () => {
+    const wrapped = new Error('restore failed', { cause: driverError() });
+    const agg = new AggregateError([driverError()], 'several');
+    const holder = Object.assign(new Error('outer'), { inner: driverError() });
+    for (const e of [wrapped, agg, holder, driverError().message]) expect(JSON.stringify(errForLog(e))).not.toContain('pw-1');
+    expect(errForLog(undefined)).toBeUndefined();
+  });
+
+  it('is what every logger writes for err', () => {
+    let out = '';
+    const log = createLogger('t', { destination: new Writable({ write: (c, _e, done) => void ((out += c.toString()), done()) }) });
+    log.child({ component: 'x' }).error({ err: driverError() }, 'failed');
+    expect(out).toContain('"msg":"failed"');
+    expect(out).not.toContain('pw-1');
+  });
+});
