@@ -307,11 +307,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     return new ConfigRuntime(c, (c.protocol === 'udp' ? udpGates : throttles).get(nb)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
   }
 
-  /** A NodeBalancer's throttles; premium: 10x the connections, 8x the UDP sessions in all and per client (docs/dataplane.md "UDP"). */
+  /** A NodeBalancer's throttles; premium: 10x the connections, 8x the UDP sessions in all and per client (docs/dataplane.md "UDP"); a worker's UDP part (`udpPart`). */
   function gates(nb: NodeBalancerSpec): void {
     const [tcp, udp] = nb.type === 'premium' ? [10, 8] : [1, 1];
     gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * tcp);
-    // Each of `udpShare` workers reads its own share of the flows: it gets that share of every UDP limit.
     gate(udpGates, nb.id, limits.udpPart(nb.clientUdpSessThrottle), limits.udpPart(limits.udpSessionsPerClient * udp), limits.udpPart(limits.udpSessionsPerNodeBalancer * udp));
   }
 
