@@ -19,13 +19,15 @@ export interface EngineOptions {
   /**
    * Multi-process data plane (docs/dataplane.md, "Workers"). `bind: false` is the primary's
    * engine: configs, health checks and stickiness rules without a listener. A worker takes
-   * health from the primary (`remoteHealth`), asks it at accept (`shared`), and serves udp
-   * only when `serveUdp` (one worker does: a client flow must stay in one process).
+   * health from the primary (`remoteHealth`), asks it at accept (`shared`), and reads its own
+   * socket of each udp port's reuseport group, which the primary holds (`udpSocket`).
    */
   bind?: boolean;
   remoteHealth?: RemoteHealth;
   shared?: SharedAdmission;
   serveUdp?: boolean;
+  /** Where a udp listener gets its bound socket (workers/udp-group.ts); default: it binds one itself. */
+  udpSocket?: (ip: string, port: number) => Promise<object>;
   /**
    * One listening socket per port on the wildcard address, connections dispatched by the
    * address they reached (listeners/wildcard-ports.ts); only when the data plane owns its ports

@@ -201,7 +201,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
       if (listeners.has(key) || !bind || (c.protocol === 'udp' && !serveUdp)) continue;
-      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports));
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, opts.udpSocket) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
@@ -307,11 +307,11 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     return new ConfigRuntime(c, (c.protocol === 'udp' ? udpGates : throttles).get(nb)!, clock, log.child({ configId: c.id }), emit, opts.remoteHealth, tickets);
   }
 
-  /** A NodeBalancer's throttles; premium: 10x the connections, 8x the UDP sessions in all and per client (docs/dataplane.md "UDP"). */
+  /** A NodeBalancer's throttles; premium: 10x the connections, 8x the UDP sessions in all and per client (docs/dataplane.md "UDP"); a worker's UDP part (`udpPart`). */
   function gates(nb: NodeBalancerSpec): void {
     const [tcp, udp] = nb.type === 'premium' ? [10, 8] : [1, 1];
     gate(throttles, nb.id, nb.clientConnThrottle, limits.perClientPerNodeBalancer, limits.perNodeBalancer * tcp);
-    gate(udpGates, nb.id, nb.clientUdpSessThrottle, limits.udpSessionsPerClient * udp, limits.udpSessionsPerNodeBalancer * udp);
+    gate(udpGates, nb.id, limits.udpPart(nb.clientUdpSessThrottle), limits.udpPart(limits.udpSessionsPerClient * udp), limits.udpPart(limits.udpSessionsPerNodeBalancer * udp));
   }
 
   /** Creates or updates a NodeBalancer's throttle (per client rate, concurrent caps). */

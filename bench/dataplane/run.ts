@@ -118,7 +118,7 @@ async function main(): Promise<void> {
     if (workers > 1) await reloadUnderLoad({ wrk: tools.wrk!, script, ip: nb.ipv4, pid: dp.pid, durationS: Math.max(durationS, 6), connections, threads: workers });
     if (withUdp) {
       const waitApplied = () => waitForApplied(cp, api, 'bench-dataplane', 60_000);
-      udpShortfalls = await runUdpScenario({ dir, api, nginxBin: tools.nginx!, ourPid: dp.pid, waitApplied, durationS, rounds, flows: connections });
+      udpShortfalls = await runUdpScenario({ dir, api, nginxBin: tools.nginx!, ourPid: dp.pid, waitApplied, durationS, rounds, flows: connections, workers });
     }
     await dp.stop();
   } finally {

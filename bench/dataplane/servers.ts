@@ -53,11 +53,12 @@ http {
 }
 
 /**
- * The main context every bench nginx shares: one worker, in the foreground, its pid file and
- * error log in `dir` under `name`, and `workerConnections` connections per worker.
+ * The main context every bench nginx shares: `workers` worker processes (default one), in the
+ * foreground, its pid file and error log in `dir` under `name`, and `workerConnections`
+ * connections per worker.
  */
-export function nginxMain(dir: string, name: string, workerConnections: number): string {
-  return `worker_processes 1;
+export function nginxMain(dir: string, name: string, workerConnections: number, workers = 1): string {
+  return `worker_processes ${workers};
 daemon off;
 pid ${dir}/${name}.pid;
 error_log ${dir}/${name}-error.log warn;

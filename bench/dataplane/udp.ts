@@ -1,6 +1,6 @@
 /**
  * The UDP scenario of `npm run bench:dataplane` (`--only udp` runs it alone): our data plane's
- * udp config against nginx's `stream` UDP proxy (one worker), both in front of the same two UDP
+ * udp config against nginx's `stream` UDP proxy (as many workers as ours, `reuseport` above one), both in front of the same two UDP
  * echo backends, roundrobin, no health checks. The load is closed-loop: each of N flows (its own
  * source port, so its own session on both proxies) sends a 64-byte datagram and waits for the
  * answer before the next one. Printed: datagrams/s, p50/p99 round trip, proxy CPU, and the ratio
@@ -30,20 +30,23 @@ export function startEchoBackends(dir: string, ips: readonly string[] = UDP_BACK
   return ips.map((ip, i) => startProcess(`udp-echo-${i + 1}`, process.execPath, ['-e', code, ip], dir));
 }
 
-/** nginx's `stream` UDP proxy, one worker, on ip:port in front of `backends` (roundrobin). */
+/**
+ * nginx's `stream` UDP proxy on ip:port in front of `backends` (roundrobin): one worker, or
+ * `workers` with `reuseport` (each worker its own socket of the port, as ours with --workers N).
+ */
 export function startNginxUdp(dir: string, nginxBin: string, o: { ip: string; port: number; backends: readonly string[]; backendPort: number } = {
   ip: NGINX_UDP_IP, port: UDP_PORT, backends: UDP_BACKENDS, backendPort: UDP_BACKEND_PORT,
-}): Spawned {
+}, workers = 1): Spawned {
   const conf = join(dir, 'nginx-udp.conf');
   writeFileSync(conf, `
 load_module /usr/lib/nginx/modules/ngx_stream_module.so;
-${nginxMain(dir, 'nginx-udp', 16384)}
+${nginxMain(dir, 'nginx-udp', 16384, workers)}
 stream {
   upstream udp_nodes {
     ${o.backends.map((ip) => `server ${ip}:${o.backendPort};`).join('\n    ')}
   }
   server {
-    listen ${o.ip}:${o.port} udp;
+    listen ${o.ip}:${o.port} udp${workers > 1 ? ' reuseport' : ''};
     proxy_pass udp_nodes;
     proxy_timeout 16s;
   }
@@ -153,9 +156,9 @@ async function load(ip: string, port: number, flows: number, durationS: number, 
  * Sets up both sides, runs `rounds` ABBA rounds and prints the comparison. `ourPid` is the data
  * plane process's pid (for its CPU time).
  */
-export async function runUdpScenario(o: { dir: string; api: Api; nginxBin: string; ourPid: number; waitApplied: () => Promise<unknown>; durationS: number; rounds: number; flows: number }): Promise<string[]> {
+export async function runUdpScenario(o: { dir: string; api: Api; nginxBin: string; ourPid: number; waitApplied: () => Promise<unknown>; durationS: number; rounds: number; flows: number; workers: number }): Promise<string[]> {
   startEchoBackends(o.dir);
-  const nginx = startNginxUdp(o.dir, o.nginxBin);
+  const nginx = startNginxUdp(o.dir, o.nginxBin, undefined, o.workers);
   const nb = await o.api('POST', '/nodebalancers', {
     region: 'us-east', label: 'bench-udp',
     configs: [{
@@ -167,7 +170,7 @@ export async function runUdpScenario(o: { dir: string; api: Api; nginxBin: strin
   const addr = { ours: nb.ipv4 as string, nginx: NGINX_UDP_IP };
   const pid = { ours: o.ourPid, nginx: nginx.proc.pid! };
   for (const ip of [addr.ours, addr.nginx]) await waitFor(`${ip}:${UDP_PORT} to answer`, () => answers(ip, UDP_PORT), 30_000, 100);
-  process.stdout.write(`udp: ${o.flows} flows, closed loop, 64-byte datagrams; ours ${addr.ours}, nginx stream ${addr.nginx} (pid ${pid.nginx})\n`);
+  process.stdout.write(`udp: ${o.flows} flows, closed loop, 64-byte datagrams; ours ${addr.ours}, nginx stream ${addr.nginx} (pid ${pid.nginx}), ${o.workers} worker(s) each${o.workers > 1 ? ', nginx with reuseport' : ''}\n`);
   const samples: Record<'ours' | 'nginx', UdpResult[]> = { ours: [], nginx: [] };
   for (const t of ['ours', 'nginx'] as const) await load(addr[t], UDP_PORT, o.flows, 1, pid[t]); // warm-up
   for (let round = 0; round < o.rounds; round++) {

@@ -79,7 +79,11 @@ export class UdpListener {
   private sweeper: Timer | null = null;
   private closed = false;
 
-  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits) {
+  /**
+   * `source`: where the bound socket comes from in a worker (its slot's socket of the port's
+   * reuseport group, held by the primary: workers/udp-group.ts); without it this binds its own.
+   */
+  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits, private readonly source?: (ip: string, port: number) => Promise<object>) {
     this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4', lookup: literal });
     this.socket.on('message', (msg, from) => this.onDatagram(msg, from));
     this.socket.on('error', (e) => this.log.error({ err: e, ip, port }, 'udp listener error'));
@@ -94,11 +98,12 @@ export class UdpListener {
     return this.count;
   }
 
-  listen(): Promise<void> {
-    return new Promise((resolve, reject) => {
+  async listen(): Promise<void> {
+    const handle = this.source === undefined ? undefined : await this.source(this.ip, this.port);
+    await new Promise<void>((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
       this.socket.once('error', onErr);
-      this.socket.bind({ address: this.ip, port: this.port, exclusive: !cluster.isWorker }, () => {
+      const bound = () => {
         this.socket.removeListener('error', onErr);
         for (const set of [(n: number) => this.socket.setRecvBufferSize(n), (n: number) => this.socket.setSendBufferSize(n)]) {
           try {
@@ -108,7 +113,10 @@ export class UdpListener {
           }
         }
         resolve();
-      });
+      };
+      // dgram takes a native handle in place of a port (what child_process does with a received one).
+      if (handle !== undefined) (this.socket.bind as unknown as (h: object, cb: () => void) => void)(handle, bound);
+      else this.socket.bind({ address: this.ip, port: this.port, exclusive: !cluster.isWorker }, bound);
     });
   }
 

@@ -45,6 +45,12 @@ export interface ConnLimitOptions {
   udpSessionsPerClient?: number;
   /** Open UDP sessions of a common NodeBalancer (a premium one gets 8 times as many). Default 10,000. */
   udpSessionsPerNodeBalancer?: number;
+  /**
+   * How many processes read each udp port (workers, docs/dataplane.md "UDP on every worker"):
+   * the kernel spreads one client's flows over them, and each keeps a 1/udpShare part of every
+   * UDP limit, so their sum is the limit. Default 1.
+   */
+  udpShare?: number;
 }
 
 export const DEFAULT_LIMITS = {
@@ -83,6 +89,8 @@ export class ConnLimits {
   /** Per client over the data plane, in units: a connection is UDP_SESSIONS_PER_CONNECTION, a UDP session 1. */
   private readonly perClient: ConcurrencyCap;
   private readonly udpRate: SessionRate;
+  /** Processes reading each udp port; also what a UDP session weighs in this process's client total. */
+  private readonly udpShare: number;
   /** Listening sockets (each holds a descriptor); set by the engine after every swap. */
   listeners = 0;
   readonly refused: Record<RefusalReason, number> = {
@@ -100,8 +108,17 @@ export class ConnLimits {
     this.fdReserve = opts.fdReserve ?? (Number.isFinite(this.fdLimit) ? defaultFdReserve(this.fdLimit) : 0);
     this.perClient = new ConcurrencyCap((opts.perClient ?? DEFAULT_LIMITS.perClient) * UDP_SESSIONS_PER_CONNECTION, 0);
     this.clientIpv6Prefix = opts.clientIpv6Prefix ?? DEFAULT_CLIENT_IPV6_PREFIX;
-    const rate = opts.udpNewSessionsPerSecond ?? DEFAULT_LIMITS.udpNewSessionsPerSecond;
+    this.udpShare = Math.max(1, Math.floor(opts.udpShare ?? 1));
+    const rate = this.udpPart(opts.udpNewSessionsPerSecond ?? DEFAULT_LIMITS.udpNewSessionsPerSecond);
     this.udpRate = new SessionRate(rate, rate * UDP_RATE_BURST_SECONDS, opts.udpRateKeys ?? DEFAULT_LIMITS.udpRateKeys, clock);
+  }
+
+  /**
+   * This process's part of a UDP limit (0 = off stays off). Never below 1: a limit smaller than
+   * the number of workers becomes 1 per worker, so up to `udpShare` over the data plane.
+   */
+  udpPart(limit: number): number {
+    return limit <= 0 ? limit : Math.max(1, Math.floor(limit / this.udpShare));
   }
 
   /** The key every per-client limit counts `address` under (lib/client-key.ts). */
@@ -153,21 +170,23 @@ export class ConnLimits {
     if (2 * this.tcpOpen + this.udpSessions + 1 + this.listeners + this.fdReserve > this.fdLimit) return this.refuse('udp_fd_reserve');
     const cap = nb.concurrent.check(key);
     if (cap !== null) return this.refuse(cap === 'total' ? 'udp_nodebalancer_cap' : 'udp_client_cap');
-    if (this.perClient.check(key) !== null) return this.refuse('udp_client_total_cap');
+    // A session weighs udpShare in this process's part of the client total: its UDP sessions
+    // alone stop at 1/udpShare of the data plane's (TCP connections stay per process, "Workers").
+    if (this.perClient.check(key, this.udpShare) !== null) return this.refuse('udp_client_total_cap');
     if (!this.udpRate.take(key)) return this.refuse('udp_rate');
     if (!nb.allow(key)) {
       this.udpRate.refund(key);
       return this.refuse('udp_throttle');
     }
     nb.concurrent.add(key);
-    this.perClient.add(key);
+    this.perClient.add(key, this.udpShare);
     this.udpSessions++;
     return true;
   }
 
   releaseUdp(nb: ConnThrottle, key: string): void {
     nb.concurrent.release(key);
-    this.perClient.release(key);
+    this.perClient.release(key, this.udpShare);
     this.udpSessions--;
   }
 

@@ -9,6 +9,7 @@ import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
 import type { TicketKeys } from '../runtime/ticket-keys.js';
 import { SharedState } from './shared-state.js';
+import { UdpGroups } from './udp-group.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
 
 /** Metrics only workers carry (traffic); every other series is the primary's own. */
@@ -34,7 +35,7 @@ export interface WorkerPoolOptions {
   count: number;
   /** node:cluster's distribution: `rr` (the primary accepts and hands out) or `kernel` (workers accept). */
   distribution: 'rr' | 'kernel';
-  settings: Omit<WorkerSettings, 'slot' | 'generation' | 'serveUdp'>;
+  settings: Omit<WorkerSettings, 'slot' | 'generation' | 'workers'>;
   /** The primary's engine (`bind: false`): validation, health checks and the health verdicts. */
   checker: ProxyEngine;
   registry: Registry;
@@ -81,6 +82,7 @@ export class WorkerPool implements TelemetrySource {
   private readonly pending = new Map<number, Pending>();
   private readonly counters = new Map<number, CounterDelta>();
   private readonly shared: SharedState;
+  private readonly udp: UdpGroups;
   private generation = 1;
   private seq = 0;
   private chain: Promise<unknown> = Promise.resolve();
@@ -92,6 +94,7 @@ export class WorkerPool implements TelemetrySource {
     // A worker runs the same CLI, which sees it is a cluster worker (bin/commands.ts).
     cluster.setupPrimary({ exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced' });
     cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
+    this.udp = new UdpGroups(o.count);
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
       const status = o.checker.config(configId)?.nodes.get(nodeId)?.status;
       return status !== undefined && status !== 'DOWN';
@@ -174,10 +177,11 @@ export class WorkerPool implements TelemetrySource {
       if (m.worker.isConnected()) m.worker.disconnect();
     }));
     await Promise.all(exits);
+    this.udp.close();
   }
 
   private fork(slot: number, generation: number): Promise<void> {
-    const settings: WorkerSettings = { ...this.o.settings, slot, generation, serveUdp: slot === 0 };
+    const settings: WorkerSettings = { ...this.o.settings, slot, generation, workers: this.o.count };
     const worker = cluster.fork({ [WORKER_SETTINGS_ENV]: JSON.stringify(settings) });
     return new Promise<void>((resolve, reject) => {
       const m: Member = { worker, slot, generation, ready: false, hello: false, draining: false, started: this.o.clock.now(), settle: { resolve, reject } };
@@ -204,6 +208,13 @@ export class WorkerPool implements TelemetrySource {
       case 'admit':
         this.send(m, this.shared.admit(msg));
         return;
+      case 'udp': {
+        const socket = this.udp.socket(msg.ip, msg.port, m.slot);
+        if (typeof socket === 'string') this.send(m, { t: 'udp', id: msg.id, error: socket });
+        // The native handle travels with the message (child_process "dgram.Native"); the primary keeps its own.
+        else if (m.worker.isConnected()) m.worker.send({ t: 'udp', id: msg.id } satisfies ToWorker, socket as Parameters<Worker['send']>[1]);
+        return;
+      }
       case 'passive':
         this.o.checker.passive(msg.configId, msg.nodeId, msg.reason);
         return;
@@ -255,6 +266,7 @@ export class WorkerPool implements TelemetrySource {
     // Looked up in the primary's engine, not rebuilt from every config: a write costs what it changes.
     const checker = this.o.checker;
     this.shared.retain({ has: (id) => checker.servesNodeBalancer(id) }, { has: (id) => checker.config(id) !== undefined });
+    if (this.udp.ports > 0) this.udp.retain(udpPorts(checker.state()));
   }
 
   /**
@@ -340,4 +352,17 @@ export class WorkerPool implements TelemetrySource {
       this.fork(m.slot, m.generation).catch((err: Error) => this.o.logger.error({ err, slot: m.slot }, 'replacement worker failed'));
     }, delay);
   }
+}
+
+/** The udp ports a state serves (UdpGroups keys); only walked while some udp port is held. */
+function udpPorts(state: PreparedSnapshot): Set<string> {
+  const out = new Set<string>();
+  for (const nb of state.nodebalancers) {
+    for (const c of nb.configs) {
+      if (c.protocol !== 'udp') continue;
+      out.add(UdpGroups.key(c.ip, c.port));
+      if (c.listenKey6 !== '') out.add(UdpGroups.key(c.ip6, c.port));
+    }
+  }
+  return out;
 }

@@ -47,6 +47,8 @@ export type ToWorker =
   | { t: 'drain'; deadlineMs: number }
   /** The data plane's TLS ticket secret (docs/dataplane.md, "TLS resumption"). */
   | { t: 'tickets'; secret: Uint8Array }
+  /** This worker's socket of a udp port's reuseport group (sent with the message), or why there is none. */
+  | { t: 'udp'; id: number; error?: string }
   | AdmitAnswer;
 
 export type FromWorker =
@@ -55,14 +57,16 @@ export type FromWorker =
   | { t: 'passive'; configId: number; nodeId: number; reason: string }
   | { t: 'counters'; deltas: CounterDelta[] }
   | { t: 'metrics'; seq: number; metrics: unknown[] }
+  /** A udp listener wants its slot's socket of `ip:port` (workers/udp-group.ts). */
+  | { t: 'udp'; id: number; ip: string; port: number }
   | AdmitRequest;
 
 /** What the primary tells a worker when it forks it (environment variable, JSON). */
 export interface WorkerSettings {
   slot: number;
   generation: number;
-  /** One worker serves udp: a client flow must stay in one process. */
-  serveUdp: boolean;
+  /** How many worker slots there are: each reads its own socket of every udp port's reuseport group. */
+  workers: number;
   limits: Record<string, number | undefined>;
   endpointSource?: string;
   /** Listeners on the wildcard address, one socket per port (docs/dataplane.md, "Wildcard listeners"). */

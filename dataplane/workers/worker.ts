@@ -6,6 +6,7 @@ import type { NodeBalancerSpec } from '../config/model.js';
 import { registerDataplaneMetrics } from '../telemetry/metrics.js';
 import { registerEndpointMetrics } from '../telemetry/endpoint-metrics.js';
 import { AdmissionClient } from './admission-client.js';
+import type { UdpHandle } from './udp-group.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type ToWorker, type WorkerSettings } from './protocol.js';
 
 const HANDOFF_GRACE_MS = 2000;
@@ -24,15 +25,23 @@ export function runDataplaneWorker(): void {
     else sent?.();
   };
   const admission = new AdmissionClient(send);
+  // udp listeners read this slot's socket of each port's reuseport group, which the primary holds.
+  const udpAsked = new Map<number, { resolve: (h: UdpHandle) => void; reject: (e: Error) => void }>();
+  let udpNext = 0;
+  const udpSocket = (ip: string, port: number): Promise<UdpHandle> => new Promise((resolve, reject) => {
+    const id = ++udpNext;
+    udpAsked.set(id, { resolve, reject });
+    send({ t: 'udp', id, ip, port });
+  });
   // Replaced by the primary's secret before the first snapshot (the primary sends it first).
   const tickets = new TicketKeys();
   const engine = createProxyEngine({
     logger,
-    limits: settings.limits,
+    limits: { ...settings.limits, udpShare: settings.workers },
     endpoints: { sourceAddress: settings.endpointSource },
     remoteHealth: { passive: (configId, nodeId, reason) => send({ t: 'passive', configId, nodeId, reason }) },
     shared: admission,
-    serveUdp: settings.serveUdp,
+    udpSocket,
     ticketKeys: tickets,
     wildcard: settings.wildcard,
   });
@@ -51,7 +60,7 @@ export function runDataplaneWorker(): void {
 
   // NodeBalancers of the snapshot being sent, by its sequence number, until its commit.
   const parts = new Map<number, NodeBalancerSpec[]>();
-  process.on('message', (m: ToWorker) => {
+  process.on('message', (m: ToWorker, handle?: UdpHandle) => {
     switch (m.t) {
       case 'part': {
         const got = parts.get(m.seq);
@@ -78,6 +87,14 @@ export function runDataplaneWorker(): void {
           logger.error({ err }, 'ticket secret refused');
         }
         return;
+      case 'udp': {
+        const w = udpAsked.get(m.id);
+        udpAsked.delete(m.id);
+        if (w === undefined) return;
+        if (m.error === undefined && handle !== undefined) w.resolve(handle);
+        else w.reject(Object.assign(new Error(m.error ?? 'no socket'), { code: m.error }));
+        return;
+      }
       case 'admitted':
         admission.answer(m);
         return;

@@ -81,3 +81,30 @@ describe('ConnLimits per-client total', () => {
     expect(limits.refused.udp_rate).toBe(1);
   });
 });
+
+/** docs/dataplane.md "UDP on every worker": each of N workers keeps 1/N of every UDP limit. */
+describe('ConnLimits with udpShare', () => {
+  it('divides the new-session rate, the per-client session count in the client total, and the NodeBalancer gates', () => {
+    const clock = new ManualClock();
+    const limits = new ConnLimits({ perClient: 2, udpNewSessionsPerSecond: 1000, udpShare: 2 }, clock);
+    const nb = new ConnThrottle(0, clock, 0, 0);
+    let udp = 0;
+    for (let i = 0; i < 100; i++) if (limits.admitUdp(nb, 'c')) udp++;
+    // The client total is 2 connections = 32 sessions for the data plane: 16 in this worker.
+    expect(udp).toBe(UDP_SESSIONS_PER_CONNECTION);
+    expect(limits.refused.udp_client_total_cap).toBe(100 - UDP_SESSIONS_PER_CONNECTION);
+    for (let i = 0; i < udp; i++) limits.releaseUdp(nb, 'c');
+    expect(limits.admitUdp(nb, 'c')).toBe(true);
+    expect([limits.udpPart(2000), limits.udpPart(5), limits.udpPart(1), limits.udpPart(0)]).toEqual([1000, 2, 1, 0]);
+  });
+
+  it('keeps the new-session bucket at its share: 500 a second, 1,000 at once, for 1,000 over two workers', () => {
+    const clock = new ManualClock();
+    const limits = new ConnLimits({ udpNewSessionsPerSecond: 500, udpShare: 2, perClient: 0 }, clock);
+    const nb = new ConnThrottle(0, clock, 0, 0);
+    let ok = 0;
+    for (let i = 0; i < 1000; i++) if (limits.admitUdp(nb, 'c')) ok++;
+    expect(ok).toBe(500);
+    expect(limits.refused.udp_rate).toBe(500);
+  });
+});
