@@ -164,7 +164,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
-  profileRoutes(router, { account });
+  profileRoutes(router, { account, regions });
   consoleRoutes(app, opts.consoleDir ?? defaultConsoleDir());
   const grpcServer = new grpc.Server(serverOptions);
 

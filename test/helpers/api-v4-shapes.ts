@@ -98,4 +98,10 @@ export const clientTypedOperations: Record<string, Json> = {
   'GET /account/notifications': page(notificationSchema),
   'GET /tags': page(strict({ label: str })),
   'GET /tags/{label}': page(taggedObject),
+  // Things Fulcrum does not have: empty, or nothing withheld / agreed (docs/compatibility.md).
+  'GET /networking/firewalls': page({ not: {} }),
+  'GET /profile/sshkeys': page({ not: {} }),
+  'GET /account/maintenance': page({ not: {} }),
+  'GET /account/availability': page(strict({ region: str, unavailable: { type: 'array', items: str } })),
+  'GET /account/agreements': strict({ billing_agreement: bool, eu_model: bool, privacy_policy: bool }),
 };

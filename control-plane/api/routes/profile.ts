@@ -4,6 +4,7 @@ import { paginate, parsePage } from '../pagination.js';
 import type { AccountService, Notice } from '../../domain/account/account-service.js';
 import { fixedSettings, readOnlyProfile } from '../../domain/account/account-service.js';
 import type { User } from '../../domain/auth/model.js';
+import type { RegionCatalogue } from '../../domain/regions.js';
 
 /** The Profile object of @linode/api-v4 (profile/types.d.ts): what Fulcrum does not have reads as off or empty. */
 function profileToWire(u: User): Record<string, unknown> {
@@ -37,7 +38,7 @@ function noticeToWire(n: Notice): Record<string, unknown> {
  * /profile, /profile/preferences, /account, /account/settings, /account/notifications and
  * /tags: what clients read before anything else (docs/api.md, "Profile and account").
  */
-export function profileRoutes(r: Router, d: { account: AccountService }): void {
+export function profileRoutes(r: Router, d: { account: AccountService; regions: RegionCatalogue }): void {
   // Any valid token may read its own profile, as linode-cli's configure does with whatever
   // scopes the token has (the real API answers /profile to every token).
   r.getAuthenticated('/profile', async (c) => profileToWire(await d.account.profile(c.actor)));
@@ -55,4 +56,17 @@ export function profileRoutes(r: Router, d: { account: AccountService }): void {
     const found = await d.account.taggedWith(c.actor, c.params.label ?? '');
     return paginate(await Promise.all(found.map(async (e) => ({ type: e.kind, data: await e.show() }))), parsePage(c.query));
   });
+
+  // Things Fulcrum does not have, answered as the real service answers an account with none of
+  // them (docs/compatibility.md, "Endpoints for things Fulcrum does not have"): Cloud Manager
+  // reads these while it renders the pages NodeBalancers and databases share.
+  const none = (c: { query: Record<string, unknown> }) => paginate([], parsePage(c.query));
+  r.get('/networking/firewalls', 'firewall:read_only', (c) => none(c));
+  r.get('/profile/sshkeys', 'account:read_only', (c) => none(c));
+  r.get('/account/maintenance', 'account:read_only', (c) => none(c));
+  // No capability is withheld from the account in any region (the restrictions the real service
+  // lists here are per-account limits Fulcrum does not have).
+  r.get('/account/availability', 'account:read_only', (c) => paginate(d.regions.list().map((x) => ({ region: x.id, unavailable: [] })), parsePage(c.query)));
+  // Nothing has been agreed to with anyone: an install has no billing or legal agreements.
+  r.get('/account/agreements', 'account:read_only', () => ({ billing_agreement: false, eu_model: false, privacy_policy: false }));
 }

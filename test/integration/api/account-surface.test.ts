@@ -11,7 +11,7 @@ import type { DatabaseRecord } from '../../../control-plane/domain/databases/mod
  * (grants) or the schema typed from the SDK's own types (test/helpers/api-v4-shapes.ts).
  */
 const {
-  createNodeBalancer, getAccountInfo, getAccountSettings, getMyGrants, getNotifications, getProfile, getTags, getUserPreferences,
+  createNodeBalancer, getAccountAgreements, getAccountAvailabilities, getAccountMaintenance, getFirewalls, getSSHKeys, getAccountInfo, getAccountSettings, getMyGrants, getNotifications, getProfile, getTags, getUserPreferences,
   updateAccountSettings, updateProfile, updateUserPreferences,
 } = sdk;
 
@@ -156,6 +156,14 @@ describe('account surface through @linode/api-v4', () => {
     expect(mine.data.map((o: any) => o.data.id)).toEqual([webId]);
     expect((await as(restricted, () => apiErrors(baseRequest.get('https://api.linode.com/v4/tags/secret')))).status).toBe(404);
     expect((await apiErrors(baseRequest.get('https://api.linode.com/v4/tags/none'))).status).toBe(404);
+  });
+
+  it('answers what the real service answers an account without firewalls, SSH keys, maintenance or agreements', async () => {
+    for (const list of [getFirewalls, getSSHKeys, getAccountMaintenance]) expect(await list()).toEqual({ data: [], page: 1, pages: 1, results: 0 });
+    const avail = await getAccountAvailabilities();
+    expect(avail.data.map((a: any) => a.region)).toContain('us-east');
+    expect(avail.data.every((a: any) => a.unavailable.length === 0)).toBe(true);
+    expect(await getAccountAgreements()).toEqual({ billing_agreement: false, eu_model: false, privacy_policy: false });
   });
 
   it('checked every client-typed operation against its schema', () => {
