@@ -15,6 +15,7 @@ import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, Operat
 import { spansAgents } from './placement.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
+import { withForkDefaults } from './fork-request.js';
 import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
 
 type Body = Record<string, unknown>;
@@ -115,7 +116,11 @@ export class DatabaseService {
       // The fork source is read before validation, which is synchronous.
       const forkId = (body as { fork?: { source?: unknown } } | null)?.fork?.source;
       const src = typeof forkId === 'number' && Number.isSafeInteger(forkId) && forkId > 0 ? await this.d.repo.get(forkId) : undefined;
-      const input = validateCreate(body, {
+      // A fork may leave out what its source decides (withForkDefaults); only a source the
+      // caller can read fills them in, so the defaults reveal nothing about another's database.
+      const readable = src && !src.deleting && this.d.auth.canRead(actor, 'database', src.id) ? src : undefined;
+      const request = readable && body.fork !== undefined && body.fork !== null ? withForkDefaults(body, readable, (l) => labels.has(l)) : body;
+      const input = validateCreate(request, {
         engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
         regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
         typeExists: (id) => findType(id) !== undefined,
