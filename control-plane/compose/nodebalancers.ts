@@ -62,7 +62,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   // see: a notice about the install, shown to unrestricted users.
   ctx.account.registerNotices(async () => (await dataplanes.list()).filter((s) => s.lastError !== null).map((s) => ({
     type: 'notice' as const, severity: 'major' as const, label: 'A data plane refused a NodeBalancer configuration',
-    message: `Data plane ${s.id} (${s.region}) refused configuration version ${s.versionApplied + 1}: ${s.lastError}`,
+    message: `Data plane ${s.id} (${s.region}) refused the NodeBalancer configuration it was sent and still serves version ${s.versionApplied}: ${s.lastError}`,
     entity: null, when: s.lastErrorAt, until: null,
   })));
   // Data-plane status (connected, applied version, last NACK), for operators and tests.
