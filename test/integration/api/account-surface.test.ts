@@ -1,4 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grpc, loadConfigProto } from '../../../lib/grpc.js';
+import type { ConfigAck } from '../../../proto/gen/fulcrum/v1/ConfigAck.js';
+import type { ConfigSnapshot__Output } from '../../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
+import { waitFor } from '../../helpers/backends.js';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { apiErrors, baseRequest, pointLinodeClientAt, sdk } from '../../helpers/api-linode-client.js';
 import { validatedOperations } from '../../helpers/api-schema.js';
@@ -24,7 +28,8 @@ describe('account surface through @linode/api-v4', () => {
   let restricted: string;
 
   beforeAll(async () => {
-    api = await startApi();
+    // Plain gRPC so that the test can play a data plane that refuses its configuration.
+    api = await startApi({ insecureGrpc: true });
     token = api.token;
     unpoint = pointLinodeClientAt(api.url, () => token);
     webId = (await createNodeBalancer({ region: 'us-east', label: 'acct-web', tags: ['web', 'prod'], configs: [] })).id;
@@ -124,20 +129,25 @@ describe('account surface through @linode/api-v4', () => {
 
   it('GET /account/notifications: pending database maintenance and a data plane\'s refusal; restricted users see only their entities', async () => {
     expect((await getNotifications()).data).toEqual([]);
-    // The state the agent's report (a new engine build waiting) and a data plane's NACK leave behind.
+    // A data plane refuses the configuration it is sent (a NACK over the real stream).
+    const leave = await nackFirstSnapshot(api.cp.grpcAddress, 'dp-acct', 'bind 127.0.0.1:80: address in use');
+    try {
+      await waitFor(async () => (await getNotifications()).data.length === 1, 20_000, 'the refusal as a notification');
+    } finally {
+      leave();
+    }
+    // The state an agent's report of a new engine build waiting for the window leaves behind.
     const ctx = api.cp.context;
     const db = await ctx.store.databases.create(pendingDatabase('acct-db'));
-    await ctx.store.dataplanes.upsert({
-      id: 'dp-acct', region: 'us-east', connected: true, replica: '', versionApplied: 7, lastError: 'bind 127.0.0.1:80: address in use',
-      lastErrorAt: Date.UTC(2026, 0, 2, 3, 4, 5), lastSeen: Date.UTC(2026, 0, 2, 3, 4, 5),
-    });
     const all = (await getNotifications()).data;
     expect(all).toHaveLength(2);
     const maint = all.find((n: any) => n.type === 'maintenance_scheduled');
     expect(maint.entity).toEqual({ id: db.id, label: 'acct-db', type: 'database', url: `/v4/databases/mysql/instances/${db.id}` });
     expect(maint.when).not.toBeNull();
     const notice = all.find((n: any) => n.type === 'notice');
-    expect(notice).toMatchObject({ entity: null, severity: 'major', when: '2026-01-02T03:04:05' });
+    expect(notice).toMatchObject({ entity: null, severity: 'major', label: 'A data plane refused a NodeBalancer configuration' });
+    expect(notice.when).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/);
+    expect(notice.message).toContain('dp-acct');
     expect(notice.message).toContain('address in use');
     expect((await as(restricted, () => getNotifications())).data).toEqual([]);
     api.setGrants('acct-ro', { nodebalancer: { [webId]: 'read_only' }, database: { [db.id]: 'read_only' } });
@@ -185,6 +195,30 @@ describe('account surface through @linode/api-v4', () => {
     }
   }, 60_000);
 });
+
+/** Plays a data plane that answers its first snapshot with an error (a NACK); returns its close. */
+async function nackFirstSnapshot(address: string, id: string, error: string): Promise<() => void> {
+  const proto = loadConfigProto();
+  const client = new proto.fulcrum.v1.ConfigService(address, grpc.credentials.createInsecure()) as any;
+  const call = client.Stream() as grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>;
+  call.on('error', () => undefined);
+  const close = () => {
+    call.cancel();
+    client.close();
+  };
+  try {
+    const snap = await new Promise<ConfigSnapshot__Output>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no snapshot within 20 s')), 20_000);
+      call.once('data', (s: ConfigSnapshot__Output) => (clearTimeout(timer), resolve(s)));
+      call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: '', incremental: false });
+    });
+    call.write({ dataplaneId: id, region: '*', versionApplied: 0, responseNonce: snap.nonce, errorDetail: error });
+    return close;
+  } catch (err) {
+    close();
+    throw err;
+  }
+}
 
 function pendingDatabase(label: string): Omit<DatabaseRecord, 'id'> {
   return {
