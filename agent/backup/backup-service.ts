@@ -9,7 +9,7 @@ import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
-import { loadBackup } from './load-backup.js';
+import { assertLoadable, loadBackup } from './load-backup.js';
 import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
 import { takePhysical } from './physical-backup.js';
 import { sealedWriter } from './sealed-writer.js';
@@ -45,7 +45,8 @@ export interface TakeOptions {
 
 /**
  * Logical backups and restores (docs/agent.md §6). A backup is one gzip stream: the
- * customer's accounts (CREATE OR REPLACE USER + GRANTs, written by the agent) followed by a
+ * customer's accounts (rows of the privilege tables, every value quoted by the driver:
+ * customer-data.ts customerAccountsSql) followed by a
  * `mariadb-dump --single-transaction --routines --triggers --events` of every customer schema;
  * for `encrypted` databases it is then AES-256-GCM encrypted (backup-crypto.ts). The SHA-256 of
  * the stored bytes and a manifest are written last. linroot, root and the replication account
@@ -208,6 +209,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
     if (!m) throw new Error(`backup ${backupId} does not exist`);
     await verify(m);
+    // An old backup holding server-rendered account text is refused here, before the safety copy.
+    await assertLoadable({ runtime: opts.runtime, storage: opts.storage }, c, m);
     await c.runExclusive('restore', async () => {
       const s = c.state!;
       const p = s.primary;

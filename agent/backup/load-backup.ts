@@ -3,36 +3,97 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
-import { clientError, customerSchemas, SYSTEM_USERS } from '../mysql/customer-data.js';
+import { ACCOUNTS_HEADER, clientError, customerSchemas, LEGACY_ACCOUNTS_HEADER, SQL_CLIENT, SYSTEM_USERS } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { BACKUP_CIPHER, createDecryptStream } from './backup-crypto.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 
-/**
- * Replaces the customer's data on node p with backup m: drops the customer schemas and
- * accounts, then loads the dump (decrypted when the manifest says so) with the binlog on, so
- * the replicas follow through replication. Throws with the client's ERROR line.
- */
-export async function loadBackup(
-  deps: { runtime: ContainerRuntime; storage: BackupStorage },
-  c: Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName'>,
-  p: number,
-  m: BackupManifest,
-): Promise<void> {
-  const s = c.state!;
-  const what = m.type === 'pre-restore' ? 'the safety copy' : `backup ${m.id}`;
-  let decrypt: Transform | undefined;
+type LoadTarget = Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName'>;
+type LoadDeps = { runtime: ContainerRuntime; storage: BackupStorage };
+
+/** The first lines of a dump: where the legacy account section would be. */
+const HEAD_BYTES = 4096;
+/** How a dump written by mariadb-dump (10.11.8+ prints the sandbox line first) or MySQL's begins. */
+const DUMP_START = /^(\/\*M!999999\\- enable the sandbox mode \*\/|-- MariaDB dump |-- MySQL dump )/;
+
+function describe(m: BackupManifest): string {
+  return m.type === 'pre-restore' ? 'the safety copy' : `backup ${m.id}`;
+}
+
+/** The decrypting stage for m with the database's key, or none for a plain backup. */
+function decrypter(s: NonNullable<LoadTarget['state']>, m: BackupManifest): Transform | undefined {
+  const what = describe(m);
   if (m.format === 'mariadb-dump+gzip+aes-256-gcm') {
     if (m.encryption?.scheme !== BACKUP_CIPHER) throw new Error(`${what} uses an unknown encryption scheme ${m.encryption?.scheme ?? '(none)'}; nothing was changed`);
     if (!s.backupKey) throw new Error(`${what} is encrypted but this database has no backup key; nothing was changed`);
-    decrypt = createDecryptStream(s.backupKey);
-  } else if (m.format !== 'mariadb-dump+gzip') {
-    throw new Error(`${what} has an unknown format ${String(m.format)}; nothing was changed`);
+    return createDecryptStream(s.backupKey);
   }
+  if (m.format !== 'mariadb-dump+gzip') throw new Error(`${what} has an unknown format ${String(m.format)}; nothing was changed`);
+  return undefined;
+}
+
+/** The first HEAD_BYTES of m's SQL (fewer when it is shorter). */
+async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, decrypt: Transform | undefined): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const take = async (source: AsyncIterable<Buffer>) => {
+    for await (const chunk of source) {
+      chunks.push(chunk);
+      size += chunk.length;
+      // Stopping here closes the file, the decryption and gunzip (pipeline then reports an abort).
+      if (size >= HEAD_BYTES) throw new Error('enough');
+    }
+  };
+  const src = deps.storage.reader(c.id, m.id, m.file);
+  try {
+    await (decrypt ? pipeline(src, decrypt, createGunzip(), take) : pipeline(src, createGunzip(), take));
+  } catch (err) {
+    if (size < HEAD_BYTES) throw err;
+  }
+  return Buffer.concat(chunks).subarray(0, HEAD_BYTES).toString('utf8');
+}
+
+/**
+ * Refuses, before anything changes, a backup whose account section cannot be loaded safely.
+ * This agent's backups begin with ACCOUNTS_HEADER (privilege-table rows, every value quoted by
+ * the driver). Older agents wrote LEGACY_ACCOUNTS_HEADER followed by `SHOW CREATE USER` and
+ * `SHOW GRANTS` text, in which the server does not escape REQUIRE SUBJECT/ISSUER/CIPHER
+ * strings: a customer could end a statement inside one and have the rest run as root. That
+ * text is never replayed, and it cannot be skipped either: the same strings can forge the line
+ * where the dump begins. So an old backup loads only when its section is empty (the next line
+ * is mariadb-dump's first, or the end); one holding accounts is refused, naming the reason
+ * (docs/security/mysql.md, "Account backups"). A file with neither header holds no account
+ * section at all (every agent wrote one first): it loads as the dump it is.
+ */
+export async function assertLoadable(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise<void> {
+  const what = describe(m);
+  const decrypt = decrypter(c.state!, m);
+  const head = await headOf(deps, c, m, decrypt).catch((err: Error) => {
+    throw new Error(`${what} cannot be read: ${err.message}; nothing was changed`);
+  });
+  if (head.startsWith(`${ACCOUNTS_HEADER}\n`) || !head.startsWith(`${LEGACY_ACCOUNTS_HEADER}\n\n`)) return;
+  const next = head.slice(LEGACY_ACCOUNTS_HEADER.length + 2);
+  if (next === '' || DUMP_START.test(next)) return;
+  throw new Error(`${what} was taken by an older agent and holds the customer's accounts as text the server rendered, which is not loaded (a quoted string in it could run as root); restore or fork from a backup taken since, or re-create the accounts; nothing was changed`);
+}
+
+/**
+ * Replaces the customer's data on node p with backup m: checks the account section
+ * (assertLoadable), drops the customer schemas, accounts and roles, then loads the backup
+ * (decrypted when the manifest says so) with the binlog on, so the replicas follow through
+ * replication. Throws with the client's ERROR line.
+ */
+export async function loadBackup(deps: LoadDeps, c: LoadTarget, p: number, m: BackupManifest): Promise<void> {
+  const s = c.state!;
+  const what = describe(m);
+  const decrypt = decrypter(s, m);
+  await assertLoadable(deps, c, m);
   await withAdmin(await c.adminTarget(p), async (x) => {
     for (const d of await customerSchemas(x)) await x.query(`DROP DATABASE \`${d.replace(/`/g, '``')}\``);
-    for (const u of await q(x, 'SELECT User, Host FROM mysql.user')) {
-      if (!SYSTEM_USERS.includes(String(u.User))) await x.query('DROP USER ?@?', [u.User, u.Host]);
+    for (const u of await q(x, "SELECT User, Host, IFNULL(JSON_VALUE(Priv, '$.is_role'), 'false') AS role FROM mysql.global_priv")) {
+      if (SYSTEM_USERS.includes(String(u.User))) continue;
+      if (String(u.role) === 'true') await x.query('DROP ROLE ?', [u.User]);
+      else await x.query('DROP USER ?@?', [u.User, u.Host]);
     }
   });
   // The client gets a stream only this function ends: input that breaks (unreadable,
@@ -49,7 +110,7 @@ export async function loadBackup(
   const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), pump) : pipeline(src, createGunzip(), pump))
     .then(() => undefined, (err: Error) => err)
     .finally(() => feed.end());
-  const res = await deps.runtime.exec(c.nodeName(p), ['mariadb', '--user=root', '--binary-mode'], {
+  const res = await deps.runtime.exec(c.nodeName(p), [...SQL_CLIENT, '--user=root', '--binary-mode'], {
     stdin: feed,
     env: { MYSQL_PWD: s.adminPassword },
   });

@@ -1,11 +1,12 @@
-import { createReadStream, createWriteStream } from 'node:fs';
-import { chown, mkdir, readdir, rm, stat, statfs } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { open, readdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { finished, pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
 import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import { ensureDir, removeTree } from '../runtime/no-follow.js';
 import type { DatabaseController } from '../database/controller.js';
 import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
@@ -58,13 +59,16 @@ export async function runFolders(runtime: ContainerRuntime, name: string, nodeSo
   return { host: dirname((await runtime.connection(name)).socketPath), node: dirname(nodeSocket) };
 }
 
-/** A scratch folder in the server's run folder, empty, owned as the run folder is. */
+/**
+ * A scratch folder in the server's run folder, empty, owned as the run folder is (by the node's
+ * uid, which the tools run as). The run folder is the node's, so whatever it left under that
+ * name is removed, and the folder made, without following links (no-follow.ts).
+ */
 export async function scratch(hostRun: string, name: string): Promise<string> {
   const dir = join(hostRun, name);
-  await rm(dir, { recursive: true, force: true });
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await removeTree(dir);
   const owner = await stat(hostRun);
-  await chown(dir, owner.uid, owner.gid);
+  await ensureDir(dir, { mode: 0o700, owner: { uid: owner.uid, gid: owner.gid } });
   return dir;
 }
 
@@ -116,18 +120,25 @@ export async function takePhysical(
   // A copy an agent crash interrupted left its spool (the data directory's size) behind. A node
   // holds one copy at a time (its database's archive rounds never overlap), so any other is stale.
   for (const f of await readdir(run.host)) {
-    if (/^backup-(spool-\d+\.mbstream|tmp-\d+)$/.test(f)) await rm(join(run.host, f), { recursive: true, force: true });
+    if (/^backup-(spool-\d+\.mbstream|tmp-\d+)$/.test(f)) await removeTree(join(run.host, f));
   }
   const tmp = `backup-tmp-${id}`;
   await scratch(run.host, tmp);
   const spool = join(run.host, `backup-spool-${id}.mbstream`);
+  // The spool is the agent's: it writes it from the tool's output and reads it back through
+  // the same descriptor, so the node's uid, which owns the folder, can neither have it written
+  // through a link nor swap in another file to be read and stored.
+  const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
+  const spoolFile = await open(spool, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {
     const fs = await statfs(run.host);
     if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
     const encrypted = c.desired?.encrypted === true;
-    const raw = createWriteStream(spool, { mode: 0o600 });
+    // Streams on the bare descriptor: a FileHandle's own streams with autoClose off keep it
+    // referenced, and its close() would then wait forever.
+    const raw = createWriteStream('', { fd: spoolFile.fd, autoClose: false });
     const spooled = finished(raw).then(() => undefined, (err: Error) => err);
     // --datadir as the server reports it: the tool would otherwise read the distribution's
     // option files, whose datadir is not this server's.
@@ -144,7 +155,7 @@ export async function takePhysical(
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
-    await pipeline(createReadStream(spool), sealed.input, { signal: deps.signal });
+    await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
     const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {
       id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
@@ -161,7 +172,8 @@ export async function takePhysical(
     await deps.storage.remove(c.id, id).catch(() => undefined);
     throw err;
   } finally {
-    await rm(join(run.host, tmp), { recursive: true, force: true }).catch(() => undefined);
-    await rm(spool, { force: true }).catch(() => undefined);
+    await spoolFile.close().catch(() => undefined);
+    await removeTree(join(run.host, tmp)).catch(() => undefined);
+    await removeTree(spool).catch(() => undefined);
   }
 }

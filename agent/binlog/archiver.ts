@@ -1,5 +1,4 @@
-import { createReadStream } from 'node:fs';
-import { chown, mkdir, rm, stat } from 'node:fs/promises';
+import { stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Clock } from '../../lib/clock.js';
@@ -13,6 +12,7 @@ import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import { ensureDir, openOwnedFile, removeTree } from '../runtime/no-follow.js';
 import { archiveEnd, gtidLe, oldestRestorable, prune, type BaseInfo } from './chain.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
 
@@ -89,35 +89,44 @@ export function createArchiver(d: ArchiverDeps) {
   const physicalRetry = new Map<number, number>();
   const physicalFailures = new Map<number, number>();
 
-  async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string, signal: AbortSignal): Promise<string> {
+  /**
+   * Copies binlog `file` into the spool folder in the node's run folder, by the tool running as
+   * the node's uid; returns where, with that uid. The run folder and the spool are the node's, so
+   * the agent makes and cleans the spool without following links, and reads back only a file
+   * that uid owns (no-follow.ts).
+   */
+  async function copy(c: ArchivedDatabase, node: number, file: string, nodeSocket: string, signal: AbortSignal): Promise<{ path: string; uid: number }> {
+    // The name comes from the server (SHOW BINARY LOGS): a plain file name, nothing else.
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(file)) throw new Error(`the server named a binlog ${JSON.stringify(file)}`);
     const name = c.nodeName(node);
     const hostRun = dirname((await d.runtime.connection(name)).socketPath);
     const spool = join(hostRun, 'binlog-spool');
-    await mkdir(spool, { recursive: true, mode: 0o700 });
-    // The copy runs as the server's user inside a container; the spool must be its own.
+    // The copy runs as the server's user; the spool must be its own.
     const owner = await stat(hostRun);
-    await chown(spool, owner.uid, owner.gid);
-    await rm(join(spool, file), { force: true });
+    await ensureDir(spool, { mode: 0o700, owner: { uid: owner.uid, gid: owner.gid } });
+    await removeTree(join(spool, file));
     const res = await d.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--raw',
       `--result-file=${join(dirname(nodeSocket), 'binlog-spool')}/`, file], { env: { MYSQL_PWD: c.state!.adminPassword }, signal });
-    if (signal.aborted) await rm(join(spool, file), { force: true });
+    if (signal.aborted) await removeTree(join(spool, file));
     signal.throwIfAborted();
     if (res.exitCode !== 0) throw new Error(`mariadb-binlog could not copy ${file} (${res.exitCode}): ${clientError(res.stderr)}`);
-    return join(spool, file);
+    return { path: join(spool, file), uid: owner.uid };
   }
 
-  async function store(c: ArchivedDatabase, seq: number, local: string, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>, signal: AbortSignal): Promise<void> {
+  async function store(c: ArchivedDatabase, seq: number, local: { path: string; uid: number }, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>, signal: AbortSignal): Promise<void> {
     const encrypted = c.desired?.encrypted === true;
     const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
-    const rawBytes = (await stat(local)).size;
+    let input: FileHandle | undefined;
     try {
+      input = await openOwnedFile(local.path, local.uid);
+      const rawBytes = (await input.stat()).size;
       const out = await d.segments.writer(c.id, seq, file);
       if (encrypted && !c.state!.backupKey) {
         c.state!.backupKey = newBackupKey();
         await c.save();
       }
       const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: c.state!.backupKey! } : {}) });
-      await pipeline(createReadStream(local), sealed.input, { signal });
+      await pipeline(input.createReadStream(), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
       signal.throwIfAborted();
       await d.segments.commit({
@@ -131,7 +140,8 @@ export function createArchiver(d: ArchiverDeps) {
       await d.segments.remove(c.id, seq).catch(() => undefined);
       throw err;
     } finally {
-      await rm(local, { force: true });
+      await input?.close().catch(() => undefined);
+      await removeTree(local.path);
     }
   }
 

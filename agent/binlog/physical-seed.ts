@@ -1,4 +1,4 @@
-import { chown, cp, readdir, rename, rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -14,19 +14,12 @@ import { globalStatus, q, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import { configureReplica, promote } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
+import { chownTree, copyTree, entries, moveEntries, removeTree, withDir } from '../runtime/no-follow.js';
 
 type Fork = Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName'>;
 
 /** What mariadb-backup leaves beside the data files; the server has no use for them. */
 const BOOKKEEPING = /^(xtrabackup_|mariadb_backup_|backup-my\.cnf$|aria_log_control\.bak$)/;
-
-async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    await chown(p, uid, gid);
-    if (e.isDirectory()) await chownTree(p, uid, gid);
-  }
-}
 
 /** Output chunk of the base's decompression (docs/performance.md, "Forks to a point in time"). */
 const UNPACK_CHUNK = 256 * 1024;
@@ -82,7 +75,11 @@ export async function seedPhysical(
     const prep = await d.runtime.exec(pName, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
     if (prep.exitCode !== 0) throw new Error(`preparing base backup ${m.id} failed: ${prep.stderr.trim().split('\n').slice(-3).join(' ')}`);
     step('prepareMs');
-    for (const name of await readdir(work)) if (BOOKKEEPING.test(name)) await rm(join(work, name), { recursive: true, force: true });
+    // `work` is the node's, written by its uid (the tools run as the node): the agent reads,
+    // moves and removes in it without following links, and takes only files that uid owns
+    // (no-follow.ts), so a link or a hard link to a host file cannot end up in a data dir.
+    const toolUid = (await stat(run.host)).uid;
+    for (const name of await withDir(work, entries)) if (BOOKKEEPING.test(name)) await removeTree(join(work, name));
     // Replicas get copies, the primary the prepared folder itself (same file system: a rename).
     for (const k of [...ks.filter((k) => k !== p), p]) {
       const name = fork.nodeName(k);
@@ -90,15 +87,13 @@ export async function seedPhysical(
       if (!dataDir) throw new Error(`node ${name} of the fork has no data directory`);
       await d.runtime.stop(name);
       const owner = await stat(dataDir);
-      for (const e of await readdir(dataDir)) await rm(join(dataDir, e), { recursive: true, force: true });
-      for (const e of await readdir(work)) {
-        if (k !== p) await cp(join(work, e), join(dataDir, e), { recursive: true });
-        else await rename(join(work, e), join(dataDir, e)).catch(() => cp(join(work, e), join(dataDir, e), { recursive: true }));
-      }
-      await chownTree(dataDir, owner.uid, owner.gid);
+      for (const e of await withDir(dataDir, entries)) await removeTree(join(dataDir, e));
+      if (k !== p) await copyTree(work, dataDir, toolUid);
+      else await moveEntries(work, dataDir, toolUid);
+      await chownTree(dataDir, { uid: owner.uid, gid: owner.gid });
     }
   } finally {
-    await rm(work, { recursive: true, force: true }).catch(() => undefined);
+    await removeTree(work).catch(() => undefined);
   }
   step('placeMs');
   await Promise.all(ks.map((k) => d.runtime.start(fork.nodeName(k))));

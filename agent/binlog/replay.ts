@@ -9,7 +9,7 @@ import { loadBackup } from '../backup/load-backup.js';
 import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { withAdmin } from '../mysql/admin.js';
-import { clientError } from '../mysql/customer-data.js';
+import { clientError, SQL_CLIENT } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ArchivedDatabase, Archiver } from './archiver.js';
@@ -164,7 +164,7 @@ async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: ForkSource
   const args = ['mariadb-binlog', ...(after ? [`--start-position=${after}`] : []), `--stop-datetime=${binlogDatetime(stopMs)}`, '-'];
   const [dec, load] = await Promise.all([
     d.runtime.exec(node, args, { stdin: raw, stdout: filtered, env: { TZ: 'UTC' } }),
-    d.runtime.exec(node, ['mariadb', '--user=root', '--binary-mode'], { stdin: sql, env: { MYSQL_PWD: s.adminPassword } }),
+    d.runtime.exec(node, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: sql, env: { MYSQL_PWD: s.adminPassword } }),
   ]);
   raw.destroy();
   const fed = await feeding;

@@ -1,4 +1,4 @@
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
@@ -13,7 +13,8 @@ async function dirSizeMb(dir: string): Promise<number> {
     for (const e of await readdir(d, { withFileTypes: true }).catch(() => [])) {
       const p = join(d, e.name);
       if (e.isDirectory()) await walk(p);
-      else total += (await stat(p).catch(() => ({ size: 0 }))).size;
+      // lstat: a link the node planted counts as itself, not as the file it names.
+      else total += (await lstat(p).catch(() => ({ size: 0 }))).size;
     }
   };
   await walk(dir);

@@ -133,7 +133,7 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
       let repair = '';
       try {
         await withAdmin(await db.adminTarget(k), async (c) => {
-          if ((await guardSession(c, s.replPassword)) === 'restart') repair = 'root@localhost lost its grants';
+          if ((await guardSession(c, s.replPassword, db.log)) === 'restart') repair = 'root@localhost lost its grants';
           const rows = await q(c, 'SELECT @@read_only AS ro, @@gtid_current_pos AS g, @@rpl_semi_sync_master_enabled AS ss');
           n.readOnly = Number(rows[0]?.ro) === 1;
           n.gtid = String(rows[0]?.g ?? '');

@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { systemClock } from '../../lib/clock.js';
 import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
 import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
-import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
+import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
@@ -177,7 +177,7 @@ async function seedReplica(opts: {
   dump.pipe(feed);
   const env = { MYSQL_PWD: opts.adminPassword };
   const dumping = opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env });
-  const load = await opts.runtime.exec(opts.target.name, ['mariadb', '--user=root', '--binary-mode'], { stdin: feed, env });
+  const load = await opts.runtime.exec(opts.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env });
   // A load that stopped early must not leave the dump blocked on a full pipe.
   if (load.exitCode !== 0) dump.destroy();
   const out = await dumping;

@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import { removeTree } from '../runtime/no-follow.js';
 import { LABEL_AGENT, LABEL_DATABASE } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 
@@ -16,6 +17,7 @@ export async function remove(db: RemoveContext): Promise<void> {
   await Promise.all([...names].map((n) => db.runtime.remove(n, { withData: true })));
   // The controller is marked deleted before this runs, so no new save starts; one in flight ends first.
   await db.settleSaves();
-  await rm(db.dir, { recursive: true, force: true });
+  // Its nodes' folders (the nodes' own, should any be left) are removed without following links.
+  await removeTree(db.dir);
   await rm(db.backupsDir, { recursive: true, force: true });
 }

@@ -66,9 +66,84 @@ export async function syncAdminAccounts(c: AdminConnection, allowList: string[],
     } else {
       await c.query('CREATE USER ?@? IDENTIFIED BY ?', [ADMIN_USER, host, password]);
     }
-    await c.query(`GRANT ${ADMIN_GLOBAL_PRIVILEGES} ON *.* TO ?@?`, [ADMIN_USER, host]);
-    await c.query(`GRANT ${ADMIN_SCHEMA_PRIVILEGES} ON \`%\`.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
-    await c.query('GRANT SELECT ON mysql.* TO ?@?', [ADMIN_USER, host]);
+    await grantAdmin(c, host);
+  }
+}
+
+/** linroot@host's designed grants, on an account holding none. */
+async function grantAdmin(c: AdminConnection, host: string): Promise<void> {
+  await c.query(`GRANT ${ADMIN_GLOBAL_PRIVILEGES} ON *.* TO ?@?`, [ADMIN_USER, host]);
+  await c.query(`GRANT ${ADMIN_SCHEMA_PRIVILEGES} ON \`%\`.* TO ?@? WITH GRANT OPTION`, [ADMIN_USER, host]);
+  await c.query('GRANT SELECT ON mysql.* TO ?@?', [ADMIN_USER, host]);
+}
+
+/**
+ * ADMIN_GLOBAL_PRIVILEGES as mysql.global_priv stores them (`access`, MariaDB's privilege bits:
+ * RELOAD 1<<6, PROCESS 1<<8, SHOW DATABASES 1<<14, CREATE USER 1<<25), without GRANT OPTION (1<<10).
+ */
+export const ADMIN_GLOBAL_ACCESS = String((1 << 6) | (1 << 8) | (1 << 14) | (1 << 25));
+/** The mysql.db columns ADMIN_SCHEMA_PRIVILEGES (and its GRANT OPTION) set on `%`; every other one stays N. */
+const ADMIN_SCHEMA_COLUMNS = new Set([
+  'Select_priv', 'Insert_priv', 'Update_priv', 'Delete_priv', 'Create_priv', 'Drop_priv', 'Grant_priv', 'References_priv',
+  'Index_priv', 'Alter_priv', 'Create_tmp_table_priv', 'Lock_tables_priv', 'Create_view_priv', 'Show_view_priv',
+  'Create_routine_priv', 'Alter_routine_priv', 'Execute_priv', 'Event_priv', 'Trigger_priv', 'Delete_history_priv',
+]);
+
+/** Whether one mysql.db row of linroot is one grantAdmin makes (`%` as designed, or `mysql` read-only). */
+function designedSchemaRow(r: Record<string, unknown>): boolean {
+  const privs = Object.keys(r).filter((k) => k.endsWith('_priv'));
+  if (r.Db === '%') return privs.every((k) => (String(r[k]) === 'Y') === ADMIN_SCHEMA_COLUMNS.has(k));
+  if (r.Db === 'mysql') return privs.every((k) => (String(r[k]) === 'Y') === (k === 'Select_priv'));
+  return false;
+}
+
+/**
+ * The linroot accounts whose privileges differ from the designed set (grantAdmin): global
+ * privileges other than exactly ADMIN_GLOBAL_ACCESS (SUPER, FILE, GRANT OPTION added by a root
+ * session, or something revoked: linroot's CREATE USER lets it REVOKE ALL from itself), schema
+ * grants other than `%` and the read-only `mysql`, any table, column, routine or proxy grant, or
+ * a role holding global privileges. Read from the privilege tables, not SHOW GRANTS.
+ */
+export async function adminGrantsDrift(c: AdminConnection): Promise<string[]> {
+  const hosts = (await q(c, "SELECT Host, JSON_VALUE(Priv, '$.access') AS access, IFNULL(JSON_VALUE(Priv, '$.default_role'), '') AS role FROM mysql.global_priv WHERE User = ?", [ADMIN_USER]));
+  const wrong = new Set<string>();
+  for (const h of hosts) if (String(h.access) !== ADMIN_GLOBAL_ACCESS || String(h.role) !== '') wrong.add(String(h.Host));
+  const schema = await q(c, 'SELECT * FROM mysql.db WHERE User = ?', [ADMIN_USER]);
+  for (const h of hosts) {
+    const rows = schema.filter((r) => r.Host === h.Host);
+    if (rows.length !== 2 || !rows.every(designedSchemaRow)) wrong.add(String(h.Host));
+  }
+  for (const t of ['tables_priv', 'columns_priv', 'procs_priv', 'proxies_priv']) {
+    for (const r of await q(c, `SELECT DISTINCT Host FROM mysql.${t} WHERE User = ?`, [ADMIN_USER])) wrong.add(String(r.Host));
+  }
+  // Roles linroot creates are its own to hold (CREATE ROLE grants them to their creator); one
+  // with global privileges can only have come from root.
+  const roles = await q(c,
+    `SELECT m.Host FROM mysql.roles_mapping m JOIN mysql.global_priv r ON r.User = m.Role AND r.Host = ''
+      WHERE m.User = ? AND IFNULL(JSON_VALUE(r.Priv, '$.access'), 0) <> 0`, [ADMIN_USER]);
+  for (const r of roles) wrong.add(String(r.Host));
+  return [...wrong].filter((h) => hosts.some((x) => x.Host === h)).sort();
+}
+
+/**
+ * Puts linroot@host back to the designed grants, node-locally (each node's guard repairs its
+ * own copy; a write on a replica must not make GTIDs of its own): every privilege and grant
+ * option revoked, roles with global privileges revoked, no default role, then grantAdmin.
+ */
+export async function repairAdminGrants(c: AdminConnection, host: string): Promise<void> {
+  await c.query('SET SESSION sql_log_bin=0');
+  try {
+    await c.query('REVOKE ALL PRIVILEGES, GRANT OPTION FROM ?@?', [ADMIN_USER, host]);
+    const roles = await q(c,
+      `SELECT m.Role FROM mysql.roles_mapping m JOIN mysql.global_priv r ON r.User = m.Role AND r.Host = ''
+        WHERE m.User = ? AND m.Host = ? AND IFNULL(JSON_VALUE(r.Priv, '$.access'), 0) <> 0`, [ADMIN_USER, host]);
+    for (const r of roles) await c.query('REVOKE ? FROM ?@?', [r.Role, ADMIN_USER, host]);
+    await c.query('SET DEFAULT ROLE NONE FOR ?@?', [ADMIN_USER, host]);
+    await c.query('DELETE FROM mysql.proxies_priv WHERE User = ? AND Host = ?', [ADMIN_USER, host]);
+    await c.query('FLUSH PRIVILEGES');
+    await grantAdmin(c, host);
+  } finally {
+    await c.query('SET SESSION sql_log_bin=1');
   }
 }
 

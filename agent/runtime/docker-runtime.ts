@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { FulcrumError } from '../../lib/errors.js';
@@ -9,6 +9,7 @@ import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js
 import { buildTemplate, containerOptions, dockerError, ensureImage, IN, specHash, stripFrames } from './docker-container.js';
 import { dockerExec } from './docker-exec.js';
 import { handOver, nodeUser } from './node-user.js';
+import { removeTree } from './no-follow.js';
 
 /** Adapter-owned labels, next to the spec's own labels on every container. */
 const LABEL_RUNTIME = 'fulcrum.runtime';
@@ -106,7 +107,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
   }
 
   async function writeNodeFiles(spec: NodeSpec): Promise<void> {
-    await store.writeNodeFiles(spec, { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket });
+    await store.writeNodeFiles(spec, { dataDir: IN.dataDir, confDir: IN.confDir, runDir: IN.runDir, socket: IN.socket }, await nodeUser(spec.labels));
     await mkdir(spec.dataDir, { recursive: true });
     await writeMeta({ spec });
     await handOverFiles(spec);
@@ -119,7 +120,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
    */
   async function handOverFiles(spec: NodeSpec): Promise<void> {
     const user = await nodeUser(spec.labels);
-    if (user) await handOver(user, { dataDir: spec.dataDir, nodeDir: nodeDir(spec.name), ...hostPaths(spec.name) });
+    if (user) await handOver(user, { dataDir: spec.dataDir, nodeDir: nodeDir(spec.name) });
   }
 
   /** A fresh data dir per image, made once and copied to each new node (see buildTemplate). */
@@ -279,8 +280,9 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
         const meta = await readMeta(name);
         await stopContainer(name, 30_000);
         await removeContainer(name);
-        if (meta && o?.withData) await rm(meta.spec.dataDir, { recursive: true, force: true });
-        await rm(nodeDir(name), { recursive: true, force: true });
+        // Both hold the node's folders: removed without following what it may have linked there.
+        if (meta && o?.withData) await removeTree(meta.spec.dataDir);
+        await removeTree(nodeDir(name));
       });
     },
 
@@ -319,7 +321,10 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
       const info = await inspectContainer(name);
       if (!info) throw FulcrumError.notFound();
       if (!info.State.Running) throw new FulcrumError('conflict', `node ${name} is not running`);
-      const user = `${uid}:${gid}`;
+      // As the node's uid, as its server runs (docs/security/mysql.md, "Client tools run as the
+      // node"): root in the container could read node.json, which holds the node's keys.
+      const node = await nodeUser(info.Config.Labels ?? {});
+      const user = node ? `${node.uid}:${node.gid}` : `${uid}:${gid}`;
       const program = await toolFor(name, info.Image, tool, user);
       try {
         return await dockerExec(docker.getContainer(name), [program, ...(io?.noSocket ? [] : [`--socket=${IN.socket}`]), ...rest], { ...io, user });

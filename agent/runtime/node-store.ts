@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
-import { chmod, cp, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { FulcrumError } from '../../lib/errors.js';
 import { substitutePaths, type NodeSpec } from './container-runtime.js';
+import { ensureDir, moveEntries, removeTree, writeFileNoFollow, type Owner } from './no-follow.js';
 
 /** Paths the `{{...}}` tokens of a spec are replaced with (host paths, or paths inside a container). */
 export interface SubstitutionPaths {
@@ -76,21 +77,30 @@ export function createNodeStore<M extends { spec: NodeSpec }>(root: string) {
       }
     },
 
-    /** Writes `conf/` (the spec's files) and `my.cnf` with the spec's path tokens replaced by `paths`. */
-    async writeNodeFiles(spec: NodeSpec, paths: SubstitutionPaths): Promise<void> {
+    /**
+     * Writes `conf/` (the spec's files) and `my.cnf` with the spec's path tokens replaced by
+     * `paths`, and makes the run dir. `node` is the uid the server runs as (undefined: the
+     * agent's own). `conf/` stays the agent's (group NODE_GROUP may only search it), so the
+     * node's uid cannot plant anything there; its files, which the server must read, are the
+     * node's, mode 0600. The run dir is the node's (its socket, pid file, tmpdir and the
+     * tools' scratch folders); `no-files` in it is the agent's. Every write replaces a link it
+     * finds instead of following it (no-follow.ts): conf/ was the node's before, and the run
+     * dir still is.
+     */
+    async writeNodeFiles(spec: NodeSpec, paths: SubstitutionPaths, node?: Owner): Promise<void> {
       const hp = this.hostPaths(spec.name);
-      await mkdir(hp.confDir, { recursive: true, mode: 0o700 });
+      const agent = node ? { uid: process.getuid?.() ?? 0, gid: node.gid } : undefined;
+      await mkdir(nodeDir(spec.name), { recursive: true, mode: 0o700 });
+      await ensureDir(hp.confDir, { mode: node ? 0o710 : 0o700, owner: agent });
       // Only the agent (and the server's own user, see node-user.ts) may reach the socket: it
       // accepts PROXY headers (docs/security/mysql.md). `no-files` is secure_file_priv: empty,
       // and not writable by the server.
-      await mkdir(hp.runDir, { recursive: true, mode: 0o700 });
-      await chmod(hp.runDir, 0o700);
-      await mkdir(join(hp.runDir, 'no-files'), { recursive: true, mode: 0o500 });
-      await chmod(join(hp.runDir, 'no-files'), 0o500);
+      await ensureDir(hp.runDir, { mode: 0o700, owner: node });
+      await ensureDir(join(hp.runDir, 'no-files'), { mode: 0o500, owner: agent });
       for (const [file, content] of Object.entries(spec.files)) {
-        await writeFile(join(hp.confDir, file), substitutePaths(content, paths), { mode: 0o600 });
+        await writeFileNoFollow(join(hp.confDir, file), substitutePaths(content, paths), { mode: 0o600, owner: node });
       }
-      await writeFile(join(nodeDir(spec.name), 'my.cnf'), substitutePaths(spec.config, paths), { mode: 0o600 });
+      await writeFileNoFollow(join(nodeDir(spec.name), 'my.cnf'), substitutePaths(spec.config, paths), { mode: 0o600, owner: node });
     },
   };
 }
@@ -103,11 +113,19 @@ export function hasLabels(have: Record<string, string>, want: Record<string, str
 /**
  * A new node's data dir is a copy of the engine's template (made once per binary or image),
  * which turns a 2-3 s initialisation into a file copy; a data dir that has one is left alone.
+ * The copy is made in a fresh folder beside it and moved in entry by entry: the data dir may be
+ * the node's, and a link planted in it must be replaced, not written through.
  */
 export async function seedDataDir(dataDir: string, template: () => Promise<string>): Promise<void> {
   if (existsSync(join(dataDir, 'mysql'))) return;
   await mkdir(dataDir, { recursive: true });
-  await cp(await template(), dataDir, { recursive: true });
+  const tmp = join(dirname(dataDir), `.${basename(dataDir)}.seed-${process.pid}-${Date.now()}`);
+  try {
+    await cp(await template(), tmp, { recursive: true });
+    await moveEntries(tmp, dataDir);
+  } finally {
+    await removeTree(tmp);
+  }
 }
 
 /** A server is ready when its Unix socket answers with a protocol greeting. */

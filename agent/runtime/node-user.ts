@@ -1,10 +1,11 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { chmod, chown, lstat, readdir, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { FulcrumError } from '../../lib/errors.js';
 import { LABEL_DATABASE } from './container-runtime.js';
+import { chownTree, openDir, setModeNoFollow } from './no-follow.js';
 
 const execFileP = promisify(execFile);
 
@@ -75,12 +76,22 @@ export async function nodeUser(labels: Record<string, string>): Promise<NodeUser
   return { uid: NODE_UID_BASE + offset, gid: await nodeGroupId() };
 }
 
-/** Lets `user` reach (not list) `dir`: group NODE_GROUP with search permission. */
+/**
+ * Lets `user` reach (not list) `dir`: group NODE_GROUP with search permission. A link is left as
+ * it is (what it points to is for its own owner to share), and the change goes through the
+ * opened folder, so a link swapped in meanwhile is not followed.
+ */
 export async function shareDir(dir: string, user: NodeUser): Promise<void> {
-  const st = await lstat(dir);
-  if (st.mode & 0o001) return;
-  if (st.gid !== user.gid) await chown(dir, st.uid, user.gid);
-  if (!(st.mode & 0o010)) await chmod(dir, (st.mode & 0o7777) | 0o010);
+  if ((await lstat(dir)).isSymbolicLink()) return;
+  const fh = await openDir(dir);
+  try {
+    const st = await fh.stat();
+    if (st.mode & 0o001) return;
+    if (st.gid !== user.gid) await fh.chown(st.uid, user.gid);
+    if (!(st.mode & 0o010)) await fh.chmod((st.mode & 0o7777) | 0o010);
+  } finally {
+    await fh.close();
+  }
 }
 
 /** shareDir for `dir` and every ancestor that others cannot search (the agent's state folders are 0700). */
@@ -91,31 +102,24 @@ export async function shareAncestors(dir: string, user: NodeUser): Promise<void>
   }
 }
 
-async function chownTree(path: string, user: NodeUser): Promise<void> {
-  const st = await lstat(path);
-  if (st.uid !== user.uid || st.gid !== user.gid) await chown(path, user.uid, user.gid);
-  if (st.isDirectory()) for (const e of await readdir(path)) await chownTree(join(path, e), user);
-}
-
 /**
- * Gives `user` what its server writes and reads: the data dir (recursively, when it is not
- * already theirs: a data dir from an agent that ran nodes as root, or a fresh template copy),
- * the spec's files, the option file, the error log and the run dir (0700: the Unix socket in it
- * accepts PROXY headers, so only the agent and the server may reach it). The run dir's
- * `no-files` (secure_file_priv) stays the agent's, so the server can neither write nor list it.
+ * Gives `user` what its server writes: the data dir (recursively, when it is not already
+ * theirs: a data dir from an agent that ran nodes as root, or a fresh template copy) and the
+ * error log, and lets it reach the node folder. The option file, `conf/` and the run dir got
+ * their owners when they were written (node-store.ts writeNodeFiles). Nothing here follows a
+ * link the node's uid may have planted in its own folders (no-follow.ts).
  */
-export async function handOver(user: NodeUser, p: { dataDir: string; nodeDir: string; confDir: string; runDir: string }): Promise<void> {
+export async function handOver(user: NodeUser, p: { dataDir: string; nodeDir: string }): Promise<void> {
   const top = await lstat(p.dataDir);
-  const inner = existsSync(join(p.dataDir, 'mysql')) ? await lstat(join(p.dataDir, 'mysql')) : top;
+  const inner = await lstat(join(p.dataDir, 'mysql')).catch(() => top);
   if (top.uid !== user.uid || inner.uid !== user.uid) await chownTree(p.dataDir, user);
-  await chmod(p.dataDir, 0o700);
-  await chownTree(p.confDir, user);
-  for (const f of ['my.cnf', 'error.log']) {
-    const file = join(p.nodeDir, f);
-    if (!existsSync(file)) await writeFile(file, '', { mode: 0o600 });
-    await chown(file, user.uid, user.gid);
+  await setModeNoFollow(p.dataDir, 0o700);
+  // The node folder is the agent's, so nothing can be planted here; O_NOFOLLOW all the same.
+  const log = await open(join(p.nodeDir, 'error.log'), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+  try {
+    await log.chown(user.uid, user.gid);
+  } finally {
+    await log.close();
   }
-  await chown(p.runDir, user.uid, user.gid);
-  await chmod(p.runDir, 0o700);
   await shareDir(p.nodeDir, user);
 }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
-import { chown, mkdir, rename, rm } from 'node:fs/promises';
+import { closeSync, constants, existsSync, openSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { FulcrumError } from '../../lib/errors.js';
@@ -8,6 +8,7 @@ import type { Logger } from '../../lib/logger.js';
 import { sameSpec, type ContainerRuntime, type NodeSpec, type NodeStatus } from './container-runtime.js';
 import { createNodeStore, greets, hasLabels, seedDataDir } from './node-store.js';
 import { handOver, nodeUser, shareAncestors } from './node-user.js';
+import { ensureDir, removeTree } from './no-follow.js';
 import { processesWithArg, runsWith } from '../../lib/processes.js';
 
 const execFileP = promisify(execFile);
@@ -99,7 +100,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
   async function launch(spec: NodeSpec, timeoutMs: number): Promise<NodeMeta> {
     const p = paths(spec);
     const dir = nodeDir(spec.name);
-    await store.writeNodeFiles(spec, p);
+    // Never root (docs/security/mysql.md): the server gets its database's own uid.
+    const user = await nodeUser(spec.labels);
+    await store.writeNodeFiles(spec, p, user);
     const cnf = join(dir, 'my.cnf');
     // One server per data directory, ever (two corrupt it, and the old one's socket would answer
     // for the new one): a server no node.json names any more, such as one spawned just before
@@ -110,11 +113,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       await stopPid(pid, () => runsWith(pid, datadirArg), 'SIGTERM', 30_000, spec.name);
     }
     await seedDataDir(spec.dataDir, () => template(spec));
-    // Never root (docs/security/mysql.md): the server gets its database's own uid, and the
-    // agent's folders on the way to its files become searchable (not listable) by its group.
-    const user = await nodeUser(spec.labels);
+    // The agent's folders on the way to the server's files become searchable (not listable) by its group.
     if (user) {
-      await handOver(user, { dataDir: spec.dataDir, nodeDir: dir, confDir: p.confDir, runDir: p.runDir });
+      await handOver(user, { dataDir: spec.dataDir, nodeDir: dir });
       await shareAncestors(dirname(spec.dataDir), user);
       await shareAncestors(dirname(dir), user);
       // The binary too: an operator's build may sit in a folder only root can search.
@@ -124,8 +125,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
     // (its own leftovers, it assumes), so servers sharing /tmp destroy each other's on-disk
     // temporary tables mid-query (docs/agent.md, "Process runtime").
     const tmpDir = join(p.runDir, 'tmp');
-    await mkdir(tmpDir, { recursive: true, mode: 0o700 });
-    if (user) await chown(tmpDir, user.uid, user.gid);
+    await ensureDir(tmpDir, { mode: 0o700, owner: user });
     const errLog = join(dir, 'error.log');
     const args = [
       `--defaults-file=${cnf}`,
@@ -137,7 +137,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       `--log-error=${errLog}`,
       `--tmpdir=${tmpDir}`,
     ];
-    const out = openSync(errLog, 'a');
+    const out = openSync(errLog, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
     const child = spawn(spec.engine.binary!, args, {
       detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...PRIVATE_FILES }, ...(user ? { uid: user.uid, gid: user.gid } : {}),
     });
@@ -243,8 +243,9 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       return locked(name, async () => {
         const meta = await readMeta(name);
         if (meta) await terminate(meta, 'SIGTERM', 30_000);
-        if (meta && o?.withData) await rm(meta.spec.dataDir, { recursive: true, force: true });
-        await rm(nodeDir(name), { recursive: true, force: true });
+        // Both hold the node's folders: removed without following what it may have linked there.
+        if (meta && o?.withData) await removeTree(meta.spec.dataDir);
+        await removeTree(nodeDir(name));
       });
     },
 
@@ -280,9 +281,16 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       if (!tool) throw new FulcrumError('validation', 'exec needs a program');
       const socket = io?.noSocket ? [] : [`--socket=${paths(meta.spec).socket}`];
       io?.signal?.throwIfAborted();
+      // As the node's uid, never the agent's (docs/security/mysql.md, "Client tools run as the
+      // node"): the SQL a tool replays comes from backups and binlogs the tenant wrote, and can
+      // make a client read local files (LOAD DATA LOCAL INFILE) or run commands (`system`).
+      // It can reach what the server can: its socket, data dir and run dir. Its cwd is the run
+      // dir, not wherever the agent was started.
+      const user = await nodeUser(meta.spec.labels);
       const child = spawn(toolPath(meta.spec.engine.binary!, tool), [...socket, ...rest], {
         stdio: ['pipe', 'pipe', 'pipe'],
         env: { ...process.env, ...(io?.env ?? {}) },
+        ...(user ? { uid: user.uid, gid: user.gid, cwd: paths(meta.spec).runDir } : {}),
       });
       let stdout = '';
       let stderr = '';

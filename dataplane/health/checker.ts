@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Clock, Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSpec } from '../config/model.js';
@@ -16,6 +17,8 @@ const RECOVERY_TIMEOUT_MS = 3_000;
 export class HealthChecker {
   private readonly timers = new Map<NodeState, Timer>();
   private stopped = false;
+  /** Aborted at stop: probes in flight end at once, and their check_body matches are dropped. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly spec: ConfigSpec,
@@ -23,7 +26,10 @@ export class HealthChecker {
     private readonly report: (node: NodeState, failure: string | null) => void,
     private readonly clock: Clock,
     private readonly log: Logger,
-  ) {}
+  ) {
+    // One listener per probe in flight, one probe per node: no leak to warn about.
+    setMaxListeners(0, this.stopping.signal);
+  }
 
   start(): void {
     // check none: nothing to do until passive checks take a node down (recover()).
@@ -40,6 +46,7 @@ export class HealthChecker {
 
   stop(): void {
     this.stopped = true;
+    this.stopping.abort();
     for (const t of this.timers.values()) t.cancel();
     this.timers.clear();
   }
@@ -56,13 +63,13 @@ export class HealthChecker {
     if (s.check === 'none') {
       this.timers.delete(node);
       if (node.status !== 'DOWN') return;
-      const failure = await probe(this.probeSpec(node, 'connection', RECOVERY_TIMEOUT_MS));
+      const failure = await probe(this.probeSpec(node, 'connection', RECOVERY_TIMEOUT_MS), this.stopping.signal);
       if (this.stopped) return;
       this.report(node, failure);
       if (node.status === 'DOWN') this.schedule(node, RECOVERY_INTERVAL_MS);
       return;
     }
-    const failure = await probe(this.probeSpec(node, s.check, s.checkTimeoutMs));
+    const failure = await probe(this.probeSpec(node, s.check, s.checkTimeoutMs), this.stopping.signal);
     if (this.stopped) return;
     if (failure) this.log.debug({ node: node.id, failure }, 'health check failed');
     this.report(node, failure);
@@ -75,6 +82,7 @@ export class HealthChecker {
       // A udp node is checked over TCP or HTTP on its udp_check_port.
       type, host: node.spec.host, port: this.spec.protocol === 'udp' ? this.spec.udpCheckPort : node.spec.port, timeoutMs,
       path: this.spec.checkPath, body: this.spec.checkBody, proxyProtocol: this.spec.proxyProtocol,
+      owner: { nodebalancerId: this.spec.nodebalancerId, configId: this.spec.id },
     };
   }
 }

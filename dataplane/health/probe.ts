@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { proxyV2Local, proxyV1 } from '../../lib/proxy-protocol.js';
 import type { ProxyProtocol } from '../config/model.js';
-import { bodyMatcher, MATCH_TIME_LIMIT_MS } from './body-match.js';
+import { bodyMatcher, MATCH_TIME_LIMIT_MS, type MatchOwner } from './body-match.js';
 
 const BODY_WINDOW = 16 * 1024;
 const MAX_HEAD = 16 * 1024;
@@ -13,6 +13,8 @@ export interface ProbeSpec {
   readonly timeoutMs: number;
   readonly path: string;
   readonly body: RegExp | null;
+  /** The config whose check this is: check_body matches are scheduled per config. */
+  readonly owner: MatchOwner;
   readonly proxyProtocol: ProxyProtocol;
 }
 
@@ -28,28 +30,47 @@ function proxyPreamble(sock: Socket, pp: ProxyProtocol): Buffer | null {
   return null;
 }
 
+/** The declared body length of a response head, when it declares one. */
+function contentLength(head: string): number | undefined {
+  for (const line of head.split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon < 0 || line.slice(0, colon).trim().toLowerCase() !== 'content-length') continue;
+    const v = line.slice(colon + 1).trim();
+    return /^\d{1,15}$/.test(v) ? Number(v) : undefined;
+  }
+  return undefined;
+}
+
 /**
  * One active health probe. `connection` passes when the TCP handshake completes; `http` sends an
  * HTTP/1.0 GET with a Host header and passes on 2xx/3xx; `http_body` passes when the regex matches
  * within the first 16 KiB of the body. Backends behind PROXY protocol get a header first.
- * The regex runs on the matcher's worker thread (body-match.ts), one match at a time per probe:
- * bytes that arrive during a match are matched again once it ends.
+ * The regex runs once per probe, on the matcher's worker thread (body-match.ts), when the body
+ * window is complete: the response ended, its Content-Length arrived, or 16 KiB did. (Matching
+ * each chunk as it came let a backend that trickles its body run the pattern many times.)
+ * When the probe ends first (its timeout, or `stop`), its match is dropped unrun.
  */
-export function probe(spec: ProbeSpec): Promise<ProbeResult> {
+export function probe(spec: ProbeSpec, stop?: AbortSignal): Promise<ProbeResult> {
   return new Promise((resolve) => {
     let done = false;
     const chunks: Buffer[] = [];
     let size = 0;
+    const ended = new AbortController();
     const sock = connect({ host: spec.host, port: spec.port });
+    const onStop = (): void => finish('check stopped');
     const finish = (r: ProbeResult) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      stop?.removeEventListener('abort', onStop);
+      ended.abort();
       sock.destroy();
       resolve(r);
     };
     // A real timer, like a socket timeout: it bounds real I/O on a real connection.
     const timer = setTimeout(() => finish(`timeout after ${spec.timeoutMs} ms`), spec.timeoutMs);
+    if (stop?.aborted) return finish('check stopped');
+    stop?.addEventListener('abort', onStop, { once: true });
     sock.on('error', (e) => finish(`connect: ${e.message}`));
     sock.on('connect', () => {
       const pre = proxyPreamble(sock, spec.proxyProtocol);
@@ -63,46 +84,42 @@ export function probe(spec: ProbeSpec): Promise<ProbeResult> {
       sock.write(pre ? Buffer.concat([pre, req]) : req);
     });
     let matching = false;
-    let dirty = false;
-    let ended = false;
+    let atEnd = false;
     const evaluate = (): void => {
-      if (done) return;
-      if (matching) {
-        dirty = true;
-        return;
-      }
-      const final = ended;
+      if (done || matching) return;
       const buf = Buffer.concat(chunks, size);
       const headEnd = buf.indexOf('\r\n\r\n');
       if (headEnd < 0) {
-        if (final || size > MAX_HEAD) finish('no valid HTTP response head');
+        if (atEnd || size > MAX_HEAD) finish('no valid HTTP response head');
         return;
       }
       const m = /^HTTP\/1\.[01] (\d{3})/.exec(buf.subarray(0, Math.min(headEnd, 64)).toString('latin1'));
       if (!m) return finish('no valid HTTP status line');
       const status = Number(m[1]);
       if (spec.type === 'http') return finish(status >= 200 && status < 400 ? null : `status ${status}`);
-      const body = buf.subarray(headEnd + 4, headEnd + 4 + BODY_WINDOW);
-      const complete = final || body.length >= BODY_WINDOW;
+      const declared = contentLength(buf.subarray(0, headEnd).toString('latin1'));
+      const window = Math.min(BODY_WINDOW, declared ?? BODY_WINDOW);
+      const body = buf.subarray(headEnd + 4, headEnd + 4 + window);
+      if (!atEnd && body.length < window) return;
       matching = true;
-      dirty = false;
-      void bodyMatcher.match(spec.body!, body.toString('utf8')).then((r) => {
-        matching = false;
-        if (r === 'match') return finish(null);
-        if (r === 'timeout') return finish(`check_body match ran over ${MATCH_TIME_LIMIT_MS} ms`);
-        if (complete) return finish('body does not match check_body');
-        if (dirty || ended) evaluate();
+      void bodyMatcher.match(spec.owner, spec.body!, body.toString('utf8'), ended.signal).then((r) => {
+        if (r === 'match') finish(null);
+        else if (r === 'no_match') finish('body does not match check_body');
+        else if (r === 'timeout') finish(`check_body match ran over ${MATCH_TIME_LIMIT_MS} ms`);
+        else if (r === 'quarantined') finish('check_body quarantined: its matches took too long');
+        else if (r === 'queue_full') finish('check_body: too many matches waiting');
       });
     };
     sock.on('data', (d: Buffer) => {
-      if (spec.type === 'connection') return;
+      // Once the window is being matched, the rest of the response is not needed.
+      if (spec.type === 'connection' || matching) return;
       chunks.push(d);
       size += d.length;
       evaluate();
     });
     sock.on('end', () => {
       if (spec.type === 'connection') return;
-      ended = true;
+      atEnd = true;
       evaluate();
     });
   });

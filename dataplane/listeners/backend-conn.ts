@@ -2,7 +2,15 @@ import { connect, type Socket } from 'node:net';
 import type { NodeState, Pooled } from '../runtime/node-state.js';
 
 /** A pooled connection idle for longer than this is not reused (below common backend keep-alive timeouts). */
-const POOL_IDLE_MS = 15_000;
+export const POOL_IDLE_MS = 15_000;
+/**
+ * A request that cannot be replayed if a reused connection fails (not idempotent, or its body
+ * streamed) reuses only a connection idle for less than this; otherwise it gets a new one. The
+ * backend closing an idle connection just as we write is then as unlikely as it can be made
+ * (backend idle timeouts are seconds: nginx 75 s, Node 5 s, Apache 5 s) without giving up reuse
+ * under load, where connections are idle for milliseconds.
+ */
+export const UNSAFE_REUSE_IDLE_MS = 1_000;
 /** Connect timeout for a new backend connection. */
 export const CONNECT_TIMEOUT_MS = 5_000;
 /**
@@ -154,17 +162,26 @@ export class BackendConn implements Pooled {
     node.idle.push(this);
   }
 
-  /** Takes a live idle connection from `node`'s pool, or null. */
-  static take(node: NodeState, owner: BackendOwner): BackendConn | null {
+  /**
+   * Takes a live idle connection from `node`'s pool that has been idle for less than `maxIdleMs`,
+   * or null. The pool is a stack: the last released (least idle) is tried first, so when it is
+   * too old for `maxIdleMs` every other is too, and they stay for requests that accept them.
+   */
+  static take(node: NodeState, owner: BackendOwner, maxIdleMs = POOL_IDLE_MS): BackendConn | null {
     const idle = node.idle as BackendConn[];
     const now = Date.now();
     while (idle.length > 0) {
-      const c = idle.pop()!;
-      if (c.alive && now - c.idleSince < POOL_IDLE_MS) {
-        c.owner = owner;
-        return c;
+      const c = idle[idle.length - 1];
+      const age = now - c.idleSince;
+      if (!c.alive || age >= POOL_IDLE_MS) {
+        idle.pop();
+        c.destroy();
+        continue;
       }
-      c.destroy();
+      if (age >= maxIdleMs) return null;
+      idle.pop();
+      c.owner = owner;
+      return c;
     }
     return null;
   }

@@ -6,7 +6,7 @@ import type { BackendConn } from './backend-conn.js';
 import { R502, type CannedResponse } from './canned-responses.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, HeadInfo, NEED_MORE, parseResponseHead } from './http-head.js';
-import { responseHead } from './http-rewrite.js';
+import { CONN_AS_RECEIVED, CONN_CLOSE, CONN_KEEP, CONN_KEEP_ALIVE, responseHead, type ConnRewrite } from './http-rewrite.js';
 
 /** Idle limit on an upgraded (WebSocket) tunnel. */
 const TUNNEL_IDLE_MS = 3_600_000;
@@ -159,13 +159,10 @@ export abstract class HttpResponseRelay {
       this.out = null;
       this.replayable = false;
       const cookie = this.setCookie && this.node !== null ? this.node.cookie : null;
-      // The client's close was not passed on (http-head.ts), or this worker is draining and tells
-      // keep-alive clients to reconnect to the workers that replace it: say it in the response
-      // ourselves, or a client seeing the backend's keep-alive would reuse a connection we close.
-      const close = (this.req.closeStripped || this.rt.draining) && !res.connClose;
-      if (cookie !== null || res.drop.length > 0 || close) {
+      const connLines = this.connRewrite();
+      if (cookie !== null || res.drop.length > 0 || connLines !== CONN_AS_RECEIVED) {
         // A rewritten head goes out with the body bytes of this read, in one write.
-        this.headOut = responseHead(view, res, n, cookie, close);
+        this.headOut = responseHead(view, res, n, cookie, connLines);
         this.headFrom = -1;
       } else {
         this.headFrom = at;
@@ -188,7 +185,28 @@ export abstract class HttpResponseRelay {
       this.rstate = res.contentLength === 0 ? R_DONE : R_LENGTH;
       this.resRemaining = res.contentLength;
     }
-    if (res.connClose || (!res.version11 && !res.connKeepAlive) || this.rstate === R_EOF || this.rt.draining) this.keepClient = false;
+    // The backend's own close (`Connection: close`, HTTP/1.0 without keep-alive) ends only the
+    // backend connection (finish): the client keeps its connection (connRewrite).
+    if (this.rstate === R_EOF || this.rt.draining) this.keepClient = false;
+  }
+
+  /**
+   * How the response's Connection lines change so that they tell the client what we do with its
+   * connection, which is decided apart from the backend's (Connection is hop-by-hop).
+   */
+  private connRewrite(): ConnRewrite {
+    const res = this.res;
+    if (!this.keepClient) {
+      // The client's close was not passed on (http-head.ts), or this worker is draining and tells
+      // keep-alive clients to reconnect to the workers that replace it: say it in the response
+      // ourselves, or a client seeing the backend's keep-alive would reuse a connection we close.
+      return (this.req.closeStripped || this.rt.draining) && !res.connClose ? CONN_CLOSE : CONN_AS_RECEIVED;
+    }
+    // The backend ends its connection after this response (nginx's keepalive_requests-th
+    // response, an HTTP/1.0 server): the client must not take that as its own close, or every
+    // recycled backend connection would cost a client a reconnect.
+    if (!res.connClose && (res.version11 || res.connKeepAlive)) return CONN_AS_RECEIVED;
+    return res.version11 && this.req.version11 ? CONN_KEEP : CONN_KEEP_ALIVE;
   }
 
   /** 101 to an Upgrade request: from here raw bytes both ways. */

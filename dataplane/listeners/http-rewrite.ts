@@ -1,6 +1,7 @@
 import type { HeadInfo } from './http-head.js';
 
 const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
+const CONNECTION_KEEP_ALIVE = Buffer.from('Connection: keep-alive\r\n', 'latin1');
 
 /**
  * The only changes the proxy makes to heads, done on the received bytes (no re-serialisation).
@@ -26,23 +27,36 @@ export function requestHead(b: Buffer, req: HeadInfo, headEnd: number, bodyEnd: 
   return out;
 }
 
+/** What becomes of a response's Connection lines (responseHead). */
+export const CONN_AS_RECEIVED = 0;
+/** Replaced by `Connection: close`: we close the client connection after this response. */
+export const CONN_CLOSE = 1;
+/**
+ * Removed: the backend closes its connection after this response, but the client's connection
+ * stays (Connection is hop-by-hop), and HTTP/1.1 on both sides means keep-alive without a line.
+ */
+export const CONN_KEEP = 2;
+/** Replaced by `Connection: keep-alive`: as CONN_KEEP, with HTTP/1.0 on a side (close by default). */
+export const CONN_KEEP_ALIVE = 3;
+export type ConnRewrite = typeof CONN_AS_RECEIVED | typeof CONN_CLOSE | typeof CONN_KEEP | typeof CONN_KEEP_ALIVE;
+
 /**
  * Response head `view[0, end)` with the parser's dropped lines removed (a Content-Length beside
- * Transfer-Encoding), and, when `close` is set, its Connection lines replaced by
- * `Connection: close` (the client asked to close, but the backend was not told so and may have
- * answered keep-alive). When `cookie` is given, the http_cookie stickiness line is added. Rare:
- * most responses go out as received.
+ * Transfer-Encoding) and its Connection lines rewritten as `conn` says: the client's connection
+ * and the backend's are kept or closed each on its own. When `cookie` is given, the http_cookie
+ * stickiness line is added. Rare: most responses go out as received.
  */
-export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null, close: boolean): Buffer {
+export function responseHead(view: Buffer, res: HeadInfo, end: number, cookie: string | null, conn: ConnRewrite): Buffer {
   const parts: Buffer[] = [];
-  const drop = close && res.connLines.length > 0 ? mergeRanges(res.drop, res.connLines) : res.drop;
+  const drop = conn !== CONN_AS_RECEIVED && res.connLines.length > 0 ? mergeRanges(res.drop, res.connLines) : res.drop;
   let from = 0;
   for (let i = 0; i < drop.length; i += 2) {
     parts.push(view.subarray(from, drop[i]));
     from = drop[i + 1];
   }
   parts.push(view.subarray(from, res.insertAt));
-  if (close) parts.push(CONNECTION_CLOSE);
+  if (conn === CONN_CLOSE) parts.push(CONNECTION_CLOSE);
+  else if (conn === CONN_KEEP_ALIVE) parts.push(CONNECTION_KEEP_ALIVE);
   if (cookie !== null) parts.push(Buffer.from(`Set-Cookie: NB_SRVID=${cookie}; path=/\r\n`, 'latin1'));
   parts.push(view.subarray(res.insertAt, end));
   return Buffer.concat(parts);

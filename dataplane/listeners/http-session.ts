@@ -3,13 +3,13 @@ import { unmapIpv4 } from '../../lib/ipv4.js';
 import type { SessionConfig } from '../runtime/session-config.js';
 import type { NodeState } from '../runtime/node-state.js';
 import { hashString } from '../balancing/picker.js';
-import { BackendConn, type BackendOwner } from './backend-conn.js';
+import { BackendConn, POOL_IDLE_MS, UNSAFE_REUSE_IDLE_MS, type BackendOwner } from './backend-conn.js';
 import { R400, R408, R431, R503, R504, R502, type CannedResponse } from './canned-responses.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead } from './http-head.js';
 import { HttpResponseRelay, R_DONE, R_EOF, S_BODY, S_CLOSED, S_HEAD, S_TUNNEL, S_WAIT } from './http-response.js';
 import { requestHead } from './http-rewrite.js';
-import { exclude, MAX_ATTEMPTS } from './retry.js';
+import { exclude, idempotent, MAX_ATTEMPTS } from './retry.js';
 
 /** Client idle time allowed while we wait for (the rest of) a request. */
 const CLIENT_IDLE_MS = 60_000;
@@ -167,7 +167,8 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
       bodyEnd = n;
       this.reqDone = true;
     }
-    this.replayable = this.reqDone;
+    // Kept for a replay only when one would be safe: idempotent, and the whole body is here.
+    this.replayable = this.reqDone && idempotent(b);
     this.out = requestHead(b, req, n, bodyEnd, this.xff);
     this.buf = bodyEnd < b.length ? b.subarray(bodyEnd) : null;
     this.state = this.reqDone ? S_WAIT : S_BODY;
@@ -188,7 +189,9 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.setCookie = rt.spec.stickiness === 'http_cookie' && pinned !== node;
     this.node = node;
     rt.opened(node);
-    const pooled = BackendConn.take(node, this);
+    // A request that could not be replayed takes only a connection used a moment ago: one idle
+    // longer is more likely to be closed by the backend just as we write to it.
+    const pooled = BackendConn.take(node, this, this.replayable ? POOL_IDLE_MS : UNSAFE_REUSE_IDLE_MS);
     if (pooled !== null) {
       this.conn = pooled;
       this.send(pooled);
@@ -293,7 +296,9 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
       return;
     }
     if (!this.gotResponse) {
-      // A pooled connection the backend closed just as we reused it: replay once on a new one.
+      // A pooled connection the backend closed just as we reused it (its idle timeout, a reset):
+      // replay once, on a new connection (which is never replayed: conn.reused is false), when
+      // the request is idempotent and was held whole (send() kept it only then).
       if (conn.reused && this.replayable && this.out !== null) {
         this.releaseNode();
         this.attempts--;

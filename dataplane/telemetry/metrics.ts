@@ -1,12 +1,12 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { Protocol } from '../config/model.js';
+import type { CheckType, Protocol } from '../config/model.js';
 import type { NodeStatus } from '../runtime/node-state.js';
 import type { TrafficCounters } from '../runtime/traffic-counters.js';
 import { bodyMatcher } from '../health/body-match.js';
 
 /** What a scrape reads of one config being served. */
 export interface ConfigMetricsView {
-  readonly spec: { readonly id: number; readonly nodebalancerId: number; readonly protocol: Protocol };
+  readonly spec: { readonly id: number; readonly nodebalancerId: number; readonly protocol: Protocol; readonly check: CheckType };
   readonly traffic: TrafficCounters;
   readonly nodes: ReadonlyMap<number, { readonly id: number; readonly status: NodeStatus }>;
 }
@@ -37,6 +37,9 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
   const version = new Gauge({ name: 'fulcrum_dataplane_config_version', help: 'Version of the snapshot being served', registers: [registry] });
   const refused = new Counter({ name: 'fulcrum_dataplane_connections_refused_total', help: 'Client connections refused at accept, by reason', labelNames: ['reason'], registers: [registry] });
   const matchTimeouts = new Counter({ name: 'fulcrum_dataplane_check_body_timeouts_total', help: 'check_body matches abandoned at the time limit (the check failed)', registers: [registry] });
+  const matchDropped = new Counter({ name: 'fulcrum_dataplane_check_body_dropped_total', help: 'check_body matches dropped unrun: probe_ended (its probe timed out or stopped), queue_full', labelNames: ['reason'], registers: [registry] });
+  const quarantines = new Counter({ name: 'fulcrum_dataplane_check_body_quarantines_total', help: 'check_body patterns quarantined: time_limit (one match ran over), cpu_budget (matches used too much time)', labelNames: ['reason'], registers: [registry] });
+  const quarantined = new Gauge({ name: 'fulcrum_dataplane_check_body_quarantined', help: 'http_body configs: 1 while the check_body pattern is quarantined (checks fail)', labelNames: labels, registers: [registry] });
   const open = new Gauge({ name: 'fulcrum_dataplane_open_connections', help: 'Client connections open now over every NodeBalancer', registers: [registry] });
 
   // prom-client calls every metric's collect synchronously at the start of a scrape; the first
@@ -51,6 +54,8 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
     bytes.reset();
     requests.reset();
     nodeUp.reset();
+    quarantined.reset();
+    const held = bodyMatcher.quarantinedConfigs();
     for (const rt of source.configs()) {
       const l = { nodebalancer_id: String(rt.spec.nodebalancerId), config_id: String(rt.spec.id) };
       const t = rt.traffic;
@@ -65,6 +70,7 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
         requests.inc({ ...l, class: '4xx' }, t.status4xx);
         requests.inc({ ...l, class: '5xx' }, t.status5xx);
       }
+      if (rt.spec.check === 'http_body') quarantined.set(l, held.has(`${rt.spec.nodebalancerId}/${rt.spec.id}`) ? 1 : 0);
       for (const n of rt.nodes.values()) {
         nodeUp.set({ ...l, node_id: String(n.id) }, n.status === 'UP' ? 1 : n.status === 'DOWN' ? 0 : -1);
       }
@@ -75,6 +81,10 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
     open.set(source.openConnections());
     matchTimeouts.reset();
     matchTimeouts.inc(bodyMatcher.timeouts);
+    matchDropped.reset();
+    for (const [reason, n] of Object.entries(bodyMatcher.dropped)) matchDropped.inc({ reason }, n);
+    quarantines.reset();
+    for (const [reason, n] of Object.entries(bodyMatcher.quarantines)) quarantines.inc({ reason }, n);
   };
-  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts] as Array<{ collect?: () => void }>) m.collect = refresh;
+  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts, matchDropped, quarantines, quarantined] as Array<{ collect?: () => void }>) m.collect = refresh;
 }

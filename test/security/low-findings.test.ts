@@ -1,5 +1,5 @@
 /**
- * Issue 25, finding 6: the seven low findings, one attack each, against real code (a real data
+ * The seven low findings of the second security review, one attack each, against real code (a real data
  * plane, a real MariaDB, the real CLI, the real openssl, real control planes and both real
  * stores). Each test failed before its fix (docs/security/*.md name them).
  */

@@ -218,4 +218,59 @@ describe('agent: backups and restore (1 node)', () => {
     const again = await op({ snapshot: { label: 'after_restart', target: 'primary' } });
     expect(again.backupId).toBe(902);
   });
+
+  it('a backup from an older agent: rendered account text is refused before anything changes; an empty account section loads', async () => {
+    const before = await ids();
+    const c = fx.agent!.agent.database(11)!;
+    const dumped = await fx.agent!.runtime.exec(
+      c.nodeName(c.state!.primary),
+      ['mariadb-dump', '--user=root', '--single-transaction', '--hex-blob', '--add-drop-database', '--databases', 'app'],
+      { env: { MYSQL_PWD: c.state!.adminPassword } },
+    );
+    expect(dumped.exitCode).toBe(0);
+    // What an older agent wrote: SHOW CREATE USER text, where a SUBJECT string ends the
+    // statement (docs/security/mysql.md, "Account backups"). Never loaded, not even skipped.
+    const legacy = "-- Fulcrum: customer accounts\n\nCREATE OR REPLACE USER `x`@`%` IDENTIFIED BY PASSWORD '' REQUIRE SUBJECT 'a'; CREATE DATABASE loot; -- ';\n";
+    await craftBackup(stateDir, { databaseId: 11, id: 950, label: 'legacy_accounts', engineVersion: db.version!, sql: Buffer.concat([Buffer.from(legacy), Buffer.from(dumped.stdout)]) });
+    const r = await op({ restore: { backupId: 950 } });
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(/^backup 950 was taken by an older agent and holds the customer's accounts as text the server rendered.*nothing was changed$/);
+    const w = await connect();
+    const [dbs] = await w.query('SHOW DATABASES');
+    expect((dbs as any[]).map((x) => x.Database)).not.toContain('loot');
+    await w.end();
+    expect(await ids()).toEqual(before);
+    // The same with no accounts in it: the dump follows the header directly, and loads.
+    await craftBackup(stateDir, { databaseId: 11, id: 951, label: 'legacy_empty', engineVersion: db.version!, sql: Buffer.concat([Buffer.from('-- Fulcrum: customer accounts\n\n'), Buffer.from(dumped.stdout)]) });
+    const w2 = await connect();
+    await w2.query('DELETE FROM app.t');
+    await w2.end();
+    expect(await op({ restore: { backupId: 951 } })).toMatchObject({ ok: true });
+    expect(await ids()).toEqual(before);
+  });
+
+  it('SQL in a backup cannot make the client read a file of the host: the mariadb client runs with --local-infile=0', async () => {
+    const before = await ids();
+    const c = fx.agent!.agent.database(11)!;
+    const secret = `marker-${process.pid}-${Date.now()}`;
+    const marker = join(stateDir, 'loot-marker');
+    writeFileSync(marker, `${secret}\n`, { mode: 0o600 });
+    // Whatever put it there (a server that rendered account text unescaped, a binlog), this is
+    // what a root session fed to the client would do: turn local_infile on and load the file.
+    const sql = `-- Fulcrum: customer accounts v2 (rows of the privilege tables)\nSET GLOBAL local_infile=1;\nCREATE DATABASE IF NOT EXISTS loot;\nCREATE TABLE IF NOT EXISTS loot.f (l TEXT);\nLOAD DATA LOCAL INFILE '${marker}' INTO TABLE loot.f;\n`;
+    await craftBackup(stateDir, { databaseId: 11, id: 952, label: 'local_infile', engineVersion: db.version!, sql: Buffer.from(sql) });
+    try {
+      const r = await op({ restore: { backupId: 952 } });
+      const w = await connect();
+      const [dbs] = await w.query('SHOW DATABASES');
+      const loot = (dbs as any[]).some((x) => x.Database === 'loot') ? ((await w.query('SELECT l FROM loot.f'))[0] as any[]).map((x) => x.l) : [];
+      await w.end();
+      expect(loot).toEqual([]);
+      expect(r.ok).toBe(false);
+      expect(r.error).toMatch(/^loading backup 952 failed: ERROR 4166 .*local infile.*; the data from before the restore was put back$/);
+      expect(await ids()).toEqual(before);
+    } finally {
+      await fx.agent!.runtime.exec(c.nodeName(c.state!.primary), ['mariadb', '--user=root', '-e', 'SET GLOBAL local_infile=0'], { env: { MYSQL_PWD: c.state!.adminPassword } });
+    }
+  });
 });

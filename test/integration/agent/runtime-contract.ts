@@ -141,7 +141,7 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
     });
 
     it('exec runs the engine client tools against the node', async () => {
-      const res = await fx.runtime.exec(name, ['mariadb-dump', '--no-create-info', '--skip-extended-insert', 'contract', 't']);
+      const res = await fx.runtime.exec(name, ['mariadb-dump', '--user=root', '--no-create-info', '--skip-extended-insert', 'contract', 't']);
       expect(res.exitCode).toBe(0);
       expect(res.stdout).toMatch(/INSERT INTO `t` VALUES \(42\)/);
     });

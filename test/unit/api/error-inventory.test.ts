@@ -181,6 +181,7 @@ describe('API error inventory', () => {
       udpOnly: '{0} {1} is only allowed with protocol udp',
       notUdp: '{0} {1} is not allowed with protocol udp',
       udpProxyProtocol: 'proxy_protocol must be none with protocol udp',
+      udpCheckNotAllowed: 'Health checks at udp_check_port {0} of a node address would reach an address not allowed for a backend node on this server',
       udpCheckPassive: 'check_passive is not supported with protocol udp',
       udpCipherSuite: 'cipher_suite must be none with protocol udp',
       cipherNoneNeedsUdp: 'cipher_suite none is only allowed with protocol udp',

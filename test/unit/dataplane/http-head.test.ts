@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BAD, HeadInfo, NEED_MORE, parseRequestHead, parseResponseHead } from '../../../dataplane/listeners/http-head.js';
 import { CHUNK_ERROR, ChunkedTracker } from '../../../dataplane/listeners/chunked.js';
-import { responseHead } from '../../../dataplane/listeners/http-rewrite.js';
+import { CONN_AS_RECEIVED, CONN_CLOSE, responseHead } from '../../../dataplane/listeners/http-rewrite.js';
 
 const b = (s: string) => Buffer.from(s, 'latin1');
 
@@ -42,10 +42,10 @@ describe('request head parser', () => {
     const raw = 'HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n';
     const n = parseResponseHead(b(raw), h);
     expect(n).toBe(raw.length);
-    const out = responseHead(b(raw), h, n, 'c1', true).toString('latin1');
+    const out = responseHead(b(raw), h, n, 'c1', CONN_CLOSE).toString('latin1');
     expect(out).toBe('HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nSet-Cookie: NB_SRVID=c1; path=/\r\n\r\n');
     // Without `close` the Connection line stays.
-    expect(responseHead(b(raw), h, n, null, false).toString('latin1')).toBe('HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n');
+    expect(responseHead(b(raw), h, n, null, CONN_AS_RECEIVED).toString('latin1')).toBe('HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n');
   });
 
   it('waits for more bytes and enforces the head size limit', () => {
