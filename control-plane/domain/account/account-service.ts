@@ -149,6 +149,12 @@ export class AccountService {
 
   async updateSettings(actor: Actor, body: Body): Promise<AccountSettings> {
     this.auth.requireUnrestricted(actor);
+    // A PUT changes only the keys it names: read and write in one transaction where several
+    // replicas write (PostgreSQL), so two PUTs of different keys at once both hold.
+    return this.kv.atomically ? this.kv.atomically(() => this.applySettings(body)) : this.applySettings(body);
+  }
+
+  private async applySettings(body: Body): Promise<AccountSettings> {
     const current = await this.readSettings();
     const next = { ...current };
     const errs = new ErrorCollector();
