@@ -10,7 +10,7 @@ import { clientTypedOperations } from '../../helpers/api-v4-shapes.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
 
 /**
- * The account surface clients read first (issue 30), through @linode/api-v4 0.158.0: every
+ * The account surface clients read first, through @linode/api-v4 0.158.0: every
  * body the SDK receives is checked by the response interceptor against the official schema
  * (grants) or the schema typed from the SDK's own types (test/helpers/api-v4-shapes.ts).
  */
