@@ -63,7 +63,7 @@ describe.each([
     await lab?.close();
   });
 
-  it('acceptance 1: the fork holds exactly the rows committed up to the chosen second, and the source still serves', async () => {
+  it('acceptance 1: the fork holds exactly the rows committed before the chosen second, and the source still serves', async () => {
     // The archive has a starting point once the agent's first round took its base backup.
     const oldest = await until('oldest_restore_time', async () => (await ok('GET', `${MYSQL}/${src.id}`)).oldest_restore_time ?? undefined, 120_000, 250);
     const oldestMs = Date.parse(`${oldest}Z`);
