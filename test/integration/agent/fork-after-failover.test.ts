@@ -46,7 +46,7 @@ describe('agent: forks of a 3-node source before and after its failover (process
     await fx?.close();
   });
 
-  it('a fork to a second before the failover and one to a second after it hold exactly the rows up to their second', async () => {
+  it('a fork to a second before the failover and one to a second after it hold exactly the rows stamped before their second', async () => {
     const c0 = await connect(src);
     await c0.query('CREATE DATABASE app');
     await c0.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
