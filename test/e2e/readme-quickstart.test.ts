@@ -3,17 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot, startLab, type RunningLab } from '../helpers/lab.js';
-
-/** The first ```sh block after a heading of README.md, exactly as a reader copies it. */
-export function readmeBlock(heading: string): string {
-  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
-  const at = readme.indexOf(`\n${heading}\n`);
-  if (at < 0) throw new Error(`README.md has no heading ${heading}`);
-  const m = /```sh\n([\s\S]*?)```/.exec(readme.slice(at));
-  if (!m) throw new Error(`no sh block after ${heading}`);
-  return m[1]!;
-}
+import { startLab, type RunningLab } from '../helpers/lab.js';
+import { readmeBlock } from '../helpers/readme.js';
 
 /** The README's five-minute quick start, curl version, word for word against a fresh lab. */
 describe('README quick start (curl)', () => {

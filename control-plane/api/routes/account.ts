@@ -35,7 +35,7 @@ export function tokenToWire(t: TokenRecord, secret?: string): Record<string, unk
   };
 }
 
-/** /account/events, /profile/tokens, /regions: the account-level endpoints clients need. */
+/** /account/events, /profile/tokens, /regions, /linode/types, /images: the account-level endpoints clients need. */
 export function accountRoutes(r: Router, d: { auth: AuthService; events: EventService; regions: RegionCatalogue }): void {
   // A restricted user sees only events about entities it holds a grant on; others do not exist
   // for it (404), like entities missing from a list.
@@ -96,4 +96,9 @@ export function accountRoutes(r: Router, d: { auth: AuthService; events: EventSe
     if (!region) throw FulcrumError.notFound();
     return regionToWire(region);
   });
+  // `linode-cli configure` lists Linode plans and images to offer as defaults and stops on a 404.
+  // This install runs no Linodes, so it has none of either: an empty page, not an unknown path
+  // (docs/compatibility.md, "Linode plans and images").
+  r.publicGet('/linode/types', (c) => paginate([], parsePage(c.query)));
+  r.publicGet('/images', (c) => paginate([], parsePage(c.query)));
 }
