@@ -1,7 +1,6 @@
-import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
 import { loadAgentProto, type ChannelSecurity, type grpc } from '../lib/grpc.js';
-import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneTarget } from '../lib/control-plane-client.js';
+import { attemptChannelOptions, controlPlaneClient, reconnectingStream, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 import type { Logger } from '../lib/logger.js';
 import type { AgentDesired__Output } from '../proto/gen/fulcrum/v1/AgentDesired.js';
 import type { AgentReport } from '../proto/gen/fulcrum/v1/AgentReport.js';
@@ -41,15 +40,9 @@ export interface ControlStream {
  */
 export function createControlStream(opts: ControlStreamOptions): ControlStream {
   const proto = loadAgentProto();
-  // A fresh channel per attempt, rebuilt also when the certificate changed.
-  const client = controlPlaneClient(opts.target, opts.security, (address, creds) => new proto.fulcrum.v1.AgentService(address, creds, attemptChannelOptions) as AgentServiceClient);
   const log = opts.logger.child({ component: 'control-stream' });
   const heartbeatMs = opts.heartbeatMs ?? 3000;
-  let call: grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> | undefined;
   let connected = false;
-  let closed = false;
-  let attempt = 0;
-  let reconnectTimer: NodeJS.Timeout | undefined;
   let notifyTimer: NodeJS.Timeout | undefined;
 
   const envelope = (hello: boolean, heartbeat: boolean): AgentReport => ({
@@ -67,7 +60,7 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
     opts.onConnectedChange?.(v);
   };
 
-  const send = (hello: boolean, heartbeat: boolean) => {
+  const send = (hello: boolean, heartbeat: boolean, call = stream.call) => {
     if (!call) return;
     try {
       call.write(envelope(hello, heartbeat));
@@ -76,60 +69,41 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
     }
   };
 
-  const scheduleReconnect = (backOff: boolean, lost: { why: string; address: string }) => {
-    if (closed || reconnectTimer) return;
-    // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
-    const delay = backOff ? backoffDelay(attempt++) : 0;
-    log.info({ ...lost, delayMs: delay, attempt, next: client.address }, 'control plane stream lost; reconnecting');
-    reconnectTimer = setTimeout(() => {
-      reconnectTimer = undefined;
-      open();
-    }, delay);
-    reconnectTimer.unref();
-  };
-
-  const open = () => {
-    if (closed) return;
-    const address = client.address;
-    const channel = client.get();
-    const c = channel.Stream();
-    call = c;
-    abandonUnlessConnected(channel, c, () => call === c);
-    let dead = false;
-    const onGone = (why: string, err?: unknown) => {
-      if (dead) return;
-      dead = true;
-      if (call === c) call = undefined;
-      setConnected(false);
-      if (closed) return;
-      const detail = err instanceof Error ? `${why}: ${err.message}` : why;
-      scheduleReconnect(client.failed(), { why: detail, address });
-    };
-    let held = false;
-    c.on('data', (msg: AgentDesired__Output) => {
-      if (!held) {
-        held = true;
-        log.info({ address }, 'control plane stream connected');
-      }
-      attempt = 0;
-      client.succeeded();
-      setConnected(true);
-      try {
-        opts.onDesired(msg);
-      } catch (err) {
-        log.error({ err }, 'desired state handler failed');
-      }
-    });
-    c.on('error', (err) => onGone('error', err));
-    c.on('end', () => onGone('end'));
-    c.on('close', () => onGone('close'));
-    c.on('metadata', () => setConnected(true));
-    send(true, false);
-  };
+  const stream = reconnectingStream({
+    // A fresh channel per attempt, rebuilt also when the certificate changed.
+    client: controlPlaneClient(opts.target, opts.security, (address, creds) => new proto.fulcrum.v1.AgentService(address, creds, attemptChannelOptions) as AgentServiceClient),
+    open: (channel, attempt): grpc.ClientDuplexStream<AgentReport, AgentDesired__Output> => {
+      const c = channel.Stream();
+      const onGone = (why: string, err?: unknown) => attempt.lost(err instanceof Error ? `${why}: ${err.message}` : why);
+      let held = false;
+      c.on('data', (msg: AgentDesired__Output) => {
+        if (!held) {
+          held = true;
+          log.info({ address: attempt.address }, 'control plane stream connected');
+        }
+        attempt.held();
+        setConnected(true);
+        try {
+          opts.onDesired(msg);
+        } catch (err) {
+          log.error({ err }, 'desired state handler failed');
+        }
+      });
+      c.on('error', (err) => onGone('error', err));
+      c.on('end', () => onGone('end'));
+      c.on('close', () => onGone('close'));
+      c.on('metadata', () => setConnected(true));
+      send(true, false, c);
+      return c;
+    },
+    onGone: () => setConnected(false),
+    onLost: ({ why, address, next, delay, attempt }) => log.info({ why, address, delayMs: delay, attempt, next }, 'control plane stream lost; reconnecting'),
+    unrefTimer: true,
+  });
 
   const heartbeat = setInterval(() => send(false, true), heartbeatMs);
   heartbeat.unref();
-  open();
+  stream.start();
 
   return {
     notify() {
@@ -144,24 +118,20 @@ export function createControlStream(opts: ControlStreamOptions): ControlStream {
       return connected;
     },
     reconnect() {
-      try {
-        call?.cancel();
-      } catch {
-        // The stream may already be gone.
-      }
+      stream.reconnect();
     },
     async close() {
-      closed = true;
       clearInterval(heartbeat);
-      if (reconnectTimer) clearTimeout(reconnectTimer);
       if (notifyTimer) clearTimeout(notifyTimer);
-      try {
-        call?.end();
-        call?.cancel();
-      } catch {
-        // The stream may already be gone.
-      }
-      client.close();
+      stream.close((call) => {
+        try {
+          call.end();
+          call.cancel();
+        } catch {
+          // The stream may already be gone.
+        }
+      });
+      setConnected(false);
     },
   };
 }

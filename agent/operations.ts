@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../lib/clock.js';
+import { FulcrumError, isFulcrumError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
 import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
@@ -76,7 +77,7 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
     // Wall time: this waits on real work (a provisioning), whatever clock the agent was given.
     const end = systemClock.now() + PROVISION_WAIT_MS;
     while (!c.state?.provisioned || c.busy === 'provision') {
-      if (c.deleted || systemClock.now() > end) throw new Error('the database is not provisioned');
+      if (c.deleted || systemClock.now() > end) throw new FulcrumError('conflict', 'the database is not provisioned');
       await systemClock.sleep(200);
     }
   }
@@ -86,15 +87,16 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
     const result: OperationResult = { operationId: op.operationId, databaseId: op.databaseId, ok: true, error: '', backupId: 0 };
     const c = host.database(op.databaseId);
     try {
-      if (!c) throw new Error(`database ${op.databaseId} is not on this agent`);
+      if (!c) throw new FulcrumError('not_found', `database ${op.databaseId} is not on this agent`);
       const handler = op.kind ? handlers.get(op.kind) : undefined;
-      if (!handler) throw new Error(`operation ${op.kind ?? '(none)'} is not supported by this agent`);
+      if (!handler) throw new FulcrumError('conflict', `operation ${op.kind ?? '(none)'} is not supported by this agent`);
       await waitProvisioned(c);
       const out = await handler(c, op);
       if (out && out.backupId) result.backupId = out.backupId;
     } catch (err) {
       result.ok = false;
       result.error = (err as Error).message;
+      result.errorCode = isFulcrumError(err) ? err.code : 'internal';
       // An operation a delete cancelled (docs/agent.md, "Delete") is no fault worth a warning.
       const deleted = c?.deleted === true;
       opts.logger[deleted ? 'info' : 'warn']({ op: op.operationId, kind: op.kind, database: op.databaseId, err: result.error }, deleted ? 'operation ended by the database\'s delete' : 'operation failed');

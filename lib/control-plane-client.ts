@@ -3,6 +3,7 @@
  * gRPC channel per connection attempt, and only our own backoff between attempts
  * (docs/architecture.md, "The streams").
  */
+import { backoffDelay } from './backoff.js';
 import { channelOptions, type grpc, type ChannelSecurity } from './grpc.js';
 
 /** Where the control plane is: `host:port`, or several replicas as `host1:port,host2:port`. */
@@ -122,3 +123,126 @@ export function abandonUnlessConnected(
 
 /** lib/grpc.ts's channel options, and no subchannel (nor its backoff) shared with another channel. */
 export const attemptChannelOptions: grpc.ChannelOptions = { ...channelOptions, 'grpc.use_local_subchannel_pool': 1 };
+
+/** One attempt of a reconnecting stream: the call it opened and what the caller reports about it. */
+export interface StreamAttempt {
+  /** The replica this attempt dials. */
+  readonly address: string;
+  /** This attempt is still the stream in use (not lost, replaced nor closed). */
+  current(): boolean;
+  /** The stream proved to work: backoff and the round of replicas start again. */
+  held(): void;
+  /** The stream ended or failed: dial the next replica (after our backoff once all failed). */
+  lost(why: string): void;
+}
+
+/** What a reconnecting stream reports when its stream is lost and it schedules the next attempt. */
+export interface StreamLoss {
+  why: string;
+  /** The replica that was lost, and the one the next attempt dials. */
+  address: string;
+  next: string;
+  /** Milliseconds until the next attempt (0 while a replica is left to try in this round). */
+  delay: number;
+  /** Attempts since the last success, this one counted. */
+  attempt: number;
+}
+
+export interface ReconnectingStreamOptions<C, S> {
+  client: ControlPlaneClient<C>;
+  /** Opens the call on this attempt's channel, attaches its handlers and writes its first message. */
+  open(channel: C, attempt: StreamAttempt): S;
+  /** Heard when the channel connected within CONNECT_TIMEOUT_MS (the attempt is still current). */
+  onConnected?(attempt: StreamAttempt): void;
+  /** Heard once per attempt when it is lost, also after close. */
+  onGone?(): void;
+  /** Heard when a lost stream is to be reopened (not after close): where to log why. */
+  onLost(loss: StreamLoss): void;
+  /** True to put off opening now; the caller calls start() again when ready. */
+  deferOpen?(): boolean;
+  /** Unref the reconnect timer (the agent), or keep the process alive while it waits (the data plane). */
+  unrefTimer?: boolean;
+}
+
+export interface ReconnectingStream<S> {
+  /** Opens the stream (again, after a deferral). */
+  start(): void;
+  /** The call in use, or null between attempts. */
+  readonly call: S | null;
+  /** Cancels the call in use: it is lost like any other and a new one is opened. */
+  reconnect(): void;
+  /** Stops reconnecting, lets `finish` end the call in use (if any), then closes the channel. */
+  close(finish: (call: S) => void): void;
+}
+
+/**
+ * The loop the config stream, the telemetry stream and the agent stream share: one call at a
+ * time on a fresh channel (controlPlaneClient), abandoned unless connected in time, the next
+ * replica at once when it is lost and our jittered backoff (lib/backoff) once every replica failed
+ * since the last time a stream held (docs/architecture.md, "Several control-plane addresses").
+ */
+export function reconnectingStream<C extends Parameters<typeof abandonUnlessConnected>[0], S extends { cancel(): void }>(
+  opts: ReconnectingStreamOptions<C, S>,
+): ReconnectingStream<S> {
+  const client = opts.client;
+  let current: { attempt: StreamAttempt; call: S | null } | null = null;
+  let failures = 0;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  const open = () => {
+    if (stopped || opts.deferOpen?.()) return;
+    const address = client.address;
+    const channel = client.get();
+    const attempt: StreamAttempt = {
+      address,
+      current: () => current?.attempt === attempt,
+      held: () => {
+        if (current?.attempt !== attempt) return;
+        failures = 0;
+        client.succeeded();
+      },
+      lost: (why) => {
+        if (current?.attempt !== attempt) return;
+        current = null;
+        opts.onGone?.();
+        if (stopped || timer) return;
+        const delay = client.failed() ? backoffDelay(failures++) : 0;
+        opts.onLost({ why, address, next: client.address, delay, attempt: failures });
+        timer = setTimeout(() => {
+          timer = undefined;
+          open();
+        }, delay);
+        if (opts.unrefTimer) timer.unref();
+      },
+    };
+    const slot: { attempt: StreamAttempt; call: S | null } = { attempt, call: null };
+    current = slot;
+    const call = opts.open(channel, attempt);
+    slot.call = call;
+    abandonUnlessConnected(channel, call, attempt.current, { onConnected: () => opts.onConnected?.(attempt) });
+  };
+
+  return {
+    start: open,
+    get call() {
+      return current?.call ?? null;
+    },
+    reconnect() {
+      try {
+        current?.call?.cancel();
+      } catch {
+        // The stream may already be gone.
+      }
+    },
+    close(finish) {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      const call = current?.call;
+      current = null;
+      if (call) finish(call);
+      client.close();
+    },
+  };
+}

@@ -5,6 +5,7 @@ import type Docker from 'dockerode';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { NodeSpec } from './container-runtime.js';
+import { frameAt } from './docker-frames.js';
 
 /** Where the node's host directories appear inside its container. */
 export const IN = {
@@ -166,10 +167,9 @@ export function stripFrames(buf: Buffer): string {
   if (!Buffer.isBuffer(buf)) return String(buf);
   const parts: Buffer[] = [];
   let i = 0;
-  while (i + 8 <= buf.length && (buf[i] === 1 || buf[i] === 2) && buf[i + 1] === 0) {
-    const size = buf.readUInt32BE(i + 4);
-    parts.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
+  for (let f = frameAt(buf); f?.wellFormed; f = frameAt(buf, i)) {
+    parts.push(buf.subarray(f.start, f.end));
+    i = f.end;
   }
   return i === 0 ? buf.toString() : Buffer.concat(parts).toString();
 }

@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { Duplex, Readable } from 'node:stream';
+import { frameAt } from './docker-frames.js';
 
 export interface ExecIo {
   stdin?: NodeJS.ReadableStream;
@@ -92,13 +93,11 @@ function demux(
     const onData = (chunk: Buffer) => {
       pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
       let ok = true;
-      while (pending.length >= 8) {
-        const size = pending.readUInt32BE(4);
-        if (pending.length < 8 + size) break;
-        const payload = pending.subarray(8, 8 + size);
-        if (pending[0] === 2) onStderr(payload);
+      for (let f = frameAt(pending); f && f.end <= pending.length; f = frameAt(pending)) {
+        const payload = pending.subarray(f.start, f.end);
+        if (f.stream === 2) onStderr(payload);
         else ok = onStdout(payload) && ok;
-        pending = pending.subarray(8 + size);
+        pending = pending.subarray(f.end);
       }
       if (!ok && sink) {
         stream.pause();

@@ -17,6 +17,7 @@ import { agentContent, type AgentContent, type MemberAddress } from './agent-des
 import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
 import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 import type { PeerStreams } from './peer-streams.js';
+import { LruMap } from '../../lib/lru.js';
 
 export interface AgentServerDeps {
   repo: DatabaseRepository;
@@ -114,7 +115,7 @@ function reportedNodes(msg: AgentReport__Output): { id: number; nodes: ReportedN
 
 function results(msg: AgentReport__Output): OperationResultView[] {
   return (msg.operationResults ?? []).map((r) => ({
-    operationId: r.operationId, databaseId: Number(r.databaseId), ok: r.ok, error: r.error, backupId: Number(r.backupId),
+    operationId: r.operationId, databaseId: Number(r.databaseId), ok: r.ok, error: r.error, errorCode: r.errorCode, backupId: Number(r.backupId),
   }));
 }
 
@@ -128,7 +129,7 @@ export class AgentPushServer {
   private readonly cache: SnapshotCache<Round, AgentContent>;
   private readonly log: Logger;
   /** The last auto-backup day each database's agent reported, so only a new one is written. */
-  private readonly backupDays = new Map<number, string>();
+  private readonly backupDays = new LruMap<number, string>(100_000);
   private readonly ignored: IgnoredReports;
 
   constructor(private readonly d: AgentServerDeps) {
@@ -201,7 +202,6 @@ export class AgentPushServer {
         continue;
       }
       await this.d.repo.markBackupSlotsTaken(id, day, this.d.clock.now());
-      if (this.backupDays.size > 100_000) this.backupDays.clear();
       this.backupDays.set(id, day);
     }
   }

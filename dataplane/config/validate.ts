@@ -9,6 +9,7 @@ import type {
 } from './model.js';
 import { tlsOptions } from './cipher-suites.js';
 import { validateEndpoints, type EndpointsInput } from './validate-endpoints.js';
+import { LruMap } from '../../lib/lru.js';
 
 /**
  * A snapshot as it arrives over gRPC (proto-loader camelCase, defaults on) or from the state
@@ -75,7 +76,7 @@ function parseAddress(address: string): { host: string; port: number } | undefin
 }
 
 // Certificates are re-sent in every snapshot; remember verdicts so a big snapshot stays cheap.
-const certVerdicts = new Map<string, string | null>();
+const certVerdicts = new LruMap<string, string | null>(10_000);
 
 /** Checks that the PEM parses and the key belongs to the certificate; returns a reason or null. */
 function checkCertificate(cert: string, key: string, suite: CipherSuite): string | null {
@@ -83,7 +84,6 @@ function checkCertificate(cert: string, key: string, suite: CipherSuite): string
   const known = certVerdicts.get(id);
   if (known !== undefined) return known;
   const verdict = verifyCertificate(cert, key, suite);
-  if (certVerdicts.size > 10_000) certVerdicts.clear();
   certVerdicts.set(id, verdict);
   return verdict;
 }

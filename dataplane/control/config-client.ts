@@ -1,6 +1,5 @@
 import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
-import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
-import { backoffDelay } from '../../lib/backoff.js';
+import { attemptChannelOptions, controlPlaneClient, reconnectingStream, type ControlPlaneTarget, type ReconnectingStream, type StreamAttempt } from '../../lib/control-plane-client.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ConfigSnapshot__Output } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
 import type { ConfigAck } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
@@ -31,11 +30,7 @@ export interface ConfigClientOptions {
  * and apply in order, each on top of the one before; only the last of a burst is answered.
  */
 export class ConfigClient {
-  private readonly client: ControlPlaneClient<ConfigServiceClient>;
-  private call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> | null = null;
-  private attempt = 0;
-  private timer: NodeJS.Timeout | null = null;
-  private stopped = false;
+  private readonly stream: ReconnectingStream<grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output>>;
   /** Received and not applied yet, each with the stream it came on (its answer goes there). */
   private pending: { snap: ConfigSnapshot__Output; call: grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> }[] = [];
   private applying = false;
@@ -44,62 +39,53 @@ export class ConfigClient {
 
   constructor(private readonly o: ConfigClientOptions) {
     const proto = loadConfigProto();
-    this.client = controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.ConfigService(address, creds, attemptChannelOptions) as unknown as ConfigServiceClient);
+    this.stream = reconnectingStream({
+      client: controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.ConfigService(address, creds, attemptChannelOptions) as unknown as ConfigServiceClient),
+      // The hello names the version served; while a (large, whole) apply runs that is still the
+      // old one, and the control plane would send the whole state again. Wait for the apply, so
+      // the hello names what it led to (docs/dataplane.md, "Large states").
+      deferOpen: () => {
+        if (this.applying) this.openAfterApply = true;
+        return this.applying;
+      },
+      open: (channel, attempt) => this.open(channel, attempt),
+      onGone: () => this.o.onConnected?.(false),
+      onLost: ({ why, delay, address, next }) => this.o.logger.warn({ why, delay, address, next }, 'config stream lost; reconnecting'),
+      // A plain (ref'd) timer on purpose: it keeps a data plane that has nothing to serve yet
+      // alive while the control plane is away.
+      unrefTimer: false,
+    });
   }
 
   start(): void {
-    this.open();
+    this.stream.start();
   }
 
   /** Reopens the stream (after a certificate renewal: the new channel presents the new one). */
   reconnect(): void {
-    this.call?.cancel();
+    this.stream.reconnect();
   }
 
-  private open(): void {
-    if (this.stopped) return;
-    // The hello names the version served; while a (large, whole) apply runs that is still the
-    // old one, and the control plane would send the whole state again. Wait for the apply, so
-    // the hello names what it led to (docs/dataplane.md, "Large states").
-    if (this.applying) {
-      this.openAfterApply = true;
-      return;
-    }
-    const address = this.client.address;
-    const channel = this.client.get();
+  private open(channel: ConfigServiceClient, attempt: StreamAttempt): grpc.ClientDuplexStream<ConfigAck, ConfigSnapshot__Output> {
     const call = channel.Stream();
-    this.call = call;
-    abandonUnlessConnected(channel, call, () => this.call === call);
     let gotData = false;
     call.on('data', (snap: ConfigSnapshot__Output) => {
       if (!gotData) {
         gotData = true;
-        this.o.logger.info({ address }, 'config stream connected');
-        this.attempt = 0;
-        this.client.succeeded();
+        this.o.logger.info({ address: attempt.address }, 'config stream connected');
+        attempt.held();
         this.o.onConnected?.(true);
       }
       if (snap.incremental) this.pending.push({ snap, call });
       else this.pending = [{ snap, call }];
       void this.drain();
     });
-    const retry = (why: string) => {
-      if (this.call !== call) return;
-      this.call = null;
-      this.o.onConnected?.(false);
-      if (this.stopped) return;
-      // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
-      const delay = this.client.failed() ? backoffDelay(this.attempt++) : 0;
-      this.o.logger.warn({ why, delay, address, next: this.client.address }, 'config stream lost; reconnecting');
-      // A plain (ref'd) timer on purpose: it keeps a data plane that has nothing to serve yet
-      // alive while the control plane is away.
-      this.timer = setTimeout(() => this.open(), delay);
-    };
-    call.on('error', (e: Error) => retry(e.message));
-    call.on('end', () => retry('stream ended'));
+    call.on('error', (e: Error) => attempt.lost(e.message));
+    call.on('end', () => attempt.lost('stream ended'));
     // A new stream starts from a whole snapshot: nothing queued from the old one applies to it.
     this.pending = [];
     call.write({ dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: '', endpointSource: this.o.endpointSource ?? '', incremental: true });
+    return call;
   }
 
   private async drain(): Promise<void> {
@@ -117,22 +103,18 @@ export class ConfigClient {
           this.o.logger.warn({ version: snap.version, detail }, 'snapshot rejected (NACK)');
           ack = { dataplaneId: this.o.id, region: this.o.region, versionApplied: this.o.version(), responseNonce: snap.nonce, errorDetail: detail };
         }
-        if (this.call === call && this.pending.length === 0) call.write(ack);
+        if (this.stream.call === call && this.pending.length === 0) call.write(ack);
       }
     } finally {
       this.applying = false;
       if (this.openAfterApply) {
         this.openAfterApply = false;
-        this.open();
+        this.stream.start();
       }
     }
   }
 
   close(): void {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.call?.cancel();
-    this.call = null;
-    this.client.close();
+    this.stream.close((call) => call.cancel());
   }
 }

@@ -14,12 +14,13 @@ const cpu = typeof process.threadCpuUsage === 'function'
   : () => performance.now();
 const cache = new Map();
 parentPort.on('message', (m) => {
+  // The least recently used pattern goes when full (lib/lru.ts cannot be imported in this source).
   let re = cache.get(m.key);
   if (re === undefined) {
     try { re = new RegExp(m.source, m.flags); } catch { re = null; }
-    if (cache.size >= 1024) cache.clear();
-    cache.set(m.key, re);
-  }
+    if (cache.size >= 1024) cache.delete(cache.keys().next().value);
+  } else cache.delete(m.key);
+  cache.set(m.key, re);
   Atomics.store(started, 0, m.seq);
   const t = cpu();
   const ok = re !== null && re.test(m.text);

@@ -1,6 +1,5 @@
 import { loadConfigProto, type grpc, type ChannelSecurity } from '../../lib/grpc.js';
-import { abandonUnlessConnected, attemptChannelOptions, controlPlaneClient, type ControlPlaneClient, type ControlPlaneTarget } from '../../lib/control-plane-client.js';
-import { backoffDelay } from '../../lib/backoff.js';
+import { attemptChannelOptions, controlPlaneClient, reconnectingStream, type ControlPlaneTarget, type ReconnectingStream } from '../../lib/control-plane-client.js';
 import { systemClock, type Clock, type Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { TelemetryServiceClient } from '../../proto/gen/fulcrum/v1/TelemetryService.js';
@@ -28,11 +27,7 @@ export interface TelemetryClientOptions {
  * engine while the control plane is away instead of being lost.
  */
 export class TelemetryClient {
-  private readonly client: ControlPlaneClient<TelemetryServiceClient>;
-  private call: grpc.ClientWritableStream<TelemetryReport> | null = null;
-  private attempt = 0;
-  private stopped = false;
-  private reconnectTimer: NodeJS.Timeout | null = null;
+  private readonly stream: ReconnectingStream<grpc.ClientWritableStream<TelemetryReport>>;
   private readonly tick: Timer;
   private pendingHealth: HealthEvent[] = [];
   private flushScheduled = false;
@@ -42,7 +37,24 @@ export class TelemetryClient {
   constructor(private readonly o: TelemetryClientOptions) {
     this.clock = o.clock ?? systemClock;
     const proto = loadConfigProto();
-    this.client = controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.TelemetryService(address, creds, attemptChannelOptions) as unknown as TelemetryServiceClient);
+    this.stream = reconnectingStream({
+      client: controlPlaneClient(o.address, o.security, (address, creds) => new proto.fulcrum.v1.TelemetryService(address, creds, attemptChannelOptions) as unknown as TelemetryServiceClient),
+      open: (channel, attempt) => {
+        const call = channel.Report((err) => attempt.lost(err?.message ?? 'ended'));
+        call.on('error', () => undefined);
+        this.pendingHealth = [];
+        call.write({ dataplaneId: this.o.id, health: this.o.source.healthSnapshot().map(toWire), counters: [] });
+        return call;
+      },
+      // The server answers a Report only when it ends, so the stream counts as healthy once it is
+      // connected and still open a second later (not refused at once); reset backoff then. A call
+      // that merely waits for a replica that never answers is not healthy.
+      onConnected: (attempt) => this.clock.setTimeout(() => attempt.held(), 1000),
+      onLost: ({ why, delay, address, next }) => this.o.logger.warn({ why, delay, address, next }, 'telemetry stream lost; reconnecting'),
+      // A plain (ref'd) timer on purpose, like the config client's: a data plane waiting for its
+      // control plane must not exit for lack of anything else to wait on.
+      unrefTimer: false,
+    });
     this.unsubscribe = o.source.onHealth((ev) => {
       this.pendingHealth.push(ev);
       if (!this.flushScheduled) {
@@ -54,52 +66,21 @@ export class TelemetryClient {
   }
 
   start(): void {
-    this.open();
+    this.stream.start();
   }
 
   /** Reopens the stream (after a certificate renewal: the new channel presents the new one). */
   reconnect(): void {
-    this.call?.cancel();
-  }
-
-  private open(): void {
-    if (this.stopped) return;
-    const address = this.client.address;
-    const channel = this.client.get();
-    const call = channel.Report((err) => {
-      if (this.call !== call) return;
-      this.call = null;
-      if (this.stopped) return;
-      // The next replica at once; our backoff once every replica failed (lib/control-plane-client.ts).
-      const delay = this.client.failed() ? backoffDelay(this.attempt++) : 0;
-      this.o.logger.warn({ why: err?.message ?? 'ended', delay, address, next: this.client.address }, 'telemetry stream lost; reconnecting');
-      // A plain (ref'd) timer on purpose, like the config client's: a data plane waiting for its
-      // control plane must not exit for lack of anything else to wait on.
-      this.reconnectTimer = setTimeout(() => this.open(), delay);
-    });
-    this.call = call;
-    // The server answers a Report only when it ends, so the stream counts as healthy once it is
-    // connected and still open a second later (not refused at once); reset backoff then. A call
-    // that merely waits for a replica that never answers is not healthy.
-    abandonUnlessConnected(channel, call, () => this.call === call, {
-      onConnected: () => this.clock.setTimeout(() => {
-        if (this.call !== call) return;
-        this.attempt = 0;
-        this.client.succeeded();
-      }, 1000),
-    });
-    call.on('error', () => undefined);
-    this.pendingHealth = [];
-    this.write({ dataplaneId: this.o.id, health: this.o.source.healthSnapshot().map(toWire), counters: [] });
+    this.stream.reconnect();
   }
 
   private write(report: TelemetryReport): void {
-    this.call?.write(report);
+    this.stream.call?.write(report);
   }
 
   private flushHealth(): void {
     this.flushScheduled = false;
-    if (this.call === null || this.pendingHealth.length === 0) {
+    if (this.stream.call === null || this.pendingHealth.length === 0) {
       this.pendingHealth = [];
       return;
     }
@@ -109,7 +90,7 @@ export class TelemetryClient {
   }
 
   private sendCounters(): void {
-    if (this.call === null) return;
+    if (this.stream.call === null) return;
     const deltas = this.o.source.drainCounters();
     if (deltas.length === 0) return;
     this.write({
@@ -120,19 +101,14 @@ export class TelemetryClient {
   }
 
   close(): void {
-    this.stopped = true;
     this.unsubscribe();
     this.tick.cancel();
-    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    const call = this.call;
-    this.call = null;
-    if (call) {
+    this.stream.close((call) => {
       // Send what is left before going.
       const deltas = this.o.source.drainCounters();
       if (deltas.length > 0) call.write({ dataplaneId: this.o.id, health: [], counters: deltas });
       call.end();
-    }
-    this.client.close();
+    });
   }
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from '../../../lib/logger.js';
 import { utcDay } from '../../../lib/utc-day.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { DatabaseRecord } from './model.js';
+import { LruMap } from '../../../lib/lru.js';
 
 /** An untaken day is announced again this often, in case the agents' replica never heard of it. */
 export const REANNOUNCE_MS = 60_000;
@@ -24,7 +25,7 @@ export function backupDue(d: DatabaseRecord, day: string): boolean {
  */
 export class BackupScheduler {
   /** When this replica last announced each database's untaken day. */
-  private readonly announced = new Map<string, number>();
+  private readonly announced = new LruMap<string, number>(10_000);
 
   constructor(private readonly d: { repo: DatabaseRepository; clock: Clock; logger: Logger }) {}
 
@@ -57,7 +58,6 @@ export class BackupScheduler {
     const key = `${id}:${slot}`;
     const last = this.announced.get(key);
     if (last !== undefined && now - last < REANNOUNCE_MS) return false;
-    if (this.announced.size > 10_000) this.announced.clear();
     this.announced.set(key, now);
     return true;
   }

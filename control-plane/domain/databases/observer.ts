@@ -37,6 +37,8 @@ export interface OperationResultView {
   databaseId: number;
   ok: boolean;
   error: string;
+  /** The agent's stable code for the failure (lib/errors.ts ErrorCode); empty from an agent that sends none. */
+  errorCode?: string;
   backupId: number;
 }
 
@@ -89,6 +91,7 @@ export class DatabaseObserver {
     }
     const obs = observed.get(op.databaseId);
     const db = await this.d.repo.get(op.databaseId);
+    if (!r.ok) this.d.logger.info({ operation: op.id, kind: op.kind, database: op.databaseId, code: r.errorCode || 'internal', error: r.error }, 'agent reports the operation failed');
     await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
     if (op.eventId) await this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
     if (!db) return true;

@@ -1,6 +1,7 @@
 import type { Logger } from '../../../lib/logger.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { MemberPlacement, MemberReport } from './model.js';
+import { LruMap } from '../../../lib/lru.js';
 
 /** Where a database stands to a reporting agent: it holds it, other agents do, or it is unknown. */
 export type ReportScope = 'held' | 'foreign' | 'unknown';
@@ -38,15 +39,14 @@ const NOTICES_KEPT = 10_000;
  * agents a warning.
  */
 export class IgnoredReports {
-  private readonly seen = new Set<string>();
+  private readonly seen = new LruMap<string, true>(NOTICES_KEPT);
 
   constructor(private readonly log: Logger) {}
 
   note(agentId: string, databaseId: number, field: string, scope: Exclude<ReportScope, 'held'>): void {
     const key = `${agentId}\u0000${databaseId}\u0000${field}`;
     if (this.seen.has(key)) return;
-    if (this.seen.size >= NOTICES_KEPT) this.seen.clear();
-    this.seen.add(key);
+    this.seen.set(key, true);
     const line = { agent: agentId, database: databaseId, field };
     if (scope === 'foreign') this.log.warn(line, 'agent report about a database it does not hold ignored');
     else this.log.debug(line, 'agent report about an unknown database ignored');
