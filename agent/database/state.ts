@@ -113,7 +113,12 @@ export interface StateHolder {
  * module of the agent only reads the state; the lint rule agent/no-state-write keeps it so.
  */
 export async function updateState(db: StateHolder, change: Partial<DbState>): Promise<void> {
+  applyState(db, change);
+  await db.save();
+}
+
+/** `updateState` without the save, for a change a later save of the caller's persists. */
+export function applyState(db: Pick<StateHolder, 'state'>, change: Partial<DbState>): void {
   if (!db.state) throw new Error('the database was deleted');
   Object.assign(db.state, change);
-  await db.save();
 }
