@@ -1,11 +1,17 @@
 // A local ESLint rule: a database's persisted state (agent/database/state.ts, `DbState`) has one
 // writer, the controller (docs/agent.md, "One writer"). Everywhere else in the agent the state is
-// read, and a change is handed to the controller as a patch (`update({...})`), which applies it.
+// read, and a change goes through `updateState(db, { ... })` (agent/database/state.ts), which
+// applies it to the state the controller holds and saves it.
 //
 // What counts as the state: a `.state` member (`c.state.x`, `c.state!.x`, `this.state.x`), a
 // variable initialised from one (`const s = c.state!`), a variable named `state`, and a parameter
 // typed `DbState`. What counts as writing it: an assignment (any operator), `++`/`--`, `delete`,
 // `Object.assign(state, ...)` and the array methods that change the array in place.
+//
+// The controller's own inputs are its to keep too: `desired` is handed over with `setDesired`, the
+// lock (`busy`), a credentials reset (`pendingPassword`) and the day-two hooks (`extras`) are
+// never assigned from outside it.
+const CONTROLLER_FIELDS = new Set(['desired', 'busy', 'pendingPassword', 'extras']);
 const MUTATORS = new Set(['push', 'pop', 'shift', 'unshift', 'splice', 'sort', 'reverse', 'fill', 'copyWithin']);
 
 function unwrap(node) {
@@ -23,7 +29,10 @@ export default {
     type: 'problem',
     docs: { description: 'Only the database controller writes DbState.' },
     schema: [],
-    messages: { write: 'DbState is written by the controller only: hand it the change (`update({ ... })`) instead.' },
+    messages: {
+      write: 'DbState is written by the controller only: hand it the change (`updateState(db, { ... })`) instead.',
+      field: 'The controller\'s `{{name}}` is set by the controller only (desired: `setDesired`).',
+    },
   },
   create(context) {
     /** Names in this file bound to a state object. */
@@ -51,7 +60,12 @@ export default {
         for (const p of node.params) if (p.type === 'Identifier' && typedDbState(p)) names.add(p.name);
       },
       AssignmentExpression(node) {
-        if (intoState(node.left)) report(node);
+        if (intoState(node.left)) return report(node);
+        const left = unwrap(node.left);
+        if (left?.type === 'MemberExpression' && !left.computed && left.property.type === 'Identifier' && CONTROLLER_FIELDS.has(left.property.name)
+          && unwrap(left.object)?.type !== 'ThisExpression') {
+          context.report({ node, messageId: 'field', data: { name: left.property.name } });
+        }
       },
       UpdateExpression(node) {
         if (intoState(node.argument)) report(node);
