@@ -1,5 +1,6 @@
 import tseslint from 'typescript-eslint';
 import noImportCycle from './scripts/eslint/no-import-cycle.js';
+import noStateWrite from './scripts/eslint/no-state-write.js';
 
 // The three processes talk only over gRPC; a direct import between them would couple
 // their deployments, so it is an error. All of them may import lib/ and proto/gen.
@@ -62,5 +63,13 @@ export default tseslint.config(
     files: productRoots.map((r) => `${r}/**/*.ts`),
     plugins: { fulcrum: { rules: { 'no-import-cycle': noImportCycle } } },
     rules: { 'fulcrum/no-import-cycle': ['error', { roots: productRoots }] },
+  },
+  // A database's persisted state has one writer, its controller (docs/agent.md, "One writer"):
+  // the rest of the agent hands it changes instead of assigning fields.
+  {
+    files: ['agent/**/*.ts'],
+    ignores: ['agent/database/controller.ts', 'agent/database/cluster.ts', 'agent/database/state.ts'],
+    plugins: { agent: { rules: { 'no-state-write': noStateWrite } } },
+    rules: { 'agent/no-state-write': 'error' },
   },
 );

@@ -106,8 +106,8 @@ export function createAgent(opts: AgentOptions): Agent {
         takenAddresses: () => new Set([...controllers.values()].flatMap((x) => x.state?.addresses ?? [])),
         onChange: changed,
         metrics,
+        extras,
       });
-      c.extras = extras;
       controllers.set(id, c);
     }
     return c;
@@ -237,10 +237,9 @@ export function createAgent(opts: AgentOptions): Agent {
     for (const db of d.databases) {
       want.add(db.id);
       const c = controller(db.id);
-      c.desired = db;
-      if (c.pendingPassword && c.pendingPassword === db.rootPassword) c.pendingPassword = undefined;
+      c.setDesired(db);
     }
-    for (const [id, c] of controllers) if (!want.has(id)) c.desired = undefined;
+    for (const [id, c] of controllers) if (!want.has(id)) c.setDesired(undefined);
     ops.accept(d.operations);
     if (persist) {
       // One write at a time: two desired states close together shared one temporary file, and the

@@ -10,6 +10,7 @@ import type { OperationHandlers } from './operations.js';
 import { createArchiver } from './binlog/archiver.js';
 import { seedFork } from './binlog/replay.js';
 import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
+import { updateState } from './database/state.js';
 
 /** How often each database's binlog is closed and archived (wall time of the injected clock). */
 export const BINLOG_ARCHIVE_MS = 60_000;
@@ -80,8 +81,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       agent.metrics.backups.inc({ type: 'auto', result: 'ok' });
       // Days only move forward: a day taken is never taken again (docs/agent.md §6).
       const last = c.state!.lastAutoBackupDay;
-      c.state!.lastAutoBackupDay = last !== undefined && last > day ? last : day;
-      await c.save();
+      await updateState(c, { lastAutoBackupDay: last !== undefined && last > day ? last : day });
       for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
       c.emit('database_backup_create', `auto backup for ${day} taken`);
     } catch (err) {
@@ -118,8 +118,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       }
       // A new database's first auto backup is the next midnight's, not one at creation.
       if (s.lastAutoBackupDay === undefined) {
-        s.lastAutoBackupDay = utcDay(now);
-        c.save().catch((err) => log.error({ err, database: c.id }, 'state not saved'));
+        updateState(c, { lastAutoBackupDay: utcDay(now) }).catch((err) => log.error({ err, database: c.id }, 'state not saved'));
         continue;
       }
       const due = dueAutoBackupDay({

@@ -14,6 +14,7 @@ import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
 import { takePhysical } from './physical-backup.js';
 import { sealedWriter } from './sealed-writer.js';
 import { snapshotGtidTap } from './snapshot-gtid.js';
+import { applyState, updateState } from '../database/state.js';
 
 /** What backups use of a database. */
 export type BackupDatabase = Pick<DatabaseController,
@@ -80,11 +81,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   /** The database's backup key, made on first use (kept in its state, mode 0600). */
   async function backupKey(c: BackupDatabase): Promise<string> {
     const s = c.state!;
-    if (!s.backupKey) {
-      s.backupKey = newBackupKey();
-      await c.save();
-    }
-    return s.backupKey;
+    if (!s.backupKey) await updateState(c, { backupKey: newBackupKey() });
+    return s.backupKey!;
   }
 
   /**
@@ -156,8 +154,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     // binlog bases have their own id range and do not move it.
     const stored = (await refresh(c.id)).reduce((m, b) => (b.id < BASE_IDS ? Math.max(m, b.id) : m), 0);
     const id = Math.max(s.nextBackupId, stored + 1);
-    s.nextBackupId = id + 1;
-    await c.save();
+    await updateState(c, { nextBackupId: id + 1 });
     const placeholder: BackupInfo = { id, label: o.label, type: o.type, createdMs: o.nowMs, sizeBytes: 0, status: 'creating', target: o.target };
     creating.set(c.id, [...(creating.get(c.id) ?? []), placeholder]);
     try {
@@ -225,8 +222,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         } catch (err) {
           throw new Error(`backup ${m.id} was not restored: the safety copy of the current data failed (${(err as Error).message}); nothing was changed`);
         }
-        s.restoreInProgress = { backupId: m.id, startedMs: opts.clock.now() };
-        await c.save();
+        await updateState(c, { restoreInProgress: { backupId: m.id, startedMs: opts.clock.now() } });
         try {
           await replaceData(c, p, m);
         } catch (err) {
@@ -254,8 +250,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   async function finishRestore(c: BackupDatabase): Promise<void> {
-    delete c.state!.restoreInProgress;
-    await c.save();
+    await updateState(c, { restoreInProgress: undefined });
     await opts.storage.remove(c.id, SAFETY_ID).catch(() => undefined);
   }
 
@@ -266,8 +261,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const safety = (await refresh(c.id)).find((b) => b.id === SAFETY_ID && b.type === 'pre-restore');
     if (!safety) {
       // The flag is only set once the safety copy is stored; without one nothing was changed.
-      delete s.restoreInProgress;
-      await c.save();
+      await updateState(c, { restoreInProgress: undefined });
       return;
     }
     const { backupId } = s.restoreInProgress;
@@ -348,7 +342,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const next = () => {
       if (!c.state) throw new Error(`database ${c.id} was deleted`);
       const id = BASE_IDS + (c.state.nextBaseId ?? 1);
-      c.state.nextBaseId = (c.state.nextBaseId ?? 1) + 1;
+      applyState(c, { nextBaseId: (c.state.nextBaseId ?? 1) + 1 });
       return id;
     };
     let id = next();

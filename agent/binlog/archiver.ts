@@ -15,6 +15,7 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { ensureDir, openOwnedFile, removeTree } from '../runtime/no-follow.js';
 import { archiveEnd, gtidLe, oldestRestorable, prune, type BaseInfo } from './chain.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
+import { updateState } from '../database/state.js';
 
 /** The backups' retention, and the binlogs' unless engine_config says otherwise. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 3600_000;
@@ -122,8 +123,7 @@ export function createArchiver(d: ArchiverDeps) {
       const rawBytes = (await input.stat()).size;
       const out = await d.segments.writer(c.id, seq, file);
       if (encrypted && !c.state!.backupKey) {
-        c.state!.backupKey = newBackupKey();
-        await c.save();
+        await updateState(c, { backupKey: newBackupKey() });
       }
       const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: c.state!.backupKey! } : {}) });
       await pipeline(input.createReadStream(), sealed.input, { signal });

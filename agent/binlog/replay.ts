@@ -17,6 +17,7 @@ import { basesOf } from './archiver.js';
 import { archiveEnd, planRestore } from './chain.js';
 import { seedPhysical } from './physical-seed.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
+import { applyState } from '../database/state.js';
 
 export type ForkTarget = Pick<DatabaseController, 'id' | 'state' | 'desired' | 'adminTarget' | 'nodeName'>;
 export type ForkSource = ArchivedDatabase;
@@ -132,7 +133,7 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
       state: { ...s, backupKey: source.state.backupKey },
     }, p, base);
   }
-  s.forkBase = { backupId: base.id, kind };
+  applyState(fork, { forkBase: { backupId: base.id, kind } });
   log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started, steps }, 'fork: base loaded');
   let pos = plan.base.snapshotGtid;
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {

@@ -1,7 +1,7 @@
 import { syncAdminAccounts } from '../mysql/accounts.js';
 import { withAdmin } from '../mysql/admin.js';
 import type { ClusterContext } from './context.js';
-import { accountsKey } from './state.js';
+import { accountsKey, updateState } from './state.js';
 
 export type AccountsContext = Pick<ClusterContext, 'spec' | 'state' | 'adminTarget' | 'linrootPassword' | 'save'>;
 
@@ -14,6 +14,5 @@ export async function syncAccounts(db: AccountsContext): Promise<void> {
   const allowList = db.spec.allowList;
   const password = db.linrootPassword();
   await withAdmin(await db.adminTarget(db.state.primary), (c) => syncAdminAccounts(c, allowList, password));
-  db.state.accountsKey = accountsKey(allowList, password);
-  await db.save();
+  await updateState(db, { accountsKey: accountsKey(allowList, password) });
 }

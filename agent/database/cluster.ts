@@ -46,7 +46,7 @@ export abstract class Cluster {
   deleted = false;
   private saving: Promise<void> = Promise.resolve();
   /** Overrides the desired password while a credentials reset is being applied. */
-  pendingPassword?: string;
+  protected pendingPassword?: string;
   readonly log: Logger;
   /** The database as its actions see it (live, read-only views of this object). */
   protected readonly context: ClusterContext;
@@ -58,6 +58,15 @@ export abstract class Cluster {
     this.log = deps.logger.child({ component: 'database', database: deps.id });
     this.state = loadDbState(deps.stateDir, deps.id);
     this.context = this.makeContext();
+  }
+
+  /**
+   * The one way the agent hands over the control plane's desired database (undefined: delete
+   * it). A credentials reset in progress ends once the desired state carries its password.
+   */
+  setDesired(d: DesiredDatabase__Output | undefined): void {
+    this.desired = d;
+    if (d && this.pendingPassword && this.pendingPassword === d.rootPassword) this.pendingPassword = undefined;
   }
 
   /** Observes the nodes again and lets the members accept PROXY headers from the data planes. */

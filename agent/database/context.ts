@@ -10,8 +10,8 @@ import type { DbState } from './state.js';
  * What a cluster action may use of its database. The controller builds one per database and
  * hands each action only the members it declares (a `Pick` of this), so an action never sees
  * the controller's loop state (lock, counters, proxies, observation) and never writes it: it
- * changes the persisted `state` and calls `save`, and the controller decides the rest from the
- * action's outcome.
+ * hands the change it made to the persisted `state` to `updateState` (state.ts), and the
+ * controller decides the rest from the action's outcome (docs/agent.md, "One writer").
  */
 export interface ClusterContext {
   readonly id: number;
@@ -25,7 +25,7 @@ export interface ClusterContext {
   readonly backupsDir: string;
   /** The desired database acted on: the control plane's latest, else the last one persisted. */
   readonly spec: DesiredDatabase__Output;
-  /** The persisted state; actions change it, then call `save`. */
+  /** The persisted state, read here; a change goes through `updateState(db, { ... })` (state.ts). */
   readonly state: DbState;
   /** semi_synch replication with more than one node. */
   readonly semiSync: boolean;

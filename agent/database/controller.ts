@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { systemClock } from '../../lib/clock.js';
+import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import { Cluster, type ControllerDeps } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
@@ -44,9 +44,11 @@ const REBUILD_AFTER_FAILURES = 3;
  * one file each next to this one and see the database through a `ClusterContext`.
  */
 export class DatabaseController extends Cluster {
-  /** The lock: the action or operation in flight, reported as the status while it runs. */
+  /** The action or operation holding the lock, reported as the status while it runs. */
   busy?: string;
-  extras?: ControllerExtras;
+  /** One action or operation at a time; waiters queue in order and start as soon as it is free. */
+  private readonly lock = new Mutex();
+  readonly extras?: ControllerExtras;
   private readonly observer = new Observer();
   private readonly disk: DiskUsage;
   private readonly variables = new DynamicVariables();
@@ -57,8 +59,9 @@ export class DatabaseController extends Cluster {
   private ticking = false;
   private lastStatus = '';
 
-  constructor(deps: ControllerDeps) {
+  constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
     super(deps);
+    this.extras = deps.extras;
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
@@ -161,7 +164,7 @@ export class DatabaseController extends Cluster {
       await this.remove().catch((err) => this.log.error({ err }, 'delete failed'));
       return;
     }
-    if (this.busy || this.ticking || this.deleted) return;
+    if (this.busy || this.lock.locked || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
     await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
@@ -176,7 +179,7 @@ export class DatabaseController extends Cluster {
         return;
       }
       const next = actions[0];
-      if (!next || this.busy || this.deleted) return;
+      if (!next || this.busy || this.lock.locked || this.deleted) return;
       await this.runExclusive(next.kind, () => this.execute(next));
     } finally {
       this.ticking = false;
@@ -184,19 +187,19 @@ export class DatabaseController extends Cluster {
   }
 
   /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
-  async runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
-    // Wall time: the lock is released by real work, whatever clock the agent was given.
-    while (this.busy) await systemClock.sleep(50);
-    this.busy = label;
-    this.deps.onChange();
-    try {
-      return await fn();
-    } finally {
-      // A delete that overtook this action (see tick) sweeps whatever the action re-created.
-      if (this.deleted && label !== 'delete') await this.remove().catch((err) => this.log.error({ err }, 'delete sweep failed'));
-      this.busy = undefined;
+  runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
+    return this.lock.run(async () => {
+      this.busy = label;
       this.deps.onChange();
-    }
+      try {
+        return await fn();
+      } finally {
+        // A delete that overtook this action (see tick) sweeps whatever the action re-created.
+        if (this.deleted && label !== 'delete') await this.remove().catch((err) => this.log.error({ err }, 'delete sweep failed'));
+        this.busy = undefined;
+        this.deps.onChange();
+      }
+    });
   }
 
   report(): ObservedDatabase {

@@ -1,5 +1,6 @@
 import { q, withAdmin } from '../mysql/admin.js';
 import type { ClusterContext } from './context.js';
+import { updateState } from './state.js';
 import { ownGtidsMissing } from './errant.js';
 
 export type DivergedContext = Pick<ClusterContext, 'state' | 'log' | 'adminTarget' | 'primaryBinlogState' | 'save' | 'emit'>;
@@ -26,9 +27,7 @@ export async function divergedFromPrimary(db: DivergedContext, k: number): Promi
   const { gtids, after } = ownGtidsMissing(mine.state, theirs, mine.serverId);
   if (gtids.length === 0) return false;
   db.log.error({ node: k, errant: gtids, ownState: mine.state, primary: s.primary, primaryState: theirs }, 'errant transactions on a returning member');
-  s.errant = { node: k, gtids, after };
-  if (!s.rebuild.includes(k)) s.rebuild.push(k);
-  await db.save();
+  await updateState(db, { errant: { node: k, gtids, after }, rebuild: s.rebuild.includes(k) ? s.rebuild : [...s.rebuild, k] });
   db.emit('database_failover', `errant transactions: node ${k} had GTIDs ${gtids.join(', ')} that the primary (node ${s.primary}, at ${theirs}) never received; they are not in the database any more: their binlog events are saved in the agent's state folder (errant/) before node ${k} is rebuilt from the primary`, 'failed');
   return true;
 }

@@ -2,6 +2,7 @@ import { withAdmin } from '../mysql/admin.js';
 import { failover as promoteBestReplica } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, replicaStatus, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import { updateState } from './state.js';
 import { errantGtids } from './errant.js';
 
 /**
@@ -44,9 +45,7 @@ export async function failover(db: FailoverContext, alive: number[], oldGtid = '
   // Fence first: a primary that is merely hung must not wake up writable next to the new one.
   await db.runtime.kill(db.nodeName(old)).catch(() => undefined);
   const winner = await promoteBestReplica(await Promise.all(alive.map((k) => db.clusterNode(k))), s.replPassword, db.semiSync, db.log);
-  s.primary = winner;
-  if (!s.rebuild.includes(old)) s.rebuild.push(old);
-  await db.save();
+  await updateState(db, { primary: winner, rebuild: s.rebuild.includes(old) ? s.rebuild : [...s.rebuild, old] });
   await db.refresh();
   db.emit('database_failover', `primary node ${old} (${s.addresses[old - 1]}) failed; node ${winner} (${s.addresses[winner - 1]}) promoted`);
   await reportErrant(db, old, winner, oldGtid);
@@ -70,7 +69,6 @@ async function reportErrant(db: FailoverContext, old: number, winner: number, ol
   const errant = errantGtids(oldGtid, newGtid);
   if (errant.length === 0) return;
   db.log.error({ node: old, errant, oldPosition: oldGtid, newPrimary: winner, newPosition: newGtid }, 'errant transactions on the old primary');
-  db.state.errant = { node: old, gtids: errant, after: newGtid };
-  await db.save();
+  await updateState(db, { errant: { node: old, gtids: errant, after: newGtid } });
   db.emit('database_failover', `errant transactions: node ${old} had GTIDs ${errant.join(', ')} that the new primary (node ${winner}, at ${newGtid}) never received; they are not in the database any more: their binlog events are saved in the agent's state folder (errant/) before node ${old} is rebuilt from the new primary`, 'failed');
 }

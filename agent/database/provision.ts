@@ -2,7 +2,7 @@ import { ensureReplicationUser } from '../mysql/accounts.js';
 import { globalStatus, secureRoot, withAdmin } from '../mysql/admin.js';
 import { configureReplica, gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
-import { NODE_PORT } from './state.js';
+import { NODE_PORT, updateState } from './state.js';
 
 export type ProvisionContext = Pick<ClusterContext,
   'spec' | 'state' | 'log' | 'runtime' | 'semiSync' | 'spread' | 'nodeIndexes' | 'nodeName' | 'nodeSpec' | 'adminTarget' | 'resolveEngine'
@@ -20,10 +20,11 @@ export async function provision(db: ProvisionContext): Promise<void> {
   if (db.spread) return provisionLocalMembers(db);
   const started = Date.now();
   const s = db.state;
-  if (s.addresses.length !== d.clusterSize) s.addresses = await db.allocateAddresses(d.clusterSize);
-  if (!s.running.binary && !s.running.image) s.running = db.resolveEngine();
-  s.desired = d;
-  await db.save();
+  await updateState(db, {
+    ...(s.addresses.length !== d.clusterSize ? { addresses: await db.allocateAddresses(d.clusterSize) } : {}),
+    ...(!s.running.binary && !s.running.image ? { running: db.resolveEngine() } : {}),
+    desired: d,
+  });
   await db.ensureTls();
   const ks = db.nodeIndexes();
   const step = (name: string) => db.log.debug({ step: name, ms: Date.now() - started }, 'provision step');
@@ -59,8 +60,7 @@ export async function provision(db: ProvisionContext): Promise<void> {
   step('replicas attached');
   // A fork gets its source's data as of the restore second before anyone can connect.
   if (Number(d.forkSource ?? 0) > 0) {
-    s.forkSeeding = true;
-    await db.save();
+    await updateState(db, { forkSeeding: true });
     await db.seed();
     step('fork seeded');
   }
@@ -70,10 +70,7 @@ export async function provision(db: ProvisionContext): Promise<void> {
   await Promise.all(replicas.map(async (k) => withAdmin(await db.adminTarget(k), (c) => waitForGtid(c, pos, 15))));
   step('replicas caught up');
   await db.refresh();
-  s.provisioned = true;
-  s.forkSeeding = undefined;
-  s.error = undefined;
-  await db.save();
+  await updateState(db, { provisioned: true, forkSeeding: undefined, error: undefined });
   db.log.info({ ms: Date.now() - started, nodes: ks.length }, 'provisioned');
 }
 
@@ -90,20 +87,20 @@ async function provisionLocalMembers(db: ProvisionContext): Promise<void> {
   const s = db.state;
   if (!d.replicationPassword || !d.clusterCaPem) throw new Error('the control plane sent no CA or replication password for this cluster spread over agents');
   const local = db.nodeIndexes();
-  while (s.addresses.length < d.clusterSize) s.addresses.push('');
-  const missing = local.filter((k) => !s.addresses[k - 1]);
+  const addresses = [...s.addresses];
+  while (addresses.length < d.clusterSize) addresses.push('');
+  const missing = local.filter((k) => !addresses[k - 1]);
   if (missing.length > 0) {
     const got = await db.allocateAddresses(missing.length);
-    missing.forEach((k, i) => (s.addresses[k - 1] = got[i]!));
+    missing.forEach((k, i) => (addresses[k - 1] = got[i]!));
   }
-  s.replPassword = d.replicationPassword;
-  if (d.primaryMember > 0 && s.term === undefined) {
-    s.primary = d.primaryMember;
-    s.term = Number(d.term);
-  }
-  if (!s.running.binary && !s.running.image) s.running = db.resolveEngine();
-  s.desired = d;
-  await db.save();
+  await updateState(db, {
+    addresses,
+    replPassword: d.replicationPassword,
+    ...(d.primaryMember > 0 && s.term === undefined ? { primary: d.primaryMember, term: Number(d.term) } : {}),
+    ...(!s.running.binary && !s.running.image ? { running: db.resolveEngine() } : {}),
+    desired: d,
+  });
   await db.ensureTls();
   await Promise.all(local.map((k) => db.runtime.ensure(db.nodeSpec(k))));
   await Promise.all(local.map(async (k) => {
@@ -116,8 +113,6 @@ async function provisionLocalMembers(db: ProvisionContext): Promise<void> {
     await db.syncAccounts();
   }
   await db.refresh();
-  s.provisioned = true;
-  s.error = undefined;
-  await db.save();
+  await updateState(db, { provisioned: true, error: undefined });
   db.log.info({ members: local, primary: s.primary }, 'provisioned the local members of a cluster spread over agents');
 }

@@ -10,7 +10,7 @@ import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaSt
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
-import { NODE_PORT } from './state.js';
+import { NODE_PORT, updateState } from './state.js';
 
 /**
  * Everything that makes a node a replica of the current primary: attaching it, rejoining a node
@@ -71,8 +71,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await attach(db, k);
     seeded = true;
   }
-  s.rebuild = s.rebuild.filter((i) => i !== k);
-  await db.save();
+  await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k) });
   await db.refresh();
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
 }
@@ -104,8 +103,7 @@ async function keepErrant(db: RejoinContext, k: number): Promise<void> {
     db.log.error({ err, node: k, errant: e.gtids }, 'errant transactions could not be saved');
     db.emit('database_failover', `errant transactions ${e.gtids.join(', ')} of node ${k} could not be saved before its rebuild: ${(err as Error).message}`, 'failed');
   }
-  delete db.state.errant;
-  await db.save();
+  await updateState(db, { errant: undefined });
 }
 
 /**

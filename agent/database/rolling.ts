@@ -3,6 +3,7 @@ import { clientError } from '../mysql/customer-data.js';
 import { switchover } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import { updateState } from './state.js';
 import { attach } from './rejoin.js';
 
 export type RollingContext = Pick<ClusterContext,
@@ -19,8 +20,7 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
   // A patch, or a version upgrade (the desired version is not the one running): the nodes come
   // back on the desired engine build.
   if (reason === 'patch' || (db.spec.version && db.spec.version !== s.running.version)) {
-    s.running = db.resolveEngine();
-    await db.save();
+    await updateState(db, { running: db.resolveEngine() });
   }
   await db.ensureTls();
   const restart = async (k: number) => {
@@ -44,8 +44,7 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
     }
     const target = replicas[0]!;
     await switchover(await db.clusterNode(p), await db.clusterNode(target), await Promise.all(replicas.slice(1).map((k) => db.clusterNode(k))), s.replPassword, db.semiSync);
-    s.primary = target;
-    await db.save();
+    await updateState(db, { primary: target });
     await db.refresh();
     await restart(p);
     await attach(db, p);

@@ -2,6 +2,7 @@ import { withAdmin } from '../mysql/admin.js';
 import { switchover } from '../mysql/promotion.js';
 import { promote } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import { updateState } from './state.js';
 import { rejoin, type RejoinContext } from './rejoin.js';
 
 export type ScaleContext = RejoinContext & Pick<ClusterContext, 'nodeIndexes' | 'clusterNode' | 'allocateAddresses'>;
@@ -29,8 +30,7 @@ export async function scale(db: ScaleContext, to: number): Promise<void> {
   const s = db.state;
   const from = s.addresses.length;
   if (to > from) {
-    s.addresses = [...s.addresses, ...(await db.allocateAddresses(to - from))];
-    await db.save();
+    await updateState(db, { addresses: [...s.addresses, ...(await db.allocateAddresses(to - from))] });
     for (let k = from + 1; k <= to; k++) await rejoin(db, k, true);
     db.log.info({ from, to }, 'scaled up: the new nodes were seeded from the primary and replicate from it');
     return;
@@ -38,16 +38,16 @@ export async function scale(db: ScaleContext, to: number): Promise<void> {
   if (s.primary > to) {
     const others = await Promise.all(db.nodeIndexes().filter((k) => k !== s.primary && k !== 1).map((k) => db.clusterNode(k)));
     await switchover(await db.clusterNode(s.primary), await db.clusterNode(1), others, s.replPassword, false);
-    s.primary = 1;
-    await db.save();
+    await updateState(db, { primary: 1 });
   }
   // Before the replicas go: a semi-sync primary would stall each write for its timeout.
   if (to === 1) await withAdmin(await db.adminTarget(1), (c) => promote(c, false));
   for (let k = from; k > to; k--) await db.runtime.remove(db.nodeName(k), { withData: true });
-  s.addresses = s.addresses.slice(0, to);
-  s.rebuild = s.rebuild.filter((k) => k <= to);
-  if (s.errant && s.errant.node > to) delete s.errant;
-  await db.save();
+  await updateState(db, {
+    addresses: s.addresses.slice(0, to),
+    rebuild: s.rebuild.filter((k) => k <= to),
+    ...(s.errant && s.errant.node > to ? { errant: undefined } : {}),
+  });
   await db.refresh();
   db.log.info({ from, to }, 'scaled down: node 1 serves as primary, the other nodes and their data were removed');
 }

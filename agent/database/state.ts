@@ -100,3 +100,25 @@ export async function saveDbState(stateDir: string, s: DbState): Promise<void> {
 export function accountsKey(allowList: string[], password: string): string {
   return createHash('sha256').update(JSON.stringify([[...allowList].sort(), password, ADMIN_GRANTS_VERSION])).digest('hex');
 }
+
+/** What a change of the state goes through: the controller, or the context an action runs with. */
+export interface StateHolder {
+  readonly state?: DbState;
+  save(): Promise<void>;
+}
+
+/**
+ * The one way a database's state changes (docs/agent.md, "One writer"): the change is applied to
+ * the state the controller holds, then saved. A field given as undefined is cleared. Every other
+ * module of the agent only reads the state; the lint rule agent/no-state-write keeps it so.
+ */
+export async function updateState(db: StateHolder, change: Partial<DbState>): Promise<void> {
+  applyState(db, change);
+  await db.save();
+}
+
+/** `updateState` without the save, for a change a later save of the caller's persists. */
+export function applyState(db: Pick<StateHolder, 'state'>, change: Partial<DbState>): void {
+  if (!db.state) throw new Error('the database was deleted');
+  Object.assign(db.state, change);
+}

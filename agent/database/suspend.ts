@@ -1,6 +1,7 @@
 import { withAdmin } from '../mysql/admin.js';
 import { promote } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import { updateState } from './state.js';
 import { attach } from './rejoin.js';
 
 /** Suspend and resume (docs/agent.md §7): the nodes stop and start again with their data. */
@@ -12,8 +13,7 @@ export type ResumeContext = Pick<ClusterContext,
 export async function suspend(db: SuspendContext): Promise<void> {
   await db.closeEndpoints();
   await Promise.all(db.nodeIndexes().map((k) => db.runtime.stop(db.nodeName(k))));
-  db.state.suspended = true;
-  await db.save();
+  await updateState(db, { suspended: true });
 }
 
 /** Starts the nodes again and restores their roles in the same action (no degraded flap). */
@@ -23,7 +23,6 @@ export async function resume(db: ResumeContext): Promise<void> {
   await Promise.all(db.nodeIndexes().map((k) => db.runtime.ensure(db.nodeSpec(k))));
   await withAdmin(await db.adminTarget(s.primary), (c) => promote(c, db.semiSync));
   for (const k of db.nodeIndexes().filter((i) => i !== s.primary)) await attach(db, k);
-  s.suspended = false;
-  await db.save();
+  await updateState(db, { suspended: false });
   await db.refresh();
 }

@@ -51,6 +51,32 @@ describe('lint: process boundaries', { timeout: 60_000 }, () => {
     expect(await lint('lib/y.ts', "import { encodeProxyV1 } from './proxy-protocol.js';\nexport const x = encodeProxyV1;\n", 'fulcrum/no-import-cycle')).toEqual([]);
   });
 
+  // A database's persisted state has one writer (docs/agent.md, "One writer"): the rule flags a
+  // write planted anywhere else in the agent, in each form a write can take.
+  it.each([
+    ['agent/day-two.ts', 'export function f(c: { state?: { lastAutoBackupDay?: string } }) {\n  c.state!.lastAutoBackupDay = "2026-01-01";\n}\n'],
+    ['agent/backup/x.ts', 'export function f(c: { state: { nextBackupId: number } }) {\n  const s = c.state;\n  s.nextBackupId++;\n}\n'],
+    ['agent/database/failover.ts', 'export function f(db: { state: { rebuild: number[] } }) {\n  db.state.rebuild.push(2);\n}\n'],
+    ['agent/database/x.ts', 'import type { DbState } from "./state.js";\nexport function f(s: DbState) {\n  delete s.errant;\n}\n'],
+    ['agent/binlog/x.ts', 'export function f(c: { state: object }) {\n  Object.assign(c.state, { primary: 2 });\n}\n'],
+    ['agent/agent.ts', 'export function f(c: { desired?: object }) {\n  c.desired = undefined;\n}\n'],
+  ])('%s may not write a database\'s state or its controller\'s inputs', async (file, code) => {
+    expect(await lint(file, code, 'agent/no-state-write')).toHaveLength(1);
+  });
+
+  it('lets the controller and the state module write the state, and everyone read it', async () => {
+    const write = 'export function f(c: { state: { primary: number } }) {\n  c.state.primary = 2;\n}\n';
+    expect(await lint('agent/database/controller.ts', write, 'agent/no-state-write')).toEqual([]);
+    expect(await lint('agent/database/state.ts', write, 'agent/no-state-write')).toEqual([]);
+    const read = 'export function f(c: { state: { primary: number } }, o: { primary: number }) {\n  o.primary = c.state.primary;\n}\n';
+    expect(await lint('agent/database/failover.ts', read, 'agent/no-state-write')).toEqual([]);
+  });
+
+  it('finds no write of a database\'s state outside its controller anywhere in the agent', async () => {
+    const results = await eslint.lintFiles(['agent']);
+    expect(results.flatMap((r) => r.messages.filter((m) => m.ruleId === 'agent/no-state-write').map((m) => `${r.filePath}:${m.line}: ${m.message}`))).toEqual([]);
+  });
+
   it('finds no import cycle and no boundary break anywhere in product code', async () => {
     const results = await eslint.lintFiles(['control-plane', 'dataplane', 'agent', 'lib', 'bin']);
     const broken = results.flatMap((r) =>
