@@ -22,6 +22,8 @@ import { BackendNetworks } from './domain/nodebalancers/backend-networks.js';
 import { AddressPools, assertDisjoint } from './domain/address-pools.js';
 import { accountRoutes } from './api/routes/account.js';
 import { userRoutes } from './api/routes/users.js';
+import { profileRoutes } from './api/routes/profile.js';
+import { AccountService } from './domain/account/account-service.js';
 import { every, type ControlPlaneContext } from './compose/context.js';
 import { composeNodeBalancers } from './compose/nodebalancers.js';
 import { composeDatabases } from './compose/databases.js';
@@ -145,6 +147,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const users = store.users;
   const auth = new AuthService(users, store.tokens, clock);
   const userService = new UserService(users, auth);
+  const account = new AccountService(users, auth, store.kv);
   const events = new EventService(store.events, clock, { retention: opts.eventRetention, logger: logger.child({ component: 'events' }) });
   const regions = new RegionCatalogue(opts.regions);
   const limiter = new RateLimiter(clock, registry, opts.rateLimits);
@@ -161,6 +164,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const router = new Router(app, auth, limiter);
   accountRoutes(router, { auth, events, regions });
   userRoutes(router, { users: userService, auth });
+  profileRoutes(router, { account, regions });
   consoleRoutes(app, opts.consoleDir ?? defaultConsoleDir());
   const grpcServer = new grpc.Server(serverOptions);
 
@@ -200,7 +204,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   // The product areas, each wiring its store, services, routes and push streams.
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
-    store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, events, regions, addresses: store.addresses, kv: store.kv,
+    store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, account, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet), hostStreams,
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',

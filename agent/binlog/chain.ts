@@ -65,8 +65,8 @@ export function archiveEnd(segments: readonly SegmentInfo[]): SegmentInfo | unde
 
 /**
  * The oldest instant that can truly be restored: the oldest base followed by an unbroken chain
- * to the archive's end, rounded up to a whole second (a fork at second T needs a backup finished
- * before T+1 s). Undefined when no base has such a chain.
+ * to the archive's end, rounded up to a whole second (a fork to second T holds what was stamped
+ * before T, so it needs a backup finished by T). Undefined when no base has such a chain.
  */
 export function oldestRestorable(bases: readonly BaseInfo[], segments: readonly SegmentInfo[]): number | undefined {
   const end = archiveEnd(segments);
@@ -78,7 +78,8 @@ export function oldestRestorable(bases: readonly BaseInfo[], segments: readonly 
 }
 
 /**
- * The newest base a fork at `stopMs` (exclusive end: second T is `T + 1000`) can start from, and
+ * The newest base a fork at `stopMs` (exclusive end: a fork to second T stops at `T`, so the base
+ * must have finished by then and its snapshot holds nothing stamped T or later) can start from, and
  * the segments to replay; undefined when none can reach that instant. `complete` says the archive
  * is known to hold every event before `stopMs` (a round flushed after it and found nothing more to
  * close): then a gapless chain to the archive's end is enough, even when no segment was closed

@@ -73,17 +73,19 @@ export function replayFilter(): Transform {
 
 /**
  * Builds a fork's data on its primary (docs/agent.md §6, "Binlog archive and forks"): the source's newest backup
- * finished before the restore second ends, loaded as a restore loads one, then every archived
- * binlog after that backup replayed with `mariadb-binlog --start-position=<GTID> --stop-datetime`
- * (UTC), so exactly the transactions the binlog stamps with a second up to the restore second
- * are applied. The fork's replicas follow through replication. The source keeps running: only
- * a FLUSH BINARY LOGS touches it.
+ * finished by the start of the restore second T, loaded as a restore loads one, then every
+ * archived binlog after that backup replayed with `mariadb-binlog --start-position=<GTID>
+ * --stop-datetime=T` (UTC), which stops at the first event stamped T or later, so exactly the
+ * transactions the binlog stamps with a second before T are applied: a fork to the second a bad
+ * DROP ran does not hold the DROP. The fork's replicas follow through replication. The source
+ * keeps running: only a FLUSH BINARY LOGS touches it.
  */
 export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSource | undefined, restoreMs: number): Promise<void> {
   const log = d.logger.child({ component: 'fork', database: fork.id });
   const sourceId = Number(fork.desired?.forkSource ?? 0);
   if (!source?.state?.provisioned) throw new Error(`the fork's source database ${sourceId} is not run by this agent`);
-  const stopMs = restoreMs + 1000;
+  // T is an exclusive end: nothing stamped T or later, and a base whose snapshot is before T.
+  const stopMs = restoreMs;
   const started = Date.now();
   // Close and archive the source's current binlog, so the archive holds everything up to now.
   if (d.archiver.coveredUntil(source.id) < stopMs) {

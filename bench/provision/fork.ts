@@ -9,7 +9,7 @@
  * to the primary member itself (no data plane runs here). The agent's warnings always go to a
  * file in the bench's temp folder (named at the start, kept when not empty); a hidden base that
  * is a dump, or a fork loaded from anything but a physical base, fails the run at once (exit 1),
- * and so does a fork whose rows differ from the source's up to its second (count and CRC32 sum).
+ * and so does a fork whose rows differ from the source's before its second (count and CRC32 sum).
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -25,7 +25,7 @@ import { gtidLe } from '../../agent/binlog/chain.js';
 
 export interface ForkSample {
   mb: number; rows: number; tailRows: number; loadS: number; forkS: number; forkRows: number;
-  /** Rows the source held up to the fork's second (the fork must hold exactly these). */
+  /** Rows the source held before the fork's second (the fork must hold exactly these). */
   expectedRows: number;
   /** How the fork's base was loaded (physical or logical) and its stored size. */
   base: string; baseMb: number;
@@ -35,7 +35,7 @@ export interface ForkSample {
 
 /** A fork whose base was not the kind the bench measures: the figures would not mean what they say. */
 export class ForkBaseError extends Error {}
-/** A fork that does not hold exactly the source's rows up to its second. */
+/** A fork that does not hold exactly the source's rows before its second. */
 export class ForkContentError extends Error {}
 
 /** Every manifest under a folder of the agent's backup storage. */
@@ -148,8 +148,8 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       // UNIX_TIMESTAMP() is the statement's start, the same second the binlog stamps its events with.
       while (Date.now() < tailEnd) await c.query(`INSERT INTO app.t (id, cat, num, pad, at) SELECT ?, ${ROW_SQL}, UNIX_TIMESTAMP()`, [rows + ++tailRows]);
       const T = Math.floor((Date.now() - 1000) / 1000) * 1000;
-      // What the fork must hold: every row stamped up to second T (the fork's end is exclusive at T + 1 s).
-      const [[want]] = (await c.query(`${TABLE_SUM} WHERE at <= ?`, [T / 1000])) as any;
+      // What the fork must hold: every row stamped before second T (docs/databases.md, "Meaning of a second").
+      const [[want]] = (await c.query(`${TABLE_SUM} WHERE at < ?`, [T / 1000])) as any;
       await c.end();
       await new Promise((r) => setTimeout(r, Math.max(0, T + 1100 - Date.now())));
       const f0 = performance.now();
@@ -169,7 +169,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       onSample(sample);
       console.log(`fork of ${mb} MB (${rows} rows + ${tailRows} tail rows): active in ${forkS.toFixed(2)} s from a ${sample.base} base (backup ${forkBase?.backupId ?? '?'}, ${sample.baseMb.toFixed(1)} MB stored, ${(mb / Math.max(sample.baseMb, 0.001)).toFixed(1)}x smaller than the data), load average ${load1.toFixed(1)}; holds ${got.n} of ${want.n} rows expected, checksum ${String(got.sum) === String(want.sum) ? 'matches' : 'DIFFERS'}`);
       if (sample.forkRows !== sample.expectedRows || String(got.sum) !== String(want.sum)) {
-        throw new ForkContentError(`the fork of ${mb} MB holds ${got.n} rows (checksum ${got.sum}) where the source held ${want.n} rows (checksum ${want.sum}) up to ${wire(T)}`);
+        throw new ForkContentError(`the fork of ${mb} MB holds ${got.n} rows (checksum ${got.sum}) where the source held ${want.n} rows (checksum ${want.sum}) before ${wire(T)}`);
       }
       if (sample.base !== 'physical') throw new ForkBaseError(`the fork of ${mb} MB loaded a ${sample.base} base where a physical one was expected; see ${agentLog}`);
       for (const id of [fork.id, src.id]) await api('DELETE', `/databases/mysql/instances/${id}`);

@@ -5,6 +5,7 @@ import type { Clock } from '../../lib/clock.js';
 import type { grpc } from '../../lib/grpc.js';
 import type { Db } from '../store/sqlite/database.js';
 import type { Store } from '../store/store.js';
+import type { AccountService } from '../domain/account/account-service.js';
 import type { AddressRepository, KeyValueRepository } from '../store/ports.js';
 import type { Router } from '../api/router.js';
 import type { AuthService } from '../domain/auth/auth-service.js';
@@ -32,6 +33,8 @@ export interface ControlPlaneContext {
   auth: AuthService;
   /** Account users and grants; product areas register the entities grants may name. */
   users: UserService;
+  /** Profile, account, notifications, tags; product areas register capabilities, tagged entities and notices. */
+  account: AccountService;
   events: EventService;
   regions: RegionCatalogue;
   addresses: AddressRepository;

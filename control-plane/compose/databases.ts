@@ -136,6 +136,8 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
 
   // Grants can name databases (and are checked against the ones that exist), like NodeBalancers.
   ctx.users.registerEntities('database', async () => (await repo.list()).filter((d) => !d.deleting).map((d) => ({ id: d.id, label: d.label })));
+  ctx.account.registerCapability('Managed Databases');
+  ctx.account.registerNotices(() => service.maintenanceNotices());
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
   ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await reports.agents() }));

@@ -5,6 +5,7 @@ import { ConfigPushServer } from '../push/config-server.js';
 import { configStore } from '../push/config-store.js';
 import { TelemetryServer } from '../push/telemetry-server.js';
 import { nodeBalancerRoutes } from '../api/routes/nodebalancers.js';
+import { nodeBalancerToWire, type Transfer } from '../api/wire/nodebalancers.js';
 import { REVOCATION_RECHECK_MS } from '../domain/fleet/fleet-service.js';
 import { every, type ControlPlaneContext } from './context.js';
 
@@ -53,6 +54,18 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
 
   nodeBalancerRoutes(ctx.router, { service, repo, stats, hostnameSuffix: ctx.hostnameSuffix });
   ctx.users.registerEntities('nodebalancer', async () => (await repo.list()).map((nb) => ({ id: nb.id, label: nb.label })));
+  ctx.account.registerCapability('NodeBalancers');
+  ctx.account.registerTagged(async () => (await repo.list()).map((nb) => ({
+    kind: 'nodebalancer' as const, id: nb.id, label: nb.label, tags: nb.tags,
+    show: async () => nodeBalancerToWire(nb, (await stats.transfer(nb.id)) as Transfer, ctx.hostnameSuffix),
+  })));
+  // A data plane that refused the last configuration it was sent (a NACK) is the operator's to
+  // see: a notice about the install, shown to unrestricted users.
+  ctx.account.registerNotices(async () => (await dataplanes.list()).filter((s) => s.lastError !== null).map((s) => ({
+    type: 'notice' as const, severity: 'major' as const, label: 'A data plane refused a NodeBalancer configuration',
+    message: `Data plane ${s.id} (${s.region}) refused the NodeBalancer configuration it was sent and still serves version ${s.versionApplied}: ${s.lastError}`,
+    entity: null, when: s.lastErrorAt, until: null,
+  })));
   // Data-plane status (connected, applied version, last NACK), for operators and tests.
   ctx.router.get('/fulcrum/dataplanes', 'nodebalancers:read_only', async () => ({ data: await dataplanes.list() }));
   return push;

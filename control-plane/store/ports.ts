@@ -17,7 +17,7 @@ import type { DataplaneStatus } from '../domain/nodebalancers/model.js';
 export interface UserRepository {
   get(id: number): Promise<User | undefined>;
   byUsername(username: string): Promise<User | undefined>;
-  create(u: Omit<User, 'id'>): Promise<User>;
+  create(u: Omit<User, 'id' | 'timezone'>): Promise<User>;
   /**
    * Reads the user's grants, applies `change` to them and writes them back, in one transaction:
    * a grant change made meanwhile by another request is kept, not overwritten with what was read
@@ -28,7 +28,11 @@ export interface UserRepository {
   count(): Promise<number>;
   /** All users, by id. */
   list(): Promise<User[]>;
-  update(id: number, patch: Partial<Pick<User, 'username' | 'email' | 'restricted'>>): Promise<void>;
+  update(id: number, patch: Partial<Pick<User, 'username' | 'email' | 'restricted' | 'timezone'>>): Promise<void>;
+  /** The user's preferences as stored (a JSON object's text); undefined when there is no such user. */
+  preferences(id: number): Promise<string | undefined>;
+  /** Replaces the user's preferences whole. */
+  setPreferences(id: number, json: string): Promise<void>;
   /** Deletes the user and (by cascade) its tokens. */
   delete(id: number): Promise<void>;
 }

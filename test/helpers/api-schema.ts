@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { clientTypedOperations } from './api-v4-shapes.js';
 
 /**
  * Checks response bodies against the schema of their operation, from the fixture that
@@ -77,10 +78,31 @@ export function assertResponseSchema(method: string, url: string, status: number
     if (!genericError(body)) throw new Error(`${where}: malformed error body ${JSON.stringify(body)}: ${ajv.errorsText(genericError.errors)}`);
     return;
   }
-  if (!key) return; // a Fulcrum-only endpoint (e.g. /v4/fulcrum/dataplanes): no official schema
+  if (!key) {
+    // Not in the official subset: an operation typed from @linode/api-v4 (api-v4-shapes.ts), or
+    // a Fulcrum-only endpoint (e.g. /v4/fulcrum/dataplanes) with no schema at all.
+    const typed = clientTypedFor(method, url);
+    if (typed && !typed.v(body)) throw new Error(`${where}: body does not match ${typed.key} (typed from @linode/api-v4): ${ajv.errorsText(typed.v.errors)}\n${JSON.stringify(body).slice(0, 2000)}`);
+    if (typed) validatedOperations.add(typed.key);
+    return;
+  }
   const v = validators(key).ok;
   if (!v(body)) throw new Error(`${where}: body does not match ${key}: ${ajv.errorsText(v.errors)}\n${JSON.stringify(body).slice(0, 2000)}`);
   validatedOperations.add(key);
 }
 
 export const allOperations = Object.keys(fixture.operations);
+
+const clientTyped = Object.entries(clientTypedOperations).map(([key, schema]) => {
+  const [method, path] = key.split(' ') as [string, string];
+  return { key, method, re: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`), schema, v: undefined as ValidateFunction | undefined };
+});
+
+/** The client-typed operation for a request, with its compiled validator. */
+function clientTypedFor(method: string, url: string): { key: string; v: ValidateFunction } | undefined {
+  const path = new URL(url, 'http://x').pathname.replace(/^\/v4(beta)?/, '').replace(/\/+$/, '') || '/';
+  const t = clientTyped.find((c) => c.method === method.toUpperCase() && c.re.test(path));
+  if (!t) return undefined;
+  t.v ??= ajv.compile(t.schema);
+  return { key: t.key, v: t.v };
+}

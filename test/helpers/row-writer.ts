@@ -2,8 +2,8 @@
  * The client the point-in-time fork tests share: a row every ~100 ms through the source's
  * hosts.primary, the server stamping each with its statement time (`UNIX_TIMESTAMP(NOW(6))`), and
  * the client recording, for each committed row, when it was sent and when its commit was
- * acknowledged. A fork to second T must then hold every row acknowledged before T + 1 s and none
- * sent at or after it.
+ * acknowledged. A fork to second T must then hold every row acknowledged before T and none sent
+ * at or after T.
  */
 import type { Connection } from 'mysql2/promise';
 

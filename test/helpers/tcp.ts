@@ -26,7 +26,7 @@ export function ask(host: string, port: number, msg: string, opts: { localAddres
       sock.end();
       resolve(d.toString());
     });
-    sock.once('error', (e) => {
+    sock.on('error', (e) => {
       clearTimeout(timer);
       reject(e);
     });

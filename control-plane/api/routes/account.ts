@@ -9,11 +9,16 @@ import { eventToWire, type EventScope, type EventService } from '../../domain/ev
 import type { Region, RegionCatalogue } from '../../domain/regions.js';
 
 /**
- * A region as recorded real responses carry it: every region here is a core site, and the
- * placement-group limits are the service's defaults (Fulcrum has no placement groups).
+ * A region as today's recorded responses carry it: every region here is a core site, the
+ * placement-group limits are the service's defaults (Fulcrum has no placement groups), and
+ * `monitors` (the products the monitoring service alerts on and graphs) is empty: Fulcrum has no
+ * such service (docs/compatibility.md, "Regions").
  */
 function regionToWire(r: Region): Record<string, unknown> {
-  return { ...r, site_type: 'core', placement_group_limits: { maximum_linodes_per_pg: 5, maximum_pgs_per_customer: null } };
+  return {
+    ...r, site_type: 'core', monitors: { alerts: [], metrics: [] },
+    placement_group_limits: { maximum_linodes_per_flexible_pg: 5, maximum_linodes_per_pg: 5, maximum_pgs_per_customer: null },
+  };
 }
 import type { TokenRecord } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';

@@ -12,7 +12,8 @@ import { backupToWire, databaseSummaryToWire, databaseToWire, engineToWire } fro
 
 const R = 'databases:read_only';
 const W = 'databases:read_write';
-const DB_FILTER = ['label', 'type', 'engine', 'version', 'region', 'status'];
+// platform, created and cluster_size: Cloud Manager filters on the first and sorts by the others.
+const DB_FILTER = ['label', 'type', 'engine', 'version', 'region', 'status', 'platform', 'created', 'cluster_size'];
 
 export interface DatabaseRouteDeps {
   service: DatabaseService;
@@ -41,9 +42,10 @@ export function databaseRoutes(r: Router, d: DatabaseRouteDeps): void {
 
   r.publicGet('/databases/types', (c) => {
     const page = parsePage(c.query);
-    // `deprecated` is filterable but absent from real responses: filter as if it were false.
-    const filter = parseFilter(xf(c.headers), ['deprecated', 'class', 'id', 'label', 'memory', 'vcpus', 'disk']);
-    const rows = applyFilter(databaseTypes.map((t) => ({ wire: typeToWire(t), deprecated: false, ...typeToWire(t) })), filter);
+    // `deprecated` and `platform` are filterable but absent from real responses: filter as if
+    // they were false and 'rdbms-default' (Cloud Manager asks for {"platform": "rdbms-default"}).
+    const filter = parseFilter(xf(c.headers), ['deprecated', 'platform', 'class', 'id', 'label', 'memory', 'vcpus', 'disk']);
+    const rows = applyFilter(databaseTypes.map((t) => ({ wire: typeToWire(t), deprecated: false, platform: 'rdbms-default', ...typeToWire(t) })), filter);
     return paginate(rows.map((x) => x.wire), page);
   });
   r.publicGet('/databases/types/:typeId', (c) => {

@@ -80,5 +80,5 @@ export function nodeToWire(n: NbNode): Record<string, unknown> {
 
 /** A /nodebalancers/types item: the shape @linode/api-v4 (PriceType) and linodego read. */
 export function nodeBalancerTypeToWire(t: NodeBalancerTypeEntry): Record<string, unknown> {
-  return { id: t.id, label: t.label, price: { hourly: t.price[0], monthly: t.price[1] }, region_prices: [], transfer: 0 };
+  return { id: t.typeId, label: t.label, price: { hourly: t.price[0], monthly: t.price[1] }, region_prices: t.regionPrices.map((p) => ({ ...p })), transfer: 0 };
 }

@@ -11,6 +11,8 @@ export interface User {
   username: string;
   email: string;
   restricted: boolean;
+  /** The profile's timezone (an IANA name); 'UTC' until the user sets one. */
+  timezone: string;
   grants: Grants;
 }
 

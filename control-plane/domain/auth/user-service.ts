@@ -11,10 +11,13 @@ export type EntityLister = () => Promise<{ id: number; label: string }[]>;
 const USERNAME = /^[a-zA-Z0-9]((?![_-]{2,})[a-zA-Z0-9-_])+[a-zA-Z0-9]$/;
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
-/** The global grants of 4.176 (GrantsResponse.global); only the add_* we enforce change anything. */
+/** The global grants (GrantsResponse.global); only the add_* we enforce change anything. */
 const globalBooleans = ['add_linodes', 'add_longview', 'longview_subscription', 'cancel_account', 'add_domains', 'add_stackscripts',
-  'add_nodebalancers', 'add_images', 'add_volumes', 'add_firewalls', 'add_databases', 'add_vpcs'] as const;
-const otherKinds = ['linode', 'domain', 'image', 'longview', 'stackscript', 'volume', 'vpc'] as const;
+  'add_nodebalancers', 'add_images', 'add_volumes', 'add_firewalls', 'add_databases', 'add_vpcs',
+  // Since 4.176: today's clients read both (@linode/api-v4 GlobalGrantTypes).
+  'add_lkes', 'add_kubernetes'] as const;
+/** Kinds of entity Fulcrum does not have: always empty lists (firewall and lkecluster since 4.176). */
+const otherKinds = ['linode', 'domain', 'image', 'longview', 'stackscript', 'volume', 'vpc', 'firewall', 'lkecluster'] as const;
 const kinds: EntityKind[] = ['nodebalancer', 'database'];
 
 /**

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { FulcrumError } from '../../../lib/errors.js';
 import { wireTime, type Clock } from '../../../lib/clock.js';
 import { nextWindowStart } from '../../../lib/maintenance-window.js';
+import type { Notice } from '../account/account-service.js';
 import type { AddressRepository } from '../../store/ports.js';
 import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { Actor, AuthService } from '../auth/auth-service.js';
@@ -14,6 +15,7 @@ import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, Operat
 import { spansAgents } from './placement.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
+import { withForkDefaults } from './fork-request.js';
 import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
 
 type Body = Record<string, unknown>;
@@ -76,6 +78,26 @@ export class DatabaseService {
     return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
   }
 
+  /**
+   * Notifications for GET /account/notifications: a database with a new engine build waiting
+   * for its maintenance window has maintenance scheduled, at the window's next start.
+   */
+  async maintenanceNotices(): Promise<Notice[]> {
+    const out: Notice[] = [];
+    for (const db of await this.live()) {
+      if (!db.patchPending) continue;
+      const u = db.updates;
+      const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
+      out.push({
+        type: 'maintenance_scheduled', severity: 'minor', label: 'Database maintenance scheduled',
+        message: `A new build of the database engine will be applied to ${db.label} with a rolling restart in its next maintenance window.`,
+        entity: { kind: 'database', id: db.id, label: db.label, url: `/v4/databases/mysql/instances/${db.id}` },
+        when: start ?? null, until: start === undefined ? null : start + u.duration * 3_600_000,
+      });
+    }
+    return out;
+  }
+
   async list(actor: Actor): Promise<DatabaseRecord[]> {
     return (await this.live()).filter((x) => this.d.auth.canRead(actor, 'database', x.id));
   }
@@ -94,7 +116,11 @@ export class DatabaseService {
       // The fork source is read before validation, which is synchronous.
       const forkId = (body as { fork?: { source?: unknown } } | null)?.fork?.source;
       const src = typeof forkId === 'number' && Number.isSafeInteger(forkId) && forkId > 0 ? await this.d.repo.get(forkId) : undefined;
-      const input = validateCreate(body, {
+      // A fork may leave out what its source decides (withForkDefaults); only a source the
+      // caller can read fills them in, so the defaults reveal nothing about another's database.
+      const readable = src && !src.deleting && this.d.auth.canRead(actor, 'database', src.id) ? src : undefined;
+      const request = readable && body.fork !== undefined && body.fork !== null ? withForkDefaults(body, readable, (l) => labels.has(l)) : body;
+      const input = validateCreate(request, {
         engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
         regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
         typeExists: (id) => findType(id) !== undefined,

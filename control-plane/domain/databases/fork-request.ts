@@ -78,3 +78,40 @@ export function validateFork(errs: ErrorCollector, fork: unknown, engineId: stri
   if (ms < src.oldestRestoreMs || ms > now) return void errs.add('fork.restore_time', R.forkTimeRange(wireTime(src.oldestRestoreMs), wireTime(now)));
   return { source: id as number, restoreTimeMs: ms };
 }
+
+/** What a fork takes from its source when the request leaves it out. */
+export interface ForkDefaultsSource {
+  label: string;
+  engineId: string;
+  type: string;
+  clusterSize: number;
+  replicationType: string;
+}
+
+/**
+ * Cloud Manager forks with a body of only `{fork, region[, private_network]}`: the engine, type,
+ * cluster size and replication type come from the source, as on the real service, and the label
+ * is `<source label>-fork` (the source label shortened to fit 32 characters, and `-fork-2`,
+ * `-fork-3`, ... when taken). Keys the request does send are kept and validated as sent.
+ */
+export function withForkDefaults(body: Body, src: ForkDefaultsSource, labelTaken: (label: string) => boolean): Body {
+  const out: Body = { ...body };
+  const absent = (k: string) => out[k] === undefined || out[k] === null;
+  if (absent('engine')) out.engine = src.engineId;
+  if (absent('type')) out.type = src.type;
+  if (absent('cluster_size')) {
+    out.cluster_size = src.clusterSize;
+    if (absent('replication_type')) out.replication_type = src.replicationType;
+  }
+  if (absent('label')) {
+    for (let n = 1; n < 1000; n++) {
+      const suffix = n === 1 ? '-fork' : `-fork-${n}`;
+      const label = `${src.label.slice(0, 32 - suffix.length)}${suffix}`;
+      if (!labelTaken(label)) {
+        out.label = label;
+        break;
+      }
+    }
+  }
+  return out;
+}

@@ -39,12 +39,16 @@ export const databaseTypes: DatabaseTypeEntry[] = [
   t('g6-dedicated-64', 'DBaaS - Dedicated 512GB', 'dedicated', 524288, 7372800, 64, [[12.48, 8320], [24.96, 16640], [37.44, 24960]]),
 ];
 
+/** The cluster sizes a create accepts (validation.ts refuses the others). */
+export const CLUSTER_SIZES: readonly number[] = [1, 3];
+
 export function findType(id: string): DatabaseTypeEntry | undefined {
   return databaseTypes.find((x) => x.id === id);
 }
 
 /** The wire shape: keys exactly class, disk, engines, id, label, memory, vcpus. */
 export function typeToWire(x: DatabaseTypeEntry): Record<string, unknown> {
-  const engines = x.prices.map(([hourly, monthly], i) => ({ quantity: i + 1, price: { hourly, monthly } }));
+  // Only the cluster sizes a create accepts (1 and 3) are offered; 2 is priced but refused.
+  const engines = x.prices.map(([hourly, monthly], i) => ({ quantity: i + 1, price: { hourly, monthly } })).filter((e) => CLUSTER_SIZES.includes(e.quantity));
   return { class: x.class, disk: x.disk, engines: { mysql: engines, postgresql: engines }, id: x.id, label: x.label, memory: x.memory, vcpus: x.vcpus };
 }

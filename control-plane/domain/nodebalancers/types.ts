@@ -7,10 +7,15 @@ import type { NodeBalancerType } from './model.js';
  * and the data plane enforces them (docs/dataplane.md "UDP").
  */
 export interface NodeBalancerTypeEntry {
+  /** The NodeBalancer's `type` field. */
   id: NodeBalancerType;
+  /** The id /nodebalancers/types lists it under, as today's recordings show it (not the `type` value). */
+  typeId: string;
   label: string;
   /** USD, as [hourly, monthly]; null where Fulcrum knows no list price. */
   price: [number | null, number | null];
+  /** Regions priced apart from `price`, as recorded (linodego's TestNodeBalancerType_List, 2025). */
+  regionPrices: { id: string; hourly: number; monthly: number }[];
   nodesPerConfig: number;
   /** Concurrent TCP/HTTP connections to the whole NodeBalancer. */
   connections: number;
@@ -20,8 +25,16 @@ export interface NodeBalancerTypeEntry {
 
 export const nodeBalancerTypes: readonly NodeBalancerTypeEntry[] = [
   // The service states no UDP session figure for common; it gets its connection cap.
-  { id: 'common', label: 'NodeBalancer', price: [0.015, 10], nodesPerConfig: 1000, connections: 10_000, udpSessions: 10_000 },
-  { id: 'premium', label: 'Premium NodeBalancer', price: [null, null], nodesPerConfig: 2000, connections: 100_000, udpSessions: 80_000 },
+  {
+    id: 'common', typeId: 'nodebalancer', label: 'NodeBalancer', price: [0.015, 10],
+    regionPrices: [{ id: 'id-cgk', hourly: 0.018, monthly: 12 }, { id: 'br-gru', hourly: 0.021, monthly: 14 }],
+    nodesPerConfig: 1000, connections: 10_000, udpSessions: 10_000,
+  },
+  {
+    id: 'premium', typeId: 'nodebalancer-pr100', label: 'Nodebalancer Premium', price: [0.225, 150],
+    regionPrices: [{ id: 'br-gru', hourly: 0.315, monthly: 210 }, { id: 'id-cgk', hourly: 0.27, monthly: 180 }],
+    nodesPerConfig: 2000, connections: 100_000, udpSessions: 80_000,
+  },
 ];
 
 export const nodeBalancerTypeIds = nodeBalancerTypes.map((t) => t.id);

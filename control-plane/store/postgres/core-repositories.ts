@@ -32,7 +32,7 @@ export function pgUsers(x: PgExecutor): UserRepository {
     async create(u) {
       const r = await claimingUsername(() => x.one(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'),
         [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]));
-      return { ...u, id: r!.id as number };
+      return { ...u, id: r!.id as number, timezone: 'UTC' };
     },
     changeGrants: (id, change) => x.transaction(async () => {
       const u = userRow(await x.one('SELECT * FROM users WHERE id = $1 FOR UPDATE', [id]));
@@ -47,7 +47,10 @@ export function pgUsers(x: PgExecutor): UserRepository {
       if (p.username !== undefined) await claimingUsername(() => x.query('UPDATE users SET username = $1 WHERE id = $2', [p.username, id]));
       if (p.email !== undefined) await x.query('UPDATE users SET email = $1 WHERE id = $2', [p.email, id]);
       if (p.restricted !== undefined) await x.query('UPDATE users SET restricted = $1 WHERE id = $2', [p.restricted ? 1 : 0, id]);
+      if (p.timezone !== undefined) await x.query('UPDATE users SET timezone = $1 WHERE id = $2', [p.timezone, id]);
     },
+    preferences: async (id) => (await x.one('SELECT preferences FROM users WHERE id = $1', [id]))?.preferences as string | undefined,
+    setPreferences: async (id, json) => void (await x.query('UPDATE users SET preferences = $1 WHERE id = $2', [json, id])),
     delete: async (id) => void (await x.query('DELETE FROM users WHERE id = $1', [id])),
   };
 }

@@ -1,10 +1,46 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
+import { FulcrumError } from '../../../lib/errors.js';
 
 interface Tx {
   client: pg.PoolClient;
   active: boolean;
   savepoints: number;
+}
+
+/**
+ * Listens for 'error' on a client taken from the pool for as long as it is checked out. pg-pool
+ * removes its own idle listener on checkout, and pg's Client emits 'error' when its socket resets
+ * or its backend is terminated, even with no query running (idle in a transaction): without a
+ * listener that is an uncaught exception and the whole control plane exits. The error also fails
+ * the pending query, or the next one ("not queryable"); `release` hands the client back with the
+ * error, so the pool discards it instead of lending a dead session again.
+ */
+export function guardClient(client: pg.PoolClient): { lost: () => Error | undefined; release: (err?: Error) => void } {
+  let lost: Error | undefined;
+  const onError = (err: Error) => {
+    lost ??= err;
+  };
+  client.on('error', onError);
+  let released = false;
+  return {
+    lost: () => lost,
+    release(err?: Error) {
+      if (released) return;
+      released = true;
+      // The pool puts its own idle listener back on release (and discards a client released
+      // with an error), so a late 'error' still finds a listener.
+      client.removeListener('error', onError);
+      client.release(lost ?? err);
+    },
+  };
+}
+
+/** What a transaction whose session was lost fails with: the cause is pg's own error. */
+function connectionLost(cause: Error, committing: boolean): FulcrumError {
+  return new FulcrumError('internal', committing
+    ? 'the PostgreSQL connection was lost while committing; the transaction may or may not have been committed'
+    : 'the PostgreSQL connection was lost during the transaction; nothing of it was committed', { cause });
 }
 
 /** PostgreSQL error codes a transaction is run again for (docs/architecture.md, "The store"). */
@@ -63,18 +99,31 @@ export class PgExecutor {
     if (outer?.active) return this.savepoint(outer, fn);
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
+      const guard = guardClient(client);
       const tx: Tx = { client, active: true, savepoints: 0 };
-      let broken = false;
+      let broken: Error | undefined;
+      let committing = false;
       try {
         await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
         const result = await this.context.run(tx, fn);
+        // Lost while fn waited on something else: COMMIT would fail unsent, nothing was committed.
+        const lostBefore = guard.lost();
+        if (lostBefore) throw connectionLost(lostBefore, false);
+        committing = true;
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => (broken = true));
+        // A FATAL error from the server (terminated backend, shutdown) ends the session: the
+        // query sees it before the socket closes and pg emits 'error'.
+        const lost = guard.lost() ?? ((err as { severity?: string }).severity === 'FATAL' ? err as Error : undefined);
+        if (lost) {
+          broken = lost;
+          throw connectionLost(lost, committing);
+        }
+        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
         if (attempt < ATTEMPTS && RETRY_CODES.has((err as { code?: string }).code ?? '')) {
           tx.active = false;
-          client.release(broken);
+          guard.release(broken);
           await new Promise((r) => setTimeout(r, Math.random() * Math.min(250, 4 * 2 ** attempt)));
           continue;
         }
@@ -82,7 +131,7 @@ export class PgExecutor {
       } finally {
         if (tx.active) {
           tx.active = false;
-          client.release(broken);
+          guard.release(broken);
         }
       }
     }

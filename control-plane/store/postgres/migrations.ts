@@ -352,4 +352,12 @@ export const postgresMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // Profile timezone and preferences, as in SQLite.
+    id: '280-profile-preferences',
+    sql: `
+      ALTER TABLE users ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+      ALTER TABLE users ADD COLUMN preferences TEXT NOT NULL DEFAULT '{}';
+    `,
+  },
 ];

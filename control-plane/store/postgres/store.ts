@@ -1,7 +1,7 @@
 import { loadOrCreateKeyFile } from '../../../lib/secret-box.js';
 import type { Store } from '../store.js';
 import type { Migration } from '../sqlite/migrations.js';
-import { PgExecutor } from './executor.js';
+import { guardClient, PgExecutor } from './executor.js';
 import { postgresMigrations } from './migrations.js';
 import { pgAddresses, pgDataplanes, pgEvents, pgKeyValue, pgReplicaBeats, pgTokens, pgUsers } from './core-repositories.js';
 import { pgNodeBalancers } from './nodebalancer-repository.js';
@@ -50,6 +50,8 @@ export async function openPostgresStore(url: string, opts: { kekFile: string; ma
  */
 export async function migratePostgres(x: PgExecutor, list: Migration[] = postgresMigrations): Promise<string[]> {
   const client = await x.pool.connect();
+  // A connection lost while migrating fails the migration (and the start), not the process.
+  const guard = guardClient(client);
   const applied: string[] = [];
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
@@ -64,13 +66,13 @@ export async function migratePostgres(x: PgExecutor, list: Migration[] = postgre
         await client.query('COMMIT');
         applied.push(m.id);
       } catch (err) {
-        await client.query('ROLLBACK');
+        await client.query('ROLLBACK').catch(() => undefined);
         throw new Error(`migration ${m.id} failed: ${(err as Error).message}`);
       }
     }
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
-    client.release();
+    guard.release();
   }
   return applied;
 }

@@ -73,7 +73,7 @@ function parseGrants(s: string): Grants {
 
 // Row shapes shared with store/postgres, whose tables have the same columns.
 export const userRow = (r: any): User | undefined =>
-  r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, grants: parseGrants(r.grants) };
+  r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, timezone: r.timezone ?? 'UTC', grants: parseGrants(r.grants) };
 
 export const tokenRow = (r: any): TokenRecord | undefined =>
   r && { id: r.id, userId: r.user_id, label: r.label, scopes: r.scopes, tokenPrefix: r.token_prefix, created: r.created, expiry: r.expiry };
@@ -123,7 +123,7 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
       const info = claimingUsername(() => db
         .prepare('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?)')
         .run(u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)));
-      return { ...u, id: Number(info.lastInsertRowid) };
+      return { ...u, id: Number(info.lastInsertRowid), timezone: 'UTC' };
     },
     changeGrants: (id, change) => db.transaction(() => {
       const u = row(db.prepare('SELECT * FROM users WHERE id = ?').get(id));
@@ -138,7 +138,10 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
       if (p.username !== undefined) claimingUsername(() => db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id));
       if (p.email !== undefined) db.prepare('UPDATE users SET email = ? WHERE id = ?').run(p.email, id);
       if (p.restricted !== undefined) db.prepare('UPDATE users SET restricted = ? WHERE id = ?').run(p.restricted ? 1 : 0, id);
+      if (p.timezone !== undefined) db.prepare('UPDATE users SET timezone = ? WHERE id = ?').run(p.timezone, id);
     },
+    preferences: (id) => db.prepare('SELECT preferences FROM users WHERE id = ?').pluck().get(id) as string | undefined,
+    setPreferences: (id, json) => void db.prepare('UPDATE users SET preferences = ? WHERE id = ?').run(json, id),
     delete: (id) => void db.prepare('DELETE FROM users WHERE id = ?').run(id),
   };
 }

@@ -159,4 +159,13 @@ export const coreMigrations: Migration[] = [
     id: '150-nb-ipv6',
     sql: `ALTER TABLE nodebalancers ADD COLUMN ipv6 TEXT;`,
   },
+  {
+    // Per-user profile settings and the free-form preferences object Cloud Manager keeps
+    // (GET/PUT /profile/preferences, replaced whole; docs/api.md, "Profile and account").
+    id: '280-profile-preferences',
+    sql: `
+      ALTER TABLE users ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+      ALTER TABLE users ADD COLUMN preferences TEXT NOT NULL DEFAULT '{}';
+    `,
+  },
 ];

@@ -43,12 +43,17 @@ describe('UDP NodeBalancers through @linode/api-v4', () => {
 
   it('lists the NodeBalancer types with prices', async () => {
     const types = await getNodeBalancerTypes();
-    expect(types.data.map((t: any) => t.id)).toEqual(['common', 'premium']);
-    expect(types.data[0]).toEqual({ id: 'common', label: 'NodeBalancer', price: { hourly: 0.015, monthly: 10 }, region_prices: [], transfer: 0 });
-    // Premium: the SDK's PriceType (price hourly/monthly are number or null), with no list price
-    // Fulcrum does not know, and exactly PriceType's keys, like common's.
+    // Ids, labels and prices as today's recordings carry them (linodego TestNodeBalancerType_List).
+    expect(types.data.map((t: any) => t.id)).toEqual(['nodebalancer', 'nodebalancer-pr100']);
+    expect(types.data[0]).toEqual({
+      id: 'nodebalancer', label: 'NodeBalancer', price: { hourly: 0.015, monthly: 10 },
+      region_prices: [{ id: 'id-cgk', hourly: 0.018, monthly: 12 }, { id: 'br-gru', hourly: 0.021, monthly: 14 }], transfer: 0,
+    });
     const premium: PriceType = types.data[1]!;
-    expect(premium).toEqual({ id: 'premium', label: 'Premium NodeBalancer', price: { hourly: null, monthly: null }, region_prices: [], transfer: 0 });
+    expect(premium).toEqual({
+      id: 'nodebalancer-pr100', label: 'Nodebalancer Premium', price: { hourly: 0.225, monthly: 150 },
+      region_prices: [{ id: 'br-gru', hourly: 0.315, monthly: 210 }, { id: 'id-cgk', hourly: 0.27, monthly: 180 }], transfer: 0,
+    });
     for (const t of types.data) {
       expect(Object.keys(t).sort()).toEqual(['id', 'label', 'price', 'region_prices', 'transfer']);
       expect(Object.keys(t.price).sort()).toEqual(['hourly', 'monthly']);
@@ -196,7 +201,8 @@ describe('UDP NodeBalancers through @linode/api-v4', () => {
     const regions = await getRegions();
     for (const r of regions.data) {
       expect(r.site_type).toBe('core');
-      expect(r.placement_group_limits).toEqual({ maximum_linodes_per_pg: 5, maximum_pgs_per_customer: null });
+      expect(r.placement_group_limits).toEqual({ maximum_linodes_per_flexible_pg: 5, maximum_linodes_per_pg: 5, maximum_pgs_per_customer: null });
+      expect(r.monitors).toEqual({ alerts: [], metrics: [] });
     }
     const events = await getEvents({}, { action: 'nodebalancer_create' });
     expect(events.results).toBeGreaterThan(0);

@@ -44,9 +44,13 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect(Object.keys(nano.body).sort()).toEqual(['class', 'disk', 'engines', 'id', 'label', 'memory', 'vcpus']);
     expect(nano.body.engines.mysql).toEqual([
       { quantity: 1, price: { hourly: 0.0225, monthly: 15 } },
-      { quantity: 2, price: { hourly: 0.0375, monthly: 25 } },
       { quantity: 3, price: { hourly: 0.0525, monthly: 35 } },
     ]);
+    // Only cluster sizes a create accepts are offered (2 is refused, below).
+    expect(list.body.data.every((t: any) => t.engines.mysql.every((e: any) => e.quantity !== 2))).toBe(true);
+    // Cloud Manager asks for {"platform": "rdbms-default"}.
+    const platform = await api.req('GET', '/v4/databases/types', { token: null, headers: { 'x-filter': JSON.stringify({ platform: 'rdbms-default' }) } });
+    expect(platform.body.results).toBe(19);
     expect((await api.req('GET', '/v4/databases/types/g6-nope', { token: null })).status).toBe(404);
   });
 

@@ -272,6 +272,24 @@ describe('databases API: the fields today\'s clients read', () => {
     const zoneless = await api.req('POST', MYSQL, { body: body({ label: 'cur-fork-0', fork: { source, restore_time: wire(at - 1000) } }) });
     expect(zoneless.status, JSON.stringify(zoneless.body)).toBe(200);
     expect(zoneless.body.fork).toEqual({ source, restore_time: wire(at - 1000) });
+
+    // Cloud Manager's fork body: only fork, region and private_network. Engine, type, cluster
+    // size and replication come from the source; the label is chosen (docs/databases.md).
+    const minimal = await api.req('POST', MYSQL, { body: { fork: { source, restore_time: wire(at) }, region: 'us-east', private_network: null } });
+    expect(minimal.status, JSON.stringify(minimal.body)).toBe(200);
+    expect(minimal.body).toMatchObject({ label: 'cur-fork-src-fork', engine: 'mysql', type: 'g6-nanode-1', cluster_size: 1, replication_type: 'none' });
+    const again = await api.req('POST', MYSQL, { body: { fork: { source, restore_time: wire(at) }, region: 'us-east' } });
+    expect(again.body.label).toBe('cur-fork-src-fork-2');
+    // Cloud Manager's list: X-Filter on platform, sorted by created or cluster_size.
+    for (const path of ['/v4/databases/instances', MYSQL]) {
+      const bySize = await api.req('GET', path, { headers: { 'x-filter': JSON.stringify({ platform: 'rdbms-default', '+order_by': 'cluster_size', '+order': 'desc' }) } });
+      expect(bySize.status, JSON.stringify(bySize.body)).toBe(200);
+      expect(bySize.body.data[0].cluster_size).toBe(3);
+      expect(bySize.body.data.map((x: any) => x.id)).toContain(minimal.body.id);
+      const byCreated = await api.req('GET', path, { headers: { 'x-filter': JSON.stringify({ platform: 'rdbms-default', '+order_by': 'created', '+order': 'desc' }) } });
+      expect(byCreated.body.data.map((x: any) => x.created)).toEqual(byCreated.body.data.map((x: any) => x.created).sort().reverse());
+      expect((await api.req('GET', path, { headers: { 'x-filter': JSON.stringify({ platform: 'rdbms-legacy' }) } })).body.results).toBe(0);
+    }
   });
 
   it('forks with the bodies linodego and the Terraform provider really send: the time under "-", or none for the latest second', async () => {

@@ -108,6 +108,23 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await store.users.count()).toBe(0);
   });
 
+  it('profile: timezone and preferences per user, preferences replaced whole, gone with the user', async () => {
+    const { store } = await open();
+    const a = await store.users.create({ username: 'carol', email: 'c@x', restricted: false, grants });
+    expect(a.timezone).toBe('UTC');
+    expect(await store.users.preferences(a.id)).toBe('{}');
+    const b = await store.users.create({ username: 'dave', email: 'd@x', restricted: true, grants });
+    await store.users.setPreferences(a.id, JSON.stringify({ theme: 'dark', sortKeys: { nb: 'label' } }));
+    await store.users.setPreferences(a.id, JSON.stringify({ theme: 'light' }));
+    await store.users.update(a.id, { timezone: 'Europe/Berlin' });
+    expect(JSON.parse((await store.users.preferences(a.id))!)).toEqual({ theme: 'light' });
+    expect(await store.users.preferences(b.id)).toBe('{}');
+    expect(await store.users.get(a.id)).toMatchObject({ timezone: 'Europe/Berlin' });
+    expect((await store.users.list()).map((u) => u.timezone)).toEqual(['Europe/Berlin', 'UTC']);
+    await store.users.delete(a.id);
+    expect(await store.users.preferences(a.id)).toBeUndefined();
+  });
+
   it('events: newest first, updates, seen up to an id', async () => {
     const { store } = await open();
     const e1 = await store.events.create({ created: 1000, action: 'a', username: 'u', entity: { id: 1, type: 'nodebalancer', label: 'x', url: '/x' }, secondaryEntity: null, status: 'notification', percentComplete: null, duration: null, message: null, seen: false, read: false });

@@ -271,8 +271,11 @@ describe('API error inventory', () => {
     // Written as in the source: `${...}` stands for the part filled in when the error is raised.
     expect([...found].sort()).toEqual([
       '${kind} must be an array',
+      '${k} cannot be changed on this server',
       '${k} is not supported by this server',
       '${k} must be a boolean',
+      "${k} must be one of ${interfaceSettings.join(', ')}",
+      "${k} must be one of ${maintenancePolicies.join(', ')}",
       'A credentials reset is already in progress.',
       'Could not generate a unique label; send one',
       'Invalid Token',
@@ -289,7 +292,9 @@ describe('API error inventory', () => {
       'Stats are unavailable at this time.',
       'This database already has ${MAX_SNAPSHOTS} snapshots, the most it may keep; delete one first.',
       'Unauthorized',
+      'Unknown account setting ${k}',
       'Unknown global grant ${k}',
+      'Unknown profile field ${k}',
       'Username is taken',
       'Username must be 3-32 letters, digits, dashes or underscores, starting and ending with a letter or digit',
       'You cannot delete yourself',
@@ -303,9 +308,13 @@ describe('API error inventory', () => {
       'grant must be an object',
       'label must be a string',
       'permissions must be read_only, read_write or null',
+      'preferences may be at most ${MAX_PREFERENCES_BYTES} bytes as JSON',
+      'preferences may nest at most ${MAX_PREFERENCES_DEPTH} levels',
+      'preferences must be a JSON object',
       'restricted must be a boolean',
       'scopes must be a string',
       'scopes must not be empty',
+      'timezone must be a valid IANA time zone name',
       'username is required',
     ]);
   });
