@@ -44,6 +44,22 @@ export default tseslint.config(
   boundary('control-plane/domain', ['dataplane', 'agent'], [
     { group: ['**/api/*', '**/api'], message: 'control-plane/domain must not import control-plane/api: the API depends on the domain, not the reverse.' },
   ]),
+  // The push servers are adapters: they translate between the gRPC streams and the domain
+  // (docs/architecture.md, "Who owns what"). Storage and its transactions are the domain's, so a
+  // push server that imports from the store or opens a transaction is an error.
+  {
+    files: ['control-plane/push/*-server.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        ...['dataplane', 'agent'].map((o) => processRule('control-plane', o)),
+        { group: ['**/store/*', '**/store'], message: 'A push server only translates: it must not import control-plane/store; call a domain service.' },
+      ] }],
+      'no-restricted-syntax': ['error', {
+        selector: "CallExpression[callee.property.name='transaction']",
+        message: 'A push server only translates: it must not run a transaction; the domain service it calls does.',
+      }],
+    },
+  },
   boundary('dataplane', ['control-plane', 'agent']),
   boundary('agent', ['control-plane', 'dataplane']),
   // The web console runs in a browser and knows Fulcrum only through the public HTTP API.

@@ -5,7 +5,9 @@ import { DatabaseService } from '../domain/databases/database-service.js';
 import { DatabaseObserver } from '../domain/databases/observer.js';
 import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
+import { AgentReports } from '../domain/databases/agent-reports.js';
 import { AgentPushServer } from '../push/agent-server.js';
+import { VersionLedger } from '../push/snapshot-cache.js';
 import { databaseRoutes } from '../api/routes/databases.js';
 import { every, type ControlPlaneContext } from './context.js';
 import type { ConfigPushServer } from '../push/config-server.js';
@@ -50,25 +52,20 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
   const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
-  // Every agent reports every few seconds; a data-plane round rebuilds every NodeBalancer, so a
-  // report starts one only when the endpoints (members, status) differ from what the last round,
-  // whoever started it, sent.
-  let sentEndpoints = '';
-  const endpoints = async () => {
-    const eps = buildDatabaseEndpoints(await repo.list());
-    sentEndpoints = JSON.stringify(eps);
-    return eps;
-  };
-  const endpointsMayHaveChanged = async () => {
-    await readReported();
-    if (JSON.stringify(buildDatabaseEndpoints(await repo.list())) !== sentEndpoints) dataplanes.notifyChanged();
-  };
-  const agents = new AgentPushServer({
-    repo, kv: ctx.kv, observer, failover, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, streams: ctx.hostStreams, replica: ctx.replicas.id,
-    proxySources: (region) => dataplanes.sources.forRegion(region),
-    onObserved: endpointsMayHaveChanged,
+  // Every agent reports every few seconds: the domain says what a report changed, and only a
+  // changed status or members (what the endpoints are made of) starts a data-plane round.
+  const reports = new AgentReports({
+    repo, observer, failover, clock: ctx.clock, logger: ctx.logger,
+    onDesiredChanged: () => push.server?.notifyChanged(),
+    onServedChanged: () => dataplanes.notifyChanged(),
     // The agents and data planes on the other replicas follow what this replica's agents report.
-    onReportChanged: () => ctx.replicas.publish('database'),
+    onStoredChanged: () => ctx.replicas.publish('database'),
+    onReported: readReported,
+  });
+  const endpoints = async () => buildDatabaseEndpoints(await repo.list());
+  const agents = new AgentPushServer({
+    agents: reports, ledger: new VersionLedger(ctx.kv, 'agent_desired_version'), clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
+    streams: ctx.hostStreams, replica: ctx.replicas.id, proxySources: (region) => dataplanes.sources.forRegion(region),
   });
   push.server = agents;
   // Database writes committed through another replica reach this replica's agents and data planes.
@@ -143,5 +140,5 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.account.registerNotices(() => service.maintenanceNotices());
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
-  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await agents.agents() }));
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await reports.agents() }));
 }

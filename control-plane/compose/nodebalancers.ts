@@ -2,6 +2,7 @@ import { NodeBalancerService } from '../domain/nodebalancers/nodebalancer-servic
 import { NodeHealthService } from '../domain/nodebalancers/node-health-service.js';
 import { StatsService } from '../domain/nodebalancers/stats-service.js';
 import { ConfigPushServer } from '../push/config-server.js';
+import { configStore } from '../push/config-store.js';
 import { TelemetryServer } from '../push/telemetry-server.js';
 import { nodeBalancerRoutes } from '../api/routes/nodebalancers.js';
 import { nodeBalancerToWire, type Transfer } from '../api/wire/nodebalancers.js';
@@ -17,7 +18,7 @@ export async function composeNodeBalancers(ctx: ControlPlaneContext): Promise<Co
   const repo = ctx.store.nodebalancers;
   const dataplanes = ctx.store.dataplanes;
   const stats = new StatsService(repo, ctx.clock);
-  const push = new ConfigPushServer({ repo, dataplanes, kv: ctx.kv, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, streams: ctx.hostStreams, replica: ctx.replicas.id });
+  const push = new ConfigPushServer({ store: configStore(repo, dataplanes, ctx.kv), clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers, streams: ctx.hostStreams, replica: ctx.replicas.id });
   const telemetry = new TelemetryServer({ health: new NodeHealthService(repo), stats, clock: ctx.clock, logger: ctx.logger, peers: ctx.peers, streams: ctx.hostStreams });
   // A removed data plane's address is no longer trusted for PROXY headers by the members
   // (docs/security/mysql.md): forgotten when the removal is made or heard here, and, should the

@@ -3,26 +3,22 @@ import { Gauge } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import { grpc, loadAgentProto, onStreamGone } from '../../lib/grpc.js';
-import { isUtcDay } from '../../lib/utc-day.js';
 import type { AgentReport__Output } from '../../proto/gen/fulcrum/v1/AgentReport.js';
 import type { AgentDesired } from '../../proto/gen/fulcrum/v1/AgentDesired.js';
-import type { DatabaseRepository } from '../store/database-repository.js';
-import type { KeyValueRepository } from '../store/ports.js';
-import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
-import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
-import { placeDatabases } from '../domain/databases/placement.js';
-import type { FailoverCoordinator, ReportedNode } from '../domain/databases/failover-coordinator.js';
-import { fromPlacedAgent, IgnoredReports, reportScope } from '../domain/databases/report-scope.js';
+import type { AgentRecord } from '../domain/databases/model.js';
+import type { ObservedDatabaseView, OperationResultView } from '../domain/databases/observer.js';
+import type { ReportedNode } from '../domain/databases/failover-coordinator.js';
+import type { AgentReports, AgentReportView, AgentRound } from '../domain/databases/agent-reports.js';
 import { agentContent, type AgentContent, type MemberAddress } from './agent-desired.js';
-import { SnapshotCache, VersionLedger, type SnapshotSource, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import { SnapshotCache, type SnapshotSource, type Subscriber, type SubscriberStatusStore, type VersionLedger } from './snapshot-cache.js';
 import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 import type { PeerStreams } from './peer-streams.js';
-import { LruMap } from '../../lib/lru.js';
 
 export interface AgentServerDeps {
-  repo: DatabaseRepository;
-  kv: KeyValueRepository;
-  observer: DatabaseObserver;
+  /** The domain side of the agents: placement, their recorded connection, what a report changes. */
+  agents: AgentReports;
+  /** Versions of each agent's desired state ('agent_desired_version' in the key-value store). */
+  ledger: VersionLedger;
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -30,67 +26,56 @@ export interface AgentServerDeps {
   peers: PeerAuth;
   /** Where open streams are registered, so that a removed agent's are closed (peer-streams.ts). */
   streams: PeerStreams;
-  /** Failover of clusters spread over agents; gets every report's member nodes. */
-  failover?: FailoverCoordinator;
   coalesceMs?: number;
   /** This control-plane replica's id ('' with one control plane; docs/architecture.md, "The streams"). */
   replica?: string;
   /** The data planes' member-facing addresses for a region (the members' PROXY header senders). */
   proxySources?: (region: string) => string[];
-  /** Called after every report is applied (the data planes' endpoints follow what agents see). */
-  onObserved?: () => Promise<void> | void;
-  /** Hears of a report that changed the stored state (a status, a result, a member's address). */
-  onReportChanged?: () => void;
 }
-
-type Round = { databases: DatabaseRecord[]; members: MemberPlacement[]; pending: OperationRecord[]; slots: BackupSlot[]; addresses: Map<string, string> };
 
 /**
  * Each agent's desired state. A round first places unplaced databases on the open streams'
- * agents. Versions are per agent and raised above what the agent already applied, so an agent
- * that kept a newer version than the store (a restored control plane) still sees an increase.
+ * agents (the domain does). Versions are per agent and raised above what the agent already
+ * applied, so an agent that kept a newer version than the store (a restored control plane) still
+ * sees an increase.
  */
-function desiredSource(repo: DatabaseRepository, kv: KeyValueRepository, log: Logger, proxySources: (region: string) => string[]): SnapshotSource<Round, AgentContent> {
-  const ledger = new VersionLedger(kv, 'agent_desired_version');
+function desiredSource(agents: AgentReports, ledger: VersionLedger, proxySources: (region: string) => string[]): SnapshotSource<AgentRound, AgentContent> {
   return {
-    async read(subscribers) {
-      const connected: { id: string; region: string; membersAcrossHosts: boolean }[] = [];
-      for (const s of subscribers) connected.push({ ...s, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
-      // Placement reads the load and writes the choice in one transaction.
-      for (const p of await repo.transaction(() => placeDatabases(repo, connected))) log.info(p, 'database placed');
-      // Members' addresses as their agents reported them, through any replica (the store's reports);
-      // only a placed member's row from its own agent counts (docs/databases.md, "Whose report counts").
-      const members = await repo.members();
-      const addresses = new Map((await repo.memberReports()).filter(fromPlacedAgent(members)).map((r) => [`${r.databaseId}:${r.member}`, r.address]));
-      return { databases: await repo.list(), members, pending: await repo.pendingOperations(), slots: await repo.backupSlots(), addresses };
-    },
+    read: (subscribers) => agents.desiredRound(subscribers),
     select: (round, sub) => {
       const addressOf: MemberAddress = (db, m) => round.addresses.get(`${db}:${m}`) ?? '';
       return agentContent(sub.id, round.databases, round.members, round.pending, proxySources, addressOf, round.slots);
     },
-    version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await repo.agent(sub.id))?.appliedVersion ?? 0),
+    version: async (_round, sub, hash) => ledger.versionFor(`agent_desired:${sub.id}`, hash, (await agents.agent(sub.id))?.appliedVersion ?? 0),
   };
 }
 
-/** Agent status as the push cache sees it; the agent's runtime and engines are kept as they are. */
-function agentStatus(repo: DatabaseRepository): SubscriberStatusStore {
+/** Agent status as the push cache sees it, translated to and from the domain's agent record. */
+function agentStatus(agents: AgentReports): SubscriberStatusStore {
   const toStatus = (a: AgentRecord) => ({
     id: a.id, region: a.region, connected: a.connected, replica: a.replica, appliedVersion: a.appliedVersion, lastError: null, lastErrorAt: null, lastSeen: a.lastSeen,
   });
   return {
     get: async (id) => {
-      const a = await repo.agent(id);
+      const a = await agents.agent(id);
       return a && toStatus(a);
     },
-    list: async () => (await repo.agents()).map(toStatus),
-    put: async (s) => {
-      const prev = await repo.agent(s.id);
-      await repo.upsertAgent({
-        id: s.id, region: s.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: s.connected, replica: s.replica, lastSeen: s.lastSeen,
-        appliedVersion: s.appliedVersion, engines: prev?.engines ?? [],
-      });
-    },
-    release: (replica, id, at) => repo.releaseAgents(replica, id, at),
+    list: async () => (await agents.agents()).map(toStatus),
+    put: (s) => agents.recordConnection({ id: s.id, region: s.region, connected: s.connected, replica: s.replica, lastSeen: s.lastSeen, appliedVersion: s.appliedVersion }),
+    release: (replica, id, at) => agents.release(replica, id, at),
+  };
+}
+
+/** One report in the domain's words. */
+function reportView(msg: AgentReport__Output): AgentReportView {
+  return {
+    runtime: msg.runtime,
+    membersAcrossHosts: msg.membersAcrossHosts,
+    engines: (msg.engines ?? []).map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary })),
+    databases: observations(msg),
+    results: results(msg),
+    nodes: reportedNodes(msg),
+    backupDays: (msg.databases ?? []).map((o) => ({ id: Number(o.id), day: o.lastAutoBackupDay ?? '' })),
   };
 }
 
@@ -123,20 +108,17 @@ function results(msg: AgentReport__Output): OperationResultView[] {
  * AgentService.Stream, the agents' side of the push (docs/architecture.md, "The streams"). Each
  * connected agent gets the complete desired state of the databases placed on it plus the pending
  * operations; it is resent on every change and whole on (re)connect, level-triggered. Reports go
- * to the DatabaseObserver, which owns the API status.
+ * to the domain (AgentReports), which applies them and starts the rounds they call for; this
+ * adapter only translates between the stream and those calls.
  */
 export class AgentPushServer {
-  private readonly cache: SnapshotCache<Round, AgentContent>;
+  private readonly cache: SnapshotCache<AgentRound, AgentContent>;
   private readonly log: Logger;
-  /** The last auto-backup day each database's agent reported, so only a new one is written. */
-  private readonly backupDays = new LruMap<number, string>(100_000);
-  private readonly ignored: IgnoredReports;
 
   constructor(private readonly d: AgentServerDeps) {
     this.log = d.logger.child({ component: 'agent-push' });
-    this.ignored = new IgnoredReports(this.log);
     this.cache = new SnapshotCache({
-      source: desiredSource(d.repo, d.kv, this.log, d.proxySources ?? (() => [])), status: agentStatus(d.repo), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
+      source: desiredSource(d.agents, d.ledger, d.proxySources ?? (() => [])), status: agentStatus(d.agents), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'agent push round failed'),
     });
     const cache = this.cache;
@@ -165,45 +147,6 @@ export class AgentPushServer {
   close(): Promise<void> {
     this.cache.close();
     return this.cache.idle();
-  }
-
-  /** Every agent ever seen with its status (connected, region, runtime, engines, applied version). */
-  agents(): Promise<AgentRecord[]> {
-    return this.d.repo.agents();
-  }
-
-  /** The runtime and engines an agent reports; a report without them keeps what was known. */
-  private async recordInventory(id: string, msg: AgentReport__Output): Promise<void> {
-    const prev = await this.d.repo.agent(id);
-    if (!prev) return;
-    const runtime = msg.runtime || prev.runtime || '';
-    // Said in every report (a bool has no "absent"): the latest report is the capability.
-    const membersAcrossHosts = msg.membersAcrossHosts;
-    const engines = (msg.engines ?? []).length > 0
-      ? msg.engines.map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary }))
-      : prev.engines;
-    if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
-    await this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
-  }
-
-  /**
-   * Auto-backup days the agents took mark the claimed days taken (docs/databases.md, "Auto
-   * backups"); written by the replica the agent reports to, and only when the day moved. Only an
-   * agent holding the database speaks for its day (docs/databases.md, "Whose report counts").
-   */
-  private async recordBackupDays(agentId: string, msg: AgentReport__Output): Promise<void> {
-    for (const o of msg.databases ?? []) {
-      const id = Number(o.id);
-      const day = o.lastAutoBackupDay ?? '';
-      if (!isUtcDay(day) || this.backupDays.get(id) === day) continue;
-      const scope = await reportScope(this.d.repo, agentId, id);
-      if (scope !== 'held') {
-        this.ignored.note(agentId, id, 'last_auto_backup_day', scope);
-        continue;
-      }
-      await this.d.repo.markBackupSlotsTaken(id, day, this.d.clock.now());
-      this.backupDays.set(id, day);
-    }
   }
 
   private onStream(call: grpc.ServerDuplexStream<AgentReport__Output, AgentDesired>): void {
@@ -260,17 +203,10 @@ export class AgentPushServer {
       await this.cache.seen(state.sub, Number(msg.appliedVersion));
     }
     const sub = state.sub;
-    await this.recordInventory(sub.id, msg);
-    const changed = await this.d.observer.apply(sub.id, observations(msg), results(msg));
-    await this.recordBackupDays(sub.id, msg);
-    // A member's address first reported (or moved) is what its peers on other agents replicate from.
-    const moved = await this.d.failover?.record(sub.id, reportedNodes(msg));
-    if (moved) this.notifyChanged();
+    // The domain applies the report and starts the rounds that follow from what it changed.
+    await this.d.agents.apply(sub.id, reportView(msg));
     // Level-triggered: a (re)connected agent gets the full desired state at once.
     if (fresh || msg.hello) await this.cache.push(sub, true);
-    if (changed) this.notifyChanged();
-    if (moved || changed) this.d.onReportChanged?.();
-    await this.d.onObserved?.();
   }
 }
 

@@ -6,20 +6,18 @@ import type { Clock } from '../../lib/clock.js';
 import { grpc, loadConfigProto, onStreamGone } from '../../lib/grpc.js';
 import type { ConfigAck__Output } from '../../proto/gen/fulcrum/v1/ConfigAck.js';
 import type { ConfigSnapshot } from '../../proto/gen/fulcrum/v1/ConfigSnapshot.js';
-import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
-import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
-import { NodeBalancerResources } from './nodebalancer-resources.js';
+import type { NodeBalancerResources } from './nodebalancer-resources.js';
+import type { ConfigStore } from './config-store.js';
 import { configSource, type ConfigContent, type ConfigRound } from './config-source.js';
 import type { RegionalEndpoint } from './endpoint-builder.js';
-import { DataplaneSources } from './dataplane-sources.js';
-import { SnapshotCache, type Subscriber, type SubscriberStatusStore } from './snapshot-cache.js';
+import type { DataplaneSources } from './dataplane-sources.js';
+import { SnapshotCache, type Subscriber } from './snapshot-cache.js';
 import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 import type { PeerStreams } from './peer-streams.js';
 
 export interface ConfigServerDeps {
-  repo: NodeBalancerRepository;
-  dataplanes: DataplaneRepository;
-  kv: KeyValueRepository;
+  /** What the push keeps in the store (push/config-store.ts). */
+  store: ConfigStore;
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -31,20 +29,6 @@ export interface ConfigServerDeps {
   coalesceMs?: number;
   /** This control-plane replica's id ('' with one control plane; docs/architecture.md, "The streams"). */
   replica?: string;
-}
-
-/** Data-plane status as the push cache sees it (`versionApplied` is the applied version). */
-function dataplaneStatus(dataplanes: DataplaneRepository): SubscriberStatusStore {
-  const toStatus = (s: Awaited<ReturnType<DataplaneRepository['get']>>) => s && { ...s, appliedVersion: s.versionApplied };
-  return {
-    get: async (id) => toStatus(await dataplanes.get(id)),
-    list: async () => (await dataplanes.list()).map((s) => toStatus(s)!),
-    put: ({ appliedVersion, ...s }) => dataplanes.upsert({
-      id: s.id, region: s.region, connected: s.connected, replica: s.replica, versionApplied: appliedVersion,
-      lastError: s.lastError, lastErrorAt: s.lastErrorAt, lastSeen: s.lastSeen,
-    }),
-    release: (replica, id, at) => dataplanes.release(replica, id, at),
-  };
 }
 
 /**
@@ -67,14 +51,14 @@ export class ConfigPushServer {
 
   constructor(private readonly d: ConfigServerDeps) {
     this.log = d.logger.child({ component: 'config-push' });
-    this.sources = new DataplaneSources(d.kv, () => this.sourcesChanged());
-    this.resources = new NodeBalancerResources(d.repo);
+    this.sources = d.store.sources(() => this.sourcesChanged());
+    this.resources = d.store.resources;
     const rounds = new Histogram({
       name: 'fulcrum_config_push_round_seconds', help: 'Time of one config push round: rebuild what changed, version, serialise and send to every data plane',
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [d.registry],
     });
     this.cache = new SnapshotCache({
-      source: configSource(this.resources, d.kv, () => this.endpoints()), status: dataplaneStatus(d.dataplanes), clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
+      source: configSource(this.resources, d.store.ledger, () => this.endpoints()), status: d.store.status, clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'config push round failed'),
       onRound: (ms) => rounds.observe(ms / 1000),
     });

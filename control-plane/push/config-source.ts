@@ -1,10 +1,9 @@
-import type { KeyValueRepository } from '../store/ports.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 import type { DatabaseEndpoint } from '../../proto/gen/fulcrum/v1/DatabaseEndpoint.js';
 import { regionServed } from '../domain/regions.js';
 import type { RegionalEndpoint } from './endpoint-builder.js';
 import type { NodeBalancerResources } from './nodebalancer-resources.js';
-import { VersionLedger, contentHash, type SnapshotSource, type Subscriber } from './snapshot-cache.js';
+import { contentHash, type VersionLedger, type SnapshotSource, type Subscriber } from './snapshot-cache.js';
 
 /** One push round: what changed in it, the database endpoints, and the version of the whole state. */
 export interface ConfigRound {
@@ -42,9 +41,8 @@ interface Held {
  * that differ from what it holds, looking only at those changed since its last send.
  */
 export function configSource(
-  resources: NodeBalancerResources, kv: KeyValueRepository, endpoints: () => Promise<RegionalEndpoint[]>,
+  resources: NodeBalancerResources, ledger: VersionLedger, endpoints: () => Promise<RegionalEndpoint[]>,
 ): SnapshotSource<ConfigRound, ConfigContent> {
-  const ledger = new VersionLedger(kv, 'config_version');
   const held = new WeakMap<Subscriber<ConfigContent>, Held>();
   const holding = (sub: Subscriber<ConfigContent>): Held => {
     let h = held.get(sub);

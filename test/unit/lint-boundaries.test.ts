@@ -43,6 +43,19 @@ describe('lint: process boundaries', { timeout: 60_000 }, () => {
     expect(await lint('control-plane/api/x.ts', "import { FulcrumError } from '../../lib/errors.js';\nexport const x = FulcrumError;\n")).toEqual([]);
   });
 
+  it('keeps the push servers to translating: no store import, no transaction', async () => {
+    const imported = await lint('control-plane/push/agent-server.ts', "import type { DatabaseRepository } from '../store/database-repository.js';\nexport type X = DatabaseRepository;\n");
+    expect(imported).toHaveLength(1);
+    expect(imported[0]).toMatch(/push server only translates: it must not import control-plane\/store/);
+    expect(await lint('control-plane/push/config-server.ts', "import type { KeyValueRepository } from '../store/ports.js';\nexport type X = KeyValueRepository;\n")).toHaveLength(1);
+    const tx = await lint('control-plane/push/agent-server.ts', 'export const place = (repo: { transaction(fn: () => Promise<number>): Promise<number> }) => repo.transaction(async () => 1);\n', 'no-restricted-syntax');
+    expect(tx).toHaveLength(1);
+    expect(tx[0]).toMatch(/must not run a transaction/);
+    // The process boundary still holds there, and a domain service may use the store.
+    expect(await lint('control-plane/push/config-server.ts', "import { createProxyEngine } from '../../dataplane/engine.js';\nexport const x = createProxyEngine;\n")).toHaveLength(1);
+    expect(await lint('control-plane/domain/databases/x.ts', "import type { DatabaseRepository } from '../../store/database-repository.js';\nexport type X = DatabaseRepository;\n")).toEqual([]);
+  });
+
   it('fails on an import cycle in product code, naming the chain', async () => {
     // lib/proxy-protocol.ts imports lib/ipv4.ts; ipv4.ts importing it back closes a cycle.
     const msgs = await lint('lib/ipv4.ts', "import { encodeProxyV1 } from './proxy-protocol.js';\nexport const x = encodeProxyV1;\n", 'fulcrum/no-import-cycle');

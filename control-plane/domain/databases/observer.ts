@@ -47,8 +47,16 @@ export interface OperationResultView {
  * restore, patch, credential and backup-delete work and complete their events), then each
  * observation through the state machine of status-rules.ts. Everything here is idempotent: an
  * agent repeats results and events until the control plane stops asking.
- * Returns whether the desired state changed (so the caller pushes again).
+ * Says whether the desired state changed (so the caller pushes again) and whether what the data
+ * planes serve changed (a status or the members, which the database endpoints are made of).
  */
+export interface ReportOutcome {
+  /** The agents' desired state changed: push to them again. */
+  desired: boolean;
+  /** A database's status or members changed: its endpoints on the data planes may differ. */
+  served: boolean;
+}
+
 export class DatabaseObserver {
   private readonly ignored: IgnoredReports;
 
@@ -62,12 +70,14 @@ export class DatabaseObserver {
     return Math.floor(this.d.clock.now() / 1000) * 1000;
   }
 
-  apply(agentId: string, databases: ObservedDatabaseView[], results: OperationResultView[]): Promise<boolean> {
+  apply(agentId: string, databases: ObservedDatabaseView[], results: OperationResultView[]): Promise<ReportOutcome> {
     return this.d.repo.transaction(async () => {
       let changed = false;
+      // Set by result() and observe() when a patch touches what the endpoints are made of.
+      const served = { changed: false };
       const observed = new Map(databases.map((o) => [o.id, o]));
-      for (const r of results) changed = (await this.result(agentId, r, observed)) || changed;
-      for (const o of databases) changed = (await this.observe(agentId, o)) || changed;
+      for (const r of results) changed = (await this.result(agentId, r, observed, served)) || changed;
+      for (const o of databases) changed = (await this.observe(agentId, o, served)) || changed;
       // A deleted database this agent no longer reports is gone: release what it held.
       for (const db of await this.d.repo.list()) {
         if (db.deleting && db.agentId === agentId && !observed.has(db.id)) {
@@ -75,11 +85,11 @@ export class DatabaseObserver {
           changed = true;
         }
       }
-      return changed;
+      return { desired: changed, served: served.changed };
     });
   }
 
-  private async result(agentId: string, r: OperationResultView, observed: Map<number, ObservedDatabaseView>): Promise<boolean> {
+  private async result(agentId: string, r: OperationResultView, observed: Map<number, ObservedDatabaseView>, served: { changed: boolean }): Promise<boolean> {
     const op = await this.d.repo.operation(r.operationId);
     if (!op || op.state !== 'pending') return false;
     // The operation's own database decides, not the id the result names: only an agent holding
@@ -115,10 +125,11 @@ export class DatabaseObserver {
       }
     }
     if (Object.keys(patch).length > 0) await this.d.repo.update(db.id, { ...patch, updated: this.now() });
+    if (patch.status !== undefined && patch.status !== db.status) served.changed = true;
     return true;
   }
 
-  private async observe(agentId: string, o: ObservedDatabaseView): Promise<boolean> {
+  private async observe(agentId: string, o: ObservedDatabaseView, served: { changed: boolean }): Promise<boolean> {
     let db = await this.d.repo.get(o.id);
     if (!db || db.deleting) return false;
     let changed = false;
@@ -174,6 +185,7 @@ export class DatabaseObserver {
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;
     if (Object.keys(patch).length > 0) await this.d.repo.update(db.id, patch);
+    if (patch.status !== undefined || patch.members !== undefined) served.changed = true;
 
     await this.d.repo.syncBackups(db.id, o.backups.filter((b) => b.status === 'ready').map((b) => ({
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
