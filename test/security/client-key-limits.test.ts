@@ -210,7 +210,7 @@ describe('an IPv6 client is its /64', () => {
   it('API: three addresses of one /64 share one per-address rate limit', async () => {
     cpState = mkdtempSync(join(tmpdir(), 'fulcrum-sec-cp-'));
     const [cmd, args] = netns.run(process.execPath, [join(process.cwd(), 'bin', 'fulcrum.js'), 'control-plane', '--state', cpState,
-      '--api-host', '::', '--api-port', '0', '--grpc-host', '127.0.0.1', '--grpc-port', '0', '--insecure-grpc', '--api-ip-rate-limit', '4']);
+      '--api-host', '::', '--api-insecure-listen', '--api-port', '0', '--grpc-host', '127.0.0.1', '--grpc-port', '0', '--insecure-grpc', '--api-ip-rate-limit', '4']);
     let out = '';
     cp = spawn(cmd, args, { env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
     cp.stdout!.on('data', (d: Buffer) => (out += d.toString()));
