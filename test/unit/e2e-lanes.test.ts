@@ -85,6 +85,8 @@ describe('integration lanes', () => {
     // The e2e marker does not move an integration file, nor the reverse.
     expect(serial.some((f) => f.startsWith('test/integration/'))).toBe(false);
     expect(iConcurrent.every((f) => /^\/\/ integration-lane: concurrent\b/m.test(source(f)))).toBe(true);
+    // vitest takes the paths as substring filters: a path inside another would run a file twice.
+    expect(all.filter((a) => all.some((b) => b !== a && b.includes(a)))).toEqual([]);
   });
 
   it('runs the integration lanes and counts every report in the one test command', () => {
