@@ -1,20 +1,25 @@
-// Splits the e2e test files into the two lanes scripts/test-all.sh runs side by side
-// (docs/testing.md, "The e2e lanes"):
-//   concurrent  files with a line starting `// e2e-lane: concurrent`; they use only resources of
-//               their own (port 0, random or per-worker address blocks, their own netns prefix,
-//               temp folders, container names from their own state), so they may run beside
-//               any other e2e file, two at a time;
-//   serial      every other e2e file, one at a time (the `fulcrum lab` with its fixed address
-//               pools, fixed addresses and ports, anything global).
-// Usage: node scripts/e2e-lanes.mjs serial|concurrent  -> one path per line, relative to the
-// repository, sorted. Unmarked is the safe default: a new file runs serially until its author
-// checks it against the rules and adds the marker.
+// Splits a project's test files into the two lanes its runner starts side by side
+// (scripts/test-e2e.sh, docs/testing.md "The e2e lanes" and "The integration lanes"):
+//   concurrent  files with a line starting `// <project>-lane: concurrent` (`// e2e-lane:
+//               concurrent`, `// integration-lane: concurrent`); they use only resources of
+//               their own (port 0, address blocks of their own, their own netns prefix, temp
+//               folders, container names from their own state), so they may run beside any
+//               other file of the project, two at a time;
+//   serial      every other file of the project, one at a time (the `fulcrum lab` with its fixed
+//               address pools, fixed addresses and ports, address blocks shared with another
+//               file, anything global).
+// Usage: node scripts/e2e-lanes.mjs [e2e|integration] serial|concurrent  -> one path per line,
+// relative to the repository, sorted; the project defaults to e2e. Unmarked is the safe default:
+// a new file runs serially until its author checks it against the rules and adds the marker.
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-export const MARKER = /^\/\/ e2e-lane: concurrent\b/m;
+/** The projects that run in lanes; the others (unit, security) run one file at a time. */
+export const PROJECTS = ['e2e', 'integration'];
+export const markerOf = (project) => new RegExp(`^\\/\\/ ${project}-lane: concurrent\\b`, 'm');
+export const MARKER = markerOf('e2e');
 
 function walk(dir) {
   const out = [];
@@ -26,18 +31,22 @@ function walk(dir) {
   return out;
 }
 
-export function e2eLanes() {
-  const files = walk(join(root, 'test', 'e2e')).sort();
-  const concurrent = files.filter((f) => MARKER.test(readFileSync(join(root, f), 'utf8')));
+export function lanes(project) {
+  if (!PROJECTS.includes(project)) throw new Error(`no lanes for project ${project}`);
+  const marker = markerOf(project);
+  const files = walk(join(root, 'test', project)).sort();
+  const concurrent = files.filter((f) => marker.test(readFileSync(join(root, f), 'utf8')));
   return { concurrent, serial: files.filter((f) => !concurrent.includes(f)) };
 }
 
+export const e2eLanes = () => lanes('e2e');
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const lane = process.argv[2];
-  const lanes = e2eLanes();
-  if (lane !== 'serial' && lane !== 'concurrent') {
-    console.error('usage: node scripts/e2e-lanes.mjs serial|concurrent');
+  const args = process.argv.slice(2);
+  const [project, lane] = args.length === 1 ? ['e2e', args[0]] : args;
+  if (args.length < 1 || args.length > 2 || !PROJECTS.includes(project) || (lane !== 'serial' && lane !== 'concurrent')) {
+    console.error(`usage: node scripts/e2e-lanes.mjs [${PROJECTS.join('|')}] serial|concurrent`);
     process.exit(2);
   }
-  for (const f of lanes[lane]) console.log(f);
+  for (const f of lanes(project)[lane]) console.log(f);
 }

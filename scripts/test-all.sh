@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): installs what the tests need, type-checks, lints,
-# then runs the unit, integration and security projects in turn, then the e2e project in its two
-# lanes side by side (scripts/test-e2e.sh, docs/testing.md), and prints one summary line.
+# then runs the unit project, the integration project in its two lanes side by side, the security
+# project, then the e2e project in its two lanes side by side (scripts/test-e2e.sh,
+# docs/testing.md), and prints one summary line that counts every report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,17 +20,27 @@ npx eslint .
 
 results="$(mktemp -d)"
 status=0
-for project in unit integration security; do
-  echo "== vitest project: $project"
-  npx vitest run --project "$project" --reporter=default --reporter=json --outputFile.json="$results/$project.json" || status=1
-done
+# One file at a time (vitest's maxWorkers on 2 cores is 1).
+serial_project() {
+  echo "== vitest project: $1"
+  npx vitest run --project "$1" --reporter=default --reporter=json --outputFile.json="$results/$1.json" || status=1
+}
+serial_project unit
+echo "== vitest project: integration (serial and concurrent lanes side by side)"
+bash scripts/test-e2e.sh "$results" integration || status=1
+serial_project security
 echo "== vitest project: e2e (serial and concurrent lanes side by side)"
 bash scripts/test-e2e.sh "$results" || status=1
 
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const p of ["unit", "integration", "security", "e2e-serial", "e2e-concurrent"]) {
+  // Every report the run must write (a missing one is a failure), then any other report in the
+  // folder, so that a lane or project added later is counted too.
+  const expected = ["unit", "integration-serial", "integration-concurrent", "security", "e2e-serial", "e2e-concurrent"];
+  const others = fs.readdirSync(process.argv[1]).filter((f) => f.endsWith(".json")).map((f) => f.slice(0, -5))
+    .filter((p) => !expected.includes(p)).sort();
+  for (const p of [...expected, ...others]) {
     const f = process.argv[1] + "/" + p + ".json";
     if (!fs.existsSync(f)) { failed++; console.log(`project ${p}: no results`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (fake servers and a nested vitest run in temp folders; servers counted by their own folders and owner tokens only).
 import { spawn, execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -66,3 +66,69 @@ describe('e2e lanes', () => {
     expect(new Set(nets.map((n) => n.subnet)).size).toBe(nets.length);
   });
 });
+
+// The same split of the integration project (docs/testing.md, "The integration lanes"): one
+// serial file runs beside two concurrent ones, so a concurrent file must use nothing another
+// integration file uses.
+describe('integration lanes', () => {
+  const intLane = (name: 'serial' | 'concurrent') =>
+    execFileSync(process.execPath, [path.join(repoRoot, 'scripts', 'e2e-lanes.mjs'), 'integration', name], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  const iSerial = intLane('serial');
+  const iConcurrent = intLane('concurrent');
+  const all = e2eFiles(path.join(repoRoot, 'test', 'integration')).sort();
+
+  it('puts every integration file in exactly one lane, and neither lane is empty', () => {
+    expect(iSerial.length).toBeGreaterThan(0);
+    expect(iConcurrent.length).toBeGreaterThan(0);
+    expect(iSerial.filter((f) => iConcurrent.includes(f))).toEqual([]);
+    expect([...iSerial, ...iConcurrent].sort()).toEqual(all);
+    // The e2e marker does not move an integration file, nor the reverse.
+    expect(serial.some((f) => f.startsWith('test/integration/'))).toBe(false);
+    expect(iConcurrent.every((f) => /^\/\/ integration-lane: concurrent\b/m.test(source(f)))).toBe(true);
+    // vitest takes the paths as substring filters: a path inside another would run a file twice.
+    expect(all.filter((a) => all.some((b) => b !== a && b.includes(a)))).toEqual([]);
+  });
+
+  it('runs the integration lanes and counts every report in the one test command', () => {
+    const all = readFileSync(path.join(repoRoot, 'scripts', 'test-all.sh'), 'utf8');
+    expect(all).toContain('bash scripts/test-e2e.sh "$results" integration || status=1');
+    expect(all).not.toMatch(/for project in [a-z ]*integration/);
+    expect(all).toContain('"unit", "integration-serial", "integration-concurrent", "security", "e2e-serial", "e2e-concurrent"');
+    const e2e = readFileSync(path.join(repoRoot, 'scripts', 'test-e2e.sh'), 'utf8');
+    expect(e2e).toContain('npx vitest run --project "$project"');
+    expect(e2e).toContain('--outputFile.json="$results/$project-$name.json"');
+  });
+
+  it('keeps what only one file may use at a time out of the concurrent lane', () => {
+    const global = [
+      /\bstartLab\(|runFulcrum\(\[\s*'lab'/, // the lab's fixed pools
+      /iptables|nft\b|sysctl|ip6?tables/, // machine-wide packet filters and settings
+      /docker|dockerode/i, // one dockerd, containers by name
+      /createHosts\(|netns/, // network namespaces (hosts-helper's prefix)
+      /Math\.random\(\)/, // addresses or ports drawn from ranges that other files share
+      /\.listen\(\s*[1-9]\d*\s*,/, // a fixed listening port
+      /pkill|killall/,
+    ];
+    for (const re of global) expect(iConcurrent.filter((f) => re.test(source(f))), String(re)).toEqual([]);
+  });
+
+  it('gives each concurrent file address blocks no other integration file names', () => {
+    // Agent files take the 127.76/78/79.<slot> blocks of their slot (agent-fixture.ts, testNet).
+    const slots = (f: string) => new Set([...source(f).matchAll(/\bslot: (\d+)|testNet\('127\.\d+', (\d+)\)/g)].map((m) => Number(m[1] ?? m[2])));
+    // A fixed block is a /24 written out (127.a.b.c with a > 0); 127.0.x.y are client source
+    // addresses and data, never listened on with a fixed port (checked above).
+    const blocks = (f: string) => new Set([...source(f).matchAll(/\b127\.([1-9]\d*)\.(\d+)\.\d+/g)].map((m) => `127.${m[1]}.${m[2]}`));
+    // A /16 named for building addresses in it (`127.117.${i}.1`, '127.63', 127.117.x).
+    const wide = (f: string) => new Set([...source(f).replace(/testNet\([^)]*\)/g, '').matchAll(/\b127\.([1-9]\d*)(?=\.\$\{|\.x\b|['`])/g)].map((m) => `127.${m[1]}`));
+    const meets = (o: string, block: string) => blocks(o).has(block) || wide(o).has(block.split('.').slice(0, 2).join('.'));
+    for (const f of iConcurrent) {
+      const others = all.filter((o) => o !== f);
+      const mine = slots(f);
+      expect(mine.size, `${f} uses one agent slot`).toBeLessThanOrEqual(1);
+      for (const s of mine) expect(others.filter((o) => slots(o).has(s)), `agent slot ${s} of ${f}`).toEqual([]);
+      for (const b of blocks(f)) expect(others.filter((o) => meets(o, b)), `block ${b} of ${f}`).toEqual([]);
+      for (const w of wide(f)) expect(others.filter((o) => wide(o).has(w) || [...blocks(o)].some((b) => b.startsWith(`${w}.`))), `range ${w} of ${f}`).toEqual([]);
+    }
+    expect(iConcurrent.filter((f) => slots(f).size === 1).length).toBeGreaterThan(0);
+  });
+});

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 26: its own 127.76/78/79.26 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 7 acceptance 4, agent side: SIGKILL the agent process. The database servers keep
  * running (they are detached), and a new agent process on the same state folder finds them:

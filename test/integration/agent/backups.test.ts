@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 24: its own 127.76/78/79.24 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 8, agent side, 1 node: snapshot then restore (rows after the snapshot gone, rows and
  * accounts before it back, linroot keeps its current password), a corrupted backup refused

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 25: its own 127.76/78/79.25 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 8, agent side, with real servers: restore on a 3-node cluster (replicas agree), a
  * patch that waits for the maintenance window of an injected clock and then rolls the cluster

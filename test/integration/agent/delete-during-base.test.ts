@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 37: its own 127.76/78/79.37 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * A database deleted while the binlog archiver takes its first physical base (docs/agent.md,
  * "Delete"), at the two moments that went wrong: while mariadb-backup copies (its spool accepts

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 31: its own 127.76/78/79.31 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Point-in-time forks of a 3-node source whose primary failed over (docs/agent.md §6, "Binlog
  * archive and forks"): rows are written every 100 ms through hosts.primary, each stamped by the

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 30: its own 127.76/78/79.30 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * A physical fork whose agent is SIGKILLed in the middle (docs/agent.md §6, "Retry of a fork"):
  * once where every node of the fork has just started on the source's restored copy (before root,

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 27: its own 127.76/78/79.27 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * A database endpoint (served by the data plane in front of the agent's nodes) under hostile
  * clients: garbage instead of the MySQL protocol, connections from addresses the allow_list

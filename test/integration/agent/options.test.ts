@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 23: its own 127.76/78/79.23 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 7, agent side: encryption at rest (`encrypted`), `ssl_connection: false`, and resize
  * (a larger type restarts the node with the new limits, `updating` then `active`).

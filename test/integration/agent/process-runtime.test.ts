@@ -1,3 +1,4 @@
+// integration-lane: concurrent (the process runtime in temp roots: servers on 127.0.0.1 and a free port, listed and stopped by their own root and data directories).
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import mysql from 'mysql2/promise';
 import { tmpdir } from 'node:os';

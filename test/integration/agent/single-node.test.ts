@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 21: its own 127.76/78/79.21 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 7, agent side, 1 node with the process runtime: provisioning time, TLS enforced and
  * verified against the cluster CA, allow_list by client source address, credentials reset,

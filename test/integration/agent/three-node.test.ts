@@ -1,3 +1,4 @@
+// integration-lane: concurrent (agent-fixture slot 22: its own 127.76/78/79.22 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * Issue 7 and 8, agent side, 3 nodes semi_synch with the process runtime: provisioning time,
  * semi-sync really on (status variables), reads through hosts.secondary, agent restart, then

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (startApi: an in-process control plane on port 0 with a temp state folder; addresses only as data, nothing bound but port 0).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { allOperations, validatedOperations } from '../../helpers/api-schema.js';

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (startPgCluster: its own folder and a free port, retried; SQLite in temp folders).
 import { UniqueViolation } from '../../../control-plane/store/unique-violation.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
