@@ -1,4 +1,3 @@
-// integration-lane: concurrent (agent-fixture slot 29: its own 127.76/78/79.29 blocks, port 0, temp folders; client source addresses only as local ends).
 /**
  * A hidden physical base (mariadb-backup) taken while the server writes hard and the backup
  * storage is slow, as on a busy host: it must still be physical. Before the copy was spooled to a
