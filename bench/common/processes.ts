@@ -95,6 +95,23 @@ export function superviseInOwnGroup(label: string, graceMs = 10_000): boolean {
 }
 
 /**
+ * A bench's entry: `main` runs in a process group of its own (superviseInOwnGroup), so that
+ * whatever it started is stopped even if it dies without running its finally blocks (an abort in
+ * native code, SIGKILL); a failure stops the children it knows of first and exits 1.
+ */
+export function runBench(label: string, main: () => Promise<void>): void {
+  if (!superviseInOwnGroup(label)) return;
+  main().then(
+    () => process.exit(0),
+    async (err: Error) => {
+      await stopAll();
+      process.stderr.write(`${label} failed: ${err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}
+
+/**
  * Stops every process of a process group: SIGTERM, then SIGKILL after `graceMs`; resolves once
  * the group is empty, with the number of processes that were still in it.
  */

@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseFlags } from '../../lib/args.js';
-import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal, superviseInOwnGroup, treeCpuTimes } from '../common/processes.js';
+import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal, runBench, treeCpuTimes } from '../common/processes.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
@@ -240,15 +240,4 @@ function printMachine(v: Record<string, string>, durationS: number, rounds: numb
   process.stdout.write('wrk, nginx and the proxy under test share these cores; compare ratios, not absolute numbers.\n\n');
 }
 
-// In a process group of its own, so that whatever it started is stopped even if it dies without
-// running its finally blocks (an abort in native code, SIGKILL).
-if (superviseInOwnGroup('bench:dataplane')) {
-  main().then(
-    () => process.exit(0),
-    async (err: Error) => {
-      await stopAll();
-      process.stderr.write(`bench:dataplane failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+runBench('bench:dataplane', main);

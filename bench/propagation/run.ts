@@ -21,7 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { parseFlags } from '../../lib/args.js';
-import { stopAll, stopChildrenOnSignal, superviseInOwnGroup, treeMemoryMb, waitFor } from '../common/processes.js';
+import { runBench, stopAll, stopChildrenOnSignal, treeMemoryMb, waitFor } from '../common/processes.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied, type Api } from '../common/fulcrum.js';
 import { fmt, percentile, table } from '../common/stats.js';
 import type { ControlPlane } from '../../control-plane/main.js';
@@ -266,15 +266,4 @@ function applyInChild(snapshotFile: string, wildcard: boolean): Promise<{ applyM
   });
 }
 
-// In a process group of its own, so that whatever it started is stopped even if it dies without
-// running its finally blocks (an abort in native code, SIGKILL).
-if (superviseInOwnGroup('bench:propagation')) {
-  main().then(
-    () => process.exit(0),
-    async (err: Error) => {
-      await stopAll();
-      process.stderr.write(`bench:propagation failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+runBench('bench:propagation', main);
