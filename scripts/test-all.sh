@@ -28,6 +28,14 @@ serial_project() {
 serial_project unit
 echo "== vitest project: integration (serial and concurrent lanes side by side)"
 bash scripts/test-e2e.sh "$results" integration || status=1
+# Files marked `// integration-lane: alone` measure something a neighbour's CPU changes: after the
+# lanes, with nothing beside them (their report is counted with the others below).
+alone="$(node scripts/e2e-lanes.mjs integration alone)"
+if [ -n "$alone" ]; then
+  echo "== vitest project: integration, the files that run alone"
+  mapfile -t alone_files <<< "$alone"
+  npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$results/integration-alone.json" "${alone_files[@]}" || status=1
+fi
 serial_project security
 echo "== vitest project: e2e (serial and concurrent lanes side by side)"
 bash scripts/test-e2e.sh "$results" || status=1

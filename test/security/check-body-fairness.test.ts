@@ -123,8 +123,10 @@ describe('check_body fairness', () => {
     expect(wentDown, `a good node went DOWN (samples: ${seen.join('; ')})`).toBe(false);
     const text = await dp.metrics();
     expect(quarantined(text, goodConfig)).toBe(0);
-    // The matches of probes that timed out were dropped unrun.
-    expect(await dp.metric('fulcrum_dataplane_check_body_dropped_total', 'reason="probe_ended"')).toBeGreaterThan(0);
+    // Whether any slow probe timed out with its match still queued depends on how busy the
+    // machine is (on a quiet one the slow configs are quarantined first), so the dropping of
+    // such matches is shown by test/unit/dataplane/body-match.test.ts ("drops a waiting match when
+    // its probe ends, and never runs it"), not here.
 
     // The good tenant's checks still see a real failure: one backend stops, its node goes DOWN.
     good[0].closeAllConnections();

@@ -71,17 +71,20 @@ describe('e2e lanes', () => {
 // serial file runs beside two concurrent ones, so a concurrent file must use nothing another
 // integration file uses.
 describe('integration lanes', () => {
-  const intLane = (name: 'serial' | 'concurrent') =>
+  const intLane = (name: 'serial' | 'concurrent' | 'alone') =>
     execFileSync(process.execPath, [path.join(repoRoot, 'scripts', 'e2e-lanes.mjs'), 'integration', name], { encoding: 'utf8' }).split('\n').filter(Boolean);
   const iSerial = intLane('serial');
   const iConcurrent = intLane('concurrent');
+  const iAlone = intLane('alone');
   const all = e2eFiles(path.join(repoRoot, 'test', 'integration')).sort();
 
   it('puts every integration file in exactly one lane, and neither lane is empty', () => {
     expect(iSerial.length).toBeGreaterThan(0);
     expect(iConcurrent.length).toBeGreaterThan(0);
-    expect(iSerial.filter((f) => iConcurrent.includes(f))).toEqual([]);
-    expect([...iSerial, ...iConcurrent].sort()).toEqual(all);
+    expect(iSerial.filter((f) => iConcurrent.includes(f) || iAlone.includes(f))).toEqual([]);
+    expect(iAlone.filter((f) => iConcurrent.includes(f))).toEqual([]);
+    expect([...iSerial, ...iConcurrent, ...iAlone].sort()).toEqual(all);
+    expect(iAlone.every((f) => /^\/\/ integration-lane: alone\b/m.test(source(f)))).toBe(true);
     // The e2e marker does not move an integration file, nor the reverse.
     expect(serial.some((f) => f.startsWith('test/integration/'))).toBe(false);
     expect(iConcurrent.every((f) => /^\/\/ integration-lane: concurrent\b/m.test(source(f)))).toBe(true);
@@ -93,6 +96,8 @@ describe('integration lanes', () => {
     const all = readFileSync(path.join(repoRoot, 'scripts', 'test-all.sh'), 'utf8');
     expect(all).toContain('bash scripts/test-e2e.sh "$results" integration || status=1');
     expect(all).not.toMatch(/for project in [a-z ]*integration/);
+    expect(all).toContain('alone="$(node scripts/e2e-lanes.mjs integration alone)"');
+    expect(all).toContain('--outputFile.json="$results/integration-alone.json" "${alone_files[@]}"');
     expect(all).toContain('"unit", "integration-serial", "integration-concurrent", "security", "e2e-serial", "e2e-concurrent"');
     const e2e = readFileSync(path.join(repoRoot, 'scripts', 'test-e2e.sh'), 'utf8');
     expect(e2e).toContain('npx vitest run --project "$project"');

@@ -1,3 +1,4 @@
+// integration-lane: alone (it measures whether mariadb-backup keeps up with the redo log under heavy writes, which a neighbour's CPU decides: it failed beside the concurrent lane at load 2).
 /**
  * A hidden physical base (mariadb-backup) taken while the server writes hard and the backup
  * storage is slow, as on a busy host: it must still be physical. Before the copy was spooled to a

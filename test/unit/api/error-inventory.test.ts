@@ -314,6 +314,8 @@ describe('API error inventory', () => {
       'restricted must be a boolean',
       'scopes must be a string',
       'scopes must not be empty',
+      'the PostgreSQL connection was lost during the transaction; nothing of it was committed',
+      'the PostgreSQL connection was lost while committing; the transaction may or may not have been committed',
       'timezone must be a valid IANA time zone name',
       'username is required',
     ]);
