@@ -57,10 +57,8 @@ function sentRestoreTime(f: Body): unknown {
 
 /**
  * A source the caller can read, in a state that can be forked, on the engine asked for, and a
- * second between its oldest restorable instant and now. No restore time means the end of the
- * current second: a fork holds what was stamped before its restore second (docs/databases.md), so
- * "now" as that second would leave out what was committed earlier in it, right before the request
- * (a restore just finished, the last rows written); the agent waits for the archive to reach it.
+ * second between its oldest restorable instant and now; no restore time means now, the latest
+ * second the source can be forked at.
  */
 export function validateFork(errs: ErrorCollector, fork: unknown, engineId: string | undefined, look: ForkLookups): { source: number; restoreTimeMs: number } | undefined {
   if (typeof fork !== 'object' || fork === null || Array.isArray(fork)) return void errs.add('fork', R.forkObject);
@@ -76,8 +74,8 @@ export function validateFork(errs: ErrorCollector, fork: unknown, engineId: stri
   if (at === undefined) return undefined;
   if (src.oldestRestoreMs === null) return void errs.add('fork.source', R.forkNoHistory);
   const now = Math.floor((look.nowMs ?? Date.now()) / 1000) * 1000;
-  const ms = at === 'latest' ? now + 1000 : at;
-  if (ms < src.oldestRestoreMs || (at !== 'latest' && ms > now)) return void errs.add('fork.restore_time', R.forkTimeRange(wireTime(src.oldestRestoreMs), wireTime(now)));
+  const ms = at === 'latest' ? now : at;
+  if (ms < src.oldestRestoreMs || ms > now) return void errs.add('fork.restore_time', R.forkTimeRange(wireTime(src.oldestRestoreMs), wireTime(now)));
   return { source: id as number, restoreTimeMs: ms };
 }
 
