@@ -60,6 +60,38 @@ export async function within<T>(what: string, ms: number, p: Promise<T> | T): Pr
   }
 }
 
+/** A `fulcrum control-plane` process started by startControlPlaneProcess. */
+export interface ControlPlaneProcess {
+  proc: ChildProcess;
+  info: { apiUrl: string; bootstrapAddress: string; metricsUrl: string | null };
+  /** Everything it printed so far, stdout and stderr. */
+  output: () => string;
+}
+
+/**
+ * `fulcrum control-plane --state STATE` on API and gRPC port 0 plus `args`, from the sources;
+ * resolves once it has written its control-plane.json, and fails with what it printed if it exits
+ * first.
+ */
+export async function startControlPlaneProcess(state: string, args: string[]): Promise<ControlPlaneProcess> {
+  const proc = runFulcrum(['control-plane', '--state', state, '--api-port', '0', '--grpc-port', '0', ...args]);
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  // An exit ends the wait at once (until() would keep polling past a thrown error).
+  const info = await until('control-plane.json', () => {
+    if (proc.exitCode !== null) return { exited: true };
+    try {
+      const j = JSON.parse(readFileSync(join(state, 'control-plane.json'), 'utf8'));
+      return j.pid === proc.pid ? j : undefined;
+    } catch {
+      return undefined;
+    }
+  }, 60_000, 100);
+  if (info.exited) throw new Error(`control plane exited: ${out}`);
+  return { proc, info, output: () => out };
+}
+
 /** Runs `fulcrum <args>` from the TypeScript sources (no stale build can be tested). */
 export function runFulcrum(args: string[]): ChildProcess {
   return spawn(process.execPath, [cli, ...args], {

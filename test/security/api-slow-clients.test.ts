@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot, runFulcrum, until } from '../helpers/lab.js';
+import { repoRoot, runFulcrum, startControlPlaneProcess, until, type ControlPlaneProcess } from '../helpers/lab.js';
 import { parseIpv4 } from '../../lib/ipv4.js';
 
 /**
@@ -26,29 +26,6 @@ const BOOTSTRAP_RATE = 20;
 // Client addresses of our own (any 127/8 source reaches a listener on 127.0.0.1).
 const [A, B, C, D] = ['127.213.0.1', '127.213.0.2', '127.213.0.3', '127.213.0.4'];
 
-interface Started {
-  proc: ChildProcess;
-  info: { apiUrl: string; bootstrapAddress: string; metricsUrl: string | null };
-  output: () => string;
-}
-
-async function startControlPlane(state: string, args: string[]): Promise<Started> {
-  const proc = runFulcrum(['control-plane', '--state', state, '--api-port', '0', '--grpc-port', '0', ...args]);
-  let out = '';
-  proc.stdout!.on('data', (d) => (out += d));
-  proc.stderr!.on('data', (d) => (out += d));
-  const info = await until('control-plane.json', () => {
-    if (proc.exitCode !== null) return { exited: true };
-    try {
-      const j = JSON.parse(readFileSync(join(state, 'control-plane.json'), 'utf8'));
-      return j.pid === proc.pid ? j : undefined;
-    } catch {
-      return undefined;
-    }
-  }, 60_000, 100);
-  if (info.exited) throw new Error(`control plane exited: ${out}`);
-  return { proc, info, output: () => out };
-}
 
 async function stop(proc: ChildProcess | undefined): Promise<void> {
   if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
@@ -123,14 +100,14 @@ async function metric(metricsUrl: string, name: string, labels: Record<string, s
 
 describe('API and bootstrap listeners: slow and idle clients, connection caps, bootstrap rate limit', () => {
   let dir: string;
-  let cp: Started;
+  let cp: ControlPlaneProcess;
   let api: { host: string; port: number };
   let boot: { host: string; port: number };
   const agents: (HttpAgent | HttpsAgent)[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fulcrum-sec-slow-'));
-    cp = await startControlPlane(join(dir, 'cp'), [
+    cp = await startControlPlaneProcess(join(dir, 'cp'), [
       '--metrics-port', '0',
       '--api-request-timeout', String(REQUEST_TIMEOUT_S),
       // Long, so that the kept-alive connections holding the caps stay open for the test.
@@ -292,7 +269,7 @@ describe('API and bootstrap listeners: slow and idle clients, connection caps, b
     expect(err).toContain('--api-insecure-listen');
     expect(err).toMatch(/--api-cert FILE and --api-key FILE/);
 
-    const open = await startControlPlane(state, ['--api-host', '0.0.0.0', '--api-insecure-listen']);
+    const open = await startControlPlaneProcess(state, ['--api-host', '0.0.0.0', '--api-insecure-listen']);
     try {
       expect(open.info.apiUrl).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/);
       const port = new URL(open.info.apiUrl).port;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeCa, makeCert } from '../helpers/certs.js';
-import { runFulcrum, until } from '../helpers/lab.js';
+import { startControlPlaneProcess } from '../helpers/lab.js';
 
 /**
  * The API's own boundary (docs/security/api.md), attacked on a real `fulcrum control-plane`
@@ -55,22 +55,12 @@ describe('API: TLS, rate limits, admin-only endpoints, metrics listener', () => 
     writeFileSync(join(dir, 'api.key'), leaf.key, { mode: 0o600 });
     agent = new Agent({ ca: ca.cert, keepAlive: true, maxSockets: 16 });
     const state = join(dir, 'cp');
-    proc = runFulcrum(['control-plane', '--state', state, '--api-port', '0', '--grpc-port', '0',
-      '--api-cert', join(dir, 'api.crt'), '--api-key', join(dir, 'api.key'), '--metrics-port', '0']);
-    let out = '';
-    proc.stdout!.on('data', (d) => (out += d));
-    proc.stderr!.on('data', (d) => (out += d));
-    const info = await until('control-plane.json', () => {
-      if (proc.exitCode !== null) throw new Error(`control plane exited: ${out}`);
-      try {
-        const j = JSON.parse(readFileSync(join(state, 'control-plane.json'), 'utf8'));
-        return j.pid === proc.pid ? j : undefined;
-      } catch {
-        return undefined;
-      }
-    }, 60_000, 100);
+    const started = await startControlPlaneProcess(state, ['--api-cert', join(dir, 'api.crt'), '--api-key', join(dir, 'api.key'), '--metrics-port', '0']);
+    proc = started.proc;
+    const info = started.info;
     apiUrl = info.apiUrl;
-    metricsUrl = info.metricsUrl;
+    // Given --metrics-port, it always has one.
+    metricsUrl = info.metricsUrl!;
     adminToken = readFileSync(join(state, 'admin-token'), 'utf8').trim();
 
     const user = await call('POST', '/v4/account/users', adminToken, { username: 'tenant-a', email: 'a@example.com', restricted: true });
