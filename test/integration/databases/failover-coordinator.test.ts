@@ -11,17 +11,13 @@ import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositor
 import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
-import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
 import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
+import { databaseRecord } from '../../helpers/database-record.js';
 
-const spread: Omit<DatabaseRecord, 'id'> = {
-  label: 'spread', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
-  clusterSize: 3, replicationType: 'semi_synch', encrypted: false, sslConnection: true, allowList: [],
-  updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'active',
-  hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, secondEventId: null,
-  rootPassword: 'x'.repeat(16), nextPassword: null, generation: 1, convergedGeneration: 1, runState: 'running', agentId: 'a', term: 1,
-  primaryMember: 1, pendingEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 0, updated: 0,
-};
+const spread = databaseRecord({
+  label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
+  provisioned: true, convergedGeneration: 1, agentId: 'a',
+});
 
 /**
  * The coordinator over the real SQLite store and event log, driven by a ManualClock: what it

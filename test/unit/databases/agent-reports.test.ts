@@ -11,16 +11,9 @@ import { EventService } from '../../../control-plane/domain/events/event-service
 import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
 import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
 import { AgentReports, type AgentReportView } from '../../../control-plane/domain/databases/agent-reports.js';
-import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
+import { databaseRecord } from '../../helpers/database-record.js';
 
-const base: Omit<DatabaseRecord, 'id'> = {
-  label: 'one', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11.14', version: '10.11.14', image: '', binary: '',
-  clusterSize: 1, replicationType: 'none', encrypted: false, sslConnection: true, allowList: [],
-  updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null }, status: 'provisioning',
-  hostPrimary: '127.79.0.1', hostSecondary: '', port: 3306, provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, secondEventId: null,
-  rootPassword: 'x'.repeat(16), nextPassword: null, generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1,
-  primaryMember: 1, pendingEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 0, updated: 0,
-};
+const base = databaseRecord();
 
 /**
  * What one agent report changes, over the real SQLite store, and which rounds it starts: the
