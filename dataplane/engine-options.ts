@@ -25,7 +25,6 @@ export interface EngineOptions {
   bind?: boolean;
   remoteHealth?: RemoteHealth;
   shared?: SharedAdmission;
-  serveUdp?: boolean;
   /** Where a udp listener gets its bound socket (workers/udp-group.ts); default: it binds one itself. */
   udpSocket?: (ip: string, port: number) => Promise<object>;
   /**

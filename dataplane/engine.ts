@@ -88,7 +88,6 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
   const ports = opts.wildcard ? new WildcardPorts(log) : null;
   let udpListeners = 0;
   const bind = opts.bind ?? true;
-  const serveUdp = opts.serveUdp ?? true;
   const tickets = opts.ticketKeys ?? new TicketKeys();
   const healthSubs = new Set<(ev: HealthEvent) => void>();
   // Removed configs whose connections still run: their bytes are still reported.
@@ -200,7 +199,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     // Bind every new address first; if one fails nothing changes.
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
-      if (listeners.has(key) || !bind || (c.protocol === 'udp' && !serveUdp)) continue;
+      if (listeners.has(key) || !bind) continue;
       fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, opts.udpSocket) : new Listener(ip, c.port, clock, log, limits, opts.shared, ports));
     }
     // Bound in parallel: a snapshot of thousands of NodeBalancers must not bind one by one.
