@@ -3,7 +3,7 @@ import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { FulcrumError, isFulcrumError } from '../lib/errors.js';
-import type { Logger } from '../lib/logger.js';
+import { withoutStatementText, type Logger } from '../lib/logger.js';
 import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
 import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
 import type { DatabaseController } from './database/controller.js';
@@ -95,7 +95,8 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
       if (out && out.backupId) result.backupId = out.backupId;
     } catch (err) {
       result.ok = false;
-      result.error = (err as Error).message;
+      // The text reaches the control plane's store and events: no statement text a server quoted.
+      result.error = withoutStatementText((err as Error).message);
       result.errorCode = isFulcrumError(err) ? err.code : 'internal';
       // An operation a delete cancelled (docs/agent.md, "Delete") is no fault worth a warning.
       const deleted = c?.deleted === true;
