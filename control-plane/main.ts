@@ -128,9 +128,12 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     throw new Error(`--api-host ${apiHost} is not a loopback address and the API has no certificate: tokens and passwords would cross the network in clear. `
       + 'Give --api-cert FILE and --api-key FILE (HTTPS), or --api-insecure-listen to serve plain HTTP there anyway (behind a proxy that terminates TLS)');
   }
-  const apiListener = withDefaults(defaultApiListenerLimits, opts.apiListener);
+  // One client is one key for every limit of the API (--client-ipv6-prefix): the connection caps
+  // count an IPv6 client by the same prefix as the per-address rate limit.
+  const clientIpv6Prefix = opts.rateLimits?.ipv6Prefix;
+  const apiListener = withDefaults({ ...defaultApiListenerLimits, clientIpv6Prefix }, opts.apiListener);
   const bootstrapListener = withDefaults(
-    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs },
+    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs, clientIpv6Prefix },
     opts.bootstrapListener,
   );
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
