@@ -51,7 +51,7 @@ describe('a lost host is fenced', () => {
       pki.set(id, await issueHostPki(api.cp, 'agent', id, 'us-east'));
       agents.set(id, startScriptedAgent(api.cp.grpcAddress, { id, region: 'us-east', membersAcrossHosts: true, heartbeatMs: 500, credentials: creds(id) }));
     }
-    await until('four agents up', async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data.filter((a: any) => a.state === 'up').length === 4 || undefined);
+    await until('four agents connected', async () => (await api.req('GET', '/v4/fulcrum/agents')).body.data.filter((a: any) => a.connected).length === 4 || undefined);
   });
   afterAll(async () => {
     for (const a of agents.values()) a.close();
