@@ -109,11 +109,14 @@ describe('a database host lost for good', () => {
     const rows = await until('the rows read back', () => client.sql('SELECT id FROM fh.t ORDER BY id'), 60_000, 1000);
     const stored = new Set((rows as { id: number }[]).map((r) => r.id));
     expect(acked.filter((i) => !stored.has(i))).toEqual([]);
+    const events = await call('GET', '/v4/account/events?page_size=100');
+    const mine = (events.body.data as { action: string; message: string | null; entity: { id: number } | null }[]).filter((e) => e.entity?.id === id);
     const newMember = Object.keys(healed.members).find((m) => hostOf(m) === spare)!;
     const direct = await mysqlClient(call, cl, id, newMember);
     await until(`every row on the new member ${newMember}`, async () => (await direct.sql('SELECT COUNT(*) AS n FROM fh.t'))?.[0]?.n === stored.size, 120_000, 1000);
-    const events = await call('GET', '/v4/account/events?page_size=100');
-    const mine = (events.body.data as { action: string; message: string | null; entity: { id: number } | null }[]).filter((e) => e.entity?.id === id);
+    const seeded = await until('the caught-up event', async () => ((await call('GET', '/v4/account/events?page_size=100')).body.data as { action: string; message: string | null; entity: { id: number } | null }[])
+      .find((e) => e.entity?.id === id && e.action === 'database_update' && /caught up/.test(e.message ?? '')), 120_000, 1000);
+    console.log(`[db-host-lost] ${stored.size} rows, all on the new member on ${spare.name}; ${seeded.message}`);
     expect(mine.some((e) => e.action === 'database_degraded' && (e.message ?? '').includes(`agent ${lost.name}`))).toBe(true);
     expect(mine.some((e) => e.action === 'database_update' && (e.message ?? '').includes(`placed on agent ${spare.name}`))).toBe(true);
 
