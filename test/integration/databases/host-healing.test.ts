@@ -48,7 +48,7 @@ describe('host healing (SQLite store, manual clock)', () => {
       repo, events: new EventService(sqliteEvents(db), clock), clock, logger: silentLogger(), registry, lostAfterMs,
       revoke: async (id) => revoked.push(id), removed: async (id) => revoked.includes(id),
     });
-    return { clock, repo, row, seen, healing, revoked, registry };
+    return { clock, repo, row, seen, healing, revoked, registry, events: new EventService(sqliteEvents(db), clock) };
   }
 
   it('without --host-lost-after never declares a silent host lost', async () => {
@@ -96,5 +96,17 @@ describe('host healing (SQLite store, manual clock)', () => {
     await repo.putMemberReport({ databaseId: row.id, member: 2, agentId: 'b', state: 'running', role: 'primary', gtid: '0-1-12', address: '10.0.0.2:3306', reported: 1 });
     expect(await healing.tick()).toBe(true);
     expect((await repo.members(row.id)).map((m) => m.agentId)).toEqual(['d', 'b', 'c']);
+  });
+
+  it('leaves a database whose members all ran on the lost host where it is, with an event saying so', async () => {
+    const { repo, seen, healing, events } = await setup();
+    await seen('d');
+    const single = await repo.create({ ...spread, label: 'single', clusterSize: 1, replicationType: 'none', agentId: 'b' });
+    await repo.setMembers(single.id, ['b']);
+    await healing.declareLost('b', 'operator', 'test');
+    await healing.tick();
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['b']);
+    const said = (await events.list()).filter((e) => e.entity?.id === single.id).map((e) => e.message ?? '');
+    expect(said.some((m) => m.includes('is not re-placed'))).toBe(true);
   });
 });
