@@ -82,6 +82,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     'api-insecure-listen': 'boolean', 'api-request-timeout': 'number', 'api-idle-timeout': 'number',
     'api-max-connections': 'number', 'api-max-connections-per-address': 'number',
     'bootstrap-max-connections': 'number', 'bootstrap-max-connections-per-address': 'number', 'bootstrap-rate-limit': 'number',
+    'host-lost-after': 'number',
   });
   const { startControlPlane } = await import('../control-plane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
@@ -94,6 +95,9 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     return v === undefined ? undefined : v * 1000;
   };
   const [requestTimeoutMs, idleTimeoutMs] = [seconds('api-request-timeout'), seconds('api-idle-timeout')];
+  const lostAfter = f['host-lost-after'] as number | undefined;
+  // Shorter than a reboot or a switch replacement would take members from hosts about to return.
+  if (lostAfter !== undefined && !(Number.isInteger(lostAfter) && lostAfter >= 60 && lostAfter <= 604_800)) throw new Error('--host-lost-after must be 60 to 604800 seconds');
   const cp = await startControlPlane({
     stateDir,
     kekFile: f['kek-file'] as string | undefined,
@@ -127,6 +131,7 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     }).filter(([, v]) => v !== undefined)),
     backendNetworks: list(f['backend-networks']),
     backendExcluded: list(f['backend-exclude']),
+    hostLostAfterMs: lostAfter === undefined ? undefined : lostAfter * 1000,
   });
   writeFileSync(
     join(stateDir, 'control-plane.json'),
@@ -319,6 +324,42 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
     const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
     const t = await fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
     process.stdout.write(`${t.token}\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * `fulcrum host lost ID`: declares an agent host lost, on the control plane's host from its state
+ * folder (the same as POST /v4/fulcrum/agents/ID/lost; docs/multi-host.md, "A lost host"). The
+ * host is fenced here, in the store: its certificates revoked, so every control-plane replica
+ * refuses it and ends its streams at its next re-check (5 s); the lease holder re-places its
+ * members on its next round.
+ */
+export async function runHostLost(argv: string[]): Promise<void> {
+  // The id is the one word that is not an option (`host lost ID --state DIR` or `--state DIR ID`).
+  const at = argv.findIndex((a, i) => !a.startsWith('--') && (i === 0 || !argv[i - 1]!.startsWith('--') || argv[i - 1]!.includes('=')));
+  const id = at === -1 ? undefined : argv[at];
+  const f = parseFlags(argv.filter((_, i) => i !== at), { state: 'string', 'kek-file': 'string', store: 'string' });
+  const stateDir = required(f.state as string | undefined, 'state');
+  if (!id) throw new Error('usage: fulcrum host lost --state DIR ID');
+  const { openStore } = await import('../control-plane/store/open.js');
+  const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
+  const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
+  const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
+  const { EventService } = await import('../control-plane/domain/events/event-service.js');
+  const { HostHealing } = await import('../control-plane/domain/databases/host-healing.js');
+  const { systemClock } = await import('../lib/clock.js');
+  const { createLogger } = await import('../lib/logger.js');
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
+  try {
+    const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => 0 });
+    const healing = new HostHealing({
+      repo: store.databases, events: new EventService(store.events, systemClock), clock: systemClock, logger: createLogger('fulcrum-host', { level: 'warn', destination: 2 }),
+      revoke: (h) => fleet.revoke('agent', h), removed: async (h) => (await fleet.removedAmong('agent', [h])).length > 0,
+    });
+    const v = await healing.declareLost(id, 'operator', 'declared lost by an operator');
+    process.stdout.write(`agent ${v.id} is ${v.state}\n`);
   } finally {
     await store.close();
   }

@@ -29,6 +29,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--kek-file PATH (default DIR/keys/kek)] [--store sqlite|postgres://... (default sqlite)]
                  [--nodebalancer-pool CIDR | REGION=CIDR,...] [--database-pool CIDR | REGION=CIDR,...]
                  [--nodebalancer-ipv6-pool IPV6/64..128 (NodeBalancers' ipv6; none: null)]
+                 [--host-lost-after SECONDS (off; 60-604800: an agent host without a stream that long is declared lost)]
   dataplane      --control-plane HOST:PORT[,HOST:PORT...] --state DIR [--join TOKEN] [--metrics-port N]
                  [--id ID --region R (from the certificate when joined)] [--insecure-grpc]
                  [--nofile N] [--max-conns-per-client N] [--max-conns-per-client-total N]
@@ -50,6 +51,7 @@ const usage = `usage: fulcrum <command> [options]
                  [--expiry-seconds N (default 3600)] [--kek-file PATH]   (on the control plane's host)
   token create   --state DIR [--label L] [--scopes S] [--expiry YYYY-MM-DDTHH:MM:SS]
                  [--user NAME [--restricted] [--grants add_nodebalancers,add_databases]] [--kek-file PATH]
+  host lost ID   --state DIR [--kek-file PATH]   fence an agent host and re-place its members (on the control plane's host)
   kek rotate     --state DIR [--kek-file PATH]   a new key for the secrets in the control-plane store
   store migrate  --state DIR [--store sqlite|postgres://...] [--kek-file PATH]   bring the store's schema up to date
   join-token create and token create take --store too when the store is PostgreSQL
@@ -82,6 +84,11 @@ async function main(argv: string[]): Promise<void> {
       if (rest[0] !== 'create') throw new Error('usage: fulcrum join-token create --state DIR --role dataplane|agent --id ID [--region R]');
       const { runJoinTokenCreate } = await import('./commands.js');
       return runJoinTokenCreate(rest.slice(1));
+    }
+    case 'host': {
+      if (rest[0] !== 'lost') throw new Error('usage: fulcrum host lost --state DIR ID');
+      const { runHostLost } = await import('./commands.js');
+      return runHostLost(rest.slice(1));
     }
     case 'token': {
       if (rest[0] !== 'create') throw new Error('usage: fulcrum token create --state DIR [...]');

@@ -92,6 +92,11 @@ export interface ControlPlaneOptions {
   clock?: Clock;
   /** How often the lease holder checks which auto backups are due (default 30 s; tests shorten it). */
   backupScheduleMs?: number;
+  /**
+   * Declare an agent host lost after this long without a stream (--host-lost-after); off by
+   * default (docs/multi-host.md, "A lost host", says the risk).
+   */
+  hostLostAfterMs?: number;
 }
 
 export interface ControlPlane {
@@ -213,6 +218,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     replicas,
     backupScheduleMs: opts.backupScheduleMs,
+    hostLostAfterMs: opts.hostLostAfterMs,
     // Run last: the lease and the change listener go once the push servers and ticks have stopped.
     closers: [() => replicas.close(), () => recheck.cancel()],
   };

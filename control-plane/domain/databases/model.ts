@@ -177,6 +177,12 @@ export interface AgentRecord {
   lastSeen: number | null;
   appliedVersion: number;
   engines: { id: string; engine: string; version: string; image: string; binary: string }[];
+  /**
+   * When the host was declared lost (ms), null or absent while it is not: its members are
+   * re-placed on other hosts and never given back (docs/multi-host.md, "A lost host"). Written
+   * only by setAgentLost; upsertAgent leaves it as it is.
+   */
+  lostAt?: number | null;
 }
 
 /** What every member agent of a spread cluster shares (docs/databases.md, "Clusters across hosts"). */

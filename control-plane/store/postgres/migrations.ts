@@ -360,4 +360,11 @@ export const postgresMigrations: Migration[] = [
       ALTER TABLE users ADD COLUMN preferences TEXT NOT NULL DEFAULT '{}';
     `,
   },
+  {
+    // An agent host declared lost, as in SQLite (docs/multi-host.md, "A lost host").
+    id: '290-agent-host-lost',
+    sql: `
+      ALTER TABLE database_agents ADD COLUMN lost_at BIGINT;
+    `,
+  },
 ];

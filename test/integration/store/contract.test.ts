@@ -389,6 +389,29 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.memberReports(other.id)).map((x) => x.member)).toEqual([1, 2, 3]);
   });
 
+  it('a lost host: one member moved with its report dropped, the lost mark kept apart from the agent\'s upserts', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const db = await r.create({ ...database('lost-3'), clusterSize: 3 });
+    await r.setMembers(db.id, ['a', 'b', 'c']);
+    for (const [k, agentId] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
+      await r.putMemberReport({ databaseId: db.id, member: k, agentId, state: 'running', role: 'replica', gtid: '0-1-1', address: `10.0.2.${k}:3306`, reported: 5 });
+    }
+    await r.placeMember(db.id, 2, 'd');
+    expect((await r.members(db.id)).map((m) => m.agentId)).toEqual(['a', 'd', 'c']);
+    expect((await r.memberReports(db.id)).map((x) => x.member)).toEqual([1, 3]);
+    const agent = { id: 'b', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: false, replica: '', lastSeen: 9, appliedVersion: 1, engines: [] };
+    await r.upsertAgent(agent);
+    expect((await r.agent('b'))!.lostAt).toBeNull();
+    expect(await r.setAgentLost('b', 1234)).toBe(true);
+    expect(await r.setAgentLost('nobody', 1234)).toBe(false);
+    // A report's upsert does not clear the mark; only setAgentLost does.
+    await r.upsertAgent({ ...agent, connected: true });
+    expect((await r.agent('b'))!.lostAt).toBe(1234);
+    await r.setAgentLost('b', null);
+    expect((await r.agents()).find((a) => a.id === 'b')!.lostAt).toBeNull();
+  });
+
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {
     const { store } = await open();
     const a = store.addresses;
