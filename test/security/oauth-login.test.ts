@@ -122,7 +122,7 @@ describe('OAuth login attacks', () => {
     const page = await openSignIn(api.url, codeParams(challenge));
     expect(page.status).toBe(200);
     expect(page.cookie).toMatch(/^[0-9a-f]{64}$/);
-    const fields = { ...page.fields, token: api.token };
+    const fields: Record<string, string> = { ...page.fields, token: api.token };
     for (const cookie of [null, 'a'.repeat(64)]) {
       const r = await postSignIn(api.url, fields, cookie);
       expect(r.status).toBe(403);

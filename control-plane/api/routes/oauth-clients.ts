@@ -1,5 +1,6 @@
 import type { Router } from '../router.js';
 import { paginate, parsePage } from '../pagination.js';
+import { applyFilter, parseFilter } from '../filter.js';
 import type { OAuthService } from '../../domain/auth/oauth-service.js';
 import type { OAuthClientRecord } from '../../store/oauth-repository.js';
 
@@ -16,7 +17,11 @@ function clientToWire(c: OAuthClientRecord, secret?: string): Record<string, unk
  * login"), registered by an unrestricted user, each with its one redirect URI.
  */
 export function oauthClientRoutes(r: Router, d: { oauth: OAuthService }): void {
-  r.get('/account/oauth-clients', 'account:read_only', async (c) => paginate((await d.oauth.listClients(c.actor)).map((x) => clientToWire(x)), parsePage(c.query)));
+  r.get('/account/oauth-clients', 'account:read_only', async (c) => {
+    const page = parsePage(c.query);
+    const filter = parseFilter(c.headers['x-filter'] as string | undefined, ['id', 'label', 'public', 'redirect_uri']);
+    return paginate(applyFilter((await d.oauth.listClients(c.actor)).map((x) => clientToWire(x)), filter), page);
+  });
   r.post('/account/oauth-clients', 'account:read_write', async (c) => {
     const { client, secret } = await d.oauth.createClient(c.actor, c.body);
     return clientToWire(client, secret);
