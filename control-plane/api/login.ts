@@ -28,7 +28,9 @@ type Form = Record<string, string>;
 
 async function readForm(req: FastifyRequest): Promise<Form> {
   const body = req.body as Buffer | undefined;
-  const type = String(req.headers['content-type'] ?? '').toLowerCase();
+  const header = String(req.headers['content-type'] ?? '');
+  // The boundary of a multipart type is case-sensitive (browsers mix cases): only the type is lowered.
+  const type = header.toLowerCase();
   const out: Form = {};
   const add = (k: string, v: unknown) => {
     if (typeof v !== 'string') throw new OAuthRefusal('invalid_request', `${k} must be a text field`);
@@ -41,7 +43,7 @@ async function readForm(req: FastifyRequest): Promise<Form> {
   } else if (type.startsWith('multipart/form-data')) {
     let data: FormData;
     try {
-      data = await new Response(new Uint8Array(body), { headers: { 'content-type': type } }).formData();
+      data = await new Response(new Uint8Array(body), { headers: { 'content-type': header } }).formData();
     } catch {
       throw new OAuthRefusal('invalid_request', 'The multipart body is malformed');
     }

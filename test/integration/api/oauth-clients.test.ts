@@ -117,6 +117,25 @@ describe('OAuth clients through @linode/api-v4, and the tokens the login issues 
     expect((await api.req('GET', '/v4/profile', { token: later.body.access_token })).status).toBe(401);
   });
 
+  it('reads a multipart body whose boundary has capitals, as Chromium sends it; refuses JSON bodies and repeated fields', async () => {
+    const app = await registerClient(api, { label: 'mp', redirect_uri: 'https://mp.example.test/cb', public: true });
+    const { verifier, challenge } = pkce();
+    const code = new URL(await signIn(api.url, { client_id: app.id, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' }, api.token)).searchParams.get('code')!;
+    const b = '----WebKitFormBoundaryAbCdEfGh12';
+    const part = (k: string, v: string) => `--${b}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`;
+    const body = part('grant_type', 'authorization_code') + part('client_id', app.id) + part('code', code) + part('code_verifier', verifier) + `--${b}--\r\n`;
+    const r = await fetch(`${api.url}/login/oauth/token`, { method: 'POST', body, headers: { 'content-type': `multipart/form-data; boundary=${b}` } });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('access-control-allow-origin')).toBe('*');
+    expect((await r.json()).token_type).toBe('bearer');
+
+    const json = await fetch(`${api.url}/login/oauth/token`, { method: 'POST', body: JSON.stringify({ client_id: app.id }), headers: { 'content-type': 'application/json' } });
+    expect(json.status).toBe(400);
+    expect((await json.json()).error).toBe('invalid_request');
+    const twice = await fetch(`${api.url}/login/oauth/token`, { method: 'POST', body: `client_id=${app.id}&code=a&code=b`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(await twice.json()).toEqual({ error: 'invalid_request', error_description: 'code must be given once' });
+  });
+
   it('deleting a client revokes what it was issued; clients are capped', async () => {
     const app = await registerClient(api, { label: 'short-lived', redirect_uri: 'https://sl.example.test/cb', public: true });
     const { verifier, challenge } = pkce();
