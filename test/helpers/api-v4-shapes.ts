@@ -108,10 +108,14 @@ export const clientTypedOperations: Record<string, Json> = {
   'GET /profile/sshkeys': page({ not: {} }),
   'GET /account/maintenance': page({ not: {} }),
   'GET /account/availability': page(strict({ region: str, unavailable: { type: 'array', items: str } })),
+  'GET /account/agreements': strict({ billing_agreement: bool, eu_model: bool, privacy_policy: bool }),
+};
+
+/** /account/oauth-clients, typed from the client (test/integration/api/oauth-clients.test.ts covers each). */
+export const oauthClientTypedOperations: Record<string, Json> = {
   'GET /account/oauth-clients': page(oauthClientSchema),
   'POST /account/oauth-clients': oauthClientSchema,
   'GET /account/oauth-clients/{clientId}': oauthClientSchema,
   'PUT /account/oauth-clients/{clientId}': oauthClientSchema,
   'POST /account/oauth-clients/{clientId}/reset-secret': oauthClientSchema,
-  'GET /account/agreements': strict({ billing_agreement: bool, eu_model: bool, privacy_policy: bool }),
 };

@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { apiErrors, pointLinodeClientAt, sdk } from '../../helpers/api-linode-client.js';
 import { ShiftedClock } from '../../helpers/clocks.js';
+import { validatedOperations } from '../../helpers/api-schema.js';
+import { oauthClientTypedOperations } from '../../helpers/api-v4-shapes.js';
 import { openSignIn, pkce, postSignIn, registerClient, signIn, tokenRequest } from '../../helpers/oauth.js';
 
 /**
@@ -149,5 +151,9 @@ describe('OAuth clients through @linode/api-v4, and the tokens the login issues 
     for (let i = have; i < 100; i++) await registerClient(api, { label: `c${i}`, redirect_uri: 'https://c.example.test/cb' });
     expect(await apiErrors(createOAuthClient({ label: 'one-too-many', redirect_uri: 'https://c.example.test/cb' })))
       .toEqual({ status: 400, errors: [{ reason: 'An account may have at most 100 OAuth clients' }] });
+  });
+
+  it('checked every /account/oauth-clients answer against the SDK\'s type', () => {
+    expect(Object.keys(oauthClientTypedOperations).filter((op) => !validatedOperations.has(op))).toEqual([]);
   });
 });
