@@ -46,10 +46,10 @@ export interface OAuthRepository {
   /** Deletes the client, its codes and every token it was issued, in one transaction. */
   deleteClient(id: string): Promise<void>;
   /**
-   * Deletes the codes that expired by `now`, then stores `c` unless `cap` codes are still
-   * pending; false when refused.
+   * Deletes the codes that expired by `now`, then stores `c` unless `cap.total` codes are still
+   * pending, or `cap.perUser` of the same user; false when refused.
    */
-  addCode(c: OAuthCodeRecord, now: number, cap: number): Promise<boolean>;
+  addCode(c: OAuthCodeRecord, now: number, cap: { total: number; perUser: number }): Promise<boolean>;
   /**
    * Marks the code used at `at` if it was not yet. Returns the record as it was before (so
    * `usedAt` is null only for the one caller that used it), undefined when there is no such code.

@@ -7,7 +7,7 @@ import { openSignIn, pkce, postSignIn, registerClient, signIn, tokenRequest } fr
  * Attacks on the install's OAuth login (docs/security/api.md, "OAuth login"): a replayed code, a
  * foreign redirect URI, a missing or wrong PKCE verifier, a code stolen by another client, a
  * sign-in form posted from another site, the implicit grant for a client not registered for it,
- * and an expired code. Each is performed against a real control plane over HTTP, next to the
+ * an expired code, and one user filling the pending codes. Each is performed against a real control plane over HTTP, next to the
  * legitimate flow it is a variation of, which must succeed (so none of these passes on an
  * install without the login).
  */
@@ -162,5 +162,23 @@ describe('OAuth login attacks', () => {
     clock.set(clock.now() + 61_000);
     const late = await tokenRequest(api.url, { grant_type: 'authorization_code', client_id: cm.id, code, code_verifier: verifier });
     expect(late).toEqual({ status: 400, body: { error: 'invalid_grant', error_description: 'The code has expired' } });
+  });
+
+  it('one user cannot pile up pending codes: the 21st sign-in waits until some are used or expire', async () => {
+    const user = await api.userToken('oauth-piler', { restricted: false });
+    const { verifier, challenge } = pkce();
+    const codes: string[] = [];
+    for (let i = 0; i < 20; i++) codes.push(codeFrom(await signIn(api.url, codeParams(challenge), user)));
+    const page = await openSignIn(api.url, codeParams(challenge));
+    const refused = await postSignIn(api.url, { ...page.fields, token: user }, page.cookie!);
+    expect(refused.status).toBe(400);
+    expect(refused.location).toBeNull();
+    expect(refused.html).toContain('Too many sign-ins are pending; try again in a minute');
+    // Another user still signs in meanwhile.
+    expect(codeFrom(await signIn(api.url, codeParams(challenge), api.token))).toMatch(/^[0-9a-f]{40}$/);
+    // Once they expire, the user may sign in again.
+    clock.set(clock.now() + 61_000);
+    expect(codeFrom(await signIn(api.url, codeParams(challenge), user))).toMatch(/^[0-9a-f]{40}$/);
+    expect((await tokenRequest(api.url, { client_id: cm.id, code: codes[0]!, code_verifier: verifier })).body.error).toBe('invalid_grant');
   });
 });

@@ -30,6 +30,8 @@ export const TOKEN_TTL_MS = 2 * 3600_000;
 /** Caps a hostile caller could otherwise grow without limit. */
 export const MAX_CLIENTS = 100;
 export const MAX_PENDING_CODES = 1_000;
+/** One user's share of them: signing in again and again cannot lock the others out. */
+export const MAX_PENDING_CODES_PER_USER = 20;
 export const MAX_LOGIN_TOKENS_PER_USER = 100;
 const MAX_PARAM = 2048;
 
@@ -234,7 +236,7 @@ export class OAuthService {
     const stored = await this.repo.addCode({
       codeHash: sha256(code), clientId: req.client.id, userId: actor.user.id, redirectUri: req.redirectUri, scopes, challenge: req.challenge,
       expires: now + CODE_TTL_MS, tokenExpiry: actor.token.expiry, usedAt: null, tokenId: null,
-    }, now, MAX_PENDING_CODES);
+    }, now, { total: MAX_PENDING_CODES, perUser: MAX_PENDING_CODES_PER_USER });
     if (!stored) throw new OAuthRefusal('temporarily_unavailable', 'Too many sign-ins are pending; try again in a minute');
     return withParams(req.redirectUri, { code, state: req.state });
   }

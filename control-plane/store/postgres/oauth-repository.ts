@@ -31,7 +31,8 @@ export function pgOAuth(x: PgExecutor): OAuthRepository {
     }),
     addCode: (c, now, cap) => x.transaction(async () => {
       await x.query('DELETE FROM oauth_codes WHERE expires <= $1', [now]);
-      if (Number((await x.one('SELECT COUNT(*) AS n FROM oauth_codes'))?.n ?? 0) >= cap) return false;
+      if (Number((await x.one('SELECT COUNT(*) AS n FROM oauth_codes'))?.n ?? 0) >= cap.total) return false;
+      if (Number((await x.one('SELECT COUNT(*) AS n FROM oauth_codes WHERE user_id = $1', [c.userId]))?.n ?? 0) >= cap.perUser) return false;
       await x.query(`INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, scopes, challenge, expires, token_expiry, used_at, token_id)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL)`, [c.codeHash, c.clientId, c.userId, c.redirectUri, c.scopes, c.challenge, c.expires, c.tokenExpiry]);
       return true;

@@ -51,7 +51,8 @@ function immediateOAuth(db: Db): Immediate<OAuthRepository> {
     addCode(c, now, cap) {
       return db.transaction(() => {
         db.prepare('DELETE FROM oauth_codes WHERE expires <= ?').run(now);
-        if ((db.prepare('SELECT COUNT(*) FROM oauth_codes').pluck().get() as number) >= cap) return false;
+        if ((db.prepare('SELECT COUNT(*) FROM oauth_codes').pluck().get() as number) >= cap.total) return false;
+        if ((db.prepare('SELECT COUNT(*) FROM oauth_codes WHERE user_id = ?').pluck().get(c.userId) as number) >= cap.perUser) return false;
         db.prepare(`INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, scopes, challenge, expires, token_expiry, used_at, token_id)
           VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)`).run(c.codeHash, c.clientId, c.userId, c.redirectUri, c.scopes, c.challenge, c.expires, c.tokenExpiry);
         return true;

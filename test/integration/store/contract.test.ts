@@ -121,11 +121,13 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await store.oauth.client('aaaaaaaaaaaaaaaaaaaa')).toMatchObject({ label: 'renamed', redirectUri: 'https://y.test/cb', secretHash: 'h', public: false });
     const u = await store.users.create({ username: 'erin', email: 'e@x', restricted: false, grants });
     const code = (h: string, expires: number) => ({ codeHash: h, clientId: 'aaaaaaaaaaaaaaaaaaaa', userId: u.id, redirectUri: 'https://y.test/cb?a=1', scopes: '*', challenge: null, expires, tokenExpiry: 9, usedAt: null, tokenId: null });
-    expect(await store.oauth.addCode(code('c1', 100), 50, 2)).toBe(true);
-    expect(await store.oauth.addCode(code('c2', 60), 50, 2)).toBe(true);
-    expect(await store.oauth.addCode(code('c3', 100), 50, 2)).toBe(false);
+    expect(await store.oauth.addCode(code('c1', 100), 50, { total: 2, perUser: 5 })).toBe(true);
+    expect(await store.oauth.addCode(code('c2', 60), 50, { total: 2, perUser: 5 })).toBe(true);
+    expect(await store.oauth.addCode(code('c3', 100), 50, { total: 2, perUser: 5 })).toBe(false);
     // c2 expired by 70: pruned, which makes room.
-    expect(await store.oauth.addCode(code('c3', 100), 70, 2)).toBe(true);
+    expect(await store.oauth.addCode(code('c3', 100), 70, { total: 2, perUser: 5 })).toBe(true);
+    // One user's share: full at 2 for this user while the total would allow more.
+    expect(await store.oauth.addCode(code('c4', 100), 70, { total: 9, perUser: 2 })).toBe(false);
     expect(await store.oauth.useCode('c2', 71)).toBeUndefined();
     expect(await store.oauth.useCode('c1', 71)).toMatchObject({ usedAt: null, tokenExpiry: 9, redirectUri: 'https://y.test/cb?a=1' });
     expect(await store.oauth.useCode('c1', 72)).toMatchObject({ usedAt: 71, tokenId: null });
