@@ -34,6 +34,9 @@ import { PeerStreams } from './push/peer-streams.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
 import { consoleRoutes, defaultConsoleDir } from './api/console.js';
+import { OAuthService } from './domain/auth/oauth-service.js';
+import { oauthClientRoutes } from './api/routes/oauth-clients.js';
+import { loginRoutes } from './api/login.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -174,6 +177,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   userRoutes(router, { users: userService, auth });
   profileRoutes(router, { account, regions });
   consoleRoutes(app, opts.consoleDir ?? defaultConsoleDir());
+  // The OAuth 2 login on the API's own listener (docs/security/api.md, "OAuth login").
+  const oauth = new OAuthService(store.oauth, auth, clock);
+  oauthClientRoutes(router, { oauth });
+  loginRoutes(app, { oauth, secure: Boolean(opts.apiTls) });
   const grpcServer = new grpc.Server(serverOptions);
 
   // The fleet PKI: the control plane's CA, join tokens, revocation (docs/security/grpc.md).

@@ -1,4 +1,5 @@
 import type { Migration } from '../sqlite/migrations.js';
+import { postgresOAuthMigrations } from './migrations-oauth.js';
 
 /**
  * The PostgreSQL schema, in step with SQLite's: the same migration ids (store/sqlite/migrations*.ts)
@@ -367,4 +368,5 @@ export const postgresMigrations: Migration[] = [
       ALTER TABLE database_agents ADD COLUMN lost_at BIGINT;
     `,
   },
+  ...postgresOAuthMigrations,
 ];
