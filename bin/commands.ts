@@ -271,15 +271,26 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
   onShutdown(() => agent.close({ stopNodes: stopNodesOnExit }));
 }
 
+type Store = Awaited<ReturnType<typeof import('../control-plane/store/open.js')['openStore']>>;
+
+/** Opens the control plane's store as `--state`, `--store` and `--kek-file` say, runs `fn`, closes it. */
+async function withStore<T>(stateDir: string, f: Flags, fn: (store: Store) => Promise<T>): Promise<T> {
+  const { openStore } = await import('../control-plane/store/open.js');
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
 export async function runTokenCreate(argv: string[]): Promise<void> {
   const f = parseFlags(argv, tokenFlags);
   const stateDir = required(f.state as string | undefined, 'state');
-  const { openStore } = await import('../control-plane/store/open.js');
   const { AuthService } = await import('../control-plane/domain/auth/auth-service.js');
   const { validateScopes } = await import('../control-plane/domain/auth/scopes.js');
   const { systemClock } = await import('../lib/clock.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const users = store.users;
     const auth = new AuthService(users, store.tokens, systemClock);
     const scopes = (f.scopes as string | undefined) ?? '*';
@@ -299,9 +310,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
     }
     const { secret } = await auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
     process.stdout.write(`${secret}\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /**
@@ -320,19 +329,15 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
     // handled below
   }
   if (!bootstrapPort) throw new Error(`no running control plane found in ${stateDir} (control-plane.json): start it first, the token carries its bootstrap port`);
-  const { openStore } = await import('../control-plane/store/open.js');
   const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
   const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
   const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
   const { systemClock } = await import('../lib/clock.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
     const t = await fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
     process.stdout.write(`${t.token}\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /**
@@ -344,14 +349,10 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
 export async function runStoreMigrate(argv: string[]): Promise<void> {
   const f = parseFlags(argv, storeMigrateFlags);
   const stateDir = required(f.state as string | undefined, 'state');
-  const { openStore } = await import('../control-plane/store/open.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const ids = await store.migrations();
     process.stdout.write(`${store.kind} store at migration ${ids.at(-1) ?? '(none)'} (${ids.length} applied)\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /** `fulcrum kek rotate`: a new key-encryption key for the control plane's secrets (docs/security/secrets.md). */

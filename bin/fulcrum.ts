@@ -7,6 +7,18 @@ import { parseFlags } from '../lib/args.js';
 import { commandUsage, labFlags, usage } from './flags.js';
 import { restrictUmask } from '../lib/private-files.js';
 
+/** The commands of two words (`fulcrum token create`): the first word -> the whole name. */
+const TWO_WORDS: Record<string, string> = { 'join-token': 'join-token create', token: 'token create', kek: 'kek rotate', store: 'store migrate' };
+
+async function runTwoWord(first: string, rest: string[]): Promise<void> {
+  const c = await import('./commands.js');
+  const runs: Record<string, (argv: string[]) => Promise<void>> = {
+    'join-token create': c.runJoinTokenCreate, 'token create': c.runTokenCreate, 'kek rotate': c.runKekRotate, 'store migrate': c.runStoreMigrate,
+  };
+  const run = runs[`${first} ${rest[0] ?? ''}`];
+  if (!run) throw new Error(commandUsage(TWO_WORDS[first]!));
+  return run(rest.slice(1));
+}
 
 async function main(argv: string[]): Promise<void> {
   // Everything a Fulcrum process writes is private to its user (docs/security/secrets.md).
@@ -27,26 +39,11 @@ async function main(argv: string[]): Promise<void> {
       const { runAgentCommand } = await import('./commands.js');
       return runAgentCommand(rest);
     }
-    case 'join-token': {
-      if (rest[0] !== 'create') throw new Error(commandUsage('join-token create'));
-      const { runJoinTokenCreate } = await import('./commands.js');
-      return runJoinTokenCreate(rest.slice(1));
-    }
-    case 'token': {
-      if (rest[0] !== 'create') throw new Error(commandUsage('token create'));
-      const { runTokenCreate } = await import('./commands.js');
-      return runTokenCreate(rest.slice(1));
-    }
-    case 'kek': {
-      if (rest[0] !== 'rotate') throw new Error(commandUsage('kek rotate'));
-      const { runKekRotate } = await import('./commands.js');
-      return runKekRotate(rest.slice(1));
-    }
-    case 'store': {
-      if (rest[0] !== 'migrate') throw new Error(commandUsage('store migrate'));
-      const { runStoreMigrate } = await import('./commands.js');
-      return runStoreMigrate(rest.slice(1));
-    }
+    case 'join-token':
+    case 'token':
+    case 'kek':
+    case 'store':
+      return runTwoWord(cmd, rest);
     case undefined:
     case 'help':
     case '--help':
