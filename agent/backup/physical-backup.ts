@@ -1,7 +1,7 @@
-import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { constants, createReadStream } from 'node:fs';
 import { open, readdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { finished, pipeline } from 'node:stream/promises';
+import { pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
 import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
@@ -93,8 +93,9 @@ export function backupErrorTail(stderr: string): string {
  * the tool has finished is it gzip'd (fast level), encrypted when the database is `encrypted`,
  * hashed and stored, manifest last. Why the spool: the tool must copy the server's redo log
  * faster than the server overwrites it, and with a slow reader on its output (gzip on a busy
- * host) it fell behind under heavy writes ("Was only able to copy log ... try increasing
- * innodb_log_file_size"), so the base failed; a local file keeps up.
+ * host, or the agent's event loop reading a pipe) it fell behind under heavy writes ("Was only
+ * able to copy log ... try increasing innodb_log_file_size"), so the base failed; a local file
+ * that the tool writes itself keeps up.
  */
 export async function takePhysical(
   deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal },
@@ -125,9 +126,9 @@ export async function takePhysical(
   const tmp = `backup-tmp-${id}`;
   await scratch(run.host, tmp);
   const spool = join(run.host, `backup-spool-${id}.mbstream`);
-  // The spool is the agent's: it writes it from the tool's output and reads it back through
-  // the same descriptor, so the node's uid, which owns the folder, can neither have it written
-  // through a link nor swap in another file to be read and stored.
+  // The spool is the agent's: the tool gets only its descriptor (as its stdout) and the agent
+  // reads it back through the same descriptor, so the node's uid, which owns the folder, can
+  // neither have it written through a link nor swap in another file to be read and stored.
   const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
   const spoolFile = await open(spool, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {
@@ -136,25 +137,25 @@ export async function takePhysical(
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
     const encrypted = c.desired?.encrypted === true;
-    // Streams on the bare descriptor: a FileHandle's own streams with autoClose off keep it
-    // referenced, and its close() would then wait forever.
-    const raw = createWriteStream('', { fd: spoolFile.fd, autoClose: false });
-    const spooled = finished(raw).then(() => undefined, (err: Error) => err);
     // --datadir as the server reports it: the tool would otherwise read the distribution's
-    // option files, whose datadir is not this server's.
+    // option files, whose datadir is not this server's. The spool's descriptor is the tool's
+    // stdout (stdoutFd): the tool's redo-log copier writes to the same stream as its data
+    // copiers, so whatever slows the reader of that stream stops the redo-log copy too. Read
+    // through a pipe by the agent's event loop, which a busy 2-core host delays by tens of
+    // milliseconds at a time, the copy fell behind the server's writes ("Was only able to copy
+    // log ... try increasing innodb_log_file_size"); a file keeps up.
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
-      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal })
-      .finally(() => raw.end());
-    const spoolErr = await spooled;
+      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdoutFd: spoolFile.fd, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal });
     // A cancelled copy failed because it was stopped: its exit code says nothing more.
     deps.signal?.throwIfAborted();
-    // A spool that failed (a full disk) stopped the tool: its own error is then only the echo.
-    if (spoolErr) throw new Error(`the copy could not be spooled: ${spoolErr.message}`);
+    // A spool that failed (a full disk) fails the tool, which says so in its log.
     if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
+    // A stream on the bare descriptor: a FileHandle's own streams with autoClose off keep it
+    // referenced, and its close() would then wait forever.
     await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
     const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {

@@ -9,7 +9,7 @@
  * the removed folder (ENOENT on its manifest.json.tmp), and the failures were warnings.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -71,8 +71,9 @@ describe('agent: a database deleted while its first physical base is taken (proc
         const real = createProcessRuntime({ root: join(fx.stateDir, 'runtime'), logger });
         const runtime: ContainerRuntime = {
           ...real,
-          exec: (name, argv, io) => real.exec(name, argv, slow === 'copy' && argv[0] === 'mariadb-backup' && io?.stdout
-            ? { ...io, stdout: slowSink(io.stdout, 256 * 1024) } : io),
+          // The copy's spool is mariadb-backup's stdout (its descriptor): a slow writer goes between.
+          exec: (name, argv, io) => real.exec(name, argv, slow === 'copy' && argv[0] === 'mariadb-backup' && io?.stdoutFd !== undefined
+            ? { ...io, stdoutFd: undefined, stdout: slowSink(createWriteStream('', { fd: io.stdoutFd, autoClose: false }), 256 * 1024) } : io),
         };
         const local = createLocalBackupStorage(join(fx.stateDir, 'backups'));
         const backupStorage: BackupStorage = {
