@@ -24,12 +24,39 @@ export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.gz.aes';
 export const LOG_COPY_INTERVAL_MS = 50;
 
 /**
+ * The redo log a server holds while a physical copy of it runs (docs/agent.md §6). Its own is a
+ * quarter of its buffer pool, 32 MB on a 1 GB plan, which a server under heavy writes fills in
+ * well under a second; mariadb-backup must read every part of it before the server writes over
+ * it, and on a busy 2-core host the tool is often off the CPU for longer than that: its copy
+ * failed ("Was only able to copy log from X to Y, not Z; try increasing innodb_log_file_size",
+ * with Z over 100 MB past X). MariaDB 10.11 resizes the redo log online, so the agent grows it
+ * for the copy and gives it back its configured size afterwards.
+ */
+export const BASE_REDO_BYTES = 512 * 1024 * 1024;
+
+/**
  * Whether a spool of about `dataBytes` fits in `freeBytes` and still leaves the server's disk a
  * margin (a tenth of the free space, at least 256 MB): the spool shares the disk with the data
  * directory, and a server that cannot write stops taking writes.
  */
 export function roomToSpool(freeBytes: number, dataBytes: number): boolean {
   return freeBytes - dataBytes >= Math.max(256 * 1024 * 1024, freeBytes / 10);
+}
+
+/**
+ * Resizes the server's redo log online (MariaDB 10.11 and later; the statement returns once the
+ * server writes to the new log). False when the server cannot (an older server, where the
+ * variable is read-only, or one that went away): the copy then runs with the log it has. A size
+ * that was not given back (the agent stopped meanwhile) lasts until the server restarts with its
+ * option file.
+ */
+async function setRedoSize(c: Pick<DatabaseController, 'adminTarget'>, node: number, bytes: number): Promise<boolean> {
+  try {
+    await withAdmin(await c.adminTarget(node), (x) => q(x, 'SET GLOBAL innodb_log_file_size = ?', [bytes]));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A physical copy (mariadb-backup): only forks load it, never a restore in place. */
@@ -114,6 +141,7 @@ export async function takePhysical(
     // What the copy will hold, roughly: every table's pages, plus the system tablespace's.
     dataBytes: Number((await q(x, 'SELECT SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE) AS n FROM information_schema.TABLES'))[0]?.n ?? 0),
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
+    redoBytes: Number((await q(x, 'SELECT @@innodb_log_file_size AS n'))[0]?.n ?? 0),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
   // Cancelled (the database is being deleted): nothing more is made in its run folder.
@@ -133,7 +161,8 @@ export async function takePhysical(
   const spoolFile = await open(spool, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {
     const fs = await statfs(run.host);
-    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
+    const redoGrowth = Math.max(0, BASE_REDO_BYTES - info.redoBytes);
+    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes + redoGrowth)) {
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
     const encrypted = c.desired?.encrypted === true;
@@ -144,8 +173,10 @@ export async function takePhysical(
     // through a pipe by the agent's event loop, which a busy 2-core host delays by tens of
     // milliseconds at a time, the copy fell behind the server's writes ("Was only able to copy
     // log ... try increasing innodb_log_file_size"); a file keeps up.
+    const grown = redoGrowth > 0 && await setRedoSize(c, node, BASE_REDO_BYTES);
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
-      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdoutFd: spoolFile.fd, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal });
+      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdoutFd: spoolFile.fd, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal })
+      .finally(() => (grown ? setRedoSize(c, node, info.redoBytes) : undefined));
     // A cancelled copy failed because it was stopped: its exit code says nothing more.
     deps.signal?.throwIfAborted();
     // A spool that failed (a full disk) fails the tool, which says so in its log.
