@@ -585,9 +585,20 @@ function main(spec: RelaySpec): void {
     // Workers accept for themselves, as our data plane's default distribution does.
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     for (let i = 0; i < spec.workers; i++) cluster.fork();
-    cluster.on('exit', (_w, code, signal) => {
+    const died = (_w: unknown, code: number | null, signal: string | null) => {
       process.stderr.write(`relay worker exited (${code ?? signal})\n`);
       process.exit(1);
+    };
+    cluster.on('exit', died);
+    // Stopped by the bench: the workers go first, so that none outlives the primary.
+    process.once('SIGTERM', () => {
+      cluster.removeListener('exit', died);
+      let left = Object.keys(cluster.workers ?? {}).length;
+      if (left === 0) process.exit(0);
+      cluster.on('exit', () => {
+        if (--left === 0) process.exit(0);
+      });
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
     });
     return;
   }
