@@ -74,11 +74,12 @@ function picker(backends: Backend[]): () => Backend {
 
 // ---- tcp ------------------------------------------------------------------------------------
 
-function tcpConnection(c: Socket, be: Backend): void {
+/** Pipes client connection `c` to a new connection to host:port (pipe-experiment's `onread` pipe too). */
+export function pipeTcp(c: Socket, host: string, port: number): void {
   let buf = Buffer.allocUnsafeSlow(TCP_READ);
   let swap = false;
   const b = connect({
-    host: be.host, port: be.port, allowHalfOpen: true, noDelay: true,
+    host, port, allowHalfOpen: true, noDelay: true,
     onread: {
       // Called after every read: a chunk still queued on the client must not be overwritten.
       buffer: () => {
@@ -541,7 +542,8 @@ export async function serveRelay(spec: RelaySpec): Promise<RunningRelay> {
     const pick = picker(backends);
     servers.push([createServer({ allowHalfOpen: true, noDelay: true }, (c) => {
       track(c);
-      tcpConnection(c, pick());
+      const be = pick();
+      pipeTcp(c, be.host, be.port);
     }), 'tcp']);
   }
   if (spec.ports.http !== undefined) {
