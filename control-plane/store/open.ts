@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { Store } from './store.js';
+import type { Store } from '../domain/store.js';
 import { defaultKekFile } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/store.js';
 import { openPostgresStore } from './postgres/store.js';

@@ -1,9 +1,13 @@
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
+import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
+import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
+import type { EventRepository } from '../../domain/events/repository.js';
+import type { TokenRepository, UserRepository } from '../../domain/auth/repository.js';
 import { dataplaneRow, eventPatchColumns, eventRow, eventScopeWhere, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
-import { isPgUniqueViolation, UniqueViolation } from '../unique-violation.js';
+import { isPgUniqueViolation } from '../unique-violation.js';
+import { UniqueViolation } from '../../domain/ports.js';
 
 /** Runs a write that may take a username, reporting a taken one as the field's UniqueViolation. */
 async function claimingUsername<T>(write: () => Promise<T>): Promise<T> {

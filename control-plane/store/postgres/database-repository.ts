@@ -1,5 +1,5 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
-import type { DatabaseRepository } from '../database-repository.js';
+import type { DatabaseRepository } from '../../domain/databases/repository.js';
 import { PUT_MEMBER_REPORT, agentRow, backupRow, fromRowWith, memberRow, opRowWith, reportRow, slotRow, toRowWith } from '../sqlite/database-repository.js';
 import { nextSequenceId, pgReleaseHosts } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';

@@ -1,4 +1,4 @@
-import type { FleetCertRecord, FleetRepository } from '../fleet-repository.js';
+import type { FleetCertRecord, FleetRepository } from '../../domain/fleet/repository.js';
 import { CERT_STATE, certRow, tokenRow } from '../sqlite/fleet-repository.js';
 import { pgSql, type PgExecutor } from './executor.js';
 

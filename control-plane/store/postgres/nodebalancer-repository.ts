@@ -1,5 +1,5 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
-import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../../domain/nodebalancers/repository.js';
 import { BUCKET_MS, configParams, configRow, nbRow, nodeRow } from '../sqlite/nodebalancer-repository.js';
 import { nextSequenceId } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';

@@ -1,5 +1,5 @@
 import { loadOrCreateKeyFile } from '../../../lib/secret-box.js';
-import type { Store } from '../store.js';
+import type { Store } from '../../domain/store.js';
 import type { Migration } from '../sqlite/migrations.js';
 import { guardClient, PgExecutor } from './executor.js';
 import { postgresMigrations } from './migrations.js';

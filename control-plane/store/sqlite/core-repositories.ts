@@ -1,10 +1,14 @@
 import type { Db } from './database.js';
 import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, EventScope, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
-import type { Immediate } from '../store.js';
+import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
+import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
+import type { EventRepository, EventScope } from '../../domain/events/repository.js';
+import type { TokenRepository, UserRepository } from '../../domain/auth/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
-import { isSqliteUniqueViolation, UniqueViolation } from '../unique-violation.js';
+import { isSqliteUniqueViolation } from '../unique-violation.js';
+import { UniqueViolation } from '../../domain/ports.js';
 import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
 import type { EventRecord } from '../../domain/events/model.js';
 import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';

@@ -2,8 +2,8 @@ import type { Db } from './database.js';
 import type { SecretBox } from '../../../lib/secret-box.js';
 import { sealUnderLock, secretsOf } from './secrets.js';
 import { nextSequenceId, releaseHosts } from './core-repositories.js';
-import type { DatabaseRepository } from '../database-repository.js';
-import type { Immediate } from '../store.js';
+import type { DatabaseRepository } from '../../domain/databases/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../../domain/databases/model.js';
 

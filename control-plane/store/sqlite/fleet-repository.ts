@@ -1,6 +1,6 @@
 import type { Db } from './database.js';
-import type { FleetCertRecord, FleetCertState, FleetRepository, JoinTokenRecord } from '../fleet-repository.js';
-import type { Immediate } from '../store.js';
+import type { FleetCertRecord, FleetCertState, FleetRepository, JoinTokenRecord } from '../../domain/fleet/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 
 export const tokenRow = (r: any): JoinTokenRecord => ({

@@ -1,6 +1,6 @@
 import type { Db } from './database.js';
-import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
-import type { Immediate } from '../store.js';
+import type { NodeBalancerRepository } from '../../domain/nodebalancers/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 import { nextSequenceId } from './core-repositories.js';
 import { sealUnderLock, secretsOf } from './secrets.js';

@@ -1,10 +1,10 @@
 // integration-lane: concurrent (startPgCluster: its own folder and a free port, retried; SQLite in temp folders).
-import { UniqueViolation } from '../../../control-plane/store/unique-violation.js';
+import { UniqueViolation } from '../../../control-plane/domain/ports.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../../control-plane/store/store.js';
+import type { Store } from '../../../control-plane/domain/store.js';
 import { openSqliteStore } from '../../../control-plane/store/sqlite/store.js';
 import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
 import { postgresMigrations } from '../../../control-plane/store/postgres/migrations.js';
