@@ -63,6 +63,25 @@ export default tseslint.config(
       }],
     },
   },
+  // The store's adapters (docs/architecture.md, "The store"): each dialect imports only what
+  // both share (store/common: rows, columns, migrations), never the other adapter, and
+  // store/common imports neither. Rows are typed there, so `any` has no place in the store.
+  ...[['sqlite', ['postgres']], ['postgres', ['sqlite']], ['common', ['sqlite', 'postgres']]].map(([self, others]) => ({
+    files: [`control-plane/store/${self}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        ...['dataplane', 'agent'].map((o) => processRule('control-plane', o)),
+        ...others.map((o) => ({
+          group: [`**/store/${o}/*`, `../${o}/*`],
+          message: `control-plane/store/${self} must not import the ${o} adapter: what both dialects share lives in store/common.`,
+        })),
+      ] }],
+    },
+  })),
+  {
+    files: ['control-plane/store/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'error' },
+  },
   boundary('dataplane', ['control-plane', 'agent']),
   boundary('agent', ['control-plane', 'dataplane']),
   // The web console runs in a browser and knows Fulcrum only through the public HTTP API.
