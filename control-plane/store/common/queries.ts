@@ -3,6 +3,7 @@
  * PostgreSQL read it alike, the order addresses are handed out in.
  */
 
+import { formatIpv4 } from '../../../lib/ipv4.js';
 import type { EventRepository, EventScope } from '../../domain/events/repository.js';
 
 /** The tables whose ids come from id_sequences and are never reused (migrations 102 and 240). */
@@ -29,6 +30,21 @@ export function eventPatchColumns(p: Parameters<EventRepository['update']>[1]): 
   if (p.seen !== undefined) out.push(['seen', p.seen ? 1 : 0]);
   if (p.read !== undefined) out.push(['read', p.read ? 1 : 0]);
   return out;
+}
+
+/**
+ * Free addresses of an IPv4 pool, lowest first. The network address and the one after it (.0 and
+ * .1 of the pool) are skipped so that a pool on loopback never hands out an address that
+ * something else on the host already uses, and so is every .0 and .255.
+ */
+export function* ipv4Candidates(range: { network: number; size: number }, used: Set<string>): Generator<string> {
+  for (let i = 2; i < range.size - 1; i++) {
+    const n = (range.network + i) >>> 0;
+    const last = n & 255;
+    if (last === 0 || last === 255) continue;
+    const ip = formatIpv4(n);
+    if (!used.has(ip)) yield ip;
+  }
 }
 
 /**

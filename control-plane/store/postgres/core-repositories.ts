@@ -1,11 +1,11 @@
-import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
 import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
 import type { EventRepository } from '../../domain/events/repository.js';
 import type { TokenRepository, UserRepository } from '../../domain/auth/repository.js';
 import { dataplaneRow, eventRow, tokenRow, userRow, type DataplaneRow, type EventRow, type TokenRow, type UserRow } from '../common/rows.js';
-import { eventPatchColumns, eventScopeWhere, ipv6Candidates, type SequenceName } from '../common/queries.js';
+import { eventPatchColumns, eventScopeWhere, ipv4Candidates, ipv6Candidates, type SequenceName } from '../common/queries.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
 import { isPgUniqueViolation } from '../unique-violation.js';
 import { UniqueViolation } from '../../domain/ports.js';
@@ -119,15 +119,9 @@ export function pgAddresses(x: PgExecutor): AddressRepository {
       const range = parseCidr(cidr);
       if (!range) return undefined;
       const used = new Set((await x.rows<{ ip: string }>('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => r.ip));
-      // As in SQLite: .0, .1 and .255 of the pool are never handed out. The address is claimed
-      // by its primary key: a concurrent writer that took it first makes this insert do nothing,
-      // and the next free address is tried, so two writers never share one.
-      for (let i = 2; i < range.size - 1; i++) {
-        const n = (range.network + i) >>> 0;
-        const last = n & 255;
-        if (last === 0 || last === 255) continue;
-        const ip = formatIpv4(n);
-        if (used.has(ip)) continue;
+      // The address is claimed by its primary key: a concurrent writer that took it first makes
+      // this insert do nothing, and the next free address is tried, so two writers never share one.
+      for (const ip of ipv4Candidates(range, used)) {
         const r = await x.query('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES ($1, $2, $3, $4) ON CONFLICT (ip) DO NOTHING', [ip, cidr, ownerType, ownerId]);
         if (r.rowCount === 1) return ip;
       }

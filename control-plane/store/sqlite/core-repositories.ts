@@ -1,5 +1,5 @@
 import type { Db } from './database.js';
-import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
 import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
 import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
@@ -10,7 +10,7 @@ import { gateOf } from './gate.js';
 import { isSqliteUniqueViolation } from '../unique-violation.js';
 import { UniqueViolation } from '../../domain/ports.js';
 import { dataplaneRow, eventRow, tokenRow, userRow, type DataplaneRow, type EventRow, type TokenRow, type UserRow } from '../common/rows.js';
-import { eventPatchColumns, eventScopeWhere, ipv6Candidates, type SequenceName } from '../common/queries.js';
+import { eventPatchColumns, eventScopeWhere, ipv4Candidates, ipv6Candidates, type SequenceName } from '../common/queries.js';
 
 /**
  * The next id of a table whose ids must never be reused (migrations 102 and 240): one more than
@@ -37,16 +37,13 @@ function claimingUsername<T>(write: () => T): T {
   }
 }
 
-export function sqliteUsers(db: Db): UserRepository {
-  return gateOf(db).wrap<UserRepository>(immediateUsers(db));
-}
+export const sqliteUsers = (db: Db): UserRepository => gateOf(db).wrap<UserRepository>(immediateUsers(db));
 
 function immediateUsers(db: Db): Immediate<UserRepository> {
-  const row = userRow;
   const read = (sql: string) => db.prepare<unknown[], UserRow>(sql);
   return {
-    get: (id) => row(read('SELECT * FROM users WHERE id = ?').get(id)),
-    byUsername: (u) => row(read('SELECT * FROM users WHERE username = ?').get(u)),
+    get: (id) => userRow(read('SELECT * FROM users WHERE id = ?').get(id)),
+    byUsername: (u) => userRow(read('SELECT * FROM users WHERE username = ?').get(u)),
     create(u) {
       const info = claimingUsername(() => db
         .prepare('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?)')
@@ -54,14 +51,14 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
       return { ...u, id: Number(info.lastInsertRowid), timezone: 'UTC' };
     },
     changeGrants: (id, change) => db.transaction(() => {
-      const u = row(read('SELECT * FROM users WHERE id = ?').get(id));
+      const u = userRow(read('SELECT * FROM users WHERE id = ?').get(id));
       if (!u) return undefined;
       change(u.grants);
       db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(u.grants), id);
       return u.grants;
     }).immediate(),
     count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
-    list: () => read('SELECT * FROM users ORDER BY id').all().map((r) => row(r)!),
+    list: () => read('SELECT * FROM users ORDER BY id').all().map((r) => userRow(r)!),
     update(id, p) {
       if (p.username !== undefined) claimingUsername(() => db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id));
       if (p.email !== undefined) db.prepare('UPDATE users SET email = ? WHERE id = ?').run(p.email, id);
@@ -74,17 +71,14 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
   };
 }
 
-export function sqliteTokens(db: Db): TokenRepository {
-  return gateOf(db).wrap<TokenRepository>(immediateTokens(db));
-}
+export const sqliteTokens = (db: Db): TokenRepository => gateOf(db).wrap<TokenRepository>(immediateTokens(db));
 
 function immediateTokens(db: Db): Immediate<TokenRepository> {
-  const row = tokenRow;
   const read = (sql: string) => db.prepare<unknown[], TokenRow>(sql);
   return {
-    byHash: (h) => row(read('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
-    get: (id) => row(read('SELECT * FROM tokens WHERE id = ?').get(id)),
-    listByUser: (uid) => read('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid).map((r) => row(r)!),
+    byHash: (h) => tokenRow(read('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
+    get: (id) => tokenRow(read('SELECT * FROM tokens WHERE id = ?').get(id)),
+    listByUser: (uid) => read('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid).map((r) => tokenRow(r)!),
     create(t) {
       const id = db.transaction(() => {
         const next = nextSequenceId(db, 'tokens');
@@ -101,12 +95,9 @@ function immediateTokens(db: Db): Immediate<TokenRepository> {
   };
 }
 
-export function sqliteEvents(db: Db): EventRepository {
-  return gateOf(db).wrap<EventRepository>(immediateEvents(db));
-}
+export const sqliteEvents = (db: Db): EventRepository => gateOf(db).wrap<EventRepository>(immediateEvents(db));
 
 function immediateEvents(db: Db): Immediate<EventRepository> {
-  const row = eventRow;
   const read = (sql: string) => db.prepare<unknown[], EventRow>(sql);
   return {
     create(e) {
@@ -122,15 +113,15 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
         );
       return { ...e, id: Number(info.lastInsertRowid) };
     },
-    get: (id) => row(read('SELECT * FROM events WHERE id = ?').get(id)),
+    get: (id) => eventRow(read('SELECT * FROM events WHERE id = ?').get(id)),
     update(id, p) {
       const cols = eventPatchColumns(p);
       if (cols.length === 0) return;
       db.prepare(`UPDATE events SET ${cols.map(([c]) => `${c} = ?`).join(', ')} WHERE id = ?`).run(...cols.map(([, v]) => v), id);
     },
-    list: (scope) => read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`).all().map((r) => row(r)!),
+    list: (scope) => read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`).all().map((r) => eventRow(r)!),
     page: (scope, offset, limit) =>
-      read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT ? OFFSET ?`).all(limit, offset).map((r) => row(r)!),
+      read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT ? OFFSET ?`).all(limit, offset).map((r) => eventRow(r)!),
     count: (scope) => db.prepare(`SELECT COUNT(*) FROM events ${eventScopeWhere(scope)}`).pluck().get() as number,
     prune: (before, keep) => db.transaction(() => {
       const old = db.prepare('DELETE FROM events WHERE created < ?').run(before).changes;
@@ -141,9 +132,7 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
   };
 }
 
-export function sqliteAddresses(db: Db): AddressRepository {
-  return gateOf(db).wrap<AddressRepository>(immediateAddresses(db));
-}
+export const sqliteAddresses = (db: Db): AddressRepository => gateOf(db).wrap<AddressRepository>(immediateAddresses(db));
 
 function immediateAddresses(db: Db): Immediate<AddressRepository> {
   return {
@@ -151,18 +140,10 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
       const range = parseCidr(cidr);
       if (!range) return undefined;
       const used = new Set(db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]);
-      // Skip the network address and the one after it (.0 and .1 of the pool) so that a pool on
-      // loopback never hands out an address that something else on the host already uses.
-      for (let i = 2; i < range.size - 1; i++) {
-        const n = (range.network + i) >>> 0;
-        const last = n & 255;
-        if (last === 0 || last === 255) continue;
-        const ip = formatIpv4(n);
-        if (used.has(ip)) continue;
-        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
-        return ip;
-      }
-      return undefined;
+      const ip = ipv4Candidates(range, used).next();
+      if (ip.done) return undefined;
+      db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip.value, cidr, ownerType, ownerId);
+      return ip.value;
     },
     allocateIpv6(cidr, ownerType, ownerId) {
       const range = parseIpv6Cidr(cidr);
@@ -179,12 +160,9 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
   };
 }
 
-export function sqliteDataplanes(db: Db): DataplaneRepository {
-  return gateOf(db).wrap<DataplaneRepository>(immediateDataplanes(db));
-}
+export const sqliteDataplanes = (db: Db): DataplaneRepository => gateOf(db).wrap<DataplaneRepository>(immediateDataplanes(db));
 
 function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
-  const row = dataplaneRow;
   const read = (sql: string) => db.prepare<unknown[], DataplaneRow>(sql);
   return {
     upsert(s) {
@@ -196,8 +174,8 @@ function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
            last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
       ).run({ ...s, connected: s.connected ? 1 : 0 });
     },
-    get: (id) => row(read('SELECT * FROM dataplanes WHERE id = ?').get(id)),
-    list: () => read('SELECT * FROM dataplanes ORDER BY id').all().map((r) => row(r)!),
+    get: (id) => dataplaneRow(read('SELECT * FROM dataplanes WHERE id = ?').get(id)),
+    list: () => read('SELECT * FROM dataplanes ORDER BY id').all().map((r) => dataplaneRow(r)!),
     release: (replica, id, at) => void releaseHosts(db, 'dataplanes', replica, id, at),
   };
 }
@@ -229,9 +207,7 @@ export function sqliteReplicaBeats(db: Db): ReplicaRepository {
   });
 }
 
-export function sqliteKeyValue(db: Db): KeyValueRepository {
-  return gateOf(db).wrap<KeyValueRepository>(immediateKeyValue(db));
-}
+export const sqliteKeyValue = (db: Db): KeyValueRepository => gateOf(db).wrap<KeyValueRepository>(immediateKeyValue(db));
 
 function immediateKeyValue(db: Db): Immediate<KeyValueRepository> {
   return {

@@ -9,9 +9,7 @@ import { agentRow, backupRow, databaseRow, databaseValues, memberRow, operationR
 import { PUT_MEMBER_REPORT } from '../common/queries.js';
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
-export function sqliteDatabaseRepository(db: Db): DatabaseRepository {
-  return gateOf(db).wrap<DatabaseRepository>(immediateDatabases(db));
-}
+export const sqliteDatabaseRepository = (db: Db): DatabaseRepository => gateOf(db).wrap<DatabaseRepository>(immediateDatabases(db));
 
 function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transaction'> {
   const box = secretsOf(db);

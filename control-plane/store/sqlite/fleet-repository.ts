@@ -5,9 +5,7 @@ import { CERT_STATE } from '../common/queries.js';
 import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 
-export function sqliteFleet(db: Db): FleetRepository {
-  return gateOf(db).wrap<FleetRepository>(immediateFleet(db));
-}
+export const sqliteFleet = (db: Db): FleetRepository => gateOf(db).wrap<FleetRepository>(immediateFleet(db));
 
 function immediateFleet(db: Db): Immediate<FleetRepository> {
   return {

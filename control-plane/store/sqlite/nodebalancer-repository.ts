@@ -6,9 +6,7 @@ import { nextSequenceId } from './core-repositories.js';
 import { sealUnderLock, secretsOf } from './secrets.js';
 import { BUCKET_MS, CONFIG_COLUMNS, configRow, configValues, nbRow, nodeRow, type ConfigRow, type NodeBalancerRow, type NodeRow, type TrafficRow } from '../common/rows.js';
 
-export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
-  return gateOf(db).wrap<NodeBalancerRepository>(immediateNodeBalancers(db));
-}
+export const sqliteNodeBalancers = (db: Db): NodeBalancerRepository => gateOf(db).wrap<NodeBalancerRepository>(immediateNodeBalancers(db));
 
 function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>, 'transaction'> {
   const box = secretsOf(db);
