@@ -28,7 +28,7 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
     },
   },
-  // The store answers asynchronously (control-plane/store/ports.ts): a promise nobody awaits is
+  // The store answers asynchronously (control-plane/domain/ports.ts): a promise nobody awaits is
   // a write that may fail unseen or land after the answer, so the control plane must await or
   // explicitly hand off every one. Type-aware, hence only here.
   {
@@ -41,8 +41,11 @@ export default tseslint.config(
   },
   boundary('control-plane', ['dataplane', 'agent']),
   // The domain is what the API is a view of: business rules must not depend on the wire format.
+  // It owns the repository ports (domain/ports.ts, domain/*/repository.ts) that store/ adapts:
+  // the arrow runs from the store to the domain, never back.
   boundary('control-plane/domain', ['dataplane', 'agent'], [
     { group: ['**/api/*', '**/api'], message: 'control-plane/domain must not import control-plane/api: the API depends on the domain, not the reverse.' },
+    { group: ['**/store/*', '**/store'], message: 'control-plane/domain must not import control-plane/store: the store adapts the domain\'s ports, not the reverse.' },
   ]),
   // The push servers are adapters: they translate between the gRPC streams and the domain
   // (docs/architecture.md, "Who owns what"). Storage and its transactions are the domain's, so a
@@ -59,6 +62,25 @@ export default tseslint.config(
         message: 'A push server only translates: it must not run a transaction; the domain service it calls does.',
       }],
     },
+  },
+  // The store's adapters (docs/architecture.md, "The store"): each dialect imports only what
+  // both share (store/common: rows, columns, migrations), never the other adapter, and
+  // store/common imports neither. Rows are typed there, so `any` has no place in the store.
+  ...[['sqlite', ['postgres']], ['postgres', ['sqlite']], ['common', ['sqlite', 'postgres']]].map(([self, others]) => ({
+    files: [`control-plane/store/${self}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        ...['dataplane', 'agent'].map((o) => processRule('control-plane', o)),
+        ...others.map((o) => ({
+          group: [`**/store/${o}/*`, `../${o}/*`],
+          message: `control-plane/store/${self} must not import the ${o} adapter: what both dialects share lives in store/common.`,
+        })),
+      ] }],
+    },
+  })),
+  {
+    files: ['control-plane/store/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'error' },
   },
   boundary('dataplane', ['control-plane', 'agent']),
   boundary('agent', ['control-plane', 'dataplane']),

@@ -219,7 +219,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   // The product areas, each wiring its store, services, routes and push streams.
   const backends = new BackendNetworks({ allowed: opts.backendNetworks, excluded: opts.backendExcluded, servicePools });
   const context: ControlPlaneContext = {
-    store, db: 'db' in store ? (store.db as ControlPlaneContext['db']) : undefined, router, grpcServer, auth, users: userService, account, events, regions, addresses: store.addresses, kv: store.kv,
+    store, db: store.db, router, grpcServer, auth, users: userService, account, events, regions, addresses: store.addresses, kv: store.kv,
     clock, logger, registry, stateDir: opts.stateDir, nodebalancerPool, nodebalancerIpv6Pool: ipv6Pool, databasePool, backends,
     fleet, peers: opts.insecureGrpc ? insecurePeers : certificatePeers(fleet), hostStreams,
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',

@@ -3,10 +3,10 @@ import type { Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import type { grpc } from '../../lib/grpc.js';
-import type { Db } from '../store/sqlite/database.js';
-import type { Store } from '../store/store.js';
+import type { OpenedStore } from '../store/open.js';
+import type { Store } from '../domain/store.js';
 import type { AccountService } from '../domain/account/account-service.js';
-import type { AddressRepository, KeyValueRepository } from '../store/ports.js';
+import type { AddressRepository, KeyValueRepository } from '../domain/ports.js';
 import type { Router } from '../api/router.js';
 import type { AuthService } from '../domain/auth/auth-service.js';
 import type { UserService } from '../domain/auth/user-service.js';
@@ -27,7 +27,7 @@ export interface ControlPlaneContext {
   /** Every repository, over SQLite or PostgreSQL. */
   store: Store;
   /** The SQLite connection when the store is SQLite (tests read rows through it). */
-  db?: Db;
+  db?: OpenedStore['db'];
   router: Router;
   grpcServer: grpc.Server;
   auth: AuthService;

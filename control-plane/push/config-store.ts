@@ -1,5 +1,6 @@
-import type { DataplaneRepository, KeyValueRepository } from '../store/ports.js';
-import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import type { DataplaneRepository } from '../domain/nodebalancers/repository.js';
+import type { KeyValueRepository } from '../domain/ports.js';
+import type { NodeBalancerRepository } from '../domain/nodebalancers/repository.js';
 import { DataplaneSources } from './dataplane-sources.js';
 import { NodeBalancerResources } from './nodebalancer-resources.js';
 import { VersionLedger, type SubscriberStatusStore } from './snapshot-cache.js';

@@ -1,5 +1,5 @@
 import { isIpv4, unmapIpv4 } from '../../lib/ipv4.js';
-import type { KeyValueRepository } from '../store/ports.js';
+import type { KeyValueRepository } from '../domain/ports.js';
 import { regionServed } from '../domain/regions.js';
 
 const KEY = 'dataplane_endpoint_sources';

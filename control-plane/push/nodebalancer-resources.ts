@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../domain/nodebalancers/repository.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';
 import { regionServed } from '../domain/regions.js';
 import { buildAll, buildOne } from './snapshot-builder.js';

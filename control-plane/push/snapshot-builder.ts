@@ -1,4 +1,4 @@
-import type { NodeBalancerRepository } from '../store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../domain/nodebalancers/repository.js';
 import type { NodeBalancer } from '../domain/nodebalancers/model.js';
 import { regionServed } from '../domain/regions.js';
 import type { NodeBalancer as NbProto } from '../../proto/gen/fulcrum/v1/NodeBalancer.js';

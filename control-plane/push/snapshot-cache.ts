@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Clock, Timer } from '../../lib/clock.js';
-import type { KeyValueRepository } from '../store/ports.js';
+import type { KeyValueRepository } from '../domain/ports.js';
 
 /**
  * The state-of-the-world push both streams share (docs/architecture.md, "The streams"): each

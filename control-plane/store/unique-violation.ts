@@ -1,15 +1,4 @@
-/**
- * A write the store refused because a unique constraint already holds the value (a username
- * taken by another writer, possibly another replica, between the caller's check and its
- * insert). The store names the field; the domain words the 400 (docs/architecture.md, "The
- * store"). Only constraints a caller can answer for are reported this way.
- */
-export class UniqueViolation extends Error {
-  constructor(readonly field: string, options?: { cause?: unknown }) {
-    super(`${field} is already taken`, options);
-    this.name = 'UniqueViolation';
-  }
-}
+// The adapters' side of UniqueViolation (domain/ports.ts): which driver error is one.
 
 /** PostgreSQL's unique_violation on the named constraint. */
 export function isPgUniqueViolation(err: unknown, constraint: string): boolean {

@@ -13,7 +13,7 @@ import { isControlPlaneCert } from '../../lib/fleet-host.js';
 import { utcDay } from '../../lib/utc-day.js';
 import type { HostPki } from '../../lib/pki.js';
 import type { AgentReport } from '../../proto/gen/fulcrum/v1/AgentReport.js';
-import type { DatabaseRepository } from '../../control-plane/store/database-repository.js';
+import type { DatabaseRepository } from '../../control-plane/domain/databases/repository.js';
 import { startApi, type ApiHarness } from '../helpers/api-harness.js';
 import { issueHostPki } from '../helpers/fleet.js';
 import { eventsFor, firstEngine, MYSQL, until, waitStatus } from '../integration/databases/helpers.js';

@@ -21,7 +21,7 @@ import { UserService } from '../../control-plane/domain/auth/user-service.js';
 import { EventService } from '../../control-plane/domain/events/event-service.js';
 import { openSqliteStore } from '../../control-plane/store/sqlite/store.js';
 import { openPostgresStore } from '../../control-plane/store/postgres/store.js';
-import type { Store } from '../../control-plane/store/store.js';
+import type { Store } from '../../control-plane/domain/store.js';
 import { detectLocalCatalogue } from '../../agent/catalogue.js';
 import { createProcessRuntime } from '../../agent/runtime/process-runtime.js';
 import { syncAdminAccounts } from '../../agent/mysql/accounts.js';

@@ -44,16 +44,43 @@ describe('lint: process boundaries', { timeout: 60_000 }, () => {
   });
 
   it('keeps the push servers to translating: no store import, no transaction', async () => {
-    const imported = await lint('control-plane/push/agent-server.ts', "import type { DatabaseRepository } from '../store/database-repository.js';\nexport type X = DatabaseRepository;\n");
+    const imported = await lint('control-plane/push/agent-server.ts', "import { openStore } from '../store/open.js';\nexport const x = openStore;\n");
     expect(imported).toHaveLength(1);
     expect(imported[0]).toMatch(/push server only translates: it must not import control-plane\/store/);
-    expect(await lint('control-plane/push/config-server.ts', "import type { KeyValueRepository } from '../store/ports.js';\nexport type X = KeyValueRepository;\n")).toHaveLength(1);
+    expect(await lint('control-plane/push/config-server.ts', "import type { Db } from '../store/sqlite/database.js';\nexport type X = Db;\n")).toHaveLength(1);
     const tx = await lint('control-plane/push/agent-server.ts', 'export const place = (repo: { transaction(fn: () => Promise<number>): Promise<number> }) => repo.transaction(async () => 1);\n', 'no-restricted-syntax');
     expect(tx).toHaveLength(1);
     expect(tx[0]).toMatch(/must not run a transaction/);
     // The process boundary still holds there, and a domain service may use the store.
     expect(await lint('control-plane/push/config-server.ts', "import { createProxyEngine } from '../../dataplane/engine.js';\nexport const x = createProxyEngine;\n")).toHaveLength(1);
-    expect(await lint('control-plane/domain/databases/x.ts', "import type { DatabaseRepository } from '../../store/database-repository.js';\nexport type X = DatabaseRepository;\n")).toEqual([]);
+    expect(await lint('control-plane/domain/databases/x.ts', "import type { DatabaseRepository } from './repository.js';\nexport type X = DatabaseRepository;\n")).toEqual([]);
+  });
+
+  it('keeps the domain free of the store: the store adapts the ports the domain owns', async () => {
+    const msgs = await lint('control-plane/domain/databases/x.ts', "import { openStore } from '../../store/open.js';\nexport const x = openStore;\n");
+    expect(msgs).toHaveLength(1);
+    expect(msgs[0]).toMatch(/domain must not import control-plane\/store/);
+    expect(await lint('control-plane/domain/x.ts', "import type { Db } from '../store/sqlite/database.js';\nexport type X = Db;\n")).toHaveLength(1);
+    // The store implementing a port of the domain is the intended direction.
+    expect(await lint('control-plane/store/sqlite/x.ts', "import type { DatabaseRepository } from '../../domain/databases/repository.js';\nexport type X = DatabaseRepository;\n")).toEqual([]);
+  });
+
+  it('keeps each store adapter to itself and to what both share', async () => {
+    const pgFromSqlite = await lint('control-plane/store/postgres/x.ts', "import { nextSequenceId } from '../sqlite/core-repositories.js';\nexport const x = nextSequenceId;\n");
+    expect(pgFromSqlite).toHaveLength(1);
+    expect(pgFromSqlite[0]).toMatch(/store\/postgres must not import the sqlite adapter/);
+    expect(await lint('control-plane/store/sqlite/x.ts', "import { pgSql } from '../postgres/executor.js';\nexport const x = pgSql;\n")).toHaveLength(1);
+    expect(await lint('control-plane/store/common/x.ts', "import type { Db } from '../sqlite/database.js';\nexport type X = Db;\n")).toHaveLength(1);
+    expect(await lint('control-plane/store/common/x.ts', "import { pgSql } from '../postgres/executor.js';\nexport const x = pgSql;\n")).toHaveLength(1);
+    // Both adapters may use the shared rows and migrations.
+    expect(await lint('control-plane/store/postgres/x.ts', "import { userRow } from '../common/rows.js';\nexport const x = userRow;\n")).toEqual([]);
+    expect(await lint('control-plane/store/sqlite/x.ts', "import { migrations } from '../common/migrations.js';\nexport const x = migrations;\n")).toEqual([]);
+  });
+
+  it('allows no `any` in the store layer', async () => {
+    const code = 'export const userRow = (r: any) => r.id as number;\n';
+    expect(await lint('control-plane/store/common/x.ts', code, '@typescript-eslint/no-explicit-any')).toHaveLength(1);
+    expect(await lint('control-plane/store/postgres/x.ts', code, '@typescript-eslint/no-explicit-any')).toHaveLength(1);
   });
 
   it('fails on an import cycle in product code, naming the chain', async () => {

@@ -3,7 +3,7 @@ import { idParam } from '../router.js';
 import { applyFilter, parseFilter } from '../filter.js';
 import { paginate, parsePage } from '../pagination.js';
 import type { NodeBalancerService } from '../../domain/nodebalancers/nodebalancer-service.js';
-import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../../domain/nodebalancers/repository.js';
 import type { NodeBalancer } from '../../domain/nodebalancers/model.js';
 import { configToWire, nodeBalancerToWire, nodeBalancerTypeToWire, nodeToWire, type Transfer } from '../wire/nodebalancers.js';
 import { nodeBalancerTypes } from '../../domain/nodebalancers/types.js';

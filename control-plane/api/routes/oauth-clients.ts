@@ -2,7 +2,7 @@ import type { Router } from '../router.js';
 import { paginate, parsePage } from '../pagination.js';
 import { applyFilter, parseFilter } from '../filter.js';
 import type { OAuthService } from '../../domain/auth/oauth-service.js';
-import type { OAuthClientRecord } from '../../store/oauth-repository.js';
+import type { OAuthClientRecord } from '../../domain/auth/oauth-repository.js';
 
 /** The OAuthClient object of @linode/api-v4 (account/types.d.ts); the secret only when just made. */
 function clientToWire(c: OAuthClientRecord, secret?: string): Record<string, unknown> {

@@ -1,5 +1,6 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
-import type { KeyValueRepository, UserRepository } from '../../store/ports.js';
+import type { KeyValueRepository } from '../ports.js';
+import type { UserRepository } from '../auth/repository.js';
 import type { Actor, AuthService, EntityKind } from '../auth/auth-service.js';
 import type { User } from '../auth/model.js';
 

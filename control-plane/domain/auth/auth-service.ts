@@ -2,10 +2,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { FulcrumError, ErrorCollector } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
 import { parseWireTime } from '../../../lib/clock.js';
-import type { TokenRepository, UserRepository } from '../../store/ports.js';
+import type { TokenRepository, UserRepository } from './repository.js';
 import type { Grants, TokenRecord, User } from './model.js';
 import { hasScope, normaliseScopes, parseRequired, validateScopes } from './scopes.js';
-import { UniqueViolation } from '../../store/unique-violation.js';
+import { UniqueViolation } from '../ports.js';
 
 /**
  * The username's 400 when the store's unique constraint refused it: two replicas can both find a

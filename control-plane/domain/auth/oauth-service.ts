@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
-import type { OAuthClientRecord, OAuthRepository } from '../../store/oauth-repository.js';
+import type { OAuthClientRecord, OAuthRepository } from './oauth-repository.js';
 import type { Actor, AuthService } from './auth-service.js';
 import { hasScope, normaliseScopes, parseRequired, validateScopes } from './scopes.js';
 

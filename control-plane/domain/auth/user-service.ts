@@ -1,5 +1,5 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
-import type { UserRepository } from '../../store/ports.js';
+import type { UserRepository } from './repository.js';
 import type { Grants, User } from './model.js';
 import { usernameUnique, type Actor, type AuthService, type EntityKind } from './auth-service.js';
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import { isUtcDay } from '../../../lib/utc-day.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from './model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from './observer.js';
 import { placeDatabases } from './placement.js';

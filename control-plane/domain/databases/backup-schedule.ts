@@ -1,7 +1,7 @@
 import type { Clock } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import { utcDay } from '../../../lib/utc-day.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import type { DatabaseRecord } from './model.js';
 import { LruMap } from '../../../lib/lru.js';
 

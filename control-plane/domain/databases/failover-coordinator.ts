@@ -2,7 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Clock } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView } from './failover-decision.js';
 import { spansAgents } from './placement.js';

@@ -3,7 +3,7 @@ import type { Clock } from '../../../lib/clock.js';
 import { FulcrumError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';

@@ -1,7 +1,7 @@
 import type { Clock } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
 import { nextStatus, settle, type Observation } from './status-rules.js';

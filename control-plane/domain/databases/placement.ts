@@ -1,5 +1,5 @@
 import { regionServed } from '../regions.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import { makeClusterSecrets } from './cluster-secrets.js';
 
 /** Whether an agent of `agentRegion` may run a database of `dbRegion` (empty = any region). */

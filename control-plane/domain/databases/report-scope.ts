@@ -1,5 +1,5 @@
 import type { Logger } from '../../../lib/logger.js';
-import type { DatabaseRepository } from '../../store/database-repository.js';
+import type { DatabaseRepository } from './repository.js';
 import type { MemberPlacement, MemberReport } from './model.js';
 import { LruMap } from '../../../lib/lru.js';
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../../../lib/clock.js';
 import { wireTime } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { EventRepository, EventScope } from '../../store/ports.js';
+import type { EventRepository, EventScope } from './repository.js';
 import type { EventRecord } from './model.js';
 
 export type { EventScope };

@@ -3,7 +3,7 @@ import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import type { Clock } from '../../../lib/clock.js';
 import { caPin, identityOf, type FleetIdentity } from '../../../lib/pki.js';
 import { formatJoinToken } from '../../../lib/fleet-host.js';
-import type { FleetCertRecord, FleetRepository } from '../../store/fleet-repository.js';
+import type { FleetCertRecord, FleetRepository } from './repository.js';
 import type { RegionCatalogue } from '../regions.js';
 import type { FleetCa, IssuedCert } from './ca.js';
 import { fleetReasons as R } from './validation.js';

@@ -1,5 +1,5 @@
 import { regionServed } from '../regions.js';
-import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from './repository.js';
 import type { NodeStatus } from './model.js';
 
 /**

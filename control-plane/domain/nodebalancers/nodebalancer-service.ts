@@ -1,8 +1,8 @@
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import type { AddressPools } from '../address-pools.js';
 import type { Clock } from '../../../lib/clock.js';
-import type { AddressRepository } from '../../store/ports.js';
-import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { AddressRepository } from '../ports.js';
+import type { NodeBalancerRepository } from './repository.js';
 import type { Actor, AuthService } from '../auth/auth-service.js';
 import type { EventService, EntityRef } from '../events/event-service.js';
 import type { RegionCatalogue } from '../regions.js';

@@ -1,7 +1,7 @@
 import { FulcrumError } from '../../../lib/errors.js';
 import { regionServed } from '../regions.js';
 import type { Clock } from '../../../lib/clock.js';
-import type { NodeBalancerRepository } from '../../store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from './repository.js';
 import type { NodeBalancer } from './model.js';
 
 const BUCKET_MS = 5 * 60 * 1000;

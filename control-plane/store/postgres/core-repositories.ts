@@ -1,9 +1,14 @@
-import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
-import { dataplaneRow, eventPatchColumns, eventRow, eventScopeWhere, ipv6Candidates, tokenRow, userRow } from '../sqlite/core-repositories.js';
+import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
+import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
+import type { EventRepository } from '../../domain/events/repository.js';
+import type { TokenRepository, UserRepository } from '../../domain/auth/repository.js';
+import { dataplaneRow, eventRow, tokenRow, userRow, type DataplaneRow, type EventRow, type TokenRow, type UserRow } from '../common/rows.js';
+import { eventPatchColumns, eventScopeWhere, ipv4Candidates, ipv6Candidates, type SequenceName } from '../common/queries.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
-import { isPgUniqueViolation, UniqueViolation } from '../unique-violation.js';
+import { isPgUniqueViolation } from '../unique-violation.js';
+import { UniqueViolation } from '../../domain/ports.js';
 
 /** Runs a write that may take a username, reporting a taken one as the field's UniqueViolation. */
 async function claimingUsername<T>(write: () => Promise<T>): Promise<T> {
@@ -20,36 +25,36 @@ async function claimingUsername<T>(write: () => Promise<T>): Promise<T> {
  * UPDATE locks the sequence row, so two writers at once get different ids, each above the
  * highest id ever issued and the highest present.
  */
-export async function nextSequenceId(x: PgExecutor, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): Promise<number> {
-  const r = await x.one(`UPDATE id_sequences SET last = GREATEST(last, (SELECT COALESCE(MAX(id), 0) FROM ${name})) + 1 WHERE name = $1 RETURNING last`, [name]);
-  return r!.last as number;
+export async function nextSequenceId(x: PgExecutor, name: SequenceName): Promise<number> {
+  const r = await x.one<{ last: number }>(`UPDATE id_sequences SET last = GREATEST(last, (SELECT COALESCE(MAX(id), 0) FROM ${name})) + 1 WHERE name = $1 RETURNING last`, [name]);
+  return r!.last;
 }
 
 export function pgUsers(x: PgExecutor): UserRepository {
   return {
-    get: async (id) => userRow(await x.one('SELECT * FROM users WHERE id = $1', [id])),
-    byUsername: async (u) => userRow(await x.one('SELECT * FROM users WHERE username = $1', [u])),
+    get: async (id) => userRow(await x.one<UserRow>('SELECT * FROM users WHERE id = $1', [id])),
+    byUsername: async (u) => userRow(await x.one<UserRow>('SELECT * FROM users WHERE username = $1', [u])),
     async create(u) {
-      const r = await claimingUsername(() => x.one(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'),
+      const r = await claimingUsername(() => x.one<{ id: number }>(q('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?) RETURNING id'),
         [u.username, u.email, u.restricted ? 1 : 0, JSON.stringify(u.grants)]));
-      return { ...u, id: r!.id as number, timezone: 'UTC' };
+      return { ...u, id: r!.id, timezone: 'UTC' };
     },
     changeGrants: (id, change) => x.transaction(async () => {
-      const u = userRow(await x.one('SELECT * FROM users WHERE id = $1 FOR UPDATE', [id]));
+      const u = userRow(await x.one<UserRow>('SELECT * FROM users WHERE id = $1 FOR UPDATE', [id]));
       if (!u) return undefined;
       change(u.grants);
       await x.query('UPDATE users SET grants = $1 WHERE id = $2', [JSON.stringify(u.grants), id]);
       return u.grants;
     }),
-    count: async () => (await x.one('SELECT COUNT(*) AS n FROM users'))!.n as number,
-    list: async () => (await x.rows('SELECT * FROM users ORDER BY id')).map((r) => userRow(r)!),
+    count: async () => (await x.one<{ n: number }>('SELECT COUNT(*) AS n FROM users'))!.n,
+    list: async () => (await x.rows<UserRow>('SELECT * FROM users ORDER BY id')).map((r) => userRow(r)!),
     async update(id, p) {
       if (p.username !== undefined) await claimingUsername(() => x.query('UPDATE users SET username = $1 WHERE id = $2', [p.username, id]));
       if (p.email !== undefined) await x.query('UPDATE users SET email = $1 WHERE id = $2', [p.email, id]);
       if (p.restricted !== undefined) await x.query('UPDATE users SET restricted = $1 WHERE id = $2', [p.restricted ? 1 : 0, id]);
       if (p.timezone !== undefined) await x.query('UPDATE users SET timezone = $1 WHERE id = $2', [p.timezone, id]);
     },
-    preferences: async (id) => (await x.one('SELECT preferences FROM users WHERE id = $1', [id]))?.preferences as string | undefined,
+    preferences: async (id) => (await x.one<{ preferences: string }>('SELECT preferences FROM users WHERE id = $1', [id]))?.preferences,
     setPreferences: async (id, json) => void (await x.query('UPDATE users SET preferences = $1 WHERE id = $2', [json, id])),
     delete: async (id) => void (await x.query('DELETE FROM users WHERE id = $1', [id])),
   };
@@ -57,9 +62,9 @@ export function pgUsers(x: PgExecutor): UserRepository {
 
 export function pgTokens(x: PgExecutor): TokenRepository {
   return {
-    byHash: async (h) => tokenRow(await x.one('SELECT * FROM tokens WHERE token_hash = $1', [h])),
-    get: async (id) => tokenRow(await x.one('SELECT * FROM tokens WHERE id = $1', [id])),
-    listByUser: async (uid) => (await x.rows('SELECT * FROM tokens WHERE user_id = $1 ORDER BY id', [uid])).map((r) => tokenRow(r)!),
+    byHash: async (h) => tokenRow(await x.one<TokenRow>('SELECT * FROM tokens WHERE token_hash = $1', [h])),
+    get: async (id) => tokenRow(await x.one<TokenRow>('SELECT * FROM tokens WHERE id = $1', [id])),
+    listByUser: async (uid) => (await x.rows<TokenRow>('SELECT * FROM tokens WHERE user_id = $1 ORDER BY id', [uid])).map((r) => tokenRow(r)!),
     async create(t) {
       const id = await x.transaction(async () => {
         const next = await nextSequenceId(x, 'tokens');
@@ -79,7 +84,7 @@ export function pgTokens(x: PgExecutor): TokenRepository {
 export function pgEvents(x: PgExecutor): EventRepository {
   return {
     async create(e) {
-      const r = await x.one(q(
+      const r = await x.one<{ id: number }>(q(
         `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity,
            status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`,
       ), [
@@ -87,18 +92,18 @@ export function pgEvents(x: PgExecutor): EventRepository {
         e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.status,
         e.percentComplete, e.duration, e.message, e.seen ? 1 : 0, e.read ? 1 : 0,
       ]);
-      return { ...e, id: r!.id as number };
+      return { ...e, id: r!.id };
     },
-    get: async (id) => eventRow(await x.one('SELECT * FROM events WHERE id = $1', [id])),
+    get: async (id) => eventRow(await x.one<EventRow>('SELECT * FROM events WHERE id = $1', [id])),
     async update(id, p) {
       const cols = eventPatchColumns(p);
       if (cols.length === 0) return;
       await x.query(`UPDATE events SET ${cols.map(([c], i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${cols.length + 1}`, [...cols.map(([, v]) => v), id]);
     },
-    list: async (scope) => (await x.rows(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`)).map((r) => eventRow(r)!),
+    list: async (scope) => (await x.rows<EventRow>(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`)).map((r) => eventRow(r)!),
     page: async (scope, offset, limit) =>
-      (await x.rows(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT $1 OFFSET $2`, [limit, offset])).map((r) => eventRow(r)!),
-    count: async (scope) => Number((await x.one(`SELECT COUNT(*) AS n FROM events ${eventScopeWhere(scope)}`))!.n),
+      (await x.rows<EventRow>(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT $1 OFFSET $2`, [limit, offset])).map((r) => eventRow(r)!),
+    count: async (scope) => Number((await x.one<{ n: number }>(`SELECT COUNT(*) AS n FROM events ${eventScopeWhere(scope)}`))!.n),
     prune: (before, keep) => x.transaction(async () => {
       const old = (await x.query('DELETE FROM events WHERE created < $1', [before])).rowCount ?? 0;
       const over = (await x.query('DELETE FROM events WHERE id <= (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET $1)', [keep])).rowCount ?? 0;
@@ -113,16 +118,10 @@ export function pgAddresses(x: PgExecutor): AddressRepository {
     async allocate(cidr, ownerType, ownerId) {
       const range = parseCidr(cidr);
       if (!range) return undefined;
-      const used = new Set((await x.rows('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => r.ip as string));
-      // As in SQLite: .0, .1 and .255 of the pool are never handed out. The address is claimed
-      // by its primary key: a concurrent writer that took it first makes this insert do nothing,
-      // and the next free address is tried, so two writers never share one.
-      for (let i = 2; i < range.size - 1; i++) {
-        const n = (range.network + i) >>> 0;
-        const last = n & 255;
-        if (last === 0 || last === 255) continue;
-        const ip = formatIpv4(n);
-        if (used.has(ip)) continue;
+      const used = new Set((await x.rows<{ ip: string }>('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => r.ip));
+      // The address is claimed by its primary key: a concurrent writer that took it first makes
+      // this insert do nothing, and the next free address is tried, so two writers never share one.
+      for (const ip of ipv4Candidates(range, used)) {
         const r = await x.query('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES ($1, $2, $3, $4) ON CONFLICT (ip) DO NOTHING', [ip, cidr, ownerType, ownerId]);
         if (r.rowCount === 1) return ip;
       }
@@ -131,7 +130,7 @@ export function pgAddresses(x: PgExecutor): AddressRepository {
     async allocateIpv6(cidr, ownerType, ownerId) {
       const range = parseIpv6Cidr(cidr);
       if (!range) return undefined;
-      const used = new Set((await x.rows('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => parseIpv6(r.ip as string)));
+      const used = new Set((await x.rows<{ ip: string }>('SELECT ip FROM addresses WHERE pool = $1', [cidr])).map((r) => parseIpv6(r.ip)));
       // Claimed by primary key, as for IPv4: an address a concurrent writer took first is skipped.
       for (const n of ipv6Candidates(range, used)) {
         const ip = formatIpv6(n);
@@ -143,7 +142,7 @@ export function pgAddresses(x: PgExecutor): AddressRepository {
       return undefined;
     },
     release: async (t, id) => void (await x.query('DELETE FROM addresses WHERE owner_type = $1 AND owner_id = $2', [t, id])),
-    owned: async (t, id) => (await x.rows('SELECT ip FROM addresses WHERE owner_type = $1 AND owner_id = $2 ORDER BY ip', [t, id])).map((r) => r.ip as string),
+    owned: async (t, id) => (await x.rows<{ ip: string }>('SELECT ip FROM addresses WHERE owner_type = $1 AND owner_id = $2 ORDER BY ip', [t, id])).map((r) => r.ip),
   };
 }
 
@@ -159,8 +158,8 @@ export function pgDataplanes(x: PgExecutor): DataplaneRepository {
         [s.id, s.region, s.connected ? 1 : 0, s.versionApplied, s.lastError, s.lastErrorAt, s.lastSeen, s.replica],
       );
     },
-    get: async (id) => dataplaneRow(await x.one('SELECT * FROM dataplanes WHERE id = $1', [id])),
-    list: async () => (await x.rows('SELECT * FROM dataplanes ORDER BY id')).map((r) => dataplaneRow(r)!),
+    get: async (id) => dataplaneRow(await x.one<DataplaneRow>('SELECT * FROM dataplanes WHERE id = $1', [id])),
+    list: async () => (await x.rows<DataplaneRow>('SELECT * FROM dataplanes ORDER BY id')).map((r) => dataplaneRow(r)!),
     release: (replica, id, at) => pgReleaseHosts(x, 'dataplanes', replica, id, at),
   };
 }
@@ -195,7 +194,7 @@ export function pgReplicaBeats(x: PgExecutor): ReplicaRepository {
 
 export function pgKeyValue(x: PgExecutor): KeyValueRepository {
   return {
-    get: async (k) => (await x.one('SELECT v FROM kv WHERE k = $1', [k]))?.v as string | undefined,
+    get: async (k) => (await x.one<{ v: string }>('SELECT v FROM kv WHERE k = $1', [k]))?.v,
     set: async (k, v) => void (await x.query('INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v', [k, v])),
     // SERIALIZABLE: of two replicas reading and raising the same counter, one is run again.
     atomically: (fn) => x.transaction(fn),

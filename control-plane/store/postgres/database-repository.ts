@@ -1,47 +1,48 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
-import type { DatabaseRepository } from '../database-repository.js';
-import { PUT_MEMBER_REPORT, agentRow, backupRow, fromRowWith, memberRow, opRowWith, reportRow, slotRow, toRowWith } from '../sqlite/database-repository.js';
+import type { DatabaseRepository } from '../../domain/databases/repository.js';
+import { agentRow, backupRow, databaseRow, databaseValues, memberRow, operationRow, reportRow, slotRow, type AgentRow, type BackupRow, type DatabaseRow, type MemberRow, type OperationRow, type ReportRow, type SlotRow } from '../common/rows.js';
+import { PUT_MEMBER_REPORT } from '../common/queries.js';
 import { nextSequenceId, pgReleaseHosts } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';
 
 /** PostgreSQL adapter of the DatabaseRepository port; secret columns sealed as in SQLite. */
 export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRepository {
-  const get = async (id: number) => fromRowWith(await x.one('SELECT * FROM databases WHERE id = $1', [id]), box);
+  const get = async (id: number) => databaseRow(await x.one<DatabaseRow>('SELECT * FROM databases WHERE id = $1', [id]), box);
   return {
     transaction: (fn) => x.transaction(fn),
-    list: async () => (await x.rows('SELECT * FROM databases ORDER BY id')).map((r) => fromRowWith(r, box)!),
+    list: async () => (await x.rows<DatabaseRow>('SELECT * FROM databases ORDER BY id')).map((r) => databaseRow(r, box)!),
     get,
     async create(d) {
       // Ids come from a sequence that only grows (a deleted database's id is never handed out again).
       return x.transaction(async () => {
-        const row = { ...toRowWith(d, box), id: await nextSequenceId(x, 'databases') };
+        const row = { ...databaseValues(d, box), id: await nextSequenceId(x, 'databases') };
         const cols = Object.keys(row);
-        const r = await x.one(
+        const r = await x.one<DatabaseRow>(
           `INSERT INTO databases (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
           cols.map((c) => (row as Record<string, unknown>)[c]),
         );
-        return fromRowWith(r, box)!;
+        return databaseRow(r, box)!;
       });
     },
     async update(id, patch) {
-      const row = toRowWith(patch, box);
+      const row = databaseValues(patch, box);
       const cols = Object.keys(row);
       if (cols.length === 0) return (await get(id))!;
-      const r = await x.one(
+      const r = await x.one<DatabaseRow>(
         `UPDATE databases SET ${cols.map((c, i) => `"${c}" = $${i + 1}`).join(', ')} WHERE id = $${cols.length + 1} RETURNING *`,
         [...cols.map((c) => row[c]), id],
       );
-      return fromRowWith(r, box)!;
+      return databaseRow(r, box)!;
     },
     purge: async (id) => void (await x.query('DELETE FROM databases WHERE id = $1', [id])),
 
-    backups: async (databaseId) => (await x.rows('SELECT * FROM database_backups WHERE database_id = $1 ORDER BY created, id', [databaseId])).map(backupRow),
+    backups: async (databaseId) => (await x.rows<BackupRow>('SELECT * FROM database_backups WHERE database_id = $1 ORDER BY created, id', [databaseId])).map(backupRow),
     async backup(databaseId, id) {
-      const r = await x.one('SELECT * FROM database_backups WHERE database_id = $1 AND id = $2', [databaseId, id]);
+      const r = await x.one<BackupRow>('SELECT * FROM database_backups WHERE database_id = $1 AND id = $2', [databaseId, id]);
       return r ? backupRow(r) : undefined;
     },
     syncBackups: (databaseId, list) => x.transaction(async () => {
-      const deleting = new Set((await x.rows("SELECT id FROM database_backups WHERE database_id = $1 AND status = 'deleting'", [databaseId])).map((r) => r.id as number));
+      const deleting = new Set((await x.rows<{ id: number }>("SELECT id FROM database_backups WHERE database_id = $1 AND status = 'deleting'", [databaseId])).map((r) => r.id));
       await x.query("DELETE FROM database_backups WHERE database_id = $1 AND status = 'ready'", [databaseId]);
       for (const b of list) {
         if (deleting.has(b.id)) continue;
@@ -60,21 +61,21 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
         [op.id, op.databaseId, op.kind, box.seal(JSON.stringify(op.payload), 'database_operations.payload'), op.eventId, op.state, op.error, op.created]);
     },
     async operation(id) {
-      const r = await x.one('SELECT * FROM database_operations WHERE id = $1', [id]);
-      return r ? opRowWith(r, box) : undefined;
+      const r = await x.one<OperationRow>('SELECT * FROM database_operations WHERE id = $1', [id]);
+      return r ? operationRow(r, box) : undefined;
     },
     async pendingOperations(databaseId) {
       const rows = databaseId === undefined
-        ? await x.rows("SELECT * FROM database_operations WHERE state = 'pending' ORDER BY created, id")
-        : await x.rows("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = $1 ORDER BY created, id", [databaseId]);
-      return rows.map((r) => opRowWith(r, box));
+        ? await x.rows<OperationRow>("SELECT * FROM database_operations WHERE state = 'pending' ORDER BY created, id")
+        : await x.rows<OperationRow>("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = $1 ORDER BY created, id", [databaseId]);
+      return rows.map((r) => operationRow(r, box));
     },
     finishOperation: async (id, state, error) => void (await x.query('UPDATE database_operations SET state = $1, error = $2 WHERE id = $3', [state, error, id])),
 
     async members(databaseId) {
       const rows = databaseId === undefined
-        ? await x.rows('SELECT * FROM database_members ORDER BY database_id, member')
-        : await x.rows('SELECT * FROM database_members WHERE database_id = $1 ORDER BY member', [databaseId]);
+        ? await x.rows<MemberRow>('SELECT * FROM database_members ORDER BY database_id, member')
+        : await x.rows<MemberRow>('SELECT * FROM database_members WHERE database_id = $1 ORDER BY member', [databaseId]);
       return rows.map(memberRow);
     },
     setMembers: (databaseId, agents) => x.transaction(async () => {
@@ -93,10 +94,10 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member = $2', [databaseId, member]);
     }),
 
-    agents: async () => (await x.rows('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
+    agents: async () => (await x.rows<AgentRow>('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
     setAgentLost: async (id, at) => (await x.query('UPDATE database_agents SET lost_at = $1 WHERE id = $2', [at, id])).rowCount === 1,
     async agent(id) {
-      const r = await x.one('SELECT * FROM database_agents WHERE id = $1', [id]);
+      const r = await x.one<AgentRow>('SELECT * FROM database_agents WHERE id = $1', [id]);
       return r ? agentRow(r) : undefined;
     },
     async upsertAgent(a) {
@@ -112,7 +113,7 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       await x.query('DELETE FROM database_backup_slots WHERE database_id = $1 AND slot < $2', [databaseId, slot]);
       return true;
     }),
-    backupSlots: async () => (await x.rows(
+    backupSlots: async () => (await x.rows<SlotRow>(
       'SELECT s.* FROM database_backup_slots s WHERE s.slot = (SELECT MAX(slot) FROM database_backup_slots WHERE database_id = s.database_id) ORDER BY s.database_id',
     )).map(slotRow),
     markBackupSlotsTaken: async (databaseId, upTo, at) =>
@@ -121,8 +122,8 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
     putMemberReport: async (r) => void (await x.query(PUT_MEMBER_REPORT.replace(/%(\d)/g, '$$$1'), [r.databaseId, r.member, r.agentId, r.state, r.role, r.gtid, r.address, r.reported])),
     async memberReports(databaseId) {
       const rows = databaseId === undefined
-        ? await x.rows('SELECT * FROM database_member_reports ORDER BY database_id, member')
-        : await x.rows('SELECT * FROM database_member_reports WHERE database_id = $1 ORDER BY member', [databaseId]);
+        ? await x.rows<ReportRow>('SELECT * FROM database_member_reports ORDER BY database_id, member')
+        : await x.rows<ReportRow>('SELECT * FROM database_member_reports WHERE database_id = $1 ORDER BY member', [databaseId]);
       return rows.map(reportRow);
     },
     releaseAgents: (replica, id, at) => pgReleaseHosts(x, 'database_agents', replica, id, at),

@@ -54,14 +54,15 @@ const ATTEMPTS = 30;
 
 // BIGINT and COUNT(*) arrive as strings by default; every integer we store (ids, ms times,
 // counters) is far below 2^53, so numbers are exact. Set per pool, not globally.
-const typeParsers = {
-  getTypeParser(oid: number, format?: string) {
+const typeParsers: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
     if (oid === pg.types.builtins.INT8 || oid === pg.types.builtins.NUMERIC) return (v: string) => Number(v);
-    return pg.types.getTypeParser(oid, format as any);
-  },
+    return format === 'binary' ? pg.types.getTypeParser(oid, 'binary') : pg.types.getTypeParser(oid, 'text');
+  }) as pg.CustomTypesConfig['getTypeParser'],
 };
 
-export type Row = Record<string, any>;
+/** A row whose shape the caller has not named (common/rows.ts names the tables'). */
+export type Row = Record<string, unknown>;
 
 /**
  * The pool behind every PostgreSQL repository. A transaction holds one client for its whole
@@ -76,22 +77,23 @@ export class PgExecutor {
   private readonly context = new AsyncLocalStorage<Tx>();
 
   constructor(url: string, opts: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: typeParsers as any });
+    this.pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: typeParsers });
     // An idle client whose server went away must not crash the process; the next query reconnects.
     this.pool.on('error', () => undefined);
   }
 
-  async query(sql: string, params: unknown[] = []): Promise<pg.QueryResult<Row>> {
+  /** Runs one statement; `R` names the shape of its rows (common/rows.ts). */
+  async query<R extends object = Row>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     const tx = this.context.getStore();
-    return tx?.active ? tx.client.query(sql, params) : this.pool.query(sql, params);
+    return tx?.active ? tx.client.query<R>(sql, params) : this.pool.query<R>(sql, params);
   }
 
-  async rows(sql: string, params: unknown[] = []): Promise<Row[]> {
-    return (await this.query(sql, params)).rows;
+  async rows<R extends object = Row>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await this.query<R>(sql, params)).rows;
   }
 
-  async one(sql: string, params: unknown[] = []): Promise<Row | undefined> {
-    return (await this.query(sql, params)).rows[0];
+  async one<R extends object = Row>(sql: string, params: unknown[] = []): Promise<R | undefined> {
+    return (await this.query<R>(sql, params)).rows[0];
   }
 
   async transaction<T>(fn: () => Promise<T>): Promise<T> {

@@ -1,5 +1,6 @@
-import type { FleetCertRecord, FleetRepository } from '../fleet-repository.js';
-import { CERT_STATE, certRow, tokenRow } from '../sqlite/fleet-repository.js';
+import type { FleetCertRecord, FleetRepository } from '../../domain/fleet/repository.js';
+import { certRow, joinTokenRow, type CertRow, type JoinTokenRow } from '../common/rows.js';
+import { CERT_STATE } from '../common/queries.js';
 import { pgSql, type PgExecutor } from './executor.js';
 
 /**
@@ -12,9 +13,9 @@ export function pgFleet(x: PgExecutor): FleetRepository {
   const insertCert = (c: FleetCertRecord) => x.query('INSERT INTO fleet_certificates (serial, role, host_id, region, issued_at, not_after, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
     [c.serial, c.role, c.hostId, c.region, c.issuedAt, c.notAfter, c.revokedAt]);
   const countSince = async (role: string, hostId: string, since: number) =>
-    Number((await x.one('SELECT COUNT(*) AS n FROM fleet_certificates WHERE role = $1 AND host_id = $2 AND issued_at >= $3', [role, hostId, since]))?.n ?? 0);
+    Number((await x.one<{ n: number }>('SELECT COUNT(*) AS n FROM fleet_certificates WHERE role = $1 AND host_id = $2 AND issued_at >= $3', [role, hostId, since]))?.n ?? 0);
   const certState = async (serial: string) => {
-    const r = await x.one(pgSql(`${CERT_STATE} WHERE c.serial = ?`), [serial]);
+    const r = await x.one<CertRow>(pgSql(`${CERT_STATE} WHERE c.serial = ?`), [serial]);
     return r ? certRow(r) : undefined;
   };
   return {
@@ -23,8 +24,8 @@ export function pgFleet(x: PgExecutor): FleetRepository {
         [t.id, t.secretHash, t.role, t.hostId, t.region, t.created, t.expires, t.usedAt]);
     },
     async token(id) {
-      const r = await x.one('SELECT * FROM fleet_join_tokens WHERE id = $1', [id]);
-      return r ? tokenRow(r) : undefined;
+      const r = await x.one<JoinTokenRow>('SELECT * FROM fleet_join_tokens WHERE id = $1', [id]);
+      return r ? joinTokenRow(r) : undefined;
     },
     useToken: async (id, at) => (await x.query('UPDATE fleet_join_tokens SET used_at = $1 WHERE id = $2 AND used_at IS NULL', [at, id])).rowCount === 1,
     async addCert(c) {
@@ -33,7 +34,7 @@ export function pgFleet(x: PgExecutor): FleetRepository {
     cert: certState,
     async certs(serials) {
       if (serials.length === 0) return [];
-      return (await x.rows(pgSql(`${CERT_STATE} WHERE c.serial = ANY(?)`), [serials])).map(certRow);
+      return (await x.rows<CertRow>(pgSql(`${CERT_STATE} WHERE c.serial = ANY(?)`), [serials])).map(certRow);
     },
     redeem: (tokenId, at, c) => x.transaction(async () => {
       if ((await x.query('UPDATE fleet_join_tokens SET used_at = $1 WHERE id = $2 AND used_at IS NULL', [at, tokenId])).rowCount !== 1) return false;
@@ -57,7 +58,7 @@ export function pgFleet(x: PgExecutor): FleetRepository {
     }),
     async removedAmong(role, hostIds) {
       if (hostIds.length === 0) return [];
-      return (await x.rows('SELECT host_id FROM fleet_removed_hosts WHERE role = $1 AND host_id = ANY($2)', [role, hostIds])).map((r) => r.host_id as string);
+      return (await x.rows<{ host_id: string }>('SELECT host_id FROM fleet_removed_hosts WHERE role = $1 AND host_id = ANY($2)', [role, hostIds])).map((r) => r.host_id);
     },
   };
 }

@@ -1,24 +1,21 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
-import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
-import { BUCKET_MS, configParams, configRow, nbRow, nodeRow } from '../sqlite/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../../domain/nodebalancers/repository.js';
+import { BUCKET_MS, CONFIG_COLUMNS, configRow, configValues, nbRow, nodeRow, type ConfigRow, type NodeBalancerRow, type NodeRow, type TrafficRow } from '../common/rows.js';
 import { nextSequenceId } from './core-repositories.js';
 import type { PgExecutor } from './executor.js';
 
-const CONFIG_COLS = ['port', 'protocol', 'algorithm', 'stickiness', 'check', 'check_interval', 'check_timeout', 'check_attempts', 'check_path', 'check_body',
-  'check_passive', 'proxy_protocol', 'cipher_suite', 'ssl_cert', 'ssl_key', 'ssl_commonname', 'ssl_fingerprint', 'udp_check_port', 'udp_session_timeout'] as const;
-
-/** PostgreSQL adapter of the NodeBalancer port (tables of migrations.ts; ssl_key sealed as in SQLite). */
+/** PostgreSQL adapter of the NodeBalancer port (tables of common/migrations.ts; ssl_key sealed as in SQLite). */
 export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepository {
-  const values = (c: Parameters<typeof configParams>[0]) => {
-    const p = configParams(c, box) as Record<string, unknown>;
-    return CONFIG_COLS.map((k) => p[k]);
+  const values = (c: Parameters<typeof configValues>[0]) => {
+    const p = configValues(c, box);
+    return CONFIG_COLUMNS.map((k) => p[k]);
   };
-  const quoted = CONFIG_COLS.map((c) => `"${c}"`);
+  const quoted = CONFIG_COLUMNS.map((c) => `"${c}"`);
   return {
     transaction: (fn) => x.transaction(fn),
-    list: async () => (await x.rows('SELECT * FROM nodebalancers ORDER BY id')).map((r) => nbRow(r)!),
-    get: async (id) => nbRow(await x.one('SELECT * FROM nodebalancers WHERE id = $1', [id])),
-    byLabel: async (label) => nbRow(await x.one('SELECT * FROM nodebalancers WHERE label = $1', [label])),
+    list: async () => (await x.rows<NodeBalancerRow>('SELECT * FROM nodebalancers ORDER BY id')).map((r) => nbRow(r)!),
+    get: async (id) => nbRow(await x.one<NodeBalancerRow>('SELECT * FROM nodebalancers WHERE id = $1', [id])),
+    byLabel: async (label) => nbRow(await x.one<NodeBalancerRow>('SELECT * FROM nodebalancers WHERE label = $1', [label])),
     async create(nb) {
       const id = await x.transaction(async () => {
         const next = await nextSequenceId(x, 'nodebalancers');
@@ -32,7 +29,7 @@ export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepo
     },
     async update(id, p) {
       await x.transaction(async () => {
-        const cur = nbRow(await x.one('SELECT * FROM nodebalancers WHERE id = $1 FOR UPDATE', [id]));
+        const cur = nbRow(await x.one<NodeBalancerRow>('SELECT * FROM nodebalancers WHERE id = $1 FOR UPDATE', [id]));
         if (!cur) return;
         const next = { ...cur, ...p };
         await x.query('UPDATE nodebalancers SET label = $1, client_conn_throttle = $2, client_udp_sess_throttle = $3, tags = $4, updated = $5 WHERE id = $6',
@@ -46,8 +43,8 @@ export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepo
     setIpv4: async (id, ipv4) => void (await x.query('UPDATE nodebalancers SET ipv4 = $1 WHERE id = $2', [ipv4, id])),
     setIpv6: async (id, ipv6) => void (await x.query('UPDATE nodebalancers SET ipv6 = $1 WHERE id = $2', [ipv6, id])),
 
-    configs: async (nbId) => (await x.rows('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => configRow(r, box)!),
-    config: async (nbId, id) => configRow(await x.one('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 AND id = $2', [nbId, id]), box),
+    configs: async (nbId) => (await x.rows<ConfigRow>('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => configRow(r, box)!),
+    config: async (nbId, id) => configRow(await x.one<ConfigRow>('SELECT * FROM nb_configs WHERE nodebalancer_id = $1 AND id = $2', [nbId, id]), box),
     async createConfig(nbId, c) {
       const id = await x.transaction(async () => {
         const next = await nextSequenceId(x, 'nb_configs');
@@ -63,9 +60,9 @@ export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepo
     },
     deleteConfig: async (id) => void (await x.query('DELETE FROM nb_configs WHERE id = $1', [id])),
 
-    nodes: async (cid) => (await x.rows('SELECT * FROM nb_nodes WHERE config_id = $1 ORDER BY id', [cid])).map((r) => nodeRow(r)!),
-    nodesOfNodeBalancer: async (nbId) => (await x.rows('SELECT * FROM nb_nodes WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => nodeRow(r)!),
-    node: async (cid, id) => nodeRow(await x.one('SELECT * FROM nb_nodes WHERE config_id = $1 AND id = $2', [cid, id])),
+    nodes: async (cid) => (await x.rows<NodeRow>('SELECT * FROM nb_nodes WHERE config_id = $1 ORDER BY id', [cid])).map((r) => nodeRow(r)!),
+    nodesOfNodeBalancer: async (nbId) => (await x.rows<NodeRow>('SELECT * FROM nb_nodes WHERE nodebalancer_id = $1 ORDER BY id', [nbId])).map((r) => nodeRow(r)!),
+    node: async (cid, id) => nodeRow(await x.one<NodeRow>('SELECT * FROM nb_nodes WHERE config_id = $1 AND id = $2', [cid, id])),
     async createNode(nbId, cid, n) {
       const id = await x.transaction(async () => {
         const next = await nextSequenceId(x, 'nb_nodes');
@@ -90,10 +87,10 @@ export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepo
       );
     },
     traffic: async (nbId, since) =>
-      (await x.rows(
+      x.rows<TrafficRow>(
         `SELECT bucket, SUM(bytes_in)::bigint AS "bytesIn", SUM(bytes_out)::bigint AS "bytesOut", SUM(connections)::bigint AS connections
          FROM nb_traffic WHERE nodebalancer_id = $1 AND bucket >= $2 GROUP BY bucket ORDER BY bucket`,
         [nbId, since],
-      )) as { bucket: number; bytesIn: number; bytesOut: number; connections: number }[],
+      ),
   };
 }

@@ -1,5 +1,5 @@
-import type { OAuthRepository } from '../oauth-repository.js';
-import { COUNT_USER_TOKENS, DELETE_CLIENT_TOKENS, DELETE_EXPIRED_USER_TOKENS, oauthClientRow, oauthCodeRow } from '../sqlite/oauth-repository.js';
+import type { OAuthRepository } from '../../domain/auth/oauth-repository.js';
+import { COUNT_USER_TOKENS, DELETE_CLIENT_TOKENS, DELETE_EXPIRED_USER_TOKENS, oauthClientRow, oauthCodeRow, type OAuthClientRow, type OAuthCodeRow } from '../common/oauth.js';
 import { pgSql as q, type PgExecutor } from './executor.js';
 
 /**
@@ -9,9 +9,9 @@ import { pgSql as q, type PgExecutor } from './executor.js';
  */
 export function pgOAuth(x: PgExecutor): OAuthRepository {
   return {
-    clients: async () => (await x.rows('SELECT * FROM oauth_clients ORDER BY created, id')).map(oauthClientRow),
+    clients: async () => (await x.rows<OAuthClientRow>('SELECT * FROM oauth_clients ORDER BY created, id')).map(oauthClientRow),
     async client(id) {
-      const r = await x.one('SELECT * FROM oauth_clients WHERE id = $1', [id]);
+      const r = await x.one<OAuthClientRow>('SELECT * FROM oauth_clients WHERE id = $1', [id]);
       return r ? oauthClientRow(r) : undefined;
     },
     addClient: (c, cap) => x.transaction(async () => {
@@ -38,7 +38,7 @@ export function pgOAuth(x: PgExecutor): OAuthRepository {
       return true;
     }),
     useCode: (hash, at) => x.transaction(async () => {
-      const r = await x.one('SELECT * FROM oauth_codes WHERE code_hash = $1', [hash]);
+      const r = await x.one<OAuthCodeRow>('SELECT * FROM oauth_codes WHERE code_hash = $1', [hash]);
       if (!r) return undefined;
       await x.query('UPDATE oauth_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL', [at, hash]);
       return oauthCodeRow(r);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock, Timer } from '../../../lib/clock.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { ReplicaRepository } from '../ports.js';
+import type { ReplicaRepository } from '../../domain/ports.js';
 import { parseChange, removalPayload, type Change, type ChangeKind, type Replicas } from '../replicas.js';
 
 /** The channel every replica LISTENs on; payloads are `<kind>:<id>` (replicas.ts). */

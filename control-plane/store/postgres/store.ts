@@ -1,8 +1,7 @@
 import { loadOrCreateKeyFile } from '../../../lib/secret-box.js';
-import type { Store } from '../store.js';
-import type { Migration } from '../sqlite/migrations.js';
+import type { Store } from '../../domain/store.js';
+import { migrations, migrationSql, type Migration } from '../common/migrations.js';
 import { guardClient, PgExecutor } from './executor.js';
-import { postgresMigrations } from './migrations.js';
 import { pgAddresses, pgDataplanes, pgEvents, pgKeyValue, pgReplicaBeats, pgTokens, pgUsers } from './core-repositories.js';
 import { pgNodeBalancers } from './nodebalancer-repository.js';
 import { pgDatabaseRepository } from './database-repository.js';
@@ -40,7 +39,7 @@ export async function openPostgresStore(url: string, opts: { kekFile: string; ma
     fleet: pgFleet(x),
     oauth: pgOAuth(x),
     replicaBeats: pgReplicaBeats(x),
-    migrations: async () => (await x.rows('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id as string),
+    migrations: async () => (await x.rows<{ id: string }>('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id),
     close: () => x.close(),
   };
 }
@@ -50,7 +49,7 @@ export async function openPostgresStore(url: string, opts: { kekFile: string; ma
  * replicas starting at once take turns on an advisory lock, so each migration runs once.
  * Returns the ids applied.
  */
-export async function migratePostgres(x: PgExecutor, list: Migration[] = postgresMigrations): Promise<string[]> {
+export async function migratePostgres(x: PgExecutor, list: Migration[] = migrations): Promise<string[]> {
   const client = await x.pool.connect();
   // A connection lost while migrating fails the migration (and the start), not the process.
   const guard = guardClient(client);
@@ -58,12 +57,12 @@ export async function migratePostgres(x: PgExecutor, list: Migration[] = postgre
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)');
-    const done = new Set((await client.query('SELECT id FROM schema_migrations')).rows.map((r: { id: string }) => r.id));
+    const done = new Set((await client.query<{ id: string }>('SELECT id FROM schema_migrations')).rows.map((r) => r.id));
     for (const m of [...list].sort((a, b) => a.id.localeCompare(b.id))) {
       if (done.has(m.id)) continue;
       await client.query('BEGIN');
       try {
-        await client.query(m.sql);
+        await client.query(migrationSql(m, 'postgres'));
         await client.query('INSERT INTO schema_migrations (id, applied_at) VALUES ($1, $2)', [m.id, Date.now()]);
         await client.query('COMMIT');
         applied.push(m.id);

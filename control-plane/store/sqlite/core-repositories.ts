@@ -1,13 +1,16 @@
 import type { Db } from './database.js';
-import { formatIpv4, parseCidr } from '../../../lib/ipv4.js';
+import { parseCidr } from '../../../lib/ipv4.js';
 import { formatIpv6, parseIpv6, parseIpv6Cidr } from '../../../lib/ipv6.js';
-import type { AddressRepository, DataplaneRepository, EventRepository, EventScope, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from '../ports.js';
-import type { Immediate } from '../store.js';
+import type { AddressRepository, KeyValueRepository, ReplicaRepository } from '../../domain/ports.js';
+import type { DataplaneRepository } from '../../domain/nodebalancers/repository.js';
+import type { EventRepository } from '../../domain/events/repository.js';
+import type { TokenRepository, UserRepository } from '../../domain/auth/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
-import { isSqliteUniqueViolation, UniqueViolation } from '../unique-violation.js';
-import type { Grants, TokenRecord, User } from '../../domain/auth/model.js';
-import type { EventRecord } from '../../domain/events/model.js';
-import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
+import { isSqliteUniqueViolation } from '../unique-violation.js';
+import { UniqueViolation } from '../../domain/ports.js';
+import { dataplaneRow, eventRow, tokenRow, userRow, type DataplaneRow, type EventRow, type TokenRow, type UserRow } from '../common/rows.js';
+import { eventPatchColumns, eventScopeWhere, ipv4Candidates, ipv6Candidates, type SequenceName } from '../common/queries.js';
 
 /**
  * The next id of a table whose ids must never be reused (migrations 102 and 240): one more than
@@ -16,89 +19,13 @@ import type { DataplaneStatus } from '../../domain/nodebalancers/model.js';
  * write (`fulcrum kek rotate`) and fails at once with `database is locked`
  * (docs/security/secrets.md, "Rotation").
  */
-export function nextSequenceId(db: Db, name: 'nodebalancers' | 'nb_configs' | 'nb_nodes' | 'tokens' | 'databases'): number {
+export function nextSequenceId(db: Db, name: SequenceName): number {
   const last = (db.prepare('SELECT last FROM id_sequences WHERE name = ?').pluck().get(name) as number | undefined) ?? 0;
   const max = db.prepare(`SELECT COALESCE(MAX(id), 0) FROM ${name}`).pluck().get() as number;
   const id = Math.max(last, max) + 1;
   db.prepare('INSERT INTO id_sequences (name, last) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last = excluded.last').run(name, id);
   return id;
 }
-
-/**
- * The WHERE clause of an event scope (both stores). The ids are inlined: they are integers (checked
- * here), and a restricted user may hold more grants than a statement takes parameters.
- */
-export function eventScopeWhere(scope: EventScope | undefined): string {
-  if (!scope?.entities) return '';
-  const ids = (list: readonly number[]) => list.filter((n) => Number.isSafeInteger(n)).join(', ') || 'NULL';
-  return `WHERE entity_type IS NULL OR (entity_type = 'nodebalancer' AND entity_id IN (${ids(scope.entities.nodebalancer)}))` +
-    ` OR (entity_type = 'database' AND entity_id IN (${ids(scope.entities.database)}))`;
-}
-
-/** The columns an event patch sets, with their stored values (both stores write them so). */
-export function eventPatchColumns(p: Parameters<EventRepository['update']>[1]): [string, unknown][] {
-  const out: [string, unknown][] = [];
-  if (p.status !== undefined) out.push(['status', p.status]);
-  if (p.percentComplete !== undefined) out.push(['percent_complete', p.percentComplete]);
-  if (p.duration !== undefined) out.push(['duration', p.duration]);
-  if (p.message !== undefined) out.push(['message', p.message]);
-  if (p.seen !== undefined) out.push(['seen', p.seen ? 1 : 0]);
-  if (p.read !== undefined) out.push(['read', p.read ? 1 : 0]);
-  return out;
-}
-
-/**
- * Free addresses of an IPv6 range, lowest first (both stores allocate in this order). As for IPv4,
- * the range's first two addresses are skipped (the router's on a real /64, something of the
- * host's on loopback) unless the range is that small; only the addresses in use are walked past,
- * so a /64 is never enumerated.
- */
-export function* ipv6Candidates(range: { network: bigint; size: bigint }, used: Set<bigint | undefined>): Generator<bigint> {
-  const first = range.size > 2n ? 2n : 0n;
-  for (let i = first; i < range.size && i < first + BigInt(used.size) + 1n; i++) {
-    const n = range.network + i;
-    if (!used.has(n)) yield n;
-  }
-}
-
-const emptyGrants = (): Grants => ({ global: {}, nodebalancer: {}, database: {} });
-
-function parseGrants(s: string): Grants {
-  try {
-    return { ...emptyGrants(), ...(JSON.parse(s) as Partial<Grants>) };
-  } catch {
-    return emptyGrants();
-  }
-}
-
-// Row shapes shared with store/postgres, whose tables have the same columns.
-export const userRow = (r: any): User | undefined =>
-  r && { id: r.id, username: r.username, email: r.email, restricted: r.restricted === 1, timezone: r.timezone ?? 'UTC', grants: parseGrants(r.grants) };
-
-export const tokenRow = (r: any): TokenRecord | undefined =>
-  r && { id: r.id, userId: r.user_id, label: r.label, scopes: r.scopes, tokenPrefix: r.token_prefix, created: r.created, expiry: r.expiry };
-
-export const eventRow = (r: any): EventRecord | undefined =>
-  r && {
-    id: r.id,
-    created: r.created,
-    action: r.action,
-    username: r.username,
-    entity: r.entity_type ? { id: r.entity_id, type: r.entity_type, label: r.entity_label, url: r.entity_url } : null,
-    secondaryEntity: r.secondary_entity ? JSON.parse(r.secondary_entity) : null,
-    status: r.status,
-    percentComplete: r.percent_complete,
-    duration: r.duration,
-    message: r.message,
-    seen: r.seen === 1,
-    read: r.read === 1,
-  };
-
-export const dataplaneRow = (r: any): DataplaneStatus | undefined =>
-  r && {
-    id: r.id, region: r.region, connected: r.connected === 1, replica: r.replica, versionApplied: r.version_applied,
-    lastError: r.last_error, lastErrorAt: r.last_error_at, lastSeen: r.last_seen,
-  };
 
 /** Runs a write that may take a username, reporting a taken one as the field's UniqueViolation. */
 function claimingUsername<T>(write: () => T): T {
@@ -110,15 +37,13 @@ function claimingUsername<T>(write: () => T): T {
   }
 }
 
-export function sqliteUsers(db: Db): UserRepository {
-  return gateOf(db).wrap<UserRepository>(immediateUsers(db));
-}
+export const sqliteUsers = (db: Db): UserRepository => gateOf(db).wrap<UserRepository>(immediateUsers(db));
 
 function immediateUsers(db: Db): Immediate<UserRepository> {
-  const row = userRow;
+  const read = (sql: string) => db.prepare<unknown[], UserRow>(sql);
   return {
-    get: (id) => row(db.prepare('SELECT * FROM users WHERE id = ?').get(id)),
-    byUsername: (u) => row(db.prepare('SELECT * FROM users WHERE username = ?').get(u)),
+    get: (id) => userRow(read('SELECT * FROM users WHERE id = ?').get(id)),
+    byUsername: (u) => userRow(read('SELECT * FROM users WHERE username = ?').get(u)),
     create(u) {
       const info = claimingUsername(() => db
         .prepare('INSERT INTO users (username, email, restricted, grants) VALUES (?, ?, ?, ?)')
@@ -126,14 +51,14 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
       return { ...u, id: Number(info.lastInsertRowid), timezone: 'UTC' };
     },
     changeGrants: (id, change) => db.transaction(() => {
-      const u = row(db.prepare('SELECT * FROM users WHERE id = ?').get(id));
+      const u = userRow(read('SELECT * FROM users WHERE id = ?').get(id));
       if (!u) return undefined;
       change(u.grants);
       db.prepare('UPDATE users SET grants = ? WHERE id = ?').run(JSON.stringify(u.grants), id);
       return u.grants;
     }).immediate(),
     count: () => db.prepare('SELECT COUNT(*) FROM users').pluck().get() as number,
-    list: () => (db.prepare('SELECT * FROM users ORDER BY id').all() as any[]).map((r) => row(r)!),
+    list: () => read('SELECT * FROM users ORDER BY id').all().map((r) => userRow(r)!),
     update(id, p) {
       if (p.username !== undefined) claimingUsername(() => db.prepare('UPDATE users SET username = ? WHERE id = ?').run(p.username, id));
       if (p.email !== undefined) db.prepare('UPDATE users SET email = ? WHERE id = ?').run(p.email, id);
@@ -146,16 +71,14 @@ function immediateUsers(db: Db): Immediate<UserRepository> {
   };
 }
 
-export function sqliteTokens(db: Db): TokenRepository {
-  return gateOf(db).wrap<TokenRepository>(immediateTokens(db));
-}
+export const sqliteTokens = (db: Db): TokenRepository => gateOf(db).wrap<TokenRepository>(immediateTokens(db));
 
 function immediateTokens(db: Db): Immediate<TokenRepository> {
-  const row = tokenRow;
+  const read = (sql: string) => db.prepare<unknown[], TokenRow>(sql);
   return {
-    byHash: (h) => row(db.prepare('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
-    get: (id) => row(db.prepare('SELECT * FROM tokens WHERE id = ?').get(id)),
-    listByUser: (uid) => (db.prepare('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid) as any[]).map((r) => row(r)!),
+    byHash: (h) => tokenRow(read('SELECT * FROM tokens WHERE token_hash = ?').get(h)),
+    get: (id) => tokenRow(read('SELECT * FROM tokens WHERE id = ?').get(id)),
+    listByUser: (uid) => read('SELECT * FROM tokens WHERE user_id = ? ORDER BY id').all(uid).map((r) => tokenRow(r)!),
     create(t) {
       const id = db.transaction(() => {
         const next = nextSequenceId(db, 'tokens');
@@ -172,12 +95,10 @@ function immediateTokens(db: Db): Immediate<TokenRepository> {
   };
 }
 
-export function sqliteEvents(db: Db): EventRepository {
-  return gateOf(db).wrap<EventRepository>(immediateEvents(db));
-}
+export const sqliteEvents = (db: Db): EventRepository => gateOf(db).wrap<EventRepository>(immediateEvents(db));
 
 function immediateEvents(db: Db): Immediate<EventRepository> {
-  const row = eventRow;
+  const read = (sql: string) => db.prepare<unknown[], EventRow>(sql);
   return {
     create(e) {
       const info = db
@@ -192,15 +113,15 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
         );
       return { ...e, id: Number(info.lastInsertRowid) };
     },
-    get: (id) => row(db.prepare('SELECT * FROM events WHERE id = ?').get(id)),
+    get: (id) => eventRow(read('SELECT * FROM events WHERE id = ?').get(id)),
     update(id, p) {
       const cols = eventPatchColumns(p);
       if (cols.length === 0) return;
       db.prepare(`UPDATE events SET ${cols.map(([c]) => `${c} = ?`).join(', ')} WHERE id = ?`).run(...cols.map(([, v]) => v), id);
     },
-    list: (scope) => (db.prepare(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`).all() as any[]).map((r) => row(r)!),
+    list: (scope) => read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC`).all().map((r) => eventRow(r)!),
     page: (scope, offset, limit) =>
-      (db.prepare(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT ? OFFSET ?`).all(limit, offset) as any[]).map((r) => row(r)!),
+      read(`SELECT * FROM events ${eventScopeWhere(scope)} ORDER BY id DESC LIMIT ? OFFSET ?`).all(limit, offset).map((r) => eventRow(r)!),
     count: (scope) => db.prepare(`SELECT COUNT(*) FROM events ${eventScopeWhere(scope)}`).pluck().get() as number,
     prune: (before, keep) => db.transaction(() => {
       const old = db.prepare('DELETE FROM events WHERE created < ?').run(before).changes;
@@ -211,9 +132,7 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
   };
 }
 
-export function sqliteAddresses(db: Db): AddressRepository {
-  return gateOf(db).wrap<AddressRepository>(immediateAddresses(db));
-}
+export const sqliteAddresses = (db: Db): AddressRepository => gateOf(db).wrap<AddressRepository>(immediateAddresses(db));
 
 function immediateAddresses(db: Db): Immediate<AddressRepository> {
   return {
@@ -221,18 +140,10 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
       const range = parseCidr(cidr);
       if (!range) return undefined;
       const used = new Set(db.prepare('SELECT ip FROM addresses WHERE pool = ?').pluck().all(cidr) as string[]);
-      // Skip the network address and the one after it (.0 and .1 of the pool) so that a pool on
-      // loopback never hands out an address that something else on the host already uses.
-      for (let i = 2; i < range.size - 1; i++) {
-        const n = (range.network + i) >>> 0;
-        const last = n & 255;
-        if (last === 0 || last === 255) continue;
-        const ip = formatIpv4(n);
-        if (used.has(ip)) continue;
-        db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip, cidr, ownerType, ownerId);
-        return ip;
-      }
-      return undefined;
+      const ip = ipv4Candidates(range, used).next();
+      if (ip.done) return undefined;
+      db.prepare('INSERT INTO addresses (ip, pool, owner_type, owner_id) VALUES (?, ?, ?, ?)').run(ip.value, cidr, ownerType, ownerId);
+      return ip.value;
     },
     allocateIpv6(cidr, ownerType, ownerId) {
       const range = parseIpv6Cidr(cidr);
@@ -249,12 +160,10 @@ function immediateAddresses(db: Db): Immediate<AddressRepository> {
   };
 }
 
-export function sqliteDataplanes(db: Db): DataplaneRepository {
-  return gateOf(db).wrap<DataplaneRepository>(immediateDataplanes(db));
-}
+export const sqliteDataplanes = (db: Db): DataplaneRepository => gateOf(db).wrap<DataplaneRepository>(immediateDataplanes(db));
 
 function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
-  const row = dataplaneRow;
+  const read = (sql: string) => db.prepare<unknown[], DataplaneRow>(sql);
   return {
     upsert(s) {
       db.prepare(
@@ -265,8 +174,8 @@ function immediateDataplanes(db: Db): Immediate<DataplaneRepository> {
            last_error_at = excluded.last_error_at, last_seen = excluded.last_seen`,
       ).run({ ...s, connected: s.connected ? 1 : 0 });
     },
-    get: (id) => row(db.prepare('SELECT * FROM dataplanes WHERE id = ?').get(id)),
-    list: () => (db.prepare('SELECT * FROM dataplanes ORDER BY id').all() as any[]).map((r) => row(r)!),
+    get: (id) => dataplaneRow(read('SELECT * FROM dataplanes WHERE id = ?').get(id)),
+    list: () => read('SELECT * FROM dataplanes ORDER BY id').all().map((r) => dataplaneRow(r)!),
     release: (replica, id, at) => void releaseHosts(db, 'dataplanes', replica, id, at),
   };
 }
@@ -298,9 +207,7 @@ export function sqliteReplicaBeats(db: Db): ReplicaRepository {
   });
 }
 
-export function sqliteKeyValue(db: Db): KeyValueRepository {
-  return gateOf(db).wrap<KeyValueRepository>(immediateKeyValue(db));
-}
+export const sqliteKeyValue = (db: Db): KeyValueRepository => gateOf(db).wrap<KeyValueRepository>(immediateKeyValue(db));
 
 function immediateKeyValue(db: Db): Immediate<KeyValueRepository> {
   return {

@@ -3,10 +3,7 @@ import type { Database as Db } from 'better-sqlite3';
 import { chmodSync, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { loadOrCreateKeyFile, newKey, parseKeyFile, writeKeyFile } from '../../../lib/secret-box.js';
-import { coreMigrations, type Migration } from './migrations.js';
-import { databaseMigrations } from './migrations-databases.js';
-import { fleetMigrations } from './migrations-fleet.js';
-import { oauthMigrations } from './migrations-oauth.js';
+import { migrations, migrationSql, type Migration } from '../common/migrations.js';
 import { attachSecretBox, resealSecrets, scrubFreedPages, unsealedCount } from './secrets.js';
 
 export type { Db };
@@ -33,7 +30,7 @@ export function openDatabase(path: string, opts: { kekFile?: string } = {}): Db 
   // Deleted and overwritten content is zeroed, so an old secret does not linger in free pages.
   db.pragma('secure_delete = ON');
   for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
-  migrate(db, [...coreMigrations, ...fleetMigrations, ...databaseMigrations, ...oauthMigrations]);
+  migrate(db, migrations);
   attachSecretBox(db, box);
   if (resealSecrets(db, box) > 0) scrubFreedPages(db);
   return db;
@@ -47,7 +44,7 @@ function migrate(db: Db, list: Migration[]): void {
   for (const m of sorted) {
     if (done.has(m.id)) continue;
     db.transaction(() => {
-      db.exec(m.sql);
+      db.exec(migrationSql(m, 'sqlite'));
       db.prepare('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)').run(m.id, Date.now());
     }).immediate();
   }

@@ -1,23 +1,11 @@
 import type { Db } from './database.js';
-import type { FleetCertRecord, FleetCertState, FleetRepository, JoinTokenRecord } from '../fleet-repository.js';
-import type { Immediate } from '../store.js';
+import type { FleetCertRecord, FleetRepository } from '../../domain/fleet/repository.js';
+import { certRow, joinTokenRow, type CertRow, type JoinTokenRow } from '../common/rows.js';
+import { CERT_STATE } from '../common/queries.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 
-export const tokenRow = (r: any): JoinTokenRecord => ({
-  id: r.id, secretHash: r.secret_hash, role: r.role, hostId: r.host_id, region: r.region, created: r.created, expires: r.expires, usedAt: r.used_at,
-});
-export const certRow = (r: any): FleetCertState => ({
-  serial: r.serial, role: r.role, hostId: r.host_id, region: r.region, issuedAt: r.issued_at, notAfter: r.not_after, revokedAt: r.revoked_at,
-  hostRemoved: Boolean(r.host_removed),
-});
-
-/** A certificate's columns plus whether its host is marked removed (both stores read it so). */
-export const CERT_STATE = `SELECT c.*, EXISTS (SELECT 1 FROM fleet_removed_hosts r WHERE r.role = c.role AND r.host_id = c.host_id) AS host_removed
-  FROM fleet_certificates c`;
-
-export function sqliteFleet(db: Db): FleetRepository {
-  return gateOf(db).wrap<FleetRepository>(immediateFleet(db));
-}
+export const sqliteFleet = (db: Db): FleetRepository => gateOf(db).wrap<FleetRepository>(immediateFleet(db));
 
 function immediateFleet(db: Db): Immediate<FleetRepository> {
   return {
@@ -26,8 +14,8 @@ function immediateFleet(db: Db): Immediate<FleetRepository> {
         .run(t.id, t.secretHash, t.role, t.hostId, t.region, t.created, t.expires, t.usedAt);
     },
     token(id) {
-      const r = db.prepare('SELECT * FROM fleet_join_tokens WHERE id = ?').get(id);
-      return r ? tokenRow(r) : undefined;
+      const r = db.prepare<unknown[], JoinTokenRow>('SELECT * FROM fleet_join_tokens WHERE id = ?').get(id);
+      return r ? joinTokenRow(r) : undefined;
     },
     useToken(id, at) {
       return db.prepare('UPDATE fleet_join_tokens SET used_at = ? WHERE id = ? AND used_at IS NULL').run(at, id).changes === 1;
@@ -36,12 +24,12 @@ function immediateFleet(db: Db): Immediate<FleetRepository> {
       insertCert(db, c);
     },
     cert(serial) {
-      const r = db.prepare(`${CERT_STATE} WHERE c.serial = ?`).get(serial);
+      const r = db.prepare<unknown[], CertRow>(`${CERT_STATE} WHERE c.serial = ?`).get(serial);
       return r ? certRow(r) : undefined;
     },
     certs(serials) {
       if (serials.length === 0) return [];
-      return db.prepare(`${CERT_STATE} WHERE c.serial IN (SELECT value FROM json_each(?))`).all(JSON.stringify(serials)).map(certRow);
+      return db.prepare<unknown[], CertRow>(`${CERT_STATE} WHERE c.serial IN (SELECT value FROM json_each(?))`).all(JSON.stringify(serials)).map(certRow);
     },
     redeem(tokenId, at, c) {
       // better-sqlite3 runs this synchronously: nothing interleaves with it in this one process.
@@ -54,7 +42,7 @@ function immediateFleet(db: Db): Immediate<FleetRepository> {
     },
     renew(renewing, c, limit) {
       return db.transaction(() => {
-        const cur = db.prepare(`${CERT_STATE} WHERE c.serial = ?`).get(renewing);
+        const cur = db.prepare<unknown[], CertRow>(`${CERT_STATE} WHERE c.serial = ?`).get(renewing);
         const rec = cur ? certRow(cur) : undefined;
         if (!rec || rec.revokedAt !== null || rec.hostRemoved || rec.role !== c.role || rec.hostId !== c.hostId) return 'revoked' as const;
         if (countSince(db, c.role, c.hostId, limit.since) >= limit.max) return 'limited' as const;

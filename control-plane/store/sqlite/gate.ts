@@ -1,6 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database as Db } from 'better-sqlite3';
-import type { Immediate } from '../store.js';
 
 interface Tx {
   active: boolean;
@@ -87,3 +86,11 @@ export function gateOf(db: Db): SqliteGate {
   if (!g) gates.set(db, (g = new SqliteGate(db)));
   return g;
 }
+
+/**
+ * A port whose methods return plain values: how the embedded adapter writes its repositories
+ * before the gate makes them the asynchronous port.
+ */
+export type Immediate<T> = {
+  [K in keyof T]: T[K] extends (...a: infer A) => Promise<infer R> ? (...a: A) => R : T[K];
+};

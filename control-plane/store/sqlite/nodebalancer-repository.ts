@@ -1,77 +1,33 @@
 import type { Db } from './database.js';
-import type { NodeBalancerRepository } from '../nodebalancer-repository.js';
-import type { Immediate } from '../store.js';
+import type { NodeBalancerRepository } from '../../domain/nodebalancers/repository.js';
+import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
 import { nextSequenceId } from './core-repositories.js';
 import { sealUnderLock, secretsOf } from './secrets.js';
-import type { SecretBox } from '../../../lib/secret-box.js';
-import type { NbConfig, NbNode, NodeBalancer } from '../../domain/nodebalancers/model.js';
+import { BUCKET_MS, CONFIG_COLUMNS, configRow, configValues, nbRow, nodeRow, type ConfigRow, type NodeBalancerRow, type NodeRow, type TrafficRow } from '../common/rows.js';
 
-export const BUCKET_MS = 5 * 60 * 1000;
-
-export function nbRow(r: any): NodeBalancer | undefined {
-  if (!r) return undefined;
-  return {
-    id: r.id, label: r.label, region: r.region, ipv4: r.ipv4, ipv6: r.ipv6 ?? null, clientConnThrottle: r.client_conn_throttle,
-    clientUdpSessThrottle: r.client_udp_sess_throttle, type: r.type, tags: JSON.parse(r.tags), created: r.created, updated: r.updated,
-  };
-}
-
-// ssl_key is sealed at rest (secrets.ts, docs/security/secrets.md).
-const SSL_KEY = 'nb_configs.ssl_key';
-
-export function configRow(r: any, box: SecretBox): NbConfig | undefined {
-  if (!r) return undefined;
-  return {
-    id: r.id, nodebalancerId: r.nodebalancer_id, port: r.port, protocol: r.protocol, algorithm: r.algorithm,
-    stickiness: r.stickiness, check: r.check, checkInterval: r.check_interval, checkTimeout: r.check_timeout,
-    checkAttempts: r.check_attempts, checkPath: r.check_path, checkBody: r.check_body, checkPassive: r.check_passive === 1,
-    proxyProtocol: r.proxy_protocol, cipherSuite: r.cipher_suite, sslCert: r.ssl_cert, sslKey: box.openNullable(r.ssl_key, SSL_KEY),
-    sslCommonname: r.ssl_commonname, sslFingerprint: r.ssl_fingerprint, udpCheckPort: r.udp_check_port, udpSessionTimeout: r.udp_session_timeout,
-  };
-}
-
-export function nodeRow(r: any): NbNode | undefined {
-  if (!r) return undefined;
-  return {
-    id: r.id, configId: r.config_id, nodebalancerId: r.nodebalancer_id, label: r.label, address: r.address,
-    weight: r.weight, mode: r.mode, status: r.status,
-  };
-}
-
-export function configParams(c: Omit<NbConfig, 'id' | 'nodebalancerId'>, box: SecretBox) {
-  return {
-    port: c.port, protocol: c.protocol, algorithm: c.algorithm, stickiness: c.stickiness, check: c.check,
-    check_interval: c.checkInterval, check_timeout: c.checkTimeout, check_attempts: c.checkAttempts,
-    check_path: c.checkPath, check_body: c.checkBody, check_passive: c.checkPassive ? 1 : 0,
-    proxy_protocol: c.proxyProtocol, cipher_suite: c.cipherSuite, ssl_cert: c.sslCert, ssl_key: box.sealNullable(c.sslKey, SSL_KEY),
-    ssl_commonname: c.sslCommonname, ssl_fingerprint: c.sslFingerprint, udp_check_port: c.udpCheckPort, udp_session_timeout: c.udpSessionTimeout,
-  };
-}
-
-export function sqliteNodeBalancers(db: Db): NodeBalancerRepository {
-  return gateOf(db).wrap<NodeBalancerRepository>(immediateNodeBalancers(db));
-}
+export const sqliteNodeBalancers = (db: Db): NodeBalancerRepository => gateOf(db).wrap<NodeBalancerRepository>(immediateNodeBalancers(db));
 
 function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>, 'transaction'> {
   const box = secretsOf(db);
-  const configCols =
-    'port, protocol, algorithm, stickiness, "check", check_interval, check_timeout, check_attempts, check_path, check_body, check_passive, proxy_protocol, cipher_suite, ssl_cert, ssl_key, ssl_commonname, ssl_fingerprint, udp_check_port, udp_session_timeout';
-  const configVals =
-    '@port, @protocol, @algorithm, @stickiness, @check, @check_interval, @check_timeout, @check_attempts, @check_path, @check_body, @check_passive, @proxy_protocol, @cipher_suite, @ssl_cert, @ssl_key, @ssl_commonname, @ssl_fingerprint, @udp_check_port, @udp_session_timeout';
+  const configCols = CONFIG_COLUMNS.map((c) => `"${c}"`).join(', ');
+  const configVals = CONFIG_COLUMNS.map((c) => `@${c}`).join(', ');
   const insertConfig = db.prepare(`INSERT INTO nb_configs (id, nodebalancer_id, ${configCols}) VALUES (@id, @nodebalancer_id, ${configVals})`);
+  const nbs = (sql: string) => db.prepare<unknown[], NodeBalancerRow>(sql);
+  const configs = (sql: string) => db.prepare<unknown[], ConfigRow>(sql);
+  const nodes = (sql: string) => db.prepare<unknown[], NodeRow>(sql);
   // better-sqlite3 transactions nest as savepoints, so these are safe inside the service's own
   // (the gate's BEGIN included). On their own they are immediate, like every transaction here
   // (docs/security/secrets.md, "Rotation").
   const tx = <T>(fn: () => T): T => db.transaction(fn).immediate();
   const updateConfig = db.prepare(
-    `UPDATE nb_configs SET ${configCols.split(', ').map((c) => `${c} = @${c.replace(/"/g, '')}`).join(', ')} WHERE id = @id`,
+    `UPDATE nb_configs SET ${CONFIG_COLUMNS.map((c) => `"${c}" = @${c}`).join(', ')} WHERE id = @id`,
   );
 
   return {
-    list: () => (db.prepare('SELECT * FROM nodebalancers ORDER BY id').all() as any[]).map((r) => nbRow(r)!),
-    get: (id) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
-    byLabel: (label) => nbRow(db.prepare('SELECT * FROM nodebalancers WHERE label = ?').get(label)),
+    list: () => nbs('SELECT * FROM nodebalancers ORDER BY id').all().map((r) => nbRow(r)!),
+    get: (id) => nbRow(nbs('SELECT * FROM nodebalancers WHERE id = ?').get(id)),
+    byLabel: (label) => nbRow(nbs('SELECT * FROM nodebalancers WHERE label = ?').get(label)),
     create(nb) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nodebalancers');
@@ -82,7 +38,7 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
       return { ...nb, id };
     },
     update(id, p) {
-      const cur = nbRow(db.prepare('SELECT * FROM nodebalancers WHERE id = ?').get(id));
+      const cur = nbRow(nbs('SELECT * FROM nodebalancers WHERE id = ?').get(id));
       if (!cur) return;
       const next = { ...cur, ...p };
       db.prepare('UPDATE nodebalancers SET label = ?, client_conn_throttle = ?, client_udp_sess_throttle = ?, tags = ?, updated = ? WHERE id = ?').run(
@@ -97,23 +53,23 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
     setIpv4: (id, ipv4) => void db.prepare('UPDATE nodebalancers SET ipv4 = ? WHERE id = ?').run(ipv4, id),
     setIpv6: (id, ipv6) => void db.prepare('UPDATE nodebalancers SET ipv6 = ? WHERE id = ?').run(ipv6, id),
 
-    configs: (nbId) => (db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => configRow(r, box)!),
-    config: (nbId, id) => configRow(db.prepare('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id), box),
+    configs: (nbId) => configs('SELECT * FROM nb_configs WHERE nodebalancer_id = ? ORDER BY id').all(nbId).map((r) => configRow(r, box)!),
+    config: (nbId, id) => configRow(configs('SELECT * FROM nb_configs WHERE nodebalancer_id = ? AND id = ?').get(nbId, id), box),
     createConfig(nbId, c) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nb_configs');
-        insertConfig.run({ id: next, nodebalancer_id: nbId, ...configParams(c, box) });
+        insertConfig.run({ id: next, nodebalancer_id: nbId, ...configValues(c, box) });
         return next;
       });
       return { ...c, id, nodebalancerId: nbId };
     },
-    updateConfig: (id, c) => void sealUnderLock(db, () => updateConfig.run({ id, ...configParams(c, box) })),
+    updateConfig: (id, c) => void sealUnderLock(db, () => updateConfig.run({ id, ...configValues(c, box) })),
     deleteConfig: (id) => void db.prepare('DELETE FROM nb_configs WHERE id = ?').run(id),
 
-    nodes: (cid) => (db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid) as any[]).map((r) => nodeRow(r)!),
+    nodes: (cid) => nodes('SELECT * FROM nb_nodes WHERE config_id = ? ORDER BY id').all(cid).map((r) => nodeRow(r)!),
     nodesOfNodeBalancer: (nbId) =>
-      (db.prepare('SELECT * FROM nb_nodes WHERE nodebalancer_id = ? ORDER BY id').all(nbId) as any[]).map((r) => nodeRow(r)!),
-    node: (cid, id) => nodeRow(db.prepare('SELECT * FROM nb_nodes WHERE config_id = ? AND id = ?').get(cid, id)),
+      nodes('SELECT * FROM nb_nodes WHERE nodebalancer_id = ? ORDER BY id').all(nbId).map((r) => nodeRow(r)!),
+    node: (cid, id) => nodeRow(nodes('SELECT * FROM nb_nodes WHERE config_id = ? AND id = ?').get(cid, id)),
     createNode(nbId, cid, n) {
       const id = tx(() => {
         const next = nextSequenceId(db, 'nb_nodes');
@@ -141,11 +97,11 @@ function immediateNodeBalancers(db: Db): Omit<Immediate<NodeBalancerRepository>,
       ).run(nbId, cid, bucket, d.bytesIn, d.bytesOut, d.connections);
     },
     traffic: (nbId, since) =>
-      (db
-        .prepare(
+      db
+        .prepare<unknown[], TrafficRow>(
           `SELECT bucket, SUM(bytes_in) AS bytesIn, SUM(bytes_out) AS bytesOut, SUM(connections) AS connections
            FROM nb_traffic WHERE nodebalancer_id = ? AND bucket >= ? GROUP BY bucket ORDER BY bucket`,
         )
-        .all(nbId, since) as any[]),
+        .all(nbId, since),
   };
 }

@@ -1,22 +1,7 @@
 import type { Db } from './database.js';
-import type { OAuthClientRecord, OAuthCodeRecord, OAuthRepository } from '../oauth-repository.js';
-import type { Immediate } from '../store.js';
-import { gateOf } from './gate.js';
-
-export const oauthClientRow = (r: any): OAuthClientRecord => ({
-  id: r.id, label: r.label, public: Number(r.public) === 1, redirectUri: r.redirect_uri, secretHash: r.secret_hash,
-  implicit: Number(r.implicit) === 1, created: Number(r.created),
-});
-const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
-export const oauthCodeRow = (r: any): OAuthCodeRecord => ({
-  codeHash: r.code_hash, clientId: r.client_id, userId: Number(r.user_id), redirectUri: r.redirect_uri, scopes: r.scopes,
-  challenge: r.challenge ?? null, expires: Number(r.expires), tokenExpiry: num(r.token_expiry), usedAt: num(r.used_at), tokenId: num(r.token_id),
-});
-
-/** The SQL both stores run to forget a client's tokens before the client itself (the rest cascades). */
-export const DELETE_CLIENT_TOKENS = 'DELETE FROM tokens WHERE id IN (SELECT token_id FROM oauth_tokens WHERE client_id = ?)';
-export const DELETE_EXPIRED_USER_TOKENS = 'DELETE FROM tokens WHERE user_id = ? AND expiry IS NOT NULL AND expiry <= ? AND id IN (SELECT token_id FROM oauth_tokens)';
-export const COUNT_USER_TOKENS = 'SELECT COUNT(*) AS n FROM oauth_tokens o JOIN tokens t ON t.id = o.token_id WHERE t.user_id = ?';
+import type { OAuthRepository } from '../../domain/auth/oauth-repository.js';
+import { COUNT_USER_TOKENS, DELETE_CLIENT_TOKENS, DELETE_EXPIRED_USER_TOKENS, oauthClientRow, oauthCodeRow, type OAuthClientRow, type OAuthCodeRow } from '../common/oauth.js';
+import { gateOf, type Immediate } from './gate.js';
 
 export function sqliteOAuth(db: Db): OAuthRepository {
   return gateOf(db).wrap<OAuthRepository>(immediateOAuth(db));
@@ -24,9 +9,9 @@ export function sqliteOAuth(db: Db): OAuthRepository {
 
 function immediateOAuth(db: Db): Immediate<OAuthRepository> {
   return {
-    clients: () => db.prepare('SELECT * FROM oauth_clients ORDER BY created, id').all().map(oauthClientRow),
+    clients: () => db.prepare<unknown[], OAuthClientRow>('SELECT * FROM oauth_clients ORDER BY created, id').all().map(oauthClientRow),
     client(id) {
-      const r = db.prepare('SELECT * FROM oauth_clients WHERE id = ?').get(id);
+      const r = db.prepare<unknown[], OAuthClientRow>('SELECT * FROM oauth_clients WHERE id = ?').get(id);
       return r ? oauthClientRow(r) : undefined;
     },
     addClient(c, cap) {
@@ -60,7 +45,7 @@ function immediateOAuth(db: Db): Immediate<OAuthRepository> {
     },
     useCode(hash, at) {
       return db.transaction(() => {
-        const r = db.prepare('SELECT * FROM oauth_codes WHERE code_hash = ?').get(hash);
+        const r = db.prepare<unknown[], OAuthCodeRow>('SELECT * FROM oauth_codes WHERE code_hash = ?').get(hash);
         if (!r) return undefined;
         db.prepare('UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL').run(at, hash);
         return oauthCodeRow(r);

@@ -1,4 +1,4 @@
-import type { Store } from '../store.js';
+import type { Store } from '../../domain/store.js';
 import { openDatabase, type Db } from './database.js';
 import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqliteReplicaBeats, sqliteTokens, sqliteUsers } from './core-repositories.js';
 import { sqliteNodeBalancers } from './nodebalancer-repository.js';

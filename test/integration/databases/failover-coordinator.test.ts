@@ -11,7 +11,7 @@ import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositor
 import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
-import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
+import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 
 const spread = databaseRecord({

@@ -1,17 +1,13 @@
 // integration-lane: concurrent (startPgCluster: its own folder and a free port, retried; SQLite in temp folders).
-import { UniqueViolation } from '../../../control-plane/store/unique-violation.js';
+import { UniqueViolation } from '../../../control-plane/domain/ports.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../../control-plane/store/store.js';
+import type { Store } from '../../../control-plane/domain/store.js';
 import { openSqliteStore } from '../../../control-plane/store/sqlite/store.js';
 import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
-import { postgresMigrations } from '../../../control-plane/store/postgres/migrations.js';
-import { coreMigrations } from '../../../control-plane/store/sqlite/migrations.js';
-import { fleetMigrations } from '../../../control-plane/store/sqlite/migrations-fleet.js';
-import { databaseMigrations } from '../../../control-plane/store/sqlite/migrations-databases.js';
-import { oauthMigrations } from '../../../control-plane/store/sqlite/migrations-oauth.js';
+import { migrations } from '../../../control-plane/store/common/migrations.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
 import type { NewConfig } from '../../../control-plane/domain/nodebalancers/model.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
@@ -76,17 +72,12 @@ const database = (label: string): Omit<DatabaseRecord, 'id'> => ({
   primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null, lastError: null, created: 1000, updated: 1000,
 } as Omit<DatabaseRecord, 'id'>);
 
-it('keeps the PostgreSQL migrations in step with SQLite\'s (same ids)', () => {
-  const sqliteIds = [...coreMigrations, ...fleetMigrations, ...databaseMigrations, ...oauthMigrations].map((m) => m.id).sort();
-  expect(postgresMigrations.map((m) => m.id).sort()).toEqual(sqliteIds);
-});
-
 describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
   const open = () => adapters[name]!.open();
 
   it('applies every migration and reports them', async () => {
     const { store } = await open();
-    expect(await store.migrations()).toEqual(postgresMigrations.map((m) => m.id).sort());
+    expect(await store.migrations()).toEqual(migrations.map((m) => m.id).sort());
   });
 
   it('users and tokens: unique usernames, cascade on delete, token ids never reused', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../../control-plane/store/sqlite/store.js';
-import type { Store } from '../../../control-plane/store/store.js';
+import type { Store } from '../../../control-plane/domain/store.js';
 import type { NewConfig } from '../../../control-plane/domain/nodebalancers/model.js';
 import { runFulcrum, until } from '../../helpers/lab.js';
 

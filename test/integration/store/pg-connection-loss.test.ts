@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { migratePostgres, openPostgresStore } from '../../../control-plane/store/postgres/store.js';
 import { pgReplicas } from '../../../control-plane/store/postgres/replicas.js';
 import type { Change } from '../../../control-plane/store/replicas.js';
-import type { Store } from '../../../control-plane/store/store.js';
+import type { Store } from '../../../control-plane/domain/store.js';
 import type { PgExecutor } from '../../../control-plane/store/postgres/executor.js';
 import { systemClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';

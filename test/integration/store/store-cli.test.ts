@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { postgresMigrations } from '../../../control-plane/store/postgres/migrations.js';
+import { migrations } from '../../../control-plane/store/common/migrations.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { api, runFulcrum } from '../../helpers/lab.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
@@ -32,7 +32,7 @@ describe('the PostgreSQL store from the command line and the control plane', () 
     return d;
   };
   let cp: ControlPlane | undefined;
-  const last = postgresMigrations.map((m) => m.id).sort().at(-1);
+  const last = migrations.map((m) => m.id).sort().at(-1);
 
   beforeAll(async () => {
     cluster = await startPgCluster();
@@ -47,10 +47,10 @@ describe('the PostgreSQL store from the command line and the control plane', () 
   it('store migrate brings a SQLite file and a PostgreSQL database to the same last migration', async () => {
     const lite = await fulcrum(['store', 'migrate', '--state', dir()]);
     expect(lite.code, lite.err).toBe(0);
-    expect(lite.out).toBe(`sqlite store at migration ${last} (${postgresMigrations.length} applied)`);
+    expect(lite.out).toBe(`sqlite store at migration ${last} (${migrations.length} applied)`);
     const pg = await fulcrum(['store', 'migrate', '--state', dir(), '--store', url]);
     expect(pg.code, pg.err).toBe(0);
-    expect(pg.out).toBe(`postgres store at migration ${last} (${postgresMigrations.length} applied)`);
+    expect(pg.out).toBe(`postgres store at migration ${last} (${migrations.length} applied)`);
     const bad = await fulcrum(['store', 'migrate', '--state', dir(), '--store', 'mysql://x']);
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('--store must be sqlite or a postgres:// URL');

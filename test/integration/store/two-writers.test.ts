@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FulcrumError } from '../../../lib/errors.js';
 import { systemClock } from '../../../lib/clock.js';
 import { openPostgresStore } from '../../../control-plane/store/postgres/store.js';
-import type { Store } from '../../../control-plane/store/store.js';
+import type { Store } from '../../../control-plane/domain/store.js';
 import { AuthService, usernameUnique, type Actor } from '../../../control-plane/domain/auth/auth-service.js';
 import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { RegionCatalogue } from '../../../control-plane/domain/regions.js';

@@ -3,7 +3,7 @@ import { ManualClock } from '../../../lib/clock.js';
 import {
   SnapshotCache, VersionLedger, contentHash, type Snapshot, type SnapshotSource, type SubscriberStatus, type SubscriberStatusStore,
 } from '../../../control-plane/push/snapshot-cache.js';
-import type { KeyValueRepository } from '../../../control-plane/store/ports.js';
+import type { KeyValueRepository } from '../../../control-plane/domain/ports.js';
 
 /** The push cache over in-memory ports and a manual clock (its timers fire only on advance). */
 function setup(kv = memoryKv(), status = memoryStatus()) {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { StatsService } from '../../../control-plane/domain/nodebalancers/stats-service.js';
 import { ManualClock } from '../../../lib/clock.js';
-import type { NodeBalancerRepository } from '../../../control-plane/store/nodebalancer-repository.js';
+import type { NodeBalancerRepository } from '../../../control-plane/domain/nodebalancers/repository.js';
 
 /** StatsService over an in-memory traffic table (the repository port is the seam). */
 function repoWith(rows: { bucket: number; bytesIn: number; bytesOut: number; connections: number }[]): NodeBalancerRepository {

@@ -3,7 +3,7 @@ import { ManualClock } from '../../../lib/clock.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { BackupScheduler, REANNOUNCE_MS, backupDue } from '../../../control-plane/domain/databases/backup-schedule.js';
 import type { BackupSlot, DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
-import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
+import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 
 const at = (s: string) => Date.parse(`${s}Z`);
 const db = (id: number, over: Partial<DatabaseRecord> = {}) =>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { memberAgents, placeDatabases, servesRegion, spansAgents } from '../../../control-plane/domain/databases/placement.js';
-import type { DatabaseRepository } from '../../../control-plane/store/database-repository.js';
+import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 import type { MemberPlacement } from '../../../control-plane/domain/databases/model.js';
 
 type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number } };

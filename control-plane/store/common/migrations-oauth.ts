@@ -1,4 +1,4 @@
-import type { Migration } from './migrations.js';
+import type { Migration } from './dialect.js';
 
 /**
  * The OAuth 2 login (docs/security/api.md, "OAuth login"), in the account range. The install

@@ -1,4 +1,4 @@
-import type { NbConfig, NbNode, NewConfig, NewNode, NodeBalancer, NodeStatus } from '../domain/nodebalancers/model.js';
+import type { DataplaneStatus, NbConfig, NbNode, NewConfig, NewNode, NodeBalancer, NodeStatus } from './model.js';
 
 /**
  * Storage of NodeBalancers with their Configs and Nodes. `transaction` runs a function
@@ -35,4 +35,16 @@ export interface NodeBalancerRepository {
   addTraffic(nodebalancerId: number, configId: number, atMs: number, d: { bytesIn: number; bytesOut: number; connections: number }): Promise<void>;
   /** Rows with bucket >= sinceMs, ascending. */
   traffic(nodebalancerId: number, sinceMs: number): Promise<{ bucket: number; bytesIn: number; bytesOut: number; connections: number }[]>;
+}
+
+/** What is known of each data plane: its stream, the config version it applied, its last error. */
+export interface DataplaneRepository {
+  upsert(s: DataplaneStatus): Promise<void>;
+  get(id: string): Promise<DataplaneStatus | undefined>;
+  list(): Promise<DataplaneStatus[]>;
+  /**
+   * Marks disconnected the data planes (only `id`, when given) whose stream `replica` holds, with
+   * `lastSeen` = `at` when given; a host another replica holds since is left as it is.
+   */
+  release(replica: string, id?: string, at?: number): Promise<void>;
 }

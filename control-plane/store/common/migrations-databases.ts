@@ -1,19 +1,19 @@
-import type { Migration } from './migrations.js';
+import { autoId, type Migration } from './dialect.js';
 
-/** Managed database schema (ids 2xx). Owned by the databases domain. */
+/** Managed databases (2xx) and the replicas' host streams (260). */
 export const databaseMigrations: Migration[] = [
   {
     id: '201-databases',
-    sql: `
+    sql: (d) => `
       CREATE TABLE databases (
-        id INTEGER PRIMARY KEY,
+        id ${autoId(d)},
         label TEXT NOT NULL,
         region TEXT NOT NULL,
         type TEXT NOT NULL,
         engine_id TEXT NOT NULL,
         version TEXT NOT NULL,
         image TEXT NOT NULL DEFAULT '',
-        binary TEXT NOT NULL DEFAULT '',
+        ${d === 'postgres' ? '"binary"' : 'binary'} TEXT NOT NULL DEFAULT '',
         cluster_size INTEGER NOT NULL,
         replication_type TEXT NOT NULL,
         encrypted INTEGER NOT NULL,
@@ -96,7 +96,7 @@ export const databaseMigrations: Migration[] = [
     // member the control plane names primary. Databases placed before keep every member on their
     // one agent.
     id: '210-database-members',
-    sql: `
+    sql: (d) => `
       CREATE TABLE database_members (
         database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
         member INTEGER NOT NULL,
@@ -104,10 +104,10 @@ export const databaseMigrations: Migration[] = [
         PRIMARY KEY (database_id, member)
       );
       CREATE INDEX database_members_agent ON database_members (agent_id);
-      INSERT INTO database_members (database_id, member, agent_id)
+${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, agent_id)
         SELECT d.id, m.k, d.agent_id FROM databases d JOIN (SELECT 1 AS k UNION ALL SELECT 2 UNION ALL SELECT 3) m
         WHERE d.agent_id IS NOT NULL AND m.k <= d.cluster_size;
-      ALTER TABLE databases ADD COLUMN term INTEGER NOT NULL DEFAULT 1;
+` : ''}      ALTER TABLE databases ADD COLUMN term INTEGER NOT NULL DEFAULT 1;
       ALTER TABLE databases ADD COLUMN primary_member INTEGER NOT NULL DEFAULT 1;
       ALTER TABLE database_agents ADD COLUMN members_across_hosts INTEGER NOT NULL DEFAULT 0;
     `,

@@ -1,8 +1,10 @@
-import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueRepository, ReplicaRepository, TokenRepository, UserRepository } from './ports.js';
-import type { NodeBalancerRepository } from './nodebalancer-repository.js';
-import type { DatabaseRepository } from './database-repository.js';
-import type { FleetRepository } from './fleet-repository.js';
-import type { OAuthRepository } from './oauth-repository.js';
+import type { AddressRepository, KeyValueRepository, ReplicaRepository } from './ports.js';
+import type { TokenRepository, UserRepository } from './auth/repository.js';
+import type { EventRepository } from './events/repository.js';
+import type { DataplaneRepository, NodeBalancerRepository } from './nodebalancers/repository.js';
+import type { DatabaseRepository } from './databases/repository.js';
+import type { FleetRepository } from './fleet/repository.js';
+import type { OAuthRepository } from './auth/oauth-repository.js';
 
 /**
  * One opened store with every repository over it (store/sqlite or store/postgres). The
@@ -28,11 +30,3 @@ export interface Store {
   migrations(): Promise<string[]>;
   close(): Promise<void>;
 }
-
-/**
- * A port whose methods return plain values: how the embedded adapter writes its repositories
- * before store/sqlite/gate.ts makes them the asynchronous port.
- */
-export type Immediate<T> = {
-  [K in keyof T]: T[K] extends (...a: infer A) => Promise<infer R> ? (...a: A) => R : T[K];
-};

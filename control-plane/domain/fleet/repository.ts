@@ -1,4 +1,4 @@
-import type { FleetRole } from '../../lib/pki.js';
+import type { FleetRole } from '../../../lib/pki.js';
 
 /** A one-time join token as stored: only the hash of its secret is kept. */
 export interface JoinTokenRecord {

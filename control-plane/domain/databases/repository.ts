@@ -1,8 +1,8 @@
-import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from '../domain/databases/model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from './model.js';
 
 /**
  * Storage port of the Managed Databases domain. Asynchronous like the other ports; `transaction`
- * runs its function atomically (ports.ts). Rows of deleted databases stay (with `deleting`) until the agent
+ * runs its function atomically (domain/ports.ts). Rows of deleted databases stay (with `deleting`) until the agent
  * confirms the removal, so `list` includes them and callers filter.
  */
 export interface DatabaseRepository {

@@ -1,19 +1,12 @@
-/**
- * Schema migrations. Ids sort lexically and never change once released; each domain keeps its
- * own range (0xx core, 1xx nodebalancers, 2xx databases in migrations-databases.ts) so parallel
- * work does not collide. database.ts applies them all.
- */
-export interface Migration {
-  id: string;
-  sql: string;
-}
+import { autoId, type Migration } from './dialect.js';
 
+/** Users, tokens, events, addresses, data planes, key-value, the fleet PKI and NodeBalancers (0xx, 1xx; 271, 280). */
 export const coreMigrations: Migration[] = [
   {
     id: '001-core',
-    sql: `
+    sql: (d) => `
       CREATE TABLE users (
-        id INTEGER PRIMARY KEY,
+        id ${autoId(d)},
         username TEXT NOT NULL UNIQUE,
         email TEXT NOT NULL DEFAULT '',
         restricted INTEGER NOT NULL DEFAULT 0,
@@ -31,7 +24,7 @@ export const coreMigrations: Migration[] = [
         expiry INTEGER
       );
       CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
+        id ${autoId(d)},
         created INTEGER NOT NULL,
         action TEXT NOT NULL,
         username TEXT,
@@ -54,7 +47,7 @@ export const coreMigrations: Migration[] = [
         owner_type TEXT NOT NULL,
         owner_id INTEGER NOT NULL
       );
-      CREATE TABLE dataplanes (
+${d === 'postgres' ? '      CREATE INDEX addresses_owner ON addresses(owner_type, owner_id);\n' : ''}      CREATE TABLE dataplanes (
         id TEXT PRIMARY KEY,
         region TEXT NOT NULL,
         connected INTEGER NOT NULL DEFAULT 0,
@@ -64,6 +57,31 @@ export const coreMigrations: Migration[] = [
         last_seen INTEGER
       );
       CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+    `,
+  },
+  {
+    id: '050-fleet-pki',
+    sql: `
+      CREATE TABLE fleet_join_tokens (
+        id TEXT PRIMARY KEY,
+        secret_hash TEXT NOT NULL,
+        role TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        used_at INTEGER
+      );
+      CREATE TABLE fleet_certificates (
+        serial TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        issued_at INTEGER NOT NULL,
+        not_after INTEGER NOT NULL,
+        revoked_at INTEGER
+      );
+      CREATE INDEX fleet_certificates_host ON fleet_certificates(role, host_id);
     `,
   },
   {
@@ -126,7 +144,11 @@ export const coreMigrations: Migration[] = [
     // SQLite reuses the highest rowid after it is deleted; the real API never reuses an id
     // (clients, grants and events refer to ids), so ids come from a sequence that only grows.
     id: '102-id-sequences',
-    sql: `
+    // PostgreSQL came later: its tables are empty when this runs.
+    sql: (d) => d === 'postgres' ? `
+      CREATE TABLE id_sequences (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
+      INSERT INTO id_sequences (name, last) VALUES ('nodebalancers', 0), ('nb_configs', 0), ('nb_nodes', 0), ('tokens', 0);
+    ` : `
       CREATE TABLE id_sequences (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
       INSERT INTO id_sequences (name, last) SELECT 'nodebalancers', COALESCE(MAX(id), 0) FROM nodebalancers;
       INSERT INTO id_sequences (name, last) SELECT 'nb_configs', COALESCE(MAX(id), 0) FROM nb_configs;
@@ -158,6 +180,19 @@ export const coreMigrations: Migration[] = [
     // A NodeBalancer's IPv6 address from the operator's IPv6 pool (NULL without one).
     id: '150-nb-ipv6',
     sql: `ALTER TABLE nodebalancers ADD COLUMN ipv6 TEXT;`,
+  },
+  {
+    // A host an admin removed: refused by every replica whatever certificate it shows, until a
+    // join token made after the removal brings it back (docs/security/grpc.md, "Revocation").
+    id: '271-fleet-removed-hosts',
+    sql: `
+      CREATE TABLE fleet_removed_hosts (
+        role TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        removed_at INTEGER NOT NULL,
+        PRIMARY KEY (role, host_id)
+      );
+    `,
   },
   {
     // Per-user profile settings and the free-form preferences object Cloud Manager keeps
