@@ -29,12 +29,13 @@ export interface DayTwo extends ControllerExtras {
  * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
  * (backup/schedule.ts, lib/maintenance-window.ts); node-cron and the reconcile loop only tick.
  */
-export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number } = {}): DayTwo {
+export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number; remote?: boolean } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
   const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
-  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock });
+  // A store off the host gets every database's files encrypted (docs/agent.md, "Backup store").
+  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock, encryptAll: opts.remote });
   const segments = opts.segments ?? createLocalSegmentStorage(join(agent.stateDir, 'backups'));
-  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger });
+  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger, encryptAll: opts.remote });
   const archiveEvery = opts.binlogArchiveMs ?? BINLOG_ARCHIVE_MS;
   const nextArchive = new Map<number, number>();
   /** Per database: what cancels its backups (auto, snapshot) when it is deleted, and those running. */
@@ -165,6 +166,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       },
     },
     stopWork,
+    removeStored: (c) => storage.removeAll(c.id),
     tick,
     async close() {
       await task.stop();

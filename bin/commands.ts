@@ -237,11 +237,39 @@ function hostFlags(f: Record<string, unknown>) {
   };
 }
 
+/**
+ * `--backup-store s3://BUCKET/PREFIX` and its companions (docs/install.md, "Backup store"): an
+ * S3-compatible object store for backups and the binlog archive; absent, they stay in the state
+ * folder. The keys come from a 0600 JSON file, never from the command line (`ps` shows it).
+ */
+async function backupStoreFlags(f: Record<string, unknown>) {
+  const url = f['backup-store'] as string | undefined;
+  const companions = ['backup-store-endpoint', 'backup-store-region', 'backup-store-path-style', 'backup-store-ca', 'backup-store-credentials'];
+  if (url === undefined) {
+    const stray = companions.find((k) => f[k] !== undefined);
+    if (stray) throw new Error(`--${stray} needs --backup-store`);
+    return undefined;
+  }
+  const { parseStoreUrl, loadStoreCredentials } = await import('../agent/backup/s3-store.js');
+  const { bucket, prefix } = parseStoreUrl(url);
+  const endpoint = f['backup-store-endpoint'] as string | undefined;
+  if (endpoint !== undefined && !/^https:\/\/[^/?#\s]+\/?$/.test(endpoint)) throw new Error('--backup-store-endpoint must be https://HOST[:PORT] (the store is reached over TLS only)');
+  const credentials = loadStoreCredentials(required(f['backup-store-credentials'] as string | undefined, 'backup-store-credentials'));
+  const caFile = f['backup-store-ca'] as string | undefined;
+  return {
+    bucket, prefix, endpoint, credentials,
+    region: (f['backup-store-region'] as string | undefined) ?? 'us-east-1',
+    pathStyle: Boolean(f['backup-store-path-style']),
+    ...(caFile !== undefined ? { ca: readFileSync(caFile, 'utf8') } : {}),
+  };
+}
+
 export async function runAgentCommand(argv: string[]): Promise<void> {
   const f = parseFlagsWithConfig(argv, {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
-    'node-pool': 'string',
+    'node-pool': 'string', 'backup-store': 'string', 'backup-store-endpoint': 'string', 'backup-store-region': 'string',
+    'backup-store-path-style': 'boolean', 'backup-store-ca': 'string', 'backup-store-credentials': 'string',
   });
   const nodePool = f['node-pool'] as string | undefined;
   if (nodePool !== undefined && !parseCidr(nodePool)) throw new Error('--node-pool must be an IPv4 CIDR such as 198.18.110.0/28');
@@ -255,6 +283,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     runtime,
     enginesFile: f.engines as string | undefined,
     nodeAddressPool: nodePool,
+    backupStore: await backupStoreFlags(f),
   });
   writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid }, null, 2));
   onShutdown(() => agent.close({ stopNodes: Boolean(f['stop-nodes-on-exit']) }));

@@ -97,7 +97,7 @@ export function backupErrorTail(stderr: string): string {
  * innodb_log_file_size"), so the base failed; a local file keeps up.
  */
 export async function takePhysical(
-  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal },
+  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal; encrypt?: boolean },
   c: Pick<DatabaseController, 'id' | 'state' | 'desired' | 'nodeName' | 'adminTarget'>,
   id: number,
   node: number,
@@ -135,7 +135,8 @@ export async function takePhysical(
     if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
-    const encrypted = c.desired?.encrypted === true;
+    // Encrypted for an `encrypted` database, and for every database when the store is off the host.
+    const encrypted = deps.encrypt ?? c.desired?.encrypted === true;
     // Streams on the bare descriptor: a FileHandle's own streams with autoClose off keep it
     // referenced, and its close() would then wait forever.
     const raw = createWriteStream('', { fd: spoolFile.fd, autoClose: false });
