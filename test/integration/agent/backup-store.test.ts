@@ -1,4 +1,4 @@
-// integration-lane: concurrent (agent-fixture slot 41: its own 127.76/78/79.41 blocks, port 0, temp folders; startObjectStore on 127.83.41.1 with free ports).
+// integration-lane: concurrent (agent-fixture slot 34: its own 127.76/78/79.34 blocks, port 0, temp folders; startObjectStore on 127.83.34.1 with free ports).
 /**
  * An agent whose backup store is a real S3-compatible object store (Swift + s3api over TLS,
  * test/helpers/object-store.ts; docs/agent.md, "Backup store"): a 1-node database under writes
@@ -39,13 +39,13 @@ describe('agent: backups and the binlog archive in an S3-compatible object store
   let registry: Registry;
 
   beforeAll(async () => {
-    store = await startObjectStore({ host: '127.83.41.1' });
+    store = await startObjectStore({ host: '127.83.34.1' });
     const backupStore = {
       ...parseStoreUrl(`s3://${store.bucket}/region-a`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
       credentials: loadStoreCredentials(store.credentialsFile),
     };
     fx = await createAgentFixture({
-      id: 'agent-backup-store', slot: 41,
+      id: 'agent-backup-store', slot: 34,
       extra: () => ({ binlogArchiveMs: 2000, backupStore, registry: (registry = new Registry()) }),
     });
     driver = fx.driver;
@@ -61,7 +61,7 @@ describe('agent: backups and the binlog archive in an S3-compatible object store
     await store?.stop();
   });
 
-  const connect = () => connectFrom({ source: '127.0.0.41', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword!, ca: driver.db(ID)!.caCertPem });
+  const connect = () => connectFrom({ source: '127.0.0.34', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword!, ca: driver.db(ID)!.caCertPem });
   const insert = async (n: number) => {
     const c = await connect();
     for (let i = 0; i < n; i++) await c.query('INSERT INTO app.t (v) VALUES (?)', [`${MARKER}-${i}`]);
@@ -108,7 +108,13 @@ describe('agent: backups and the binlog archive in an S3-compatible object store
     // The store's own files hold no row: the marker is in no object's bytes.
     const objects = stored();
     expect(objects.length).toBeGreaterThanOrEqual(keys.length);
-    for (const f of objects) expect(readFileSync(f).includes(MARKER)).toBe(false);
+    for (const f of objects) {
+      const bytes = readFileSync(f);
+      expect(bytes.includes(MARKER)).toBe(false);
+      // Each object is either encrypted (backup-crypto.ts's header) or a manifest (JSON): no gzip
+      // stream a reader could simply inflate.
+      expect(bytes.subarray(0, 4).toString() === 'FBK1' || bytes[0] === 0x7b).toBe(true);
+    }
     // Nothing of it is kept in the agent's state folder (its backups folder stays empty).
     const local = files(join(fx.stateDir, 'backups'));
     expect(local).toEqual([]);
