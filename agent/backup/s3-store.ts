@@ -36,7 +36,7 @@ export interface S3StoreConfig {
  */
 export const PART_BYTES = 8 * 1024 * 1024;
 const QUEUE = 2;
-/** Deletions in flight at once while removing a backup or a database. */
+/** Requests in flight at once while removing a backup or a database, or reading new manifests. */
 const DELETE_CONCURRENCY = 8;
 const MANIFEST = 'manifest.json';
 
@@ -211,23 +211,26 @@ export function createS3Stores(cfg: S3StoreConfig, o: { partBytes?: number } = {
 
   /** Manifests under `prefix` (`<prefix><n>/manifest.json`), parsed, whose number matches `idOf`. */
   async function manifests<T>(prefix: string, idOf: (m: T) => number): Promise<T[]> {
-    const out: T[] = [];
-    for (const x of await keys(prefix)) {
-      const m = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(\\d+)/${MANIFEST}$`).exec(x.key);
-      if (!m) continue;
+    const found: { n: number; body: T }[] = [];
+    const re = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(\\d+)/${MANIFEST}$`);
+    // Only manifests not seen before are read (a few at once: the first list after a start).
+    await eachLimited(await keys(prefix), DELETE_CONCURRENCY, async (x) => {
+      const m = re.exec(x.key);
+      if (!m) return;
       try {
         let body = cache.get(x.key)?.etag === x.etag ? cache.get(x.key)!.body : undefined;
         if (body === undefined) {
           body = JSON.parse(await getText(x.key));
           cache.set(x.key, { etag: x.etag, body });
         }
-        if (idOf(body as T) === Number(m[1])) out.push(body as T);
+        // A copy: callers own what list returns, as with the local adapter.
+        if (idOf(body as T) === Number(m[1])) found.push({ n: Number(m[1]), body: structuredClone(body) as T });
       } catch (err) {
         // Removed between the list and the read, or unreadable: not listed (as locally).
         if (!isMissing(err) && !(err instanceof SyntaxError)) throw err;
       }
-    }
-    return out;
+    });
+    return found.sort((x, y) => x.n - y.n).map((x) => x.body);
   }
 
   /** Numbers under `prefix` with data or an unfinished upload but no manifest, not being written now. */
