@@ -244,7 +244,8 @@ function hostFlags(f: Record<string, unknown>) {
  */
 async function backupStoreFlags(f: Record<string, unknown>) {
   const url = f['backup-store'] as string | undefined;
-  const companions = ['backup-store-endpoint', 'backup-store-region', 'backup-store-path-style', 'backup-store-ca', 'backup-store-credentials'];
+  const companions = ['backup-store-endpoint', 'backup-store-region', 'backup-store-path-style', 'backup-store-ca', 'backup-store-credentials',
+    'backup-store-access-key-id', 'backup-store-secret-access-key'];
   if (url === undefined) {
     const stray = companions.find((k) => f[k] !== undefined);
     if (stray) throw new Error(`--${stray} needs --backup-store`);
@@ -254,7 +255,14 @@ async function backupStoreFlags(f: Record<string, unknown>) {
   const { bucket, prefix } = parseStoreUrl(url);
   const endpoint = f['backup-store-endpoint'] as string | undefined;
   if (endpoint !== undefined && !/^https:\/\/[^/?#\s]+\/?$/.test(endpoint)) throw new Error('--backup-store-endpoint must be https://HOST[:PORT] (the store is reached over TLS only)');
-  const credentials = loadStoreCredentials(required(f['backup-store-credentials'] as string | undefined, 'backup-store-credentials'));
+  const keyId = f['backup-store-access-key-id'] as string | undefined;
+  const secret = f['backup-store-secret-access-key'] as string | undefined;
+  const file = f['backup-store-credentials'] as string | undefined;
+  if ((keyId === undefined) !== (secret === undefined)) throw new Error('--backup-store-access-key-id and --backup-store-secret-access-key go together');
+  if (keyId !== undefined && file !== undefined) throw new Error('give the store\'s keys either in the config file or with --backup-store-credentials, not both');
+  const credentials = keyId !== undefined && secret !== undefined
+    ? { accessKeyId: keyId, secretAccessKey: secret }
+    : loadStoreCredentials(required(file, 'backup-store-credentials'));
   const caFile = f['backup-store-ca'] as string | undefined;
   return {
     bucket, prefix, endpoint, credentials,
@@ -270,7 +278,13 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
     'node-pool': 'string', 'backup-store': 'string', 'backup-store-endpoint': 'string', 'backup-store-region': 'string',
     'backup-store-path-style': 'boolean', 'backup-store-ca': 'string', 'backup-store-credentials': 'string',
+    'backup-store-access-key-id': 'string', 'backup-store-secret-access-key': 'string',
   });
+  // The store's secret key only from a config file (which must then be 0600), never from the
+  // command line, where `ps` shows it to every user of the host.
+  if (argv.some((a) => a === '--backup-store-secret-access-key' || a.startsWith('--backup-store-secret-access-key='))) {
+    throw new Error('--backup-store-secret-access-key is read from the --config file (mode 0600) or --backup-store-credentials, never from the command line');
+  }
   const nodePool = f['node-pool'] as string | undefined;
   if (nodePool !== undefined && !parseCidr(nodePool)) throw new Error('--node-pool must be an IPv4 CIDR such as 198.18.110.0/28');
   const runtime = (f.runtime as string | undefined) ?? 'process';
