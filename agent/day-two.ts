@@ -8,7 +8,7 @@ import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backu
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver } from './binlog/archiver.js';
-import { seedFork } from './binlog/replay.js';
+import { forkStopMs, seedFork } from './binlog/replay.js';
 import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
 import { updateState } from './database/state.js';
 
@@ -177,7 +177,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     seed: (c) => {
       const sourceId = Number(c.desired?.forkSource ?? 0);
       const source = agent.databases().find((x) => x.id === sourceId && !x.deleted);
-      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, Number(c.desired?.forkRestoreMs ?? 0));
+      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired));
     },
     handlers: {
       snapshot: async (c, op) => {

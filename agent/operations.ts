@@ -3,7 +3,7 @@ import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { FulcrumError, isFulcrumError } from '../lib/errors.js';
-import type { Logger } from '../lib/logger.js';
+import { withoutStatementText, type Logger } from '../lib/logger.js';
 import type { Operation__Output } from '../proto/gen/fulcrum/v1/Operation.js';
 import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js';
 import type { DatabaseController } from './database/controller.js';
@@ -73,13 +73,29 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
     return saving;
   };
 
-  async function waitProvisioned(c: DatabaseController): Promise<void> {
-    // Wall time: this waits on real work (a provisioning), whatever clock the agent was given.
-    const end = systemClock.now() + PROVISION_WAIT_MS;
-    while (!c.state?.provisioned || c.busy === 'provision') {
-      if (c.deleted || systemClock.now() > end) throw new FulcrumError('conflict', 'the database is not provisioned');
-      await systemClock.sleep(200);
-    }
+  /**
+   * Waits until the database is provisioned and no provisioning runs, woken by the controller
+   * when an action ends or a delete begins (`watch`); a delete, or PROVISION_WAIT_MS of wall time
+   * (this waits on real work, whatever clock the agent was given), ends it with a conflict.
+   */
+  function waitProvisioned(c: DatabaseController): Promise<void> {
+    const ready = () => !!c.state?.provisioned && c.busy !== 'provision';
+    if (ready()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        stop();
+        timer.cancel();
+        if (err) reject(err);
+        else resolve();
+      };
+      const notProvisioned = () => new FulcrumError('conflict', 'the database is not provisioned');
+      const timer = systemClock.setTimeout(() => done(notProvisioned()), PROVISION_WAIT_MS);
+      const stop = c.watch(() => {
+        if (c.deleted) done(notProvisioned());
+        else if (ready()) done();
+      });
+      if (c.deleted) done(notProvisioned());
+    });
   }
 
   async function run(op: Operation__Output): Promise<void> {
@@ -95,7 +111,8 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
       if (out && out.backupId) result.backupId = out.backupId;
     } catch (err) {
       result.ok = false;
-      result.error = (err as Error).message;
+      // The text reaches the control plane's store and events: no statement text a server quoted.
+      result.error = withoutStatementText((err as Error).message);
       result.errorCode = isFulcrumError(err) ? err.code : 'internal';
       // An operation a delete cancelled (docs/agent.md, "Delete") is no fault worth a warning.
       const deleted = c?.deleted === true;

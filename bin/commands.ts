@@ -6,11 +6,19 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseFlags } from '../lib/args.js';
+import { parseFlags, type Flags } from '../lib/args.js';
 import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
 import { isClientIpv6Prefix } from '../lib/client-key.js';
 import { parseCidr } from '../lib/ipv4.js';
+import type { ControlPlaneOptions } from '../control-plane/main.js';
+import type { DataplaneOptions } from '../dataplane/main.js';
+import type { StartAgentOptions } from '../agent/main.js';
+import type { S3StoreConfig } from '../agent/backup/s3-store.js';
+import { loadStoreCredentials, parseStoreUrl } from '../agent/backup/store-config.js';
+import {
+  agentFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
+} from './flags.js';
 
 function onShutdown(close: () => Promise<void>): void {
   let closing = false;
@@ -37,7 +45,7 @@ function required<T>(v: T | undefined, name: string): T {
 }
 
 /** --client-ipv6-prefix (docs/security/traffic.md "Client keys"): 1 to 128, or undefined for the default. */
-function ipv6PrefixFlag(f: Record<string, unknown>): number | undefined {
+function ipv6PrefixFlag(f: Flags): number | undefined {
   const v = f['client-ipv6-prefix'];
   if (v === undefined) return undefined;
   if (!isClientIpv6Prefix(v)) throw new Error('--client-ipv6-prefix must be an integer from 1 to 128');
@@ -45,7 +53,7 @@ function ipv6PrefixFlag(f: Record<string, unknown>): number | undefined {
 }
 
 /** A count flag that may be 0 (off) but not negative or fractional. */
-function nonNegativeFlag(f: Record<string, unknown>, name: string): number | undefined {
+function nonNegativeFlag(f: Flags, name: string): number | undefined {
   const v = f[name];
   if (v === undefined) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new Error(`--${name} must be an integer, 0 or more`);
@@ -72,34 +80,31 @@ function defaultBootstrapPort(stateDir: string, grpcPort: number): number {
   return grpcPort === 0 ? 0 : grpcPort + 1;
 }
 
-export async function runControlPlaneCommand(argv: string[]): Promise<void> {
-  const f = parseFlagsWithConfig(argv, {
-    state: 'string', 'api-host': 'string', 'api-port': 'number', 'grpc-host': 'string', 'grpc-port': 'number',
-    'nodebalancer-pool': 'string', 'nodebalancer-ipv6-pool': 'string', 'database-pool': 'string', 'hostname-suffix': 'string', 'kek-file': 'string',
-    'api-cert': 'string', 'api-key': 'string', 'metrics-host': 'string', 'metrics-port': 'number',
-    'api-rate-limit': 'number', 'api-stats-rate-limit': 'number', 'api-ip-rate-limit': 'number', 'client-ipv6-prefix': 'number',
-    'backend-networks': 'string', 'backend-exclude': 'string', 'bootstrap-port': 'number', 'insecure-grpc': 'boolean', store: 'string',
-    'api-insecure-listen': 'boolean', 'api-request-timeout': 'number', 'api-idle-timeout': 'number',
-    'api-max-connections': 'number', 'api-max-connections-per-address': 'number',
-    'bootstrap-max-connections': 'number', 'bootstrap-max-connections-per-address': 'number', 'bootstrap-rate-limit': 'number',
-  });
-  const { startControlPlane } = await import('../control-plane/main.js');
+/**
+ * `fulcrum control-plane`'s flags (bin/flags.ts) as startControlPlane's options; throws on a bad
+ * value, naming the flag. Reads the API's certificate files; starts nothing.
+ */
+export function controlPlaneOptions(argv: string[]): ControlPlaneOptions {
+  const f = parseFlagsWithConfig(argv, controlPlaneFlags);
   const stateDir = required(f.state as string | undefined, 'state');
   const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
-  const grpcPort = (f['grpc-port'] as number | undefined) ?? 8081;
+  const grpcPort = f['grpc-port'] as number;
   const seconds = (name: string): number | undefined => {
     const v = f[name] as number | undefined;
     if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
     return v === undefined ? undefined : v * 1000;
   };
   const [requestTimeoutMs, idleTimeoutMs] = [seconds('api-request-timeout'), seconds('api-idle-timeout')];
-  const cp = await startControlPlane({
+  const lostAfter = f['host-lost-after'] as number | undefined;
+  // Shorter than a reboot or a switch replacement would take members from hosts about to return.
+  if (lostAfter !== undefined && !(Number.isInteger(lostAfter) && lostAfter >= 60 && lostAfter <= 604_800)) throw new Error('--host-lost-after must be 60 to 604800 seconds');
+  return {
     stateDir,
     kekFile: f['kek-file'] as string | undefined,
     store: f.store as string | undefined,
     apiHost: f['api-host'] as string | undefined,
-    apiPort: (f['api-port'] as number | undefined) ?? 8080,
+    apiPort: f['api-port'] as number,
     apiInsecureListen: Boolean(f['api-insecure-listen']),
     apiListener: {
       requestTimeoutMs, idleTimeoutMs,
@@ -127,7 +132,15 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
     }).filter(([, v]) => v !== undefined)),
     backendNetworks: list(f['backend-networks']),
     backendExcluded: list(f['backend-exclude']),
-  });
+    hostLostAfterMs: lostAfter === undefined ? undefined : lostAfter * 1000,
+  };
+}
+
+export async function runControlPlaneCommand(argv: string[]): Promise<void> {
+  const opts = controlPlaneOptions(argv);
+  const { startControlPlane } = await import('../control-plane/main.js');
+  const cp = await startControlPlane(opts);
+  const stateDir = opts.stateDir;
   writeFileSync(
     join(stateDir, 'control-plane.json'),
     JSON.stringify({ apiUrl: cp.apiUrl, grpcAddress: cp.grpcAddress, bootstrapAddress: cp.bootstrapAddress, metricsUrl: cp.metricsUrl ?? null, pid: process.pid }, null, 2),
@@ -135,34 +148,19 @@ export async function runControlPlaneCommand(argv: string[]): Promise<void> {
   onShutdown(() => cp.close());
 }
 
-export async function runDataplaneCommand(argv: string[]): Promise<void> {
-  // A worker forked by the data plane's primary (docs/dataplane.md, "Workers").
-  if (cluster.isWorker) {
-    const { runDataplaneWorker } = await import('../dataplane/workers/worker.js');
-    return runDataplaneWorker();
-  }
-  if (argv[0] === 'reload') return reloadDataplane(argv.slice(1));
-  const f = parseFlagsWithConfig(argv, {
-    id: 'string', region: 'string', 'control-plane': 'string', state: 'string', 'metrics-host': 'string', 'metrics-port': 'number',
-    nofile: 'number', 'max-conns-per-client': 'number', 'max-conns-per-client-total': 'number', 'max-conns-per-nodebalancer': 'number',
-    'fd-reserve': 'number', 'tcp-idle-timeout': 'number', 'endpoint-source': 'string',
-    'client-ipv6-prefix': 'number', 'udp-new-sessions-per-client': 'number',
-    join: 'string', 'insecure-grpc': 'boolean',
-    'vrrp-interface': 'string', 'vrrp-peers': 'string', 'vrrp-priority': 'number', 'vrrp-router-id': 'number',
-    workers: 'number', distribution: 'string', 'drain-time': 'number', 'wildcard-listeners': 'boolean', 'worker-apply-timeout': 'number',
-  });
+/** `fulcrum dataplane`'s flags (bin/flags.ts) as startDataplane's options; throws on a bad value, naming the flag. */
+export function dataplaneOptions(argv: string[]): DataplaneOptions & { workers: number } {
+  const f = parseFlagsWithConfig(argv, dataplaneFlags);
   const workers = (f.workers as number | undefined) ?? availableParallelism();
   if (!Number.isInteger(workers) || workers < 1 || workers > 1024) throw new Error('--workers must be an integer from 1 to 1024');
-  const distribution = (f.distribution as string | undefined) ?? 'kernel';
+  const distribution = f.distribution as string;
   if (distribution !== 'rr' && distribution !== 'kernel') throw new Error('--distribution must be rr or kernel');
   const drainTime = f['drain-time'] as number | undefined;
   if (drainTime !== undefined && !(drainTime >= 0 && drainTime <= 86_400)) throw new Error('--drain-time must be 0 to 86400 seconds');
   const applyTimeout = f['worker-apply-timeout'] as number | undefined;
   if (applyTimeout !== undefined && !(applyTimeout >= 1 && applyTimeout <= 3600)) throw new Error('--worker-apply-timeout must be 1 to 3600 seconds');
-  const { startDataplane } = await import('../dataplane/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
-  mkdirSync(stateDir, { recursive: true });
-  const dp = await startDataplane({
+  return {
     ...hostFlags(f),
     stateDir,
     nofile: f.nofile as number | undefined,
@@ -182,7 +180,22 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
     drainMs: drainTime === undefined ? undefined : drainTime * 1000,
     workerApplyTimeoutMs: applyTimeout === undefined ? undefined : applyTimeout * 1000,
     wildcardListeners: Boolean(f['wildcard-listeners']),
-  });
+  };
+}
+
+export async function runDataplaneCommand(argv: string[]): Promise<void> {
+  // A worker forked by the data plane's primary (docs/dataplane.md, "Workers").
+  if (cluster.isWorker) {
+    const { runDataplaneWorker } = await import('../dataplane/workers/worker.js');
+    return runDataplaneWorker();
+  }
+  if (argv[0] === 'reload') return reloadDataplane(argv.slice(1));
+  const opts = dataplaneOptions(argv);
+  const { startDataplane } = await import('../dataplane/main.js');
+  const stateDir = opts.stateDir;
+  mkdirSync(stateDir, { recursive: true });
+  const dp = await startDataplane(opts);
+  const workers = opts.workers;
   writeFileSync(join(stateDir, 'dataplane.json'), JSON.stringify({ pid: process.pid, metricsPort: dp.metricsPort ?? null, workers }, null, 2));
   onShutdown(() => dp.close());
   // A reload (new code, or a restart) that drops nothing: `fulcrum dataplane reload` sends SIGHUP.
@@ -202,7 +215,7 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
 
 /** `fulcrum dataplane reload --state DIR`: signals the data plane running from that folder. */
 function reloadDataplane(argv: string[]): void {
-  const f = parseFlags(argv, { state: 'string' });
+  const f = parseFlags(argv, dataplaneReloadFlags);
   const stateDir = required(f.state as string | undefined, 'state');
   const info = JSON.parse(readFileSync(join(stateDir, 'dataplane.json'), 'utf8')) as { pid?: number };
   if (typeof info.pid !== 'number') throw new Error(`no data plane pid in ${join(stateDir, 'dataplane.json')}`);
@@ -211,7 +224,7 @@ function reloadDataplane(argv: string[]): void {
 }
 
 /** Pair mode's flags (docs/multi-host.md); undefined without --vrrp-interface. */
-function vrrpFlags(f: Record<string, unknown>) {
+function vrrpFlags(f: Flags) {
   const iface = f['vrrp-interface'] as string | undefined;
   if (iface === undefined) {
     if (f['vrrp-peers'] !== undefined || f['vrrp-priority'] !== undefined || f['vrrp-router-id'] !== undefined) throw new Error('--vrrp-peers, --vrrp-priority and --vrrp-router-id need --vrrp-interface');
@@ -224,7 +237,7 @@ function vrrpFlags(f: Record<string, unknown>) {
  * The flags a data plane and an agent share: who the host is, how it reaches the control plane
  * (docs/security/grpc.md) and where its metrics listen.
  */
-function hostFlags(f: Record<string, unknown>) {
+function hostFlags(f: Flags) {
   return {
     // With a certificate, id and region come from it (and may be left out here).
     id: f.id as string | undefined,
@@ -240,9 +253,15 @@ function hostFlags(f: Record<string, unknown>) {
 /**
  * `--backup-store s3://BUCKET/PREFIX` and its companions (docs/install.md, "Backup store"): an
  * S3-compatible object store for backups and the binlog archive; absent, they stay in the state
- * folder. The keys come from a 0600 JSON file, never from the command line (`ps` shows it).
+ * folder. The keys come from a 0600 JSON file or the 0600 config file, never from the command
+ * line (`ps` shows it).
  */
-async function backupStoreFlags(f: Record<string, unknown>) {
+function backupStoreFlags(argv: string[], f: Flags): S3StoreConfig | undefined {
+  // The store's secret key only from a config file (which must then be 0600), never from the
+  // command line, where `ps` shows it to every user of the host.
+  if (argv.some((a) => a === '--backup-store-secret-access-key' || a.startsWith('--backup-store-secret-access-key='))) {
+    throw new Error('--backup-store-secret-access-key is read from the --config file (mode 0600) or --backup-store-credentials, never from the command line');
+  }
   const url = f['backup-store'] as string | undefined;
   const companions = ['backup-store-endpoint', 'backup-store-region', 'backup-store-path-style', 'backup-store-ca', 'backup-store-credentials',
     'backup-store-access-key-id', 'backup-store-secret-access-key'];
@@ -251,7 +270,6 @@ async function backupStoreFlags(f: Record<string, unknown>) {
     if (stray) throw new Error(`--${stray} needs --backup-store`);
     return undefined;
   }
-  const { parseStoreUrl, loadStoreCredentials } = await import('../agent/backup/s3-store.js');
   const { bucket, prefix } = parseStoreUrl(url);
   const endpoint = f['backup-store-endpoint'] as string | undefined;
   if (endpoint !== undefined && !/^https:\/\/[^/?#\s]+\/?$/.test(endpoint)) throw new Error('--backup-store-endpoint must be https://HOST[:PORT] (the store is reached over TLS only)');
@@ -272,46 +290,54 @@ async function backupStoreFlags(f: Record<string, unknown>) {
   };
 }
 
-export async function runAgentCommand(argv: string[]): Promise<void> {
-  const f = parseFlagsWithConfig(argv, {
-    id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
-    'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
-    'node-pool': 'string', 'backup-store': 'string', 'backup-store-endpoint': 'string', 'backup-store-region': 'string',
-    'backup-store-path-style': 'boolean', 'backup-store-ca': 'string', 'backup-store-credentials': 'string',
-    'backup-store-access-key-id': 'string', 'backup-store-secret-access-key': 'string',
-  });
-  // The store's secret key only from a config file (which must then be 0600), never from the
-  // command line, where `ps` shows it to every user of the host.
-  if (argv.some((a) => a === '--backup-store-secret-access-key' || a.startsWith('--backup-store-secret-access-key='))) {
-    throw new Error('--backup-store-secret-access-key is read from the --config file (mode 0600) or --backup-store-credentials, never from the command line');
-  }
+/** `fulcrum agent`'s flags (bin/flags.ts) as startAgent's options; throws on a bad value, naming the flag. */
+export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnExit: boolean } {
+  const f = parseFlagsWithConfig(argv, agentFlags);
   const nodePool = f['node-pool'] as string | undefined;
   if (nodePool !== undefined && !parseCidr(nodePool)) throw new Error('--node-pool must be an IPv4 CIDR such as 198.18.110.0/28');
-  const runtime = (f.runtime as string | undefined) ?? 'process';
+  const runtime = f.runtime as string;
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
-  const { startAgent } = await import('../agent/main.js');
   const stateDir = required(f.state as string | undefined, 'state');
-  const agent = await startAgent({
+  return {
     ...hostFlags(f),
     stateDir,
     runtime,
     enginesFile: f.engines as string | undefined,
     nodeAddressPool: nodePool,
-    backupStore: await backupStoreFlags(f),
-  });
+    backupStore: backupStoreFlags(argv, f),
+    stopNodesOnExit: Boolean(f['stop-nodes-on-exit']),
+  };
+}
+
+export async function runAgentCommand(argv: string[]): Promise<void> {
+  const { stopNodesOnExit, ...opts } = agentOptions(argv);
+  const { startAgent } = await import('../agent/main.js');
+  const stateDir = opts.stateDir;
+  const agent = await startAgent(opts);
   writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid }, null, 2));
-  onShutdown(() => agent.close({ stopNodes: Boolean(f['stop-nodes-on-exit']) }));
+  onShutdown(() => agent.close({ stopNodes: stopNodesOnExit }));
+}
+
+type Store = Awaited<ReturnType<typeof import('../control-plane/store/open.js')['openStore']>>;
+
+/** Opens the control plane's store as `--state`, `--store` and `--kek-file` say, runs `fn`, closes it. */
+async function withStore<T>(stateDir: string, f: Flags, fn: (store: Store) => Promise<T>): Promise<T> {
+  const { openStore } = await import('../control-plane/store/open.js');
+  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
 }
 
 export async function runTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', label: 'string', scopes: 'string', expiry: 'string', user: 'string', restricted: 'boolean', grants: 'string', 'kek-file': 'string', store: 'string' });
+  const f = parseFlags(argv, tokenFlags);
   const stateDir = required(f.state as string | undefined, 'state');
-  const { openStore } = await import('../control-plane/store/open.js');
   const { AuthService } = await import('../control-plane/domain/auth/auth-service.js');
   const { validateScopes } = await import('../control-plane/domain/auth/scopes.js');
   const { systemClock } = await import('../lib/clock.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const users = store.users;
     const auth = new AuthService(users, store.tokens, systemClock);
     const scopes = (f.scopes as string | undefined) ?? '*';
@@ -331,9 +357,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
     }
     const { secret } = await auth.issueToken(user.id, { label: (f.label as string | undefined) ?? 'cli', scopes, expiry });
     process.stdout.write(`${secret}\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /**
@@ -342,7 +366,7 @@ export async function runTokenCreate(argv: string[]): Promise<void> {
  * token carries the bootstrap port, so the control plane must have started once.
  */
 export async function runJoinTokenCreate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', role: 'string', id: 'string', region: 'string', 'expiry-seconds': 'number', 'kek-file': 'string', store: 'string' });
+  const f = parseFlags(argv, joinTokenFlags);
   const stateDir = required(f.state as string | undefined, 'state');
   let bootstrapPort = 0;
   try {
@@ -352,19 +376,15 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
     // handled below
   }
   if (!bootstrapPort) throw new Error(`no running control plane found in ${stateDir} (control-plane.json): start it first, the token carries its bootstrap port`);
-  const { openStore } = await import('../control-plane/store/open.js');
   const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
   const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
   const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
   const { systemClock } = await import('../lib/clock.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => bootstrapPort });
     const t = await fleet.createJoinToken({ role: f.role, id: f.id, region: f.region ?? '*', ...(f['expiry-seconds'] !== undefined ? { expiry_seconds: f['expiry-seconds'] } : {}) });
     process.stdout.write(`${t.token}\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /**
@@ -374,23 +394,49 @@ export async function runJoinTokenCreate(argv: string[]): Promise<void> {
  * on its own.
  */
 export async function runStoreMigrate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', store: 'string', 'kek-file': 'string' });
+  const f = parseFlags(argv, storeMigrateFlags);
   const stateDir = required(f.state as string | undefined, 'state');
-  const { openStore } = await import('../control-plane/store/open.js');
-  const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
-  try {
+  await withStore(stateDir, f, async (store) => {
     const ids = await store.migrations();
     process.stdout.write(`${store.kind} store at migration ${ids.at(-1) ?? '(none)'} (${ids.length} applied)\n`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /** `fulcrum kek rotate`: a new key-encryption key for the control plane's secrets (docs/security/secrets.md). */
 export async function runKekRotate(argv: string[]): Promise<void> {
-  const f = parseFlags(argv, { state: 'string', 'kek-file': 'string' });
+  const f = parseFlags(argv, kekRotateFlags);
   const stateDir = required(f.state as string | undefined, 'state');
   const { rotateKek } = await import('../control-plane/store/sqlite/database.js');
   const r = rotateKek(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   process.stdout.write(`key ${r.keyId} now seals every secret (${r.resealed} re-sealed)\n`);
+}
+
+/**
+ * `fulcrum host lost ID` (POST /v4/fulcrum/agents/ID/lost; docs/multi-host.md, "A lost host"):
+ * fenced in the store, its certificates revoked, so every replica refuses it at its next re-check
+ * (5 s); the lease holder re-places its members on its next round.
+ */
+export async function runHostLost(argv: string[]): Promise<void> {
+  // The id is the one word that is not an option (`host lost ID --state DIR` or `--state DIR ID`).
+  const at = argv.findIndex((a, i) => !a.startsWith('--') && (i === 0 || !argv[i - 1]!.startsWith('--') || argv[i - 1]!.includes('=')));
+  const id = at === -1 ? undefined : argv[at];
+  const f = parseFlags(argv.filter((_, i) => i !== at), hostLostFlags);
+  const stateDir = required(f.state as string | undefined, 'state');
+  if (!id) throw new Error('usage: fulcrum host lost --state DIR ID');
+  const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
+  const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
+  const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
+  const { EventService } = await import('../control-plane/domain/events/event-service.js');
+  const { HostHealing } = await import('../control-plane/domain/databases/host-healing.js');
+  const { systemClock } = await import('../lib/clock.js');
+  const { createLogger } = await import('../lib/logger.js');
+  await withStore(stateDir, f, async (store) => {
+    const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => 0 });
+    const healing = new HostHealing({
+      repo: store.databases, events: new EventService(store.events, systemClock), clock: systemClock, logger: createLogger('fulcrum-host', { level: 'warn', destination: 2 }),
+      revoke: (h) => fleet.revoke('agent', h), removed: async (h) => (await fleet.removedAmong('agent', [h])).length > 0,
+    });
+    const v = await healing.declareLost(id, 'operator', 'declared lost by an operator');
+    process.stdout.write(`agent ${v.id} is ${v.state}\n`);
+  });
 }

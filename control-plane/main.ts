@@ -34,6 +34,9 @@ import { PeerStreams } from './push/peer-streams.js';
 import { startBootstrapServer } from './push/bootstrap-server.js';
 import { fleetRoutes } from './api/routes/fleet.js';
 import { consoleRoutes, defaultConsoleDir } from './api/console.js';
+import { OAuthService } from './domain/auth/oauth-service.js';
+import { oauthClientRoutes } from './api/routes/oauth-clients.js';
+import { loginRoutes } from './api/login.js';
 
 export interface ControlPlaneOptions {
   stateDir: string;
@@ -92,6 +95,11 @@ export interface ControlPlaneOptions {
   clock?: Clock;
   /** How often the lease holder checks which auto backups are due (default 30 s; tests shorten it). */
   backupScheduleMs?: number;
+  /**
+   * Declare an agent host lost after this long without a stream (--host-lost-after); off by
+   * default (docs/multi-host.md, "A lost host", says the risk).
+   */
+  hostLostAfterMs?: number;
 }
 
 export interface ControlPlane {
@@ -128,9 +136,12 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     throw new Error(`--api-host ${apiHost} is not a loopback address and the API has no certificate: tokens and passwords would cross the network in clear. `
       + 'Give --api-cert FILE and --api-key FILE (HTTPS), or --api-insecure-listen to serve plain HTTP there anyway (behind a proxy that terminates TLS)');
   }
-  const apiListener = withDefaults(defaultApiListenerLimits, opts.apiListener);
+  // One client is one key for every limit of the API (--client-ipv6-prefix): the connection caps
+  // count an IPv6 client by the same prefix as the per-address rate limit.
+  const clientIpv6Prefix = opts.rateLimits?.ipv6Prefix;
+  const apiListener = withDefaults({ ...defaultApiListenerLimits, clientIpv6Prefix }, opts.apiListener);
   const bootstrapListener = withDefaults(
-    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs },
+    { ...defaultBootstrapListenerLimits, requestTimeoutMs: apiListener.requestTimeoutMs, idleTimeoutMs: apiListener.idleTimeoutMs, clientIpv6Prefix },
     opts.bootstrapListener,
   );
   // Private state: umask 077 and the folder made 0700/0600 again (docs/security/secrets.md).
@@ -166,6 +177,10 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   userRoutes(router, { users: userService, auth });
   profileRoutes(router, { account, regions });
   consoleRoutes(app, opts.consoleDir ?? defaultConsoleDir());
+  // The OAuth 2 login on the API's own listener (docs/security/api.md, "OAuth login").
+  const oauth = new OAuthService(store.oauth, auth, clock);
+  oauthClientRoutes(router, { oauth });
+  loginRoutes(app, { oauth, secure: Boolean(opts.apiTls) });
   const grpcServer = new grpc.Server(serverOptions);
 
   // The fleet PKI: the control plane's CA, join tokens, revocation (docs/security/grpc.md).
@@ -210,6 +225,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     hostnameSuffix: opts.hostnameSuffix ?? '.ip.linodeusercontent.com',
     replicas,
     backupScheduleMs: opts.backupScheduleMs,
+    hostLostAfterMs: opts.hostLostAfterMs,
     // Run last: the lease and the change listener go once the push servers and ticks have stopped.
     closers: [() => replicas.close(), () => recheck.cancel()],
   };

@@ -4,7 +4,7 @@
  * first and the command line's flags after them, so a flag on the command line wins.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { parseFlags, type FlagSpec } from './args.js';
+import { flagKind, parseFlags, type FlagSpec, type Flags } from './args.js';
 
 /** Keys whose value is itself a secret (not a path to one): the file holding them must be private. */
 const SECRET_KEYS = new Set(['join', 'backup-store-secret-access-key']);
@@ -51,11 +51,11 @@ export function configFileArgs(path: string, spec: FlagSpec): string[] {
     let value = line.slice(eq + 1).trim();
     if (/^".*"$/.test(value)) value = value.slice(1, -1);
     if (key === 'config') throw new Error(`${where}: a config file cannot name another one`);
-    if (!spec[key]) throw new Error(`${where}: unknown key "${key}"`);
+    if (!Object.hasOwn(spec, key)) throw new Error(`${where}: unknown key "${key}"`);
     if (seen.has(key)) throw new Error(`${where}: "${key}" is set twice`);
     seen.add(key);
     if (value === '') throw new Error(`${where}: "${key}" has no value`);
-    if (spec[key] === 'boolean' && value !== 'true' && value !== 'false') throw new Error(`${where}: "${key}" must be true or false`);
+    if (flagKind(spec[key]!) === 'boolean' && value !== 'true' && value !== 'false') throw new Error(`${where}: "${key}" must be true or false`);
     const secret = SECRET_KEYS.has(key) ? 'a secret' : hasUserinfo(value) ? 'a URL with a user or password in it' : undefined;
     if (secret && st.mode & 0o044) {
       throw new Error(`--config ${path}: holds "${key}", ${secret}, but group or others may read it (chmod 600 ${path})`);
@@ -74,7 +74,7 @@ export function configFileArgs(path: string, spec: FlagSpec): string[] {
  * parseFlags with `--config FILE`: the file's settings, then the command line's (which win).
  * Secret values are better kept out of the command line, where `ps` shows them to every user.
  */
-export function parseFlagsWithConfig(argv: string[], spec: FlagSpec): Record<string, string | number | boolean | undefined> {
+export function parseFlagsWithConfig(argv: string[], spec: FlagSpec): Flags {
   const { config } = parseFlags(argv.filter((_, i) => isConfigArg(argv, i)), { config: 'string' });
   const rest = argv.filter((_, i) => !isConfigArg(argv, i));
   const fromFile = typeof config === 'string' ? configFileArgs(config, spec) : [];

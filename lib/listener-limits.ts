@@ -21,6 +21,11 @@ export interface ListenerLimits {
   maxConnections: number;
   /** Connections open at once from one client address (an IPv6 client by its /64). 0 = no cap. */
   maxConnectionsPerAddress: number;
+  /**
+   * The prefix an IPv6 client is counted by for `maxConnectionsPerAddress` (lib/client-key.ts):
+   * the same `--client-ipv6-prefix` as the API's per-address rate limit. Unset = /64.
+   */
+  clientIpv6Prefix?: number;
 }
 
 /**
@@ -82,8 +87,8 @@ export function limitListener(server: HttpServer, limits: ListenerLimits, refuse
   server.on('drop', () => refused('total'));
   const perAddress = new ConcurrencyCap(limits.maxConnectionsPerAddress, 0);
   server.prependListener('connection', (socket: Socket) => {
-    // Keyed as every per-client limit is (lib/client-key.ts): an IPv6 client by its /64.
-    const key = clientKey(socket.remoteAddress ?? '');
+    // Keyed as every per-client limit is (lib/client-key.ts): an IPv6 client by its prefix.
+    const key = clientKey(socket.remoteAddress ?? '', limits.clientIpv6Prefix);
     if (perAddress.admit(key) !== null) {
       refused('per_key');
       socket.destroy();

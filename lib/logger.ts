@@ -7,11 +7,21 @@ export type { Logger };
  * 'IDENTIFIED BY 'secret'' at line 1"): the quoted text may be any part of it, a password too.
  */
 const QUOTED_SQL = /near '[\s\S]*' at line \d+/g;
+/**
+ * A replica's SQL-thread error quotes the whole statement it failed to apply ("... on query.
+ * Default database: 'd'. Query: 'ALTER USER ... IDENTIFIED BY ...'").
+ */
+const QUOTED_QUERY = /Query: '[\s\S]*'/g;
 
-/** A message or stack with the statement fragments a server error quotes taken out. */
-function scrubSql(text: string): string {
-  return text.replace(QUOTED_SQL, "near '[redacted]' at line ?");
+/**
+ * A message or stack with the statement text a server error quotes taken out. Used for logs and
+ * for every error text the agent sends the control plane (operation results, a node's last
+ * error), which the control plane stores and shows in events and statuses.
+ */
+export function withoutStatementText(text: string): string {
+  return text.replace(QUOTED_SQL, "near '[redacted]' at line ?").replace(QUOTED_QUERY, "Query: '[redacted]'");
 }
+const scrubSql = withoutStatementText;
 
 /**
  * How every logger writes an `err`: pino's standard error serializer, without what a database

@@ -124,12 +124,16 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         );
         signal?.throwIfAborted();
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
-        snapshotGtid = snapshot.gtid() ?? '';
-        if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
       } else {
         gzip.end();
       }
       const { sizeBytes: size, sha256 } = await sealed.done;
+      if (databases.length > 0) {
+        // Read once every byte has gone through the tap: when the tool exits, its last output
+        // (where the position is) can still wait in the tap's buffer behind a slower gzip.
+        snapshotGtid = snapshot.gtid() ?? '';
+        if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
+      }
       const manifest: BackupManifest = {
         id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
         finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid, snapshotGtid,

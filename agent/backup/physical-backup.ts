@@ -1,7 +1,7 @@
-import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { constants, createReadStream } from 'node:fs';
 import { open, readdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { finished, pipeline } from 'node:stream/promises';
+import { pipeline } from 'node:stream/promises';
 import { q, withAdmin } from '../mysql/admin.js';
 import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
@@ -24,12 +24,39 @@ export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.gz.aes';
 export const LOG_COPY_INTERVAL_MS = 50;
 
 /**
+ * The redo log a server holds while a physical copy of it runs (docs/agent.md §6). Its own is a
+ * quarter of its buffer pool, 32 MB on a 1 GB plan, which a server under heavy writes fills in
+ * well under a second; mariadb-backup must read every part of it before the server writes over
+ * it, and on a busy 2-core host the tool is often off the CPU for longer than that: its copy
+ * failed ("Was only able to copy log from X to Y, not Z; try increasing innodb_log_file_size",
+ * with Z over 100 MB past X). MariaDB 10.11 resizes the redo log online, so the agent grows it
+ * for the copy and gives it back its configured size afterwards.
+ */
+export const BASE_REDO_BYTES = 512 * 1024 * 1024;
+
+/**
  * Whether a spool of about `dataBytes` fits in `freeBytes` and still leaves the server's disk a
  * margin (a tenth of the free space, at least 256 MB): the spool shares the disk with the data
  * directory, and a server that cannot write stops taking writes.
  */
 export function roomToSpool(freeBytes: number, dataBytes: number): boolean {
   return freeBytes - dataBytes >= Math.max(256 * 1024 * 1024, freeBytes / 10);
+}
+
+/**
+ * Resizes the server's redo log online (MariaDB 10.11 and later; the statement returns once the
+ * server writes to the new log). False when the server cannot (an older server, where the
+ * variable is read-only, or one that went away): the copy then runs with the log it has. A size
+ * that was not given back (the agent stopped meanwhile) lasts until the server restarts with its
+ * option file.
+ */
+async function setRedoSize(c: Pick<DatabaseController, 'adminTarget'>, node: number, bytes: number): Promise<boolean> {
+  try {
+    await withAdmin(await c.adminTarget(node), (x) => q(x, 'SET GLOBAL innodb_log_file_size = ?', [bytes]));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A physical copy (mariadb-backup): only forks load it, never a restore in place. */
@@ -93,8 +120,9 @@ export function backupErrorTail(stderr: string): string {
  * the tool has finished is it gzip'd (fast level), encrypted when the database is `encrypted`,
  * hashed and stored, manifest last. Why the spool: the tool must copy the server's redo log
  * faster than the server overwrites it, and with a slow reader on its output (gzip on a busy
- * host) it fell behind under heavy writes ("Was only able to copy log ... try increasing
- * innodb_log_file_size"), so the base failed; a local file keeps up.
+ * host, or the agent's event loop reading a pipe) it fell behind under heavy writes ("Was only
+ * able to copy log ... try increasing innodb_log_file_size"), so the base failed; a local file
+ * that the tool writes itself keeps up.
  */
 export async function takePhysical(
   deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal; encrypt?: boolean },
@@ -113,6 +141,7 @@ export async function takePhysical(
     // What the copy will hold, roughly: every table's pages, plus the system tablespace's.
     dataBytes: Number((await q(x, 'SELECT SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE) AS n FROM information_schema.TABLES'))[0]?.n ?? 0),
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
+    redoBytes: Number((await q(x, 'SELECT @@innodb_log_file_size AS n'))[0]?.n ?? 0),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);
   // Cancelled (the database is being deleted): nothing more is made in its run folder.
@@ -125,37 +154,40 @@ export async function takePhysical(
   const tmp = `backup-tmp-${id}`;
   await scratch(run.host, tmp);
   const spool = join(run.host, `backup-spool-${id}.mbstream`);
-  // The spool is the agent's: it writes it from the tool's output and reads it back through
-  // the same descriptor, so the node's uid, which owns the folder, can neither have it written
-  // through a link nor swap in another file to be read and stored.
+  // The spool is the agent's: the tool gets only its descriptor (as its stdout) and the agent
+  // reads it back through the same descriptor, so the node's uid, which owns the folder, can
+  // neither have it written through a link nor swap in another file to be read and stored.
   const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
   const spoolFile = await open(spool, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {
     const fs = await statfs(run.host);
-    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes)) {
+    const redoGrowth = Math.max(0, BASE_REDO_BYTES - info.redoBytes);
+    if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes + redoGrowth)) {
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
     // Encrypted for an `encrypted` database, and for every database when the store is off the host.
     const encrypted = deps.encrypt ?? c.desired?.encrypted === true;
-    // Streams on the bare descriptor: a FileHandle's own streams with autoClose off keep it
-    // referenced, and its close() would then wait forever.
-    const raw = createWriteStream('', { fd: spoolFile.fd, autoClose: false });
-    const spooled = finished(raw).then(() => undefined, (err: Error) => err);
     // --datadir as the server reports it: the tool would otherwise read the distribution's
-    // option files, whose datadir is not this server's.
+    // option files, whose datadir is not this server's. The spool's descriptor is the tool's
+    // stdout (stdoutFd): the tool's redo-log copier writes to the same stream as its data
+    // copiers, so whatever slows the reader of that stream stops the redo-log copy too. Read
+    // through a pipe by the agent's event loop, which a busy 2-core host delays by tens of
+    // milliseconds at a time, the copy fell behind the server's writes ("Was only able to copy
+    // log ... try increasing innodb_log_file_size"); a file keeps up.
+    const grown = redoGrowth > 0 && await setRedoSize(c, node, BASE_REDO_BYTES);
     const res = await deps.runtime.exec(name, ['mariadb-backup', '--backup', '--user=root', `--datadir=${info.datadir}`,
-      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdout: raw, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal })
-      .finally(() => raw.end());
-    const spoolErr = await spooled;
+      `--target-dir=${join(run.node, tmp)}`, '--stream=mbstream', `--log-copy-interval=${LOG_COPY_INTERVAL_MS}`], { stdoutFd: spoolFile.fd, env: { MYSQL_PWD: s.adminPassword }, signal: deps.signal })
+      .finally(() => (grown ? setRedoSize(c, node, info.redoBytes) : undefined));
     // A cancelled copy failed because it was stopped: its exit code says nothing more.
     deps.signal?.throwIfAborted();
-    // A spool that failed (a full disk) stopped the tool: its own error is then only the echo.
-    if (spoolErr) throw new Error(`the copy could not be spooled: ${spoolErr.message}`);
+    // A spool that failed (a full disk) fails the tool, which says so in its log.
     if (res.exitCode !== 0) throw new Error(`mariadb-backup failed (${res.exitCode}): ${backupErrorTail(res.stderr)}`);
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
+    // A stream on the bare descriptor: a FileHandle's own streams with autoClose off keep it
+    // referenced, and its close() would then wait forever.
     await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
     const { sizeBytes, sha256 } = await sealed.done;
     const manifest: BackupManifest = {

@@ -81,6 +81,16 @@ export function replayFilter(): Transform {
  * DROP ran does not hold the DROP. The fork's replicas follow through replication. The source
  * keeps running: only a FLUSH BINARY LOGS touches it.
  */
+/**
+ * The exclusive end a fork replays to: the restore second it was given, or the end of that second
+ * when the fork was asked for with no restore time (the request came within the second, so what
+ * was committed earlier in it belongs in the fork; the archive is waited for up to there).
+ */
+export function forkStopMs(desired: { forkRestoreMs?: number | string | { toString(): string }; forkThroughSecond?: boolean } | undefined): number {
+  const ms = Number(desired?.forkRestoreMs ?? 0);
+  return desired?.forkThroughSecond === true ? ms + 1000 : ms;
+}
+
 export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSource | undefined, restoreMs: number): Promise<void> {
   const log = d.logger.child({ component: 'fork', database: fork.id });
   const sourceId = Number(fork.desired?.forkSource ?? 0);
@@ -88,6 +98,9 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   // T is an exclusive end: nothing stamped T or later, and a base whose snapshot is before T.
   const stopMs = restoreMs;
   const started = Date.now();
+  // A fork through the current second (no restore time) starts its archive round once that second
+  // is over, so the round covers it: at most one second's wait.
+  if (stopMs > started) await new Promise((r) => setTimeout(r, Math.min(stopMs - started, 1000)));
   // Close and archive the source's current binlog, so the archive holds everything up to now.
   if (d.archiver.coveredUntil(source.id) < stopMs) {
     try {

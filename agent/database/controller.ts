@@ -62,6 +62,8 @@ export class DatabaseController extends Cluster {
   private readonly rejoinFailures = new Map<number, number>();
   private retryAt = 0;
   private ticking = false;
+  /** Called when an action or operation ends or a delete begins (see `watch`). */
+  private readonly watchers = new Set<() => void>();
   private lastStatus = '';
 
   constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
@@ -191,6 +193,20 @@ export class DatabaseController extends Cluster {
     }
   }
 
+  /**
+   * Calls `cb` whenever an action or operation ends (`busy` cleared, the state it changed saved)
+   * or a delete begins, until the returned function is called: what waits on the database (an
+   * operation waiting for its provisioning) is woken by the change itself, not a timer.
+   */
+  watch(cb: () => void): () => void {
+    this.watchers.add(cb);
+    return () => this.watchers.delete(cb);
+  }
+
+  private changed(): void {
+    for (const cb of [...this.watchers]) cb();
+  }
+
   /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
   runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
     return this.lock.run(async () => {
@@ -203,6 +219,7 @@ export class DatabaseController extends Cluster {
         if (this.deleted && label !== 'delete') await this.remove().catch((err) => this.log.error({ err }, 'delete sweep failed'));
         this.busy = undefined;
         this.deps.onChange();
+        this.changed();
       }
     });
   }
@@ -294,6 +311,7 @@ export class DatabaseController extends Cluster {
   /** Deletes the database (see remove.ts); on failure it stays known, so the next round retries. */
   private async remove(): Promise<void> {
     this.deleted = true;
+    this.changed();
     try {
       // First: a copy still reading a server, or writing into the backups folder, would fail
       // loudly once those go, or re-create the folder after it was removed.

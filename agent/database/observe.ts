@@ -1,4 +1,5 @@
 import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import { withoutStatementText } from '../../lib/logger.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { replicaStatus } from '../mysql/replication.js';
 import { sameSpec } from '../runtime/container-runtime.js';
@@ -142,11 +143,11 @@ async function inspectNodes(db: InspectContext, s: DbState): Promise<NodeDetail[
           n.proxyNetworks = await readProxyNetworks(c);
           const rs = await replicaStatus(c);
           n.replicating = !!rs && rs.ioRunning && rs.sqlRunning && rs.masterHost === db.primaryAddress();
-          n.lastError = rs?.lastError ?? '';
+          n.lastError = withoutStatementText(rs?.lastError ?? '');
         });
         n.reachable = true;
       } catch (err) {
-        n.lastError = (err as Error).message;
+        n.lastError = withoutStatementText((err as Error).message);
         if (lockedOut(err)) repair = n.lastError;
       }
       if (repair) await restartForRepair(db.runtime, db.nodeName(k), db.log, repair).catch((err) => db.log.error({ err }, 'repair restart failed'));

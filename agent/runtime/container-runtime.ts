@@ -154,11 +154,15 @@ export interface ContainerRuntime {
    * `signal`: once aborted the program is stopped (the process runtime terminates it; on docker
    * its output is cut, and the container's removal ends it), and the promise resolves with the
    * exit code it got; a database's delete cancels its backups this way (docs/agent.md, "Delete").
+   * `stdoutFd` instead of `stdout`: an open file the output is written into, from its current
+   * offset, and left open. The process runtime hands it to the program as its stdout, so the
+   * output never waits on the agent's event loop (mariadb-backup's redo-log copy must keep pace
+   * with the server, docs/agent.md §6); docker copies its output into it.
    */
   exec(
     name: string,
     argv: string[],
-    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; env?: Record<string, string>; noSocket?: boolean; signal?: AbortSignal },
+    io?: { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream; stdoutFd?: number; env?: Record<string, string>; noSocket?: boolean; signal?: AbortSignal },
   ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 
   /**

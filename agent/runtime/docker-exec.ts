@@ -1,10 +1,13 @@
 import type Docker from 'dockerode';
+import { createWriteStream } from 'node:fs';
 import type { Duplex, Readable } from 'node:stream';
 import { frameAt } from './docker-frames.js';
 
 export interface ExecIo {
   stdin?: NodeJS.ReadableStream;
   stdout?: NodeJS.WritableStream;
+  /** An open file the output is copied into, left open (a container cannot take our descriptor). */
+  stdoutFd?: number;
   env?: Record<string, string>;
   /** Once aborted, the program's output is cut (docker cannot stop an exec; removing its container does). */
   signal?: AbortSignal;
@@ -47,7 +50,7 @@ export async function dockerExec(
 
   let stdout = '';
   let stderr = '';
-  const sink = opts.stdout;
+  const sink = opts.stdout ?? (opts.stdoutFd !== undefined ? createWriteStream('', { fd: opts.stdoutFd, autoClose: false }) : undefined);
   const onStdout = (chunk: Buffer): boolean => {
     if (sink) return sink.write(chunk);
     stdout += chunk.toString();

@@ -318,6 +318,7 @@ export function createDockerRuntime(o: { root?: string; stateDir?: string; logge
     async exec(name, argv, io) {
       const [tool, ...rest] = argv;
       if (!tool) throw new FulcrumError('validation', 'exec needs a program');
+      if (io?.stdout && io.stdoutFd !== undefined) throw new FulcrumError('validation', 'exec takes stdout or stdoutFd, not both');
       const info = await inspectContainer(name);
       if (!info) throw FulcrumError.notFound();
       if (!info.State.Running) throw new FulcrumError('conflict', `node ${name} is not running`);

@@ -279,6 +279,7 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       if (!meta) throw FulcrumError.notFound();
       const [tool, ...rest] = argv;
       if (!tool) throw new FulcrumError('validation', 'exec needs a program');
+      if (io?.stdout && io.stdoutFd !== undefined) throw new FulcrumError('validation', 'exec takes stdout or stdoutFd, not both');
       const socket = io?.noSocket ? [] : [`--socket=${paths(meta.spec).socket}`];
       io?.signal?.throwIfAborted();
       // As the node's uid, never the agent's (docs/security/mysql.md, "Client tools run as the
@@ -287,26 +288,31 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       // It can reach what the server can: its socket, data dir and run dir. Its cwd is the run
       // dir, not wherever the agent was started.
       const user = await nodeUser(meta.spec.labels);
+      // A file for stdout is the program's own descriptor: it writes at the disk's pace, however
+      // busy the agent's event loop is (a pipe holds 64 KB, then the program waits for us).
       const child = spawn(toolPath(meta.spec.engine.binary!, tool), [...socket, ...rest], {
-        stdio: ['pipe', 'pipe', 'pipe'],
+        stdio: ['pipe', io?.stdoutFd ?? 'pipe', 'pipe'],
         env: { ...process.env, ...(io?.env ?? {}) },
         ...(user ? { uid: user.uid, gid: user.gid, cwd: paths(meta.spec).runDir } : {}),
       });
+      // stdin and stderr are pipes; stdout is one unless it is the caller's file.
+      const input = child.stdin!;
+      const output = child.stdout;
       let stdout = '';
       let stderr = '';
-      if (io?.stdout) {
+      if (io?.stdout && output) {
         const sink = io.stdout as NodeJS.WritableStream & { writableFinished?: boolean };
-        child.stdout.pipe(sink);
+        output.pipe(sink);
         // A consumer that gave up (destroyed its stream) stops the program instead of leaving
         // it blocked on a full pipe.
         sink.once('close', () => {
           if (!sink.writableFinished && child.exitCode === null) child.kill('SIGTERM');
         });
-      } else child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      } else output?.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
       // The program may exit before reading all of its input (an SQL error); the broken pipe is
       // its failure to report through the exit code, not an agent crash.
-      child.stdin.on('error', () => undefined);
+      input.on('error', () => undefined);
       if (io?.stdin) {
         // Input that breaks half way must not look like a complete one: the program is stopped
         // instead of seeing EOF, so it fails.
@@ -318,8 +324,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
         if ((io.stdin as NodeJS.ReadableStream & { destroyed?: boolean }).destroyed) {
           stderr += 'input failed before the program started\n';
           child.kill('SIGTERM');
-        } else io.stdin.pipe(child.stdin);
-      } else child.stdin.end();
+        } else io.stdin.pipe(input);
+      } else input.end();
       // A cancelled program gets SIGTERM, and SIGKILL if it has not gone a few seconds later:
       // whoever cancelled waits for it before stopping the server it reads.
       let killer: NodeJS.Timeout | undefined;

@@ -5,7 +5,8 @@
  *   data:   with 'data' events (what dataplane/listeners/tcp-session.ts does; every read
  *           allocates a fresh 64 KiB buffer), or
  *   onread: with net.connect's `onread` into one reused buffer, swapped for a fresh one only when
- *           a write could not complete at once (so a queued chunk is never overwritten).
+ *           a write could not complete at once (so a queued chunk is never overwritten): the bare
+ *           relay's tcp pipe (relay.ts), which bench:dataplane measures as the tcp floor.
  * Prints MB/s for 50 MB downloads and req/s for small keep-alive exchanges, with the pipe's CPU
  * per MB / per request, in alternating rounds against the same nginx.
  */
@@ -18,44 +19,20 @@ import { parseFlags } from '../../lib/args.js';
 import { cpuTimes, ensureTools, startProcess, stopAll, stopChildrenOnSignal } from '../common/processes.js';
 import { fmt, median } from '../common/stats.js';
 import { BACKENDS, BACKEND_PORT, startNginx, waitForPort } from './servers.js';
+import { pipeTcp } from './relay.js';
 import { runWrk, wrkScript } from './wrk.js';
-
-const READ_SIZE = 64 * 1024;
 
 /** Runs one pipe in this process (child mode). */
 function servePipe(strategy: string, ip: string, port: number, backendIp: string, backendPort: number): void {
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (c: Socket) => {
-    let b: Socket;
     if (strategy === 'onread') {
-      let buf = Buffer.allocUnsafe(READ_SIZE);
-      let swap = false;
-      b = connect({
-        host: backendIp, port: backendPort, allowHalfOpen: true,
-        onread: {
-          buffer: () => {
-            if (swap) {
-              buf = Buffer.allocUnsafe(READ_SIZE);
-              swap = false;
-            }
-            return buf;
-          },
-          callback: (n: number, chunk: Uint8Array) => {
-            const before = c.writableLength;
-            const ok = c.write(chunk.subarray(0, n));
-            // Still queued (not written through at once): the next read must not reuse it.
-            if (!ok || c.writableLength !== before) swap = true;
-            if (!ok) b.pause();
-            return ok;
-          },
-        },
-      });
-    } else {
-      b = connect({ host: backendIp, port: backendPort, allowHalfOpen: true });
-      b.on('data', (d: Buffer) => {
-        if (!c.write(d)) b.pause();
-      });
+      pipeTcp(c, backendIp, backendPort);
+      return;
     }
-    b.setNoDelay(true);
+    const b = connect({ host: backendIp, port: backendPort, allowHalfOpen: true, noDelay: true });
+    b.on('data', (d: Buffer) => {
+      if (!c.write(d)) b.pause();
+    });
     c.on('data', (d: Buffer) => {
       if (!b.write(d)) c.pause();
     });

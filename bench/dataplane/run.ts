@@ -4,8 +4,10 @@
  * target is missed: the shortfall is printed instead.
  *
  * Flags: --duration S (per round, default 6) --rounds N (default 3) --connections N (default 50)
- *        --workers N (our data plane's workers and HAProxy's nbthread, default 1; with 2 or more the
- *        bench ends with a reload of ours under wrk load, reload.ts) --distribution rr|kernel (ours)
+ *        --workers N (our data plane's workers, the bare relay's and HAProxy's nbthread, default 1; with 2
+ *        or more the bench ends with a reload of ours under wrk load, reload.ts) --distribution rr|kernel (ours)
+ *        --relay-floor=false (leave out the bare Node relay, relay.ts, measured by default in the
+ *        http-keepalive, http-close, tcp-small and https-keepalive scenarios: ours / relay CPU per request)
  *        --only a,b (scenario names; `udp` is the UDP scenario against nginx's stream proxy, udp.ts) --profile (CPU-profile our data plane and print the hot spots)
  *        --json FILE (write all rounds) --keep (keep the temp folder with logs and configs)
  *        --hold (set everything up, print the addresses and pids, and wait for Ctrl-C: for strace/perf)
@@ -19,14 +21,16 @@ import { parseFlags } from '../../lib/args.js';
 import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal, runBench, treeCpuTimes } from '../common/processes.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
-import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
+import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, RELAY_IP, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
+import { startRelay } from './relay.js';
+import { RECOMMENDED_CIPHERS } from '../../dataplane/config/cipher-suites.js';
 import { scenarios, type Scenario } from './scenarios.js';
 import { errorCount, runWrk, wrkScript, type WrkResult } from './wrk.js';
 import { summarizeProfile } from './profile.js';
 import { runUdpScenario } from './udp.js';
 import { reloadUnderLoad } from './reload.js';
 
-type Target = 'ours' | 'haproxy';
+type Target = 'ours' | 'relay' | 'haproxy';
 
 interface Sample {
   scenario: string;
@@ -42,13 +46,14 @@ interface Sample {
 
 async function main(): Promise<void> {
   const f = parseFlags(process.argv.slice(2), {
-    duration: 'number', rounds: 'number', connections: 'number', workers: 'number', distribution: 'string', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean', 'perf-map': 'boolean',
+    duration: 'number', rounds: 'number', connections: 'number', workers: 'number', distribution: 'string', only: 'string', profile: 'boolean', json: 'string', keep: 'boolean', hold: 'boolean', 'perf-map': 'boolean', 'relay-floor': 'boolean',
   });
   const durationS = (f.duration as number | undefined) ?? 6;
   const rounds = (f.rounds as number | undefined) ?? 3;
   const connections = (f.connections as number | undefined) ?? 50;
   const workers = (f.workers as number | undefined) ?? 1;
   const only = (f.only as string | undefined)?.split(',').filter(Boolean);
+  const withRelay = f['relay-floor'] !== false;
   let list = scenarios(connections, workers);
   // `udp` is measured apart (udp.ts): against nginx's stream proxy, not HAProxy, without wrk.
   const withUdp = !only || only.includes('udp');
@@ -72,6 +77,14 @@ async function main(): Promise<void> {
     const cert = await makeCert(dir);
     await startNginx(dir, tools.nginx!);
     const haproxy = await startHaproxy(dir, tools.haproxy!, cert, workers);
+    // The bare Node relay, with as many workers as ours, in front of the same backends.
+    const relay = withRelay && list.some((s) => s.floor)
+      ? startRelay(dir, {
+        ip: RELAY_IP, ports: PORTS, backends: BACKENDS.map((host) => ({ host, port: BACKEND_PORT })),
+        certFile: cert.certFile, keyFile: cert.keyFile, ciphers: RECOMMENDED_CIPHERS.join(':'), workers,
+      })
+      : null;
+    if (relay !== null) for (const port of Object.values(PORTS)) await waitForPort(RELAY_IP, port, () => relay.proc.exitCode !== null ? 'the bare relay exited (relay.log)' : undefined);
 
     const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'), '127.177.0.0/16');
     cleanupCp = () => cp.close();
@@ -91,23 +104,25 @@ async function main(): Promise<void> {
     });
     await waitForApplied(cp, api, 'bench-dataplane', 60_000);
     for (const port of Object.values(PORTS)) await waitForPort(nb.ipv4, port);
-    process.stdout.write(`ours: NodeBalancer ${nb.ipv4} (data plane pid ${dp.pid}); haproxy: ${HAPROXY_IP} (pid ${haproxy.pid})\n\n`);
+    process.stdout.write(`ours: NodeBalancer ${nb.ipv4} (data plane pid ${dp.pid}); haproxy: ${HAPROXY_IP} (pid ${haproxy.pid})` +
+      `${relay !== null ? `; bare relay: ${RELAY_IP} (pid ${relay.pid})` : ''}\n\n`);
 
     const script = wrkScript(dir);
     if (f.hold) {
       process.stdout.write(`holding: ports ${JSON.stringify(PORTS)}; wrk Lua script ${script}; Ctrl-C to stop\n`);
       await new Promise(() => undefined); // the signal handler stops everything
     }
-    const addr: Record<Target, string> = { ours: nb.ipv4, haproxy: HAPROXY_IP };
-    const pid: Record<Target, number> = { ours: dp.pid, haproxy: haproxy.pid };
+    const addr: Record<Target, string> = { ours: nb.ipv4, relay: RELAY_IP, haproxy: HAPROXY_IP };
+    const pid: Record<Target, number> = { ours: dp.pid, relay: relay?.pid ?? 0, haproxy: haproxy.pid };
     for (const s of list) {
       process.stdout.write(`${s.name}: ${s.what}\n`);
-      for (const t of ['ours', 'haproxy'] as Target[]) {
+      const targets: Target[] = relay !== null && s.floor ? ['ours', 'relay', 'haproxy'] : ['ours', 'haproxy'];
+      for (const t of targets) {
         await runWrk(tools.wrk!, script, s.wrk(addr[t], 1)).catch(() => undefined); // warm-up (JIT, pools)
       }
       for (let round = 0; round < rounds; round++) {
-        // ABBA order, so a slow drift of the machine's load does not favour one side.
-        const order: Target[] = round % 2 === 0 ? ['ours', 'haproxy'] : ['haproxy', 'ours'];
+        // ABBA (ABCCBA) order, so a slow drift of the machine's load does not favour one side.
+        const order: Target[] = round % 2 === 0 ? targets : [...targets].reverse();
         for (const t of order) {
           const sample = await measure(s, t, round, tools.wrk!, script, addr[t], pid[t], durationS);
           samples.push(sample);
@@ -127,6 +142,7 @@ async function main(): Promise<void> {
   }
 
   if (list.length > 0) report(list, samples, workers);
+  if (samples.some((x) => x.target === 'relay')) reportFloor(list, samples, workers);
   if (udpShortfalls.length > 0) process.stdout.write(`SHORTFALL (udp):\n${udpShortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
   if (f.json) writeFileSync(f.json as string, JSON.stringify({ machine: versions, durationS, rounds, connections, samples }, null, 2));
   if (f.profile) {
@@ -142,8 +158,8 @@ async function main(): Promise<void> {
 }
 
 async function measure(s: Scenario, t: Target, round: number, wrk: string, script: string, ip: string, pid: number, durationS: number): Promise<Sample> {
-  // Ours: the primary and its workers.
-  const cpuTimes = t === 'ours' ? treeCpuTimes : processCpuTimes;
+  // Ours and the relay: the primary and its workers (HAProxy's threads are in its own figure).
+  const cpuTimes = t === 'haproxy' ? processCpuTimes : treeCpuTimes;
   const cpu0 = cpuTimes(pid);
   try {
     const result = await runWrk(wrk, script, s.wrk(ip, durationS));
@@ -214,6 +230,33 @@ function report(list: Scenario[], samples: Sample[], workers: number): void {
   if (shortfalls.length === 0) process.stdout.write('all targets of issue 6 met in this run\n');
   else process.stdout.write(`SHORTFALL (targets of issue 6 not met in this run):\n${shortfalls.map((x) => `  - ${x}`).join('\n')}\n`);
   if (perCore.length > 0) process.stdout.write(`per-core targets (issue 15; ${workers} workers / nbthread ${workers}):\n${perCore.map((x) => `  - ${x}`).join('\n')}\n`);
+}
+
+/**
+ * CPU per request against the bare Node relay doing the same work in the same run: the share of
+ * the cost that is our own code (docs/performance.md "CPU per request against a bare Node relay").
+ */
+function reportFloor(list: Scenario[], samples: Sample[], workers: number): void {
+  const rows: string[][] = [['scenario', 'req/s ours', 'relay', 'haproxy', 'cpu µs/req ours (user)', 'relay (user)', 'haproxy (user)', 'ours/relay', 'target', 'ours/haproxy', 'relay/haproxy']];
+  const verdicts: string[] = [];
+  for (const s of list) {
+    if (!s.floor) continue;
+    const pick = (t: Target) => samples.filter((x) => x.scenario === s.name && x.target === t && x.result && !x.error);
+    const agg = (t: Target) => {
+      const xs = pick(t);
+      return { n: xs.length, v: median(xs.map((x) => x.result!.reqPerS)), cpu: median(xs.map((x) => x.cpuPerUnit ?? NaN)), user: median(xs.map((x) => x.userPerUnit ?? NaN)) };
+    };
+    const o = agg('ours');
+    const r = agg('relay');
+    const h = agg('haproxy');
+    const ratio = o.cpu / r.cpu;
+    rows.push([s.name, fmt(o.v), fmt(r.v), fmt(h.v), `${fmt(o.cpu, 1)} (${fmt(o.user, 1)})`, `${fmt(r.cpu, 1)} (${fmt(r.user, 1)})`, `${fmt(h.cpu, 1)} (${fmt(h.user, 1)})`,
+      fmt(ratio, 2), `<= ${s.floor.maxCpuRatio}`, fmt(o.cpu / h.cpu, 2), fmt(r.cpu / h.cpu, 2)]);
+    if (o.n === 0 || r.n === 0) verdicts.push(`${s.name}: no clean round for ${o.n === 0 ? 'ours' : 'the relay'}`);
+    else verdicts.push(`${s.name}: ${fmt(ratio, 2)}x the bare relay's CPU per request (target <= ${s.floor.maxCpuRatio}x): ${ratio <= s.floor.maxCpuRatio ? 'met' : 'NOT met'}`);
+  }
+  process.stdout.write(`\nCPU per request against the bare Node relay (relay.ts; ${workers} worker(s) each, HAProxy nbthread ${workers}), medians of the clean rounds:\n${table(rows)}\n`);
+  process.stdout.write(`floor targets:\n${verdicts.map((x) => `  - ${x}`).join('\n')}\n`);
 }
 
 async function toolVersions(tools: Record<string, string>): Promise<Record<string, string>> {

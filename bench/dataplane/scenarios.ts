@@ -22,7 +22,15 @@ export interface Scenario {
    * req/s ratio and a maximum ratio of CPU per request, ours / HAProxy's.
    */
   perCore?: { minRatio?: number; maxCpuRatio: number };
+  /**
+   * Measured against the bare Node relay too (relay.ts): the maximum ratio of CPU per request,
+   * ours / the relay's (the floor any relay on Node's sockets pays for the same work).
+   */
+  floor?: { maxCpuRatio: number };
 }
+
+/** Ours at most this much CPU per request over the bare Node relay doing the same work. */
+const FLOOR_RATIO = 1.15;
 
 /** `threads`: wrk threads, one per proxy worker, so that the client is not the bottleneck. */
 export function scenarios(connections: number, threads = 1): Scenario[] {
@@ -35,6 +43,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       minRatio: 0.8,
       maxP99Ratio: 1.5,
       perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
+      floor: { maxCpuRatio: FLOOR_RATIO },
     },
     {
       name: 'http-close',
@@ -42,6 +51,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       unit: 'req/s',
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.http}/`, connections, durationS: d, headers: ['Connection: close'] }),
       perCore: { maxCpuRatio: 1.5 },
+      floor: { maxCpuRatio: FLOOR_RATIO },
     },
     {
       name: 'tcp-small',
@@ -50,6 +60,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       wrk: (ip, d) => ({ url: `http://${ip}:${PORTS.tcp}/`, connections, durationS: d }),
       minRatio: 0.9,
       perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
+      floor: { maxCpuRatio: FLOOR_RATIO },
     },
     {
       name: 'tcp-bulk',
@@ -65,6 +76,7 @@ export function scenarios(connections: number, threads = 1): Scenario[] {
       wrk: (ip, d) => ({ url: `https://${ip}:${PORTS.https}/`, connections, durationS: d }),
       minRatio: 0.7,
       perCore: { minRatio: 0.9, maxCpuRatio: 1.1 },
+      floor: { maxCpuRatio: FLOOR_RATIO },
     },
   ]);
 }

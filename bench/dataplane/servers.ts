@@ -14,6 +14,8 @@ import { GiveUp, run, startProcess, waitFor, type Spawned } from '../common/proc
 export const BACKENDS = ['127.0.60.1', '127.0.60.2'];
 export const BACKEND_PORT = 8080;
 export const HAPROXY_IP = '127.0.70.1';
+/** The bare Node relay's address (relay.ts), on the same ports as both proxies. */
+export const RELAY_IP = '127.0.72.1';
 export const PORTS = { http: 8080, tcp: 8081, https: 8443 } as const;
 export const BIG_FILE_BYTES = 50 * 1024 * 1024;
 export const SMALL_BODY = 'hello from the bench backend\n';

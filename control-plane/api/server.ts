@@ -4,6 +4,7 @@ import { FulcrumError, isFulcrumError } from '../../lib/errors.js';
 import { apiReasons, badRequest, errorJson, frameworkError, httpStatus, parserError, rawErrorResponse, requestTimeoutResponse, toApiError } from './errors.js';
 import { RateLimiter, type RateVerdict } from './rate-limit.js';
 import { isConsoleRequest } from './console.js';
+import { isLoginPage } from './login.js';
 import { defaultApiListenerLimits, limitListener, listenerServerOptions, type ListenerLimits } from '../../lib/listener-limits.js';
 import type { CapRefusal } from '../../lib/conn-cap.js';
 
@@ -93,7 +94,7 @@ export function createHttpServer(logger: Logger, opts: HttpServerOptions = {}): 
 
   app.addHook('onSend', async (req, reply, payload) => {
     // The console's pages and scripts carry their own types and policy (api/console.ts).
-    if (isConsoleRequest(req)) return payload;
+    if (isConsoleRequest(req) || isLoginPage(req)) return payload;
     const accepted = (req as any).fulcrumAccepted as string | undefined;
     const scopes = (req as any).fulcrumScopes as string | undefined;
     reply.headers({

@@ -65,6 +65,8 @@ export interface ControlPlaneContext {
   replicas: Replicas;
   /** How often the lease holder checks which auto backups are due (compose/databases.ts). */
   backupScheduleMs?: number;
+  /** --host-lost-after: an agent host without a stream this long is declared lost (off when undefined). */
+  hostLostAfterMs?: number;
   /** Run in reverse order on close. */
   closers: (() => Promise<void> | void)[];
 }

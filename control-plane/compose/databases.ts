@@ -6,6 +6,7 @@ import { DatabaseObserver } from '../domain/databases/observer.js';
 import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentReports } from '../domain/databases/agent-reports.js';
+import { HostHealing, hostState, type HostView } from '../domain/databases/host-healing.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { VersionLedger } from '../push/snapshot-cache.js';
 import { databaseRoutes } from '../api/routes/databases.js';
@@ -17,6 +18,8 @@ import { buildDatabaseEndpoints } from '../push/endpoint-builder.js';
 const RETARGET_MS = 2000;
 /** How often spread clusters' primaries are checked (well under FAILOVER_AFTER_MS). */
 const FAILOVER_TICK_MS = 500;
+/** How often the lease holder looks for lost hosts and members to re-place. */
+const HEALING_TICK_MS = 1000;
 /** How often the lease holder looks for due auto backups: a day's backup starts within this of 00:00 UTC. */
 const BACKUP_SCHEDULE_MS = 30_000;
 
@@ -109,6 +112,23 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   ctx.closers.push(() => failoverTick.cancel());
 
+  // Lost hosts: fenced, and their members re-placed on other hosts (docs/multi-host.md, "A lost host").
+  const healing = new HostHealing({
+    repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, lostAfterMs: ctx.hostLostAfterMs,
+    revoke: (id) => ctx.fleet.revoke('agent', id),
+    removed: async (id) => (await ctx.fleet.removedAmong('agent', [id])).length > 0,
+  });
+  const placementsChanged = () => {
+    agents.notifyChanged();
+    dataplanes.notifyChanged();
+    ctx.replicas.publish('database');
+  };
+  const healingTick = every(ctx, HEALING_TICK_MS, 'host healing round failed', async () => {
+    if (!ctx.replicas.leaseHeld()) return;
+    if (await healing.tick()) placementsChanged();
+  });
+  ctx.closers.push(() => healingTick.cancel());
+
   // Auto backups: the lease holder claims each due day in the store and the agents' desired
   // state carries it (docs/databases.md, "Auto backups"); every replica's agents follow.
   const backupScheduler = new BackupScheduler({ repo, clock: ctx.clock, logger: ctx.logger.child({ component: 'backup-schedule' }) });
@@ -140,5 +160,16 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.account.registerNotices(() => service.maintenanceNotices());
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
-  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: await reports.agents() }));
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: (await reports.agents()).map((a) => ({ ...a, lostAt: a.lostAt ?? null, state: hostState(a) })) }));
+  // An operator declares an agent host lost: fenced at once, its members re-placed (unrestricted users only).
+  ctx.router.post('/fulcrum/agents/:id/lost', 'databases:read_write', async (c) => {
+    ctx.auth.requireUnrestricted(c.actor);
+    const view = await healing.declareLost(c.params.id ?? '', 'operator', 'declared lost by an operator');
+    placementsChanged();
+    return hostWire(view);
+  });
+}
+
+function hostWire(v: HostView): Record<string, unknown> {
+  return { id: v.id, region: v.region, state: v.state, last_seen: v.lastSeen, lost_at: v.lostAt };
 }

@@ -39,6 +39,7 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     members, term: d.term, primaryMember: spread ? d.primaryMember : 0,
     binlogRetentionSeconds: d.engineConfig.binlog_retention_period ?? 0,
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
+    forkThroughSecond: d.fork?.throughSecond === true,
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.

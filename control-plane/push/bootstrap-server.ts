@@ -73,7 +73,7 @@ export async function startBootstrapServer(o: {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      const rate = rates?.take(clientKey(req.socket.remoteAddress ?? ''), o.clock.now());
+      const rate = rates?.take(clientKey(req.socket.remoteAddress ?? '', limits.clientIpv6Prefix), o.clock.now());
       if (rate && !rate.allowed) {
         o.refused?.('rate');
         res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(Math.max(1, Math.ceil((rate.resetAt - o.clock.now()) / 1000))), connection: 'close' });

@@ -36,7 +36,15 @@ export interface DatabaseRepository {
    */
   setMembers(databaseId: number, agents: string[]): Promise<void>;
 
+  /**
+   * Moves one member to another agent ('' = placed nowhere, waiting for a host) and drops what
+   * was reported of it: the server that report describes is not the member any more.
+   */
+  placeMember(databaseId: number, member: number, agentId: string): Promise<void>;
+
   agents(): Promise<AgentRecord[]>;
+  /** Declares an agent host lost at `at`, or (null) no longer; false when no such agent is known. */
+  setAgentLost(id: string, at: number | null): Promise<boolean>;
   agent(id: string): Promise<AgentRecord | undefined>;
   upsertAgent(a: AgentRecord): Promise<void>;
   /** As DataplaneRepository.release, for agents. */

@@ -2,6 +2,7 @@ import type { AddressRepository, DataplaneRepository, EventRepository, KeyValueR
 import type { NodeBalancerRepository } from './nodebalancer-repository.js';
 import type { DatabaseRepository } from './database-repository.js';
 import type { FleetRepository } from './fleet-repository.js';
+import type { OAuthRepository } from './oauth-repository.js';
 
 /**
  * One opened store with every repository over it (store/sqlite or store/postgres). The
@@ -19,6 +20,8 @@ export interface Store {
   nodebalancers: NodeBalancerRepository;
   databases: DatabaseRepository;
   fleet: FleetRepository;
+  /** The OAuth login's clients, codes and issued tokens. */
+  oauth: OAuthRepository;
   /** Heartbeats of the control-plane replicas on this store. */
   replicaBeats: ReplicaRepository;
   /** The ids of the schema migrations applied, in order. */

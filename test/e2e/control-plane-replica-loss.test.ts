@@ -7,6 +7,7 @@ import mysql from 'mysql2/promise';
 import { createProcessRuntime } from '../../agent/runtime/process-runtime.js';
 import { silentLogger } from '../../lib/logger.js';
 import { CONNECT_TIMEOUT_MS } from '../../lib/control-plane-client.js';
+import { claimOctet, type OctetClaim } from '../helpers/address-blocks.js';
 import { api, until } from '../helpers/lab.js';
 import { startPgCluster, type PgCluster } from '../helpers/postgres.js';
 import { attemptLog, copyReplicaKeys, logLines, metricValue, startProc, startReplica, type Proc, type ReplicaProc } from '../helpers/replica-procs.js';
@@ -33,8 +34,12 @@ const FROZEN_LIMIT_MS = 10_000 + 5_000 + 3_000;
  * attempt abandoned on the frozen replica (CONNECT_TIMEOUT_MS), plus one attempt that holds.
  */
 const RETURN_LIMIT_MS = 10_125 + CONNECT_TIMEOUT_MS + 3_000;
-/** This file's own addresses: other tests and labs may run on the host meanwhile. */
-const octet = 100 + Math.floor(Math.random() * 150);
+/**
+ * This file's own addresses, held host-wide (test/helpers/address-blocks.ts): other tests and
+ * labs run on the host meanwhile, in the e2e lane beside this one among others.
+ */
+let claim: OctetClaim | undefined;
+let octet = 0;
 
 interface LoopStats {
   served: number;
@@ -77,6 +82,8 @@ describe('a control-plane replica is SIGKILLed', () => {
   let backend: TcpBackend | undefined;
 
   beforeAll(async () => {
+    claim = await claimOctet();
+    octet = claim.octet;
     pgc = await startPgCluster();
   }, 300_000);
 
@@ -94,6 +101,7 @@ describe('a control-plane replica is SIGKILLed', () => {
     await rt.close();
     await pgc?.stop();
     rmSync(dir, { recursive: true, force: true });
+    await claim?.release();
   }, 120_000);
 
   it('moves the data plane and the agent to the other replica within 5 s of a SIGKILL, within the keepalive bound of a freeze, and past a frozen replica to one that returns, closing no listener', async () => {

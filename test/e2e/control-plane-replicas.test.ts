@@ -4,6 +4,7 @@ import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
+import { claimOctet, type OctetClaim } from '../helpers/address-blocks.js';
 import { api, until } from '../helpers/lab.js';
 import { echoBackend, freePort } from '../helpers/tcp.js';
 import type { TcpBackend } from '../helpers/backends.js';
@@ -35,18 +36,20 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
   const procs: Proc[] = [];
   const backends: TcpBackend[] = [];
   let passed = false;
-  // Own address blocks: other suites (and labs) may run on this host meanwhile.
+  // Own address blocks: other suites (and labs) may run on this host meanwhile, in the e2e lane
+  // beside this one among others. The database blocks are held host-wide (helpers/address-blocks.ts).
   const o = () => 20 + Math.floor(Math.random() * 200);
-  const [nbOctet, dbOctet, beA, beB] = [o(), o(), o(), o()];
+  const [nbOctet, beA, beB] = [o(), o(), o()];
+  let claim: OctetClaim | undefined;
+  let dbOctet = 0;
   const nbPool = `127.77.${nbOctet}.0/24`;
-  const dbPool = `127.78.${dbOctet}.0/24`;
-  const nodePool = `127.79.${dbOctet}.0/24`;
-  const endpointSource = `127.76.${dbOctet}.1`;
   const backendNet = `127.${beA}.${beB}.0/24`;
   let a: ReplicaProc;
   let b: ReplicaProc;
 
   beforeAll(async () => {
+    claim = await claimOctet();
+    dbOctet = claim.octet;
     cluster = await startPgCluster();
   });
   afterAll(async () => {
@@ -55,12 +58,13 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
     await cluster?.stop();
     if (passed) for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
     else console.log(`state kept in ${Object.values(dirs).join(' ')}`);
+    await claim?.release();
   });
 
   it('keeps every acknowledged write, duplicates nothing and serves the final state within 5 s', async () => {
     const url = await cluster.newDatabase();
     const [grpcA, grpcB, bootA, bootB] = [await freePort(), await freePort(), await freePort(), await freePort()];
-    const cpArgs = ['--nodebalancer-pool', nbPool, '--database-pool', dbPool, '--backend-networks', backendNet];
+    const cpArgs = ['--nodebalancer-pool', nbPool, '--database-pool', `127.78.${dbOctet}.0/24`, '--backend-networks', backendNet];
     a = await startReplica('replica-a', { stateDir: dirs.a, store: url, grpcPort: grpcA, bootstrapPort: bootA, args: cpArgs });
     procs.push(a);
     copyReplicaKeys(dirs.a, dirs.b);
@@ -87,10 +91,10 @@ describe('two control-plane replicas under concurrent writes, one killed midway'
       return r.body.token as string;
     };
     const list = `${a.grpcAddress},${b.grpcAddress}`;
-    const dp = startProc('dataplane', ['dataplane', '--control-plane', list, '--state', dirs.dp, '--workers', '1', '--endpoint-source', endpointSource,
+    const dp = startProc('dataplane', ['dataplane', '--control-plane', list, '--state', dirs.dp, '--workers', '1', '--endpoint-source', `127.76.${dbOctet}.1`,
       '--join', await joinToken('dataplane', 'harep-dp')]);
     procs.push(dp);
-    const agent = startProc('agent', ['agent', '--control-plane', list, '--state', dirs.agent, '--runtime', 'process', '--node-pool', nodePool,
+    const agent = startProc('agent', ['agent', '--control-plane', list, '--state', dirs.agent, '--runtime', 'process', '--node-pool', `127.79.${dbOctet}.0/24`,
       '--stop-nodes-on-exit', '--join', await joinToken('agent', 'harep-agent')]);
     procs.push(agent);
     const connectedTo = async (r: ReplicaProc) => {

@@ -160,7 +160,9 @@ describe('one address for the API: keepalived moves the VIP between control-plan
 
     let conf = readFileSync(join(SHIPPED, 'control-plane-vip.conf'), 'utf8');
     conf = edit(conf, 'script_user fulcrum-check', `script_user ${CHECK_USER}`);
-    conf = edit(conf, `script "/etc/keepalived/fulcrum-api-check.sh http://127.0.0.1:8080 /etc/keepalived/fulcrum-api-check.header"`,
+    conf = edit(conf, `script "/etc/keepalived/fulcrum-api-check.sh https://10.0.0.100:8080 /etc/keepalived/fulcrum-api-check.header /etc/fulcrum/tls/api-ca.crt"`,
+      // The replicas here serve plain HTTP inside the test's hosts; the https form is checked in
+      // test/integration/cli/control-plane-vip.test.ts.
       `script "${script} http://127.0.0.1:${API_PORT} ${header}"`);
     conf = edit(conf, 'interface eth0', `interface ${h.iface}`);
     conf = edit(conf, 'priority 150', `priority ${priority}`);

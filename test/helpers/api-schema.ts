@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { clientTypedOperations } from './api-v4-shapes.js';
+import { clientTypedOperations, oauthClientTypedOperations } from './api-v4-shapes.js';
 
 /**
  * Checks response bodies against the schema of their operation, from the fixture that
@@ -93,7 +93,7 @@ export function assertResponseSchema(method: string, url: string, status: number
 
 export const allOperations = Object.keys(fixture.operations);
 
-const clientTyped = Object.entries(clientTypedOperations).map(([key, schema]) => {
+const clientTyped = Object.entries({ ...clientTypedOperations, ...oauthClientTypedOperations }).map(([key, schema]) => {
   const [method, path] = key.split(' ') as [string, string];
   return { key, method, re: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`), schema, v: undefined as ValidateFunction | undefined };
 });

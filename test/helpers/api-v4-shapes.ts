@@ -86,6 +86,11 @@ export const notificationSchema = strict({
 /** GET /tags/{label}: the tagged objects, each its type and the object as its own endpoint shows it. */
 const taggedObject = strict({ type: { enum: ['nodebalancer', 'database', 'linode', 'domain', 'volume'] }, data: { type: 'object' } });
 
+/** OAuthClient of @linode/api-v4 (account/types.d.ts). */
+const oauthClientSchema = strict({
+  id: str, label: str, public: bool, redirect_uri: str, secret: str, status: { enum: ['active', 'disabled', 'suspended'] }, thumbnail_url: nullable('string'),
+});
+
 /** Operations typed from the client, by "METHOD /path" with {params}. */
 export const clientTypedOperations: Record<string, Json> = {
   'GET /profile': profileSchema,
@@ -104,4 +109,13 @@ export const clientTypedOperations: Record<string, Json> = {
   'GET /account/maintenance': page({ not: {} }),
   'GET /account/availability': page(strict({ region: str, unavailable: { type: 'array', items: str } })),
   'GET /account/agreements': strict({ billing_agreement: bool, eu_model: bool, privacy_policy: bool }),
+};
+
+/** /account/oauth-clients, typed from the client (test/integration/api/oauth-clients.test.ts covers each). */
+export const oauthClientTypedOperations: Record<string, Json> = {
+  'GET /account/oauth-clients': page(oauthClientSchema),
+  'POST /account/oauth-clients': oauthClientSchema,
+  'GET /account/oauth-clients/{clientId}': oauthClientSchema,
+  'PUT /account/oauth-clients/{clientId}': oauthClientSchema,
+  'POST /account/oauth-clients/{clientId}/reset-secret': oauthClientSchema,
 };

@@ -53,6 +53,14 @@ describe('e2e lanes', () => {
     expect(concurrent.filter((f) => /Math\.random\(\) \* 150/.test(source(f)))).toEqual([]);
   });
 
+  it('has every file of either lane that builds its own database blocks hold them host-wide (claimOctet)', () => {
+    // Serial files run beside the concurrent lane: a randomly drawn 127.78.<octet> met a lab's
+    // (docs/testing.md), and that lab's client reached the other database's endpoint.
+    const own = [...serial, ...concurrent].filter((f) => /127\.7[689]\.\$\{/.test(source(f)));
+    expect(own.length).toBeGreaterThan(0);
+    expect(own.filter((f) => !/\b(claimOctet|ownOctet)\(/.test(source(f)))).toEqual([]);
+  });
+
   it('gives each concurrent file that builds hosts its own netns prefix and subnet', () => {
     const nets = concurrent.filter((f) => source(f).includes('createHosts(')).map((f) => {
       const s = source(f);

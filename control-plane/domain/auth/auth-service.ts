@@ -149,6 +149,11 @@ export class AuthService {
     await this.tokens.delete(id);
   }
 
+  /** Revokes a token by id, whoever holds it (the OAuth login's revocation and code-replay rules). */
+  async revokeTokenId(id: number): Promise<void> {
+    await this.tokens.delete(id);
+  }
+
   /** 403 unless the user may create entities of this kind. */
   requireAddGrant(actor: Actor, kind: EntityKind): void {
     if (!actor.user.restricted) return;

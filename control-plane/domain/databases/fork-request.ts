@@ -1,6 +1,7 @@
 import { wireTime } from '../../../lib/clock.js';
 import type { ErrorCollector } from '../../../lib/errors.js';
 import type { Body } from '../validation/fields.js';
+import type { DatabaseFork } from './model.js';
 
 /**
  * The `fork` of a create request (docs/databases.md, "Fork to a point in time"), kept apart from
@@ -57,10 +58,12 @@ function sentRestoreTime(f: Body): unknown {
 
 /**
  * A source the caller can read, in a state that can be forked, on the engine asked for, and a
- * second between its oldest restorable instant and now; no restore time means now, the latest
- * second the source can be forked at.
+ * second between its oldest restorable instant and now. No restore time means now, the latest
+ * second the source can be forked at, and `throughSecond`: a fork holds what was stamped before its
+ * restore second (docs/databases.md), so without it "now" would leave out what was committed earlier
+ * in the current second, right before the request (a restore just finished, the last rows written).
  */
-export function validateFork(errs: ErrorCollector, fork: unknown, engineId: string | undefined, look: ForkLookups): { source: number; restoreTimeMs: number } | undefined {
+export function validateFork(errs: ErrorCollector, fork: unknown, engineId: string | undefined, look: ForkLookups): DatabaseFork | undefined {
   if (typeof fork !== 'object' || fork === null || Array.isArray(fork)) return void errs.add('fork', R.forkObject);
   const f = fork as Body;
   const id = f.source;
@@ -76,7 +79,7 @@ export function validateFork(errs: ErrorCollector, fork: unknown, engineId: stri
   const now = Math.floor((look.nowMs ?? Date.now()) / 1000) * 1000;
   const ms = at === 'latest' ? now : at;
   if (ms < src.oldestRestoreMs || ms > now) return void errs.add('fork.restore_time', R.forkTimeRange(wireTime(src.oldestRestoreMs), wireTime(now)));
-  return { source: id as number, restoreTimeMs: ms };
+  return at === 'latest' ? { source: id as number, restoreTimeMs: ms, throughSecond: true } : { source: id as number, restoreTimeMs: ms };
 }
 
 /** What a fork takes from its source when the request leaves it out. */

@@ -91,7 +91,7 @@ export interface DatabaseRecord {
   created: number;
   updated: number;
   /** Set on a database made by a fork: the source and the restore second (ms, UTC). */
-  fork?: { source: number; restoreTimeMs: number } | null;
+  fork?: DatabaseFork | null;
   /**
    * What the agent reports can truly be restored: the oldest backup followed by an unbroken
    * binlog chain (ms, a whole second); null until it has one (docs/databases.md, "Fork to a point in time").
@@ -177,6 +177,12 @@ export interface AgentRecord {
   lastSeen: number | null;
   appliedVersion: number;
   engines: { id: string; engine: string; version: string; image: string; binary: string }[];
+  /**
+   * When the host was declared lost (ms), null or absent while it is not: its members are
+   * re-placed on other hosts and never given back (docs/multi-host.md, "A lost host"). Written
+   * only by setAgentLost; upsertAgent leaves it as it is.
+   */
+  lostAt?: number | null;
 }
 
 /** What every member agent of a spread cluster shares (docs/databases.md, "Clusters across hosts"). */
@@ -184,4 +190,14 @@ export interface ClusterSecrets {
   caCertPem: string;
   caKeyPem: string;
   replPassword: string;
+}
+
+/**
+ * A fork's source and restore second (ms, UTC). `throughSecond` (a fork asked for with no restore
+ * time) makes the fork hold that whole second as well, up to the request.
+ */
+export interface DatabaseFork {
+  source: number;
+  restoreTimeMs: number;
+  throughSecond?: boolean;
 }

@@ -5,6 +5,7 @@ import type { DatabaseRepository } from '../../store/database-repository.js';
 import type { DatabaseRecord } from './model.js';
 import { databaseRef, type DatabaseService } from './database-service.js';
 import { nextStatus, settle, type Observation } from './status-rules.js';
+import { clusterIncomplete, hostState } from './host-healing.js';
 import { spansAgents } from './placement.js';
 import { IgnoredReports, reportScope } from './report-scope.js';
 
@@ -153,7 +154,14 @@ export class DatabaseObserver {
     }
 
     const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
-    const t = nextStatus(db, { ...o, status: effectiveStatus(db.clusterSize, o) }, opPending);
+    let status = effectiveStatus(db.clusterSize, o);
+    // A spread cluster missing a member (its host lost, or the new one not reporting yet) is not
+    // whole, whatever the primary's agent sees of its own members (docs/multi-host.md, "A lost host").
+    if (status === 'active' && db.provisioned && spansAgents(placements)) {
+      const lost = new Set((await this.d.repo.agents()).filter((a) => hostState(a) === 'lost').map((a) => a.id));
+      if (clusterIncomplete(placements, await this.d.repo.memberReports(db.id), lost)) status = 'degraded';
+    }
+    const t = nextStatus(db, { ...o, status }, opPending);
     const patch: Partial<DatabaseRecord> = {};
     if (t.status !== db.status) {
       patch.status = t.status;

@@ -3,7 +3,7 @@ import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
 import { serverOptions, validateEngineConfig } from './engine-config.js';
 import { forkReasons, validateFork, type ForkLookups } from './fork-request.js';
-import type { EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
+import type { DatabaseFork, EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
 
 /**
  * Pure request validation for Managed Databases: every rule is a 400 naming the field, and all
@@ -109,7 +109,7 @@ export interface CreateInput {
   updates?: UpdatesWindow;
   engineConfig: EngineConfig;
   /** A fork: the source and the restore second (ms, UTC). */
-  fork?: { source: number; restoreTimeMs: number };
+  fork?: DatabaseFork;
 }
 
 export interface CreateLookups extends ForkLookups {

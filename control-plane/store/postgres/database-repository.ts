@@ -88,7 +88,13 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member > $2', [databaseId, agents.length]);
     }),
 
+    placeMember: (databaseId, member, agentId) => x.transaction(async () => {
+      await x.query('UPDATE database_members SET agent_id = $1 WHERE database_id = $2 AND member = $3', [agentId, databaseId, member]);
+      await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member = $2', [databaseId, member]);
+    }),
+
     agents: async () => (await x.rows('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
+    setAgentLost: async (id, at) => (await x.query('UPDATE database_agents SET lost_at = $1 WHERE id = $2', [at, id])).rowCount === 1,
     async agent(id) {
       const r = await x.one('SELECT * FROM database_agents WHERE id = $1', [id]);
       return r ? agentRow(r) : undefined;

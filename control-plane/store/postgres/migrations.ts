@@ -1,4 +1,5 @@
 import type { Migration } from '../sqlite/migrations.js';
+import { postgresOAuthMigrations } from './migrations-oauth.js';
 
 /**
  * The PostgreSQL schema, in step with SQLite's: the same migration ids (store/sqlite/migrations*.ts)
@@ -360,4 +361,12 @@ export const postgresMigrations: Migration[] = [
       ALTER TABLE users ADD COLUMN preferences TEXT NOT NULL DEFAULT '{}';
     `,
   },
+  {
+    // An agent host declared lost, as in SQLite (docs/multi-host.md, "A lost host").
+    id: '290-agent-host-lost',
+    sql: `
+      ALTER TABLE database_agents ADD COLUMN lost_at BIGINT;
+    `,
+  },
+  ...postgresOAuthMigrations,
 ];

@@ -7,6 +7,7 @@ import { pgAddresses, pgDataplanes, pgEvents, pgKeyValue, pgReplicaBeats, pgToke
 import { pgNodeBalancers } from './nodebalancer-repository.js';
 import { pgDatabaseRepository } from './database-repository.js';
 import { pgFleet } from './fleet-repository.js';
+import { pgOAuth } from './oauth-repository.js';
 
 /** Any fixed number: the advisory lock replicas take while one of them migrates. */
 const MIGRATION_LOCK = 0x46554c43;
@@ -37,6 +38,7 @@ export async function openPostgresStore(url: string, opts: { kekFile: string; ma
     nodebalancers: pgNodeBalancers(x, box),
     databases: pgDatabaseRepository(x, box),
     fleet: pgFleet(x),
+    oauth: pgOAuth(x),
     replicaBeats: pgReplicaBeats(x),
     migrations: async () => (await x.rows('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id as string),
     close: () => x.close(),

@@ -73,7 +73,8 @@ export const PUT_MEMBER_REPORT = `INSERT INTO database_member_reports (database_
   role = excluded.role, gtid = excluded.gtid, address = excluded.address, reported = excluded.reported`;
 
 export function agentRow(r: any): AgentRecord {
-  return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, replica: r.replica, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) };
+  return { id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, replica: r.replica, lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines),
+    lostAt: r.lost_at === null || r.lost_at === undefined ? null : Number(r.lost_at) };
 }
 
 /** SQLite adapter of the DatabaseRepository port (tables of migrations-databases.ts). */
@@ -163,7 +164,17 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
       db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
     },
 
+    placeMember(databaseId, member, agentId) {
+      db.transaction(() => {
+        db.prepare('UPDATE database_members SET agent_id = ? WHERE database_id = ? AND member = ?').run(agentId, databaseId, member);
+        db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member = ?').run(databaseId, member);
+      }).immediate();
+    },
+
     agents: () => (db.prepare('SELECT * FROM database_agents ORDER BY id').all() as any[]).map(agentRow),
+    setAgentLost(id, at) {
+      return db.prepare('UPDATE database_agents SET lost_at = ? WHERE id = ?').run(at, id).changes === 1;
+    },
     agent(id) {
       const r = db.prepare('SELECT * FROM database_agents WHERE id = ?').get(id);
       return r ? agentRow(r) : undefined;

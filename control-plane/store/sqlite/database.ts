@@ -6,6 +6,7 @@ import { loadOrCreateKeyFile, newKey, parseKeyFile, writeKeyFile } from '../../.
 import { coreMigrations, type Migration } from './migrations.js';
 import { databaseMigrations } from './migrations-databases.js';
 import { fleetMigrations } from './migrations-fleet.js';
+import { oauthMigrations } from './migrations-oauth.js';
 import { attachSecretBox, resealSecrets, scrubFreedPages, unsealedCount } from './secrets.js';
 
 export type { Db };
@@ -32,7 +33,7 @@ export function openDatabase(path: string, opts: { kekFile?: string } = {}): Db 
   // Deleted and overwritten content is zeroed, so an old secret does not linger in free pages.
   db.pragma('secure_delete = ON');
   for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
-  migrate(db, [...coreMigrations, ...fleetMigrations, ...databaseMigrations]);
+  migrate(db, [...coreMigrations, ...fleetMigrations, ...databaseMigrations, ...oauthMigrations]);
   attachSecretBox(db, box);
   if (resealSecrets(db, box) > 0) scrubFreedPages(db);
   return db;

@@ -187,4 +187,12 @@ export const databaseMigrations: Migration[] = [
       CREATE TABLE control_plane_replicas (id TEXT PRIMARY KEY, heartbeat_at INTEGER NOT NULL);
     `,
   },
+  {
+    // When an operator (or --host-lost-after) declared an agent host lost: its members are
+    // re-placed and it is never given them back (docs/multi-host.md, "A lost host").
+    id: '290-agent-host-lost',
+    sql: `
+      ALTER TABLE database_agents ADD COLUMN lost_at INTEGER;
+    `,
+  },
 ];

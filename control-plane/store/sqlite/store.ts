@@ -4,6 +4,7 @@ import { sqliteAddresses, sqliteDataplanes, sqliteEvents, sqliteKeyValue, sqlite
 import { sqliteNodeBalancers } from './nodebalancer-repository.js';
 import { sqliteDatabaseRepository } from './database-repository.js';
 import { sqliteFleet } from './fleet-repository.js';
+import { sqliteOAuth } from './oauth-repository.js';
 
 /** Every repository over one SQLite connection (the embedded default store). */
 export function sqliteStore(db: Db): Store & { db: Db } {
@@ -19,6 +20,7 @@ export function sqliteStore(db: Db): Store & { db: Db } {
     nodebalancers: sqliteNodeBalancers(db),
     databases: sqliteDatabaseRepository(db),
     fleet: sqliteFleet(db),
+    oauth: sqliteOAuth(db),
     replicaBeats: sqliteReplicaBeats(db),
     async migrations() {
       return db.prepare('SELECT id FROM schema_migrations ORDER BY id').pluck().all() as string[];

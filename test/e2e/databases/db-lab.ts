@@ -12,6 +12,7 @@ import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js'
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { repoRoot, testRateLimits, until } from '../../helpers/lab.js';
+import { claimOctet, type OctetClaim } from '../../helpers/address-blocks.js';
 
 export { until };
 export const MYSQL = '/v4/databases/mysql/instances';
@@ -42,29 +43,26 @@ export interface DbLab {
 export type RuntimeKind = 'process' | 'docker';
 
 /**
- * A third octet (100-249) for a file's own 127.76/127.78/127.79 blocks. The concurrent e2e lane
- * (docs/testing.md) runs FULCRUM_E2E_WORKERS files at once, each in the worker VITEST_POOL_ID
- * (1..N): each worker draws from its own share of the range, so two files running at the same
- * time never get the same block (a random draw over the whole range met 1 time in 150).
+ * A third octet (100-249) for a file's own 127.76/127.78/127.79 blocks, held host-wide until
+ * `release` (test/helpers/address-blocks.ts): no other lab, lane or checkout on this host gets it
+ * meanwhile.
  */
-export function ownOctet(): number {
-  const workers = Math.max(1, Number(process.env.FULCRUM_E2E_WORKERS ?? 2) || 1);
-  const slot = (Math.max(1, Number(process.env.VITEST_POOL_ID ?? 1) || 1) - 1) % workers;
-  const width = Math.floor(150 / workers);
-  return 100 + slot * width + Math.floor(Math.random() * width);
-}
+export const ownOctet = (): Promise<OctetClaim> => claimOctet(100, 249);
 
 export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
   const dpDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-dp-`));
   // Own /24s for endpoints and nodes: other agents and labs may run on this host meanwhile.
-  const octet = ownOctet();
+  const claim = await ownOctet();
+  const { octet } = claim;
   const pool = `127.78.${octet}.0/24`;
   const nodePool = `127.79.${octet}.0/24`;
   // Status polls every 100 ms for minutes: past the product's per-token limit (helpers/lab.ts).
   const cp = await startControlPlane({ stateDir, apiPort: 0, grpcPort: 0, databasePool: pool, logger: silentLogger(), rateLimits: testRateLimits });
-  const agentId = `e2e-${name}`;
+  // The octet in the name too: the docker runtime names containers after the agent, and the same
+  // file run from two checkouts at once would otherwise replace each other's containers.
+  const agentId = `e2e-${name}-${octet}`;
   await enrolHost(cp, dpDir, 'dataplane', `${agentId}-dp`, 'us-east');
   const dataplane = await startDataplane({
     controlPlane: cp.grpcAddress, stateDir: dpDir, logger: silentLogger(), endpointSource: `127.76.${octet}.1`, telemetryIntervalMs: 500,
@@ -141,6 +139,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
       rmSync(stateDir, { recursive: true, force: true });
       rmSync(dpDir, { recursive: true, force: true });
       rmSync(agentDir, { recursive: true, force: true });
+      await claim.release();
     },
   };
   return lab;

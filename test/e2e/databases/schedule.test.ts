@@ -10,6 +10,7 @@ import { detectLocalEngines } from '../../../control-plane/domain/databases/cata
 import { startAgent, type RunningAgent } from '../../../agent/main.js';
 import { databaseDir } from '../../../agent/database/state.js';
 import { MYSQL, ownOctet, until } from './db-lab.js';
+import type { OctetClaim } from '../../helpers/address-blocks.js';
 import { testRateLimits } from '../../helpers/lab.js';
 import { readingClock } from '../../helpers/clocks.js';
 
@@ -31,7 +32,8 @@ describe('Managed MySQL schedules with an injected clock', () => {
   let engineId: string;
   let binary: string;
   let id: number;
-  const nodePool = `127.79.${ownOctet()}.0/24`;
+  let claim: OctetClaim | undefined;
+  let nodePool = '';
 
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(cp.apiUrl + path, {
@@ -68,11 +70,13 @@ describe('Managed MySQL schedules with an injected clock', () => {
     engineId = e.id;
     binary = e.binary;
     writeFileSync(enginesFile, JSON.stringify([{ id: engineId, binary }]));
+    claim = await ownOctet();
+    nodePool = `127.79.${claim.octet}.0/24`;
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups"): it
     // reads the same injected time as the agent, checked every 200 ms. Plain gRPC: certificates
     // are issued for real time and checked against the injected one, years apart here (mutual
     // TLS has its own tests).
-    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${ownOctet()}.0/24`, logger: silentLogger(),
+    cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${claim.octet}.0/24`, logger: silentLogger(),
       rateLimits: testRateLimits, clock: readingClock(clock), backupScheduleMs: 200, insecureGrpc: true }); // polls every 100 ms for minutes (helpers/lab.ts)
     await start();
     const d = await api('POST', MYSQL, { label: 'sched-db', region: 'us-east', type: 'g6-nanode-1', engine: engineId, allow_list: ['0.0.0.0/0'] });
@@ -93,6 +97,7 @@ describe('Managed MySQL schedules with an injected clock', () => {
     }
     await cp?.close();
     for (const d of [cpDir, agentDir, binDir]) rmSync(d, { recursive: true, force: true });
+    await claim?.release();
   });
 
   it('acceptance 4: auto backups at 00:00 UTC, only the newest 7 kept, a missed run caught up after a restart', async () => {

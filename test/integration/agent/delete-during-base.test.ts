@@ -9,14 +9,16 @@
  * the removed folder (ENOENT on its manifest.json.tmp), and the failures were warnings.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { runsWith } from '../../../lib/processes.js';
 import { createLocalBackupStorage, type BackupStorage } from '../../../agent/backup/backup-storage.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { desiredDb, type Driver } from './control-plane-driver.js';
@@ -71,8 +73,17 @@ describe('agent: a database deleted while its first physical base is taken (proc
         const real = createProcessRuntime({ root: join(fx.stateDir, 'runtime'), logger });
         const runtime: ContainerRuntime = {
           ...real,
-          exec: (name, argv, io) => real.exec(name, argv, slow === 'copy' && argv[0] === 'mariadb-backup' && io?.stdout
-            ? { ...io, stdout: slowSink(io.stdout, 256 * 1024) } : io),
+          // The copy's spool is mariadb-backup's stdout (its descriptor): a slow writer goes
+          // between, and, as with the descriptor itself, the output is in the file (or the
+          // writer failed) when exec returns.
+          exec: async (name, argv, io) => {
+            if (!(slow === 'copy' && argv[0] === 'mariadb-backup' && io?.stdoutFd !== undefined)) return real.exec(name, argv, io);
+            const sink = slowSink(createWriteStream('', { fd: io.stdoutFd, autoClose: false }), 256 * 1024);
+            const written = finished(sink).catch(() => undefined);
+            const res = await real.exec(name, argv, { ...io, stdoutFd: undefined, stdout: sink });
+            await written;
+            return res;
+          },
         };
         const local = createLocalBackupStorage(join(fx.stateDir, 'backups'));
         const backupStorage: BackupStorage = {
@@ -133,7 +144,9 @@ describe('agent: a database deleted while its first physical base is taken (proc
     for (let i = 0; i < 2; i++) {
       expect(processesOf('mariadb-backup', nodeDir)).toEqual([]);
       expect(processesOf('mariadbd', nodeDir)).toEqual([]);
-      for (const pid of servers) expect(existsSync(`/proc/${pid}`)).toBe(false);
+      // That server, not its number: pids are 15 bits here, and a loaded host reuses one within
+      // seconds (and an exited server stays a zombie until the agent's process reaps it).
+      for (const pid of servers) expect(runsWith(pid, nodeDir)).toBe(false);
       expect(await fx.agent!.runtime.list({})).toEqual([]);
       expect(existsSync(nodeDir)).toBe(false);
       expect(existsSync(backupsDir)).toBe(false);

@@ -51,14 +51,20 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
   const net = testNet('127.78', 29);
 
   beforeAll(async () => {
-    fx = await createAgentFixture({ id: 'agent-physical-writes', slot: 29, reconcileIntervalMs: 300 });
+    // The agent's own archive takes its first base as soon as the database is up, and a round
+    // a minute later takes another once 64 MB of binlog follow it, which this test's writes are:
+    // beside this test's copy, two copies of one server at once, which the product never runs (a
+    // database's archive rounds never overlap) and which made each other fail. One round only.
+    fx = await createAgentFixture({ id: 'agent-physical-writes', slot: 29, reconcileIntervalMs: 300, extra: () => ({ binlogArchiveMs: 3_600_000 }) });
     ({ driver } = fx);
     await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
     db = desiredDb({ id: 13, engineId: engine!.id, version: engine!.version, hostPrimary: `${net}.1`, hostSecondary: `${net}.2`, allowList: ['0.0.0.0/0'] });
     driver.setDatabases([db]);
     await driver.waitFor(() => driver.db(13)?.status === 'active', 60_000, 'active');
-  }, 90_000);
+    // That first round's base is done before this test's copies start.
+    await driver.waitFor(() => Number(driver.db(13)?.oldestRestoreMs ?? 0) > 0, 120_000, "the archive's first base");
+  }, 180_000);
 
   afterAll(async () => {
     await fx?.close();

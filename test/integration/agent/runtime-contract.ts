@@ -7,7 +7,8 @@
  * `engine` is the catalogue entry to run, `root` a scratch directory for data dirs.
  * The suite runs real servers; every node it creates is removed in afterAll.
  */
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import mysql from 'mysql2/promise';
@@ -164,6 +165,22 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
       const denied = await fx.runtime.exec(name, ['mariadb', '--user=root', '-e', 'SELECT 1'], { env: { MYSQL_PWD: 'wrong' } });
       expect(denied.exitCode).not.toBe(0);
       expect(denied.stderr).toMatch(/Access denied/);
+    });
+
+    it("exec writes stdout into an open file (stdoutFd) from the file's offset, and leaves it open", async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'fulcrum-contract-out-'));
+      const fd = openSync(join(dir, 'out'), 'w+', 0o600);
+      try {
+        writeSync(fd, 'before\n');
+        const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '--skip-column-names', '-e', 'SELECT 6 * 7'], { stdoutFd: fd });
+        expect(res.exitCode).toBe(0);
+        expect(res.stdout).toBe('');
+        writeSync(fd, 'after\n');
+        expect(readFileSync(join(dir, 'out'), 'utf8')).toBe('before\n42\nafter\n');
+      } finally {
+        closeSync(fd);
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('exec stops the program when the caller destroys the output stream', async () => {

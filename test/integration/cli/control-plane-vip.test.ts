@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
 import { silentLogger } from '../../../lib/logger.js';
+import { makeCa, makeCert } from '../../helpers/certs.js';
 import { repoRoot } from '../../helpers/lab.js';
 
 const dir = join(repoRoot, 'scripts', 'keepalived');
@@ -69,5 +70,37 @@ describe('the control-plane VIP (keepalived)', () => {
     await cp!.close();
     cp = undefined;
     expect(await run()).not.toBe(0);
+  });
+
+  it('checks an https API on this host by the name its certificate carries, verified against the CA given', async () => {
+    // As the shipped line runs it: the API's name and port, the header file, the CA file. The
+    // name resolves nowhere; the check connects to loopback and verifies the certificate.
+    const name = 'api.vip-check.test';
+    const ca = makeCa('VIP check CA');
+    const leaf = makeCert(ca, name);
+    const caFile = join(work, 'api-ca.crt');
+    writeFileSync(caFile, ca.cert);
+    const otherCa = join(work, 'other-ca.crt');
+    writeFileSync(otherCa, makeCa('Some other CA').cert);
+    const tlsCp = await startControlPlane({ stateDir: join(work, 'cp-tls'), apiHost: '127.0.0.1', apiPort: 0, grpcPort: 0, bootstrapPort: 0, apiTls: leaf, logger: silentLogger() });
+    try {
+      const admin = await tlsCp.context.auth.ensureAdmin();
+      const { secret } = await tlsCp.context.auth.issueToken(admin.id, { label: 'vip-check', scopes: 'nodebalancers:read_only', expiry: null });
+      const header = join(work, 'header-tls');
+      writeFileSync(header, `Authorization: Bearer ${secret}\n`, { mode: 0o600 });
+      const port = new URL(tlsCp.apiUrl).port;
+      const run = (...args: string[]) => new Promise<number | null>((resolve) => {
+        const child = spawn('sh', [check, ...args], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
+        child.once('exit', (code) => resolve(code));
+      });
+      expect(await run(`https://${name}:${port}`, header, caFile)).toBe(0);
+      // A certificate the check cannot verify fails it: not from the CA given, or not in the
+      // system's trust store when no CA is given, or not naming the name asked for.
+      expect(await run(`https://${name}:${port}`, header, otherCa)).not.toBe(0);
+      expect(await run(`https://${name}:${port}`, header)).not.toBe(0);
+      expect(await run(`https://other.vip-check.test:${port}`, header, caFile)).not.toBe(0);
+    } finally {
+      await tlsCp.close();
+    }
   });
 });

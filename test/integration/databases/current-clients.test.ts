@@ -340,6 +340,9 @@ describe('databases API: the fields today\'s clients read', () => {
     expect(recorded).toBeGreaterThanOrEqual(before);
     expect(recorded).toBeLessThanOrEqual(after);
     await checkFork(latest, recorded);
+    // The agent is told to replay through the end of that second (the request came within it).
+    expect(desiredOf(latest.body.id as number).forkThroughSecond).toBe(true);
+    expect(desiredOf(Number((await api.req('GET', MYSQL)).body.data.find((x: any) => x.label === 'cur-fork-go').id)).forkThroughSecond).toBe(false);
 
     // Bad values under "-" are refused like bad restore_time values, naming fork.restore_time.
     for (const bad of ['"yesterday"', '1767225601', `"${wire(oldest - 1000)}Z"`, `"${wire(Date.now() + 60_000)}Z"`]) {

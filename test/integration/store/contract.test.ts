@@ -11,6 +11,7 @@ import { postgresMigrations } from '../../../control-plane/store/postgres/migrat
 import { coreMigrations } from '../../../control-plane/store/sqlite/migrations.js';
 import { fleetMigrations } from '../../../control-plane/store/sqlite/migrations-fleet.js';
 import { databaseMigrations } from '../../../control-plane/store/sqlite/migrations-databases.js';
+import { oauthMigrations } from '../../../control-plane/store/sqlite/migrations-oauth.js';
 import type { DatabaseRecord } from '../../../control-plane/domain/databases/model.js';
 import type { NewConfig } from '../../../control-plane/domain/nodebalancers/model.js';
 import { startPgCluster, type PgCluster } from '../../helpers/postgres.js';
@@ -76,7 +77,7 @@ const database = (label: string): Omit<DatabaseRecord, 'id'> => ({
 } as Omit<DatabaseRecord, 'id'>);
 
 it('keeps the PostgreSQL migrations in step with SQLite\'s (same ids)', () => {
-  const sqliteIds = [...coreMigrations, ...fleetMigrations, ...databaseMigrations].map((m) => m.id).sort();
+  const sqliteIds = [...coreMigrations, ...fleetMigrations, ...databaseMigrations, ...oauthMigrations].map((m) => m.id).sort();
   expect(postgresMigrations.map((m) => m.id).sort()).toEqual(sqliteIds);
 });
 
@@ -107,6 +108,42 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     await store.users.delete(a.id);
     expect(await store.tokens.listByUser(a.id)).toEqual([]);
     expect(await store.users.count()).toBe(0);
+  });
+
+  it('oauth: linode-cli\'s client shipped, clients and pending codes capped, a code used once, a client\'s tokens go with it', async () => {
+    const { store } = await open();
+    expect(await store.oauth.client('5823b4627e45411d18e9')).toMatchObject({ label: 'linode-cli', public: true, implicit: true, redirectUri: 'http://localhost' });
+    const client = (id: string) => ({ id, label: id, public: false, redirectUri: 'https://x.test/cb', secretHash: 'h', implicit: false, created: 5 });
+    expect(await store.oauth.addClient(client('aaaaaaaaaaaaaaaaaaaa'), 3)).toBe(true);
+    expect(await store.oauth.addClient(client('bbbbbbbbbbbbbbbbbbbb'), 3)).toBe(true);
+    expect(await store.oauth.addClient(client('cccccccccccccccccccc'), 3)).toBe(false);
+    await store.oauth.updateClient('aaaaaaaaaaaaaaaaaaaa', { label: 'renamed', redirectUri: 'https://y.test/cb' });
+    expect(await store.oauth.client('aaaaaaaaaaaaaaaaaaaa')).toMatchObject({ label: 'renamed', redirectUri: 'https://y.test/cb', secretHash: 'h', public: false });
+    const u = await store.users.create({ username: 'erin', email: 'e@x', restricted: false, grants });
+    const code = (h: string, expires: number) => ({ codeHash: h, clientId: 'aaaaaaaaaaaaaaaaaaaa', userId: u.id, redirectUri: 'https://y.test/cb?a=1', scopes: '*', challenge: null, expires, tokenExpiry: 9, usedAt: null, tokenId: null });
+    expect(await store.oauth.addCode(code('c1', 100), 50, { total: 2, perUser: 5 })).toBe(true);
+    expect(await store.oauth.addCode(code('c2', 60), 50, { total: 2, perUser: 5 })).toBe(true);
+    expect(await store.oauth.addCode(code('c3', 100), 50, { total: 2, perUser: 5 })).toBe(false);
+    // c2 expired by 70: pruned, which makes room.
+    expect(await store.oauth.addCode(code('c3', 100), 70, { total: 2, perUser: 5 })).toBe(true);
+    // One user's share: full at 2 for this user while the total would allow more.
+    expect(await store.oauth.addCode(code('c4', 100), 70, { total: 9, perUser: 2 })).toBe(false);
+    expect(await store.oauth.useCode('c2', 71)).toBeUndefined();
+    expect(await store.oauth.useCode('c1', 71)).toMatchObject({ usedAt: null, tokenExpiry: 9, redirectUri: 'https://y.test/cb?a=1' });
+    expect(await store.oauth.useCode('c1', 72)).toMatchObject({ usedAt: 71, tokenId: null });
+    const t = await store.tokens.create({ userId: u.id, label: 'l', scopes: '*', tokenHash: 'oh1', tokenPrefix: 'p', created: 1, expiry: 10 });
+    const t2 = await store.tokens.create({ userId: u.id, label: 'l', scopes: '*', tokenHash: 'oh2', tokenPrefix: 'p', created: 1, expiry: 1000 });
+    await store.oauth.linkToken('c1', 'aaaaaaaaaaaaaaaaaaaa', t.id);
+    await store.oauth.linkToken(null, 'aaaaaaaaaaaaaaaaaaaa', t2.id);
+    expect(await store.oauth.useCode('c1', 73)).toMatchObject({ tokenId: t.id });
+    expect(await store.oauth.tokenClient(t.id)).toBe('aaaaaaaaaaaaaaaaaaaa');
+    // Expired login tokens are dropped when counting.
+    expect(await store.oauth.liveTokens(u.id, 20)).toBe(1);
+    expect(await store.tokens.get(t.id)).toBeUndefined();
+    await store.oauth.deleteClient('aaaaaaaaaaaaaaaaaaaa');
+    expect(await store.tokens.get(t2.id)).toBeUndefined();
+    expect(await store.oauth.useCode('c3', 80)).toBeUndefined();
+    expect((await store.oauth.clients()).map((c) => c.id)).toEqual(['5823b4627e45411d18e9', 'bbbbbbbbbbbbbbbbbbbb']);
   });
 
   it('profile: timezone and preferences per user, preferences replaced whole, gone with the user', async () => {
@@ -387,6 +424,29 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await r.memberReports(three.id)).toEqual([report(three.id, 1)]);
     // Another database's rows are not touched.
     expect((await r.memberReports(other.id)).map((x) => x.member)).toEqual([1, 2, 3]);
+  });
+
+  it('a lost host: one member moved with its report dropped, the lost mark kept apart from the agent\'s upserts', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const db = await r.create({ ...database('lost-3'), clusterSize: 3 });
+    await r.setMembers(db.id, ['a', 'b', 'c']);
+    for (const [k, agentId] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
+      await r.putMemberReport({ databaseId: db.id, member: k, agentId, state: 'running', role: 'replica', gtid: '0-1-1', address: `10.0.2.${k}:3306`, reported: 5 });
+    }
+    await r.placeMember(db.id, 2, 'd');
+    expect((await r.members(db.id)).map((m) => m.agentId)).toEqual(['a', 'd', 'c']);
+    expect((await r.memberReports(db.id)).map((x) => x.member)).toEqual([1, 3]);
+    const agent = { id: 'b', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: false, replica: '', lastSeen: 9, appliedVersion: 1, engines: [] };
+    await r.upsertAgent(agent);
+    expect((await r.agent('b'))!.lostAt).toBeNull();
+    expect(await r.setAgentLost('b', 1234)).toBe(true);
+    expect(await r.setAgentLost('nobody', 1234)).toBe(false);
+    // A report's upsert does not clear the mark; only setAgentLost does.
+    await r.upsertAgent({ ...agent, connected: true });
+    expect((await r.agent('b'))!.lostAt).toBe(1234);
+    await r.setAgentLost('b', null);
+    expect((await r.agents()).find((a) => a.id === 'b')!.lostAt).toBeNull();
   });
 
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {

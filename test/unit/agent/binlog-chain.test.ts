@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { chainFrom, gtidLe, oldestRestorable, planRestore, prune } from '../../../agent/binlog/chain.js';
-import { binlogDatetime, replayFilter } from '../../../agent/binlog/replay.js';
+import { binlogDatetime, forkStopMs, replayFilter } from '../../../agent/binlog/replay.js';
 import { snapshotGtidTap } from '../../../agent/backup/backup-service.js';
 
 const seg = (seq: number, from: number, to: number, closedMs: number) => ({ seq, gtidStart: from ? `0-1-${from}` : '', gtidEnd: `0-1-${to}`, closedMs });
@@ -62,6 +62,13 @@ describe('binlog chains', () => {
 describe('fork replay helpers', () => {
   it('formats the stop instant in UTC', () => {
     expect(binlogDatetime(Date.UTC(2026, 10, 26, 14, 50, 15))).toBe('2026-11-26 14:50:15');
+  });
+
+  it('stops before the restore second, or after it for a fork asked for with no restore time', () => {
+    const t = Date.UTC(2026, 10, 26, 14, 50, 15);
+    expect(forkStopMs({ forkRestoreMs: t, forkThroughSecond: false })).toBe(t);
+    expect(forkStopMs({ forkRestoreMs: String(t) })).toBe(t);
+    expect(forkStopMs({ forkRestoreMs: t, forkThroughSecond: true })).toBe(t + 1000);
   });
 
   it('drops the source GTIDs and linroot account statements, keeps everything else', async () => {

@@ -116,6 +116,18 @@ describe('operations', () => {
     expect(by.e!.error).toMatch(/not supported/);
     expect(by.f!.error).toMatch(/at least 8 characters/);
   });
+
+  it('sends no statement text a server error quoted (it is stored and shown by the control plane)', async () => {
+    const { make } = setup();
+    const ops = make();
+    ops.register('resetCredentials', async () => {
+      throw new Error("You have an error in your SQL syntax; check the manual for the right syntax to use near 'BY 'pw-secret-1'' at line 1");
+    });
+    ops.accept([{ operationId: 'g', databaseId: 1, kind: 'resetCredentials', resetCredentials: { newPassword: 'long-enough-1' } } as any]);
+    await until(() => ops.results().length === 1);
+    expect(ops.results()[0]!.error).toMatch(/syntax to use near '\[redacted\]'/);
+    expect(ops.results()[0]!.error).not.toContain('pw-secret-1');
+  });
 });
 
 describe('operations ended by a delete', () => {

@@ -72,9 +72,10 @@ describe('database validation', () => {
     // restore_time, the documented key, wins over "-".
     expect(fork({ source: 7, restore_time: '2026-01-02T10:00:00', '-': '2026-01-02T03:04:05Z' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 10));
     expect(fork({ source: 7, restore_time: null, '-': '2026-01-02T03:04:05Z' })?.restoreTimeMs).toBe(Date.UTC(2026, 0, 2, 3, 4, 5));
-    // No time at all (a nil time in linodego, only fork_source in Terraform): the second now.
+    // No time at all (a nil time in linodego, only fork_source in Terraform): the second now,
+    // through its end (what was committed earlier in it is not left out).
     for (const f of [{ source: 7 }, { source: 7, '-': null }, { source: 7, restore_time: null }]) {
-      expect(fork(f), JSON.stringify(f)).toEqual({ source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 12) });
+      expect(fork(f), JSON.stringify(f)).toEqual({ source: 7, restoreTimeMs: Date.UTC(2026, 0, 2, 12), throughSecond: true });
     }
     // Bad values under "-" are named fork.restore_time, as under restore_time.
     for (const bad of ['yesterday', 1767225601, '2026-01-02', true, {}]) {

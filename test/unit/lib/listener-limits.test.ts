@@ -52,4 +52,24 @@ describe('limitListener', () => {
     await until(() => cap.of('127.0.0.1') === 2);
     expect(refused).toEqual(['per_key']);
   });
+
+  it('counts an IPv6 client by the prefix it is given, /64 unless told', async () => {
+    for (const [prefix, key] of [[undefined, '::/64'], [128, '::1/128']] as const) {
+      const srv = createServer((_req, res) => res.end('ok'));
+      server = srv;
+      const cap = limitListener(srv, { requestTimeoutMs: 10_000, idleTimeoutMs: 10_000, maxConnections: 0, maxConnectionsPerAddress: 2, clientIpv6Prefix: prefix });
+      await new Promise<void>((r) => srv.listen(0, '::1', r));
+      const port = (srv.address() as { port: number }).port;
+      await new Promise<void>((resolve) => {
+        const s = connect(port, '::1', () => resolve());
+        s.on('error', () => undefined);
+        sockets.push(s);
+      });
+      for (let i = 0; i < 400 && cap.of(key) !== 1; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(cap.of(key), String(prefix)).toBe(1);
+      for (const s of sockets.splice(0)) s.destroy();
+      await new Promise((r) => srv.close(r));
+      server = undefined;
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, errForLog } from '../../../lib/logger.js';
+import { createLogger, errForLog, withoutStatementText } from '../../../lib/logger.js';
 
 /** A mysql2-shaped error: `sql` holds the statement as sent, the message quotes part of it. */
 function driverError(): Error {
@@ -31,5 +31,14 @@ describe('errForLog', () => {
     log.child({ component: 'x' }).error({ err: driverError() }, 'failed');
     expect(out).toContain('"msg":"failed"');
     expect(out).not.toContain('pw-1');
+  });
+});
+
+describe('withoutStatementText', () => {
+  it('takes out what a parse error and a replica\'s SQL-thread error quote, keeps the rest', () => {
+    const sqlThread = "Error 'Operation ALTER USER failed' on query. Default database: 'app'. Query: 'ALTER USER 'u'@'%' IDENTIFIED BY 'pw-2''";
+    expect(withoutStatementText(sqlThread)).toBe("Error 'Operation ALTER USER failed' on query. Default database: 'app'. Query: '[redacted]'");
+    expect(withoutStatementText(driverError().message)).not.toContain('pw-1');
+    expect(withoutStatementText('connect ECONNREFUSED 127.0.0.1:3306')).toBe('connect ECONNREFUSED 127.0.0.1:3306');
   });
 });

@@ -1,0 +1,283 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Clock } from '../../../lib/clock.js';
+import { FulcrumError } from '../../../lib/errors.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { EventService } from '../events/event-service.js';
+import type { DatabaseRepository } from '../../store/database-repository.js';
+import { databaseRef } from './database-service.js';
+import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
+import { currentReports } from './failover-coordinator.js';
+import { servesRegion, spansAgents } from './placement.js';
+import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from './model.js';
+
+/** How an agent host stands (docs/multi-host.md, "A lost host"). */
+export type HostState = 'up' | 'unreachable' | 'lost';
+
+/** An agent host as operators see it (GET /v4/fulcrum/agents, POST .../lost). */
+export interface HostView {
+  id: string;
+  region: string;
+  state: HostState;
+  lastSeen: number | null;
+  lostAt: number | null;
+}
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export function hostState(a: Pick<AgentRecord, 'connected' | 'lostAt'>): HostState {
+  if (a.lostAt !== null && a.lostAt !== undefined) return 'lost';
+  return a.connected ? 'up' : 'unreachable';
+}
+
+/** A placement waiting for a host: on no agent (''), or on one declared lost. */
+function homeless(m: MemberPlacement, lost: ReadonlySet<string>): boolean {
+  return m.agentId === '' || lost.has(m.agentId);
+}
+
+/**
+ * Whether a spread cluster lacks a member right now: one is placed nowhere or on a lost host, or
+ * has not reported since it was placed (a re-placed member before its first report). The
+ * observer shows such a cluster `degraded` rather than `active`.
+ */
+export function clusterIncomplete(placements: readonly MemberPlacement[], reports: readonly MemberReport[], lost: ReadonlySet<string>): boolean {
+  if (!spansAgents(placements)) return false;
+  const current = currentReports(placements, reports);
+  return placements.some((m) => homeless(m, lost) || !current.has(m.member));
+}
+
+/**
+ * The agent a homeless member of `db` goes to: a connected, reporting, not lost agent of its
+ * region that can run part of a cluster and holds no member of it yet (members stay on distinct
+ * hosts), least loaded first (live databases with a member on it; ties by id). Pure.
+ */
+export function replacementAgent(
+  db: Pick<DatabaseRecord, 'id' | 'region'>, placements: readonly MemberPlacement[], agents: readonly AgentRecord[],
+  load: ReadonlyMap<string, number>, now: number,
+): string | undefined {
+  const holding = new Set(placements.filter((m) => m.databaseId === db.id).map((m) => m.agentId));
+  const fit = agents.filter((a) => hostState(a) === 'up' && a.membersAcrossHosts && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS
+    && servesRegion(a.region, db.region) && !holding.has(a.id));
+  fit.sort((a, b) => (load.get(a.id) ?? 0) - (load.get(b.id) ?? 0) || a.id.localeCompare(b.id));
+  return fit[0]?.id;
+}
+
+export interface HostHealingDeps {
+  repo: DatabaseRepository;
+  events: EventService;
+  clock: Clock;
+  logger: Logger;
+  registry?: Registry;
+  /** Fences a host: revokes its certificates and closes its streams on every replica (FleetService.revoke). */
+  revoke: (id: string) => Promise<unknown>;
+  /** Whether the fleet still marks the host removed (a new join token clears the mark). */
+  removed: (id: string) => Promise<boolean>;
+  /**
+   * Declares a host lost by itself after this long without a stream (--host-lost-after); off
+   * (undefined) by default: docs/multi-host.md says why.
+   */
+  lostAfterMs?: number;
+}
+
+/**
+ * Healing after a host is lost (docs/multi-host.md, "A lost host"). An agent host is `up` (its
+ * stream is open), `unreachable` (no stream) or `lost`: declared so by an operator, or by the
+ * control plane after `--host-lost-after`. Declaring a host lost fences it (its certificates are
+ * revoked, its streams closed) and takes its members away from it, so a host that comes back
+ * (only with a new join token) is sent none of them and its agent removes them. On the lease
+ * holder's tick each member of a spread cluster that has no host is placed on another healthy
+ * agent of the region, where its agent builds it and seeds it from the current primary over TLS;
+ * the primary itself moves only once the failover coordinator has named another one.
+ */
+export class HostHealing {
+  private readonly log: Logger;
+  private readonly startedAt: number;
+  /** "db:member" of members placed on a new host and not yet caught up, with what they must reach. */
+  private readonly seeding = new Map<string, { agent: string; since: number; gtid: number }>();
+  /** "db:member" already told to have no host to go to (said once per wait). */
+  private readonly waiting = new Set<string>();
+  private readonly lostTotal?: Counter;
+  private readonly replaced?: Counter;
+
+  constructor(private readonly d: HostHealingDeps) {
+    this.log = d.logger.child({ component: 'host-healing' });
+    this.startedAt = d.clock.now();
+    if (!d.registry) return;
+    this.lostTotal = new Counter({ name: 'fulcrum_agent_hosts_lost_total', help: 'Agent hosts declared lost', labelNames: ['by'], registers: [d.registry] });
+    this.replaced = new Counter({ name: 'fulcrum_database_members_replaced_total', help: 'Members of spread clusters placed on a new host after theirs was lost', registers: [d.registry] });
+    const repo = d.repo;
+    new Gauge({
+      name: 'fulcrum_agent_hosts', help: 'Agent hosts by state (up, unreachable, lost)', labelNames: ['state'], registers: [d.registry],
+      async collect() {
+        const n: Record<HostState, number> = { up: 0, unreachable: 0, lost: 0 };
+        for (const a of await repo.agents()) n[hostState(a)]++;
+        for (const [state, v] of Object.entries(n)) this.set({ state }, v);
+      },
+    });
+    const seeding = this.seeding;
+    new Gauge({
+      name: 'fulcrum_database_members_homeless', help: 'Members of spread clusters placed on no host or on a lost one', registers: [d.registry],
+      async collect() {
+        const lost = new Set((await repo.agents()).filter((a) => hostState(a) === 'lost').map((a) => a.id));
+        const live = new Set((await repo.list()).filter((x) => !x.deleting).map((x) => x.id));
+        this.set((await repo.members()).filter((m) => live.has(m.databaseId) && homeless(m, lost)).length);
+      },
+    });
+    new Gauge({
+      name: 'fulcrum_database_members_seeding', help: 'Re-placed members not yet caught up with their primary', registers: [d.registry],
+      collect() {
+        this.set(seeding.size);
+      },
+    });
+  }
+
+  /** Every agent host with its state. */
+  async hosts(): Promise<HostView[]> {
+    return (await this.d.repo.agents()).map((a) => this.view(a));
+  }
+
+  /**
+   * Declares an agent host lost (`fulcrum host lost ID`, POST /v4/fulcrum/agents/:id/lost). Its
+   * certificates are revoked first (it can never again speak for a member), then in one
+   * transaction it is marked lost and every member it ran that is not a primary is placed nowhere,
+   * to be re-placed; a primary waits for the failover coordinator to name another. Declaring a
+   * lost host lost again changes nothing.
+   */
+  async declareLost(id: string, by: 'operator' | 'timeout', cause: string): Promise<HostView> {
+    if (!ID.test(id)) throw FulcrumError.field('id', 'Must be the id of an agent host.');
+    const known = await this.d.repo.agent(id);
+    if (!known) throw FulcrumError.notFound();
+    if (hostState(known) === 'lost') return this.view(known);
+    await this.d.revoke(id);
+    const now = this.d.clock.now();
+    const touched = await this.d.repo.transaction(async () => {
+      await this.d.repo.setAgentLost(id, now);
+      const out: { db: DatabaseRecord; members: number[]; spread: boolean }[] = [];
+      const placements = await this.d.repo.members();
+      for (const db of await this.d.repo.list()) {
+        if (db.deleting) continue;
+        const mine = placements.filter((m) => m.databaseId === db.id);
+        const here = mine.filter((m) => m.agentId === id).map((m) => m.member);
+        if (here.length === 0) continue;
+        const spread = spansAgents(mine);
+        if (spread) for (const k of here) if (k !== db.primaryMember) await this.d.repo.placeMember(db.id, k, '');
+        out.push({ db, members: here, spread });
+      }
+      return out;
+    });
+    this.lostTotal?.inc({ by });
+    this.log.warn({ agent: id, by, cause, databases: touched.map((t) => t.db.id) }, 'agent host declared lost');
+    for (const t of touched) {
+      const which = t.members.map((k) => `member ${k}`).join(', ');
+      const message = t.spread
+        ? `The host of ${which} (agent ${id}) was declared lost (${cause}); it is fenced, and the member is re-placed on another host.`
+        : `The host of this database (agent ${id}) was declared lost (${cause}); a database whose members all ran on that host is not re-placed.`;
+      await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message });
+    }
+    return this.view((await this.d.repo.agent(id))!);
+  }
+
+  /**
+   * The lease holder's round: hosts silent past --host-lost-after are declared lost, a lost host
+   * that joined again (a new join token cleared its removal) is up again with nothing on it, and
+   * homeless members are placed. True when placements changed (push to the agents).
+   */
+  async tick(): Promise<boolean> {
+    const now = this.d.clock.now();
+    let changed = false;
+    for (const a of await this.d.repo.agents()) {
+      const state = hostState(a);
+      if (state === 'lost' && a.connected && !(await this.d.removed(a.id))) {
+        await this.d.repo.setAgentLost(a.id, null);
+        this.log.info({ agent: a.id }, 'a lost agent host joined again; it runs none of its old members');
+      } else if (state === 'unreachable' && this.d.lostAfterMs !== undefined && now - this.startedAt >= this.d.lostAfterMs
+        && a.lastSeen !== null && now - a.lastSeen >= this.d.lostAfterMs) {
+        await this.declareLost(a.id, 'timeout', `unreachable for ${Math.round((now - a.lastSeen) / 1000)} s, past --host-lost-after`);
+        changed = true;
+      }
+    }
+    changed = (await this.replace(now)) || changed;
+    await this.watchSeeding(now);
+    return changed;
+  }
+
+  /** Places every homeless member of a spread cluster whose primary serves (see class comment). */
+  private async replace(now: number): Promise<boolean> {
+    const agents = await this.d.repo.agents();
+    const lost = new Set(agents.filter((a) => hostState(a) === 'lost').map((a) => a.id));
+    const live = (await this.d.repo.list()).filter((x) => !x.deleting);
+    let placements = await this.d.repo.members();
+    const liveIds = new Set(live.map((x) => x.id));
+    const load = new Map<string, number>();
+    for (const id of new Set(placements.filter((m) => liveIds.has(m.databaseId)).map((m) => `${m.agentId}\n${m.databaseId}`))) {
+      const agent = id.split('\n')[0]!;
+      load.set(agent, (load.get(agent) ?? 0) + 1);
+    }
+    let changed = false;
+    for (const db of live) {
+      const mine = placements.filter((m) => m.databaseId === db.id);
+      if (!spansAgents(mine) || db.runState !== 'running' || !db.provisioned) continue;
+      const reports = currentReports(mine, await this.d.repo.memberReports(db.id));
+      const primary = reports.get(db.primaryMember);
+      const primaryAgent = agents.find((a) => a.id === mine.find((m) => m.member === db.primaryMember)?.agentId);
+      for (const m of mine) {
+        if (!homeless(m, lost) || m.member === db.primaryMember) continue;
+        const key = `${db.id}:${m.member}`;
+        // The new member is seeded from the primary: wait until one serves.
+        if (!primary || primary.state !== 'running' || primary.role !== 'primary' || !primaryAgent || hostState(primaryAgent) !== 'up') continue;
+        const agent = replacementAgent(db, placements, agents, load, now);
+        if (!agent) {
+          if (m.agentId !== '') await this.d.repo.placeMember(db.id, m.member, '');
+          if (!this.waiting.has(key)) {
+            this.waiting.add(key);
+            const message = `Member ${m.member} has no host to go to: no other connected agent of region ${db.region} that can run part of a cluster is free of this database's members. It is re-placed when one joins.`;
+            await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+            this.log.warn({ database: db.id, member: m.member, region: db.region }, 'no host for a member of a lost host');
+          }
+          continue;
+        }
+        // Only members still homeless in the store are moved: a racing replica's round must not move one twice.
+        const moved = await this.d.repo.transaction(async () => {
+          const cur = (await this.d.repo.members(db.id)).find((x) => x.member === m.member);
+          if (!cur || !homeless(cur, lost)) return false;
+          await this.d.repo.placeMember(db.id, m.member, agent);
+          return true;
+        });
+        if (!moved) continue;
+        changed = true;
+        this.waiting.delete(key);
+        this.replaced?.inc();
+        this.seeding.set(key, { agent, since: now, gtid: gtidProgress(primary.gtid) });
+        load.set(agent, (load.get(agent) ?? 0) + 1);
+        placements = await this.d.repo.members();
+        const message = `Member ${m.member} placed on agent ${agent} (its host${m.agentId ? ` ${m.agentId}` : ''} was lost); it is built there and seeded from the primary, member ${db.primaryMember}.`;
+        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+        this.log.warn({ database: db.id, member: m.member, agent, from: m.agentId }, 'member re-placed');
+      }
+    }
+    return changed;
+  }
+
+  /** A re-placed member that reports itself a replica at least as far as the primary was: healed. */
+  private async watchSeeding(now: number): Promise<void> {
+    for (const [key, s] of [...this.seeding]) {
+      const [dbId, member] = key.split(':').map(Number) as [number, number];
+      const db = await this.d.repo.get(dbId);
+      const placements = await this.d.repo.members(dbId);
+      if (!db || db.deleting || placements.find((m) => m.member === member)?.agentId !== s.agent) {
+        this.seeding.delete(key);
+        continue;
+      }
+      const r = currentReports(placements, await this.d.repo.memberReports(dbId)).get(member);
+      if (!r || r.state !== 'running' || r.role !== 'replica' || gtidProgress(r.gtid) < s.gtid) continue;
+      this.seeding.delete(key);
+      const hosts = new Set(placements.map((m) => m.agentId)).size;
+      const message = `Member ${member} on agent ${s.agent} caught up with the primary in ${Math.round((now - s.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      this.log.info({ database: dbId, member, agent: s.agent, ms: now - s.since }, 're-placed member caught up');
+    }
+  }
+
+  private view(a: AgentRecord): HostView {
+    return { id: a.id, region: a.region, state: hostState(a), lastSeen: a.lastSeen, lostAt: a.lostAt ?? null };
+  }
+}

@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { createRegistry } from '../../../lib/metrics.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
+import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
+import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
+import { EventService } from '../../../control-plane/domain/events/event-service.js';
+import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
+import { databaseRecord } from '../../helpers/database-record.js';
+
+const spread = databaseRecord({
+  label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
+  provisioned: true, convergedGeneration: 1, agentId: 'a',
+});
+
+/**
+ * Host healing over the real SQLite store, driven by a ManualClock: --host-lost-after declares a
+ * silent host lost by itself (fenced through `revoke`), never before the control plane has run
+ * that long, and the metrics count it; a lost primary's member waits for the failover.
+ */
+describe('host healing (SQLite store, manual clock)', () => {
+  let dir: string;
+  let db: Db;
+  afterEach(() => {
+    db?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function setup(lostAfterMs?: number) {
+    dir = mkdtempSync(join(tmpdir(), 'fulcrum-heal-'));
+    db = openDatabase(join(dir, 'cp.db'));
+    const clock = new ManualClock();
+    const repo = sqliteDatabaseRepository(db);
+    const row = await repo.create(spread);
+    await repo.setMembers(row.id, ['a', 'b', 'c']);
+    const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    for (const [k, agent] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
+      await seen(agent);
+      await repo.putMemberReport({ databaseId: row.id, member: k, agentId: agent, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306`, reported: clock.now() });
+    }
+    const revoked: string[] = [];
+    const registry = createRegistry('control-plane');
+    const healing = new HostHealing({
+      repo, events: new EventService(sqliteEvents(db), clock), clock, logger: silentLogger(), registry, lostAfterMs,
+      revoke: async (id) => revoked.push(id), removed: async (id) => revoked.includes(id),
+    });
+    return { clock, repo, row, seen, healing, revoked, registry, events: new EventService(sqliteEvents(db), clock) };
+  }
+
+  it('without --host-lost-after never declares a silent host lost', async () => {
+    const { clock, repo, seen, healing, revoked } = await setup();
+    await seen('b', false);
+    clock.advance(30 * 86_400_000);
+    await healing.tick();
+    expect(revoked).toEqual([]);
+    expect((await repo.agent('b'))!.lostAt).toBeNull();
+  });
+
+  it('with --host-lost-after declares a host lost once it has been silent that long (fenced), and re-places nothing without a free host', async () => {
+    const { clock, repo, row, seen, healing, revoked, registry } = await setup(120_000);
+    await seen('b', false);
+    clock.advance(119_000);
+    for (const a of ['a', 'c']) await seen(a);
+    await healing.tick();
+    expect(revoked).toEqual([]);
+    clock.advance(2000);
+    for (const a of ['a', 'c']) await seen(a);
+    expect(await healing.tick()).toBe(true);
+    expect(revoked).toEqual(['b']);
+    expect((await repo.agent('b'))!.lostAt).toBe(clock.now());
+    // Member 2 has no host: a, c hold members and there is no other agent.
+    expect((await repo.members(row.id)).map((m) => m.agentId)).toEqual(['a', '', 'c']);
+    const metrics = await registry.metrics();
+    expect(metrics).toMatch(/fulcrum_agent_hosts_lost_total\{by="timeout"[^}]*\} 1\n/);
+    expect(metrics).toMatch(/fulcrum_agent_hosts\{state="lost"[^}]*\} 1\n/);
+    expect(metrics).toMatch(/fulcrum_database_members_homeless\{[^}]*\} 1\n/);
+    // A fourth host joins: member 2 goes there.
+    await seen('d');
+    expect(await healing.tick()).toBe(true);
+    expect((await repo.members(row.id)).map((m) => m.agentId)).toEqual(['a', 'd', 'c']);
+    expect(await registry.metrics()).toMatch(/fulcrum_database_members_replaced_total\{[^}]*\} 1\n/);
+  });
+
+  it('keeps a lost primary\'s member where it is until another primary is named', async () => {
+    const { repo, row, seen, healing } = await setup();
+    await seen('d');
+    await healing.declareLost('a', 'operator', 'test');
+    await healing.tick();
+    expect((await repo.members(row.id)).map((m) => m.agentId)).toEqual(['a', 'b', 'c']);
+    // The failover coordinator names member 2 (term 2); member 1 then moves to the free host.
+    await repo.update(row.id, { term: 2, primaryMember: 2, agentId: 'b' });
+    await repo.putMemberReport({ databaseId: row.id, member: 2, agentId: 'b', state: 'running', role: 'primary', gtid: '0-1-12', address: '10.0.0.2:3306', reported: 1 });
+    expect(await healing.tick()).toBe(true);
+    expect((await repo.members(row.id)).map((m) => m.agentId)).toEqual(['d', 'b', 'c']);
+  });
+
+  it('leaves a database whose members all ran on the lost host where it is, with an event saying so', async () => {
+    const { repo, seen, healing, events } = await setup();
+    await seen('d');
+    const single = await repo.create({ ...spread, label: 'single', clusterSize: 1, replicationType: 'none', agentId: 'b' });
+    await repo.setMembers(single.id, ['b']);
+    await healing.declareLost('b', 'operator', 'test');
+    await healing.tick();
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['b']);
+    const said = (await events.list()).filter((e) => e.entity?.id === single.id).map((e) => e.message ?? '');
+    expect(said.some((m) => m.includes('is not re-placed'))).toBe(true);
+  });
+});
