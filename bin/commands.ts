@@ -14,10 +14,8 @@ import { parseCidr } from '../lib/ipv4.js';
 import type { ControlPlaneOptions } from '../control-plane/main.js';
 import type { DataplaneOptions } from '../dataplane/main.js';
 import type { StartAgentOptions } from '../agent/main.js';
-import type { S3StoreConfig } from '../agent/backup/s3-store.js';
-import { loadStoreCredentials, parseStoreUrl } from '../agent/backup/store-config.js';
 import {
-  agentFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
+  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
 } from './flags.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -250,46 +248,6 @@ function hostFlags(f: Flags) {
   };
 }
 
-/**
- * `--backup-store s3://BUCKET/PREFIX` and its companions (docs/install.md, "Backup store"): an
- * S3-compatible object store for backups and the binlog archive; absent, they stay in the state
- * folder. The keys come from a 0600 JSON file or the 0600 config file, never from the command
- * line (`ps` shows it).
- */
-function backupStoreFlags(argv: string[], f: Flags): S3StoreConfig | undefined {
-  // The store's secret key only from a config file (which must then be 0600), never from the
-  // command line, where `ps` shows it to every user of the host.
-  if (argv.some((a) => a === '--backup-store-secret-access-key' || a.startsWith('--backup-store-secret-access-key='))) {
-    throw new Error('--backup-store-secret-access-key is read from the --config file (mode 0600) or --backup-store-credentials, never from the command line');
-  }
-  const url = f['backup-store'] as string | undefined;
-  const companions = ['backup-store-endpoint', 'backup-store-region', 'backup-store-path-style', 'backup-store-ca', 'backup-store-credentials',
-    'backup-store-access-key-id', 'backup-store-secret-access-key'];
-  if (url === undefined) {
-    const stray = companions.find((k) => f[k] !== undefined);
-    if (stray) throw new Error(`--${stray} needs --backup-store`);
-    return undefined;
-  }
-  const { bucket, prefix } = parseStoreUrl(url);
-  const endpoint = f['backup-store-endpoint'] as string | undefined;
-  if (endpoint !== undefined && !/^https:\/\/[^/?#\s]+\/?$/.test(endpoint)) throw new Error('--backup-store-endpoint must be https://HOST[:PORT] (the store is reached over TLS only)');
-  const keyId = f['backup-store-access-key-id'] as string | undefined;
-  const secret = f['backup-store-secret-access-key'] as string | undefined;
-  const file = f['backup-store-credentials'] as string | undefined;
-  if ((keyId === undefined) !== (secret === undefined)) throw new Error('--backup-store-access-key-id and --backup-store-secret-access-key go together');
-  if (keyId !== undefined && file !== undefined) throw new Error('give the store\'s keys either in the config file or with --backup-store-credentials, not both');
-  const credentials = keyId !== undefined && secret !== undefined
-    ? { accessKeyId: keyId, secretAccessKey: secret }
-    : loadStoreCredentials(required(file, 'backup-store-credentials'));
-  const caFile = f['backup-store-ca'] as string | undefined;
-  return {
-    bucket, prefix, endpoint, credentials,
-    region: (f['backup-store-region'] as string | undefined) ?? 'us-east-1',
-    pathStyle: Boolean(f['backup-store-path-style']),
-    ...(caFile !== undefined ? { ca: readFileSync(caFile, 'utf8') } : {}),
-  };
-}
-
 /** `fulcrum agent`'s flags (bin/flags.ts) as startAgent's options; throws on a bad value, naming the flag. */
 export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnExit: boolean } {
   const f = parseFlagsWithConfig(argv, agentFlags);
@@ -303,8 +261,7 @@ export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnE
     stateDir,
     runtime,
     enginesFile: f.engines as string | undefined,
-    nodeAddressPool: nodePool,
-    backupStore: backupStoreFlags(argv, f),
+    nodeAddressPool: nodePool, backupStore: backupStoreFlags(argv, f),
     stopNodesOnExit: Boolean(f['stop-nodes-on-exit']),
   };
 }

@@ -109,6 +109,9 @@ export const agentFlags = {
   'backup-store-secret-access-key': { kind: 'string', arg: 'KEY', help: 'the object store\'s secret key: config file (0600) only' },
 } as const satisfies FlagSpec;
 
+/** The backup-store flags' values as the agent's options (parsed where the store's config lives). */
+export { backupStoreFlags } from '../agent/backup/store-config.js';
+
 const storeFlags = {
   state: { kind: 'string', arg: 'DIR', help: 'the control plane\'s state folder (required)' },
   store: { kind: 'string', arg: 'sqlite|postgres://...', help: 'when the store is PostgreSQL', defaultText: 'sqlite' },

@@ -15,19 +15,6 @@ import type { SegmentManifest, SegmentStorage } from '../binlog/segment-storage.
  * numbers and fixed file names only (`PREFIX/db/<databaseId>/backups/<backupId>/<file>`,
  * `PREFIX/db/<databaseId>/binlog/<seq>/<file>`): nothing a tenant wrote.
  */
-export interface S3StoreConfig {
-  bucket: string;
-  /** '' or ending in '/'. */
-  prefix: string;
-  /** https://host:port of an S3-compatible service; absent: AWS's endpoint for `region`. */
-  endpoint?: string;
-  region: string;
-  /** Bucket in the path (`host/bucket/key`), as most self-hosted stores want, not in the host name. */
-  pathStyle: boolean;
-  /** PEM of the CA(s) the store's TLS certificate is checked against (default: the system's). */
-  ca?: string;
-  credentials: { accessKeyId: string; secretAccessKey: string };
-}
 
 /**
  * Parts of a multipart upload: 8 MiB, two in flight. What an upload holds in memory is about
@@ -39,7 +26,9 @@ const QUEUE = 2;
 const DELETE_CONCURRENCY = 8;
 const MANIFEST = 'manifest.json';
 
-export { parseStoreUrl, loadStoreCredentials } from './store-config.js';
+import type { S3StoreConfig } from './store-config.js';
+
+export { parseStoreUrl, loadStoreCredentials, type S3StoreConfig } from './store-config.js';
 
 const isMissing = (err: unknown) => {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
