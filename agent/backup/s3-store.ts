@@ -8,13 +8,7 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import type { SegmentManifest, SegmentStorage } from '../binlog/segment-storage.js';
-
-/**
- * The agent's backup store when it is an S3-compatible object store (docs/agent.md, "Backup
- * store"): one adapter behind both ports, backups and binlog segments. Object names are made of
- * numbers and fixed file names only (`PREFIX/db/<databaseId>/backups/<backupId>/<file>`,
- * `PREFIX/db/<databaseId>/binlog/<seq>/<file>`): nothing a tenant wrote.
- */
+import type { S3StoreConfig } from './store-config.js';
 
 /**
  * Parts of a multipart upload: 8 MiB, two in flight. What an upload holds in memory is about
@@ -25,8 +19,6 @@ const QUEUE = 2;
 /** Requests in flight at once while removing a backup or a database, or reading new manifests. */
 const DELETE_CONCURRENCY = 8;
 const MANIFEST = 'manifest.json';
-
-import type { S3StoreConfig } from './store-config.js';
 
 export { parseStoreUrl, loadStoreCredentials, type S3StoreConfig } from './store-config.js';
 
@@ -49,6 +41,12 @@ export interface S3Stores {
   close(): void;
 }
 
+/**
+ * The agent's backup store when it is an S3-compatible object store (docs/agent.md, "Backup
+ * store"): one adapter behind both ports, backups and binlog segments. Object names are made of
+ * numbers and fixed file names only (`PREFIX/db/<databaseId>/backups/<backupId>/<file>`,
+ * `PREFIX/db/<databaseId>/binlog/<seq>/<file>`): nothing a tenant wrote.
+ */
 export function createS3Stores(cfg: S3StoreConfig, o: { partBytes?: number } = {}): S3Stores {
   const client = new S3Client({
     region: cfg.region,
