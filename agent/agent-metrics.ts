@@ -12,6 +12,11 @@ export function createAgentMetrics(registry: Registry) {
     desiredRefused: new Counter({ name: 'fulcrum_agent_desired_refused_total', help: 'Desired states refused because they would delete every database without the control plane marking it intended', registers: [registry] }),
     failovers: new Counter({ name: 'fulcrum_agent_failovers_total', help: 'Primaries replaced after a failure', registers: [registry] }),
     backups: new Counter({ name: 'fulcrum_agent_backups_total', help: 'Backups taken', labelNames: ['type', 'result'], registers: [registry] }),
+    archiveLag: new Gauge({
+      name: 'fulcrum_agent_binlog_archive_lag_seconds',
+      help: 'How far the binlog archive of this agent\'s most-behind database is behind (0: every round succeeds); grows while the backup store is unreachable',
+      registers: [registry],
+    }),
   };
 }
 

@@ -29,12 +29,13 @@ export interface DayTwo extends ControllerExtras {
  * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
  * (backup/schedule.ts, lib/maintenance-window.ts); node-cron and the reconcile loop only tick.
  */
-export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number } = {}): DayTwo {
+export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number; remote?: boolean } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
   const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
-  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock });
+  // A store off the host gets every database's files encrypted (docs/agent.md, "Backup store").
+  const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock, encryptAll: opts.remote });
   const segments = opts.segments ?? createLocalSegmentStorage(join(agent.stateDir, 'backups'));
-  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger });
+  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger, encryptAll: opts.remote });
   const archiveEvery = opts.binlogArchiveMs ?? BINLOG_ARCHIVE_MS;
   const nextArchive = new Map<number, number>();
   /** Per database: what cancels its backups (auto, snapshot) when it is deleted, and those running. */
@@ -57,16 +58,51 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     work.delete(c.id);
     w?.ac.abort(new Error(`database ${c.id} is being deleted`));
     await Promise.all([archiver.stop(c.id), ...(w?.tasks ?? [])]);
+    archiveSince.delete(c.id);
+    archiveFailures.delete(c.id);
+    behind.delete(c.id);
   }
 
-  /** Binlog archiving (agent/binlog): a round per database every `archiveEvery`, never two at once. */
+  /** Per database: when this run first saw it archivable (the lag's start before any round succeeded). */
+  const archiveSince = new Map<number, number>();
+  /** Databases whose lag was announced by an event (a second one says when they caught up). */
+  const behind = new Set<number>();
+  /** Rounds failed in a row, per database: the retry waits longer after each (backoff). */
+  const archiveFailures = new Map<number, number>();
+
+  /** How far database id's archive is behind: since the last round that succeeded. */
+  function archiveLagMs(id: number, now: number): number {
+    const covered = archiver.coveredUntil(id);
+    return Math.max(0, now - (covered > 0 ? covered : (archiveSince.get(id) ?? now)));
+  }
+
+  /**
+   * Binlog archiving (agent/binlog): a round per database every `archiveEvery`, never two at once.
+   * A failed round (the backup store unreachable, say) is retried with backoff; once the archive
+   * is three intervals behind an event says so, and another when it caught up. The database
+   * itself is not touched: its binlogs wait on the primary until the store takes them.
+   */
   function archiveTick(c: DatabaseController, now: number): void {
-    if (!archiver.archivable(c) || archiver.busy(c.id) || now < (nextArchive.get(c.id) ?? 0)) return;
+    if (!archiver.archivable(c)) return;
+    if (!archiveSince.has(c.id)) archiveSince.set(c.id, now);
+    if (archiver.busy(c.id) || now < (nextArchive.get(c.id) ?? 0)) return;
     nextArchive.set(c.id, now + archiveEvery);
-    archiver.archive(c).catch((err) => {
-      log.warn({ err, database: c.id }, 'binlog archive round failed');
-      // Tried again sooner than a full interval: the chain should not fall behind.
-      nextArchive.set(c.id, agent.clock.now() + Math.min(archiveEvery, 10_000));
+    archiver.archive(c).then(() => {
+      archiveFailures.delete(c.id);
+      if (behind.delete(c.id)) c.emit('database_backup_create', 'the binlog archive caught up: point-in-time restores reach the present again', 'notification');
+    }, (err: Error) => {
+      const failures = (archiveFailures.get(c.id) ?? 0) + 1;
+      archiveFailures.set(c.id, failures);
+      log.warn({ err, database: c.id, failures }, 'binlog archive round failed');
+      // Tried again sooner than a full interval at first, then less often: 1, 2, 4... s of the
+      // interval's fraction, never longer than the interval itself.
+      const retry = Math.min(archiveEvery, 10_000, 1000 * 2 ** Math.min(failures - 1, 10));
+      nextArchive.set(c.id, agent.clock.now() + retry);
+      const lag = archiveLagMs(c.id, agent.clock.now());
+      if (!c.deleted && lag > 3 * archiveEvery && !behind.has(c.id)) {
+        behind.add(c.id);
+        c.emit('database_backup_create', `the binlog archive is ${Math.round(lag / 1000)} s behind: ${err.message.slice(0, 200)}; retrying`, 'notification');
+      }
     });
   }
   const autoRunning = new Set<number>();
@@ -101,6 +137,9 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
 
   function tick(): void {
     const now = agent.clock.now();
+    let lag = 0;
+    for (const c of agent.databases()) if (archiver.archivable(c) && archiveSince.has(c.id)) lag = Math.max(lag, archiveLagMs(c.id, now));
+    agent.metrics.archiveLag.set(lag / 1000);
     for (const c of agent.databases()) {
       const s = c.state;
       if (!s?.provisioned || s.suspended || c.deleted || !c.desired) continue;
@@ -165,6 +204,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       },
     },
     stopWork,
+    removeStored: (c) => storage.removeAll(c.id),
     tick,
     async close() {
       await task.stop();

@@ -9,6 +9,7 @@ import { detectLocalCatalogue, loadCatalogueFile, type Catalogue } from './catal
 import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
 import type { BackupStorage } from './backup/backup-storage.js';
+import { createS3Stores, type S3StoreConfig, type S3Stores } from './backup/s3-store.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
@@ -50,6 +51,11 @@ export interface StartAgentOptions {
   binlogArchiveMs?: number;
   /** Where backups and binlog segments go (default: `<stateDir>/backups`; tests wrap it). */
   backupStorage?: BackupStorage;
+  /**
+   * An S3-compatible object store for backups and the binlog archive (docs/agent.md, "Backup
+   * store"), instead of the state folder. Its credentials are never logged.
+   */
+  backupStore?: S3StoreConfig;
 }
 
 export interface RunningAgent {
@@ -104,6 +110,8 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     ...(runtimeKind === 'process' ? await detectLocalCatalogue() : await dockerCatalogue()),
   ];
 
+  const remote: S3Stores | undefined = opts.backupStore ? createS3Stores(opts.backupStore) : undefined;
+  if (opts.backupStore) logger.info({ bucket: opts.backupStore.bucket, prefix: opts.backupStore.prefix, endpoint: opts.backupStore.endpoint ?? '(AWS)' }, 'backups go to an object store');
   const agent = createAgent({
     id,
     stateDir: opts.stateDir,
@@ -115,7 +123,11 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     clock,
     nodeAddressPool: opts.nodeAddressPool,
     reconcileIntervalMs: opts.reconcileIntervalMs,
-    extras: (a) => createDayTwo(a, { binlogArchiveMs: opts.binlogArchiveMs, storage: opts.backupStorage }),
+    extras: (a) => createDayTwo(a, {
+      binlogArchiveMs: opts.binlogArchiveMs,
+      storage: opts.backupStorage ?? remote?.backups,
+      ...(remote ? { segments: remote.segments, remote: true } : {}),
+    }),
   });
   await agent.start();
   for (const e of catalogue) {
@@ -155,6 +167,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
         await Promise.all(nodes.filter((n) => n.state === 'running').map((n) => runtime.stop(n.name).catch((err: Error) => logger.warn({ err, node: n.name }, 'node did not stop'))));
       }
       await runtime.close();
+      remote?.close();
       await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
     },
   };

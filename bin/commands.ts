@@ -15,7 +15,7 @@ import type { ControlPlaneOptions } from '../control-plane/main.js';
 import type { DataplaneOptions } from '../dataplane/main.js';
 import type { StartAgentOptions } from '../agent/main.js';
 import {
-  agentFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
+  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
 } from './flags.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -261,7 +261,7 @@ export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnE
     stateDir,
     runtime,
     enginesFile: f.engines as string | undefined,
-    nodeAddressPool: nodePool,
+    nodeAddressPool: nodePool, backupStore: backupStoreFlags(argv, f),
     stopNodesOnExit: Boolean(f['stop-nodes-on-exit']),
   };
 }

@@ -99,7 +99,18 @@ export const agentFlags = {
   engines: { kind: 'string', arg: 'FILE', help: 'the engines this host may run besides the ones it finds' },
   'node-pool': { kind: 'string', arg: 'CIDR', help: 'addresses members listen on (this host\'s)', defaultText: '127.79.0.0/16' },
   'stop-nodes-on-exit': { kind: 'boolean', help: 'stop the databases\' servers when the agent stops' },
+  'backup-store': { kind: 'string', arg: 's3://BUCKET/PREFIX', help: 'keep backups and the binlog archive in an S3-compatible object store', defaultText: 'the state folder' },
+  'backup-store-endpoint': { kind: 'string', arg: 'https://HOST[:PORT]', help: 'the object store\'s endpoint', defaultText: 'AWS for the region' },
+  'backup-store-region': { kind: 'string', arg: 'REGION', help: 'the object store\'s signing region', defaultText: 'us-east-1' },
+  'backup-store-path-style': { kind: 'boolean', help: 'bucket in the path, not the host name (most self-hosted stores)' },
+  'backup-store-ca': { kind: 'string', arg: 'FILE', help: 'PEM CA for the object store\'s TLS', defaultText: 'the system\'s' },
+  'backup-store-credentials': { kind: 'string', arg: 'FILE', help: 'JSON {accessKeyId, secretAccessKey}, mode 0600' },
+  'backup-store-access-key-id': { kind: 'string', arg: 'ID', help: 'the object store\'s key id (config file)' },
+  'backup-store-secret-access-key': { kind: 'string', arg: 'KEY', help: 'the object store\'s secret key: config file (0600) only' },
 } as const satisfies FlagSpec;
+
+/** The backup-store flags' values as the agent's options (parsed where the store's config lives). */
+export { backupStoreFlags } from '../agent/backup/store-config.js';
 
 const storeFlags = {
   state: { kind: 'string', arg: 'DIR', help: 'the control plane\'s state folder (required)' },

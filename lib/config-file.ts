@@ -7,7 +7,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { flagKind, parseFlags, type FlagSpec, type Flags } from './args.js';
 
 /** Keys whose value is itself a secret (not a path to one): the file holding them must be private. */
-const SECRET_KEYS = new Set(['join']);
+const SECRET_KEYS = new Set(['join', 'backup-store-secret-access-key']);
 
 /**
  * A URL with a user or password in it (`store = postgres://user:password@host/db`) carries a

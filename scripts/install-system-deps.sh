@@ -32,6 +32,10 @@ SERVICES+=(postgresql)
 # test/integration/cli/control-plane-vip.test.ts).
 PKGS+=(curl)
 
+# OpenStack Swift with its s3api middleware: the S3-compatible object store the backup-store tests
+# start on loopback (test/helpers/object-store.ts); never the distribution's services.
+PKGS+=(swift-proxy swift-account swift-container swift-object)
+
 # The group every database server runs in (docs/security/mysql.md): each database gets its own
 # uid in it, never root; the agent creates the group itself when this script did not run.
 ensure_node_group() {

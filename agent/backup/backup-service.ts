@@ -54,7 +54,7 @@ export interface TakeOptions {
  * are not in it: the agent re-applies them from the desired state after a restore, so a backup
  * taken before a credentials reset restores cleanly.
  */
-export function createBackupService(opts: { storage: BackupStorage; runtime: ContainerRuntime; logger: Logger; clock: Clock }) {
+export function createBackupService(opts: { storage: BackupStorage; runtime: ContainerRuntime; logger: Logger; clock: Clock; encryptAll?: boolean }) {
   const log = opts.logger.child({ component: 'backups' });
   const manifests = new Map<number, BackupManifest[]>();
   const creating = new Map<number, BackupInfo[]>();
@@ -73,6 +73,12 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     }
     return c.state!.primary;
   }
+
+  /**
+   * Whether c's files are encrypted before they are stored: an `encrypted` database's always,
+   * every database's when the store is off the host (`encryptAll`: its operator sees no rows).
+   */
+  const encryptsFor = (c: BackupDatabase) => opts.encryptAll === true || c.desired?.encrypted === true;
 
   async function usersSql(c: BackupDatabase, node: number): Promise<string> {
     return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
@@ -98,7 +104,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         gtid: await gtidCurrentPos(x),
         databases: await customerSchemas(x),
       }));
-      const encrypted = c.desired?.encrypted === true;
+      const encrypted = encryptsFor(c);
       const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
       signal?.throwIfAborted();
       const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await backupKey(c) } : {}) });
@@ -361,7 +367,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     } else {
       const started = Date.now();
       try {
-        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c), signal: o.signal }, c, id, node, meta);
+        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c), signal: o.signal, encrypt: encryptsFor(c) }, c, id, node, meta);
         log.info({ database: c.id, backup: id, bytes: m.sizeBytes, ms: Date.now() - started, node }, 'physical base backup taken');
         await refresh(c.id);
         return m;

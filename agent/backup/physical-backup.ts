@@ -125,7 +125,7 @@ export function backupErrorTail(stderr: string): string {
  * that the tool writes itself keeps up.
  */
 export async function takePhysical(
-  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal },
+  deps: { runtime: ContainerRuntime; storage: BackupStorage; backupKey: () => Promise<string>; signal?: AbortSignal; encrypt?: boolean },
   c: Pick<DatabaseController, 'id' | 'state' | 'desired' | 'nodeName' | 'adminTarget'>,
   id: number,
   node: number,
@@ -165,7 +165,8 @@ export async function takePhysical(
     if (!roomToSpool(fs.bavail * fs.bsize, info.dataBytes + redoGrowth)) {
       throw new Error(`not enough free disk to spool the copy: ${Math.round((fs.bavail * fs.bsize) / 1048576)} MB free, about ${Math.round(info.dataBytes / 1048576)} MB of data`);
     }
-    const encrypted = c.desired?.encrypted === true;
+    // Encrypted for an `encrypted` database, and for every database when the store is off the host.
+    const encrypted = deps.encrypt ?? c.desired?.encrypted === true;
     // --datadir as the server reports it: the tool would otherwise read the distribution's
     // option files, whose datadir is not this server's. The spool's descriptor is the tool's
     // stdout (stdoutFd): the tool's redo-log copier writes to the same stream as its data

@@ -62,6 +62,8 @@ export interface ArchiverDeps {
   };
   clock: Clock;
   logger: Logger;
+  /** Every database's segments are encrypted (the store is off the host), not only `encrypted` ones'. */
+  encryptAll?: boolean;
 }
 
 /** Backups a chain may start from: every backup with a snapshot position (not a safety copy). */
@@ -89,6 +91,8 @@ export function createArchiver(d: ArchiverDeps) {
   const oldest = new Map<number, number>();
   const physicalRetry = new Map<number, number>();
   const physicalFailures = new Map<number, number>();
+  /** Databases whose leftover segments (a copy killed midway by an earlier run) were removed. */
+  const swept = new Set<number>();
 
   /**
    * Copies binlog `file` into the spool folder in the node's run folder, by the tool running as
@@ -115,7 +119,7 @@ export function createArchiver(d: ArchiverDeps) {
   }
 
   async function store(c: ArchivedDatabase, seq: number, local: { path: string; uid: number }, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>, signal: AbortSignal): Promise<void> {
-    const encrypted = c.desired?.encrypted === true;
+    const encrypted = d.encryptAll === true || c.desired?.encrypted === true;
     const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
     let input: FileHandle | undefined;
     try {
@@ -171,6 +175,11 @@ export function createArchiver(d: ArchiverDeps) {
     });
     signal.throwIfAborted();
     let bases = basesOf(await d.backups.refresh(c.id));
+    if (!swept.has(c.id)) {
+      // Rounds of a database never overlap, so no segment of it is being written now.
+      for (const sq of await d.segments.unfinished(c.id)) await d.segments.remove(c.id, sq);
+      swept.add(c.id);
+    }
     let segments = await d.segments.list(c.id);
     const fresh = async (why: string) => {
       const m = await d.backups.takeBase(c, { signal });
@@ -296,6 +305,7 @@ export function createArchiver(d: ArchiverDeps) {
     oldest.delete(id);
     physicalRetry.delete(id);
     physicalFailures.delete(id);
+    swept.delete(id);
   }
 
   /** Whether a round may run now: a live, provisioned, running primary not being restored. */

@@ -24,7 +24,8 @@ export interface SegmentManifest extends SegmentInfo {
  * Where archived binlogs live: next to the database's backups
  * (`<backups>/<databaseId>/binlog/<seq>/`), so deleting a database's backups removes them too.
  * Same contract as the backup storage: `writer`, then `commit` writes the manifest last, `list`
- * skips segments without one (oldest first), `remove` is idempotent.
+ * skips segments without one (oldest first), `remove` is idempotent; `unfinished` names the
+ * segments that have data but no manifest (a copy killed midway), for the archiver to remove.
  */
 export interface SegmentStorage {
   writer(databaseId: number, seq: number, file: string): Promise<Writable>;
@@ -32,6 +33,7 @@ export interface SegmentStorage {
   list(databaseId: number): Promise<SegmentManifest[]>;
   reader(databaseId: number, seq: number, file: string): Readable;
   remove(databaseId: number, seq: number): Promise<void>;
+  unfinished(databaseId: number): Promise<number[]>;
 }
 
 export function createLocalSegmentStorage(backupsRoot: string): SegmentStorage {
@@ -64,6 +66,10 @@ export function createLocalSegmentStorage(backupsRoot: string): SegmentStorage {
     },
     async remove(db, seq) {
       await rm(dir(db, seq), { recursive: true, force: true });
+    },
+    async unfinished(db) {
+      if (!existsSync(dir(db))) return [];
+      return (await readdir(dir(db))).filter((n) => /^\d+$/.test(n) && !existsSync(join(dir(db), n, 'manifest.json'))).map(Number).sort((a, b) => a - b);
     },
   };
 }

@@ -30,6 +30,11 @@ export interface ControllerExtras {
    * none runs; a delete calls it before the servers and folders go (docs/agent.md, "Delete").
    */
   stopWork?: (c: DatabaseController) => Promise<void>;
+  /**
+   * Removes every backup, base and binlog segment of the database from the backup store (an
+   * object store's objects; the local folder goes with the database's own). Idempotent.
+   */
+  removeStored?: (c: DatabaseController) => Promise<void>;
 }
 
 /** A provisioning that failed is tried again after this long (of the injected clock). */
@@ -312,6 +317,7 @@ export class DatabaseController extends Cluster {
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
       await remove(this.context);
+      await this.extras?.removeStored?.(this);
     } catch (err) {
       this.deleted = false;
       throw err;

@@ -2,8 +2,20 @@
  * Runs one agent as its own OS process for tests that kill it with SIGKILL (started by
  * agent-fixture.ts's spawnAgent). Configuration comes from the environment.
  */
+import { readFileSync } from 'node:fs';
 import { silentLogger } from '../../../lib/logger.js';
 import { startAgent } from '../../../agent/main.js';
+import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+
+// An object store as the backup store: its URL, endpoint and the files of its CA and keys
+// (never the keys themselves in the environment).
+const e = process.env;
+const backupStore = e.BACKUP_STORE
+  ? {
+    ...parseStoreUrl(e.BACKUP_STORE), endpoint: e.BACKUP_STORE_ENDPOINT, region: 'us-east-1', pathStyle: true,
+    ca: readFileSync(e.BACKUP_STORE_CA!, 'utf8'), credentials: loadStoreCredentials(e.BACKUP_STORE_CREDENTIALS!),
+  }
+  : undefined;
 
 await startAgent({
   id: process.env.AGENT_ID ?? 'agent-child',
@@ -17,5 +29,7 @@ await startAgent({
   logger: silentLogger(),
   heartbeatMs: 500,
   reconcileIntervalMs: 500,
+  ...(backupStore ? { backupStore } : {}),
+  ...(e.BINLOG_ARCHIVE_MS ? { binlogArchiveMs: Number(e.BINLOG_ARCHIVE_MS) } : {}),
 });
 process.stdout.write('ready\n');

@@ -71,4 +71,20 @@ describe('fulcrum --config', () => {
     expect(r.code).toBe(2);
     expect(r.err).toContain('holds "join", a secret, but group or others may read it');
   });
+
+  it('refuses the object store\'s secret key on the command line and a credentials file others may read', async () => {
+    const secret = 'store-secret-not-for-ps';
+    const onLine = await exited(runFulcrum(['agent', '--state', join(dir, 'agent-s3'), '--control-plane', '127.0.0.1:1', '--backup-store', 's3://bkt/p',
+      '--backup-store-access-key-id', 'AK', `--backup-store-secret-access-key=${secret}`]));
+    expect(onLine.code).toBe(2);
+    expect(onLine.err).toContain('--backup-store-secret-access-key is read from the --config file');
+    const creds = join(dir, 'store.json');
+    writeFileSync(creds, JSON.stringify({ accessKeyId: 'AK', secretAccessKey: secret }));
+    chmodSync(creds, 0o644);
+    const open = await exited(runFulcrum(['agent', '--state', join(dir, 'agent-s3'), '--control-plane', '127.0.0.1:1', '--backup-store', 's3://bkt/p',
+      '--backup-store-credentials', creds]));
+    expect(open.code).toBe(2);
+    expect(open.err).toContain(`--backup-store-credentials ${creds}: group or others may read or write it (chmod 600`);
+    expect(onLine.err + open.err).not.toContain(secret);
+  });
 });

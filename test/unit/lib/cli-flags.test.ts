@@ -33,7 +33,9 @@ const before = {
   agent: {
     id: 'string', region: 'string', 'control-plane': 'string', state: 'string', runtime: 'string',
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
-    'node-pool': 'string',
+    'node-pool': 'string', 'backup-store': 'string', 'backup-store-endpoint': 'string', 'backup-store-region': 'string',
+    'backup-store-path-style': 'boolean', 'backup-store-ca': 'string', 'backup-store-credentials': 'string',
+    'backup-store-access-key-id': 'string', 'backup-store-secret-access-key': 'string',
   },
 } as const;
 

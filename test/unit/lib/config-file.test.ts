@@ -55,6 +55,12 @@ describe('config files', () => {
     expect(() => configFileArgs(file('state = /x\n', 0o620), spec)).toThrow(/writable by group or others/);
   });
 
+  it('refuses the object store\'s secret key in a file others may read', () => {
+    const s = { ...spec, 'backup-store-secret-access-key': 'string' } as const;
+    expect(() => configFileArgs(file('backup-store-secret-access-key = abc123\n', 0o644), s)).toThrow(/holds "backup-store-secret-access-key", a secret, but group or others may read it/);
+    expect(configFileArgs(file('backup-store-secret-access-key = abc123\n', 0o600), s)).toEqual(['--backup-store-secret-access-key=abc123']);
+  });
+
   it('treats any URL with a user or password as a secret, whatever its key', () => {
     const url = (u: string) => `control-plane = ${u}\n`;
     expect(() => configFileArgs(file(url('postgres://fulcrum:pw@db:5432/f'), 0o644), spec))
