@@ -336,13 +336,24 @@ func nodeBalancerSteps(ctx context.Context, client *linodego.Client, backends []
 	if err := check(len(none) == 0, "ListNodeBalancers by the old label gave %d", len(none)); err != nil {
 		return 0, err
 	}
-	ordered := linodego.Filter{OrderBy: "port", Order: linodego.Descending}
+	// Filters with an operator and an order (Configs and Nodes have no filterable fields in the
+	// spec, so their lists take none: docs/compatibility.md, "Pagination and X-Filter").
+	ordered := linodego.Filter{OrderBy: "label", Order: linodego.Descending}
+	ordered.AddField(linodego.Contains, "label", *prefix+"-")
+	ordered.AddField(linodego.Eq, "region", *region)
 	ob, _ := ordered.MarshalJSON()
-	cfgs, err := client.ListNodeBalancerConfigs(ctx, nb.ID, linodego.NewListOptions(0, string(ob)))
+	contains, err := client.ListNodeBalancers(ctx, linodego.NewListOptions(0, string(ob)))
 	if err != nil {
-		return 0, fmt.Errorf("ListNodeBalancerConfigs ordered: %w", err)
+		return 0, fmt.Errorf("ListNodeBalancers with +contains and +order_by: %w", err)
 	}
-	if err := check(len(cfgs) == 2 && cfgs[0].ID == udpCfg.ID && cfgs[1].ID == cfg.ID, "ListNodeBalancerConfigs by port desc gave %+v", cfgs); err != nil {
+	if err := check(len(contains) == 1 && contains[0].ID == nb.ID, "ListNodeBalancers %s gave %d", ob, len(contains)); err != nil {
+		return 0, err
+	}
+	cfgs, err := client.ListNodeBalancerConfigs(ctx, nb.ID, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ListNodeBalancerConfigs: %w", err)
+	}
+	if err := check(len(cfgs) == 2 && cfgs[0].ID == cfg.ID && cfgs[1].ID == udpCfg.ID, "ListNodeBalancerConfigs gave %+v", cfgs); err != nil {
 		return 0, err
 	}
 	report("lists with filters", map[string]any{"nodebalancers": len(byLabel), "configs": len(cfgs)})
