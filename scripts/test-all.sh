@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ -d node_modules ] || npm ci --no-audit --no-fund
+# The Go clients of the e2e tests (test/clients/, test/helpers/go-clients.ts) build in the
+# background from here on, while the packages install and the other projects run; the e2e tests
+# wait for that build (or make it themselves if it failed), and it is cached in ~/.cache/fulcrum.
+go_log="$(mktemp)"
+npx node test/helpers/go-clients.ts > "$go_log" 2>&1 &
+go_build=$!
 bash scripts/install-system-deps.sh
 bash scripts/start-dockerd.sh
 if [ -f scripts/build-mysql-image.sh ]; then
@@ -37,6 +43,8 @@ if [ -n "$alone" ]; then
   npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$results/integration-alone.json" "${alone_files[@]}" || status=1
 fi
 serial_project security
+wait "$go_build" || true
+sed 's/^/go clients: /' "$go_log"
 echo "== vitest project: e2e (serial and concurrent lanes side by side)"
 bash scripts/test-e2e.sh "$results" || status=1
 

@@ -102,7 +102,10 @@ function clause(obj: unknown, filterable: Set<string>, depth: number): (o: unkno
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     if (k === '+order_by' || k === '+order') continue;
     if (k === '+and' || k === '+or') {
-      if (!Array.isArray(v) || v.length === 0) throw bad(apiReasons.filterList(k));
+      // An empty `+and` is every object (no condition to fail): the Terraform provider's list
+      // data sources send `{"+and": [], "+order": "desc"}` when they have no filter block, as
+      // the README's `data "linode_database_engines"` does. An empty `+or` stays an error.
+      if (!Array.isArray(v) || (v.length === 0 && k === '+or')) throw bad(apiReasons.filterList(k));
       const subs = v.map((x) => clause(x, filterable, depth + 1));
       tests.push(k === '+and' ? (o) => subs.every((s) => s(o)) : (o) => subs.some((s) => s(o)));
       continue;

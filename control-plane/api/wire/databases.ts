@@ -38,7 +38,10 @@ export function databaseToWire(d: DatabaseRecord, pending: PendingUpdate[] = [])
     created: wireTime(d.created),
     encrypted: d.encrypted,
     engine: 'mysql',
-    engine_config: d.engineConfig,
+    // `mysql` is always there, empty when nothing is set: the Terraform provider's
+    // linode_database_mysql_v2 reads engine_config.mysql.* through linodego's pointer without a
+    // nil check, and crashed on `{}` right after its create.
+    engine_config: { ...d.engineConfig, mysql: d.engineConfig.mysql ?? {} },
     fork: d.fork ? { source: d.fork.source, restore_time: wireTime(d.fork.restoreTimeMs) } : null,
     hosts: hosts(d),
     id: d.id,

@@ -48,6 +48,9 @@ describe('X-Filter, events and lifecycle', () => {
     expect(await labels({ '+and': [{ region: 'lab-local' }], '+order_by': 'label', '+order': 'desc' })).toEqual(['delta', 'bravo']);
     expect(await labels({ '+order_by': 'region' })).toEqual(['bravo', 'delta', 'alpha', 'charlie']);
     expect(await labels({})).toEqual(['alpha', 'bravo', 'charlie', 'delta']);
+    // The Terraform provider's list data sources with no filter block: an empty +and is everything.
+    expect(await labels({ '+and': [], '+order': 'desc' })).toEqual(['alpha', 'bravo', 'charlie', 'delta']);
+    expect(await labels({ '+and': [], '+order_by': 'label', '+order': 'desc' })).toEqual(['delta', 'charlie', 'bravo', 'alpha']);
     // Filtering applies before pagination.
     const paged = await api.req('GET', '/v4/nodebalancers?page=1&page_size=25', { headers: { 'x-filter': '{"tags":"prod"}' } });
     expect([paged.body.results, paged.body.pages]).toEqual([2, 1]);
@@ -62,7 +65,7 @@ describe('X-Filter, events and lifecycle', () => {
       expect(r.status).toBe(400);
       expect(r.body).toEqual({ errors: [{ reason, field: 'X-Filter' }] });
     }
-    for (const bad of ['{', 'null', '[]', '"label"', '{"label":{"+like":"a"}}', '{"+xor":[]}', '{"+and":{}}', '{"+and":[]}', '{"label":[1]}',
+    for (const bad of ['{', 'null', '[]', '"label"', '{"label":{"+like":"a"}}', '{"+xor":[]}', '{"+and":{}}', '{"+or":[]}', '{"label":[1]}',
       '{"+order":"up","+order_by":"label"}', '{"+order_by":5}', '{"label":{"+gt":{}}}', '{"label":{"+contains":1}}', `{"label":"${'x'.repeat(9000)}"}`,
       '{"+and":[{"+and":[{"+and":[{"+and":[{"+and":[{"+and":[{"+and":[{"+and":[{"+and":[{"label":"a"}]}]}]}]}]}]}]}]}]}']) {
       const r = await list(bad);

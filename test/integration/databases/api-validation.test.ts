@@ -101,7 +101,7 @@ describe('databases API: catalogue, validation and preconditions', () => {
       ssl_connection: true, encrypted: false, port: 3306, hosts: { primary: null, secondary: null, standby: null }, members: {},
       // Integers from the start (the 4.176 schema allows no null): the plan's disk, nothing used yet.
       allow_list: ['203.0.113.1', '192.0.2.0/24'], total_disk_size_gb: 25, used_disk_size_gb: 0,
-      platform: 'rdbms-default', engine_config: {},
+      platform: 'rdbms-default', engine_config: { mysql: {} },
       updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] },
     });
     expect(d.created).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);

@@ -38,6 +38,9 @@ describe('databases API: the fields today\'s clients read', () => {
     // Never null, even while provisioning: both are integers in every schema.
     expect(created.body).toMatchObject({ platform: 'rdbms-default', port: 3306, total_disk_size_gb: 50, used_disk_size_gb: 0, engine_config: {} });
     expect(created.body.hosts).toEqual({ primary: null, secondary: null, standby: null });
+    // `mysql` even when nothing is set: the Terraform provider's linode_database_mysql_v2 reads
+    // engine_config.mysql.* without a nil check (it crashed after its create on `{}`).
+    expect(created.body.engine_config).toEqual({ mysql: {} });
     expect(created.body.updates.pending).toEqual([]);
 
     const d = await waitStatus(api, created.body.id, 'active');
