@@ -286,6 +286,7 @@ describe('API error inventory', () => {
       'Length must be 1-100 characters',
       'Length must be 1-512 characters',
       'Must be a valid email address.',
+      'Must be the id of an agent host.',
       'No ${kind} with id ${String(id)} on this account',
       'No ${this.what} addresses are configured for region ${region}',
       'No NodeBalancer IPv6 addresses are left in the pool',
