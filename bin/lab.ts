@@ -12,6 +12,7 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
 import { labIpv6Prefix, prepareLabIpv6, releaseLabIpv6 } from './lab-ipv6.js';
+import { withDataplaneHeapFlags } from '../lib/node-flags.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
 /** Where the lab's data plane dials database members from (beside the 127.77/78/79 pools). */
@@ -67,7 +68,8 @@ interface Child {
 
 function spawnChild(name: string, args: string[], logDir: string): Child {
   const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a', mode: 0o600 });
-  const proc = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...args], {
+  const node = args[0] === 'dataplane' ? withDataplaneHeapFlags(process.execArgv) : process.execArgv;
+  const proc = spawn(process.execPath, [...node, process.argv[1]!, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, FULCRUM_LAB: '1' },
   });

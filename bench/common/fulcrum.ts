@@ -8,6 +8,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
+import { withDataplaneHeapFlags } from '../../lib/node-flags.js';
 import { silentLogger } from '../../lib/logger.js';
 import { GiveUp, startProcess, waitFor, type Spawned } from './processes.js';
 
@@ -81,7 +82,7 @@ export async function startDataplaneProcess(o: DataplaneProcessOptions): Promise
   if (compiled) delete env.FULCRUM_FROM_SOURCE;
   else env.FULCRUM_FROM_SOURCE = '1';
   return startProcess(o.id, process.execPath, [
-    ...(o.nodeFlags ?? []),
+    ...withDataplaneHeapFlags(o.nodeFlags ?? []),
     join(repoRoot(), 'bin', 'fulcrum.js'),
     'dataplane', '--control-plane', o.grpcAddress, '--state', o.stateDir,
     '--join', token,

@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
+import { withDataplaneHeapFlags } from '../../lib/node-flags.js';
 import type { Clock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
@@ -92,7 +93,10 @@ export class WorkerPool implements TelemetrySource {
   constructor(private readonly o: WorkerPoolOptions) {
     cluster.schedulingPolicy = o.distribution === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
     // A worker runs the same CLI, which sees it is a cluster worker (bin/commands.ts).
-    cluster.setupPrimary({ exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced' });
+    cluster.setupPrimary({
+      exec: fileURLToPath(new URL('../../bin/fulcrum.js', import.meta.url)), args: ['dataplane'], serialization: 'advanced',
+      execArgv: withDataplaneHeapFlags(process.execArgv),
+    });
     cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
     this.udp = new UdpGroups(o.count);
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
@@ -366,3 +370,4 @@ function udpPorts(state: PreparedSnapshot): Set<string> {
   }
   return out;
 }
+

@@ -3,6 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DATAPLANE_NODE_FLAGS } from '../../../lib/node-flags.js';
 import { repoRoot } from '../../helpers/lab.js';
 
 const dir = join(repoRoot, 'scripts', 'systemd');
@@ -51,7 +52,9 @@ describe('systemd units in scripts/systemd', () => {
       const service = new Map(ini.get('Service'));
       const exec = service.get('ExecStart')!.split(/\s+/);
       const cmd = commands[unit]!;
-      expect(exec, unit).toEqual(['/usr/bin/node', '/opt/fulcrum/bin/fulcrum.js', cmd, '--config', `/etc/fulcrum/${cmd}.conf`]);
+      // The data plane's primary takes its V8 flags on the command line (lib/node-flags.ts).
+      const node = cmd === 'dataplane' ? ['/usr/bin/node', ...DATAPLANE_NODE_FLAGS] : ['/usr/bin/node'];
+      expect(exec, unit).toEqual([...node, '/opt/fulcrum/bin/fulcrum.js', cmd, '--config', `/etc/fulcrum/${cmd}.conf`]);
       expect(help, cmd).toMatch(new RegExp(`^  ${cmd} `, 'm'));
       expect(service.get('UMask'), unit).toBe('0077');
       // Only the agent runs as root (docs/install.md says why); the others get no more than they need.
