@@ -13,6 +13,37 @@ export interface PlacementAgent {
   region: string;
   /** It can run part of a cluster and replicate across hosts (AgentReport.members_across_hosts). */
   membersAcrossHosts?: boolean;
+  /**
+   * The identity of its backup store (AgentReport.backup_store: endpoint, bucket and prefix, never
+   * credentials); '' or absent for local folders. Agents with the same identity share one store.
+   */
+  backupStore?: string;
+}
+
+/**
+ * The agent a fork is placed on (every member there, as a fork has always been built on one
+ * agent), or null to wait. A fork is built from its source's backups and archived binlogs:
+ * - when the source's agent keeps them in a shared object store and the fork's agent can be
+ *   given the source's key (`crossAgent`), any connected agent of the region on that same store
+ *   can build it: the least loaded of them, the source's own agent on a tie (no download);
+ * - otherwise they are readable only by the source's agent: the fork goes there, and waits while
+ *   it is not connected (the default, and all there is without a store).
+ * `candidates` are the connected agents serving the fork's region, least loaded first.
+ */
+export function forkAgent(
+  source: { agentId: string | null; backupStore: string }, candidates: readonly PlacementAgent[], connected: readonly PlacementAgent[],
+  load: (agent: string) => number, crossAgent: boolean,
+): string | null {
+  if (crossAgent && source.backupStore !== '') {
+    const sharing = candidates.filter((a) => a.backupStore === source.backupStore);
+    if (sharing.length > 0) {
+      const least = Math.min(...sharing.map((a) => load(a.id)));
+      const best = sharing.filter((a) => load(a.id) === least);
+      return (best.find((a) => a.id === source.agentId) ?? best[0]!).id;
+    }
+  }
+  if (source.agentId === null || !connected.some((a) => a.id === source.agentId)) return null;
+  return source.agentId;
 }
 
 /**
@@ -46,23 +77,26 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
   for (const x of live) if (x.agentId !== null) count(x.agentId, x.id);
   for (const db of live) {
     if (db.agentId !== null) continue;
-    // A fork is built from its source's backups and archived binlogs, which live in the storage
-    // of the agent running the source: every member goes there (docs/databases.md, "Fork to a point in time").
-    const forkAgent = db.fork ? (await repo.get(db.fork.source))?.agentId ?? null : undefined;
-    if (forkAgent !== undefined) {
-      if (forkAgent === null || !connected.some((a) => a.id === forkAgent)) continue;
-      const members = Array.from({ length: db.clusterSize ?? 1 }, () => forkAgent);
-      await repo.setMembers(db.id, members);
-      await repo.update(db.id, { agentId: forkAgent, primaryMember: 1 });
-      db.agentId = forkAgent;
-      count(forkAgent, db.id);
-      placed.push({ database: db.id, agent: forkAgent, members });
-      continue;
-    }
     const candidates = connected.filter((a) => servesRegion(a.region, db.region));
-    if (candidates.length === 0) continue;
     const size = (id: string) => load.get(id)?.size ?? 0;
     const ordered = [...candidates].sort((a, b) => size(a.id) - size(b.id) || a.id.localeCompare(b.id));
+    if (db.fork) {
+      // docs/databases.md, "Fork to a point in time": on the source's agent, or on any agent
+      // sharing its object store.
+      const source = await repo.get(db.fork.source);
+      const sourceAgent = source?.agentId ?? null;
+      const backupStore = sourceAgent === null ? '' : (await repo.agent(sourceAgent))?.backupStore ?? '';
+      const agent = forkAgent({ agentId: sourceAgent, backupStore }, ordered, connected, size, crossAgentForks(source));
+      if (agent === null) continue;
+      const members = Array.from({ length: db.clusterSize ?? 1 }, () => agent);
+      await repo.setMembers(db.id, members);
+      await repo.update(db.id, { agentId: agent, primaryMember: 1 });
+      db.agentId = agent;
+      count(agent, db.id);
+      placed.push({ database: db.id, agent, members });
+      continue;
+    }
+    if (candidates.length === 0) continue;
     const members = memberAgents(db.clusterSize ?? 1, ordered);
     await repo.setMembers(db.id, members);
     // Members on several agents share the cluster's CA and replication password, made here once.
@@ -73,6 +107,15 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
     placed.push({ database: db.id, agent: members[0]!, members });
   }
   return placed;
+}
+
+/**
+ * A fork may be built away from its source's agent only when the control plane holds the source's
+ * backup key (reported by the source's agent) to hand to the fork's agent: without it the
+ * encrypted objects could not be read there.
+ */
+function crossAgentForks(source: { backupKey?: string | null } | undefined): boolean {
+  return !!source?.backupKey;
 }
 
 /** Whether a database's members run on more than one agent (the control plane then decides failover). */
