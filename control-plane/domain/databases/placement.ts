@@ -85,8 +85,10 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
       // sharing its object store.
       const source = await repo.get(db.fork.source);
       const sourceAgent = source?.agentId ?? null;
-      const backupStore = sourceAgent === null ? '' : (await repo.agent(sourceAgent))?.backupStore ?? '';
-      const agent = forkAgent({ agentId: sourceAgent, backupStore }, ordered, connected, size, crossAgentForks(source));
+      const cross = crossAgentForks(source);
+      // The source agent's store as last reported (it may be away now: its store is not).
+      const backupStore = cross && sourceAgent !== null ? (await repo.agent(sourceAgent))?.backupStore ?? '' : '';
+      const agent = forkAgent({ agentId: sourceAgent, backupStore }, ordered, connected, size, cross);
       if (agent === null) continue;
       const members = Array.from({ length: db.clusterSize ?? 1 }, () => agent);
       await repo.setMembers(db.id, members);

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { memberAgents, placeDatabases, servesRegion, spansAgents } from '../../../control-plane/domain/databases/placement.js';
+import { forkAgent, memberAgents, placeDatabases, servesRegion, spansAgents } from '../../../control-plane/domain/databases/placement.js';
 import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 import type { MemberPlacement } from '../../../control-plane/domain/databases/model.js';
 
-type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number } };
+type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number }; backupKey?: string };
 
 /** Placement over an in-memory list (the repository port is the seam). */
-function repoOf(rows: Row[], placements: MemberPlacement[] = []): DatabaseRepository {
+function repoOf(rows: Row[], placements: MemberPlacement[] = [], stores: Record<string, string> = {}): DatabaseRepository {
   return {
+    agent: (id: string) => (id in stores ? { id, backupStore: stores[id] } : undefined),
     list: () => rows.map((r) => ({ deleting: false, clusterSize: 1, ...r })),
     get: (id: number) => rows.find((r) => r.id === id),
     update: (id: number, patch: { agentId: string }) => {
@@ -88,5 +89,49 @@ describe('anti-affinity of cluster members', () => {
     expect(await placeDatabases(repo, [spread('a'), spread('b')])).toEqual([]);
     expect(await placeDatabases(repo, [spread('a'), spread('b'), spread('c')])).toEqual([{ database: 2, agent: 'c', members: ['c', 'c', 'c'] }]);
     expect(rows[1]!.agentId).toBe('c');
+  });
+});
+
+/**
+ * Forks from a shared object store (docs/databases.md, "Fork to a point in time"): with the
+ * source's key known to the control plane, a fork goes to the least loaded connected agent of its
+ * region sharing the source agent's store; otherwise to the source's agent, as before.
+ */
+describe('placement of a fork when agents share a backup store', () => {
+  const S3 = 's3:https://store.example:8443/backups/fulcrum/';
+  const at = (id: string, backupStore = '', region = 'us-east') => ({ id, region, backupStore });
+  const none = () => 0;
+
+  it('keeps the source\'s agent when no store is shared or the key is not known, and waits while it is away', () => {
+    const src = { agentId: 'a', backupStore: '' };
+    expect(forkAgent(src, [at('b'), at('a')], [at('b'), at('a')], none, true)).toBe('a');
+    expect(forkAgent({ agentId: 'a', backupStore: S3 }, [at('b', S3), at('a', S3)], [at('b', S3), at('a', S3)], none, false)).toBe('a');
+    expect(forkAgent(src, [at('b')], [at('b')], none, true)).toBeNull();
+  });
+
+  it('picks the least loaded agent on the same store, the source\'s agent on a tie, never one on another store', () => {
+    const load = (id: string) => ({ a: 2, b: 1, c: 0 } as Record<string, number>)[id] ?? 0;
+    const src = { agentId: 'a', backupStore: S3 };
+    const agents = [at('c', 's3:https://other/backups/fulcrum/'), at('b', S3), at('a', S3)];
+    expect(forkAgent(src, agents, agents, load, true)).toBe('b');
+    expect(forkAgent(src, agents, agents, () => 0, true)).toBe('a');
+    // The source's agent away: another on its store builds the fork.
+    expect(forkAgent(src, [at('b', S3)], [at('b', S3)], load, true)).toBe('b');
+    // No agent on its store connected and the source's agent away: wait.
+    expect(forkAgent(src, [at('c', 's3:https://other/backups/fulcrum/')], [at('c', 's3:https://other/backups/fulcrum/')], load, true)).toBeNull();
+  });
+
+  it('places a fork whose source key the control plane holds on another agent of the shared store, members together', async () => {
+    const placements: MemberPlacement[] = [{ databaseId: 1, member: 1, agentId: 'a' }];
+    const rows: Row[] = [
+      { id: 1, region: 'us-east', agentId: 'a', backupKey: 'k' },
+      { id: 2, region: 'us-east', agentId: null, clusterSize: 3, fork: { source: 1, restoreTimeMs: 0 } },
+    ];
+    const repo = repoOf(rows, placements, { a: S3, b: S3 });
+    expect(await placeDatabases(repo, [at('a', S3), at('b', S3), at('c')])).toEqual([{ database: 2, agent: 'b', members: ['b', 'b', 'b'] }]);
+    // Without the key it stays on the source's agent.
+    const rows2: Row[] = [{ ...rows[0]!, backupKey: undefined }, { ...rows[1]!, agentId: null }];
+    expect(await placeDatabases(repoOf(rows2, [{ databaseId: 1, member: 1, agentId: 'a' }], { a: S3, b: S3 }), [at('a', S3), at('b', S3)]))
+      .toEqual([{ database: 2, agent: 'a', members: ['a', 'a', 'a'] }]);
   });
 });
