@@ -8,6 +8,8 @@
  * plane sends it, and holds exactly the rows committed before the chosen second (count and
  * checksum), none from it or later.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
@@ -85,8 +87,10 @@ describe('agent: a fork from the shared object store on an agent that does not r
     });
     b.driver.setDatabases([fork]);
     await b.driver.waitFor(() => b.driver.db(FORK)?.status === 'active', 180_000, 'fork active on agent B');
-    // Agent B never ran the source.
+    // Agent B never ran the source, and built the fork from the source's logical backup in the store.
     expect(b.driver.db(SOURCE)).toBeUndefined();
+    expect(existsSync(join(b.stateDir, 'databases', String(SOURCE)))).toBe(false);
+    expect(JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')).forkBase?.kind).toBe('logical');
 
     const sum = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c FROM app.t';
     const src2 = await connectSrc();
