@@ -23,27 +23,26 @@ export interface PlacementAgent {
 /**
  * The agent a fork is placed on (every member there, as a fork has always been built on one
  * agent), or null to wait. A fork is built from its source's backups and archived binlogs:
- * - when the source's agent keeps them in a shared object store and the fork's agent can be
- *   given the source's key (`crossAgent`), any connected agent of the region on that same store
- *   can build it: the least loaded of them, the source's own agent on a tie (no download);
- * - otherwise they are readable only by the source's agent: the fork goes there, and waits while
- *   it is not connected (the default, and all there is without a store).
- * `candidates` are the connected agents serving the fork's region, least loaded first.
+ * - the source's agent when it is connected (the default: it can flush the source's binlog and
+ *   start from a physical base, which an agent elsewhere cannot);
+ * - when it is away, and its objects are in a shared object store whose key the fork's agent can
+ *   be given (`crossAgent`), the least loaded connected agent of the region on that same store;
+ * - otherwise none: the fork waits for the source's agent.
+ * `candidates` are the connected agents serving the fork's region.
  */
 export function forkAgent(
   source: { agentId: string | null; backupStore: string }, candidates: readonly PlacementAgent[], connected: readonly PlacementAgent[],
   load: (agent: string) => number, crossAgent: boolean,
 ): string | null {
+  if (source.agentId !== null && connected.some((a) => a.id === source.agentId)) return source.agentId;
   if (crossAgent && source.backupStore !== '') {
     const sharing = candidates.filter((a) => a.backupStore === source.backupStore);
     if (sharing.length > 0) {
       const least = Math.min(...sharing.map((a) => load(a.id)));
-      const best = sharing.filter((a) => load(a.id) === least);
-      return (best.find((a) => a.id === source.agentId) ?? best[0]!).id;
+      return sharing.find((a) => load(a.id) === least)!.id;
     }
   }
-  if (source.agentId === null || !connected.some((a) => a.id === source.agentId)) return null;
-  return source.agentId;
+  return null;
 }
 
 /**

@@ -93,45 +93,44 @@ describe('anti-affinity of cluster members', () => {
 });
 
 /**
- * Forks from a shared object store (docs/databases.md, "Fork to a point in time"): with the
- * source's key known to the control plane, a fork goes to the least loaded connected agent of its
- * region sharing the source agent's store; otherwise to the source's agent, as before.
+ * Forks from a shared object store (docs/databases.md, "Fork to a point in time"): the source's
+ * agent while it is connected; when it is away and the control plane holds the source's key, the
+ * least loaded connected agent of the region on the source agent's store.
  */
 describe('placement of a fork when agents share a backup store', () => {
   const S3 = 's3:https://store.example:8443/backups/fulcrum/';
+  const OTHER = 's3:https://other/backups/fulcrum/';
   const at = (id: string, backupStore = '', region = 'us-east') => ({ id, region, backupStore });
-  const none = () => 0;
+  const load = (id: string) => ({ a: 2, b: 1, c: 0, d: 0 } as Record<string, number>)[id] ?? 0;
 
-  it('keeps the source\'s agent when no store is shared or the key is not known, and waits while it is away', () => {
-    const src = { agentId: 'a', backupStore: '' };
-    expect(forkAgent(src, [at('b'), at('a')], [at('b'), at('a')], none, true)).toBe('a');
-    expect(forkAgent({ agentId: 'a', backupStore: S3 }, [at('b', S3), at('a', S3)], [at('b', S3), at('a', S3)], none, false)).toBe('a');
-    expect(forkAgent(src, [at('b')], [at('b')], none, true)).toBeNull();
+  it('keeps the source\'s agent while it is connected, even on a shared store with a less loaded agent', () => {
+    const agents = [at('c', S3), at('b', S3), at('a', S3)];
+    expect(forkAgent({ agentId: 'a', backupStore: S3 }, agents, agents, load, true)).toBe('a');
+    expect(forkAgent({ agentId: 'a', backupStore: '' }, [at('b'), at('a')], [at('b'), at('a')], load, true)).toBe('a');
   });
 
-  it('picks the least loaded agent on the same store, the source\'s agent on a tie, never one on another store', () => {
-    const load = (id: string) => ({ a: 2, b: 1, c: 0 } as Record<string, number>)[id] ?? 0;
+  it('with the source\'s agent away, picks the least loaded agent on its store, never one on another store', () => {
     const src = { agentId: 'a', backupStore: S3 };
-    const agents = [at('c', 's3:https://other/backups/fulcrum/'), at('b', S3), at('a', S3)];
-    expect(forkAgent(src, agents, agents, load, true)).toBe('b');
-    expect(forkAgent(src, agents, agents, () => 0, true)).toBe('a');
-    // The source's agent away: another on its store builds the fork.
-    expect(forkAgent(src, [at('b', S3)], [at('b', S3)], load, true)).toBe('b');
-    // No agent on its store connected and the source's agent away: wait.
-    expect(forkAgent(src, [at('c', 's3:https://other/backups/fulcrum/')], [at('c', 's3:https://other/backups/fulcrum/')], load, true)).toBeNull();
+    const agents = [at('c', OTHER), at('b', S3), at('d', S3)];
+    expect(forkAgent(src, agents, agents, load, true)).toBe('d');
+    expect(forkAgent(src, [at('c', OTHER)], [at('c', OTHER)], load, true)).toBeNull();
   });
 
-  it('places a fork whose source key the control plane holds on another agent of the shared store, members together', async () => {
+  it('waits for the source\'s agent without a shared store or without the source\'s key', () => {
+    expect(forkAgent({ agentId: 'a', backupStore: '' }, [at('b')], [at('b')], load, true)).toBeNull();
+    expect(forkAgent({ agentId: 'a', backupStore: S3 }, [at('b', S3)], [at('b', S3)], load, false)).toBeNull();
+  });
+
+  it('places a fork whose source key the control plane holds on another agent of the store when the source\'s agent is away, members together', async () => {
     const placements: MemberPlacement[] = [{ databaseId: 1, member: 1, agentId: 'a' }];
     const rows: Row[] = [
       { id: 1, region: 'us-east', agentId: 'a', backupKey: 'k' },
       { id: 2, region: 'us-east', agentId: null, clusterSize: 3, fork: { source: 1, restoreTimeMs: 0 } },
     ];
     const repo = repoOf(rows, placements, { a: S3, b: S3 });
-    expect(await placeDatabases(repo, [at('a', S3), at('b', S3), at('c')])).toEqual([{ database: 2, agent: 'b', members: ['b', 'b', 'b'] }]);
-    // Without the key it stays on the source's agent.
+    expect(await placeDatabases(repo, [at('b', S3), at('c')])).toEqual([{ database: 2, agent: 'b', members: ['b', 'b', 'b'] }]);
+    // Without the key it waits for the source's agent.
     const rows2: Row[] = [{ ...rows[0]!, backupKey: undefined }, { ...rows[1]!, agentId: null }];
-    expect(await placeDatabases(repoOf(rows2, [{ databaseId: 1, member: 1, agentId: 'a' }], { a: S3, b: S3 }), [at('a', S3), at('b', S3)]))
-      .toEqual([{ database: 2, agent: 'a', members: ['a', 'a', 'a'] }]);
+    expect(await placeDatabases(repoOf(rows2, [{ databaseId: 1, member: 1, agentId: 'a' }], { a: S3, b: S3 }), [at('b', S3)])).toEqual([]);
   });
 });
