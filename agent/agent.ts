@@ -26,6 +26,8 @@ export interface AgentOptions {
   registry: Registry;
   clock: Clock;
   nodeAddressPool?: string;
+  /** The backup store's identity (storeIdentity), '' or absent for local folders. */
+  backupStore?: string;
   reconcileIntervalMs?: number;
   /** Day-two hooks (backups, maintenance windows); see agent/day-two.ts. */
   extras?: (agent: Agent) => ControllerExtras & {
@@ -164,6 +166,7 @@ export function createAgent(opts: AgentOptions): Agent {
         operationResults: ops.results(),
         runtime: opts.runtimeKind,
         membersAcrossHosts,
+        backupStore: opts.backupStore ?? '',
         engines: opts.catalogue.map((e) => ({ id: e.id, engine: e.engine, version: e.version, image: e.image ?? '', binary: e.binary ?? '' })),
       };
     },

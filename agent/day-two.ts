@@ -173,11 +173,18 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
 
   return {
     windowOpen: (c) => (c.desired?.updates ? isInWindow(c.desired.updates, agent.clock.now()) : false),
-    extraReport: (c) => ({ backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id), lastAutoBackupDay: c.state?.lastAutoBackupDay ?? '' }),
+    extraReport: (c) => ({
+      backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id), lastAutoBackupDay: c.state?.lastAutoBackupDay ?? '',
+      // Only a shared object store lets another agent build a fork of it, with this key.
+      ...(opts.remote && c.state?.backupKey ? { backupKey: c.state.backupKey } : {}),
+    }),
     seed: (c) => {
       const sourceId = Number(c.desired?.forkSource ?? 0);
       const source = agent.databases().find((x) => x.id === sourceId && !x.deleted);
-      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired));
+      // A source run by another agent on the same object store is read from the store.
+      const key = c.desired?.forkSourceKey ?? '';
+      const stored = opts.remote && key ? { id: sourceId, backupKey: key } : undefined;
+      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired), stored);
     },
     handlers: {
       snapshot: async (c, op) => {

@@ -10,6 +10,7 @@ import { createControlStream } from './control-stream.js';
 import { createDayTwo } from './day-two.js';
 import type { BackupStorage } from './backup/backup-storage.js';
 import { createS3Stores, type S3StoreConfig, type S3Stores } from './backup/s3-store.js';
+import { storeIdentity } from './backup/store-config.js';
 import { LABEL_AGENT, type ContainerRuntime } from './runtime/container-runtime.js';
 import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
@@ -122,6 +123,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     registry,
     clock,
     nodeAddressPool: opts.nodeAddressPool,
+    ...(opts.backupStore ? { backupStore: storeIdentity(opts.backupStore) } : {}),
     reconcileIntervalMs: opts.reconcileIntervalMs,
     extras: (a) => createDayTwo(a, {
       binlogArchiveMs: opts.binlogArchiveMs,

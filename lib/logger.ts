@@ -58,7 +58,7 @@ export function createLogger(name: string, opts: { level?: string; destination?:
     redact: {
       paths: [
         'token', '*.token', 'password', '*.password', 'root_password', '*.root_password',
-        'ssl_key', '*.ssl_key', 'req.headers.authorization', 'headers.authorization', 'authorization',
+        'ssl_key', '*.ssl_key', 'backupKey', '*.backupKey', 'forkSourceKey', '*.forkSourceKey', 'req.headers.authorization', 'headers.authorization', 'authorization',
       ],
       censor: '[redacted]',
     },

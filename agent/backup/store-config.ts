@@ -18,6 +18,14 @@ export interface S3StoreConfig {
   credentials: { accessKeyId: string; secretAccessKey: string };
 }
 
+/**
+ * What a store is called in the agent's report (AgentReport.backup_store): endpoint, bucket and
+ * prefix, never credentials. Two agents naming the same store read each other's objects.
+ */
+export function storeIdentity(cfg: Pick<S3StoreConfig, 'bucket' | 'prefix' | 'endpoint' | 'region'>): string {
+  return `s3:${cfg.endpoint ?? `aws:${cfg.region}`}/${cfg.bucket}/${cfg.prefix}`;
+}
+
 /** `s3://BUCKET/PREFIX` → bucket and prefix ('' or ending in '/'). */
 export function parseStoreUrl(url: string): { bucket: string; prefix: string } {
   const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);

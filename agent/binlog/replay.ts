@@ -91,10 +91,31 @@ export function forkStopMs(desired: { forkRestoreMs?: number | string | { toStri
   return desired?.forkThroughSecond === true ? ms + 1000 : ms;
 }
 
-export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSource | undefined, restoreMs: number): Promise<void> {
-  const log = d.logger.child({ component: 'fork', database: fork.id });
+/**
+ * How long a fork from the shared store waits for the source's agent to archive past the restore
+ * second (its archive round runs every BINLOG_ARCHIVE_MS at most) before it fails.
+ */
+export const STORE_ARCHIVE_WAIT_MS = 5 * 60_000;
+
+/**
+ * A fork's source run by another agent that shares this agent's object store: its objects are
+ * read by its id, with the key the control plane sent for it (DesiredDatabase.fork_source_key).
+ */
+export interface StoredSource {
+  id: number;
+  backupKey: string;
+  /** How long to wait for the source's archive to pass the restore second (STORE_ARCHIVE_WAIT_MS). */
+  waitMs?: number;
+  pollMs?: number;
+}
+
+export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSource | undefined, restoreMs: number, stored?: StoredSource): Promise<void> {
   const sourceId = Number(fork.desired?.forkSource ?? 0);
-  if (!source?.state?.provisioned) throw new Error(`the fork's source database ${sourceId} is not run by this agent`);
+  if (!source?.state?.provisioned) {
+    if (stored && stored.id === sourceId) return seedFromStore(d, fork, stored, restoreMs);
+    throw new Error(`the fork's source database ${sourceId} is not run by this agent`);
+  }
+  const log = d.logger.child({ component: 'fork', database: fork.id });
   // T is an exclusive end: nothing stamped T or later, and a base whose snapshot is before T.
   const stopMs = restoreMs;
   const started = Date.now();
@@ -155,15 +176,67 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     // Part of the replay applied, the fork not provisioned yet.
     crashPoint('fork-replayed-segment');
   }
-  const at = await withAdmin(await fork.adminTarget(p), (x) => gtidCurrentPos(x));
-  for (let k = 1; k <= s.addresses.length; k++) {
-    if (k === p) continue;
-    if (!(await withAdmin(await fork.adminTarget(k), (x) => waitForGtid(x, at, 600)))) throw new Error(`node ${k} of the fork did not catch up with the replayed data`);
-  }
+  await replicasCatchUp(fork);
   log.info({ source: source.id, backup: base.id, kind, segments: plan.segments.length, ms: Date.now() - started }, 'fork: binlogs replayed');
 }
 
-async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: ForkSource, seg: SegmentManifest, after: string, stopMs: number): Promise<void> {
+/**
+ * A fork built from the shared object store on an agent that does not run the source
+ * (docs/databases.md, "Fork to a point in time"): the source's newest logical backup finished by T
+ * and the archived binlogs after it, listed from the store by the source's id, decrypted with the
+ * source's key, replayed with the same exclusive end T as on the source's agent. The source's
+ * current binlog cannot be flushed from here: the fork waits for the source's agent to archive a
+ * segment closed at T or later. Physical bases are passed over: logging into a restored copy
+ * needs the source's admin password, which never leaves the source's agent.
+ */
+async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSource, stopMs: number): Promise<void> {
+  const log = d.logger.child({ component: 'fork', database: fork.id });
+  const started = Date.now();
+  const deadline = started + (source.waitMs ?? STORE_ARCHIVE_WAIT_MS);
+  let manifests: BackupManifest[];
+  let segments: SegmentManifest[];
+  let plan: ReturnType<typeof planRestore>;
+  for (;;) {
+    segments = await d.segments.list(source.id);
+    manifests = await d.backups.refresh(source.id);
+    const logical = basesOf(manifests).filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!));
+    plan = planRestore(logical, segments, stopMs);
+    if (plan) break;
+    if (Date.now() >= deadline) {
+      throw new Error(`database ${source.id} has no backup in the store with an unbroken binlog chain up to ${binlogDatetime(stopMs)} UTC`);
+    }
+    await new Promise((r) => setTimeout(r, source.pollMs ?? 2000));
+  }
+  const base = manifests.find((m) => m.id === plan.base.id)!;
+  await d.backups.verify(base);
+  const s = fork.state!;
+  await loadBackup({ runtime: d.runtime, storage: d.storage }, {
+    id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
+    state: { ...s, backupKey: source.backupKey },
+  }, s.primary, base);
+  applyState(fork, { forkBase: { backupId: base.id, kind: 'logical' } });
+  log.info({ source: source.id, backup: base.id, bytes: base.sizeBytes, ms: Date.now() - started, fromStore: true }, 'fork: base loaded');
+  const keyed = { id: source.id, state: { backupKey: source.backupKey } };
+  let pos = plan.base.snapshotGtid;
+  for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
+    await replaySegment(d, fork, keyed, seg, pos, stopMs);
+    pos = seg.gtidEnd;
+    crashPoint('fork-replayed-segment');
+  }
+  await replicasCatchUp(fork);
+  log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started, fromStore: true }, 'fork: binlogs replayed');
+}
+
+async function replicasCatchUp(fork: ForkTarget): Promise<void> {
+  const s = fork.state!;
+  const at = await withAdmin(await fork.adminTarget(s.primary), (x) => gtidCurrentPos(x));
+  for (let k = 1; k <= s.addresses.length; k++) {
+    if (k === s.primary) continue;
+    if (!(await withAdmin(await fork.adminTarget(k), (x) => waitForGtid(x, at, 600)))) throw new Error(`node ${k} of the fork did not catch up with the replayed data`);
+  }
+}
+
+async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: { id: number; state?: { backupKey?: string } }, seg: SegmentManifest, after: string, stopMs: number): Promise<void> {
   const s = fork.state!;
   const node = fork.nodeName(s.primary);
   let decrypt: Transform | undefined;

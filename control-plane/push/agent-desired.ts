@@ -19,7 +19,7 @@ function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: s
 export type MemberAddress = (databaseId: number, member: number) => string;
 
 /** The desired state of one database as the agent sees it. */
-function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[], autoBackupDay: string): DesiredDatabase {
+function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: string[], autoBackupDay: string, forkSourceKey: string): DesiredDatabase {
   const t = findType(d.type);
   const options = serverOptions(d.engineConfig);
   const spread = spansAgents(members);
@@ -40,6 +40,7 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     binlogRetentionSeconds: d.engineConfig.binlog_retention_period ?? 0,
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
     forkThroughSecond: d.fork?.throughSecond === true,
+    ...(forkSourceKey ? { forkSourceKey } : {}),
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.
@@ -68,6 +69,18 @@ function orderedOperations(pending: OperationRecord[]): OperationRecord[] {
     !pending.some((o) => o.databaseId === op.databaseId && o.kind === 'deleteBackup' && o.created <= op.created));
 }
 
+/**
+ * The source's backup key for a fork `agentId` builds away from the source's agent (from the
+ * shared object store), until the fork is provisioned; '' otherwise. The key goes to no other
+ * agent, and a fork on the source's own agent needs none (that agent holds it).
+ */
+function forkSourceKey(d: DatabaseRecord, all: DatabaseRecord[], agentId: string): string {
+  if (!d.fork || d.provisioned || d.agentId !== agentId) return '';
+  const source = all.find((x) => x.id === d.fork!.source);
+  if (!source || source.agentId === agentId || !source.backupKey) return '';
+  return source.backupKey;
+}
+
 /** What one agent is sent: its databases and their pending operations. */
 export interface AgentContent {
   databases: DesiredDatabase[];
@@ -91,7 +104,7 @@ export function agentContent(
   // One-off operations go to the reporting agent only (the one whose reports carry the results).
   const ids = new Set(dbs.filter((x) => x.agentId === agentId).map((x) => x.id));
   return {
-    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '')),
+    databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '', forkSourceKey(d, all, agentId))),
     operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };

@@ -71,6 +71,7 @@ function reportView(msg: AgentReport__Output): AgentReportView {
   return {
     runtime: msg.runtime,
     membersAcrossHosts: msg.membersAcrossHosts,
+    backupStore: msg.backupStore ?? '',
     engines: (msg.engines ?? []).map((e) => ({ id: e.id, engine: e.engine || 'mysql', version: e.version, image: e.image, binary: e.binary })),
     databases: observations(msg),
     results: results(msg),
@@ -84,6 +85,7 @@ function observations(msg: AgentReport__Output): ObservedDatabaseView[] {
     id: Number(o.id), status: o.status, members: o.members ?? {}, caCertPem: o.caCertPem, error: o.error,
     usedDiskMb: Number(o.usedDiskMb), convergedGeneration: Number(o.convergedGeneration), patchPending: !!o.patchPending,
     oldestRestoreMs: Number(o.oldestRestoreMs ?? 0),
+    backupKey: o.backupKey ?? '',
     backups: (o.backups ?? []).map((b) => ({ id: Number(b.id), label: b.label, type: b.type, createdMs: Number(b.createdMs), sizeBytes: Number(b.sizeBytes), status: b.status, target: b.target })),
     events: (o.events ?? []).map((e) => ({ id: e.id, action: e.action, message: e.message, atMs: Number(e.atMs), status: e.status })),
     nodes: (o.nodes ?? []).map((n) => ({ role: n.role, state: n.state })),

@@ -4,7 +4,7 @@ import { isUtcDay } from '../../../lib/utc-day.js';
 import type { DatabaseRepository } from './repository.js';
 import type { AgentRecord, BackupSlot, DatabaseRecord, MemberPlacement, OperationRecord } from './model.js';
 import type { DatabaseObserver, ObservedDatabaseView, OperationResultView } from './observer.js';
-import { placeDatabases } from './placement.js';
+import { placeDatabases, type PlacementAgent } from './placement.js';
 import type { FailoverCoordinator, ReportedNode } from './failover-coordinator.js';
 import { LruMap } from '../../../lib/lru.js';
 import { fromPlacedAgent, IgnoredReports, reportScope } from './report-scope.js';
@@ -15,6 +15,11 @@ export interface AgentReportView {
   runtime: string;
   /** Said in every report (a bool has no "absent"): the latest report is the capability. */
   membersAcrossHosts: boolean;
+  /**
+   * The identity of the agent's backup store (endpoint, bucket, prefix; never credentials), '' for
+   * local folders; said in every report. Agents with the same identity share a store.
+   */
+  backupStore?: string;
   /** Empty when the report does not say (the known engines are kept). */
   engines: AgentRecord['engines'];
   databases: ObservedDatabaseView[];
@@ -86,7 +91,7 @@ export class AgentReports {
   async recordConnection(c: AgentConnection): Promise<void> {
     const prev = await this.d.repo.agent(c.id);
     await this.d.repo.upsertAgent({
-      id: c.id, region: c.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, connected: c.connected, replica: c.replica, lastSeen: c.lastSeen,
+      id: c.id, region: c.region, runtime: prev?.runtime ?? '', membersAcrossHosts: prev?.membersAcrossHosts ?? false, backupStore: prev?.backupStore ?? '', connected: c.connected, replica: c.replica, lastSeen: c.lastSeen,
       appliedVersion: c.appliedVersion, engines: prev?.engines ?? [],
     });
   }
@@ -102,8 +107,11 @@ export class AgentReports {
    */
   async desiredRound(connected: readonly { id: string; region: string }[]): Promise<AgentRound> {
     const repo = this.d.repo;
-    const agents: { id: string; region: string; membersAcrossHosts: boolean }[] = [];
-    for (const s of connected) agents.push({ id: s.id, region: s.region, membersAcrossHosts: (await repo.agent(s.id))?.membersAcrossHosts ?? false });
+    const agents: PlacementAgent[] = [];
+    for (const s of connected) {
+      const a = await repo.agent(s.id);
+      agents.push({ id: s.id, region: s.region, membersAcrossHosts: a?.membersAcrossHosts ?? false, backupStore: a?.backupStore ?? '' });
+    }
     for (const p of await repo.transaction(() => placeDatabases(repo, agents))) this.log.info(p, 'database placed');
     // Members' addresses as their agents reported them, through any replica (the store's reports);
     // only a placed member's row from its own agent counts (docs/databases.md, "Whose report counts").
@@ -135,8 +143,10 @@ export class AgentReports {
     const runtime = r.runtime || prev.runtime || '';
     const membersAcrossHosts = r.membersAcrossHosts;
     const engines = r.engines.length > 0 ? r.engines : prev.engines;
-    if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
-    await this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines });
+    const backupStore = r.backupStore ?? '';
+    if (runtime === prev.runtime && membersAcrossHosts === prev.membersAcrossHosts && backupStore === (prev.backupStore ?? '')
+      && JSON.stringify(engines) === JSON.stringify(prev.engines)) return;
+    await this.d.repo.upsertAgent({ ...prev, runtime, membersAcrossHosts, engines, backupStore });
   }
 
   /**

@@ -77,6 +77,11 @@ export interface DatabaseRecord {
    * Absent or null when one agent runs every member (that agent makes its own).
    */
   clusterSecrets?: ClusterSecrets | null;
+  /**
+   * The key the database's agent encrypts its backups and binlog segments with, as it reported it
+   * (sealed at rest); sent only to the agent building a fork of it from a shared store.
+   */
+  backupKey?: string | null;
   /** The long-running event that the next convergence completes (create, update, suspend...). */
   pendingEventId: number | null;
   /**
@@ -183,6 +188,8 @@ export interface AgentRecord {
    * only by setAgentLost; upsertAgent leaves it as it is.
    */
   lostAt?: number | null;
+  /** Its backup store's identity (AgentReport.backup_store); '' for local folders. */
+  backupStore?: string;
 }
 
 /** What every member agent of a spread cluster shares (docs/databases.md, "Clusters across hosts"). */

@@ -13,6 +13,36 @@ export interface PlacementAgent {
   region: string;
   /** It can run part of a cluster and replicate across hosts (AgentReport.members_across_hosts). */
   membersAcrossHosts?: boolean;
+  /**
+   * The identity of its backup store (AgentReport.backup_store: endpoint, bucket and prefix, never
+   * credentials); '' or absent for local folders. Agents with the same identity share one store.
+   */
+  backupStore?: string;
+}
+
+/**
+ * The agent a fork is placed on (every member there, as a fork has always been built on one
+ * agent), or null to wait. A fork is built from its source's backups and archived binlogs:
+ * - the source's agent when it is connected (the default: it can flush the source's binlog and
+ *   start from a physical base, which an agent elsewhere cannot);
+ * - when it is away, and its objects are in a shared object store whose key the fork's agent can
+ *   be given (`crossAgent`), the least loaded connected agent of the region on that same store;
+ * - otherwise none: the fork waits for the source's agent.
+ * `candidates` are the connected agents serving the fork's region.
+ */
+export function forkAgent(
+  source: { agentId: string | null; backupStore: string }, candidates: readonly PlacementAgent[], connected: readonly PlacementAgent[],
+  load: (agent: string) => number, crossAgent: boolean,
+): string | null {
+  if (source.agentId !== null && connected.some((a) => a.id === source.agentId)) return source.agentId;
+  if (crossAgent && source.backupStore !== '') {
+    const sharing = candidates.filter((a) => a.backupStore === source.backupStore);
+    if (sharing.length > 0) {
+      const least = Math.min(...sharing.map((a) => load(a.id)));
+      return sharing.find((a) => load(a.id) === least)!.id;
+    }
+  }
+  return null;
 }
 
 /**
@@ -46,23 +76,28 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
   for (const x of live) if (x.agentId !== null) count(x.agentId, x.id);
   for (const db of live) {
     if (db.agentId !== null) continue;
-    // A fork is built from its source's backups and archived binlogs, which live in the storage
-    // of the agent running the source: every member goes there (docs/databases.md, "Fork to a point in time").
-    const forkAgent = db.fork ? (await repo.get(db.fork.source))?.agentId ?? null : undefined;
-    if (forkAgent !== undefined) {
-      if (forkAgent === null || !connected.some((a) => a.id === forkAgent)) continue;
-      const members = Array.from({ length: db.clusterSize ?? 1 }, () => forkAgent);
-      await repo.setMembers(db.id, members);
-      await repo.update(db.id, { agentId: forkAgent, primaryMember: 1 });
-      db.agentId = forkAgent;
-      count(forkAgent, db.id);
-      placed.push({ database: db.id, agent: forkAgent, members });
-      continue;
-    }
     const candidates = connected.filter((a) => servesRegion(a.region, db.region));
-    if (candidates.length === 0) continue;
     const size = (id: string) => load.get(id)?.size ?? 0;
     const ordered = [...candidates].sort((a, b) => size(a.id) - size(b.id) || a.id.localeCompare(b.id));
+    if (db.fork) {
+      // docs/databases.md, "Fork to a point in time": on the source's agent, or on any agent
+      // sharing its object store.
+      const source = await repo.get(db.fork.source);
+      const sourceAgent = source?.agentId ?? null;
+      const cross = crossAgentForks(source);
+      // The source agent's store as last reported (it may be away now: its store is not).
+      const backupStore = cross && sourceAgent !== null ? (await repo.agent(sourceAgent))?.backupStore ?? '' : '';
+      const agent = forkAgent({ agentId: sourceAgent, backupStore }, ordered, connected, size, cross);
+      if (agent === null) continue;
+      const members = Array.from({ length: db.clusterSize ?? 1 }, () => agent);
+      await repo.setMembers(db.id, members);
+      await repo.update(db.id, { agentId: agent, primaryMember: 1 });
+      db.agentId = agent;
+      count(agent, db.id);
+      placed.push({ database: db.id, agent, members });
+      continue;
+    }
+    if (candidates.length === 0) continue;
     const members = memberAgents(db.clusterSize ?? 1, ordered);
     await repo.setMembers(db.id, members);
     // Members on several agents share the cluster's CA and replication password, made here once.
@@ -73,6 +108,15 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
     placed.push({ database: db.id, agent: members[0]!, members });
   }
   return placed;
+}
+
+/**
+ * A fork may be built away from its source's agent only when the control plane holds the source's
+ * backup key (reported by the source's agent) to hand to the fork's agent: without it the
+ * encrypted objects could not be read there.
+ */
+function crossAgentForks(source: { backupKey?: string | null } | undefined): boolean {
+  return !!source?.backupKey;
 }
 
 /** Whether a database's members run on more than one agent (the control plane then decides failover). */

@@ -53,6 +53,8 @@ export interface Observation {
   patchPending?: boolean;
   /** The oldest restorable instant (ms); 0 = the agent does not know one (yet). */
   oldestRestoreMs?: number;
+  /** The database's backup key when its objects go to a shared store ('' otherwise); a secret. */
+  backupKey?: string;
 }
 
 export interface Transition {

@@ -150,7 +150,7 @@ export const databaseColumns: [keyof DatabaseRecord, string, 'json' | 'bool' | '
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
   ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
-  ['clusterSecrets', 'cluster_secrets', 'secret-json'],
+  ['clusterSecrets', 'cluster_secrets', 'secret-json'], ['backupKey', 'backup_key', 'secret'],
 ];
 
 /**
@@ -218,13 +218,14 @@ export function reportRow(r: ReportRow): MemberReport {
 
 export interface AgentRow {
   id: string; region: string; runtime: AgentRecord['runtime']; members_across_hosts: Flag; connected: Flag; replica: string; last_seen: number | null;
-  applied_version: number; engines: string; lost_at: number | null;
+  applied_version: number; engines: string; lost_at: number | null; backup_store?: string;
 }
 export function agentRow(r: AgentRow): AgentRecord {
   return {
     id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, replica: r.replica,
     lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) as AgentRecord['engines'],
     lostAt: r.lost_at === null || r.lost_at === undefined ? null : Number(r.lost_at),
+    backupStore: r.backup_store ?? '',
   };
 }
 

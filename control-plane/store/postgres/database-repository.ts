@@ -101,9 +101,9 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       return r ? agentRow(r) : undefined;
     },
     async upsertAgent(a) {
-      await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines) VALUES ($1, $2, $3, $4, $5, $9, $6, $7, $8)
-        ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`,
-      [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines), a.replica]);
+      await x.query(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines, backup_store) VALUES ($1, $2, $3, $4, $5, $9, $6, $7, $8, $10)
+        ON CONFLICT (id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines, backup_store = excluded.backup_store`,
+      [a.id, a.region, a.runtime, a.membersAcrossHosts ? 1 : 0, a.connected ? 1 : 0, a.lastSeen, a.appliedVersion, JSON.stringify(a.engines), a.replica, a.backupStore ?? '']);
     },
 
     claimBackupSlot: (databaseId, slot, at) => x.transaction(async () => {

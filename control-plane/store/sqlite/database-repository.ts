@@ -110,9 +110,9 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
       return r ? agentRow(r) : undefined;
     },
     upsertAgent(a) {
-      db.prepare(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines) VALUES (@id, @region, @runtime, @across, @connected, @replica, @last_seen, @applied_version, @engines)
-        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines`)
-        .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, replica: a.replica, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines) });
+      db.prepare(`INSERT INTO database_agents (id, region, runtime, members_across_hosts, connected, replica, last_seen, applied_version, engines, backup_store) VALUES (@id, @region, @runtime, @across, @connected, @replica, @last_seen, @applied_version, @engines, @backup_store)
+        ON CONFLICT(id) DO UPDATE SET region = excluded.region, runtime = excluded.runtime, members_across_hosts = excluded.members_across_hosts, connected = excluded.connected, replica = excluded.replica, last_seen = excluded.last_seen, applied_version = excluded.applied_version, engines = excluded.engines, backup_store = excluded.backup_store`)
+        .run({ id: a.id, region: a.region, runtime: a.runtime, across: a.membersAcrossHosts ? 1 : 0, connected: a.connected ? 1 : 0, replica: a.replica, last_seen: a.lastSeen, applied_version: a.appliedVersion, engines: JSON.stringify(a.engines), backup_store: a.backupStore ?? '' });
     },
 
     claimBackupSlot(databaseId, slot, at) {

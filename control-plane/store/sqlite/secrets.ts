@@ -11,6 +11,8 @@ export const secretColumns = [
   { table: 'databases', column: 'next_password' },
   // A spread cluster's CA key and replication password (JSON, sealed whole).
   { table: 'databases', column: 'cluster_secrets' },
+  // The backup key its agent reported, handed to the agent of a fork from a shared store.
+  { table: 'databases', column: 'backup_key' },
   // Operation payloads carry a pending reset password (resetCredentials); all are sealed alike.
   { table: 'database_operations', column: 'payload' },
   { table: 'nb_configs', column: 'ssl_key' },

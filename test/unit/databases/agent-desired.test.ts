@@ -36,3 +36,31 @@ describe('the desired state of a spread cluster', () => {
     expect(agentContent('z', [db()], spread, []).databases).toEqual([]);
   });
 });
+
+/**
+ * A fork built from the shared object store on an agent that does not run its source gets the
+ * source's backup key (docs/databases.md, "Fork to a point in time"), and no other agent does.
+ */
+describe('the source key of a fork from the shared store', () => {
+  const base = {
+    region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11', version: '10.11', image: '', binary: '/b', clusterSize: 1,
+    replicationType: 'none', encrypted: false, sslConnection: true, allowList: [], status: 'active', hostPrimary: '', hostSecondary: '', port: 3306,
+    members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, rootPassword: 'pw', nextPassword: null, generation: 1,
+    convergedGeneration: 1, runState: 'running', term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null,
+    lastError: null, created: 0, updated: 0, updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] },
+  };
+  const source = { ...base, id: 1, label: 'src', agentId: 'a', provisioned: true, backupKey: 'k'.repeat(64) } as unknown as DatabaseRecord;
+  const fork = (over: Partial<DatabaseRecord>) => ({ ...base, id: 2, label: 'fork', agentId: 'b', provisioned: false, fork: { source: 1, restoreTimeMs: 5000 }, ...over }) as unknown as DatabaseRecord;
+  const keyOf = (agent: string, dbs: DatabaseRecord[]) => agentContent(agent, dbs, [], []).databases.find((d) => d.id === 2)?.forkSourceKey ?? '';
+
+  it('is sent to the fork\'s agent while the fork is being built, never to the source\'s agent', () => {
+    expect(keyOf('b', [source, fork({})])).toBe('k'.repeat(64));
+    expect(agentContent('a', [source, fork({})], [], []).databases.map((d) => [d.id, d.forkSourceKey ?? ''])).toEqual([[1, '']]);
+  });
+
+  it('is not sent once the fork is provisioned, to a fork on the source\'s agent, or when the control plane has no key', () => {
+    expect(keyOf('b', [source, fork({ provisioned: true })])).toBe('');
+    expect(keyOf('a', [source, fork({ agentId: 'a' })])).toBe('');
+    expect(keyOf('b', [{ ...source, backupKey: null }, fork({})])).toBe('');
+  });
+});

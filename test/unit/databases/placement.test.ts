@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { memberAgents, placeDatabases, servesRegion, spansAgents } from '../../../control-plane/domain/databases/placement.js';
+import { forkAgent, memberAgents, placeDatabases, servesRegion, spansAgents } from '../../../control-plane/domain/databases/placement.js';
 import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 import type { MemberPlacement } from '../../../control-plane/domain/databases/model.js';
 
-type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number } };
+type Row = { id: number; region: string; agentId: string | null; deleting?: boolean; clusterSize?: 1 | 3; fork?: { source: number; restoreTimeMs: number }; backupKey?: string };
 
 /** Placement over an in-memory list (the repository port is the seam). */
-function repoOf(rows: Row[], placements: MemberPlacement[] = []): DatabaseRepository {
+function repoOf(rows: Row[], placements: MemberPlacement[] = [], stores: Record<string, string> = {}): DatabaseRepository {
   return {
+    agent: (id: string) => (id in stores ? { id, backupStore: stores[id] } : undefined),
     list: () => rows.map((r) => ({ deleting: false, clusterSize: 1, ...r })),
     get: (id: number) => rows.find((r) => r.id === id),
     update: (id: number, patch: { agentId: string }) => {
@@ -88,5 +89,48 @@ describe('anti-affinity of cluster members', () => {
     expect(await placeDatabases(repo, [spread('a'), spread('b')])).toEqual([]);
     expect(await placeDatabases(repo, [spread('a'), spread('b'), spread('c')])).toEqual([{ database: 2, agent: 'c', members: ['c', 'c', 'c'] }]);
     expect(rows[1]!.agentId).toBe('c');
+  });
+});
+
+/**
+ * Forks from a shared object store (docs/databases.md, "Fork to a point in time"): the source's
+ * agent while it is connected; when it is away and the control plane holds the source's key, the
+ * least loaded connected agent of the region on the source agent's store.
+ */
+describe('placement of a fork when agents share a backup store', () => {
+  const S3 = 's3:https://store.example:8443/backups/fulcrum/';
+  const OTHER = 's3:https://other/backups/fulcrum/';
+  const at = (id: string, backupStore = '', region = 'us-east') => ({ id, region, backupStore });
+  const load = (id: string) => ({ a: 2, b: 1, c: 0, d: 0 } as Record<string, number>)[id] ?? 0;
+
+  it('keeps the source\'s agent while it is connected, even on a shared store with a less loaded agent', () => {
+    const agents = [at('c', S3), at('b', S3), at('a', S3)];
+    expect(forkAgent({ agentId: 'a', backupStore: S3 }, agents, agents, load, true)).toBe('a');
+    expect(forkAgent({ agentId: 'a', backupStore: '' }, [at('b'), at('a')], [at('b'), at('a')], load, true)).toBe('a');
+  });
+
+  it('with the source\'s agent away, picks the least loaded agent on its store, never one on another store', () => {
+    const src = { agentId: 'a', backupStore: S3 };
+    const agents = [at('c', OTHER), at('b', S3), at('d', S3)];
+    expect(forkAgent(src, agents, agents, load, true)).toBe('d');
+    expect(forkAgent(src, [at('c', OTHER)], [at('c', OTHER)], load, true)).toBeNull();
+  });
+
+  it('waits for the source\'s agent without a shared store or without the source\'s key', () => {
+    expect(forkAgent({ agentId: 'a', backupStore: '' }, [at('b')], [at('b')], load, true)).toBeNull();
+    expect(forkAgent({ agentId: 'a', backupStore: S3 }, [at('b', S3)], [at('b', S3)], load, false)).toBeNull();
+  });
+
+  it('places a fork whose source key the control plane holds on another agent of the store when the source\'s agent is away, members together', async () => {
+    const placements: MemberPlacement[] = [{ databaseId: 1, member: 1, agentId: 'a' }];
+    const rows: Row[] = [
+      { id: 1, region: 'us-east', agentId: 'a', backupKey: 'k' },
+      { id: 2, region: 'us-east', agentId: null, clusterSize: 3, fork: { source: 1, restoreTimeMs: 0 } },
+    ];
+    const repo = repoOf(rows, placements, { a: S3, b: S3 });
+    expect(await placeDatabases(repo, [at('b', S3), at('c')])).toEqual([{ database: 2, agent: 'b', members: ['b', 'b', 'b'] }]);
+    // Without the key it waits for the source's agent.
+    const rows2: Row[] = [{ ...rows[0]!, backupKey: undefined }, { ...rows[1]!, agentId: null }];
+    expect(await placeDatabases(repoOf(rows2, [{ databaseId: 1, member: 1, agentId: 'a' }], { a: S3, b: S3 }), [at('b', S3)])).toEqual([]);
   });
 });

@@ -1,0 +1,116 @@
+// Serial integration lane (no marker): two agent-fixture slots (38 and 39), one per agent, and startObjectStore on 127.83.38.1; a concurrent file may use only one slot (docs/testing.md).
+/**
+ * A fork built on another agent from the shared object store (docs/databases.md, "Fork to a point
+ * in time"; docs/agent.md, "Backup store"): two agents on one real S3-compatible store (Swift +
+ * s3api over TLS, test/helpers/object-store.ts); the source runs on agent A, which reports its
+ * store's identity and the database's backup key; rows are written across a second boundary; the
+ * fork is given to agent B (which does not run the source) with the source's key, as the control
+ * plane sends it, and holds exactly the rows committed before the chosen second (count and
+ * checksum), none from it or later.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import { startObjectStore, type ObjectStore } from '../../helpers/object-store.js';
+import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
+
+const SOURCE = 81;
+const FORK = 82;
+const CLIENT = '127.0.0.38';
+
+describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
+  let store: ObjectStore;
+  let a: AgentFixture;
+  let b: AgentFixture;
+  let src: DesiredDatabase;
+  let T = 0;
+  let sent: readonly WrittenRow[] = [];
+
+  beforeAll(async () => {
+    store = await startObjectStore({ host: '127.83.38.1' });
+    const backupStore = {
+      ...parseStoreUrl(`s3://${store.bucket}/region-x`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
+      credentials: loadStoreCredentials(store.credentialsFile),
+    };
+    a = await createAgentFixture({ id: 'agent-store-a', slot: 38, extra: () => ({ binlogArchiveMs: 2000, backupStore }) });
+    b = await createAgentFixture({ id: 'agent-store-b', slot: 39, extra: () => ({ binlogArchiveMs: 2000, backupStore }) });
+    await Promise.all([a.startAgent(), b.startAgent()]);
+    const [engine] = await detectLocalCatalogue();
+    src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${a.net}.1`, hostSecondary: `${a.net}.2`, allowList: ['0.0.0.0/0'] });
+    a.driver.setDatabases([src]);
+    await a.driver.waitFor(() => a.driver.db(SOURCE)?.status === 'active', 90_000, 'source active');
+  }, 240_000);
+
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+    await store?.stop();
+  });
+
+  const connectSrc = () => connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: a.driver.db(SOURCE)!.caCertPem });
+
+  it('both agents name the same store, and only the source\'s agent reports its key', async () => {
+    await a.driver.waitFor(() => !!a.driver.last()?.backupStore && !!b.driver.last()?.backupStore, 30_000, 'store identities');
+    expect(a.driver.last()!.backupStore).toBe(b.driver.last()!.backupStore);
+    expect(a.driver.last()!.backupStore).toContain(store.bucket);
+    expect(a.driver.last()!.backupStore).not.toContain(store.secretAccessKey);
+    expect(a.driver.last()!.backupStore).not.toContain(store.accessKeyId);
+  });
+
+  it('holds exactly the source\'s rows committed before the chosen second, built on agent B', async () => {
+    const s = await connectSrc();
+    await s.query('CREATE DATABASE app');
+    await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
+    await s.end();
+    // A logical backup before the writes (what a fork on another agent starts from).
+    expect(await runOperation(a.driver, SOURCE, { snapshot: { label: 'before_rows', target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
+    await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0 && !!a.driver.db(SOURCE)?.backupKey, 90_000, 'a restorable instant and the key');
+    const began = Date.now();
+    const writer = startRowWriter({ connect: connectSrc, onError: 'fail' });
+    sent = writer.rows;
+    await writer.waitFor(() => Date.now() - began >= 4000 && sent.length >= 20, 60_000, 'rows for 4 s');
+    T = middleSecond(began);
+    await writer.waitFor(() => Date.now() >= T + 2500, 30_000, 'writes past the chosen second');
+    await writer.stop();
+    expect(sent.some((r) => r.ackMs < T) && sent.some((r) => r.sentMs >= T)).toBe(true);
+
+    const key = a.driver.db(SOURCE)!.backupKey!;
+    expect(key).toMatch(/^\S{16,}$/);
+    const fork = desiredDb({
+      id: FORK, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_82', hostPrimary: `${b.net}.1`, hostSecondary: `${b.net}.2`,
+      allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: key,
+    });
+    b.driver.setDatabases([fork]);
+    await b.driver.waitFor(() => b.driver.db(FORK)?.status === 'active', 180_000, 'fork active on agent B');
+    // Agent B never ran the source, and built the fork from the source's logical backup in the store.
+    expect(b.driver.db(SOURCE)).toBeUndefined();
+    expect(existsSync(join(b.stateDir, 'databases', String(SOURCE)))).toBe(false);
+    expect(JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')).forkBase?.kind).toBe('logical');
+
+    const sum = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c FROM app.t';
+    const src2 = await connectSrc();
+    const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM app.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
+    const [all] = await src2.query('SELECT COUNT(*) AS n FROM app.t');
+    await src2.end();
+    const want = (expectedRows as { n: number; c: string }[])[0]!;
+    expect(Number(want.n)).toBeGreaterThan(0);
+    expect(Number(want.n)).toBeLessThan(Number((all as { n: number }[])[0]!.n));
+    // Every row acknowledged before T is among them; none sent at T or later.
+    const f = await connectFrom({ source: CLIENT, host: fork.hostPrimary!, port: 3306, user: 'linroot', password: fork.rootPassword!, ca: b.driver.db(FORK)!.caCertPem });
+    const [got] = await f.query(sum);
+    const [ids] = await f.query('SELECT id FROM app.t');
+    await f.end();
+    const have = new Set((ids as { id: number }[]).map((r) => Number(r.id)));
+    for (const r of sent) {
+      if (r.ackMs < T) expect(have.has(r.id)).toBe(true);
+      if (r.sentMs >= T) expect(have.has(r.id)).toBe(false);
+    }
+    const g = (got as { n: number; c: string }[])[0]!;
+    expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
+  }, 300_000);
+});
