@@ -199,7 +199,7 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
     // Forks from a shared object store (docs/databases.md, "Fork to a point in time"): each
     // agent's store identity (endpoint, bucket, prefix; '' for local folders) and each database's
     // backup key as its agent reported it (sealed, secrets.ts), handed to a fork's agent.
-    id: '300-shared-backup-store',
+    id: '291-shared-backup-store',
     sql: `
       ALTER TABLE database_agents ADD COLUMN backup_store TEXT NOT NULL DEFAULT '';
       ALTER TABLE databases ADD COLUMN backup_key TEXT;
