@@ -148,7 +148,12 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
 export async function waitStatus(lab: DbLab, id: number, status: string, timeoutMs = 60_000): Promise<any> {
   return until(`database ${id} ${status}`, async () => {
     const r = await lab.api('GET', `${MYSQL}/${id}`);
-    if (r.body.status === 'failed' && status !== 'failed') throw new Error(`database ${id} failed`);
+    if (r.body.status === 'failed' && status !== 'failed') {
+      // Say why: the newest failed event of this database carries the agent's reason.
+      const ev = await lab.api('GET', '/v4/account/events?page_size=100');
+      const why = (ev.body.data ?? []).find((e: any) => e.entity?.id === id && e.status === 'failed');
+      throw new Error(`database ${id} failed${why ? `: ${why.action}: ${why.message ?? ''}` : ''}`);
+    }
     return r.body.status === status ? r.body : undefined;
   }, timeoutMs, 100);
 }
