@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { api, startLab, until, type RunningLab } from '../helpers/lab.js';
+import { alive, api, startLab, until, type RunningLab } from '../helpers/lab.js';
 import { ask, echoBackend } from '../helpers/tcp.js';
 import { serversUnder } from '../helpers/db-servers.js';
 import mysql from 'mysql2/promise';
@@ -12,15 +12,6 @@ async function dbConnect(call: ReturnType<typeof api>, id: number): Promise<mysq
   const creds = (await call('GET', `/v4/databases/mysql/instances/${id}/credentials`)).body;
   const ca = Buffer.from((await call('GET', `/v4/databases/mysql/instances/${id}/ssl`)).body.ca_certificate, 'base64').toString();
   return mysql.createConnection({ host: db.hosts.primary, port: db.port, user: creds.username, password: creds.password, ssl: { ca }, connectTimeout: 3000 });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 // Issue 2: Ctrl-C stops everything cleanly; a second start reuses the state.

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { alive } from './lab.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 
@@ -51,15 +52,6 @@ function runGo(args: string[], cwd: string): Promise<{ code: number | null; outp
     p.once('error', reject);
     p.once('close', (code) => resolvePromise({ code, output }));
   });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -152,3 +152,13 @@ export function api(baseUrl: string, token: string) {
     return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
   };
 }
+
+/** Whether a process with this pid exists (signal 0 only asks). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

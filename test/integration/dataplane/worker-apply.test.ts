@@ -8,21 +8,13 @@ import { startTestControlPlane } from './grpc-control-plane.js';
 import { greeting } from './clients.js';
 import { config, node, nodebalancer } from './snapshot.js';
 import { cleanup, workerPids } from './workers-fixture.js';
+import { alive } from '../../helpers/lab.js';
 
 /**
  * A data plane of two workers fed by a real gRPC control plane (docs/dataplane.md, "Workers"):
  * a worker that does not apply a snapshot within --worker-apply-timeout does not hold the ACK;
  * it is killed and replaced, and the replacement serves the new snapshot. Addresses: 127.64.17.0/24.
  */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe('a worker that hangs while applying', () => {
   it('is killed and replaced after the apply timeout; the snapshot is ACKed and every worker serves it', async () => {
     const one = await startTcpBackend('one', { ip: '127.64.17.1' });
