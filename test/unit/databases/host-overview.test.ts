@@ -4,8 +4,8 @@ import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from 
 import type { EventRecord } from '../../../control-plane/domain/events/model.js';
 
 /**
- * What GET /v4/fulcrum/agents adds for the console's Fleet page (docs/multi-host.md, "The Fleet
- * page"): each host's members with role and reported state, and the newest events naming it.
+ * What GET /v4/fulcrum/agents adds for the console's Fleet page (docs/api.md, "Fulcrum-only
+ * endpoints"): each host's members with role and reported state, and the newest events naming it.
  */
 const db = (id: number, over: Partial<DatabaseRecord> = {}) => ({ id, label: `db-${id}`, primaryMember: 1, deleting: false, ...over }) as unknown as DatabaseRecord;
 const report = (databaseId: number, member: number, agentId: string, o: Partial<MemberReport> = {}): MemberReport => ({
