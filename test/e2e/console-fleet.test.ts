@@ -81,6 +81,7 @@ describe('console: the Fleet page', () => {
       expect((await textOf(page, `section[data-host="${h}"] [data-host-state]`)).trim()).toBe('up');
       expect(await textOf(page, `section[data-host="${h}"] [data-host-region]`)).toBe('us-east');
     }
+    await waitText(page, `section[data-host="${singleHost}"] tr[data-member="${singleId}:1"]`, (t) => /running/.test(t), 'the 1-node member running', 30_000);
 
     // Members per host, as the page lays them out: database label, id, node, role, status.
     const rows = await page.$$eval('section[data-host] tr[data-member]', (trs) => trs.map((tr) => ({
