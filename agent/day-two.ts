@@ -7,13 +7,20 @@ import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backup/schedule.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
-import { createArchiver } from './binlog/archiver.js';
+import { createArchiver, roundsMayRunDuring } from './binlog/archiver.js';
 import { forkStopMs, seedFork } from './binlog/replay.js';
 import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
 import { updateState } from './database/state.js';
+import { systemClock } from '../lib/clock.js';
 
 /** How often each database's binlog is closed and archived (wall time of the injected clock). */
 export const BINLOG_ARCHIVE_MS = 60_000;
+
+/**
+ * How long an action waits for its database's archive round to stop (a copy killed, its partial
+ * files removed, the primary's redo log given back its size) before it goes on regardless.
+ */
+const ROUND_STOP_WAIT_MS = 60_000;
 
 /** A failed auto backup is tried again after this long (of the injected clock). */
 const AUTO_RETRY_MS = 5 * 60_000;
@@ -51,6 +58,26 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     const settled: Promise<void> = p.then(() => undefined, () => undefined).finally(() => tasks.delete(settled));
     tasks.add(settled);
     return p;
+  }
+
+  /**
+   * Before an action that restarts nodes or moves the primary: the database's archive round in
+   * flight is stopped (archiver.interrupt says why) and the next one starts as soon as the action
+   * is over. A round that does not stop within ROUND_STOP_WAIT_MS is left to finish on its own:
+   * the action must not wait for ever on a copy.
+   */
+  async function beforeAction(c: DatabaseController, label: string): Promise<void> {
+    if (roundsMayRunDuring(label) || !archiver.busy(c.id)) return;
+    log.info({ database: c.id, action: label }, 'stopping the binlog archive round for the action');
+    // Wall time: this waits on real work, whatever clock the agent was given.
+    let timer: ReturnType<typeof systemClock.setTimeout> | undefined;
+    const stopped = await Promise.race([
+      archiver.interrupt(c.id, `the ${label} action restarts or moves the database's nodes`).then(() => true),
+      new Promise<boolean>((r) => (timer = systemClock.setTimeout(() => r(false), ROUND_STOP_WAIT_MS))),
+    ]);
+    timer?.cancel();
+    if (!stopped) log.warn({ database: c.id, action: label }, 'the binlog archive round did not stop in time; the action goes on beside it');
+    nextArchive.delete(c.id);
   }
 
   async function stopWork(c: DatabaseController): Promise<void> {
@@ -211,6 +238,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       },
     },
     stopWork,
+    beforeAction,
     removeStored: (c) => storage.removeAll(c.id),
     tick,
     async close() {

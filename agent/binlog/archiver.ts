@@ -81,6 +81,16 @@ export function basesOf(list: readonly BackupManifest[]): (BaseInfo & { hidden: 
  * the primary no longer has the files that continue the chain (a failover onto a node rebuilt
  * from a dump, a purge), a hidden base backup starts a new one.
  */
+/**
+ * Whether archive rounds may run while the database's action `busy` (undefined: none) runs. Not
+ * while an action restarts, replaces or removes nodes or moves the primary (a round then would
+ * only fail, or hold the primary's locks under a switchover); a snapshot or an account or
+ * variable sync leaves the primary serving.
+ */
+export function roundsMayRunDuring(busy: string | undefined): boolean {
+  return busy === undefined || busy === 'snapshot' || busy.startsWith('sync-');
+}
+
 export function createArchiver(d: ArchiverDeps) {
   const log = d.logger.child({ component: 'binlog-archive' });
   const running = new Map<number, Promise<void>>();
@@ -278,7 +288,7 @@ export function createArchiver(d: ArchiverDeps) {
     const prev = running.get(c.id) ?? Promise.resolve();
     const next = prev.catch(() => undefined).then(() => round(c, signal)).catch((err: unknown) => {
       if (!signal.aborted) throw err;
-      log.info({ database: c.id, err: (err as Error).message }, 'binlog archive round cancelled: the database is being deleted');
+      log.info({ database: c.id, err: (err as Error).message, why: (signal.reason as Error | undefined)?.message }, 'binlog archive round cancelled');
     });
     // The caller handles `next`'s failure; the bookkeeping copy must not be an unhandled rejection.
     const tracked: Promise<void> = next.then(() => undefined, () => undefined).finally(() => {
@@ -294,10 +304,21 @@ export function createArchiver(d: ArchiverDeps) {
    * of it runs any more, so none writes into or re-creates a removed folder afterwards.
    */
   async function stop(id: number): Promise<void> {
-    cancels.get(id)?.abort(new Error(`database ${id} is being deleted`));
+    await interrupt(id, `database ${id} is being deleted`);
+    forget(id);
+  }
+
+  /**
+   * Cancels database id's round in flight, if any (its copy or base stopped, partial files
+   * removed), and resolves once no round of it runs; the next round starts afresh. For an action
+   * that restarts nodes or switches the primary over: a physical base copy holds backup locks on
+   * the primary and grows its redo log for the copy, and a switchover's `SET GLOBAL read_only`
+   * beside them was seen to wait for ever (the rolling restart then never ended).
+   */
+  async function interrupt(id: number, why: string): Promise<void> {
+    cancels.get(id)?.abort(new Error(why));
     cancels.delete(id);
     while (running.has(id)) await running.get(id);
-    forget(id);
   }
 
   function forget(id: number): void {
@@ -311,15 +332,13 @@ export function createArchiver(d: ArchiverDeps) {
   /** Whether a round may run now: a live, provisioned, running primary not being restored. */
   function archivable(c: ArchivedDatabase): boolean {
     const s = c.state;
-    // Not while an action restarts, replaces or removes nodes (a round then would only fail);
-    // a snapshot or an account/variable sync leaves the primary serving.
-    const quiet = c.busy === undefined || c.busy === 'snapshot' || c.busy.startsWith('sync-');
-    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && quiet;
+    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && roundsMayRunDuring(c.busy);
   }
 
   return {
     archive,
     archivable,
+    interrupt,
     busy: (id: number) => running.has(id),
     /** Every event committed before this instant is archived (0 = not known since the agent started). */
     coveredUntil: (id: number) => covered.get(id) ?? 0,

@@ -31,6 +31,11 @@ export interface ControllerExtras {
    */
   stopWork?: (c: DatabaseController) => Promise<void>;
   /**
+   * Called as an action or operation takes the database's lock, before it runs: work beside the
+   * database that must not overlap it (an archive round's copy on the primary) is stopped.
+   */
+  beforeAction?: (c: DatabaseController, label: string) => Promise<void>;
+  /**
    * Removes every backup, base and binlog segment of the database from the backup store (an
    * object store's objects; the local folder goes with the database's own). Idempotent.
    */
@@ -213,6 +218,7 @@ export class DatabaseController extends Cluster {
       this.busy = label;
       this.deps.onChange();
       try {
+        await this.extras?.beforeAction?.(this, label);
         return await fn();
       } finally {
         // A delete that overtook this action (see tick) sweeps whatever the action re-created.

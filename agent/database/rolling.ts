@@ -43,8 +43,11 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
       await withAdmin(t, (c) => waitForGtid(c, pos, 30));
     }
     const target = replicas[0]!;
+    // Logged both ends: a switchover that never ends shows where the rolling restart stopped.
+    db.log.info({ from: p, to: target }, 'switchover started');
     await switchover(await db.clusterNode(p), await db.clusterNode(target), await Promise.all(replicas.slice(1).map((k) => db.clusterNode(k))), s.replPassword, db.semiSync);
     await updateState(db, { primary: target });
+    db.log.info({ primary: target }, 'switchover done');
     await db.refresh();
     await restart(p);
     await attach(db, p);

@@ -42,6 +42,9 @@ export async function failover(nodes: ClusterNode[], replPassword: string, semiS
   return winner.index;
 }
 
+/** How long a planned switchover waits for the old primary's global read lock (seconds). */
+export const SWITCHOVER_LOCK_WAIT_S = 5;
+
 /**
  * Switchover (planned, for patches and resizes): the primary stops taking writes, the target
  * replica catches up to the primary's last transaction, becomes primary, and the old primary
@@ -55,6 +58,10 @@ export async function switchover(
   semiSync: boolean,
 ): Promise<void> {
   const pos = await withAdmin(oldPrimary.admin, async (c) => {
+    // read_only waits for the global read lock, and new writes queue behind it meanwhile: a
+    // lock someone holds for long (a backup's, a long commit) fails the switchover after a few
+    // seconds, to be tried again, instead of holding the writes and the caller for ever.
+    await c.query(`SET SESSION lock_wait_timeout=${SWITCHOVER_LOCK_WAIT_S}`);
     await c.query('SET GLOBAL read_only=ON');
     const rows = await q(c, 'SELECT @@gtid_binlog_pos AS p');
     return String(rows[0]?.p ?? '');
