@@ -5,8 +5,8 @@
  * NodeBalancers the primary and two workers came to 1,176 MB against 976 MB on Node 20
  * (docs/performance.md, "Data plane memory on Node 24"). 16 MB gives that back at no cost the
  * propagation bench could see. V8 reads the flag only at start (v8.setFlagsFromString later
- * changes nothing), so the primary gets it on its command line (the systemd unit, the lab, the
- * benches) and passes it to its workers.
+ * changes nothing), so the primary gets it on its command line (the systemd unit, the container
+ * image's docker/entrypoint.sh, the lab, the benches) and passes it to its workers.
  */
 export const DATAPLANE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
 

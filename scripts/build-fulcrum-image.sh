@@ -52,6 +52,8 @@ cp -r dist "$CTX/app/dist"
 rm -rf "$CTX/app/dist/test" "$CTX/app/dist/bench"
 mkdir -p "$CTX/app/proto" && cp -r proto/fulcrum "$CTX/app/proto/fulcrum"
 cp bin/fulcrum.js "$CTX/app/bin/fulcrum.js"
+# The entrypoint: the data plane gets its V8 flags on node's command line (docker/entrypoint.sh).
+cp docker/entrypoint.sh "$CTX/app/bin/entrypoint.sh" && chmod 755 "$CTX/app/bin/entrypoint.sh"
 cp package.json "$CTX/app/package.json"
 # Production dependencies only, as npm itself resolves them (no download: they are installed here).
 npm ls --omit=dev --all --parseable 2>/dev/null | tail -n +2 | while read -r dir; do
@@ -87,12 +89,15 @@ ENV NODE_ENV=production
 WORKDIR /var/lib/fulcrum
 USER fulcrum
 VOLUME /var/lib/fulcrum
-ENTRYPOINT ["/usr/local/bin/node", "/opt/fulcrum/bin/fulcrum.js"]
+ENTRYPOINT ["/opt/fulcrum/bin/entrypoint.sh"]
 CMD ["--help"]
 LABEL fulcrum.image=fulcrum org.opencontainers.image.title=fulcrum org.opencontainers.image.version=$VERSION org.opencontainers.image.base.name=$BASE
 EOF
 
 log "docker build ($(du -sh "$CTX" | cut -f1) of context)"
 docker build -q -t "$IMAGE:$VERSION" -t "$IMAGE:latest" "$CTX" >/dev/null
-got="$(docker run --rm --network none "$IMAGE:$VERSION" --help | head -n1)" || die "smoke test failed"
-log "built $IMAGE:$VERSION in $((SECONDS - start)) s: $got"
+# The whole output is read, then its first line taken: `docker run ... | head -n1` closed the
+# pipe after one line, and when the container's output reached docker in more than one write,
+# docker's next write failed ("write /dev/stdout: broken pipe"), which pipefail made a failure.
+help="$(docker run --rm --network none "$IMAGE:$VERSION" --help)" || die "smoke test failed: $IMAGE:$VERSION --help exited with $?"
+log "built $IMAGE:$VERSION in $((SECONDS - start)) s: ${help%%$'\n'*}"

@@ -2,8 +2,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { DATAPLANE_NODE_FLAGS } from '../../lib/node-flags.js';
 import { api, repoRoot, until } from '../helpers/lab.js';
 import { freePort } from '../helpers/tcp.js';
 
@@ -25,12 +26,18 @@ async function shAsync(cmd: string, args: string[]): Promise<string> {
 // the control plane runs in it as a non-root user and answers the API.
 describe('the fulcrum container image', () => {
   const name = `ops-fulcrum-image-${randomBytes(4).toString('hex')}`;
+  const dpName = `${name}-dp`;
   afterAll(() => {
-    spawnSync('docker', ['rm', '-f', '-v', name], { stdio: 'ignore' });
+    spawnSync('docker', ['rm', '-f', '-v', name, dpName], { stdio: 'ignore' });
   });
+  /** A container's main process, seen from the host: its executable and its arguments after argv[0]. */
+  const mainProcess = (container: string) => {
+    const proc = `/proc/${sh('docker', ['inspect', '-f', '{{.State.Pid}}', container]).trim()}`;
+    return { exe: readlinkSync(`${proc}/exe`), args: readFileSync(`${proc}/cmdline`, 'utf8').split('\0').filter(Boolean).slice(1) };
+  };
 
   // Building the sources (npm run build) dominates on a cold run: a few minutes on 2 busy cores.
-  it('builds, runs the control plane as a non-root user and serves /v4/regions', { timeout: 900_000 }, async () => {
+  it('builds, runs the control plane as a non-root user and serves /v4/regions, and the data plane with its V8 flags', { timeout: 900_000 }, async () => {
     await shAsync('bash', ['scripts/start-dockerd.sh']);
     await shAsync('bash', ['scripts/build-mysql-image.sh']);
     const started = Date.now();
@@ -38,7 +45,7 @@ describe('the fulcrum container image', () => {
     const version = (JSON.parse(readFileSync(`${repoRoot}/package.json`, 'utf8')) as { version: string }).version;
     process.stdout.write(`fulcrum/fulcrum:${version} built in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
     expect(sh('docker', ['image', 'inspect', '-f', '{{.Config.User}} {{json .Config.Entrypoint}}', `fulcrum/fulcrum:${version}`]).trim())
-      .toBe('fulcrum ["/usr/local/bin/node","/opt/fulcrum/bin/fulcrum.js"]');
+      .toBe('fulcrum ["/opt/fulcrum/bin/entrypoint.sh"]');
     // The runtime the tests ran on (Node 24, docs/testing.md), not the system's older node.
     expect(sh('docker', ['run', '--rm', '--network', 'none', '--entrypoint', '/usr/local/bin/node', `fulcrum/fulcrum:${version}`, '-p', 'process.versions.node']).trim())
       .toMatch(/^24\./);
@@ -65,9 +72,28 @@ describe('the fulcrum container image', () => {
     const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))!.slice(1).map(Number);
     expect(uids).toHaveLength(4);
     for (const uid of uids) expect(uid).not.toBe(0);
-    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('control-plane');
+    // The entrypoint execs node (no shell left in between), without the data plane's V8 flags.
+    const cp = mainProcess(name);
+    expect(cp.exe).toBe('/usr/local/bin/node');
+    expect(cp.args.slice(0, 2)).toEqual(['/opt/fulcrum/bin/fulcrum.js', 'control-plane']);
     expect(sh('docker', ['exec', name, 'id', '-un']).trim()).toBe('fulcrum');
     // Its state is private to that user.
     expect(sh('docker', ['exec', name, 'stat', '-c', '%U %a', '/var/lib/fulcrum/control-plane/admin-token']).trim()).toBe('fulcrum 600');
+
+    // The data plane runs with lib/node-flags.ts's V8 flags on node's command line, as its systemd
+    // unit does (its workers take them from there). No network: it starts and keeps redialling.
+    sh('docker', ['run', '-d', '--name', dpName, '--network', 'none', `fulcrum/fulcrum:${version}`,
+      'dataplane', '--state', '/var/lib/fulcrum/dataplane', '--control-plane', '127.0.0.1:9', '--insecure-grpc',
+      '--id', 'image-dp', '--region', 'us-east', '--workers', '1']);
+    await until('the data plane started', () => {
+      const r = spawnSync('docker', ['exec', dpName, 'cat', '/var/lib/fulcrum/dataplane/dataplane.json'], { encoding: 'utf8' });
+      if (r.status !== 0 && sh('docker', ['inspect', '-f', '{{.State.Running}}', dpName]).trim() !== 'true') {
+        throw new Error(`data plane container stopped: ${sh('docker', ['logs', dpName])}`);
+      }
+      return r.status === 0 && r.stdout.includes('"pid"') ? true : undefined;
+    }, 120_000, 250);
+    const dp = mainProcess(dpName);
+    expect(dp.exe).toBe('/usr/local/bin/node');
+    expect(dp.args.slice(0, DATAPLANE_NODE_FLAGS.length + 2)).toEqual([...DATAPLANE_NODE_FLAGS, '/opt/fulcrum/bin/fulcrum.js', 'dataplane']);
   });
 });
