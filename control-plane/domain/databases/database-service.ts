@@ -191,8 +191,7 @@ export class DatabaseService {
         Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
       }
       if (input.clusterSize !== undefined) {
-        // A scale keeps the replication a new database of that size gets by default
-        // (docs/databases.md, "Scaling").
+        // A scale keeps the replication a new database of that size gets by default (docs/databases.md, "Scaling").
         Object.assign(patch, { clusterSize: input.clusterSize, replicationType: input.clusterSize === 3 ? 'semi_synch' : 'none' });
       }
       if (Object.keys(patch).length === 0) return { updated: db, changed: false };
