@@ -96,8 +96,12 @@ describe('agent: a 3-node database\'s backups in the object store, and a 60 s st
   async function manifests(kind: 'backups' | 'binlog'): Promise<StoredManifest[]> {
     const out: StoredManifest[] = [];
     for (const k of (await keys(kind)).filter((x) => x.endsWith('/manifest.json'))) {
-      const r = await s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: k }));
-      out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
+      // Retention (an auto backup or a hidden base pruned) may delete it between listing and read.
+      const r = await s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: k })).catch((err: Error) => {
+        if (err.name === 'NoSuchKey') return undefined;
+        throw err;
+      });
+      if (r) out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
     }
     return out;
   }
