@@ -5,6 +5,7 @@ import type { ControllerExtras, DatabaseController } from './database/controller
 import { createLocalBackupStorage, type BackupStorage } from './backup/backup-storage.js';
 import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backup/schedule.js';
+import { keyToReport } from './backup/backup-key.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver, roundsMayRunDuring } from './binlog/archiver.js';
@@ -202,8 +203,8 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     windowOpen: (c) => (c.desired?.updates ? isInWindow(c.desired.updates, agent.clock.now()) : false),
     extraReport: (c) => ({
       backups: backups.report(c.id), oldestRestoreMs: archiver.oldestRestoreMs(c.id), lastAutoBackupDay: c.state?.lastAutoBackupDay ?? '',
-      // Only a shared object store lets another agent build a fork of it, with this key.
-      ...(opts.remote && c.state?.backupKey ? { backupKey: c.state.backupKey } : {}),
+      // Only a key the control plane did not send, which it then adopts (backup-key.ts).
+      backupKey: keyToReport(c) ?? '',
     }),
     seed: (c) => {
       const sourceId = Number(c.desired?.forkSource ?? 0);

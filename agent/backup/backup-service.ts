@@ -10,7 +10,8 @@ import { withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { assertLoadable, loadBackup } from './load-backup.js';
-import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from './backup-crypto.js';
+import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
+import { databaseKey } from './backup-key.js';
 import { takePhysical } from './physical-backup.js';
 import { sealedWriter } from './sealed-writer.js';
 import { snapshotGtidTap } from './snapshot-gtid.js';
@@ -84,13 +85,6 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
   }
 
-  /** The database's backup key, made on first use (kept in its state, mode 0600). */
-  async function backupKey(c: BackupDatabase): Promise<string> {
-    const s = c.state!;
-    if (!s.backupKey) await updateState(c, { backupKey: newBackupKey() });
-    return s.backupKey!;
-  }
-
   /**
    * Writes backup `id` of database c from `node`: accounts then mariadb-dump, gzip, encrypted
    * when the database is `encrypted`, hashed as stored, manifest last.
@@ -107,7 +101,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       const encrypted = encryptsFor(c);
       const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
       signal?.throwIfAborted();
-      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await backupKey(c) } : {}) });
+      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await databaseKey(c) } : {}) });
       const gzip = sealed.input;
       gzip.write(await usersSql(c, node));
       const snapshot = snapshotGtidTap();
@@ -367,7 +361,7 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     } else {
       const started = Date.now();
       try {
-        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => backupKey(c), signal: o.signal, encrypt: encryptsFor(c) }, c, id, node, meta);
+        const m = await takePhysical({ runtime: opts.runtime, storage: opts.storage, backupKey: () => databaseKey(c), signal: o.signal, encrypt: encryptsFor(c) }, c, id, node, meta);
         log.info({ database: c.id, backup: id, bytes: m.sizeBytes, ms: Date.now() - started, node }, 'physical base backup taken');
         await refresh(c.id);
         return m;

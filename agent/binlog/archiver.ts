@@ -5,7 +5,8 @@ import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupManifest } from '../backup/backup-storage.js';
 import type { BackupDatabase } from '../backup/backup-service.js';
-import { BACKUP_CIPHER, FRAME_BYTES, newBackupKey } from '../backup/backup-crypto.js';
+import { BACKUP_CIPHER, FRAME_BYTES } from '../backup/backup-crypto.js';
+import { databaseKey } from '../backup/backup-key.js';
 import { sealedWriter } from '../backup/sealed-writer.js';
 import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
@@ -15,7 +16,6 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { ensureDir, openOwnedFile, removeTree } from '../runtime/no-follow.js';
 import { archiveEnd, gtidLe, oldestRestorable, prune, type BaseInfo } from './chain.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
-import { updateState } from '../database/state.js';
 
 /** The backups' retention, and the binlogs' unless engine_config says otherwise. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 3600_000;
@@ -136,10 +136,7 @@ export function createArchiver(d: ArchiverDeps) {
       input = await openOwnedFile(local.path, local.uid);
       const rawBytes = (await input.stat()).size;
       const out = await d.segments.writer(c.id, seq, file);
-      if (encrypted && !c.state!.backupKey) {
-        await updateState(c, { backupKey: newBackupKey() });
-      }
-      const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: c.state!.backupKey! } : {}) });
+      const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: await databaseKey(c) } : {}) });
       await pipeline(input.createReadStream(), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
       signal.throwIfAborted();

@@ -123,15 +123,27 @@ export abstract class Cluster {
   }
 
   /**
-   * A spread cluster follows the control plane: the other members' addresses as their agents
-   * reported them, and the primary it names for the highest term seen. A desired state of an
-   * older term than one already followed is refused (a stale or replayed message must not
-   * turn an old primary back on).
+   * The state follows the control plane: the database's backup key once one is sent (a key
+   * already held stays, agent/backup/backup-key.ts), and for a spread cluster the other members'
+   * addresses as their agents reported them and the primary it names for the highest term seen.
+   * A desired state of an older term than one already followed is refused (a stale or replayed
+   * message must not turn an old primary back on).
    */
   async followDesired(): Promise<void> {
     const s = this.state;
     const d = this.desired;
-    if (!s || !d || !this.spread) return;
+    if (!s || !d) return;
+    let changed = false;
+    // Taken before any object needs it, so a restore or fork here reads what others wrote.
+    if (!s.backupKey && d.backupKey) {
+      s.backupKey = d.backupKey;
+      changed = true;
+    }
+    if (this.spread && this.followMembers(s, d)) changed = true;
+    if (changed) await this.save();
+  }
+
+  private followMembers(s: DbState, d: DesiredDatabase__Output): boolean {
     let changed = false;
     while (s.addresses.length < d.clusterSize) s.addresses.push('');
     for (const m of d.members) {
@@ -152,7 +164,7 @@ export abstract class Cluster {
       s.primary = d.primaryMember;
       changed = true;
     }
-    if (changed) await this.save();
+    return changed;
   }
   private refusedTerm = -1;
   async adminTarget(k: number): Promise<AdminTarget> {

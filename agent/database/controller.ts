@@ -271,7 +271,8 @@ export class DatabaseController extends Cluster {
     try {
       switch (a.kind) {
         case 'provision':
-          this.state ??= newDbState(this.id);
+          // A new database's state starts with the control plane's backup key (backup-key.ts).
+          this.state ??= { ...newDbState(this.id), ...(this.desired?.backupKey ? { backupKey: this.desired.backupKey } : {}) };
           return await provision(this.context);
         case 'delete': return await this.remove();
         case 'suspend': return await suspend(this.context);

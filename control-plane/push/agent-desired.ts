@@ -41,6 +41,8 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
     forkThroughSecond: d.fork?.throughSecond === true,
     ...(forkSourceKey ? { forkSourceKey } : {}),
+    // Only agents running a member of the database get here (agentContent), so only they get its key.
+    ...(d.backupKey ? { backupKey: d.backupKey } : {}),
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.

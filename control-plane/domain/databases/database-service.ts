@@ -16,6 +16,7 @@ import { spansAgents } from './placement.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
+import { newBackupKey } from './backup-key.js';
 import { defaultUpdates, validateCreate, validateSnapshot, validateUpdate } from './validation.js';
 
 type Body = Record<string, unknown>;
@@ -140,7 +141,7 @@ export class DatabaseService {
         updates: input.updates ?? defaultUpdates(), status: 'provisioning', hostPrimary: '', hostSecondary: null, port: 3306,
         provisioned: false, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: input.engineConfig, rootPassword: generatePassword(), nextPassword: null,
         generation: 1, convergedGeneration: 0, runState: 'running', agentId: null, term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false,
-        deleteEventId: null, lastError: null, created: now, updated: now, fork: input.fork ?? null, oldestRestoreMs: null,
+        deleteEventId: null, lastError: null, created: now, updated: now, fork: input.fork ?? null, oldestRestoreMs: null, backupKey: newBackupKey(),
       });
       const primary = await this.d.addresses.allocate(this.d.pool.forRegion(input.region), 'database', row.id);
       // Every cluster gets a secondary endpoint as on the real service (for 1 node it reaches
@@ -190,8 +191,7 @@ export class DatabaseService {
         Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
       }
       if (input.clusterSize !== undefined) {
-        // A scale keeps the replication a new database of that size gets by default
-        // (docs/databases.md, "Scaling").
+        // A scale keeps the replication a new database of that size gets by default (docs/databases.md, "Scaling").
         Object.assign(patch, { clusterSize: input.clusterSize, replicationType: input.clusterSize === 3 ? 'semi_synch' : 'none' });
       }
       if (Object.keys(patch).length === 0) return { updated: db, changed: false };

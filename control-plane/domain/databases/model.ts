@@ -78,8 +78,10 @@ export interface DatabaseRecord {
    */
   clusterSecrets?: ClusterSecrets | null;
   /**
-   * The key the database's agent encrypts its backups and binlog segments with, as it reported it
-   * (sealed at rest); sent only to the agent building a fork of it from a shared store.
+   * The key of the database's backups, bases and binlog segments: made by the control plane at
+   * create, or (a database from before) the one its agent made and reported (sealed at rest); sent
+   * to the agents running a member of it, and to the agent building a fork of it from a shared
+   * store, never to another. Null for a database from before whose agent has reported none.
    */
   backupKey?: string | null;
   /** The long-running event that the next convergence completes (create, update, suspend...). */

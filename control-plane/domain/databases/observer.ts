@@ -189,8 +189,10 @@ export class DatabaseObserver {
     // 0 is an agent that has not finished its first archive round since it started: the stored
     // instant stays until it reports one (the archive outlives agent restarts).
     if ((o.oldestRestoreMs ?? 0) > 0 && o.oldestRestoreMs !== db.oldestRestoreMs) patch.oldestRestoreMs = o.oldestRestoreMs;
-    // Kept (sealed) for a fork built on another agent from the shared store; never cleared by a
-    // report without it, as the objects already written stay encrypted with it.
+    // The control plane makes each new database's key; an agent reports one only when it holds
+    // another, made before it was sent one (an older control plane, a database from before): its
+    // objects are encrypted with that key, so it is adopted, kept sealed and sent from then on.
+    // Only the database's reporting agent gets here. Never cleared by a report without it.
     if (o.backupKey && o.backupKey !== db.backupKey) patch.backupKey = o.backupKey;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
     const lastError = o.error || null;

@@ -3,10 +3,11 @@
  * A fork built on another agent from the shared object store (docs/databases.md, "Fork to a point
  * in time"; docs/agent.md, "Backup store"): two agents on one real S3-compatible store (Swift +
  * s3api over TLS, test/helpers/object-store.ts); the source runs on agent A, which reports its
- * store's identity and the database's backup key; rows are written across a second boundary; the
- * fork is given to agent B (which does not run the source) with the source's key, as the control
- * plane sends it, and holds exactly the rows committed before the chosen second (count and
- * checksum), none from it or later.
+ * store's identity and encrypts with the backup key the control plane sent it (never one of its
+ * own); rows are written across a second boundary; the fork is given to agent B (which does not run
+ * the source) with the source's key and a key of its own, as the control plane sends them, and
+ * holds exactly the rows committed before the chosen second (count and checksum), none from it or
+ * later.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +23,9 @@ import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row
 const SOURCE = 81;
 const FORK = 82;
 const CLIENT = '127.0.0.38';
+/** The keys the control plane made for the source and the fork (base64 of 32 bytes). */
+const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
+const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
 
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
@@ -41,7 +45,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     b = await createAgentFixture({ id: 'agent-store-b', slot: 39, extra: () => ({ binlogArchiveMs: 2000, backupStore }) });
     await Promise.all([a.startAgent(), b.startAgent()]);
     const [engine] = await detectLocalCatalogue();
-    src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${a.net}.1`, hostSecondary: `${a.net}.2`, allowList: ['0.0.0.0/0'] });
+    src = desiredDb({ id: SOURCE, engineId: engine!.id, version: engine!.version, hostPrimary: `${a.net}.1`, hostSecondary: `${a.net}.2`, allowList: ['0.0.0.0/0'], backupKey: SOURCE_KEY });
     a.driver.setDatabases([src]);
     await a.driver.waitFor(() => a.driver.db(SOURCE)?.status === 'active', 90_000, 'source active');
   }, 240_000);
@@ -54,7 +58,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
 
   const connectSrc = () => connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: a.driver.db(SOURCE)!.caCertPem });
 
-  it('both agents name the same store, and only the source\'s agent reports its key', async () => {
+  it('both agents name the same store, and no agent reports a key of its own', async () => {
     await a.driver.waitFor(() => !!a.driver.last()?.backupStore && !!b.driver.last()?.backupStore, 30_000, 'store identities');
     expect(a.driver.last()!.backupStore).toBe(b.driver.last()!.backupStore);
     expect(a.driver.last()!.backupStore).toContain(store.bucket);
@@ -69,7 +73,10 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await s.end();
     // A logical backup before the writes (what a fork on another agent starts from).
     expect(await runOperation(a.driver, SOURCE, { snapshot: { label: 'before_rows', target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
-    await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0 && !!a.driver.db(SOURCE)?.backupKey, 90_000, 'a restorable instant and the key');
+    await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
+    // Its objects are encrypted with the control plane's key: A made none and reports none.
+    expect(a.driver.db(SOURCE)?.backupKey ?? '').toBe('');
+    expect(JSON.parse(readFileSync(join(a.stateDir, 'databases', String(SOURCE), 'state.json'), 'utf8')).backupKey).toBe(SOURCE_KEY);
     const began = Date.now();
     const writer = startRowWriter({ connect: connectSrc, onError: 'fail' });
     sent = writer.rows;
@@ -79,18 +86,20 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await writer.stop();
     expect(sent.some((r) => r.ackMs < T) && sent.some((r) => r.sentMs >= T)).toBe(true);
 
-    const key = a.driver.db(SOURCE)!.backupKey!;
-    expect(key).toMatch(/^\S{16,}$/);
     const fork = desiredDb({
       id: FORK, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_82', hostPrimary: `${b.net}.1`, hostSecondary: `${b.net}.2`,
-      allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: key,
+      allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: FORK_KEY,
     });
     b.driver.setDatabases([fork]);
     await b.driver.waitFor(() => b.driver.db(FORK)?.status === 'active', 180_000, 'fork active on agent B');
     // Agent B never ran the source, and built the fork from the source's logical backup in the store.
     expect(b.driver.db(SOURCE)).toBeUndefined();
     expect(existsSync(join(b.stateDir, 'databases', String(SOURCE)))).toBe(false);
-    expect(JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')).forkBase?.kind).toBe('logical');
+    const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8'));
+    expect(forkState.forkBase?.kind).toBe('logical');
+    // The fork's own objects get the fork's key, not the source's.
+    expect(forkState.backupKey).toBe(FORK_KEY);
+    expect(b.driver.db(FORK)?.backupKey ?? '').toBe('');
 
     const sum = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c FROM app.t';
     const src2 = await connectSrc();

@@ -27,6 +27,13 @@ describe('the desired state of a spread cluster', () => {
     expect([d!.clusterCaPem, d!.clusterCaKeyPem, d!.replicationPassword]).toEqual(['CA PEM', 'CA KEY', 'repl']);
   });
 
+  it('sends the database\'s backup key to each member agent and to no other', () => {
+    const key = Buffer.alloc(32, 3).toString('base64');
+    for (const agent of ['a', 'b', 'c']) expect(agentContent(agent, [db({ backupKey: key })], spread, []).databases[0]!.backupKey).toBe(key);
+    expect(JSON.stringify(agentContent('z', [db({ backupKey: key })], spread, []))).not.toContain(key);
+    expect(agentContent('a', [db({ backupKey: null })], spread, []).databases[0]!.backupKey ?? '').toBe('');
+  });
+
   it('sends no shared secrets, and no primary, when one agent runs every member', () => {
     const whole = spread.map((m) => ({ ...m, agentId: 'a' }));
     const [d] = agentContent('a', [db()], whole, [], () => [], addressOf).databases;

@@ -1,0 +1,179 @@
+// integration-lane: concurrent (agent-fixture slot 32: its own 127.76/78/79.32 blocks, port 0, temp folders; startObjectStore on 127.83.32.1 with free ports).
+/**
+ * Retention deletes objects in a real S3-compatible store (Swift + s3api over TLS,
+ * test/helpers/object-store.ts; docs/agent.md §6, "Backup store", "Retention and delete"): a
+ * 1-node database whose control plane asks for nine days of auto backups keeps the newest seven
+ * in the store; a fourth snapshot is refused and leaves no object; and with a short archive window
+ * (binlog_retention_period) the hidden base and binlog segments no second inside the window needs
+ * are deleted from the store, while every customer backup stays and oldest_restore_ms still names a
+ * second the store can give back. Objects are counted by listing the store, and the bytes Swift
+ * keeps on disk are counted too.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { Agent as HttpsAgent } from 'node:https';
+import { join } from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import { connectFrom, desiredDb, runOperation, type Driver } from './control-plane-driver.js';
+import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
+import { startObjectStore, type ObjectStore } from '../../helpers/object-store.js';
+import { until } from '../../helpers/lab.js';
+
+const ID = 71;
+const PREFIX = 'region-r';
+/** The archive window asked for: short, so the test sees it pass (the API's minimum is 600 s). */
+const WINDOW_S = 8;
+/** Hidden base backups take ids from here (agent/backup/backup-service.ts). */
+const BASE_IDS = 1_000_000_000;
+
+interface StoredManifest { id?: number; seq?: number; type?: string; label?: string; finishedMs?: number }
+
+describe('agent: retention and the archive window delete objects in the object store', () => {
+  let store: ObjectStore;
+  let s3: S3Client;
+  let fx: AgentFixture;
+  let driver: Driver;
+  let db: DesiredDatabase;
+  /** The chain's first base and first segment, stored before any customer backup. */
+  let firstBase: StoredManifest;
+  let firstSeq: number;
+
+  beforeAll(async () => {
+    store = await startObjectStore({ host: '127.83.32.1' });
+    s3 = new S3Client({
+      endpoint: store.endpoint, region: store.region, forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+      requestHandler: { httpsAgent: new HttpsAgent({ ca: store.ca }) },
+    });
+    const backupStore = {
+      ...parseStoreUrl(`s3://${store.bucket}/${PREFIX}`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
+      credentials: loadStoreCredentials(store.credentialsFile),
+    };
+    fx = await createAgentFixture({ id: 'agent-store-retention', slot: 32, extra: () => ({ binlogArchiveMs: 2000, backupStore }) });
+    driver = fx.driver;
+    await fx.startAgent();
+    const [engine] = await detectLocalCatalogue();
+    db = desiredDb({
+      id: ID, engineId: engine!.id, version: engine!.version, hostPrimary: `${fx.net}.1`, hostSecondary: `${fx.net}.2`, allowList: ['0.0.0.0/0'],
+      binlogRetentionSeconds: WINDOW_S, backupsScheduled: true, autoBackupDay: '',
+    });
+    driver.setDatabases([db]);
+    await driver.waitFor(() => driver.db(ID)?.status === 'active', 90_000, 'active');
+    // The member accepts the endpoint's PROXY header once the agent has set its networks.
+    await (await until('the endpoint serves', () => connect(), 60_000, 500)).end();
+  }, 180_000);
+
+  afterAll(async () => {
+    s3?.destroy();
+    await fx?.close();
+    await store?.stop();
+  });
+
+  const connect = () => connectFrom({ source: '127.0.0.32', host: db.hostPrimary!, port: 3306, user: 'linroot', password: db.rootPassword!, ca: driver.db(ID)!.caCertPem });
+  async function keys(kind: 'backups' | 'binlog'): Promise<string[]> {
+    const out: string[] = [];
+    let token: string | undefined;
+    do {
+      const r = await s3.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: `${PREFIX}/db/${ID}/${kind}/`, ContinuationToken: token }));
+      out.push(...(r.Contents ?? []).map((x) => x.Key!));
+      token = r.NextContinuationToken;
+    } while (token);
+    return out;
+  }
+  /** The manifests in the store (what exists for restores, forks and retention). */
+  async function manifests(kind: 'backups' | 'binlog'): Promise<StoredManifest[]> {
+    const out: StoredManifest[] = [];
+    for (const k of (await keys(kind)).filter((x) => x.endsWith('/manifest.json'))) {
+      // Retention may delete it between the listing and the read: then it is gone, not an error.
+      const r = await s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: k })).catch((err: Error) => {
+        if (err.name === 'NoSuchKey') return undefined;
+        throw err;
+      });
+      if (r) out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
+    }
+    return out;
+  }
+  /** Data objects (not manifests) under one backup id or segment seq. */
+  const dataObjects = async (kind: 'backups' | 'binlog', id: number) => (await keys(kind)).filter((k) => k.includes(`/${kind}/${id}/`) && !k.endsWith('/manifest.json'));
+  /** The object files Swift keeps on its disk (one .data file per object). */
+  const swiftFiles = () => (existsSync(store.devicesDir) ? readdirSync(store.devicesDir, { withFileTypes: true, recursive: true }) : [])
+    .filter((e) => e.isFile() && e.name.endsWith('.data')).map((e) => join(e.parentPath, e.name));
+  const autos = async () => (await manifests('backups')).filter((m) => m.type === 'auto');
+  const snapshots = async () => (await manifests('backups')).filter((m) => m.type === 'snapshot');
+  const events = () => driver.db(ID)?.events ?? [];
+
+  it('nine days of auto backups leave the newest seven in the store; a fourth snapshot is refused and stores nothing', async () => {
+    const c = await connect();
+    await c.query('CREATE DATABASE app');
+    await c.query('CREATE TABLE app.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(32))');
+    // The chain's first base and a segment after it are in the store before any customer backup
+    // (a segment holds transactions after the base: rows go on being written until one is there).
+    await until('a hidden base and a segment', async () => {
+      await c.query("INSERT INTO app.t (v) VALUES ('before')");
+      return (await manifests('backups')).some((m) => m.id! > BASE_IDS) && (await manifests('binlog')).length > 0 || undefined;
+    }, 90_000, 500);
+    await c.end();
+    firstBase = (await manifests('backups')).filter((m) => m.id! > BASE_IDS).sort((a, b) => a.id! - b.id!)[0]!;
+    firstSeq = Math.min(...(await manifests('binlog')).map((m) => m.seq!));
+
+    const taken: number[] = [];
+    for (let d = 1; d <= 9; d++) {
+      const day = `2099-01-0${d}`;
+      driver.setDatabases([{ ...db, autoBackupDay: day }]);
+      await driver.waitFor(() => events().some((e) => e.message === `auto backup for ${day} taken`), 90_000, `the auto backup for ${day}`);
+      const newest = (await autos()).sort((a, b) => b.id! - a.id!)[0]!;
+      expect(taken).not.toContain(newest.id);
+      taken.push(newest.id!);
+    }
+    const kept = (await autos()).map((m) => m.id!).sort((a, b) => a - b);
+    expect(kept).toEqual(taken.slice(-7).sort((a, b) => a - b));
+    // The two oldest days' objects are gone, data and manifest alike.
+    for (const id of taken.slice(0, 2)) expect((await keys('backups')).filter((k) => k.includes(`/backups/${id}/`))).toEqual([]);
+    for (const id of kept) expect(await dataObjects('backups', id)).toHaveLength(1);
+
+    for (const label of ['snap_a', 'snap_b', 'snap_c']) {
+      expect(await runOperation(driver, ID, { snapshot: { label, target: 'primary' } }, 90_000)).toMatchObject({ ok: true });
+    }
+    const fourth = await runOperation(driver, ID, { snapshot: { label: 'snap_d', target: 'primary' } }, 90_000);
+    expect(fourth).toMatchObject({ ok: false, error: expect.stringContaining('already has 3 snapshot backups') });
+    expect((await snapshots()).map((m) => m.label).sort()).toEqual(['snap_a', 'snap_b', 'snap_c']);
+    expect((await manifests('backups')).some((m) => m.label === 'snap_d')).toBe(false);
+  }, 240_000);
+
+  it('the archive window deletes the hidden base and the segments no second inside it needs; customer backups stay', async () => {
+    expect(firstBase?.finishedMs).toBeGreaterThan(0);
+    // The first customer backup was taken after that base and segment: once it is older than
+    // the window, neither is needed for any second inside it. Rows go on being written, so
+    // segments go on being archived (and, as the window moves, deleted).
+    const c = await connect();
+    let newestSeq = firstSeq;
+    const segmentsNow = async () => {
+      const m = await manifests('binlog');
+      newestSeq = Math.max(newestSeq, ...m.map((x) => x.seq!));
+      return m;
+    };
+    await until('the first base and segment deleted from the store, newer segments there', async () => {
+      await c.query("INSERT INTO app.t (v) VALUES ('window')");
+      const segs = await segmentsNow();
+      return (await keys('backups')).every((k) => !k.includes(`/backups/${firstBase.id}/`)) && segs.length > 0 && segs.every((m) => m.seq !== firstSeq) || undefined;
+    }, 90_000, 500);
+    await c.end();
+    const segments = await segmentsNow();
+    // Fewer segments are left than were ever written (seq counts from 1), each with its data object.
+    expect(segments.length).toBeLessThan(newestSeq);
+    for (const m of segments) expect(await dataObjects('binlog', m.seq!)).toHaveLength(1);
+    // Customer backups are not the archive window's to delete.
+    expect((await autos()).length).toBe(7);
+    expect((await snapshots()).length).toBe(3);
+    // What is left is what the listing says: Swift holds one file per object, no more (rounds go
+    // on writing meanwhile, so the two are compared until they agree).
+    await until('Swift\'s files agree with the listing', async () => swiftFiles().length === (await keys('backups')).length + (await keys('binlog')).length || undefined, 30_000, 500);
+    // The oldest restorable second moved past the deleted base and names one the store still
+    // has a base for.
+    await driver.waitFor(() => Number(driver.db(ID)?.oldestRestoreMs ?? 0) > firstBase.finishedMs!, 30_000, 'oldest_restore_ms past the deleted base');
+    const oldest = Number(driver.db(ID)!.oldestRestoreMs);
+    expect((await manifests('backups')).some((m) => m.finishedMs! <= oldest)).toBe(true);
+  }, 180_000);
+});
