@@ -7,6 +7,8 @@ import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentReports } from '../domain/databases/agent-reports.js';
 import { HostHealing, hostState, type HostView } from '../domain/databases/host-healing.js';
+import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
+import { Switchover } from '../domain/databases/switchover.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { VersionLedger } from '../push/snapshot-cache.js';
 import { databaseRoutes } from '../api/routes/databases.js';
@@ -123,9 +125,21 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     dataplanes.notifyChanged();
     ctx.replicas.publish('database');
   };
+  // Draining hosts: replicas moved off first, then each primary by a planned switchover
+  // (docs/multi-host.md, "Draining a host"); the new primary reaches agents and data planes at once.
+  const switchover = new Switchover({
+    repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry,
+    onChange: () => {
+      agents.notifyChanged();
+      dataplanes.notifyChanged();
+      ctx.replicas.publish('database');
+    },
+  });
+  const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover });
   const healingTick = every(ctx, HEALING_TICK_MS, 'host healing round failed', async () => {
     if (!ctx.replicas.leaseHeld()) return;
     if (await healing.tick()) placementsChanged();
+    if (await drain.tick()) placementsChanged();
   });
   ctx.closers.push(() => healingTick.cancel());
 
@@ -160,7 +174,15 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.account.registerNotices(() => service.maintenanceNotices());
   databaseRoutes(ctx.router, { service, engines });
   // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
-  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: (await reports.agents()).map((a) => ({ ...a, lostAt: a.lostAt ?? null, state: hostState(a) })) }));
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => {
+    const drains = await drain.views();
+    return {
+      data: (await reports.agents()).map((a) => {
+        const v = drains.get(a.id);
+        return { ...a, lostAt: a.lostAt ?? null, state: hostState(a), draining: v?.draining ?? false, drainingAt: v?.drainingAt ?? null, members: v?.membersLeft ?? 0 };
+      }),
+    };
+  });
   // An operator declares an agent host lost: fenced at once, its members re-placed (unrestricted users only).
   ctx.router.post('/fulcrum/agents/:id/lost', 'databases:read_write', async (c) => {
     ctx.auth.requireUnrestricted(c.actor);
@@ -168,6 +190,23 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     placementsChanged();
     return hostWire(view);
   });
+  // An operator drains an agent host before maintenance, or ends the drain (unrestricted users only).
+  ctx.router.post('/fulcrum/agents/:id/drain', 'databases:read_write', async (c) => {
+    ctx.auth.requireUnrestricted(c.actor);
+    const view = await drain.drain(c.params.id ?? '');
+    placementsChanged();
+    return drainWire(view);
+  });
+  ctx.router.post('/fulcrum/agents/:id/undrain', 'databases:read_write', async (c) => {
+    ctx.auth.requireUnrestricted(c.actor);
+    const view = await drain.undrain(c.params.id ?? '');
+    placementsChanged();
+    return drainWire(view);
+  });
+}
+
+function drainWire(v: DrainView): Record<string, unknown> {
+  return { id: v.id, draining: v.draining, draining_at: v.drainingAt, members: v.membersLeft };
 }
 
 function hostWire(v: HostView): Record<string, unknown> {
