@@ -34,7 +34,7 @@ export function membersOn(agentId: string, dbs: readonly DatabaseRecord[], place
  * Why a drain of `agentId` cannot be done, one line per database; empty when it can. Pure. Every
  * member on the host needs another host to go to: an agent of the database's region that is up,
  * reporting, not lost, not draining, able to run part of a cluster and holding no member of that
- * database. A database that is not spread over hosts (a 1-node database, or a cluster whose
+ * database (members on hosts already draining count too: they need one each). A database that is not spread over hosts (a 1-node database, or a cluster whose
  * members all run there) cannot be moved this way: moving it is not built, so the drain is
  * refused rather than left half done.
  */
@@ -52,9 +52,12 @@ export function drainRefusals(
       continue;
     }
     const holding = new Set(mine.map((m) => m.agentId));
+    // Members on hosts already draining need a free host too: two drains must not count one twice.
+    const draining = new Set(agents.filter((a) => a.drainingAt).map((a) => a.id));
+    const leaving = mine.filter((m) => m.agentId === agentId || draining.has(m.agentId));
     const free = agents.filter((a) => a.id !== agentId && hostState(a) === 'up' && !a.drainingAt && a.membersAcrossHosts
       && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS && servesRegion(a.region, db.region) && !holding.has(a.id));
-    if (free.length < here.length) {
+    if (free.length < leaving.length) {
       out.push(`database ${db.id} (${db.label}) has no other host to go to: no connected agent of region ${db.region} that can run part of a cluster is free of its members`);
     }
   }

@@ -75,6 +75,9 @@ describe('draining a host', () => {
     }
     const single = drainRefusals('a', [database({ id: 8, label: 'one' })], [{ databaseId: 8, member: 1, agentId: 'a' }], agents, NOW);
     expect(single).toEqual(['database 8 (one) runs only on this host; moving a database that is not spread over hosts is not built']);
+    // A member on a host already draining needs the free host too.
+    expect(drainRefusals('b', [database()], p, [agent('a', { drainingAt: 1 }), ...agents.slice(1)], NOW)).toHaveLength(1);
+    expect(drainRefusals('b', [database()], p, [agent('a', { drainingAt: 1 }), ...agents.slice(1), agent('e')], NOW)).toEqual([]);
     // A host holding nothing drains at once; deleted databases do not count.
     expect(drainRefusals('d', [database()], p, agents, NOW)).toEqual([]);
     expect(drainRefusals('a', [database({ deleting: true })], p, agents.slice(0, 3), NOW)).toEqual([]);
