@@ -13,6 +13,12 @@ import { switchoverTarget, type Switchover } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from './model.js';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+/**
+ * After an abandoned switchover the drain waits this long before it fences the same primary
+ * again: each try refuses writes for up to SWITCHOVER_DEADLINE_MS, so a target that cannot catch
+ * up must not turn a drain into a write outage every few seconds.
+ */
+export const SWITCHOVER_RETRY_MS = 60_000;
 
 /** A host's drain as operators see it (GET /v4/fulcrum/agents, POST .../drain). */
 export interface DrainView {
@@ -128,6 +134,8 @@ export class HostDrain {
   private readonly finished = new Set<string>();
   /** "db:why" last waited for, so a wait is logged once. */
   private readonly waits = new Map<number, string>();
+  /** Databases whose switchover was abandoned: not tried again before this time (ms). */
+  private readonly retryAt = new Map<number, number>();
 
   constructor(private readonly d: HostDrainDeps) {
     this.log = d.logger.child({ component: 'host-drain' });
@@ -209,10 +217,17 @@ export class HostDrain {
           changed = (await this.d.healing.moveOff(db, step.member, agentId)) !== undefined || changed;
           continue;
         }
+        if ((this.retryAt.get(db.id) ?? 0) > this.d.clock.now()) continue;
         const target = switchoverTarget(db, placements.filter((m) => m.databaseId === db.id), reports, agents, this.d.clock.now(), draining);
         if (!target) continue;
         // Runs in the background (a second or two): the round goes on with other databases.
-        void this.d.switchover.run(db.id, target, `agent ${agentId} is draining`).catch((err) => this.log.error({ err, database: db.id }, 'planned switchover failed'));
+        void this.d.switchover.run(db.id, target, `agent ${agentId} is draining`).then((out) => {
+          if (out.kind === 'abandoned') this.retryAt.set(db.id, this.d.clock.now() + SWITCHOVER_RETRY_MS);
+          else this.retryAt.delete(db.id);
+        }, (err) => {
+          this.retryAt.set(db.id, this.d.clock.now() + SWITCHOVER_RETRY_MS);
+          this.log.error({ err, database: db.id }, 'planned switchover failed');
+        });
       }
     }
     return changed;

@@ -9,7 +9,7 @@ import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/da
 import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
 import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
-import { HostDrain } from '../../../control-plane/domain/databases/host-drain.js';
+import { HostDrain, SWITCHOVER_RETRY_MS } from '../../../control-plane/domain/databases/host-drain.js';
 import { SWITCHOVER_DEADLINE_MS, Switchover, type SwitchoverOutcome } from '../../../control-plane/domain/databases/switchover.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { databaseRecord } from '../../helpers/database-record.js';
@@ -111,6 +111,26 @@ describe('planned switchover and host drain (SQLite store, manual clock)', () =>
     });
     expect(again).toMatchObject({ kind: 'abandoned', reason: expect.stringMatching(/changed during the switchover/) });
     expect(await s.repo.get(s.row.id)).toMatchObject({ term: 6, primaryMember: 3 });
+  });
+
+  it('does not fence the same primary again for a minute after an abandoned switchover of a drain', async () => {
+    const { row, drain, drive, switchover, clock, repo } = await setup();
+    await drain.drain('a');
+    await drain.tick();
+    expect(switchover.busy(row.id)).toBe(true);
+    await drive(new Promise((ok) => {
+      const wait = () => (switchover.busy(row.id) ? setImmediate(wait) : ok({ kind: 'abandoned', reason: 'done' }));
+      wait();
+    }), () => undefined);
+    await new Promise((r) => setImmediate(r));
+    expect(await repo.get(row.id)).toMatchObject({ term: 5, primaryMember: 1 });
+    await drain.tick();
+    expect(switchover.busy(row.id)).toBe(false);
+    clock.advance(SWITCHOVER_RETRY_MS);
+    // The agents went on reporting meanwhile.
+    for (const id of ['a', 'b', 'c', 'd']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    await drain.tick();
+    expect(switchover.busy(row.id)).toBe(true);
   });
 
   it('drains a host: refused without room, then the replica moves first, then the primary is switched over and moves', async () => {
