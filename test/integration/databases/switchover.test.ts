@@ -124,11 +124,15 @@ describe('planned switchover and host drain (SQLite store, manual clock)', () =>
     }), () => undefined);
     await new Promise((r) => setImmediate(r));
     expect(await repo.get(row.id)).toMatchObject({ term: 5, primaryMember: 1 });
+    // The agents go on reporting: a target is there, but the drain waits.
+    const reporting = async () => {
+      for (const id of ['a', 'b', 'c', 'd']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    };
+    await reporting();
     await drain.tick();
     expect(switchover.busy(row.id)).toBe(false);
     clock.advance(SWITCHOVER_RETRY_MS);
-    // The agents went on reporting meanwhile.
-    for (const id of ['a', 'b', 'c', 'd']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    await reporting();
     await drain.tick();
     expect(switchover.busy(row.id)).toBe(true);
   });
