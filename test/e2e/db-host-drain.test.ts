@@ -1,8 +1,9 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, lostRows, spreadUnderWrites, startHostsFleet, type Attempt, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, attempts, fulcrumCli, lostRows, spreadUnderWrites, startHostsFleet, type Attempt, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // Draining an agent host (docs/multi-host.md, "Draining a host"): two 3-node semi_synch
 // databases on four agent hosts, so that one host holds the primary of the first and a replica of
@@ -105,9 +106,11 @@ describe('draining a database host', () => {
     expect(refused.status).toBe(400);
     expect(JSON.stringify(refused.body.errors)).toMatch(/cannot be drained: .*no other host to go to/);
     expect((await agentsView()).find((x) => x.id === other.name)?.draining).toBe(false);
-    // Undrained, the host takes members again.
-    const back = await call('POST', `/v4/fulcrum/agents/${drained.name}/undrain`);
-    expect(back.body).toMatchObject({ draining: false, members: 0 });
+    // The same refusal from the control plane's host.
+    await expect(fulcrumCli(['host', 'drain', other.name, '--state', join(f.dir, 'cp')])).rejects.toThrow(/cannot be drained: .*no other host to go to/);
+    // Undrained (here from the control plane's host), the host takes members again.
+    expect(await fulcrumCli(['host', 'undrain', drained.name, '--state', join(f.dir, 'cp')])).toContain(`agent ${drained.name} is not draining; 0 member(s) on it`);
+    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: false, drainingAt: null, members: 0 });
 
     await f.close();
     expect(await leftovers(PREFIX)).toEqual([]);

@@ -1,11 +1,10 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { execFile } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { repoRoot, until } from '../helpers/lab.js';
+import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, attempts, fulcrumCli, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // A database host lost for good (docs/multi-host.md, "A lost host"): a 3-node semi_synch cluster
 // on three of four agent hosts, written from a client host through hosts.primary (a data plane
@@ -107,13 +106,3 @@ describe('a database host lost for good', () => {
     expect(await leftovers(PREFIX)).toEqual([]);
   }, 1_500_000);
 });
-
-/** `fulcrum <args>` from the sources in the root namespace (the control plane's state folder is here). */
-function fulcrumCli(args: string[]): Promise<string> {
-  return new Promise((ok, fail) => {
-    execFile(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), ...args], { cwd: repoRoot, env: { ...process.env, FULCRUM_FROM_SOURCE: '1' }, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err) fail(new Error(`fulcrum ${args.join(' ')}: ${stderr || err.message}`));
-      else ok(stdout);
-    });
-  });
-}

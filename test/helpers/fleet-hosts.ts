@@ -3,6 +3,7 @@
  * in pair mode and process-runtime agents joined with join tokens, plus mysql2 and HTTP clients
  * that run inside a host. Every process is a real `fulcrum` process; `stopAll()` stops them.
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -299,4 +300,14 @@ export async function lostRows(client: MysqlClient, loop: HostProcess): Promise<
   const rows = await until('the rows read back', () => client.sql('SELECT id FROM fh.t ORDER BY id'), 60_000, 1000);
   const stored = new Set((rows as { id: number }[]).map((r) => r.id));
   return { acked, missing: acked.filter((i) => !stored.has(i)), stored };
+}
+
+/** `fulcrum <args>` from the sources in the root namespace (the control plane's state folder is here). */
+export function fulcrumCli(args: string[]): Promise<string> {
+  return new Promise((ok, fail) => {
+    execFile(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), ...args], { cwd: repoRoot, env: { ...process.env, FULCRUM_FROM_SOURCE: '1' }, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) fail(new Error(`fulcrum ${args.join(' ')}: ${stderr || err.message}`));
+      else ok(stdout);
+    });
+  });
 }
