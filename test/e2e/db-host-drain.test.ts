@@ -54,14 +54,16 @@ describe('draining a database host', () => {
     expect(bHere, `database b has a member on ${drained.name}`).toBeDefined();
     expect(b.db.members[bHere!]).toBe('failover');
 
-    const agentsView = async () => (await call('GET', '/v4/fulcrum/agents')).body.data as { id: string; draining: boolean; drainingAt: number | null; members: number; state: string }[];
-    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: false, drainingAt: null, members: 2 });
+    type AgentView = { id: string; draining: boolean; drainingAt: number | null; drain: { membersLeft: number } | null; members: unknown[]; state: string };
+    const agentsView = async () => (await call('GET', '/v4/fulcrum/agents')).body.data as AgentView[];
+    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: false, drainingAt: null, drain: null });
+    expect((await agentsView()).find((x) => x.id === drained.name)?.members).toHaveLength(2);
 
     const started = Date.now();
     const r = await call('POST', `/v4/fulcrum/agents/${drained.name}/drain`);
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: drained.name, draining: true, members: 2 });
-    expect((await agentsView()).find((x) => x.id === drained.name)?.draining).toBe(true);
+    expect(r.body).toMatchObject({ id: drained.name, draining: true, members_left: 2 });
+    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: true, drain: { membersLeft: 2 } });
 
     const settled = async (id: number) => {
       const x = await call('GET', `${MYSQL}/${id}`);
@@ -73,7 +75,8 @@ describe('draining a database host', () => {
       return x && y ? [x, y] : undefined;
     }, 900_000, 1000);
     const tookMs = Date.now() - started;
-    await until(`no member left on ${drained.name}`, async () => (await agentsView()).find((x) => x.id === drained.name)?.members === 0 || undefined, 120_000, 1000);
+    await until(`no member left on ${drained.name}`, async () => (await agentsView()).find((x) => x.id === drained.name)?.drain?.membersLeft === 0 || undefined, 120_000, 1000);
+    expect((await agentsView()).find((x) => x.id === drained.name)?.members).toEqual([]);
     expect(Object.values(doneA.members).filter((m) => m === 'primary')).toHaveLength(1);
     expect(hostOf(Object.keys(doneA.members).find((m) => doneA.members[m] === 'primary')!)).not.toBe(drained);
     const okAfter = Date.now();
@@ -110,7 +113,7 @@ describe('draining a database host', () => {
     await expect(fulcrumCli(['host', 'drain', other.name, '--state', join(f.dir, 'cp')])).rejects.toThrow(/cannot be drained: .*no other host to go to/);
     // Undrained (here from the control plane's host), the host takes members again.
     expect(await fulcrumCli(['host', 'undrain', drained.name, '--state', join(f.dir, 'cp')])).toContain(`agent ${drained.name} is not draining; 0 member(s) on it`);
-    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: false, drainingAt: null, members: 0 });
+    expect((await agentsView()).find((x) => x.id === drained.name)).toMatchObject({ draining: false, drainingAt: null, drain: null });
 
     await f.close();
     expect(await leftovers(PREFIX)).toEqual([]);
