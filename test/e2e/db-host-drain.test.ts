@@ -100,7 +100,10 @@ describe('draining a database host', () => {
     const switched = events.find((e) => e.entity?.id === a.id && e.action === 'database_failover' && /planned switchover/.test(e.message ?? ''));
     expect(switched, 'the switchover event').toBeDefined();
     console.log(`[db-host-drain] ${switched!.message}`);
-    expect(events.some((e) => e.entity?.id === b.id && /moved off draining host/.test(e.message ?? ''))).toBe(true);
+    expect(events.some((e) => e.entity?.id === b.id && /moved off agent ag\d \(draining\) to agent/.test(e.message ?? ''))).toBe(true);
+    // The drain's events name the host as "agent ID", so the agents API (and the Fleet page) lists them with it.
+    const hostEvents = ((await call('GET', '/v4/fulcrum/agents')).body.data as { id: string; recentEvents: { message: string | null }[] }[]).find((x) => x.id === drained.name)!.recentEvents;
+    expect(hostEvents.some((e) => /moved off agent .* \(draining\)|Drain of agent/.test(e.message ?? ''))).toBe(true);
 
     // Every other host now holds a member of both databases: draining one more would leave a
     // member with nowhere to go, so it is refused up front and nothing is marked.

@@ -173,7 +173,7 @@ export class HostDrain {
     this.log.warn({ agent: id, members: membersOn(id, dbs, placements) }, 'agent host put to drain');
     for (const db of dbs.filter((x) => !x.deleting && placements.some((m) => m.databaseId === x.id && m.agentId === id))) {
       const which = placements.filter((m) => m.databaseId === db.id && m.agentId === id).map((m) => `member ${m.member}${m.member === db.primaryMember ? ' (primary)' : ''}`).join(', ');
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Agent ${id} is draining: ${which} moves to another host (replicas first, then the primary by a planned switchover).` });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (replicas first, then the primary by a planned switchover).` });
     }
     return this.view((await this.d.repo.agent(id))!, dbs, placements);
   }

@@ -283,7 +283,7 @@ export class HostHealing {
     });
     if (!moved) return undefined;
     this.seeding.set(`${db.id}:${member}`, { agent, since: now, gtid: gtidProgress(primary.gtid) });
-    const message = `Member ${member} moved off draining host ${from} to agent ${agent}; it is built there and seeded from the primary, member ${db.primaryMember}.`;
+    const message = `Member ${member} moved off agent ${from} (draining) to agent ${agent}; it is built there and seeded from the primary, member ${db.primaryMember}.`;
     await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
     this.log.warn({ database: db.id, member, agent, from }, 'member moved off a draining host');
     return agent;
