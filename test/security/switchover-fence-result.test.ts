@@ -99,5 +99,13 @@ describe('a switchover\'s fence is answered only by the primary\'s agent', () =>
     raw.get('sw-a')!.send({ operationResults: [{ operationId: id, databaseId: row.id, ok: true, position: '0-1-99' }] });
     await sync('sw-a');
     expect(await repo.operation(id)).toMatchObject({ state: 'done', output: '0-1-99' });
+
+    // A's answer is kept only as a position: a huge or malformed one is dropped (the switchover
+    // then has no position and is abandoned), never sent on to the target's agent.
+    const id2 = randomUUID();
+    await repo.createOperation({ id: id2, databaseId: row.id, kind: 'fence', payload: { agent: 'sw-a', term: 3, member: 1 }, eventId: null, state: 'pending', error: null, created: Date.now() });
+    raw.get('sw-a')!.send({ operationResults: [{ operationId: id2, databaseId: row.id, ok: true, position: `0-1-1,${'9'.repeat(100_000)}` }] });
+    await sync('sw-a');
+    expect(await repo.operation(id2)).toMatchObject({ state: 'done', output: null });
   });
 });

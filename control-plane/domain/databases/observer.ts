@@ -8,6 +8,7 @@ import { nextStatus, settle, type Observation } from './status-rules.js';
 import { clusterIncomplete, hostState } from './host-healing.js';
 import { spansAgents } from './placement.js';
 import { IgnoredReports, reportScope } from './report-scope.js';
+import { fencePosition } from './switchover.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
@@ -111,7 +112,8 @@ export class DatabaseObserver {
     const obs = observed.get(op.databaseId);
     const db = await this.d.repo.get(op.databaseId);
     if (!r.ok) this.d.logger.info({ operation: op.id, kind: op.kind, database: op.databaseId, code: r.errorCode || 'internal', error: r.error }, 'agent reports the operation failed');
-    await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed', r.ok && r.position ? r.position : null);
+    // Only a well-formed position is kept (the switchover sends it on to the target's agent).
+    await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed', r.ok ? fencePosition(r.position) : null);
     if (op.eventId) await this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
     if (!db) return true;
     const patch: Partial<DatabaseRecord> = {};

@@ -20,6 +20,18 @@ export const CATCH_UP_TIMEOUT_MS = 5000;
 /** How often the store is read for an operation's result (reports reach any replica's store). */
 const POLL_MS = 25;
 
+/** The longest GTID position a fence may answer (one entry per replication domain). */
+const POSITION_MAX = 1024;
+const POSITION = /^\d{1,10}-\d{1,10}-\d{1,20}(,\d{1,10}-\d{1,10}-\d{1,20})*$/;
+
+/**
+ * A fence's answer as the store keeps it: a MariaDB GTID position ("domain-server-seq", comma
+ * separated), or null for anything else an agent sent (too long, or not a position). Pure.
+ */
+export function fencePosition(text: string | undefined): string | null {
+  return text && text.length <= POSITION_MAX && POSITION.test(text) ? text : null;
+}
+
 /** The member a planned switchover names primary, and its agent. */
 export interface SwitchoverTarget {
   member: number;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { stillAsFound, switchoverTarget } from '../../../control-plane/domain/databases/switchover.js';
+import { fencePosition, stillAsFound, switchoverTarget } from '../../../control-plane/domain/databases/switchover.js';
 import { drainRefusals, drainStep, membersOn } from '../../../control-plane/domain/databases/host-drain.js';
 import { decideFailover, FAILOVER_AFTER_MS, FENCE_ABANDONED_MS, type MemberView } from '../../../control-plane/domain/databases/failover-decision.js';
 import { replacementAgent } from '../../../control-plane/domain/databases/host-healing.js';
@@ -44,6 +44,16 @@ describe('planned switchover: the target', () => {
     expect(stillAsFound(database({ deleting: true }), placed(['a', 'b', 'c']), found, target)).toBe(false);
     expect(stillAsFound(undefined, placed(['a', 'b', 'c']), found, target)).toBe(false);
     expect(stillAsFound(database(), placed(['a', 'd', 'c']), found, target)).toBe(false);
+  });
+});
+
+describe('a fence\'s answer', () => {
+  it('is kept only as a GTID position of bounded length', () => {
+    expect(fencePosition('0-1-42')).toBe('0-1-42');
+    expect(fencePosition('0-1-42,1-2-7')).toBe('0-1-42,1-2-7');
+    for (const bad of [undefined, '', '0-1', 'x-1-2', '0-1-2;DROP', '0-1-2,', ' 0-1-2', Array.from({ length: 200 }, (_, k) => `${k}-1-1`).join(',')]) {
+      expect(fencePosition(bad)).toBeNull();
+    }
   });
 });
 
