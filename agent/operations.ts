@@ -9,7 +9,7 @@ import type { OperationResult } from '../proto/gen/fulcrum/v1/OperationResult.js
 import type { DatabaseController } from './database/controller.js';
 
 export type OperationKind = NonNullable<Operation__Output['kind']>;
-export type OperationHandler = (c: DatabaseController, op: Operation__Output) => Promise<{ backupId?: number } | void>;
+export type OperationHandler = (c: DatabaseController, op: Operation__Output) => Promise<{ backupId?: number; position?: string } | void>;
 /** Operation kind -> the handler that runs it. */
 export type OperationHandlers = Partial<Record<OperationKind, OperationHandler>>;
 
@@ -33,6 +33,13 @@ function coreHandlers(host: OperationsHost): OperationHandlers {
       const done = c.requestPatch();
       void host.reconcileNow();
       await done;
+    },
+    // A planned switchover across hosts (docs/multi-host.md, "Planned switchover").
+    fence: async (c, op) => ({ position: await c.fence(Number(op.fence?.term ?? 0), op.fence?.member ?? 0) }),
+    catchUp: async (c, op) => {
+      const x = op.catchUp;
+      if (!x?.position) throw new FulcrumError('validation', 'catch_up needs a position');
+      await c.catchUp(x.member, x.position, Math.min(x.timeoutMs || 10_000, 60_000));
     },
     resetCredentials: async (c, op) => {
       const pw = op.resetCredentials?.newPassword ?? '';
@@ -100,7 +107,7 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
 
   async function run(op: Operation__Output): Promise<void> {
     running.add(op.operationId);
-    const result: OperationResult = { operationId: op.operationId, databaseId: op.databaseId, ok: true, error: '', backupId: 0 };
+    const result: OperationResult = { operationId: op.operationId, databaseId: op.databaseId, ok: true, error: '', backupId: 0, position: '' };
     const c = host.database(op.databaseId);
     try {
       if (!c) throw new FulcrumError('not_found', `database ${op.databaseId} is not on this agent`);
@@ -109,6 +116,7 @@ export function createOperations(opts: { host: OperationsHost; stateDir: string;
       await waitProvisioned(c);
       const out = await handler(c, op);
       if (out && out.backupId) result.backupId = out.backupId;
+      if (out && out.position) result.position = out.position;
     } catch (err) {
       result.ok = false;
       // The text reaches the control plane's store and events: no statement text a server quoted.

@@ -15,7 +15,7 @@ import type { ControlPlaneOptions } from '../control-plane/main.js';
 import type { DataplaneOptions } from '../dataplane/main.js';
 import type { StartAgentOptions } from '../agent/main.js';
 import {
-  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, hostLostFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
+  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
 } from './flags.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -37,7 +37,7 @@ function onShutdown(close: () => Promise<void>): void {
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
-function required<T>(v: T | undefined, name: string): T {
+export function required<T>(v: T | undefined, name: string): T {
   if (v === undefined) throw new Error(`--${name} is required`);
   return v;
 }
@@ -278,7 +278,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
 type Store = Awaited<ReturnType<typeof import('../control-plane/store/open.js')['openStore']>>;
 
 /** Opens the control plane's store as `--state`, `--store` and `--kek-file` say, runs `fn`, closes it. */
-async function withStore<T>(stateDir: string, f: Flags, fn: (store: Store) => Promise<T>): Promise<T> {
+export async function withStore<T>(stateDir: string, f: Flags, fn: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../control-plane/store/open.js');
   const store = await openStore(stateDir, { store: f.store as string | undefined, kekFile: f['kek-file'] as string | undefined });
   try {
@@ -366,34 +366,4 @@ export async function runKekRotate(argv: string[]): Promise<void> {
   const { rotateKek } = await import('../control-plane/store/sqlite/database.js');
   const r = rotateKek(join(stateDir, 'control-plane.sqlite'), { kekFile: f['kek-file'] as string | undefined });
   process.stdout.write(`key ${r.keyId} now seals every secret (${r.resealed} re-sealed)\n`);
-}
-
-/**
- * `fulcrum host lost ID` (POST /v4/fulcrum/agents/ID/lost; docs/multi-host.md, "A lost host"):
- * fenced in the store, its certificates revoked, so every replica refuses it at its next re-check
- * (5 s); the lease holder re-places its members on its next round.
- */
-export async function runHostLost(argv: string[]): Promise<void> {
-  // The id is the one word that is not an option (`host lost ID --state DIR` or `--state DIR ID`).
-  const at = argv.findIndex((a, i) => !a.startsWith('--') && (i === 0 || !argv[i - 1]!.startsWith('--') || argv[i - 1]!.includes('=')));
-  const id = at === -1 ? undefined : argv[at];
-  const f = parseFlags(argv.filter((_, i) => i !== at), hostLostFlags);
-  const stateDir = required(f.state as string | undefined, 'state');
-  if (!id) throw new Error('usage: fulcrum host lost --state DIR ID');
-  const { FleetCa } = await import('../control-plane/domain/fleet/ca.js');
-  const { FleetService } = await import('../control-plane/domain/fleet/fleet-service.js');
-  const { RegionCatalogue } = await import('../control-plane/domain/regions.js');
-  const { EventService } = await import('../control-plane/domain/events/event-service.js');
-  const { HostHealing } = await import('../control-plane/domain/databases/host-healing.js');
-  const { systemClock } = await import('../lib/clock.js');
-  const { createLogger } = await import('../lib/logger.js');
-  await withStore(stateDir, f, async (store) => {
-    const fleet = new FleetService({ repo: store.fleet, ca: FleetCa.open(stateDir), regions: new RegionCatalogue(), clock: systemClock, bootstrapPort: () => 0 });
-    const healing = new HostHealing({
-      repo: store.databases, events: new EventService(store.events, systemClock), clock: systemClock, logger: createLogger('fulcrum-host', { level: 'warn', destination: 2 }),
-      revoke: (h) => fleet.revoke('agent', h), removed: async (h) => (await fleet.removedAmong('agent', [h])).length > 0,
-    });
-    const v = await healing.declareLost(id, 'operator', 'declared lost by an operator');
-    process.stdout.write(`agent ${v.id} is ${v.state}\n`);
-  });
 }

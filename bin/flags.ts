@@ -162,6 +162,8 @@ export const commands: readonly { name: string; summary: string; flags: FlagSpec
   { name: 'kek rotate', summary: 'a new key for the secrets in the control-plane store', flags: kekRotateFlags },
   { name: 'store migrate', summary: 'bring the store\'s schema up to date', flags: storeMigrateFlags },
   { name: 'host lost', summary: 'ID: fence an agent host and re-place its members (on the control plane\'s host)', flags: hostLostFlags },
+  { name: 'host drain', summary: 'ID: move every member off an agent host before maintenance (on the control plane\'s host)', flags: hostLostFlags },
+  { name: 'host undrain', summary: 'ID: end a drain; the host takes new members again (on the control plane\'s host)', flags: hostLostFlags },
 ];
 
 /** Commands that also take `--config FILE` (lib/config-file.ts). */

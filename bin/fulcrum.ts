@@ -14,7 +14,9 @@ async function runTwoWord(first: string, rest: string[]): Promise<void> {
   const c = await import('./commands.js');
   const runs: Record<string, (argv: string[]) => Promise<void>> = {
     'join-token create': c.runJoinTokenCreate, 'token create': c.runTokenCreate, 'kek rotate': c.runKekRotate, 'store migrate': c.runStoreMigrate,
-    'host lost': c.runHostLost,
+    'host lost': async (argv) => (await import('./host-commands.js')).runHostLost(argv),
+    'host drain': async (argv) => (await import('./host-commands.js')).runHostDrain(argv, 'drain'),
+    'host undrain': async (argv) => (await import('./host-commands.js')).runHostDrain(argv, 'undrain'),
   };
   const run = runs[`${first} ${rest[0] ?? ''}`];
   if (!run) throw new Error(commandUsage(TWO_WORDS[first]!));

@@ -162,6 +162,8 @@ export abstract class Cluster {
       if (d.primaryMember !== s.primary) this.log.info({ term, primary: d.primaryMember, was: s.primary }, 'the control plane names a new primary');
       s.term = term;
       s.primary = d.primaryMember;
+      // A fence holds only for the term it was made in (a higher term ends or abandons the switchover).
+      if (s.fencedTerm !== undefined && s.fencedTerm < term) s.fencedTerm = undefined;
       changed = true;
     }
     return changed;

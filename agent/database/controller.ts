@@ -1,10 +1,13 @@
 import { join } from 'node:path';
+import { FulcrumError } from '../../lib/errors.js';
 import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import { Cluster, type ControllerDeps } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
-import { failover, promotePrimary, restartPrimary } from './failover.js';
+import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
+import { withAdmin } from '../mysql/admin.js';
+import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
 import { plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
@@ -139,6 +142,40 @@ export class DatabaseController extends Cluster {
     });
   }
 
+  /**
+   * FenceOp, the first step of a planned switchover (docs/multi-host.md, "Planned switchover"):
+   * the local primary `member` goes read-only while the cluster is still at `term` and stays so
+   * (the plan does not promote it back) until a higher term arrives. Returns its GTID position
+   * once the commits in flight have finished.
+   */
+  async fence(term: number, member: number): Promise<string> {
+    return this.runExclusive('switchover', async () => {
+      await this.followDesired();
+      const s = this.state;
+      if (!s || !this.spread) throw new FulcrumError('conflict', 'only a cluster spread over agents is switched over this way');
+      if ((s.term ?? 0) !== term || s.primary !== member || !this.nodeIndexes().includes(member)) {
+        throw new FulcrumError('conflict', `member ${member} is not this agent's primary at term ${term} (term ${s.term ?? 0}, primary ${s.primary})`);
+      }
+      // Saved first: an agent restarted in the middle keeps the member fenced.
+      s.fencedTerm = term;
+      await this.save();
+      const position = await fencePrimary(await this.adminTarget(member));
+      this.log.warn({ term, member, position }, 'primary fenced for a planned switchover');
+      return position;
+    });
+  }
+
+  /**
+   * CatchUpOp, the second step: the local replica `member` waits until it has applied `position`
+   * (the fenced primary's). Fails with a conflict when it has not within `timeoutMs`.
+   */
+  async catchUp(member: number, position: string, timeoutMs: number): Promise<void> {
+    if (!this.nodeIndexes().includes(member)) throw new FulcrumError('conflict', `member ${member} does not run on this agent`);
+    const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+    const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
+    if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
+  }
+
   async observe(): Promise<DbObs> {
     const s = this.state;
     const d = this.desired;
@@ -151,7 +188,10 @@ export class DatabaseController extends Cluster {
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
       proxyNetworks: this.wantedProxyNetworks(),
-      spread: this.spread ? { local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync } : undefined,
+      spread: this.spread ? {
+        local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
+        fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
+      } : undefined,
     });
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.

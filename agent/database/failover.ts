@@ -1,4 +1,4 @@
-import { withAdmin } from '../mysql/admin.js';
+import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { failover as promoteBestReplica } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, replicaStatus, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
@@ -22,6 +22,19 @@ export async function promotePrimary(db: Pick<PrimaryContext, 'state' | 'semiSyn
     const rs = await replicaStatus(c);
     if (rs?.gtidIoPos) await waitForGtid(c, rs.gtidIoPos, 5);
     await promote(c, db.semiSync);
+  });
+}
+
+/**
+ * Fences a primary for a planned switchover: read-only (MariaDB waits for the commits in flight,
+ * which under semi-sync are acknowledged first; linroot has no READ_ONLY ADMIN, so no client
+ * commits after this), then its GTID position, final from then on. Returns gtid_binlog_pos.
+ */
+export async function fencePrimary(t: AdminTarget): Promise<string> {
+  return withAdmin(t, async (c) => {
+    await c.query('SET GLOBAL read_only=ON');
+    const rows = await q(c, 'SELECT @@gtid_binlog_pos AS pos');
+    return String(rows[0]?.pos ?? '');
   });
 }
 

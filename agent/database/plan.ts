@@ -57,6 +57,11 @@ export interface SpreadObs {
   primaryKnown: boolean;
   /** semi_synch: the primary runs the semi-sync master side, without fallback. */
   semiSyncWanted: boolean;
+  /**
+   * The local primary is fenced for a planned switchover at the current term: it stays read-only
+   * (not promoted back) until the control plane names a primary for a higher term.
+   */
+  fenced?: boolean;
 }
 
 export interface DesiredObs {
@@ -141,7 +146,8 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
  * is read-only or lacks its semi-sync master side is promoted, and every other local member is
  * made a replica of the named primary once that primary's address is known: a member still
  * writable (an old primary) or not replicating from it rejoins, after the errant check
- * (rejoin.ts). Rolling restarts are not run across hosts (see docs).
+ * (rejoin.ts). A primary fenced for a planned switchover stays read-only. Rolling restarts are not
+ * run across hosts (see docs).
  */
 export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   const actions: Action[] = [];
@@ -149,7 +155,7 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   if (primaryLocal) {
     const p = o.nodes.find((n) => n.index === o.primary);
     if (!p || p.state !== 'running' || !p.reachable) return [{ kind: 'restart-primary' }];
-    if (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false)) actions.push({ kind: 'promote-primary' });
+    if (!sp.fenced && (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false))) actions.push({ kind: 'promote-primary' });
   }
   for (const k of sp.local) {
     if (k === o.primary || !sp.primaryKnown) continue;

@@ -76,7 +76,9 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
     name: r.nodeName(n.index),
     address: n.address,
     port: NODE_PORT,
-    role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? 'primary' : 'replica',
+    // A primary fenced for a planned switchover says so: the control plane fails over from one
+    // whose switchover was abandoned (control-plane/domain/databases/failover-decision.ts).
+    role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? (s.fencedTerm !== undefined && s.fencedTerm === s.term ? 'fenced' : 'primary') : 'replica',
     state: n.state,
     replicationOk: n.index === s?.primary ? true : n.replicating,
     gtidCurrentPos: n.gtid,

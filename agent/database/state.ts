@@ -20,6 +20,11 @@ export interface DbState {
   primary: number;
   /** A spread cluster: the highest control-plane term followed (older ones are refused). */
   term?: number;
+  /**
+   * A spread cluster's local primary fenced for a planned switchover at this term (FenceOp): kept
+   * read-only until the control plane names a primary for a higher term (docs/multi-host.md).
+   */
+  fencedTerm?: number;
   /** Reached `active` once: from then on, missing nodes are healed instead of provisioned. */
   provisioned: boolean;
   /** The binary or image the nodes run (a different desired one is a pending patch). */

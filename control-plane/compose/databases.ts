@@ -7,6 +7,8 @@ import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentReports } from '../domain/databases/agent-reports.js';
 import { HostHealing, type HostView } from '../domain/databases/host-healing.js';
+import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
+import { Switchover } from '../domain/databases/switchover.js';
 import { HostOverview } from '../domain/databases/host-overview.js';
 import { eventToWire } from '../domain/events/event-service.js';
 import { AgentPushServer } from '../push/agent-server.js';
@@ -125,9 +127,21 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     dataplanes.notifyChanged();
     ctx.replicas.publish('database');
   };
+  // Draining hosts: replicas moved off first, then each primary by a planned switchover
+  // (docs/multi-host.md, "Draining a host"); the new primary reaches agents and data planes at once.
+  const switchover = new Switchover({
+    repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry,
+    onChange: () => {
+      agents.notifyChanged();
+      dataplanes.notifyChanged();
+      ctx.replicas.publish('database');
+    },
+  });
+  const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover });
   const healingTick = every(ctx, HEALING_TICK_MS, 'host healing round failed', async () => {
     if (!ctx.replicas.leaseHeld()) return;
     if (await healing.tick()) placementsChanged();
+    if (await drain.tick()) placementsChanged();
   });
   ctx.closers.push(() => healingTick.cancel());
 
@@ -174,6 +188,23 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     placementsChanged();
     return hostWire(view);
   });
+  // An operator drains an agent host before maintenance, or ends the drain (unrestricted users only).
+  ctx.router.post('/fulcrum/agents/:id/drain', 'databases:read_write', async (c) => {
+    ctx.auth.requireUnrestricted(c.actor);
+    const view = await drain.drain(c.params.id ?? '');
+    placementsChanged();
+    return drainWire(view);
+  });
+  ctx.router.post('/fulcrum/agents/:id/undrain', 'databases:read_write', async (c) => {
+    ctx.auth.requireUnrestricted(c.actor);
+    const view = await drain.undrain(c.params.id ?? '');
+    placementsChanged();
+    return drainWire(view);
+  });
+}
+
+function drainWire(v: DrainView): Record<string, unknown> {
+  return { id: v.id, draining: v.draining, draining_at: v.drainingAt, members_left: v.membersLeft };
 }
 
 function hostWire(v: HostView): Record<string, unknown> {

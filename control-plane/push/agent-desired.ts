@@ -58,6 +58,8 @@ function toOperation(op: OperationRecord): Operation {
     case 'deleteBackup': return { ...base, deleteBackup: { backupId: Number(op.payload.backup_id) } };
     case 'patch': return { ...base, patch: {} };
     case 'resetCredentials': return { ...base, resetCredentials: { newPassword: String(op.payload.new_password) } };
+    case 'fence': return { ...base, fence: { term: Number(op.payload.term), member: Number(op.payload.member) } };
+    case 'catchUp': return { ...base, catchUp: { member: Number(op.payload.member), position: String(op.payload.position), timeoutMs: Number(op.payload.timeout_ms) } };
   }
 }
 
@@ -103,11 +105,15 @@ export function agentContent(
   const byDb = new Map<number, MemberPlacement[]>();
   for (const m of placements) byDb.set(m.databaseId, [...(byDb.get(m.databaseId) ?? []), m]);
   const dbs = all.filter((x) => !x.deleting && (x.agentId === agentId || (byDb.get(x.id) ?? []).some((m) => m.agentId === agentId)));
-  // One-off operations go to the reporting agent only (the one whose reports carry the results).
+  // One-off operations go to the reporting agent only (the one whose reports carry the results),
+  // except those addressed to one agent (a planned switchover's steps, `payload.agent`), which go
+  // to that agent while it holds a member of the database.
   const ids = new Set(dbs.filter((x) => x.agentId === agentId).map((x) => x.id));
+  const held = new Set(dbs.map((x) => x.id));
+  const mine = (op: OperationRecord) => (typeof op.payload.agent === 'string' ? op.payload.agent === agentId && held.has(op.databaseId) : ids.has(op.databaseId));
   return {
     databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '', forkSourceKey(d, all, agentId))),
-    operations: orderedOperations(pending.filter((op) => ids.has(op.databaseId))).map(toOperation),
+    operations: orderedOperations(pending.filter(mine)).map(toOperation),
     deleteAllIntended: dbs.length === 0,
   };
 }

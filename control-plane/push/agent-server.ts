@@ -102,7 +102,7 @@ function reportedNodes(msg: AgentReport__Output): { id: number; nodes: ReportedN
 
 function results(msg: AgentReport__Output): OperationResultView[] {
   return (msg.operationResults ?? []).map((r) => ({
-    operationId: r.operationId, databaseId: Number(r.databaseId), ok: r.ok, error: r.error, errorCode: r.errorCode, backupId: Number(r.backupId),
+    operationId: r.operationId, databaseId: Number(r.databaseId), ok: r.ok, error: r.error, errorCode: r.errorCode, backupId: Number(r.backupId), position: r.position,
   }));
 }
 

@@ -1,12 +1,10 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { repoRoot, until } from '../helpers/lab.js';
-import { createHosts, leftovers, type Host, type HostNet } from '../helpers/hosts.js';
-import { MYSQL, attempts, engineOf, holderOf, listensOn, mysqlClient, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
+import { until } from '../helpers/lab.js';
+import { leftovers } from '../helpers/hosts.js';
+import { MYSQL, attempts, fulcrumCli, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // A database host lost for good (docs/multi-host.md, "A lost host"): a 3-node semi_synch cluster
 // on three of four agent hosts, written from a client host through hosts.primary (a data plane
@@ -23,58 +21,23 @@ const DB_POOL = '198.18.193.0/24';
 const NODE_POOLS: Record<string, string> = { ag1: '198.18.194.0/29', ag2: '198.18.194.8/29', ag3: '198.18.194.16/29', ag4: '198.18.194.24/29' };
 
 describe('a database host lost for good', () => {
-  let net: HostNet;
-  let dir: string;
-  let fleet: Fleet;
-  let dpa: Host, dpb: Host, cl: Host;
-  let agents: Host[];
+  let f: HostsFleet;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-mhl-'));
-    net = await createHosts({ prefix: PREFIX, subnet: SUBNET, names: ['cp', 'dpa', 'dpb', 'ag1', 'ag2', 'ag3', 'ag4', 'cl'] });
-    const [cpHost, a, b, ag1, ag2, ag3, ag4, c] = net.hosts as [Host, Host, Host, Host, Host, Host, Host, Host];
-    [dpa, dpb, cl, agents] = [a, b, c, [ag1, ag2, ag3, ag4]];
-    fleet = await startFleet({ cpHost, dir, nbPool: NB_POOL, dbPool: DB_POOL });
-    await fleet.dataplane(dpa, [dpb], 150);
-    await fleet.dataplane(dpb, [dpa], 100);
-    for (const h of agents) await fleet.agent(h, NODE_POOLS[h.name]!, sixOf(NODE_POOLS[h.name]!));
+    f = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS });
   }, 300_000);
 
   afterAll(async () => {
-    await fleet?.stopAll();
-    await net?.teardown();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await f?.close();
   });
 
   it('re-places the lost primary\'s member on the fourth host, active with three members on three other hosts, no acknowledged row lost; the returning host\'s member is removed', async () => {
+    const { fleet, agents, dir, cl, hostOf } = f;
     const { call, procs } = fleet;
-    onTestFailed(() => console.log(`[control plane output]\n${fleet.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${procs[h.name]?.output().slice(-3000)}`).join('\n')}`));
-    await until('four agents that run members across hosts', async () => {
-      const r = await call('GET', '/v4/fulcrum/agents');
-      return (r.body.data as { connected: boolean; membersAcrossHosts: boolean }[]).filter((a) => a.connected && a.membersAcrossHosts).length === 4;
-    }, 120_000, 500);
-    const created = await call('POST', MYSQL, {
-      label: 'mhl-lost', region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(fleet, agents[0]!), cluster_size: 3, replication_type: 'semi_synch', allow_list: [`${cl.ip}/32`],
-    });
-    expect(created.status).toBe(200);
-    const id: number = created.body.id;
-    await waitActive(fleet, id, 600_000, () => agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
-    const hostOf = (ip: string) => agents.find((h) => sixOf(NODE_POOLS[h.name]!).includes(ip));
-    const db = await until('three members on three hosts', async () => {
-      const r = await call('GET', `${MYSQL}/${id}`);
-      const m = Object.keys(r.body.members ?? {});
-      return m.length === 3 && new Set(m.map((x) => hostOf(x)?.name)).size === 3 ? r.body : undefined;
-    }, 60_000, 500);
-    const oldPrimary = Object.keys(db.members).find((m) => db.members[m] === 'primary')!;
+    onTestFailed(() => console.log(f.explain()));
+    const { id, db, oldPrimary, client, loop } = await spreadUnderWrites(f, 'mhl-lost');
     const lost = hostOf(oldPrimary)!;
     const spare = agents.find((h) => !Object.keys(db.members).some((m) => hostOf(m) === h))!;
-    const primary: string = db.hosts.primary;
-    await until('both data planes listen on hosts.primary', async () => (await listensOn(dpa, primary, 3306)) && (await listensOn(dpb, primary, 3306)), 120_000, 250);
-    await holderOf(dpa, dpb, primary);
-    const client = await mysqlClient(call, cl, id, primary);
-    await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
-    const loop = client.loop();
-    await until('writes through hosts.primary', () => attempts(loop).filter((a) => a.ok).length >= 5, 60_000, 100);
 
     // The primary's host is cut off for good and declared lost by the operator, on the control
     // plane's host (the same as POST /v4/fulcrum/agents/ID/lost).
@@ -104,11 +67,9 @@ describe('a database host lost for good', () => {
     await loop.kill();
 
     // No acknowledged row is lost, through hosts.primary and on the new member itself.
-    const acked = attempts(loop).filter((a) => a.ok).map((a) => a.id);
+    const { acked, missing, stored } = await lostRows(client, loop);
     expect(acked.length).toBeGreaterThan(5);
-    const rows = await until('the rows read back', () => client.sql('SELECT id FROM fh.t ORDER BY id'), 60_000, 1000);
-    const stored = new Set((rows as { id: number }[]).map((r) => r.id));
-    expect(acked.filter((i) => !stored.has(i))).toEqual([]);
+    expect(missing).toEqual([]);
     const events = await call('GET', '/v4/account/events?page_size=100');
     const mine = (events.body.data as { action: string; message: string | null; entity: { id: number } | null }[]).filter((e) => e.entity?.id === id);
     const newMember = Object.keys(healed.members).find((m) => hostOf(m) === spare)!;
@@ -141,18 +102,7 @@ describe('a database host lost for good', () => {
     expect(after.body.status).toBe('active');
     expect(Object.keys(after.body.members).map((m) => hostOf(m)?.name)).not.toContain(lost.name);
 
-    await fleet.stopAll();
-    await net.teardown();
+    await f.close();
     expect(await leftovers(PREFIX)).toEqual([]);
   }, 1_500_000);
 });
-
-/** `fulcrum <args>` from the sources in the root namespace (the control plane's state folder is here). */
-function fulcrumCli(args: string[]): Promise<string> {
-  return new Promise((ok, fail) => {
-    execFile(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), ...args], { cwd: repoRoot, env: { ...process.env, FULCRUM_FROM_SOURCE: '1' }, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err) fail(new Error(`fulcrum ${args.join(' ')}: ${stderr || err.message}`));
-      else ok(stdout);
-    });
-  });
-}

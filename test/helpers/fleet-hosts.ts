@@ -3,11 +3,13 @@
  * in pair mode and process-runtime agents joined with join tokens, plus mysql2 and HTTP clients
  * that run inside a host. Every process is a real `fulcrum` process; `stopAll()` stops them.
  */
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { api, repoRoot, testRateLimits, until } from './lab.js';
-import { watch, type Host, type HostProcess } from './hosts.js';
+import { createHosts, watch, type Host, type HostNet, type HostProcess } from './hosts.js';
 
 export const MYSQL = '/v4/databases/mysql/instances';
 
@@ -190,4 +192,122 @@ export async function mysqlClient(call: Fleet['call'], client: Host, id: number,
 
 export function attempts(p: HostProcess): Attempt[] {
   return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Attempt);
+}
+
+/** The hosts of a database fleet test: a control plane, a data plane pair, agent hosts and a client. */
+export interface HostsFleet {
+  net: HostNet;
+  /** The test's temporary folder: the control plane's state in `cp`, each host's in its name. */
+  dir: string;
+  fleet: Fleet;
+  dpa: Host;
+  dpb: Host;
+  cl: Host;
+  agents: Host[];
+  /** The agent host whose node pool holds a member's address. */
+  hostOf(ip: string): Host | undefined;
+  /** Prints the control plane's and the agents' output (for onTestFailed). */
+  explain(): string;
+  /** Stops every process, removes the hosts and the folder (idempotent; afterAll). */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the hosts ('cp', 'dpa', 'dpb', one per `nodePools` entry, 'cl') under the test file's
+ * own netns prefix and subnet, starts the control plane, the data plane pair (dpa first in the
+ * election) and one process-runtime agent per host whose members listen on its /29 node pool.
+ */
+export async function startHostsFleet(o: { prefix: string; subnet: number; nbPool: string; dbPool: string; nodePools: Record<string, string> }): Promise<HostsFleet> {
+  const dir = mkdtempSync(join(tmpdir(), `fulcrum-${o.prefix}-`));
+  const names = Object.keys(o.nodePools);
+  const net = await createHosts({ prefix: o.prefix, subnet: o.subnet, names: ['cp', 'dpa', 'dpb', ...names, 'cl'] });
+  const [cpHost, dpa, dpb, ...rest] = net.hosts as Host[];
+  const cl = rest.pop()!;
+  const agents = rest;
+  let fleet: Fleet | undefined;
+  const close = async () => {
+    await fleet?.stopAll();
+    await net.teardown();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    fleet = await startFleet({ cpHost: cpHost!, dir, nbPool: o.nbPool, dbPool: o.dbPool });
+    await fleet.dataplane(dpa!, [dpb!], 150);
+    await fleet.dataplane(dpb!, [dpa!], 100);
+    for (const h of agents) await fleet.agent(h, o.nodePools[h.name]!, sixOf(o.nodePools[h.name]!));
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const f = fleet;
+  return {
+    net, dir, fleet: f, dpa: dpa!, dpb: dpb!, cl, agents,
+    hostOf: (ip) => agents.find((h) => sixOf(o.nodePools[h.name]!).includes(ip)),
+    explain: () => `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}`,
+    close,
+  };
+}
+
+/** A 3-node semi_synch database spread over three hosts, with a write loop running through hosts.primary. */
+export interface SpreadUnderWrites {
+  id: number;
+  /** The database as the API showed it once its three members sat on three hosts. */
+  db: any;
+  /** The primary member's address then. */
+  oldPrimary: string;
+  /** hosts.primary. */
+  primary: string;
+  client: MysqlClient;
+  loop: HostProcess;
+}
+
+/**
+ * Creates a 3-node semi_synch database once `agentCount` agents that run members across hosts are
+ * connected, waits until it is active with three members on three hosts and both data planes
+ * listen on hosts.primary, creates fh.t and starts the write loop from the client host.
+ */
+export async function spreadUnderWrites(f: HostsFleet, label: string, agentCount = f.agents.length): Promise<SpreadUnderWrites> {
+  const { call, procs } = f.fleet;
+  await until(`${agentCount} agents that run members across hosts`, async () => {
+    const r = await call('GET', '/v4/fulcrum/agents');
+    return (r.body.data as { connected: boolean; membersAcrossHosts: boolean }[]).filter((a) => a.connected && a.membersAcrossHosts).length >= agentCount;
+  }, 120_000, 500);
+  const created = await call('POST', MYSQL, {
+    label, region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(f.fleet, f.agents[0]!), cluster_size: 3, replication_type: 'semi_synch', allow_list: [`${f.cl.ip}/32`],
+  });
+  expect(created.status).toBe(200);
+  const id: number = created.body.id;
+  await waitActive(f.fleet, id, 600_000, () => f.agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
+  const db = await until('three members on three hosts', async () => {
+    const r = await call('GET', `${MYSQL}/${id}`);
+    const m = Object.keys(r.body.members ?? {});
+    return m.length === 3 && new Set(m.map((x) => f.hostOf(x)?.name)).size === 3 ? r.body : undefined;
+  }, 60_000, 500);
+  const oldPrimary = Object.keys(db.members).find((m) => db.members[m] === 'primary')!;
+  const primary: string = db.hosts.primary;
+  await until('both data planes listen on hosts.primary', async () => (await listensOn(f.dpa, primary, 3306)) && (await listensOn(f.dpb, primary, 3306)), 120_000, 250);
+  await holderOf(f.dpa, f.dpb, primary);
+  const client = await mysqlClient(call, f.cl, id, primary);
+  await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
+  const loop = client.loop();
+  await until('writes through hosts.primary', () => attempts(loop).filter((a) => a.ok).length >= 5, 60_000, 100);
+  return { id, db, oldPrimary, primary, client, loop };
+}
+
+/** The acknowledged ids of a write loop that are not in fh.t now (read through `client`). */
+export async function lostRows(client: MysqlClient, loop: HostProcess): Promise<{ acked: number[]; missing: number[]; stored: Set<number> }> {
+  const acked = attempts(loop).filter((a) => a.ok).map((a) => a.id);
+  const rows = await until('the rows read back', () => client.sql('SELECT id FROM fh.t ORDER BY id'), 60_000, 1000);
+  const stored = new Set((rows as { id: number }[]).map((r) => r.id));
+  return { acked, missing: acked.filter((i) => !stored.has(i)), stored };
+}
+
+/** `fulcrum <args>` from the sources in the root namespace (the control plane's state folder is here). */
+export function fulcrumCli(args: string[]): Promise<string> {
+  return new Promise((ok, fail) => {
+    execFile(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), ...args], { cwd: repoRoot, env: { ...process.env, FULCRUM_FROM_SOURCE: '1' }, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) fail(new Error(`fulcrum ${args.join(' ')}: ${stderr || err.message}`));
+      else ok(stdout);
+    });
+  });
 }

@@ -62,7 +62,7 @@ describe('e2e lanes', () => {
   });
 
   it('gives each concurrent file that builds hosts its own netns prefix and subnet', () => {
-    const nets = concurrent.filter((f) => source(f).includes('createHosts(')).map((f) => {
+    const nets = concurrent.filter((f) => source(f).includes('createHosts(') || source(f).includes('startHostsFleet(')).map((f) => {
       const s = source(f);
       const prefix = /const PREFIX = '([a-z0-9]+)'/.exec(s)?.[1];
       expect(prefix, `${f} names its prefix in const PREFIX`).toBeDefined();

@@ -110,6 +110,8 @@ export class AgentReports {
     const agents: PlacementAgent[] = [];
     for (const s of connected) {
       const a = await repo.agent(s.id);
+      // Nothing new goes to a draining host (docs/multi-host.md, "Draining a host").
+      if (a?.drainingAt) continue;
       agents.push({ id: s.id, region: s.region, membersAcrossHosts: a?.membersAcrossHosts ?? false, backupStore: a?.backupStore ?? '' });
     }
     for (const p of await repo.transaction(() => placeDatabases(repo, agents))) this.log.info(p, 'database placed');

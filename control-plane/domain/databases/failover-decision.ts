@@ -12,6 +12,13 @@ export const FAILOVER_AFTER_MS = 3000;
  * whichever comes first).
  */
 export const AGENT_SILENT_MS = 7000;
+/**
+ * A primary its agent reports `fenced` (read-only for a planned switchover, switchover.ts) is
+ * lost only after this long: a switchover names the new primary or lifts the fence well within it
+ * (SWITCHOVER_DEADLINE_MS), so a fence this old was abandoned (a control plane that died in the
+ * middle) and the most advanced replica, which has every acknowledged write, is promoted.
+ */
+export const FENCE_ABANDONED_MS = 20_000;
 
 /** One member as the control plane knows it from its agent's reports. */
 export interface MemberView {
@@ -53,6 +60,7 @@ function lostCause(p: MemberView | undefined, now: number): string | null {
   if (!agentAlive(p, now)) return `the agent ${p.agentId} of the primary has not reported for ${AGENT_SILENT_MS / 1000} s`;
   if (!p.node) return null; // not reported yet (a fresh control plane): no cause to act
   if (p.node.state !== 'running' || p.node.role === 'down') return `the agent ${p.agentId} reports the primary ${p.node.state === 'running' ? 'not answering' : p.node.state}`;
+  if (p.node.role === 'fenced') return `the primary has been fenced for a planned switchover that did not finish`;
   return null;
 }
 
@@ -82,7 +90,8 @@ export function decideFailover(input: FailoverInput, now: number): FailoverDecis
   const cause = lostCause(primary, now);
   if (cause === null) return { kind: 'healthy' };
   const lostSince = input.lostSince ?? now;
-  if (now - lostSince < FAILOVER_AFTER_MS) return { kind: 'waiting', lostSince, cause };
+  const wait = primary?.node?.role === 'fenced' ? FENCE_ABANDONED_MS : FAILOVER_AFTER_MS;
+  if (now - lostSince < wait) return { kind: 'waiting', lostSince, cause };
   const candidates = input.members
     .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica')
     .sort((a, b) => gtidProgress(b.node!.gtid) - gtidProgress(a.node!.gtid) || a.member - b.member);

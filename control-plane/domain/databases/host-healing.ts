@@ -46,7 +46,7 @@ export function clusterIncomplete(placements: readonly MemberPlacement[], report
 }
 
 /**
- * The agent a homeless member of `db` goes to: a connected, reporting, not lost agent of its
+ * The agent a homeless member of `db` goes to: a connected, reporting, not lost, not draining agent of its
  * region that can run part of a cluster and holds no member of it yet (members stay on distinct
  * hosts), least loaded first (live databases with a member on it; ties by id). Pure.
  */
@@ -55,7 +55,7 @@ export function replacementAgent(
   load: ReadonlyMap<string, number>, now: number,
 ): string | undefined {
   const holding = new Set(placements.filter((m) => m.databaseId === db.id).map((m) => m.agentId));
-  const fit = agents.filter((a) => hostState(a) === 'up' && a.membersAcrossHosts && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS
+  const fit = agents.filter((a) => hostState(a) === 'up' && !a.drainingAt && a.membersAcrossHosts && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS
     && servesRegion(a.region, db.region) && !holding.has(a.id));
   fit.sort((a, b) => (load.get(a.id) ?? 0) - (load.get(b.id) ?? 0) || a.id.localeCompare(b.id));
   return fit[0]?.id;
@@ -255,6 +255,43 @@ export class HostHealing {
       }
     }
     return changed;
+  }
+
+  /**
+   * Moves member `member` of `db` off the draining host `from` (host-drain.ts): placed on another
+   * healthy agent at once, built there and seeded from the primary like a member of a lost host,
+   * and the draining host's agent removes its copy. Only while the primary serves from another
+   * host and the member is still on `from`. Returns the agent it went to, or undefined.
+   */
+  async moveOff(db: DatabaseRecord, member: number, from: string): Promise<string | undefined> {
+    const now = this.d.clock.now();
+    const agents = await this.d.repo.agents();
+    const placements = await this.d.repo.members();
+    const mine = placements.filter((m) => m.databaseId === db.id);
+    const primary = currentReports(mine, await this.d.repo.memberReports(db.id)).get(db.primaryMember);
+    const primaryAgent = mine.find((m) => m.member === db.primaryMember)?.agentId;
+    if (member === db.primaryMember || !primary || primary.state !== 'running' || primary.role !== 'primary' || primaryAgent === from) return undefined;
+    const load = new Map<string, number>();
+    for (const m of placements) load.set(m.agentId, (load.get(m.agentId) ?? 0) + 1);
+    const agent = replacementAgent(db, placements, agents, load, now);
+    if (!agent) return undefined;
+    const moved = await this.d.repo.transaction(async () => {
+      const cur = (await this.d.repo.members(db.id)).find((x) => x.member === member);
+      if (cur?.agentId !== from) return false;
+      await this.d.repo.placeMember(db.id, member, agent);
+      return true;
+    });
+    if (!moved) return undefined;
+    this.seeding.set(`${db.id}:${member}`, { agent, since: now, gtid: gtidProgress(primary.gtid) });
+    const message = `Member ${member} moved off agent ${from} (draining) to agent ${agent}; it is built there and seeded from the primary, member ${db.primaryMember}.`;
+    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+    this.log.warn({ database: db.id, member, agent, from }, 'member moved off a draining host');
+    return agent;
+  }
+
+  /** Whether a member placed on a new host has not caught up with its primary yet. */
+  seedingMember(databaseId: number, member: number): boolean {
+    return this.seeding.has(`${databaseId}:${member}`);
   }
 
   /** A re-placed member that reports itself a replica at least as far as the primary was: healed. */

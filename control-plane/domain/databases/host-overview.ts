@@ -18,7 +18,14 @@ export interface HostMember {
 }
 
 /** An agent as GET /v4/fulcrum/agents gives it: the stored record, its state, its members and its newest events. */
-export type HostOverviewView = AgentRecord & { lostAt: number | null; state: HostState; members: HostMember[]; recentEvents: EventRecord[] };
+export type HostOverviewView = AgentRecord & {
+  lostAt: number | null; state: HostState; members: HostMember[]; recentEvents: EventRecord[];
+  /** The host is draining (docs/multi-host.md, "Draining a host"), since `drainingAt` (ms). */
+  draining: boolean;
+  drainingAt: number | null;
+  /** A drain's progress while it drains (members still placed on the host; 0: done), else null. */
+  drain: { membersLeft: number } | null;
+};
 
 /**
  * How many of the newest events are read to find each host's: the page is polled every few
@@ -92,6 +99,9 @@ export class HostOverview {
       lostAt: a.lostAt ?? null,
       state: hostState(a),
       members: members.get(a.id) ?? [],
+      draining: !!a.drainingAt,
+      drainingAt: a.drainingAt ?? null,
+      drain: a.drainingAt ? { membersLeft: members.get(a.id)?.length ?? 0 } : null,
       recentEvents: newest.events.filter((e) => namesHost(e.message, a.id)).slice(0, HOST_EVENTS_KEPT),
     }));
   }

@@ -118,7 +118,7 @@ export interface BackupRecord {
   status: 'ready' | 'deleting';
 }
 
-export type OperationKind = 'snapshot' | 'restore' | 'deleteBackup' | 'patch' | 'resetCredentials';
+export type OperationKind = 'snapshot' | 'restore' | 'deleteBackup' | 'patch' | 'resetCredentials' | 'fence' | 'catchUp';
 
 export interface OperationRecord {
   id: string;
@@ -129,6 +129,8 @@ export interface OperationRecord {
   state: 'pending' | 'done' | 'failed';
   error: string | null;
   created: number;
+  /** What the agent answered beyond ok (a fence's GTID position); null until then. */
+  output?: string | null;
 }
 
 /**
@@ -190,6 +192,12 @@ export interface AgentRecord {
    * only by setAgentLost; upsertAgent leaves it as it is.
    */
   lostAt?: number | null;
+  /**
+   * When an operator put the host to drain (ms), null or absent otherwise: nothing new is placed
+   * on it and its members move off (docs/multi-host.md, "Draining a host"). Written only by
+   * setAgentDraining.
+   */
+  drainingAt?: number | null;
   /** Its backup store's identity (AgentReport.backup_store); '' for local folders. */
   backupStore?: string;
 }

@@ -8,6 +8,7 @@ import { nextStatus, settle, type Observation } from './status-rules.js';
 import { clusterIncomplete, hostState } from './host-healing.js';
 import { spansAgents } from './placement.js';
 import { IgnoredReports, reportScope } from './report-scope.js';
+import { fencePosition } from './switchover.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
@@ -41,6 +42,8 @@ export interface OperationResultView {
   /** The agent's stable code for the failure (lib/errors.ts ErrorCode); empty from an agent that sends none. */
   errorCode?: string;
   backupId: number;
+  /** A fence's answer: the fenced primary's GTID position. */
+  position?: string;
 }
 
 /**
@@ -100,10 +103,17 @@ export class DatabaseObserver {
       this.ignored.note(agentId, op.databaseId, 'operation_results', scope);
       return false;
     }
+    // An operation addressed to one agent (a switchover's fence or catch-up) ends only by that
+    // agent's word: another member's agent must not answer for the primary it does not run.
+    if (typeof op.payload.agent === 'string' && op.payload.agent !== agentId) {
+      this.ignored.note(agentId, op.databaseId, 'operation_results', 'foreign');
+      return false;
+    }
     const obs = observed.get(op.databaseId);
     const db = await this.d.repo.get(op.databaseId);
     if (!r.ok) this.d.logger.info({ operation: op.id, kind: op.kind, database: op.databaseId, code: r.errorCode || 'internal', error: r.error }, 'agent reports the operation failed');
-    await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed');
+    // Only a well-formed position is kept (the switchover sends it on to the target's agent).
+    await this.d.repo.finishOperation(op.id, r.ok ? 'done' : 'failed', r.ok ? null : r.error || 'failed', r.ok ? fencePosition(r.position) : null);
     if (op.eventId) await this.d.events.complete(op.eventId, r.ok ? 'finished' : 'failed', r.ok ? undefined : r.error || 'The operation failed');
     if (!db) return true;
     const patch: Partial<DatabaseRecord> = {};

@@ -24,7 +24,8 @@ export interface DatabaseRepository {
   createOperation(op: OperationRecord): Promise<void>;
   operation(id: string): Promise<OperationRecord | undefined>;
   pendingOperations(databaseId?: number): Promise<OperationRecord[]>;
-  finishOperation(id: string, state: 'done' | 'failed', error: string | null): Promise<void>;
+  /** `output`: what the agent answered beyond ok (a fence's GTID position). */
+  finishOperation(id: string, state: 'done' | 'failed', error: string | null, output?: string | null): Promise<void>;
 
   /** Member placements of one database, or of every database; ordered by database and member. */
   members(databaseId?: number): Promise<MemberPlacement[]>;
@@ -45,6 +46,8 @@ export interface DatabaseRepository {
   agents(): Promise<AgentRecord[]>;
   /** Declares an agent host lost at `at`, or (null) no longer; false when no such agent is known. */
   setAgentLost(id: string, at: number | null): Promise<boolean>;
+  /** Puts an agent host to drain (at, ms) or ends its drain (null); false for an unknown agent. */
+  setAgentDraining(id: string, at: number | null): Promise<boolean>;
   agent(id: string): Promise<AgentRecord | undefined>;
   upsertAgent(a: AgentRecord): Promise<void>;
   /** As DataplaneRepository.release, for agents. */

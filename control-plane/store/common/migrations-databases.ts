@@ -205,4 +205,14 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE databases ADD COLUMN backup_key TEXT;
     `,
   },
+  {
+    // Draining an agent host (docs/multi-host.md, "Draining a host"): when it was put to drain
+    // (nothing new is placed there, its members move off), and what an operation answered (a
+    // fence's GTID position, read by the planned switchover that asked for it).
+    id: '295-agent-host-drain',
+    sql: `
+      ALTER TABLE database_agents ADD COLUMN draining_at INTEGER;
+      ALTER TABLE database_operations ADD COLUMN output TEXT;
+    `,
+  },
 ];

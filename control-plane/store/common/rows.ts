@@ -190,12 +190,12 @@ export function backupRow(r: BackupRow): BackupRecord {
 
 export interface OperationRow {
   id: string; database_id: number; kind: OperationRecord['kind']; payload: string; event_id: number | null; state: OperationRecord['state'];
-  error: string | null; created: number;
+  error: string | null; created: number; output?: string | null;
 }
 export function operationRow(r: OperationRow, box: SecretBox): OperationRecord {
   return {
     id: r.id, databaseId: r.database_id, kind: r.kind, payload: JSON.parse(box.open(r.payload, 'database_operations.payload')) as Record<string, unknown>,
-    eventId: r.event_id, state: r.state, error: r.error, created: r.created,
+    eventId: r.event_id, state: r.state, error: r.error, created: r.created, output: r.output ?? null,
   };
 }
 
@@ -218,13 +218,14 @@ export function reportRow(r: ReportRow): MemberReport {
 
 export interface AgentRow {
   id: string; region: string; runtime: AgentRecord['runtime']; members_across_hosts: Flag; connected: Flag; replica: string; last_seen: number | null;
-  applied_version: number; engines: string; lost_at: number | null; backup_store?: string;
+  applied_version: number; engines: string; lost_at: number | null; backup_store?: string; draining_at?: number | null;
 }
 export function agentRow(r: AgentRow): AgentRecord {
   return {
     id: r.id, region: r.region, runtime: r.runtime, membersAcrossHosts: r.members_across_hosts === 1, connected: r.connected === 1, replica: r.replica,
     lastSeen: r.last_seen, appliedVersion: r.applied_version, engines: JSON.parse(r.engines) as AgentRecord['engines'],
     lostAt: r.lost_at === null || r.lost_at === undefined ? null : Number(r.lost_at),
+    drainingAt: r.draining_at === null || r.draining_at === undefined ? null : Number(r.draining_at),
     backupStore: r.backup_store ?? '',
   };
 }

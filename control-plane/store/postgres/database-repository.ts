@@ -70,7 +70,7 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
         : await x.rows<OperationRow>("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = $1 ORDER BY created, id", [databaseId]);
       return rows.map((r) => operationRow(r, box));
     },
-    finishOperation: async (id, state, error) => void (await x.query('UPDATE database_operations SET state = $1, error = $2 WHERE id = $3', [state, error, id])),
+    finishOperation: async (id, state, error, output = null) => void (await x.query('UPDATE database_operations SET state = $1, error = $2, output = $3 WHERE id = $4', [state, error, output, id])),
 
     async members(databaseId) {
       const rows = databaseId === undefined
@@ -96,6 +96,7 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
 
     agents: async () => (await x.rows<AgentRow>('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
     setAgentLost: async (id, at) => (await x.query('UPDATE database_agents SET lost_at = $1 WHERE id = $2', [at, id])).rowCount === 1,
+    setAgentDraining: async (id, at) => (await x.query('UPDATE database_agents SET draining_at = $1 WHERE id = $2', [at, id])).rowCount === 1,
     async agent(id) {
       const r = await x.one<AgentRow>('SELECT * FROM database_agents WHERE id = $1', [id]);
       return r ? agentRow(r) : undefined;

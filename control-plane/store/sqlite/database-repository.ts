@@ -76,8 +76,8 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
         : read<OperationRow>("SELECT * FROM database_operations WHERE state = 'pending' AND database_id = ? ORDER BY created, id").all(databaseId);
       return rows.map(opRow);
     },
-    finishOperation(id, state, error) {
-      db.prepare('UPDATE database_operations SET state = ?, error = ? WHERE id = ?').run(state, error, id);
+    finishOperation(id, state, error, output = null) {
+      db.prepare('UPDATE database_operations SET state = ?, error = ?, output = ? WHERE id = ?').run(state, error, output, id);
     },
 
     members(databaseId) {
@@ -104,6 +104,9 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     agents: () => read<AgentRow>('SELECT * FROM database_agents ORDER BY id').all().map(agentRow),
     setAgentLost(id, at) {
       return db.prepare('UPDATE database_agents SET lost_at = ? WHERE id = ?').run(at, id).changes === 1;
+    },
+    setAgentDraining(id, at) {
+      return db.prepare('UPDATE database_agents SET draining_at = ? WHERE id = ?').run(at, id).changes === 1;
     },
     agent(id) {
       const r = read<AgentRow>('SELECT * FROM database_agents WHERE id = ?').get(id);

@@ -318,6 +318,11 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.pendingOperations(again.id)).map((o) => o.payload)).toEqual([{ new_password: 'Next.Secret_0002' }]);
     await r.finishOperation('op1', 'done', null);
     expect(await r.pendingOperations()).toEqual([]);
+    expect((await r.operation('op1'))!.output).toBeNull();
+    // A fence's answer (its GTID position) is kept with the result.
+    await r.createOperation({ id: 'op2', databaseId: again.id, kind: 'fence', payload: { agent: 'a', term: 3, member: 1 }, eventId: null, state: 'pending', error: null, created: 2 });
+    await r.finishOperation('op2', 'done', null, '0-1-42');
+    expect(await r.operation('op2')).toMatchObject({ state: 'done', output: '0-1-42', payload: { agent: 'a', term: 3, member: 1 } });
     await r.setMembers(again.id, ['a', 'b', 'a']);
     expect((await r.members(again.id)).map((m) => m.agentId)).toEqual(['a', 'b', 'a']);
     await r.upsertAgent({ id: 'a', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: true, replica: 'cp-a', lastSeen: 9, appliedVersion: 2, engines: [{ id: 'mysql/8.0', engine: 'mysql', version: '8.0', image: '', binary: '' }] });
@@ -438,6 +443,14 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.agent('b'))!.lostAt).toBe(1234);
     await r.setAgentLost('b', null);
     expect((await r.agents()).find((a) => a.id === 'b')!.lostAt).toBeNull();
+    // The drain mark, like the lost one, is written only by its own call.
+    expect((await r.agent('b'))!.drainingAt).toBeNull();
+    expect(await r.setAgentDraining('b', 5678)).toBe(true);
+    expect(await r.setAgentDraining('nobody', 5678)).toBe(false);
+    await r.upsertAgent({ ...agent, connected: true });
+    expect((await r.agent('b'))!.drainingAt).toBe(5678);
+    await r.setAgentDraining('b', null);
+    expect((await r.agents()).find((a) => a.id === 'b')!.drainingAt).toBeNull();
   });
 
   it('IPv6 addresses: lowest free of the range, released with the owner; a NodeBalancer keeps its ipv6', async () => {

@@ -122,6 +122,14 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     expect(plan(running3, spread([3], { nodes: [] }))).toEqual([{ kind: 'rejoin', index: 3, rebuild: true }]);
     expect(plan(running3, spread([3]))).toEqual([]);
   });
+  it('keeps a primary fenced for a planned switchover read-only, and promotes it again once the fence is lifted', () => {
+    const fenced = (on: boolean) => obs({ nodes: [node(1, { readOnly: true, semiSyncMaster: true })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: on } });
+    expect(plan(running3, fenced(true))).toEqual([]);
+    expect(plan(running3, fenced(false))).toEqual([{ kind: 'promote-primary' }]);
+    // Once another member is named, the fenced old primary rejoins it as any old primary does.
+    const named = obs({ primary: 2, nodes: [node(1, { readOnly: true, replicating: false })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: false } });
+    expect(plan(running3, named)).toEqual([{ kind: 'rejoin', index: 1, rebuild: false }]);
+  });
   it('waits while the primary\'s address is not known, and leaves accounts to the primary\'s agent', () => {
     expect(plan(running3, spread([3], { nodes: [node(3, { replicating: false })], accountsCurrent: false }, false))).toEqual([]);
     expect(plan(running3, spread([1], { nodes: [node(1, { semiSyncMaster: true })], accountsCurrent: false }))).toEqual([{ kind: 'sync-accounts' }]);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { agentContent } from '../../../control-plane/push/agent-desired.js';
-import type { DatabaseRecord, MemberPlacement } from '../../../control-plane/domain/databases/model.js';
+import type { DatabaseRecord, MemberPlacement, OperationRecord } from '../../../control-plane/domain/databases/model.js';
 
 /**
  * What each agent is sent of a cluster spread over agents (docs/databases.md, "Clusters across
@@ -41,6 +41,22 @@ describe('the desired state of a spread cluster', () => {
     expect(d!.clusterCaKeyPem ?? '').toBe('');
     expect(d!.replicationPassword ?? '').toBe('');
     expect(agentContent('z', [db()], spread, []).databases).toEqual([]);
+  });
+
+  it('sends a switchover\'s fence and catch-up only to the agent each is addressed to, other operations to the reporting agent', () => {
+    const op = (id: string, kind: OperationRecord['kind'], payload: Record<string, unknown>): OperationRecord => ({ id, databaseId: 5, kind, payload, eventId: null, state: 'pending', error: null, created: 1 });
+    const pending = [
+      op('f', 'fence', { agent: 'b', term: 3, member: 2 }),
+      op('c', 'catchUp', { agent: 'c', member: 3, position: '0-1-9', timeout_ms: 5000 }),
+      op('p', 'patch', {}),
+      op('x', 'fence', { agent: 'z', term: 3, member: 2 }),
+    ];
+    const sent = (agent: string) => agentContent(agent, [db()], spread, pending).operations;
+    expect(sent('a').map((o) => o.operationId)).toEqual(['p']);
+    expect(sent('b')).toEqual([{ operationId: 'f', databaseId: 5, fence: { term: 3, member: 2 } }]);
+    expect(sent('c')).toEqual([{ operationId: 'c', databaseId: 5, catchUp: { member: 3, position: '0-1-9', timeoutMs: 5000 } }]);
+    // An agent holding no member of the database is sent nothing, even when addressed.
+    expect(sent('z')).toEqual([]);
   });
 });
 

@@ -82,4 +82,23 @@ describe('the agents API view of each host', () => {
     expect(b!.recentEvents.map((e) => e.id)).toEqual([9]);
     expect(c!.recentEvents).toEqual([]);
   });
+
+  it('gives a draining host its drain with the members still on it, and null for the others', async () => {
+    const overview = new HostOverview({
+      repo: {
+        agents: async () => [agent('a', { drainingAt: 7 }), agent('b'), agent('c', { drainingAt: 9 })],
+        list: async () => [db(1), db(2, { deleting: true })],
+        members: async () => [{ databaseId: 1, member: 1, agentId: 'a' }, { databaseId: 1, member: 2, agentId: 'b' }, { databaseId: 2, member: 1, agentId: 'c' }],
+        memberReports: async () => [report(1, 1, 'a', { role: 'fenced' })],
+      },
+      events: { page: async () => ({ events: [], total: 0 }) },
+    });
+    const [a, b, c] = await overview.agents();
+    expect([a!.draining, a!.drainingAt, a!.drain]).toEqual([true, 7, { membersLeft: 1 }]);
+    expect([b!.draining, b!.drainingAt, b!.drain]).toEqual([false, null, null]);
+    // A deleted database's member is no member left: the drain is done.
+    expect(c!.drain).toEqual({ membersLeft: 0 });
+    // A primary fenced for a switchover is shown as the primary the control plane named.
+    expect(a!.members[0]!.role).toBe('primary');
+  });
 });
