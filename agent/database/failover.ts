@@ -1,5 +1,5 @@
 import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
-import { failover as promoteBestReplica } from '../mysql/promotion.js';
+import { failover as promoteBestReplica, SWITCHOVER_LOCK_WAIT_S } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, replicaStatus, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
 import { updateState } from './state.js';
@@ -32,6 +32,9 @@ export async function promotePrimary(db: Pick<PrimaryContext, 'state' | 'semiSyn
  */
 export async function fencePrimary(t: AdminTarget): Promise<string> {
   return withAdmin(t, async (c) => {
+    // As in a switchover on one host: a global read lock someone holds fails the fence after
+    // a few seconds (the control plane abandons and retries it) instead of holding the writes.
+    await c.query(`SET SESSION lock_wait_timeout=${SWITCHOVER_LOCK_WAIT_S}`);
     await c.query('SET GLOBAL read_only=ON');
     const rows = await q(c, 'SELECT @@gtid_binlog_pos AS pos');
     return String(rows[0]?.pos ?? '');
