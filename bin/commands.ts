@@ -256,10 +256,13 @@ export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnE
   const runtime = f.runtime as string;
   if (runtime !== 'process' && runtime !== 'docker') throw new Error('--runtime must be process or docker');
   const stateDir = required(f.state as string | undefined, 'state');
+  const archiveS = f['binlog-archive-interval'] as number | undefined;
+  if (archiveS !== undefined && !(Number.isInteger(archiveS) && archiveS >= 1 && archiveS <= 3600)) throw new Error('--binlog-archive-interval must be a whole number of seconds, 1-3600');
   return {
     ...hostFlags(f),
     stateDir,
     runtime,
+    ...(archiveS !== undefined ? { binlogArchiveMs: archiveS * 1000 } : {}),
     enginesFile: f.engines as string | undefined,
     nodeAddressPool: nodePool, backupStore: backupStoreFlags(argv, f),
     stopNodesOnExit: Boolean(f['stop-nodes-on-exit']),

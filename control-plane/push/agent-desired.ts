@@ -41,11 +41,22 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
     forkThroughSecond: d.fork?.throughSecond === true,
     ...(forkSourceKey ? { forkSourceKey } : {}),
+    // A recovery on the agent it was placed on: rebuilt from its own objects in the shared store
+    // with its own key, by the fork-from-store path (docs/multi-host.md, "A 1-node database on a lost host").
+    ...(recovering(d, members) ? { forkSource: d.id, forkRestoreMs: 0, forkThroughSecond: false, forkSourceKey: d.backupKey!, recoverFromStore: true } : {}),
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.
     ...(spread && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem, replicationPassword: d.clusterSecrets.replPassword } : {}),
   };
+}
+
+/**
+ * Whether the agent `members` are seen by is rebuilding `d` from the store: it was placed there
+ * for a recovery that has not ended (the observer ends it once that agent reports it active).
+ */
+function recovering(d: DatabaseRecord, members: DesiredMember[]): boolean {
+  return !!d.recovery?.placedMs && !!d.backupKey && d.agentId !== null && members.some((m) => m.local && m.agentId === d.agentId);
 }
 
 function toOperation(op: OperationRecord): Operation {

@@ -61,6 +61,32 @@ export function replacementAgent(
   return fit[0]?.id;
 }
 
+/**
+ * Why a database whose members all ran on the lost host `lost` cannot be rebuilt elsewhere, or
+ * null when it can: a 1-node database whose backups and archive are in an object store other
+ * agents can share, and whose key the control plane holds (the objects are encrypted with it).
+ */
+export function unrecoverable(db: Pick<DatabaseRecord, 'clusterSize' | 'backupKey'>, lost: Pick<AgentRecord, 'backupStore'>): string | null {
+  if (db.clusterSize !== 1) return 'only a 1-node database is rebuilt from the object store';
+  if (!lost.backupStore) return 'its backups and binlog archive were in the lost host\'s state folder, not in a shared object store';
+  if (!db.backupKey) return 'its agent never reported the key its objects in the store are encrypted with';
+  return null;
+}
+
+/**
+ * The agent a database under recovery is rebuilt on: a connected, reporting, not lost agent of
+ * its region on the lost host's object store (`store`), least loaded first (ties by id). Pure.
+ */
+export function recoveryAgent(
+  db: Pick<DatabaseRecord, 'region'>, store: string, agents: readonly AgentRecord[], load: ReadonlyMap<string, number>, now: number,
+): string | undefined {
+  if (!store) return undefined;
+  const fit = agents.filter((a) => hostState(a) === 'up' && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS
+    && servesRegion(a.region, db.region) && (a.backupStore ?? '') === store);
+  fit.sort((a, b) => (load.get(a.id) ?? 0) - (load.get(b.id) ?? 0) || a.id.localeCompare(b.id));
+  return fit[0]?.id;
+}
+
 export interface HostHealingDeps {
   repo: DatabaseRepository;
   events: EventService;
@@ -151,16 +177,18 @@ export class HostHealing {
     const now = this.d.clock.now();
     const touched = await this.d.repo.transaction(async () => {
       await this.d.repo.setAgentLost(id, now);
-      const out: { db: DatabaseRecord; members: number[]; spread: boolean }[] = [];
+      const out: { db: DatabaseRecord; members: number[]; spread: boolean; recovery: string | null }[] = [];
       const placements = await this.d.repo.members();
       for (const db of await this.d.repo.list()) {
         if (db.deleting) continue;
         const mine = placements.filter((m) => m.databaseId === db.id);
         const here = mine.filter((m) => m.agentId === id).map((m) => m.member);
-        if (here.length === 0) continue;
+        if (here.length === 0 && db.agentId !== id) continue;
         const spread = spansAgents(mine);
         if (spread) for (const k of here) if (k !== db.primaryMember) await this.d.repo.placeMember(db.id, k, '');
-        out.push({ db, members: here, spread });
+        const why = spread ? null : unrecoverable(db, known);
+        if (!spread && why === null) await this.d.repo.update(db.id, { recovery: { from: id, lostMs: now } });
+        out.push({ db, members: here.length > 0 ? here : [1], spread, recovery: why });
       }
       return out;
     });
@@ -170,7 +198,9 @@ export class HostHealing {
       const which = t.members.map((k) => `member ${k}`).join(', ');
       const message = t.spread
         ? `The host of ${which} (agent ${id}) was declared lost (${cause}); it is fenced, and the member is re-placed on another host.`
-        : `The host of this database (agent ${id}) was declared lost (${cause}); a database whose members all ran on that host is not re-placed.`;
+        : t.recovery === null
+          ? `The host of this database (agent ${id}) was declared lost (${cause}); it is rebuilt on another host of the region from the object store (its newest backup plus every archived binlog).`
+          : `The host of this database (agent ${id}) was declared lost (${cause}); it is not rebuilt elsewhere: ${t.recovery}.`;
       await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message });
     }
     return this.view((await this.d.repo.agent(id))!);
@@ -196,7 +226,64 @@ export class HostHealing {
       }
     }
     changed = (await this.replace(now)) || changed;
+    changed = (await this.recover(now)) || changed;
     await this.watchSeeding(now);
+    return changed;
+  }
+
+  /**
+   * Places every database under recovery whose host was lost on a healthy agent of its region
+   * that shares the lost host's object store (docs/multi-host.md, "A 1-node database on a lost
+   * host"); it waits, with one event saying why, while there is none. Its new agent is sent the
+   * database as a recovery (agent-desired.ts) and rebuilds it from the store; the observer ends
+   * the recovery when that agent reports it active.
+   */
+  private async recover(now: number): Promise<boolean> {
+    const agents = await this.d.repo.agents();
+    const live = (await this.d.repo.list()).filter((x) => !x.deleting);
+    const pending = live.filter((x) => x.recovery && x.agentId === x.recovery.from);
+    if (pending.length === 0) return false;
+    const placements = await this.d.repo.members();
+    const liveIds = new Set(live.map((x) => x.id));
+    const load = new Map<string, number>();
+    for (const id of new Set(placements.filter((m) => liveIds.has(m.databaseId)).map((m) => `${m.agentId}\n${m.databaseId}`))) {
+      const agent = id.split('\n')[0]!;
+      load.set(agent, (load.get(agent) ?? 0) + 1);
+    }
+    let changed = false;
+    for (const db of pending) {
+      const from = db.recovery!.from;
+      const store = agents.find((a) => a.id === from)?.backupStore ?? '';
+      const agent = recoveryAgent(db, store, agents, load, now);
+      const key = `${db.id}:recovery`;
+      if (!agent) {
+        if (!this.waiting.has(key)) {
+          this.waiting.add(key);
+          const message = `This database has no host to be rebuilt on: no other connected agent of region ${db.region} shares the object store of the lost host (agent ${from}). It is rebuilt when one joins.`;
+          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+          this.log.warn({ database: db.id, region: db.region, from }, 'no host to recover a database on');
+        }
+        continue;
+      }
+      // Only a database still on its lost host in the store moves: a racing replica's round must not move it twice.
+      const moved = await this.d.repo.transaction(async () => {
+        const cur = await this.d.repo.get(db.id);
+        if (!cur || cur.deleting || !cur.recovery || cur.agentId !== from) return false;
+        await this.d.repo.setMembers(db.id, Array.from({ length: cur.clusterSize }, () => agent));
+        await this.d.repo.update(db.id, {
+          agentId: agent, primaryMember: 1, status: 'degraded', members: {}, generation: cur.generation + 1,
+          recovery: { ...cur.recovery, placedMs: now }, updated: now,
+        });
+        return true;
+      });
+      if (!moved) continue;
+      changed = true;
+      this.waiting.delete(key);
+      load.set(agent, (load.get(agent) ?? 0) + 1);
+      const message = `Placed on agent ${agent} (its host, agent ${from}, was lost); it is rebuilt there from the object store: its newest backup plus every archived binlog, up to the last archived event. The same id, credentials and hosts.`;
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      this.log.warn({ database: db.id, agent, from }, 'database placed for recovery from the object store');
+    }
     return changed;
   }
 

@@ -205,4 +205,12 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE databases ADD COLUMN backup_key TEXT;
     `,
   },
+  {
+    // A 1-node database rebuilt from the shared object store after its host was lost
+    // (docs/multi-host.md, "A 1-node database on a lost host"): JSON while under way, null otherwise.
+    id: '295-database-store-recovery',
+    sql: `
+      ALTER TABLE databases ADD COLUMN recovery TEXT NOT NULL DEFAULT 'null';
+    `,
+  },
 ];
