@@ -48,6 +48,9 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.
     ...(spread && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem, replicationPassword: d.clusterSecrets.replPassword } : {}),
+    // A 1-node database's CA, when the control plane made it, goes to its one agent: the same CA
+    // then serves it on whichever host it is rebuilt on (docs/multi-host.md, "A 1-node database on a lost host").
+    ...(!spread && d.clusterSize === 1 && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem } : {}),
   };
 }
 
