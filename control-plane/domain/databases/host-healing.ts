@@ -123,6 +123,7 @@ export class HostHealing {
   private readonly waiting = new Set<string>();
   private readonly lostTotal?: Counter;
   private readonly replaced?: Counter;
+  private readonly recoveries?: Counter;
 
   constructor(private readonly d: HostHealingDeps) {
     this.log = d.logger.child({ component: 'host-healing' });
@@ -130,6 +131,7 @@ export class HostHealing {
     if (!d.registry) return;
     this.lostTotal = new Counter({ name: 'fulcrum_agent_hosts_lost_total', help: 'Agent hosts declared lost', labelNames: ['by'], registers: [d.registry] });
     this.replaced = new Counter({ name: 'fulcrum_database_members_replaced_total', help: 'Members of spread clusters placed on a new host after theirs was lost', registers: [d.registry] });
+    this.recoveries = new Counter({ name: 'fulcrum_database_recoveries_total', help: '1-node databases of lost hosts placed on another host to be rebuilt from the object store', registers: [d.registry] });
     const repo = d.repo;
     new Gauge({
       name: 'fulcrum_agent_hosts', help: 'Agent hosts by state (up, unreachable, lost)', labelNames: ['state'], registers: [d.registry],
@@ -219,6 +221,11 @@ export class HostHealing {
       if (state === 'lost' && a.connected && !(await this.d.removed(a.id))) {
         await this.d.repo.setAgentLost(a.id, null);
         this.log.info({ agent: a.id }, 'a lost agent host joined again; it runs none of its old members');
+        // A database that waited there for a host to be rebuilt on is its own again: it is not
+        // moved away from it later.
+        for (const db of await this.d.repo.list()) {
+          if (db.recovery?.from === a.id && db.agentId === a.id && db.recovery.placedMs === undefined) await this.d.repo.update(db.id, { recovery: null });
+        }
       } else if (state === 'unreachable' && this.d.lostAfterMs !== undefined && now - this.startedAt >= this.d.lostAfterMs
         && a.lastSeen !== null && now - a.lastSeen >= this.d.lostAfterMs) {
         await this.declareLost(a.id, 'timeout', `unreachable for ${Math.round((now - a.lastSeen) / 1000)} s, past --host-lost-after`);
@@ -279,6 +286,7 @@ export class HostHealing {
       if (!moved) continue;
       changed = true;
       this.waiting.delete(key);
+      this.recoveries?.inc();
       load.set(agent, (load.get(agent) ?? 0) + 1);
       const message = `Placed on agent ${agent} (its host, agent ${from}, was lost); it is rebuilt there from the object store: its newest backup plus every archived binlog, up to the last archived event. The same id, credentials and hosts.`;
       await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });

@@ -112,7 +112,7 @@ describe('host healing (SQLite store, manual clock)', () => {
   });
 
   it('rebuilds a 1-node database of a lost host on an agent sharing its object store, and waits with an event while there is none', async () => {
-    const { clock, repo, seen, healing, events } = await setup();
+    const { clock, repo, seen, healing, events, registry } = await setup();
     const onStore = (id: string, backupStore: string) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: false, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [], backupStore });
     await onStore('s1', 's3:https://store/b/us-east');
     await onStore('other', 's3:https://elsewhere/b/us-east');
@@ -136,7 +136,26 @@ describe('host healing (SQLite store, manual clock)', () => {
     const moved = (await repo.get(single.id))!;
     expect(moved).toMatchObject({ agentId: 's2', status: 'degraded', generation: 5, members: {}, recovery: { from: 's1', placedMs: clock.now() } });
     expect((await said()).some((m) => m.startsWith('Placed on agent s2 (its host, agent s1, was lost)'))).toBe(true);
+    expect(await registry.metrics()).toMatch(/fulcrum_database_recoveries_total\{[^}]*\} 1\n/);
     // Placed once: the next round leaves it.
     expect(await healing.tick()).toBe(false);
+  });
+
+  it('leaves a 1-node database on its lost host when that host joins again before another on its store does', async () => {
+    const { clock, repo, healing, revoked } = await setup();
+    const onStore = (id: string) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: false, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [], backupStore: 's3:https://store/b/p' });
+    await onStore('s1');
+    const single = await repo.create({ ...spread, label: 'single', clusterSize: 1, replicationType: 'none', agentId: 's1', backupKey: 'k'.repeat(43) });
+    await repo.setMembers(single.id, ['s1']);
+    await healing.declareLost('s1', 'operator', 'test');
+    await healing.tick();
+    // It joins again with a new join token (its removal cleared): the database is its own again.
+    revoked.splice(0);
+    await onStore('s1');
+    await healing.tick();
+    expect((await repo.get(single.id))!.recovery).toBeNull();
+    await onStore('s2');
+    await healing.tick();
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['s1']);
   });
 });
