@@ -154,7 +154,8 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const series = (v: string) => v.split('.').slice(0, 2).join('.');
   const physical = bases.filter((b) => {
     const m = manifests.find((x) => x.id === b.id)!;
-    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
+    // A source rebuilt from the store after its host was lost cannot log into that host's copies.
+    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version) && m.finishedMs >= (source.state?.physicalBasesFromMs ?? 0);
   });
   const complete = d.archiver.coveredUntil(source.id) >= stopMs;
   const plan = planRestore(physical, segments, stopMs, complete)
@@ -279,6 +280,7 @@ async function continueArchive(
   }
   const ids = manifests.map((m) => m.id);
   await updateState(db, {
+    physicalBasesFromMs: Date.now(),
     nextBackupId: Math.max(s.nextBackupId, ...ids.filter((i) => i < BASE_IDS).map((i) => i + 1)),
     nextBaseId: Math.max(s.nextBaseId ?? 1, ...ids.filter((i) => i >= BASE_IDS).map((i) => i - BASE_IDS + 1)),
   });
