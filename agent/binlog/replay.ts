@@ -285,7 +285,7 @@ async function continueArchive(
     nextBaseId: Math.max(s.nextBaseId ?? 1, ...ids.filter((i) => i >= BASE_IDS).map((i) => i - BASE_IDS + 1)),
   });
   const at = end?.closedMs ?? plan.base.finishedMs;
-  const message = `recovered from the object store to ${new Date(at).toISOString()} (recovery point: every transaction committed before then; backup ${plan.base.id} plus ${plan.segments.length} archived binlog segments, in ${Math.round(ms / 1000)} s)`;
+  const message = `recovered from the object store to ${new Date(at).toISOString()} (recovery point: every transaction committed before then; backup ${plan.base.id} plus ${plan.segments.length} archived binlog segments, in ${Math.round(ms / 1000)} s); its binlog continues from GTID position ${pos || '(none)'}`;
   emit?.('database_update', message, 'notification');
 }
 

@@ -62,8 +62,9 @@ describe('a 1-node database whose host is destroyed', () => {
       const r = await call('GET', '/v4/fulcrum/agents');
       return (r.body.data as { connected: boolean }[]).filter((a) => a.connected).length === 2;
     }, 120_000, 500);
+    const engine = await engineOf(fleet, agents[0]!);
     const created = await call('POST', MYSQL, {
-      label: 'mrc-single', region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(fleet, agents[0]!), cluster_size: 1, allow_list: [`${cl.ip}/32`],
+      label: 'mrc-single', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1, allow_list: [`${cl.ip}/32`],
     });
     expect(created.status).toBe(200);
     const id: number = created.body.id;
@@ -144,6 +145,33 @@ describe('a 1-node database whose host is destroyed', () => {
       `recovery point ${point}, ${destroyedAt - pointMs} ms before the destruction (--binlog-archive-interval ${ARCHIVE_S}); ${before.length} rows acknowledged before it all there, ${given} acknowledged after it lost`);
     // The archive uploads every ARCHIVE_S seconds; on a loaded machine a round can take longer.
     expect(destroyedAt - pointMs).toBeLessThan(60_000);
+
+    // The same database, not a copy: its binlog goes on after the archive's end (so its archive
+    // continues the lost host's chain), and a fork to the second of the recovery point, built on
+    // the new host from the lost host's snapshot and segments, holds every row acknowledged before
+    // that second (the lost host's physical base, whose root password left with it, passed over).
+    const continues = /continues from GTID position (\S+)/.exec(mine.map((e) => e.message ?? '').find((m) => m.includes('continues from GTID')) ?? '')?.[1];
+    expect(continues).toMatch(/^0-\d+-\d+/);
+    const seqOf = (pos: string) => Number(/(?:^|,)0-\d+-(\d+)/.exec(pos)?.[1] ?? -1);
+    const now = await until('the binlog position', () => client.sql('SELECT @@gtid_binlog_pos AS p'), 60_000, 1000);
+    expect(seqOf(now[0].p)).toBeGreaterThan(seqOf(continues!));
+    const T = Math.floor(pointMs / 1000) * 1000;
+    const forked = await call('POST', MYSQL, {
+      label: 'mrc-fork', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1,
+      allow_list: [`${cl.ip}/32`], fork: { source: id, restore_time: new Date(T).toISOString() },
+    });
+    expect(forked.status, JSON.stringify(forked.body)).toBe(200);
+    const fork = await until('the fork active', async () => {
+      const r = await call('GET', `${MYSQL}/${forked.body.id}`);
+      if (r.body.status === 'failed') throw new Error(`fork failed: ${procs[other.name]?.output().slice(-4000)}`);
+      return r.body.status === 'active' ? r.body : undefined;
+    }, 600_000, 1000);
+    await until('both data planes listen on the fork\'s hosts.primary', async () => (await listensOn(dpa, fork.hosts.primary, 3306)) && (await listensOn(dpb, fork.hosts.primary, 3306)), 120_000, 250);
+    const forkClient = await mysqlClient(call, cl, forked.body.id, fork.hosts.primary);
+    const forkRows = new Set(((await until('the fork\'s rows', () => forkClient.sql('SELECT id FROM fh.t'), 120_000, 1000)) as { id: number }[]).map((r) => r.id));
+    expect(acked.filter((a) => a.end < T && !forkRows.has(a.id)).map((a) => a.id)).toEqual([]);
+    expect([...forkRows].filter((i) => !stored.has(i))).toEqual([]);
+    console.log(`[db-host-lost-single] binlog continues after ${continues}; a fork to ${new Date(T).toISOString()} built on ${other.name} holds ${forkRows.size} rows`);
 
     await fleet.stopAll();
     await net.teardown();
