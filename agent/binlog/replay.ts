@@ -155,7 +155,7 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const physical = bases.filter((b) => {
     const m = manifests.find((x) => x.id === b.id)!;
     // A source rebuilt from the store after its host was lost cannot log into that host's copies.
-    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version) && m.finishedMs >= (source.state?.physicalBasesFromMs ?? 0);
+    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
   });
   const complete = d.archiver.coveredUntil(source.id) >= stopMs;
   const plan = planRestore(physical, segments, stopMs, complete)
