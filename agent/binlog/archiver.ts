@@ -233,8 +233,7 @@ export function createArchiver(d: ArchiverDeps) {
    */
   async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
     if (c.desired?.encrypted === true || d.clock.now() < (physicalRetry.get(c.id) ?? 0)) return;
-    const usableFrom = c.state?.physicalBasesFromMs ?? 0;
-    const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined && m.finishedMs >= usableFrom)
+    const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined)
       .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
     const segments = await d.segments.list(c.id);
     const pending = newest === undefined ? Infinity

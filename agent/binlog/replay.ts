@@ -151,11 +151,9 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const bases = basesOf(manifests);
   // mariadb-backup prepares only copies of its own series (10.11 vs 11.8), and the fork runs the
   // source's engine: a copy from before a version upgrade is passed over.
-  const series = (v: string) => v.split('.').slice(0, 2).join('.');
   const physical = bases.filter((b) => {
     const m = manifests.find((x) => x.id === b.id)!;
-    // A source rebuilt from the store after its host was lost cannot log into that host's copies.
-    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
+    return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
   });
   const complete = d.archiver.coveredUntil(source.id) >= stopMs;
   const plan = planRestore(physical, segments, stopMs, complete)
@@ -217,10 +215,18 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
       // The lost host archives nothing more: what the store holds now is all there is, and every
       // event of the last segment is older than its close, so the replay ends after that second.
       const end = archiveEnd(segments);
-      stopMs = recoveryStopMs(end?.closedMs ?? Math.max(0, ...logical.map((b) => b.finishedMs)));
-      plan = planRestore(logical, segments, stopMs, true);
+      const all = basesOf(manifests);
+      stopMs = recoveryStopMs(end?.closedMs ?? Math.max(0, ...all.map((b) => b.finishedMs)));
+      // The database's own physical bases too, preferred as on the source's agent: the restored
+      // copy's root gets this agent's admin password back as a fork's does (physical-seed.ts),
+      // and a new database has one from its first archive round, long before its first auto backup.
+      const physical = all.filter((b) => {
+        const m = manifests.find((x) => x.id === b.id)!;
+        return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
+      });
+      plan = planRestore(physical, segments, stopMs, true) ?? planRestore(logical, segments, stopMs, true);
       if (plan) break;
-      throw new Error(`database ${source.id} has no logical backup in the object store with an unbroken binlog chain after it (physical bases cannot be logged into without the lost host's admin password); it cannot be recovered`);
+      throw new Error(`database ${source.id} has no backup in the object store with an unbroken binlog chain after it; it cannot be recovered`);
     }
     plan = planRestore(logical, segments, stopMs);
     if (plan) break;
@@ -232,11 +238,17 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   const base = manifests.find((m) => m.id === plan.base.id)!;
   await d.backups.verify(base);
   const s = fork.state!;
-  await loadBackup({ runtime: d.runtime, storage: d.storage }, {
-    id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
-    state: { ...s, backupKey: source.backupKey },
-  }, s.primary, base);
-  applyState(fork, { forkBase: { backupId: base.id, kind: 'logical' } });
+  const kind = isPhysical(base) ? 'physical' : 'logical';
+  if (kind === 'physical') {
+    // Only a recovery plans a physical base here (above).
+    await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.backupKey, adminPassword: s.adminPassword }, base);
+  } else {
+    await loadBackup({ runtime: d.runtime, storage: d.storage }, {
+      id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
+      state: { ...s, backupKey: source.backupKey },
+    }, s.primary, base);
+  }
+  applyState(fork, { forkBase: { backupId: base.id, kind } });
   log.info({ source: source.id, backup: base.id, bytes: base.sizeBytes, ms: Date.now() - started, fromStore: true }, 'fork: base loaded');
   const keyed = { id: source.id, state: { backupKey: source.backupKey } };
   let pos = plan.base.snapshotGtid;
@@ -248,6 +260,12 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   await replicasCatchUp(fork);
   log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started, fromStore: true }, 'fork: binlogs replayed');
   if (source.recover) await continueArchive(fork, manifests, segments, plan, Date.now() - started, source.emit);
+}
+
+/** Whether two engine versions are of one series (10.11 vs 11.8): mariadb-backup prepares only its own. */
+function sameSeries(a: string, b: string): boolean {
+  const series = (v: string) => v.split('.').slice(0, 2).join('.');
+  return series(a) === series(b);
 }
 
 /**
@@ -280,7 +298,6 @@ async function continueArchive(
   }
   const ids = manifests.map((m) => m.id);
   await updateState(db, {
-    physicalBasesFromMs: Date.now(),
     nextBackupId: Math.max(s.nextBackupId, ...ids.filter((i) => i < BASE_IDS).map((i) => i + 1)),
     nextBaseId: Math.max(s.nextBaseId ?? 1, ...ids.filter((i) => i >= BASE_IDS).map((i) => i - BASE_IDS + 1)),
   });

@@ -54,12 +54,6 @@ export interface DbState {
   forkSeeding?: boolean;
   /** Base64 AES-256 key for this database's encrypted backups (state.json is mode 0600). */
   backupKey?: string;
-  /**
-   * Set when the database was rebuilt here from the object store after its host was lost (ms,
-   * this agent's clock): physical bases finished before then are the lost host's, whose root
-   * password left with it, so no fork can log into them (replay.ts, archiver.ts pass them over).
-   */
-  physicalBasesFromMs?: number;
   /** The last desired spec acted on (used when the control plane is away). */
   desired?: DesiredDatabase__Output;
 }

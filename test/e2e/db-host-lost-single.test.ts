@@ -1,7 +1,7 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces; its object store on its own bridge address).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, until } from '../helpers/lab.js';
@@ -13,8 +13,8 @@ import { startObjectStore, type ObjectStore } from '../helpers/object-store.js';
 // host"): two agent hosts share one real object store (Swift + s3api over TLS, on the bridge's
 // root address), a data plane pair serves hosts.primary, a client host writes through it. The
 // database's host is destroyed (every process in it killed, its state folder and namespace
-// deleted) and declared lost: the database comes back on the other host from the store (its
-// snapshot plus every archived binlog), active, with the same hosts.primary, credentials and CA,
+// deleted) and declared lost: the database comes back on the other host from the store (the
+// base its archive took plus every archived binlog; no snapshot or auto backup needed), active, with the same hosts.primary, credentials and CA,
 // and every row acknowledged before the recovery point is there. The test prints the recovery
 // point's distance from the destruction and the time to recover.
 
@@ -85,9 +85,7 @@ describe('a 1-node database whose host is destroyed', () => {
     // The client keeps the credentials and CA it was given at the start, for the whole test.
     const client = await mysqlClient(call, cl, id, primary);
     await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
-    // A snapshot: the logical backup a recovery starts from (docs/multi-host.md says why).
-    expect((await call('POST', `${MYSQL}/${id}/backups`, { label: 'before_loss' })).status).toBe(200);
-    await until('the snapshot listed', async () => ((await call('GET', `${MYSQL}/${id}/backups`)).body.data as { label: string }[]).some((b) => b.label === 'before_loss') || undefined, 300_000, 1000);
+    // No snapshot and no auto backup yet: the recovery starts from the base the archive took.
     const loop = client.loop();
     await until('writes for a few archive rounds', () => attempts(loop).filter((a) => a.ok).length >= 40, 120_000, 200);
 
@@ -141,15 +139,17 @@ describe('a 1-node database whose host is destroyed', () => {
     expect(before.length).toBeGreaterThan(10);
     expect(before.filter((a) => !stored.has(a.id)).map((a) => a.id)).toEqual([]);
     const given = acked.filter((a) => a.end >= pointMs && a.start < destroyedAt && !stored.has(a.id)).length;
-    console.log(`[db-host-lost-single] host ${lost.name} destroyed; recovered on ${other.name} ${recoveredIn} ms later (first write after it at +${resumed.end - destroyedAt} ms); ` +
+    const stateOf = (db: number) => JSON.parse(readFileSync(join(dir, other.name, 'databases', String(db), 'state.json'), 'utf8')) as { forkBase?: { backupId: number; kind: string } };
+    const from = stateOf(id).forkBase!;
+    console.log(`[db-host-lost-single] host ${lost.name} destroyed; recovered on ${other.name} from its ${from.kind} base ${from.backupId} ${recoveredIn} ms later (first write after it at +${resumed.end - destroyedAt} ms); ` +
       `recovery point ${point}, ${destroyedAt - pointMs} ms before the destruction (--binlog-archive-interval ${ARCHIVE_S}); ${before.length} rows acknowledged before it all there, ${given} acknowledged after it lost`);
     // The archive uploads every ARCHIVE_S seconds; on a loaded machine a round can take longer.
     expect(destroyedAt - pointMs).toBeLessThan(60_000);
 
     // The same database, not a copy: its binlog goes on after the archive's end (so its archive
     // continues the lost host's chain), and a fork to the second of the recovery point, built on
-    // the new host from the lost host's snapshot and segments, holds every row acknowledged before
-    // that second (the lost host's physical base, whose root password left with it, passed over).
+    // the new host from the lost host's base and segments, holds every row acknowledged before
+    // that second.
     const continues = /continues from GTID position (\S+)/.exec(mine.map((e) => e.message ?? '').find((m) => m.includes('continues from GTID')) ?? '')?.[1];
     expect(continues).toMatch(/^0-\d+-\d+/);
     const seqOf = (pos: string) => Number(/(?:^|,)0-\d+-(\d+)/.exec(pos)?.[1] ?? -1);
@@ -171,7 +171,8 @@ describe('a 1-node database whose host is destroyed', () => {
     const forkRows = new Set(((await until('the fork\'s rows', () => forkClient.sql('SELECT id FROM fh.t'), 120_000, 1000)) as { id: number }[]).map((r) => r.id));
     expect(acked.filter((a) => a.end < T && !forkRows.has(a.id)).map((a) => a.id)).toEqual([]);
     expect([...forkRows].filter((i) => !stored.has(i))).toEqual([]);
-    console.log(`[db-host-lost-single] binlog continues after ${continues}; a fork to ${new Date(T).toISOString()} built on ${other.name} holds ${forkRows.size} rows`);
+    const forkBase = stateOf(forked.body.id).forkBase!;
+    console.log(`[db-host-lost-single] binlog continues after ${continues}; a fork to ${new Date(T).toISOString()} built on ${other.name} from ${forkBase.kind} backup ${forkBase.backupId} holds ${forkRows.size} rows`);
 
     await fleet.stopAll();
     await net.teardown();
