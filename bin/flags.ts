@@ -184,3 +184,10 @@ export function commandUsage(name: string): string {
   const c = commands.find((x) => x.name === name)!;
   return [`usage: fulcrum ${c.name} [options]`, ...flagUsage(c.flags)].join('\n');
 }
+
+/** A SECONDS flag of 1-3600 as ms (undefined when not given); another value is refused, naming the flag. */
+export function secondsMs(f: Record<string, unknown>, name: string): number | undefined {
+  const v = f[name] as number | undefined;
+  if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
+  return v === undefined ? undefined : v * 1000;
+}
