@@ -6,7 +6,9 @@ import { DatabaseObserver } from '../domain/databases/observer.js';
 import { FailoverCoordinator } from '../domain/databases/failover-coordinator.js';
 import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentReports } from '../domain/databases/agent-reports.js';
-import { HostHealing, hostState, type HostView } from '../domain/databases/host-healing.js';
+import { HostHealing, type HostView } from '../domain/databases/host-healing.js';
+import { HostOverview } from '../domain/databases/host-overview.js';
+import { eventToWire } from '../domain/events/event-service.js';
 import { AgentPushServer } from '../push/agent-server.js';
 import { VersionLedger } from '../push/snapshot-cache.js';
 import { databaseRoutes } from '../api/routes/databases.js';
@@ -159,8 +161,12 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   ctx.account.registerCapability('Managed Databases');
   ctx.account.registerNotices(() => service.maintenanceNotices());
   databaseRoutes(ctx.router, { service, engines });
-  // Agent status (connected, region, runtime, engines, applied version), for operators and tests.
-  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({ data: (await reports.agents()).map((a) => ({ ...a, lostAt: a.lostAt ?? null, state: hostState(a) })) }));
+  // Agent status (connected, region, runtime, engines, applied version, host state, members and
+  // newest events), for operators, the console's Fleet page and tests.
+  const overview = new HostOverview({ repo, events: ctx.events });
+  ctx.router.get('/fulcrum/agents', 'databases:read_only', async () => ({
+    data: (await overview.agents()).map((a) => ({ ...a, recentEvents: a.recentEvents.map(eventToWire) })),
+  }));
   // An operator declares an agent host lost: fenced at once, its members re-placed (unrestricted users only).
   ctx.router.post('/fulcrum/agents/:id/lost', 'databases:read_write', async (c) => {
     ctx.auth.requireUnrestricted(c.actor);

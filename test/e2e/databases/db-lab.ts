@@ -42,6 +42,9 @@ export interface DbLab {
 
 export type RuntimeKind = 'process' | 'docker';
 
+/** How much of the agent's output a lab keeps (the newest), for a failed wait to print. */
+const OUTPUT_KEPT = 400_000;
+
 /**
  * A third octet (100-249) for a file's own 127.76/127.78/127.79 blocks, held host-wide until
  * `release` (test/helpers/address-blocks.ts): no other lab, lane or checkout on this host gets it
@@ -92,11 +95,12 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
       child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'test', 'e2e', 'databases', 'agent-process.ts'), agentId, 'us-east',
         cp.grpcAddress, agentDir, runtimeKind, nodePool], {
         cwd: repoRoot,
-        env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'warn' },
+        // Info: what the agent did (each action, its time) is what explains a wait that ran out.
+        env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'info' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-      child.stdout!.on('data', (b) => { out = (out + b).slice(-20_000); });
-      child.stderr!.on('data', (b) => { out = (out + b).slice(-20_000); });
+      child.stdout!.on('data', (b) => { out = (out + b).slice(-OUTPUT_KEPT); });
+      child.stderr!.on('data', (b) => { out = (out + b).slice(-OUTPUT_KEPT); });
       // The agent starts from the TypeScript sources (tsx): on a busy 2-core machine with other
       // e2e files running beside this one that took over 30 s. Wait long, but stop at once with
       // its output if the process died.
@@ -155,7 +159,13 @@ export async function waitStatus(lab: DbLab, id: number, status: string, timeout
       throw new Error(`database ${id} failed${why ? `: ${why.action}: ${why.message ?? ''}` : ''}`);
     }
     return r.body.status === status ? r.body : undefined;
-  }, timeoutMs, 100);
+  }, timeoutMs, 100).catch((err: Error) => {
+    if (!/^timed out/.test(err.message)) throw err;
+    // A wait that ran out says what the agent did meanwhile: its lines about this database, and
+    // every warning or error.
+    const lines = lab.output().split('\n').filter((l) => l.includes(`"database":${id},`) || /"level":(40|50|60)/.test(l)).slice(-60);
+    throw new Error(`${err.message}; the agent's last lines about it:\n${lines.join('\n')}`);
+  });
 }
 
 /** A mysql2 connection from a chosen source address; TLS verified against `ca` when given. */

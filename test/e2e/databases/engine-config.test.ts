@@ -106,7 +106,7 @@ describe.each([
     expect(await writeRow(1)).toBe(1);
     const put = await ok('PUT', `${MYSQL}/${db.id}`, { engine_config: { mysql: { innodb_ft_min_token_size: 5, innodb_rollback_on_timeout: true } } });
     expect(put.status).toBe('updating');
-    db = await waitStatus(lab, db.id, 'active', 240_000);
+    db = await waitStatus(lab, db.id, 'active', 150_000);
     const v = await variables(['innodb_ft_min_token_size', 'innodb_rollback_on_timeout', 'connect_timeout']);
     expect(Object.keys(v)).toHaveLength(3);
     for (const [address, x] of Object.entries(v)) {
