@@ -108,7 +108,7 @@ export interface StoredSource {
   /**
    * A recovery, not a fork (DesiredDatabase.recover_from_store): the source is this database
    * itself, whose host was lost. It is rebuilt up to the archive's last event, keeps the key, and
-   * its archive continues from where the lost host left it (see recoverFromStore).
+   * its archive continues from where the lost host left it (see continueArchive).
    */
   recover?: boolean;
   /** Tells the database's events (the recovery and the instant it reached). */

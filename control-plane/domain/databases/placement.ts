@@ -91,7 +91,8 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
       if (agent === null) continue;
       const members = Array.from({ length: db.clusterSize ?? 1 }, () => agent);
       await repo.setMembers(db.id, members);
-      await repo.update(db.id, { agentId: agent, primaryMember: 1 });
+      // A 1-node fork gets its CA from here like any 1-node database (see below).
+      await repo.update(db.id, { agentId: agent, primaryMember: 1, ...(members.length === 1 ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
       db.agentId = agent;
       count(agent, db.id);
       placed.push({ database: db.id, agent, members });
