@@ -72,8 +72,12 @@ export function pgNodeBalancers(x: PgExecutor, box: SecretBox): NodeBalancerRepo
       });
       return { ...n, id, configId: cid, nodebalancerId: nbId, status: 'unknown' };
     },
+    // As in SQLite: a node at a new address, or out of reject, is `unknown` again until a data
+    // plane reports on it (the CASE reads the row as it was before this update).
     updateNode: async (id, n) =>
-      void (await x.query('UPDATE nb_nodes SET label = $1, address = $2, weight = $3, mode = $4 WHERE id = $5', [n.label, n.address, n.weight, n.mode, id])),
+      void (await x.query(`UPDATE nb_nodes SET label = $1, address = $2, weight = $3, mode = $4,
+        status = CASE WHEN address <> $2 OR (mode = 'reject' AND $4 <> 'reject') THEN 'unknown' ELSE status END WHERE id = $5`,
+      [n.label, n.address, n.weight, n.mode, id])),
     deleteNode: async (id) => void (await x.query('DELETE FROM nb_nodes WHERE id = $1', [id])),
     setNodeStatus: async (id, status) => ((await x.query('UPDATE nb_nodes SET status = $1 WHERE id = $2 AND status != $1', [status, id])).rowCount ?? 0) > 0,
 

@@ -250,6 +250,16 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await r.setNodeStatus(n.id, 'UP')).toBe(true);
     expect(await r.setNodeStatus(n.id, 'UP')).toBe(false);
     expect((await r.node(c.id, n.id))?.status).toBe('UP');
+    // A node changed in place keeps what was seen of it; at a new address, or out of reject, it
+    // is one nothing has seen yet.
+    await r.updateNode(n.id, { label: 'n1b', address: '10.0.0.1:80', weight: 20, mode: 'accept' } as any);
+    expect((await r.node(c.id, n.id))?.status).toBe('UP');
+    await r.updateNode(n.id, { label: 'n1b', address: '10.0.0.2:80', weight: 20, mode: 'accept' } as any);
+    expect((await r.node(c.id, n.id))?.status).toBe('unknown');
+    await r.updateNode(n.id, { label: 'n1b', address: '10.0.0.2:80', weight: 20, mode: 'reject' } as any);
+    await r.setNodeStatus(n.id, 'DOWN');
+    await r.updateNode(n.id, { label: 'n1b', address: '10.0.0.2:80', weight: 20, mode: 'accept' } as any);
+    expect((await r.node(c.id, n.id))?.status).toBe('unknown');
     await r.addTraffic(a.id, c.id, 600_001, { bytesIn: 5, bytesOut: 6, connections: 1 });
     await r.addTraffic(a.id, c.id, 899_999, { bytesIn: 5, bytesOut: 6, connections: 1 });
     await r.addTraffic(a.id, c.id, 900_000, { bytesIn: 1, bytesOut: 1, connections: 1 });
