@@ -58,6 +58,18 @@ export class EngineCatalogue {
     const all = this.list().filter((e) => usable(e.id));
     return all.find((e) => e.version === version) ?? all.filter((e) => e.version.startsWith(`${version}.`)).at(-1);
   }
+
+  /**
+   * The catalogue id an `engine` of a create names: itself, or for a series id (`mysql/10`, as the
+   * v2 Terraform resource writes the real service's `mysql/8`, and reads it back as
+   * `<engine>/<major>`) the newest build of that series on offer. Anything else is returned as
+   * given, for validation to refuse.
+   */
+  exactId(engine: unknown): unknown {
+    if (typeof engine !== 'string' || this.get(engine)) return engine;
+    const parsed = parseEngineId(engine);
+    return (parsed && this.forVersion(parsed.version)?.id) ?? engine;
+  }
 }
 
 /** Parses an engine id; undefined unless it is `mysql/<version>`. */

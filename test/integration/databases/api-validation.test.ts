@@ -127,6 +127,19 @@ describe('databases API: catalogue, validation and preconditions', () => {
     expect(ev[0]).toMatchObject({ status: 'notification', percent_complete: null, entity: { id: d.id, type: 'database', label: 'db-one', url: `/v4/databases/mysql/instances/${d.id}` } });
   });
 
+  it('takes a series id (mysql/<major>, as the v2 Terraform resource writes) for the newest build of that series', async () => {
+    const list = (await api.req('GET', '/v4/databases/engines', { token: null })).body.data as { id: string; version: string }[];
+    const major = engine.split('/')[1]!.split('.')[0]!;
+    const newest = list.filter((e) => e.version.startsWith(`${major}.`)).at(-1)!;
+    const r = await api.req('POST', MYSQL, { body: { ...valid(), label: 'db-series', engine: `mysql/${major}` } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ engine: 'mysql', version: newest.version });
+    // A series nothing offers is still refused, naming the field.
+    const none = await api.req('POST', MYSQL, { body: { ...valid(), label: 'db-series2', engine: 'mysql/99' } });
+    expect(none.status).toBe(400);
+    expect(fieldErrors(none.body).engine).toMatch(/not available/);
+  });
+
   it('defaults replication to semi_synch for 3 nodes and lists both forms', async () => {
     const r = await api.req('POST', MYSQL, { body: { ...valid(), label: 'db-three', cluster_size: 3 } });
     expect(r.body).toMatchObject({ cluster_size: 3, replication_type: 'semi_synch' });
