@@ -14,7 +14,7 @@ import { provision } from './provision.js';
 import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
-import { rolling } from './rolling.js';
+import { restartMember, rolling } from './rolling.js';
 import { scale } from './scale.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
@@ -174,6 +174,19 @@ export class DatabaseController extends Cluster {
     const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
     const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
     if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
+  }
+
+  /**
+   * RestartMemberOp, one member's step of a rolling change across hosts: restarts the local
+   * replica `member` with the desired spec (rolling.ts, restartMember). It takes the lock as a
+   * rolling restart, so the archive round stops first (day-two beforeAction) and no heal overlaps.
+   */
+  async restartMember(member: number): Promise<boolean> {
+    return this.runExclusive('rolling', async () => {
+      await this.followDesired();
+      if (!this.state || !this.spread) throw new FulcrumError('conflict', 'only a member of a cluster spread over agents is restarted this way');
+      return restartMember(this.context, member);
+    });
   }
 
   async observe(): Promise<DbObs> {

@@ -13,6 +13,7 @@ import type { EngineCatalogue } from './catalogue.js';
 import { parseEngineId } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
 import { spansAgents } from './placement.js';
+import { needsRollingRestart } from './rollout.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
@@ -208,6 +209,11 @@ export class DatabaseService {
       // Every member of a scaled database runs on the agent that runs it now; the new members are
       // seeded there from the primary (docs/databases.md, "Scaling").
       if (patch.clusterSize !== undefined && db.agentId !== null) await this.d.repo.setMembers(id, Array.from({ length: patch.clusterSize }, () => db.agentId!));
+      // A cluster spread over hosts restarts member by member under the control plane's lead
+      // (rollout.ts); the stored rollout holds the status until the last member runs the change.
+      if (spansAgents(members) && needsRollingRestart(db, patch)) {
+        await this.d.repo.createOperation({ id: randomUUID(), databaseId: id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: this.d.clock.now() });
+      }
       const updated = await this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),
