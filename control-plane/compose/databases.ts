@@ -146,7 +146,8 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     if (!ctx.replicas.leaseHeld()) return;
     if (await healing.tick()) placementsChanged();
     if (await drain.tick()) placementsChanged();
-    await rollout.tick();
+    // Not awaited: a member's restart takes long, and the round goes on every second.
+    void Promise.all(await rollout.tick());
   });
   ctx.closers.push(() => healingTick.cancel());
 

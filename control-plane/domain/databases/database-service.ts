@@ -13,7 +13,7 @@ import type { EngineCatalogue } from './catalogue.js';
 import { parseEngineId } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
 import { spansAgents } from './placement.js';
-import { needsRollingRestart } from './rollout.js';
+import { needsRollingRestart } from './engine-config.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';

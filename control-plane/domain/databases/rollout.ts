@@ -5,7 +5,6 @@ import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
 import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
-import { serverOptions } from './engine-config.js';
 import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
 import { hostState } from './host-healing.js';
@@ -26,19 +25,6 @@ export const CATCH_UP_DEADLINE_MS = 60_000;
 export const ROLLOUT_RETRY_MS = 15_000;
 /** How often the store is read for a restart's result and the member's reports. */
 const POLL_MS = 50;
-
-/**
- * Whether an update of a cluster spread over hosts needs its members restarted, pure: a plan
- * change, a version upgrade, or an engine_config key applied only at start that changed.
- */
-export function needsRollingRestart(
-  before: Pick<DatabaseRecord, 'type' | 'engineId' | 'engineConfig'>, patch: Partial<Pick<DatabaseRecord, 'type' | 'engineId' | 'engineConfig'>>,
-): boolean {
-  if (patch.type !== undefined && patch.type !== before.type) return true;
-  if (patch.engineId !== undefined && patch.engineId !== before.engineId) return true;
-  if (patch.engineConfig === undefined) return false;
-  return JSON.stringify(serverOptions(patch.engineConfig).restart) !== JSON.stringify(serverOptions(before.engineConfig).restart);
-}
 
 /** What a rollout does next for one database. Pure (rolloutStep). */
 export type RolloutStep =
