@@ -73,6 +73,8 @@ export class DatabaseController extends Cluster {
   /** Called when an action or operation ends or a delete begins (see `watch`). */
   private readonly watchers = new Set<() => void>();
   private lastStatus = '';
+  /** How many actions and operations have taken the lock: a plan is stale once another has. */
+  private acquired = 0;
 
   constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
     super(deps);
@@ -233,6 +235,7 @@ export class DatabaseController extends Cluster {
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
     await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
+    const seen = this.acquired;
     try {
       let actions: Action[];
       try {
@@ -245,7 +248,9 @@ export class DatabaseController extends Cluster {
       }
       const next = actions[0];
       if (!next || this.busy || this.lock.locked || this.deleted) return;
-      await this.runExclusive(next.kind, () => this.execute(next));
+      // An operation that ran (or took the lock) since the observation makes the plan stale: a
+      // fence that began during it would otherwise be undone by a promote planned before it.
+      await this.runExclusive(next.kind, async () => (this.acquired === seen + 1 ? this.execute(next) : undefined));
     } finally {
       this.ticking = false;
     }
@@ -268,6 +273,7 @@ export class DatabaseController extends Cluster {
   /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
   runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
     return this.lock.run(async () => {
+      this.acquired++;
       this.busy = label;
       this.deps.onChange();
       try {
