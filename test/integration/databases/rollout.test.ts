@@ -11,6 +11,8 @@ import { EventService } from '../../../control-plane/domain/events/event-service
 import { Switchover } from '../../../control-plane/domain/databases/switchover.js';
 import { ROLLOUT_RETRY_MS, Rollout } from '../../../control-plane/domain/databases/rollout.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
+import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
+import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 
 /**
@@ -87,11 +89,17 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
       throw new Error('the rollout did not get there');
     }
     const messages = async () => (await events.list()).map((e) => `${e.action}/${e.status}: ${e.message}`);
-    return { clock, repo, row, rollout, rounds, seen, messages };
+    const observer = new DatabaseObserver({ repo, events, service: {} as DatabaseService, clock, logger: silentLogger() });
+    /** The reporting agent says the database is active and converged, as a spread member's agent does at once. */
+    const converged = () => observer.apply('a', [{ id: row.id, status: 'active', members: {}, caCertPem: '', error: '', usedDiskMb: 0, convergedGeneration: 1, backups: [], events: [] }], []);
+    return { clock, repo, row, rollout, rounds, seen, messages, converged };
   }
 
   it('restarts the replicas, switches over onto one, restarts the old primary, then ends the resize', async () => {
-    const { repo, row, rounds, seen, messages } = await setup();
+    const { repo, row, rounds, seen, messages, converged } = await setup();
+    // The agents have nothing to do on their own: the rollout, not their report, ends the resize.
+    await converged();
+    expect((await repo.get(row.id))!.status).toBe('resizing');
     await rounds(2000, () => true, async () => (await repo.operation('rollout-1'))?.state === 'done');
     expect(seen.map((op) => [op.kind, op.payload])).toEqual([
       ['restartMember', { agent: 'b', member: 2 }],
