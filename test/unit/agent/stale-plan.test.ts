@@ -9,6 +9,7 @@ import { DatabaseController } from '../../../agent/database/controller.js';
 import { newDbState } from '../../../agent/database/state.js';
 import type { Action, DbObs } from '../../../agent/database/plan.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
+import { restartPrimary, type PrimaryContext } from '../../../agent/database/failover.js';
 
 /**
  * A plan made from an observation is dropped when an operation ran in between (docs/agent.md §5):
@@ -51,5 +52,33 @@ describe('a round whose plan went stale', () => {
     Object.assign(c, { observe: async () => obs });
     await c.tick();
     expect(ran).toEqual([{ kind: 'promote-primary' }]);
+  });
+});
+
+describe('a primary fenced for a planned switchover that is restarted', () => {
+  const context = (fencedTerm: number | undefined) => {
+    const calls: string[] = [];
+    const db = {
+      state: { ...newDbState(4), primary: 1, term: 5, fencedTerm },
+      semiSync: true,
+      runtime: { ensure: async () => void calls.push('ensure') } as unknown as ContainerRuntime,
+      nodeName: () => 'n1',
+      nodeSpec: () => ({}) as ReturnType<PrimaryContext['nodeSpec']>,
+      ensureTls: async () => undefined,
+      adminTarget: async () => {
+        calls.push('promote');
+        throw new Error('promoted');
+      },
+    } as unknown as PrimaryContext;
+    return { db, calls };
+  };
+
+  it('comes back read-only (it is not promoted) while its fence holds; otherwise it is promoted', async () => {
+    const fenced = context(5);
+    await restartPrimary(fenced.db);
+    expect(fenced.calls).toEqual(['ensure']);
+    const lapsed = context(4);
+    await expect(restartPrimary(lapsed.db)).rejects.toThrow('promoted');
+    expect(lapsed.calls).toEqual(['ensure', 'promote']);
   });
 });
