@@ -14,7 +14,7 @@ import { provision } from './provision.js';
 import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
-import { restartMember, rolling } from './rolling.js';
+import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
@@ -184,6 +184,8 @@ export class DatabaseController extends Cluster {
    * rolling restart, so the archive round stops first (day-two beforeAction) and no heal overlaps.
    */
   async restartMember(member: number): Promise<boolean> {
+    // An old primary first rejoins through the plan (errant check, its position handed over).
+    await untilReplicating(() => this.observer.details.find((n) => n.index === member), () => this.state?.primary !== member, member);
     return this.runExclusive('rolling', async () => {
       await this.followDesired();
       if (!this.state || !this.spread) throw new FulcrumError('conflict', 'only a member of a cluster spread over agents is restarted this way');

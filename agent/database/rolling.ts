@@ -1,3 +1,4 @@
+import { systemClock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
 import { sameSpec } from '../runtime/container-runtime.js';
 import { withAdmin } from '../mysql/admin.js';
@@ -5,6 +6,7 @@ import { clientError } from '../mysql/customer-data.js';
 import { switchover } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import type { NodeObs } from './plan.js';
 import { updateState } from './state.js';
 import { attach } from './rejoin.js';
 
@@ -83,6 +85,27 @@ export async function restartMember(db: RollingContext, k: number): Promise<bool
   await attach(db, k);
   await db.refresh();
   return true;
+}
+
+/** How long a member's restart for a rolling change waits for it to replicate first (wall time). */
+export const REPLICATING_WAIT_MS = 60_000;
+
+/**
+ * Resolves once member `k` was last observed a running, read-only replica replicating from the
+ * primary (`isReplica`: the agent does not run it as primary). A switched-over old primary is
+ * reported a replica as soon as the new term arrives, before its rejoin (the errant check, then
+ * replication from its whole position) has run; restarted and attached before that, it would
+ * replicate from a stale position. Waits on the reconcile rounds' observations, at most
+ * REPLICATING_WAIT_MS, then fails with a conflict (the control plane retries the rollout).
+ */
+export async function untilReplicating(node: () => NodeObs | undefined, isReplica: () => boolean, k: number): Promise<void> {
+  const end = systemClock.now() + REPLICATING_WAIT_MS;
+  for (;;) {
+    const n = node();
+    if (isReplica() && n?.state === 'running' && n.reachable && n.readOnly && n.replicating) return;
+    if (systemClock.now() > end) throw new FulcrumError('conflict', `member ${k} did not replicate from the primary within ${REPLICATING_WAIT_MS / 1000} s`);
+    await systemClock.sleep(200);
+  }
 }
 
 /**

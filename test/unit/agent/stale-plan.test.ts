@@ -10,6 +10,8 @@ import { newDbState } from '../../../agent/database/state.js';
 import type { Action, DbObs } from '../../../agent/database/plan.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { restartPrimary, type PrimaryContext } from '../../../agent/database/failover.js';
+import { untilReplicating } from '../../../agent/database/rolling.js';
+import type { NodeObs } from '../../../agent/database/plan.js';
 
 /**
  * A plan made from an observation is dropped when an operation ran in between (docs/agent.md §5):
@@ -80,5 +82,23 @@ describe('a primary fenced for a planned switchover that is restarted', () => {
     const lapsed = context(4);
     await expect(restartPrimary(lapsed.db)).rejects.toThrow('promoted');
     expect(lapsed.calls).toEqual(['ensure', 'promote']);
+  });
+});
+
+describe('a member restarted for a rolling change across hosts', () => {
+  it('waits until it was observed a read-only replica replicating from the named primary', async () => {
+    const seen: NodeObs[] = [
+      { index: 1, state: 'running', specCurrent: false, reachable: true, readOnly: false, replicating: false },
+      { index: 1, state: 'running', specCurrent: false, reachable: true, readOnly: true, replicating: false },
+      { index: 1, state: 'running', specCurrent: false, reachable: true, readOnly: true, replicating: true },
+    ];
+    let calls = 0;
+    // An old primary just switched over: written, then read-only, then replicating once its rejoin ran.
+    await untilReplicating(() => seen[Math.min(calls++, seen.length - 1)], () => true, 1);
+    expect(calls).toBe(3);
+    // Replicating, but the agent names it primary again (a newer term): not until it is a replica.
+    let primaryChecks = 0;
+    await untilReplicating(() => seen[2], () => primaryChecks++ >= 2, 1);
+    expect(primaryChecks).toBe(3);
   });
 });
