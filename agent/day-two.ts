@@ -211,7 +211,9 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       const source = agent.databases().find((x) => x.id === sourceId && !x.deleted);
       // A source run by another agent on the same object store is read from the store.
       const key = c.desired?.forkSourceKey ?? '';
-      const stored = opts.remote && key ? { id: sourceId, backupKey: key } : undefined;
+      // A recovery names the database itself: its host was lost and it is rebuilt from its own objects.
+      const recover = c.desired?.recoverFromStore === true && sourceId === c.id;
+      const stored = opts.remote && key ? { id: sourceId, backupKey: key, ...(recover ? { recover, emit: c.emit.bind(c) } : {}) } : undefined;
       return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired), stored);
     },
     handlers: {

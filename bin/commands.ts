@@ -15,7 +15,7 @@ import type { ControlPlaneOptions } from '../control-plane/main.js';
 import type { DataplaneOptions } from '../dataplane/main.js';
 import type { StartAgentOptions } from '../agent/main.js';
 import {
-  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, joinTokenFlags, kekRotateFlags, storeMigrateFlags, tokenFlags,
+  agentFlags, backupStoreFlags, controlPlaneFlags, dataplaneFlags, dataplaneReloadFlags, joinTokenFlags, kekRotateFlags, secondsMs, storeMigrateFlags, tokenFlags,
 } from './flags.js';
 
 function onShutdown(close: () => Promise<void>): void {
@@ -88,12 +88,7 @@ export function controlPlaneOptions(argv: string[]): ControlPlaneOptions {
   const [certFile, keyFile] = [f['api-cert'] as string | undefined, f['api-key'] as string | undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error('--api-cert and --api-key go together');
   const grpcPort = f['grpc-port'] as number;
-  const seconds = (name: string): number | undefined => {
-    const v = f[name] as number | undefined;
-    if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
-    return v === undefined ? undefined : v * 1000;
-  };
-  const [requestTimeoutMs, idleTimeoutMs] = [seconds('api-request-timeout'), seconds('api-idle-timeout')];
+  const [requestTimeoutMs, idleTimeoutMs] = [secondsMs(f, 'api-request-timeout'), secondsMs(f, 'api-idle-timeout')];
   const lostAfter = f['host-lost-after'] as number | undefined;
   // Shorter than a reboot or a switch replacement would take members from hosts about to return.
   if (lostAfter !== undefined && !(Number.isInteger(lostAfter) && lostAfter >= 60 && lostAfter <= 604_800)) throw new Error('--host-lost-after must be 60 to 604800 seconds');
@@ -155,8 +150,7 @@ export function dataplaneOptions(argv: string[]): DataplaneOptions & { workers: 
   if (distribution !== 'rr' && distribution !== 'kernel') throw new Error('--distribution must be rr or kernel');
   const drainTime = f['drain-time'] as number | undefined;
   if (drainTime !== undefined && !(drainTime >= 0 && drainTime <= 86_400)) throw new Error('--drain-time must be 0 to 86400 seconds');
-  const applyTimeout = f['worker-apply-timeout'] as number | undefined;
-  if (applyTimeout !== undefined && !(applyTimeout >= 1 && applyTimeout <= 3600)) throw new Error('--worker-apply-timeout must be 1 to 3600 seconds');
+  const workerApplyTimeoutMs = secondsMs(f, 'worker-apply-timeout');
   const stateDir = required(f.state as string | undefined, 'state');
   return {
     ...hostFlags(f),
@@ -176,7 +170,7 @@ export function dataplaneOptions(argv: string[]): DataplaneOptions & { workers: 
     workers,
     distribution,
     drainMs: drainTime === undefined ? undefined : drainTime * 1000,
-    workerApplyTimeoutMs: applyTimeout === undefined ? undefined : applyTimeout * 1000,
+    workerApplyTimeoutMs,
     wildcardListeners: Boolean(f['wildcard-listeners']),
   };
 }
@@ -260,6 +254,7 @@ export function agentOptions(argv: string[]): StartAgentOptions & { stopNodesOnE
     ...hostFlags(f),
     stateDir,
     runtime,
+    binlogArchiveMs: secondsMs(f, 'binlog-archive-interval'),
     enginesFile: f.engines as string | undefined,
     nodeAddressPool: nodePool, backupStore: backupStoreFlags(argv, f),
     stopNodesOnExit: Boolean(f['stop-nodes-on-exit']),

@@ -99,6 +99,7 @@ export const agentFlags = {
   engines: { kind: 'string', arg: 'FILE', help: 'the engines this host may run besides the ones it finds' },
   'node-pool': { kind: 'string', arg: 'CIDR', help: 'addresses members listen on (this host\'s)', defaultText: '127.79.0.0/16' },
   'stop-nodes-on-exit': { kind: 'boolean', help: 'stop the databases\' servers when the agent stops' },
+  'binlog-archive-interval': { kind: 'number', arg: 'SECONDS', help: 'how often each database\'s binlog is archived, 1-3600: the recovery point of a 1-node database on a lost host', defaultText: '60' },
   'backup-store': { kind: 'string', arg: 's3://BUCKET/PREFIX', help: 'keep backups and the binlog archive in an S3-compatible object store', defaultText: 'the state folder' },
   'backup-store-endpoint': { kind: 'string', arg: 'https://HOST[:PORT]', help: 'the object store\'s endpoint', defaultText: 'AWS for the region' },
   'backup-store-region': { kind: 'string', arg: 'REGION', help: 'the object store\'s signing region', defaultText: 'us-east-1' },
@@ -184,4 +185,11 @@ export function usage(): string {
 export function commandUsage(name: string): string {
   const c = commands.find((x) => x.name === name)!;
   return [`usage: fulcrum ${c.name} [options]`, ...flagUsage(c.flags)].join('\n');
+}
+
+/** A SECONDS flag of 1-3600 as ms (undefined when not given); another value is refused, naming the flag. */
+export function secondsMs(f: Record<string, unknown>, name: string): number | undefined {
+  const v = f[name] as number | undefined;
+  if (v !== undefined && !(v >= 1 && v <= 3600)) throw new Error(`--${name} must be 1 to 3600 seconds`);
+  return v === undefined ? undefined : v * 1000;
 }

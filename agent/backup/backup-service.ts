@@ -27,7 +27,7 @@ const ENCRYPTED_FILE = 'dump.sql.gz.aes';
 /** Backup id reserved for a restore's safety copy (customer backups count from 1). */
 const SAFETY_ID = 0;
 /** Hidden base backups (agent/binlog) take ids from here on. */
-const BASE_IDS = 1_000_000_000;
+export const BASE_IDS = 1_000_000_000;
 
 /** Backups the customer sees, lists, restores and deletes (not the safety copy nor a chain's base). */
 export const isCustomerBackup = (m: BackupManifest): boolean => m.type === 'auto' || m.type === 'snapshot';

@@ -17,9 +17,10 @@ import { basesOf } from './archiver.js';
 import { archiveEnd, planRestore } from './chain.js';
 import { seedPhysical } from './physical-seed.js';
 import type { SegmentManifest, SegmentStorage } from './segment-storage.js';
-import { applyState } from '../database/state.js';
+import { applyState, updateState } from '../database/state.js';
+import { BASE_IDS } from '../backup/backup-service.js';
 
-export type ForkTarget = Pick<DatabaseController, 'id' | 'state' | 'desired' | 'adminTarget' | 'nodeName'>;
+export type ForkTarget = Pick<DatabaseController, 'id' | 'state' | 'desired' | 'adminTarget' | 'nodeName' | 'save'>;
 export type ForkSource = ArchivedDatabase;
 
 export interface ReplayDeps {
@@ -104,6 +105,14 @@ export const STORE_ARCHIVE_WAIT_MS = 5 * 60_000;
 export interface StoredSource {
   id: number;
   backupKey: string;
+  /**
+   * A recovery, not a fork (DesiredDatabase.recover_from_store): the source is this database
+   * itself, whose host was lost. It is rebuilt up to the archive's last event, keeps the key, and
+   * its archive continues from where the lost host left it (see continueArchive).
+   */
+  recover?: boolean;
+  /** Tells the database's events (the recovery and the instant it reached). */
+  emit?: (action: string, message: string, status?: string) => void;
   /** How long to wait for the source's archive to pass the restore second (STORE_ARCHIVE_WAIT_MS). */
   waitMs?: number;
   pollMs?: number;
@@ -142,10 +151,9 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const bases = basesOf(manifests);
   // mariadb-backup prepares only copies of its own series (10.11 vs 11.8), and the fork runs the
   // source's engine: a copy from before a version upgrade is passed over.
-  const series = (v: string) => v.split('.').slice(0, 2).join('.');
   const physical = bases.filter((b) => {
     const m = manifests.find((x) => x.id === b.id)!;
-    return isPhysical(m) && series(m.engineVersion) === series(fork.state!.running.version);
+    return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
   });
   const complete = d.archiver.coveredUntil(source.id) >= stopMs;
   const plan = planRestore(physical, segments, stopMs, complete)
@@ -196,10 +204,30 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   let manifests: BackupManifest[];
   let segments: SegmentManifest[];
   let plan: ReturnType<typeof planRestore>;
+  // The key first: anything this agent writes for the database from now on (its archive, its
+  // backups) must be readable with the one its objects in the store already use.
+  if (source.recover) await updateState(fork, { backupKey: source.backupKey });
   for (;;) {
     segments = await d.segments.list(source.id);
     manifests = await d.backups.refresh(source.id);
     const logical = basesOf(manifests).filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!));
+    if (source.recover) {
+      // The lost host archives nothing more: what the store holds now is all there is, and every
+      // event of the last segment is older than its close, so the replay ends after that second.
+      const end = archiveEnd(segments);
+      const all = basesOf(manifests);
+      stopMs = recoveryStopMs(end?.closedMs ?? Math.max(0, ...all.map((b) => b.finishedMs)));
+      // The database's own physical bases too, preferred as on the source's agent: the restored
+      // copy's root gets this agent's admin password back as a fork's does (physical-seed.ts),
+      // and a new database has one from its first archive round, long before its first auto backup.
+      const physical = all.filter((b) => {
+        const m = manifests.find((x) => x.id === b.id)!;
+        return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
+      });
+      plan = planRestore(physical, segments, stopMs, true) ?? planRestore(logical, segments, stopMs, true);
+      if (plan) break;
+      throw new Error(`database ${source.id} has no backup in the object store with an unbroken binlog chain after it; it cannot be recovered`);
+    }
     plan = planRestore(logical, segments, stopMs);
     if (plan) break;
     if (Date.now() >= deadline) {
@@ -210,11 +238,17 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   const base = manifests.find((m) => m.id === plan.base.id)!;
   await d.backups.verify(base);
   const s = fork.state!;
-  await loadBackup({ runtime: d.runtime, storage: d.storage }, {
-    id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
-    state: { ...s, backupKey: source.backupKey },
-  }, s.primary, base);
-  applyState(fork, { forkBase: { backupId: base.id, kind: 'logical' } });
+  const kind = isPhysical(base) ? 'physical' : 'logical';
+  if (kind === 'physical') {
+    // Only a recovery plans a physical base here (above).
+    await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.backupKey, adminPassword: s.adminPassword }, base);
+  } else {
+    await loadBackup({ runtime: d.runtime, storage: d.storage }, {
+      id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
+      state: { ...s, backupKey: source.backupKey },
+    }, s.primary, base);
+  }
+  applyState(fork, { forkBase: { backupId: base.id, kind } });
   log.info({ source: source.id, backup: base.id, bytes: base.sizeBytes, ms: Date.now() - started, fromStore: true }, 'fork: base loaded');
   const keyed = { id: source.id, state: { backupKey: source.backupKey } };
   let pos = plan.base.snapshotGtid;
@@ -225,6 +259,51 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   }
   await replicasCatchUp(fork);
   log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started, fromStore: true }, 'fork: binlogs replayed');
+  if (source.recover) await continueArchive(fork, manifests, segments, plan, Date.now() - started, source.emit);
+}
+
+/** Whether two engine versions are of one series (10.11 vs 11.8): mariadb-backup prepares only its own. */
+function sameSeries(a: string, b: string): boolean {
+  const series = (v: string) => v.split('.').slice(0, 2).join('.');
+  return series(a) === series(b);
+}
+
+/**
+ * The exclusive end a recovery replays to: the whole second after the archive's last close
+ * (mariadb-binlog stops on whole seconds, and every archived event is older than that close).
+ */
+export function recoveryStopMs(lastClosedMs: number): number {
+  return Math.floor(lastClosedMs / 1000) * 1000 + 1000;
+}
+
+/**
+ * After a recovery the database is the one the store's objects belong to, so its archive and
+ * backups go on in the same chain: its binlog restarts at the archive's end position (the
+ * replayed transactions were given this server's GTIDs, which the archive must not see again),
+ * and its backup and base ids continue after the stored ones. Then the event saying to which
+ * instant it was recovered: everything committed before the archive's last close.
+ */
+async function continueArchive(
+  db: ForkTarget, manifests: BackupManifest[], segments: SegmentManifest[], plan: NonNullable<ReturnType<typeof planRestore>>, ms: number,
+  emit?: StoredSource['emit'],
+): Promise<void> {
+  const s = db.state!;
+  const end = archiveEnd(segments);
+  const pos = plan.segments.at(-1)?.gtidEnd ?? plan.base.snapshotGtid;
+  if (s.addresses.length === 1 && pos) {
+    await withAdmin(await db.adminTarget(s.primary), async (x) => {
+      await x.query('RESET MASTER');
+      await x.query('SET GLOBAL gtid_binlog_state = ?', [pos]);
+    });
+  }
+  const ids = manifests.map((m) => m.id);
+  await updateState(db, {
+    nextBackupId: Math.max(s.nextBackupId, ...ids.filter((i) => i < BASE_IDS).map((i) => i + 1)),
+    nextBaseId: Math.max(s.nextBaseId ?? 1, ...ids.filter((i) => i >= BASE_IDS).map((i) => i - BASE_IDS + 1)),
+  });
+  const at = end?.closedMs ?? plan.base.finishedMs;
+  const message = `recovered from the object store to ${new Date(at).toISOString()} (recovery point: every transaction committed before then; backup ${plan.base.id} plus ${plan.segments.length} archived binlog segments, in ${Math.round(ms / 1000)} s); its binlog continues from GTID position ${pos || '(none)'}`;
+  emit?.('database_update', message, 'notification');
 }
 
 async function replicasCatchUp(fork: ForkTarget): Promise<void> {

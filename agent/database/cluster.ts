@@ -225,6 +225,11 @@ export abstract class Cluster {
       // addresses (and the endpoints), signed by the CA every member verifies its primary with.
       if (!d.clusterCaPem || !d.clusterCaKeyPem) throw new Error('the control plane sent no CA for this cluster spread over agents');
       await installClusterCa(dir, d.clusterCaPem, d.clusterCaKeyPem);
+    } else if (d.clusterCaPem && d.clusterCaKeyPem && !this.state!.provisioned) {
+      // A 1-node database whose CA the control plane made: the same CA on whichever host it is
+      // built (or rebuilt after a lost host). Installed before the first start only, so a running
+      // database never changes CA under its clients.
+      await installClusterCa(dir, d.clusterCaPem, d.clusterCaKeyPem);
     }
     const own = this.spread ? this.nodeIndexes().map((k) => this.state!.addresses[k - 1] ?? '') : this.state!.addresses;
     this.tls = await ensureClusterTls(dir, this.id, [...own, d.hostPrimary, d.hostSecondary]);

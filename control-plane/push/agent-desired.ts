@@ -43,11 +43,25 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     ...(forkSourceKey ? { forkSourceKey } : {}),
     // Only agents running a member of the database get here (agentContent), so only they get its key.
     ...(d.backupKey ? { backupKey: d.backupKey } : {}),
+    // A recovery on the agent it was placed on: rebuilt from its own objects in the shared store
+    // with its own key, by the fork-from-store path (docs/multi-host.md, "A 1-node database on a lost host").
+    ...(recovering(d, members) ? { forkSource: d.id, forkRestoreMs: 0, forkThroughSecond: false, forkSourceKey: d.backupKey!, recoverFromStore: true } : {}),
     // The control plane decides when auto backups are due (docs/databases.md, "Auto backups").
     backupsScheduled: true, autoBackupDay,
     // The shared CA key and replication password go only to agents running part of a spread cluster.
     ...(spread && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem, replicationPassword: d.clusterSecrets.replPassword } : {}),
+    // A 1-node database's CA, when the control plane made it, goes to its one agent: the same CA
+    // then serves it on whichever host it is rebuilt on (docs/multi-host.md, "A 1-node database on a lost host").
+    ...(!spread && d.clusterSize === 1 && d.clusterSecrets ? { clusterCaPem: d.clusterSecrets.caCertPem, clusterCaKeyPem: d.clusterSecrets.caKeyPem } : {}),
   };
+}
+
+/**
+ * Whether the agent `members` are seen by is rebuilding `d` from the store: it was placed there
+ * for a recovery that has not ended (the observer ends it once that agent reports it active).
+ */
+function recovering(d: DatabaseRecord, members: DesiredMember[]): boolean {
+  return !!d.recovery?.placedMs && !!d.backupKey && d.agentId !== null && members.some((m) => m.local && m.agentId === d.agentId);
 }
 
 function toOperation(op: OperationRecord): Operation | undefined {

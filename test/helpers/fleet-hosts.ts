@@ -25,7 +25,7 @@ export interface Fleet {
    * Joins a process-runtime agent on `h` whose members listen on `nodeAddresses` (a /29's six
    * usable addresses, put on the host's link as an operator would) from `nodePool`.
    */
-  agent(h: Host, nodePool: string, nodeAddresses: string[]): Promise<HostProcess>;
+  agent(h: Host, nodePool: string, nodeAddresses: string[], extraArgs?: string[]): Promise<HostProcess>;
   /** SIGTERM to every process still running (control plane last). */
   stopAll(): Promise<void>;
 }
@@ -63,12 +63,12 @@ export async function startFleet(o: { cpHost: Host; dir: string; nbPool: string;
       procs[h.name] = p;
       return p;
     },
-    async agent(h, nodePool, nodeAddresses) {
+    async agent(h, nodePool, nodeAddresses, extraArgs = []) {
       for (const ip of nodeAddresses) {
         const r = await h.exec('ip', ['addr', 'add', `${ip}/32`, 'dev', 'eth0']);
         if (r.code !== 0) throw new Error(`ip addr add ${ip} on ${h.name}: ${r.stderr}`);
       }
-      const p = h.fulcrum(['agent', '--control-plane', grpc, '--state', join(o.dir, h.name), '--runtime', 'process', '--join', await token('agent', h), '--node-pool', nodePool]);
+      const p = h.fulcrum(['agent', '--control-plane', grpc, '--state', join(o.dir, h.name), '--runtime', 'process', '--join', await token('agent', h), '--node-pool', nodePool, ...extraArgs]);
       procs[h.name] = p;
       return p;
     },

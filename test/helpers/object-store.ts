@@ -1,6 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeCa, makeCert } from './certs.js';
@@ -72,6 +73,18 @@ function https(url: string, ca: string, method = 'GET'): Promise<number> {
   });
 }
 
+/** Whether something accepts a TCP connection on host:port. */
+function listens(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
 async function waitFor(what: string, fn: () => Promise<boolean>, procs: ChildProcess[], logs: () => string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -118,6 +131,11 @@ pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_forma
 use = egg:swift#proxy
 account_autocreate = true
 allow_account_management = true
+# One backend of each kind: the proxy must never stop asking it. By default ten errors in a
+# minute (a backend still starting on a loaded host refuses connections) "error-limit" it for
+# 60 s, and every request meanwhile is a 503 ("Could not autocreate account").
+error_suppression_interval = 1
+error_suppression_limit = 1000000
 
 [filter:s3api]
 use = egg:swift#s3api
@@ -174,6 +192,8 @@ use = egg:swift#dlo
     })));
   };
   try {
+    // Each backend listening first: the proxy's health check says nothing about them.
+    for (const s of SERVERS) await waitFor(`Swift ${s} server`, () => listens(host, ports[s]), all(), logs);
     await waitFor('Swift proxy', async () => (await https(`${endpoint}/healthcheck`, ca.cert)) === 200, all(), logs);
     const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3');
     const { Agent } = await import('node:https');
@@ -185,7 +205,7 @@ use = egg:swift#dlo
     await waitFor('bucket creation', async () => {
       await client.send(new CreateBucketCommand({ Bucket: bucket }));
       return true;
-    }, all(), logs, 30_000);
+    }, all(), logs, 60_000);
     client.destroy();
   } catch (err) {
     await stopProcs(all());

@@ -5,13 +5,13 @@ import type { Logger } from '../../../lib/logger.js';
 import type { EventService } from '../events/event-service.js';
 import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
-import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
+import { gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
-import { servesRegion, spansAgents } from './placement.js';
-import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from './model.js';
+import { spansAgents } from './placement.js';
+import type { AgentRecord, DatabaseRecord } from './model.js';
+import { clusterIncomplete, homeless, hostState, recoveryAgent, replacementAgent, unrecoverable, type HostState } from './host-rules.js';
 
-/** How an agent host stands (docs/multi-host.md, "A lost host"). */
-export type HostState = 'up' | 'unreachable' | 'lost';
+export { clusterIncomplete, hostState, recoveryAgent, replacementAgent, unrecoverable, type HostState };
 
 /** An agent host as operators see it (GET /v4/fulcrum/agents, POST .../lost). */
 export interface HostView {
@@ -23,43 +23,6 @@ export interface HostView {
 }
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-export function hostState(a: Pick<AgentRecord, 'connected' | 'lostAt'>): HostState {
-  if (a.lostAt !== null && a.lostAt !== undefined) return 'lost';
-  return a.connected ? 'up' : 'unreachable';
-}
-
-/** A placement waiting for a host: on no agent (''), or on one declared lost. */
-function homeless(m: MemberPlacement, lost: ReadonlySet<string>): boolean {
-  return m.agentId === '' || lost.has(m.agentId);
-}
-
-/**
- * Whether a spread cluster lacks a member right now: one is placed nowhere or on a lost host, or
- * has not reported since it was placed (a re-placed member before its first report). The
- * observer shows such a cluster `degraded` rather than `active`.
- */
-export function clusterIncomplete(placements: readonly MemberPlacement[], reports: readonly MemberReport[], lost: ReadonlySet<string>): boolean {
-  if (!spansAgents(placements)) return false;
-  const current = currentReports(placements, reports);
-  return placements.some((m) => homeless(m, lost) || !current.has(m.member));
-}
-
-/**
- * The agent a homeless member of `db` goes to: a connected, reporting, not lost, not draining agent of its
- * region that can run part of a cluster and holds no member of it yet (members stay on distinct
- * hosts), least loaded first (live databases with a member on it; ties by id). Pure.
- */
-export function replacementAgent(
-  db: Pick<DatabaseRecord, 'id' | 'region'>, placements: readonly MemberPlacement[], agents: readonly AgentRecord[],
-  load: ReadonlyMap<string, number>, now: number,
-): string | undefined {
-  const holding = new Set(placements.filter((m) => m.databaseId === db.id).map((m) => m.agentId));
-  const fit = agents.filter((a) => hostState(a) === 'up' && !a.drainingAt && a.membersAcrossHosts && a.lastSeen !== null && now - a.lastSeen <= AGENT_SILENT_MS
-    && servesRegion(a.region, db.region) && !holding.has(a.id));
-  fit.sort((a, b) => (load.get(a.id) ?? 0) - (load.get(b.id) ?? 0) || a.id.localeCompare(b.id));
-  return fit[0]?.id;
-}
 
 export interface HostHealingDeps {
   repo: DatabaseRepository;
@@ -97,6 +60,7 @@ export class HostHealing {
   private readonly waiting = new Set<string>();
   private readonly lostTotal?: Counter;
   private readonly replaced?: Counter;
+  private readonly recoveries?: Counter;
 
   constructor(private readonly d: HostHealingDeps) {
     this.log = d.logger.child({ component: 'host-healing' });
@@ -104,6 +68,7 @@ export class HostHealing {
     if (!d.registry) return;
     this.lostTotal = new Counter({ name: 'fulcrum_agent_hosts_lost_total', help: 'Agent hosts declared lost', labelNames: ['by'], registers: [d.registry] });
     this.replaced = new Counter({ name: 'fulcrum_database_members_replaced_total', help: 'Members of spread clusters placed on a new host after theirs was lost', registers: [d.registry] });
+    this.recoveries = new Counter({ name: 'fulcrum_database_recoveries_total', help: '1-node databases of lost hosts placed on another host to be rebuilt from the object store', registers: [d.registry] });
     const repo = d.repo;
     new Gauge({
       name: 'fulcrum_agent_hosts', help: 'Agent hosts by state (up, unreachable, lost)', labelNames: ['state'], registers: [d.registry],
@@ -151,16 +116,18 @@ export class HostHealing {
     const now = this.d.clock.now();
     const touched = await this.d.repo.transaction(async () => {
       await this.d.repo.setAgentLost(id, now);
-      const out: { db: DatabaseRecord; members: number[]; spread: boolean }[] = [];
+      const out: { db: DatabaseRecord; members: number[]; spread: boolean; recovery: string | null }[] = [];
       const placements = await this.d.repo.members();
       for (const db of await this.d.repo.list()) {
         if (db.deleting) continue;
         const mine = placements.filter((m) => m.databaseId === db.id);
         const here = mine.filter((m) => m.agentId === id).map((m) => m.member);
-        if (here.length === 0) continue;
+        if (here.length === 0 && db.agentId !== id) continue;
         const spread = spansAgents(mine);
         if (spread) for (const k of here) if (k !== db.primaryMember) await this.d.repo.placeMember(db.id, k, '');
-        out.push({ db, members: here, spread });
+        const why = spread ? null : unrecoverable(db, known);
+        if (!spread && why === null) await this.d.repo.update(db.id, { recovery: { from: id, lostMs: now } });
+        out.push({ db, members: here.length > 0 ? here : [1], spread, recovery: why });
       }
       return out;
     });
@@ -170,7 +137,9 @@ export class HostHealing {
       const which = t.members.map((k) => `member ${k}`).join(', ');
       const message = t.spread
         ? `The host of ${which} (agent ${id}) was declared lost (${cause}); it is fenced, and the member is re-placed on another host.`
-        : `The host of this database (agent ${id}) was declared lost (${cause}); a database whose members all ran on that host is not re-placed.`;
+        : t.recovery === null
+          ? `The host of this database (agent ${id}) was declared lost (${cause}); it is rebuilt on another host of the region from the object store (its newest backup plus every archived binlog).`
+          : `The host of this database (agent ${id}) was declared lost (${cause}); it is not rebuilt elsewhere: ${t.recovery}.`;
       await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message });
     }
     return this.view((await this.d.repo.agent(id))!);
@@ -189,6 +158,11 @@ export class HostHealing {
       if (state === 'lost' && a.connected && !(await this.d.removed(a.id))) {
         await this.d.repo.setAgentLost(a.id, null);
         this.log.info({ agent: a.id }, 'a lost agent host joined again; it runs none of its old members');
+        // A database that waited there for a host to be rebuilt on is its own again: it is not
+        // moved away from it later.
+        for (const db of await this.d.repo.list()) {
+          if (db.recovery?.from === a.id && db.agentId === a.id && db.recovery.placedMs === undefined) await this.d.repo.update(db.id, { recovery: null });
+        }
       } else if (state === 'unreachable' && this.d.lostAfterMs !== undefined && now - this.startedAt >= this.d.lostAfterMs
         && a.lastSeen !== null && now - a.lastSeen >= this.d.lostAfterMs) {
         await this.declareLost(a.id, 'timeout', `unreachable for ${Math.round((now - a.lastSeen) / 1000)} s, past --host-lost-after`);
@@ -196,7 +170,65 @@ export class HostHealing {
       }
     }
     changed = (await this.replace(now)) || changed;
+    changed = (await this.recover(now)) || changed;
     await this.watchSeeding(now);
+    return changed;
+  }
+
+  /**
+   * Places every database under recovery whose host was lost on a healthy agent of its region
+   * that shares the lost host's object store (docs/multi-host.md, "A 1-node database on a lost
+   * host"); it waits, with one event saying why, while there is none. Its new agent is sent the
+   * database as a recovery (agent-desired.ts) and rebuilds it from the store; the observer ends
+   * the recovery when that agent reports it active.
+   */
+  private async recover(now: number): Promise<boolean> {
+    const agents = await this.d.repo.agents();
+    const live = (await this.d.repo.list()).filter((x) => !x.deleting);
+    const pending = live.filter((x) => x.recovery && x.agentId === x.recovery.from);
+    if (pending.length === 0) return false;
+    const placements = await this.d.repo.members();
+    const liveIds = new Set(live.map((x) => x.id));
+    const load = new Map<string, number>();
+    for (const id of new Set(placements.filter((m) => liveIds.has(m.databaseId)).map((m) => `${m.agentId}\n${m.databaseId}`))) {
+      const agent = id.split('\n')[0]!;
+      load.set(agent, (load.get(agent) ?? 0) + 1);
+    }
+    let changed = false;
+    for (const db of pending) {
+      const from = db.recovery!.from;
+      const store = agents.find((a) => a.id === from)?.backupStore ?? '';
+      const agent = recoveryAgent(db, store, agents, load, now);
+      const key = `${db.id}:recovery`;
+      if (!agent) {
+        if (!this.waiting.has(key)) {
+          this.waiting.add(key);
+          const message = `This database has no host to be rebuilt on: no other connected agent of region ${db.region} shares the object store of the lost host (agent ${from}). It is rebuilt when one joins.`;
+          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+          this.log.warn({ database: db.id, region: db.region, from }, 'no host to recover a database on');
+        }
+        continue;
+      }
+      // Only a database still on its lost host in the store moves: a racing replica's round must not move it twice.
+      const moved = await this.d.repo.transaction(async () => {
+        const cur = await this.d.repo.get(db.id);
+        if (!cur || cur.deleting || !cur.recovery || cur.agentId !== from) return false;
+        await this.d.repo.setMembers(db.id, Array.from({ length: cur.clusterSize }, () => agent));
+        await this.d.repo.update(db.id, {
+          agentId: agent, primaryMember: 1, status: 'degraded', members: {}, generation: cur.generation + 1,
+          recovery: { ...cur.recovery, placedMs: now }, updated: now,
+        });
+        return true;
+      });
+      if (!moved) continue;
+      changed = true;
+      this.waiting.delete(key);
+      this.recoveries?.inc();
+      load.set(agent, (load.get(agent) ?? 0) + 1);
+      const message = `Placed on agent ${agent} (its host, agent ${from}, was lost); it is rebuilt there from the object store: its newest backup plus every archived binlog, up to the last archived event. The same id, credentials and hosts.`;
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      this.log.warn({ database: db.id, agent, from }, 'database placed for recovery from the object store');
+    }
     return changed;
   }
 

@@ -104,6 +104,18 @@ export interface DatabaseRecord {
    * binlog chain (ms, a whole second); null until it has one (docs/databases.md, "Fork to a point in time").
    */
   oldestRestoreMs?: number | null;
+  /**
+   * A 1-node database whose host was lost and that is rebuilt on another agent from the shared
+   * object store (docs/multi-host.md, "A 1-node database on a lost host"): the lost agent and when
+   * it was declared lost; `placedMs` once placed on a new agent. Null when none is under way.
+   */
+  recovery?: DatabaseRecovery | null;
+}
+
+export interface DatabaseRecovery {
+  from: string;
+  lostMs: number;
+  placedMs?: number;
 }
 
 export interface BackupRecord {

@@ -205,6 +205,11 @@ export class DatabaseObserver {
     // Only the database's reporting agent gets here. Never cleared by a report without it.
     if (o.backupKey && o.backupKey !== db.backupKey) patch.backupKey = o.backupKey;
     if (o.convergedGeneration !== db.convergedGeneration) patch.convergedGeneration = o.convergedGeneration;
+    // A database rebuilt from the object store after its host was lost is back once its new agent
+    // reports it active (docs/multi-host.md, "A 1-node database on a lost host"); the agent's own
+    // event says to which instant.
+    const recovered = db.recovery?.placedMs !== undefined && t.status === 'active';
+    if (recovered) patch.recovery = null;
     const lastError = o.error || null;
     if (lastError !== db.lastError) patch.lastError = lastError;
     if (Object.keys(patch).length > 0) await this.d.repo.update(db.id, patch);
@@ -214,6 +219,11 @@ export class DatabaseObserver {
       id: b.id, label: b.label, type: b.type === 'auto' ? 'auto' : 'snapshot', target: b.target || 'primary', created: b.createdMs, sizeBytes: b.sizeBytes,
     })));
     await this.recordEvents(agentId, db, o);
+    if (recovered) {
+      const r = db.recovery!;
+      const message = `Recovered on agent ${agentId} from the object store ${Math.round((this.now() - r.lostMs) / 1000)} s after its host (agent ${r.from}) was declared lost: active again with the same id, credentials and hosts.`;
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+    }
     return changed || patch.status !== undefined;
   }
 

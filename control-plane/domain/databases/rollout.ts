@@ -7,7 +7,7 @@ import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
-import { hostState } from './host-healing.js';
+import { hostState } from './host-rules.js';
 import { switchoverTarget, type Switchover, type SwitchoverTarget } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport, OperationRecord } from './model.js';
 

@@ -215,4 +215,12 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE database_operations ADD COLUMN output TEXT;
     `,
   },
+  {
+    // A 1-node database rebuilt from the shared object store after its host was lost
+    // (docs/multi-host.md, "A 1-node database on a lost host"): JSON while under way, null otherwise.
+    id: '296-database-store-recovery',
+    sql: `
+      ALTER TABLE databases ADD COLUMN recovery TEXT NOT NULL DEFAULT 'null';
+    `,
+  },
 ];

@@ -151,6 +151,7 @@ export const databaseColumns: [keyof DatabaseRecord, string, 'json' | 'bool' | '
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
   ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
   ['clusterSecrets', 'cluster_secrets', 'secret-json'], ['backupKey', 'backup_key', 'secret'],
+  ['recovery', 'recovery', 'json'],
 ];
 
 /**

@@ -9,9 +9,8 @@
  * the removed folder (ENOENT on its manifest.json.tmp), and the failures were warnings.
  */
 import { execFileSync } from 'node:child_process';
-import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,39 +21,7 @@ import { runsWith } from '../../../lib/processes.js';
 import { createLocalBackupStorage, type BackupStorage } from '../../../agent/backup/backup-storage.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { desiredDb, type Driver } from './control-plane-driver.js';
-
-/** A sink that takes about `bytesPerS` while `slowNow()`: its writer blocks on it as on a slow disk. */
-function slowSink(inner: NodeJS.WritableStream, bytesPerS: number, slowNow: () => boolean = () => true): Writable {
-  return new Writable({
-    highWaterMark: 16 * 1024,
-    write(chunk: Buffer, _enc, cb) {
-      inner.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), slowNow() ? (chunk.length * 1000) / bytesPerS : 0)));
-    },
-    final(cb) {
-      inner.end(() => cb());
-    },
-    destroy(err, cb) {
-      // The wrapped stream is no part of its writer's pipeline: the error is this one's to report.
-      (inner as Writable).destroy();
-      cb(err);
-    },
-  });
-}
-
-/** Processes of `program` whose command line names `path` (ours: they run on this test's folder). */
-function processesOf(program: string, path: string): number[] {
-  const out: number[] = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (args[0]?.endsWith(program) && args.some((a) => a.includes(path))) out.push(Number(pid));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
+import { processesOf, slowSink } from './slow-io.js';
 
 describe('agent: a database deleted while its first physical base is taken (process runtime)', () => {
   let fx: AgentFixture;

@@ -7,9 +7,8 @@
  * beside it waited for ever: the database stayed `resizing`. The action now stops the round first
  * (its copy killed, its partial files removed), and the base is taken again afterwards.
  */
-import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,40 +17,7 @@ import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { desiredDb, testNet, type Driver } from './control-plane-driver.js';
-
-/** Processes of `program` whose command line names `path`. */
-function processesOf(program: string, path: string): number[] {
-  const out: number[] = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (args[0]?.endsWith(program) && args.some((a) => a.includes(path))) out.push(Number(pid));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
-
-/** A spool writer that takes about 256 KB/s while `slow()`: the copy lasts, as on a slow disk. */
-function slowSpool(fd: number, slow: () => boolean): Writable {
-  const inner = createWriteStream('', { fd, autoClose: false });
-  return new Writable({
-    highWaterMark: 16 * 1024,
-    write(chunk: Buffer, _enc, cb) {
-      inner.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), slow() ? (chunk.length * 1000) / (256 * 1024) : 0)));
-    },
-    final(cb) {
-      inner.end(() => cb());
-    },
-    // The descriptor is the caller's (its reader comes after): only a failed writer drops it.
-    destroy(err, cb) {
-      if (err) inner.destroy();
-      cb(err);
-    },
-  });
-}
+import { processesOf, slowSink } from './slow-io.js';
 
 describe('agent: a rolling restart while the primary is being copied for a base (process runtime)', () => {
   let fx: AgentFixture;
@@ -72,7 +38,7 @@ describe('agent: a rolling restart while the primary is being copied for a base 
           ...real,
           exec: async (name, argv, io) => {
             if (!(argv[0] === 'mariadb-backup' && io?.stdoutFd !== undefined)) return real.exec(name, argv, io);
-            const sink = slowSpool(io.stdoutFd, () => slow);
+            const sink = slowSink(createWriteStream('', { fd: io.stdoutFd, autoClose: false }), 256 * 1024, () => slow);
             const written = finished(sink).catch(() => undefined);
             const res = await real.exec(name, argv, { ...io, stdoutFd: undefined, stdout: sink });
             await written;

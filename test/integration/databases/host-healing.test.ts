@@ -107,6 +107,55 @@ describe('host healing (SQLite store, manual clock)', () => {
     await healing.tick();
     expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['b']);
     const said = (await events.list()).filter((e) => e.entity?.id === single.id).map((e) => e.message ?? '');
-    expect(said.some((m) => m.includes('is not re-placed'))).toBe(true);
+    expect(said.some((m) => m.includes('it is not rebuilt elsewhere: its backups and binlog archive were in the lost host\'s state folder'))).toBe(true);
+    expect((await repo.get(single.id))!.recovery).toBeNull();
+  });
+
+  it('rebuilds a 1-node database of a lost host on an agent sharing its object store, and waits with an event while there is none', async () => {
+    const { clock, repo, seen, healing, events, registry } = await setup();
+    const onStore = (id: string, backupStore: string) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: false, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [], backupStore });
+    await onStore('s1', 's3:https://store/b/us-east');
+    await onStore('other', 's3:https://elsewhere/b/us-east');
+    const single = await repo.create({ ...spread, label: 'single', clusterSize: 1, replicationType: 'none', agentId: 's1', backupKey: 'k'.repeat(43), generation: 4 });
+    await repo.setMembers(single.id, ['s1']);
+    await healing.declareLost('s1', 'operator', 'test');
+    expect((await repo.get(single.id))!.recovery).toEqual({ from: 's1', lostMs: clock.now() });
+    // No other agent on that store (a, b, c, d and "other" are not): it stays, and says why once.
+    expect(await healing.tick()).toBe(false);
+    await healing.tick();
+    const said = async () => (await events.list()).filter((e) => e.entity?.id === single.id).map((e) => e.message ?? '');
+    expect((await said()).filter((m) => m.includes('no host to be rebuilt on'))).toHaveLength(1);
+    expect((await said()).some((m) => m.includes('it is rebuilt on another host of the region from the object store'))).toBe(true);
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['s1']);
+    // An agent on the same store joins: the database is placed there, degraded until it is back.
+    clock.advance(1000);
+    for (const a of ['a', 'b', 'c']) await seen(a);
+    await onStore('s2', 's3:https://store/b/us-east');
+    expect(await healing.tick()).toBe(true);
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['s2']);
+    const moved = (await repo.get(single.id))!;
+    expect(moved).toMatchObject({ agentId: 's2', status: 'degraded', generation: 5, members: {}, recovery: { from: 's1', placedMs: clock.now() } });
+    expect((await said()).some((m) => m.startsWith('Placed on agent s2 (its host, agent s1, was lost)'))).toBe(true);
+    expect(await registry.metrics()).toMatch(/fulcrum_database_recoveries_total\{[^}]*\} 1\n/);
+    // Placed once: the next round leaves it.
+    expect(await healing.tick()).toBe(false);
+  });
+
+  it('leaves a 1-node database on its lost host when that host joins again before another on its store does', async () => {
+    const { clock, repo, healing, revoked } = await setup();
+    const onStore = (id: string) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: false, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [], backupStore: 's3:https://store/b/p' });
+    await onStore('s1');
+    const single = await repo.create({ ...spread, label: 'single', clusterSize: 1, replicationType: 'none', agentId: 's1', backupKey: 'k'.repeat(43) });
+    await repo.setMembers(single.id, ['s1']);
+    await healing.declareLost('s1', 'operator', 'test');
+    await healing.tick();
+    // It joins again with a new join token (its removal cleared): the database is its own again.
+    revoked.splice(0);
+    await onStore('s1');
+    await healing.tick();
+    expect((await repo.get(single.id))!.recovery).toBeNull();
+    await onStore('s2');
+    await healing.tick();
+    expect((await repo.members(single.id)).map((m) => m.agentId)).toEqual(['s1']);
   });
 });

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { chainFrom, gtidLe, oldestRestorable, planRestore, prune } from '../../../agent/binlog/chain.js';
-import { binlogDatetime, forkStopMs, replayFilter } from '../../../agent/binlog/replay.js';
+import { binlogDatetime, forkStopMs, recoveryStopMs, replayFilter } from '../../../agent/binlog/replay.js';
 import { snapshotGtidTap } from '../../../agent/backup/backup-service.js';
 
 const seg = (seq: number, from: number, to: number, closedMs: number) => ({ seq, gtidStart: from ? `0-1-${from}` : '', gtidEnd: `0-1-${to}`, closedMs });
@@ -69,6 +69,16 @@ describe('fork replay helpers', () => {
     expect(forkStopMs({ forkRestoreMs: t, forkThroughSecond: false })).toBe(t);
     expect(forkStopMs({ forkRestoreMs: String(t) })).toBe(t);
     expect(forkStopMs({ forkRestoreMs: t, forkThroughSecond: true })).toBe(t + 1000);
+  });
+
+  it('a recovery replays to the whole second after the archive\'s last close, with the whole chain', () => {
+    const closed = Date.UTC(2026, 10, 26, 14, 50, 15, 420);
+    expect(recoveryStopMs(closed)).toBe(Date.UTC(2026, 10, 26, 14, 50, 16));
+    expect(recoveryStopMs(Date.UTC(2026, 10, 26, 14, 50, 15))).toBe(Date.UTC(2026, 10, 26, 14, 50, 16));
+    // Every segment after the base, the last one included (nothing was closed after the stop).
+    const bases = [{ id: 1, snapshotGtid: '0-1-10', finishedMs: 1000 }];
+    const segs = [seg(1, 0, 8, 900), seg(2, 8, 12, 5000), seg(3, 12, 20, 9400)];
+    expect(planRestore(bases, segs, recoveryStopMs(9400), true)?.segments.map((s) => s.seq)).toEqual([2, 3]);
   });
 
   it('drops the source GTIDs and linroot account statements, keeps everything else', async () => {

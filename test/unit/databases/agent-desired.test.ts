@@ -96,3 +96,35 @@ describe('the source key of a fork from the shared store', () => {
     expect(keyOf('b', [{ ...source, backupKey: null }, fork({})])).toBe('');
   });
 });
+
+/**
+ * A 1-node database rebuilt from the shared store after its host was lost (docs/multi-host.md, "A
+ * 1-node database on a lost host"): its new agent is told to recover it from its own objects with
+ * its own key until the recovery ends, and a 1-node database's CA goes with it, without the
+ * replication password.
+ */
+describe('a 1-node database under recovery', () => {
+  const secrets = { caCertPem: 'CA PEM', caKeyPem: 'CA KEY', replPassword: 'repl' };
+  const single = (over: Partial<DatabaseRecord>) => ({
+    id: 7, label: 'one', region: 'us-east', type: 'g6-nanode-1', engineId: 'mysql/10.11', version: '10.11', image: '', binary: '/b', clusterSize: 1,
+    replicationType: 'none', encrypted: false, sslConnection: true, allowList: [], status: 'degraded', hostPrimary: '198.18.1.2', hostSecondary: '198.18.1.3', port: 3306,
+    provisioned: true, members: {}, caCert: null, usedDiskMb: null, patchPending: false, engineConfig: {}, rootPassword: 'pw', nextPassword: null, generation: 2,
+    convergedGeneration: 1, runState: 'running', agentId: 'n', term: 1, primaryMember: 1, pendingEventId: null, secondEventId: null, deleting: false, deleteEventId: null,
+    lastError: null, created: 0, updated: 0, clusterSecrets: secrets, backupKey: 'k'.repeat(43),
+    updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: 7, week_of_month: null, pending: [] }, ...over,
+  }) as unknown as DatabaseRecord;
+  const on = (agent: string): MemberPlacement[] => [{ databaseId: 7, member: 1, agentId: agent }];
+
+  it('is sent to its new agent as a recovery from its own objects, with its key, its CA and its linroot password', () => {
+    const [d] = agentContent('n', [single({ recovery: { from: 'old', lostMs: 1, placedMs: 2 } })], on('n'), []).databases;
+    expect([Number(d!.forkSource), Number(d!.forkRestoreMs), d!.forkSourceKey, d!.recoverFromStore]).toEqual([7, 0, 'k'.repeat(43), true]);
+    expect([d!.rootPassword, d!.hostPrimary, d!.clusterCaPem, d!.clusterCaKeyPem, d!.replicationPassword ?? '']).toEqual(['pw', '198.18.1.2', 'CA PEM', 'CA KEY', '']);
+  });
+
+  it('is an ordinary database once the recovery ended, or before it is placed', () => {
+    for (const recovery of [null, { from: 'old', lostMs: 1 }]) {
+      const [d] = agentContent('n', [single({ recovery })], on('n'), []).databases;
+      expect([Number(d!.forkSource), d!.forkSourceKey ?? '', d!.recoverFromStore ?? false]).toEqual([0, '', false]);
+    }
+  });
+});

@@ -35,7 +35,7 @@ const before = {
     'metrics-host': 'string', 'metrics-port': 'number', 'stop-nodes-on-exit': 'boolean', join: 'string', 'insecure-grpc': 'boolean', engines: 'string',
     'node-pool': 'string', 'backup-store': 'string', 'backup-store-endpoint': 'string', 'backup-store-region': 'string',
     'backup-store-path-style': 'boolean', 'backup-store-ca': 'string', 'backup-store-credentials': 'string',
-    'backup-store-access-key-id': 'string', 'backup-store-secret-access-key': 'string',
+    'backup-store-access-key-id': 'string', 'backup-store-secret-access-key': 'string', 'binlog-archive-interval': 'number',
   },
 } as const;
 
@@ -95,6 +95,9 @@ describe('CLI flags', () => {
     expect(agent('--runtime', 'vm')).toThrow(/^--runtime must be process or docker$/);
     expect(agent('--node-pool', '10.0.0.0/33')).toThrow(/^--node-pool must be an IPv4 CIDR such as 198.18.110.0\/28$/);
     expect(agent('--stop-nodes-on-exit=maybe', '--unknown')).toThrow(/^unknown option --unknown$/);
+    for (const bad of ['0', '3601']) expect(agent('--binlog-archive-interval', bad)).toThrow(/^--binlog-archive-interval must be 1 to 3600 seconds$/);
+    expect(agentOptions(['--state', dir, '--control-plane', 'x:1', '--binlog-archive-interval', '5']).binlogArchiveMs).toBe(5000);
+    expect(agentOptions(['--state', dir, '--control-plane', 'x:1']).binlogArchiveMs).toBeUndefined();
   });
 
   it('the usage is made from the specs: every command and every flag, with its default', () => {
