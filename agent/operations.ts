@@ -41,6 +41,10 @@ function coreHandlers(host: OperationsHost): OperationHandlers {
       if (!x?.position) throw new FulcrumError('validation', 'catch_up needs a position');
       await c.catchUp(x.member, x.position, Math.min(x.timeoutMs || 10_000, 60_000));
     },
+    // A rolling change across hosts (docs/multi-host.md, "Rolling changes across hosts").
+    restartMember: async (c, op) => {
+      await c.restartMember(op.restartMember?.member ?? 0);
+    },
     resetCredentials: async (c, op) => {
       const pw = op.resetCredentials?.newPassword ?? '';
       if (pw.length < 8) throw new Error('new_password must have at least 8 characters');

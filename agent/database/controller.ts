@@ -14,7 +14,7 @@ import { provision } from './provision.js';
 import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
-import { rolling } from './rolling.js';
+import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
@@ -73,6 +73,8 @@ export class DatabaseController extends Cluster {
   /** Called when an action or operation ends or a delete begins (see `watch`). */
   private readonly watchers = new Set<() => void>();
   private lastStatus = '';
+  /** How many actions and operations have taken the lock: a plan is stale once another has. */
+  private acquired = 0;
 
   constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
     super(deps);
@@ -176,6 +178,21 @@ export class DatabaseController extends Cluster {
     if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
   }
 
+  /**
+   * RestartMemberOp, one member's step of a rolling change across hosts: restarts the local
+   * replica `member` with the desired spec (rolling.ts, restartMember). It takes the lock as a
+   * rolling restart, so the archive round stops first (day-two beforeAction) and no heal overlaps.
+   */
+  async restartMember(member: number): Promise<boolean> {
+    // An old primary first rejoins through the plan (errant check, its position handed over).
+    await untilReplicating(() => this.observer.details.find((n) => n.index === member), () => this.state?.primary !== member, member);
+    return this.runExclusive('rolling', async () => {
+      await this.followDesired();
+      if (!this.state || !this.spread) throw new FulcrumError('conflict', 'only a member of a cluster spread over agents is restarted this way');
+      return restartMember(this.context, member);
+    });
+  }
+
   async observe(): Promise<DbObs> {
     const s = this.state;
     const d = this.desired;
@@ -220,6 +237,7 @@ export class DatabaseController extends Cluster {
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
     await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
+    const seen = this.acquired;
     try {
       let actions: Action[];
       try {
@@ -232,7 +250,9 @@ export class DatabaseController extends Cluster {
       }
       const next = actions[0];
       if (!next || this.busy || this.lock.locked || this.deleted) return;
-      await this.runExclusive(next.kind, () => this.execute(next));
+      // An operation that ran (or took the lock) since the observation makes the plan stale: a
+      // fence that began during it would otherwise be undone by a promote planned before it.
+      await this.runExclusive(next.kind, async () => (this.acquired === seen + 1 ? this.execute(next) : undefined));
     } finally {
       this.ticking = false;
     }
@@ -255,6 +275,7 @@ export class DatabaseController extends Cluster {
   /** Runs `fn` as the database's one action in flight; reports busy meanwhile. */
   runExclusive<T>(label: string, fn: () => Promise<T>): Promise<T> {
     return this.lock.run(async () => {
+      this.acquired++;
       this.busy = label;
       this.deps.onChange();
       try {

@@ -42,9 +42,12 @@ export async function fencePrimary(t: AdminTarget): Promise<string> {
 }
 
 export async function restartPrimary(db: PrimaryContext): Promise<void> {
-  const p = db.state.primary;
+  const s = db.state;
   await db.ensureTls();
-  await db.runtime.ensure(db.nodeSpec(p));
+  await db.runtime.ensure(db.nodeSpec(s.primary));
+  // A primary fenced for a planned switchover stays read-only (it starts so): made writable here,
+  // it would take writes past the position its fence answered, which the new primary lacks.
+  if (s.fencedTerm !== undefined && s.fencedTerm === s.term) return;
   await promotePrimary(db);
 }
 

@@ -165,7 +165,9 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   }
   if (actions.length > 0) return actions;
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
-  if (primaryLocal && !o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
+  // A fenced primary writes nothing, root's account changes included: they would be transactions
+  // past its fenced position that the new primary lacks (errant on the old primary).
+  if (primaryLocal && !sp.fenced && !o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
   if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
   return actions;
 }

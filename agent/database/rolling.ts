@@ -1,8 +1,12 @@
+import { systemClock } from '../../lib/clock.js';
+import { FulcrumError } from '../../lib/errors.js';
+import { sameSpec } from '../runtime/container-runtime.js';
 import { withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import { switchover } from '../mysql/promotion.js';
 import { gtidCurrentPos, promote, waitForGtid } from '../mysql/replication.js';
 import type { ClusterContext } from './context.js';
+import type { NodeObs } from './plan.js';
 import { updateState } from './state.js';
 import { attach } from './rejoin.js';
 
@@ -54,6 +58,54 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
   }
   await db.refresh();
   if (reason === 'patch') db.emit('database_update', `patched: nodes restarted with ${s.running.binary ?? s.running.image}`);
+}
+
+/**
+ * One member's step of a rolling change of a cluster spread over hosts (RestartMemberOp,
+ * docs/multi-host.md "Rolling changes across hosts"): the control plane sequences the members and
+ * the switchover; this agent only restarts its local replica `k` with the desired spec and engine
+ * and returns once it replicates from the named primary again. A member that already runs the
+ * desired spec and engine is left alone, so a rollout resumed after a failure skips it. Returns
+ * whether it restarted the member.
+ */
+export async function restartMember(db: RollingContext, k: number): Promise<boolean> {
+  const s = db.state;
+  if (!db.nodeIndexes().includes(k)) throw new FulcrumError('conflict', `member ${k} does not run on this agent`);
+  // The primary is switched over first: restarting it would refuse writes for the whole restart.
+  if (k === s.primary) throw new FulcrumError('conflict', `member ${k} is the primary; it is restarted only once another member is primary`);
+  const upgrade = !!db.spec.version && db.spec.version !== s.running.version;
+  if (upgrade) await updateState(db, { running: db.resolveEngine() });
+  await db.ensureTls();
+  const st = await db.runtime.inspect(db.nodeName(k));
+  if (!upgrade && st.state === 'running' && st.spec && sameSpec(st.spec, db.nodeSpec(k))) return false;
+  db.log.info({ node: k, upgrade }, 'restarting the member for a rolling change');
+  await db.runtime.stop(db.nodeName(k));
+  await db.runtime.ensure(db.nodeSpec(k));
+  await upgradeTables(db, k);
+  await attach(db, k);
+  await db.refresh();
+  return true;
+}
+
+/** How long a member's restart for a rolling change waits for it to replicate first (wall time). */
+export const REPLICATING_WAIT_MS = 60_000;
+
+/**
+ * Resolves once member `k` was last observed a running, read-only replica replicating from the
+ * primary (`isReplica`: the agent does not run it as primary). A switched-over old primary is
+ * reported a replica as soon as the new term arrives, before its rejoin (the errant check, then
+ * replication from its whole position) has run; restarted and attached before that, it would
+ * replicate from a stale position. Waits on the reconcile rounds' observations, at most
+ * REPLICATING_WAIT_MS, then fails with a conflict (the control plane retries the rollout).
+ */
+export async function untilReplicating(node: () => NodeObs | undefined, isReplica: () => boolean, k: number): Promise<void> {
+  const end = systemClock.now() + REPLICATING_WAIT_MS;
+  for (;;) {
+    const n = node();
+    if (isReplica() && n?.state === 'running' && n.reachable && n.readOnly && n.replicating) return;
+    if (systemClock.now() > end) throw new FulcrumError('conflict', `member ${k} did not replicate from the primary within ${REPLICATING_WAIT_MS / 1000} s`);
+    await systemClock.sleep(200);
+  }
 }
 
 /**

@@ -8,6 +8,7 @@ import { BackupScheduler } from '../domain/databases/backup-schedule.js';
 import { AgentReports } from '../domain/databases/agent-reports.js';
 import { HostHealing, type HostView } from '../domain/databases/host-healing.js';
 import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
+import { Rollout } from '../domain/databases/rollout.js';
 import { Switchover } from '../domain/databases/switchover.js';
 import { HostOverview } from '../domain/databases/host-overview.js';
 import { eventToWire } from '../domain/events/event-service.js';
@@ -138,10 +139,15 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     },
   });
   const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover });
+  // Rolling changes of spread clusters: member by member, with the drain's switchover
+  // (docs/multi-host.md, "Rolling changes across hosts"); each step runs in the background.
+  const rollout = new Rollout({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, switchover, onChange: placementsChanged });
   const healingTick = every(ctx, HEALING_TICK_MS, 'host healing round failed', async () => {
     if (!ctx.replicas.leaseHeld()) return;
     if (await healing.tick()) placementsChanged();
     if (await drain.tick()) placementsChanged();
+    // Not awaited: a member's restart takes long, and the round goes on every second.
+    void Promise.all(await rollout.tick());
   });
   ctx.closers.push(() => healingTick.cancel());
 

@@ -64,7 +64,7 @@ function recovering(d: DatabaseRecord, members: DesiredMember[]): boolean {
   return !!d.recovery?.placedMs && !!d.backupKey && d.agentId !== null && members.some((m) => m.local && m.agentId === d.agentId);
 }
 
-function toOperation(op: OperationRecord): Operation {
+function toOperation(op: OperationRecord): Operation | undefined {
   const base = { operationId: op.id, databaseId: op.databaseId };
   switch (op.kind) {
     case 'snapshot': return { ...base, snapshot: { label: String(op.payload.label), target: String(op.payload.target ?? 'primary') } };
@@ -74,6 +74,9 @@ function toOperation(op: OperationRecord): Operation {
     case 'resetCredentials': return { ...base, resetCredentials: { newPassword: String(op.payload.new_password) } };
     case 'fence': return { ...base, fence: { term: Number(op.payload.term), member: Number(op.payload.member) } };
     case 'catchUp': return { ...base, catchUp: { member: Number(op.payload.member), position: String(op.payload.position), timeoutMs: Number(op.payload.timeout_ms) } };
+    case 'restartMember': return { ...base, restartMember: { member: Number(op.payload.member) } };
+    // The control plane's own record of a rollout (rollout.ts); no agent runs it.
+    case 'rollout': return undefined;
   }
 }
 
@@ -127,7 +130,7 @@ export function agentContent(
   const mine = (op: OperationRecord) => (typeof op.payload.agent === 'string' ? op.payload.agent === agentId && held.has(op.databaseId) : ids.has(op.databaseId));
   return {
     databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '', forkSourceKey(d, all, agentId))),
-    operations: orderedOperations(pending.filter(mine)).map(toOperation),
+    operations: orderedOperations(pending.filter(mine)).map(toOperation).filter((o): o is Operation => o !== undefined),
     deleteAllIntended: dbs.length === 0,
   };
 }

@@ -9,10 +9,10 @@ import type { Actor, AuthService } from '../auth/auth-service.js';
 import type { EntityRef, EventService } from '../events/event-service.js';
 import type { RegionCatalogue } from '../regions.js';
 import type { AddressPools } from '../address-pools.js';
-import type { EngineCatalogue } from './catalogue.js';
-import { parseEngineId } from './catalogue.js';
+import { parseEngineId, type EngineCatalogue } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
 import { spansAgents } from './placement.js';
+import { needsRollingRestart } from './engine-config.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
@@ -186,8 +186,6 @@ export class DatabaseService {
       if (input.type !== undefined) patch.type = input.type;
       if (input.engineConfig !== undefined && JSON.stringify(input.engineConfig) !== JSON.stringify(db.engineConfig)) patch.engineConfig = input.engineConfig;
       if (input.engineId !== undefined) {
-        // An upgrade points the database at the newer catalogue entry; the agent rolls the nodes
-        // onto it at once (replicas first, then a switchover), as it does a patch.
         const e = this.d.engines.get(input.engineId)!;
         Object.assign(patch, { engineId: e.id, version: e.version, image: e.image, binary: e.binary });
       }
@@ -209,6 +207,8 @@ export class DatabaseService {
       // Every member of a scaled database runs on the agent that runs it now; the new members are
       // seeded there from the primary (docs/databases.md, "Scaling").
       if (patch.clusterSize !== undefined && db.agentId !== null) await this.d.repo.setMembers(id, Array.from({ length: patch.clusterSize }, () => db.agentId!));
+      // A restart the change needs rolls out at once: on one host the agent leads, spread over hosts the control plane (rollout.ts).
+      if (spansAgents(members) && needsRollingRestart(db, patch)) await this.d.repo.createOperation({ id: randomUUID(), databaseId: id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: this.d.clock.now() });
       const updated = await this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),

@@ -201,3 +201,16 @@ export function configDescription(): Record<string, unknown> {
     mysql: Object.fromEntries(Object.entries(mysqlConfigKeys).map(([name, k]) => [name, describe(k)])),
   };
 }
+
+/**
+ * Whether an update of a cluster spread over hosts needs its members restarted, pure: a plan
+ * change, a version upgrade, or an engine_config key applied only at start that changed.
+ */
+export function needsRollingRestart(
+  before: { type: string; engineId: string; engineConfig: EngineConfig }, patch: Partial<{ type: string; engineId: string; engineConfig: EngineConfig }>,
+): boolean {
+  if (patch.type !== undefined && patch.type !== before.type) return true;
+  if (patch.engineId !== undefined && patch.engineId !== before.engineId) return true;
+  if (patch.engineConfig === undefined) return false;
+  return JSON.stringify(serverOptions(patch.engineConfig).restart) !== JSON.stringify(serverOptions(before.engineConfig).restart);
+}

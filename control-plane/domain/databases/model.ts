@@ -130,7 +130,7 @@ export interface BackupRecord {
   status: 'ready' | 'deleting';
 }
 
-export type OperationKind = 'snapshot' | 'restore' | 'deleteBackup' | 'patch' | 'resetCredentials' | 'fence' | 'catchUp';
+export type OperationKind = 'snapshot' | 'restore' | 'deleteBackup' | 'patch' | 'resetCredentials' | 'fence' | 'catchUp' | 'restartMember' | 'rollout';
 
 export interface OperationRecord {
   id: string;

@@ -163,7 +163,7 @@ export class DatabaseObserver {
       return false;
     }
 
-    const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch');
+    const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch' || op.kind === 'rollout');
     let status = effectiveStatus(db.clusterSize, o);
     // A spread cluster missing a member (its host lost, or the new one not reporting yet) is not
     // whole, whatever the primary's agent sees of its own members (docs/multi-host.md, "A lost host").

@@ -1,7 +1,7 @@
 import { ErrorCollector } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { checkField, checkFields, checkValue, type Body, type FieldSpec } from '../validation/fields.js';
-import { serverOptions, validateEngineConfig } from './engine-config.js';
+import { validateEngineConfig } from './engine-config.js';
 import { forkReasons, validateFork, type ForkLookups } from './fork-request.js';
 import type { DatabaseFork, EngineConfig, ReplicationType, UpdatesWindow } from './model.js';
 
@@ -27,7 +27,6 @@ export const databaseReasons = {
   engineNotString: 'engine is not available; see /databases/engines for the engines offered',
   clusterSize: 'cluster_size must be 1 or 3',
   clusterSizeSpread: 'cluster_size cannot be changed while the members run on several hosts',
-  restartSpread: (field: string) => `${field} cannot be changed while the members run on several hosts: it needs a rolling restart, which such clusters do not do yet`,
   replicationType: 'replication_type must be none, asynch or semi_synch',
   replicationForOne: 'replication_type must be none for a cluster_size of 1',
   replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',
@@ -302,16 +301,6 @@ export function validateUpdate(body: Body, look: UpdateLookups): UpdateInput {
     if (body.allow_list !== undefined && body.allow_list !== null && body.type !== look.currentType) errs.add('type', R.typeWithAllowList);
   }
   validateResizeAndUpgrade(errs, body, look, out);
-  // A plan change, an upgrade and a restart-time engine_config key are rolled out by a rolling
-  // restart, which the agents of a cluster spread over hosts do not do yet: refused here rather
-  // than left resizing or updating for ever (docs/databases.md, "Clusters across hosts").
-  if (look.spansAgents) {
-    if (out.type !== undefined) errs.add('type', R.restartSpread('type'));
-    if (out.engineId !== undefined) errs.add('version', R.restartSpread('version'));
-    if (out.engineConfig !== undefined && JSON.stringify(serverOptions(out.engineConfig).restart) !== JSON.stringify(serverOptions(look.currentEngineConfig ?? {}).restart)) {
-      errs.add('engine_config', R.restartSpread('engine_config'));
-    }
-  }
   refuseNotYet(errs, body);
   for (const k of ['engine', 'region', 'replication_type', 'encrypted', 'ssl_connection']) {
     if (body[k] !== undefined) errs.add(k, R.immutable(k));

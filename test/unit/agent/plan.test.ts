@@ -126,6 +126,10 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     const fenced = (on: boolean) => obs({ nodes: [node(1, { readOnly: true, semiSyncMaster: true })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: on } });
     expect(plan(running3, fenced(true))).toEqual([]);
     expect(plan(running3, fenced(false))).toEqual([{ kind: 'promote-primary' }]);
+    // Nor are accounts synced on it while fenced (root's writes would be past the fenced position).
+    const accounts = (on: boolean) => obs({ nodes: [node(1, { readOnly: on, semiSyncMaster: true })], accountsCurrent: false, spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: on } });
+    expect(plan(running3, accounts(true))).toEqual([]);
+    expect(plan(running3, accounts(false))).toEqual([{ kind: 'sync-accounts' }]);
     // Once another member is named, the fenced old primary rejoins it as any old primary does.
     const named = obs({ primary: 2, nodes: [node(1, { readOnly: true, replicating: false })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: false } });
     expect(plan(running3, named)).toEqual([{ kind: 'rejoin', index: 1, rebuild: false }]);

@@ -202,7 +202,6 @@ describe('API error inventory', () => {
       engineNotString: 'engine is not available; see /databases/engines for the engines offered',
       clusterSize: 'cluster_size must be 1 or 3',
       clusterSizeSpread: 'cluster_size cannot be changed while the members run on several hosts',
-      restartSpread: '{0} cannot be changed while the members run on several hosts: it needs a rolling restart, which such clusters do not do yet',
       replicationType: 'replication_type must be none, asynch or semi_synch',
       replicationForOne: 'replication_type must be none for a cluster_size of 1',
       replicationForThree: 'replication_type must be asynch or semi_synch for a cluster_size of 3',

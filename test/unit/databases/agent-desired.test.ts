@@ -58,6 +58,15 @@ describe('the desired state of a spread cluster', () => {
     // An agent holding no member of the database is sent nothing, even when addressed.
     expect(sent('z')).toEqual([]);
   });
+
+  it('sends a rollout\'s member restart to the member\'s agent only, and the rollout itself to no agent', () => {
+    const op = (id: string, kind: OperationRecord['kind'], payload: Record<string, unknown>): OperationRecord => ({ id, databaseId: 5, kind, payload, eventId: null, state: 'pending', error: null, created: 1 });
+    const pending = [op('r', 'rollout', {}), op('m', 'restartMember', { agent: 'b', member: 2 })];
+    const sent = (agent: string) => agentContent(agent, [db()], spread, pending).operations;
+    expect(sent('a')).toEqual([]);
+    expect(sent('b')).toEqual([{ operationId: 'm', databaseId: 5, restartMember: { member: 2 } }]);
+    expect(sent('c')).toEqual([]);
+  });
 });
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCollector, FulcrumError } from '../../../lib/errors.js';
 import { isIpv4OrCidr } from '../../../lib/ipv4.js';
 import { compareVersions, defaultUpdates, parseRestoreTime, validateCreate, validateSnapshot, validateUpdate, validateUpdates } from '../../../control-plane/domain/databases/validation.js';
+import { needsRollingRestart } from '../../../control-plane/domain/databases/engine-config.js';
 
 const look = {
   engineExists: (id: string) => id === 'mysql/10.11.14',
@@ -140,12 +141,23 @@ describe('database validation', () => {
     expect(fields(() => validateUpdate({ cluster_size: 2 }, u))).toEqual(['cluster_size']);
     expect(fields(() => validateUpdate({ cluster_size: 1 }, { ...u, spansAgents: true }))).toEqual(['cluster_size']);
     expect(validateUpdate({ cluster_size: 3 }, { ...u, spansAgents: true })).toEqual({});
-    // What needs a rolling restart is refused for a cluster spread over hosts; a live variable is not.
+    // What needs a rolling restart is accepted for a cluster spread over hosts too (the control
+    // plane rolls it out member by member, rollout.ts), and needsRollingRestart says which it is.
     const spread = { ...u, spansAgents: true, currentEngineConfig: {} };
-    expect(fields(() => validateUpdate({ version: '10.11.14' }, spread))).toEqual(['version']);
-    expect(fields(() => validateUpdate({ type: 'g6-standard-2' }, { ...spread, typeDisk: (t: string) => (t === 'g6-nanode-1' ? 25600 : 51200) }))).toEqual(['type']);
-    expect(fields(() => validateUpdate({ engine_config: { mysql: { innodb_ft_min_token_size: 2 } } }, spread))).toEqual(['engine_config']);
-    expect(validateUpdate({ engine_config: { mysql: { connect_timeout: 20 } } }, spread).engineConfig).toMatchObject({ mysql: { connect_timeout: 20 } });
+    const before = { type: 'g6-nanode-1', engineId: 'mysql/10.11.9', engineConfig: {} };
+    const upgrade = validateUpdate({ version: '11.8' }, spread);
+    expect(upgrade).toEqual({ engineId: 'mysql/11.8.9' });
+    expect(needsRollingRestart(before, upgrade)).toBe(true);
+    const resize = validateUpdate({ type: 'g6-standard-2' }, { ...spread, typeDisk: (t: string) => (t === 'g6-nanode-1' ? 25600 : 51200) });
+    expect(resize).toEqual({ type: 'g6-standard-2' });
+    expect(needsRollingRestart(before, resize)).toBe(true);
+    const restartKey = validateUpdate({ engine_config: { mysql: { innodb_ft_min_token_size: 2 } } }, spread);
+    expect(needsRollingRestart(before, restartKey)).toBe(true);
+    expect(needsRollingRestart({ ...before, engineConfig: restartKey.engineConfig! }, restartKey)).toBe(false);
+    const live = validateUpdate({ engine_config: { mysql: { connect_timeout: 20 } } }, spread);
+    expect(live.engineConfig).toMatchObject({ mysql: { connect_timeout: 20 } });
+    expect(needsRollingRestart(before, live)).toBe(false);
+    expect(needsRollingRestart(before, { type: before.type, engineId: before.engineId })).toBe(false);
     expect(fields(() => validateUpdate({ cluster_size: '1' }, u))).toEqual(['cluster_size']);
     expect(compareVersions('10.11.9', '10.11.14')).toBe(-1);
     expect(compareVersions('10.11', '10.11.0')).toBe(0);

@@ -1,0 +1,137 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../lib/clock.js';
+import { silentLogger } from '../../../lib/logger.js';
+import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
+import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
+import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
+import { EventService } from '../../../control-plane/domain/events/event-service.js';
+import { Switchover } from '../../../control-plane/domain/databases/switchover.js';
+import { ROLLOUT_RETRY_MS, Rollout } from '../../../control-plane/domain/databases/rollout.js';
+import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
+import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
+import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
+import { databaseRecord } from '../../helpers/database-record.js';
+
+/**
+ * A rolling change of a cluster spread over three agents, run by the lease holder's rollout over
+ * the real SQLite store with a ManualClock. The agents are played here: each answers the
+ * operations addressed to it as its agent would, and reports its member as the observer stores it.
+ */
+describe('rolling change across hosts (SQLite store, manual clock)', () => {
+  let dir: string;
+  let db: Db;
+  afterEach(() => {
+    db?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function setup() {
+    dir = mkdtempSync(join(tmpdir(), 'fulcrum-rollout-'));
+    db = openDatabase(join(dir, 'cp.db'));
+    const clock = new ManualClock();
+    const repo = sqliteDatabaseRepository(db);
+    const events = new EventService(sqliteEvents(db), clock);
+    const resize = await events.record('database_resize', { id: 0, type: 'database', label: 'spread', url: '' });
+    const row = await repo.create(databaseRecord({
+      label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'resizing', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
+      provisioned: true, convergedGeneration: 1, agentId: 'a', term: 4, pendingEventId: resize.id,
+    }));
+    await repo.setMembers(row.id, ['a', 'b', 'c']);
+    const agentOf: Record<number, string> = { 1: 'a', 2: 'b', 3: 'c' };
+    const report = async (k: number, role: string, gtid = 10) => repo.putMemberReport({ databaseId: row.id, member: k, agentId: agentOf[k]!, state: 'running', role, gtid: `0-1-${gtid}`, address: `10.0.0.${k}:3306`, reported: clock.now() });
+    const reporting = async () => {
+      for (const id of ['a', 'b', 'c']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+    };
+    await reporting();
+    for (const k of [1, 2, 3]) await report(k, k === 1 ? 'primary' : 'replica');
+    await repo.createOperation({ id: 'rollout-1', databaseId: row.id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: clock.now() });
+    const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => undefined });
+    const rollout = new Rollout({ repo, events, clock, logger: silentLogger(), switchover, onChange: () => undefined });
+    const seen: OperationRecord[] = [];
+    /**
+     * The lease holder's rounds while the agents answer: each new operation is seen once and
+     * answered by `answer` (false: it fails), the clock moving 50 ms a turn, for at most `turns`.
+     */
+    async function rounds(turns: number, answer: (op: OperationRecord) => boolean, until: () => Promise<boolean>): Promise<void> {
+      for (let turn = 0; turn < turns; turn++) {
+        if (await until()) return;
+        await reporting();
+        void Promise.all(await rollout.tick());
+        for (const op of await repo.pendingOperations(row.id)) {
+          if (op.kind === 'rollout' || seen.some((s) => s.id === op.id)) continue;
+          seen.push(op);
+          const ok = answer(op);
+          const member = Number(op.payload.member);
+          if (!ok) {
+            await repo.finishOperation(op.id, 'failed', 'mariadb-upgrade failed on node 2');
+            continue;
+          }
+          if (op.kind === 'fence') {
+            await report(member, 'fenced');
+            await repo.finishOperation(op.id, 'done', null, '0-1-10');
+          } else {
+            await repo.finishOperation(op.id, 'done', null);
+          }
+        }
+        // The agents follow the named primary: it promotes, the old one rejoins as a replica.
+        const now = (await repo.get(row.id))!;
+        for (const k of [1, 2, 3]) {
+          const mine = (await repo.memberReports(row.id)).find((r) => r.member === k)!;
+          const role = k === now.primaryMember ? 'primary' : 'replica';
+          if (mine.role !== role) await report(k, role);
+        }
+        await new Promise((r) => setImmediate(r));
+        clock.advance(50);
+      }
+      throw new Error('the rollout did not get there');
+    }
+    const messages = async () => (await events.list()).map((e) => `${e.action}/${e.status}: ${e.message}`);
+    const observer = new DatabaseObserver({ repo, events, service: {} as DatabaseService, clock, logger: silentLogger() });
+    /** The reporting agent says the database is active and converged, as a spread member's agent does at once. */
+    const converged = () => observer.apply('a', [{ id: row.id, status: 'active', members: {}, caCertPem: '', error: '', usedDiskMb: 0, convergedGeneration: 1, backups: [], events: [] }], []);
+    return { clock, repo, row, rollout, rounds, seen, messages, converged };
+  }
+
+  it('restarts the replicas, switches over onto one, restarts the old primary, then ends the resize', async () => {
+    const { repo, row, rounds, seen, messages, converged } = await setup();
+    // The agents have nothing to do on their own: the rollout, not their report, ends the resize.
+    await converged();
+    expect((await repo.get(row.id))!.status).toBe('resizing');
+    await rounds(2000, () => true, async () => (await repo.operation('rollout-1'))?.state === 'done');
+    expect(seen.map((op) => [op.kind, op.payload])).toEqual([
+      ['restartMember', { agent: 'b', member: 2 }],
+      ['restartMember', { agent: 'c', member: 3 }],
+      ['fence', { agent: 'a', term: 4, member: 1 }],
+      ['catchUp', { agent: 'b', member: 2, position: '0-1-10', timeout_ms: 5000 }],
+      ['restartMember', { agent: 'a', member: 1 }],
+    ]);
+    expect(await repo.get(row.id)).toMatchObject({ status: 'active', term: 5, primaryMember: 2, agentId: 'b', pendingEventId: null });
+    const said = await messages();
+    expect(said.filter((m) => m.startsWith('database_update/notification: Rolling change: member'))).toHaveLength(3);
+    expect(said.some((m) => m.startsWith('database_failover/notification: Member 2 on agent b named primary (term 5) by a planned switchover (a rolling change)'))).toBe(true);
+    expect(said).toContain('database_update/notification: Rolling change done: every member runs the new spec.');
+    expect(said.some((m) => m.startsWith('database_resize/finished'))).toBe(true);
+  });
+
+  it('stops on a failed restart with the database serving and an event saying why, and resumes after the retry time', async () => {
+    const { clock, repo, row, rounds, seen, messages } = await setup();
+    let fail = true;
+    await rounds(200, (op) => !(fail && op.kind === 'restartMember'), async () => (await messages()).some((m) => m.startsWith('database_update/failed: Rolling change stopped')));
+    expect((await messages()).find((m) => m.startsWith('database_update/failed'))).toBe(
+      `database_update/failed: Rolling change stopped: member 2 on agent b was not restarted: mariadb-upgrade failed on node 2. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
+    );
+    expect(await repo.get(row.id)).toMatchObject({ status: 'resizing', term: 4, primaryMember: 1 });
+    expect((await repo.operation('rollout-1'))!.state).toBe('pending');
+    // Nothing more is tried before the retry time: no fence, no second restart.
+    const tried = seen.length;
+    await expect(rounds(Math.floor(ROLLOUT_RETRY_MS / 50) - 20, () => true, async () => seen.length > tried)).rejects.toThrow('did not get there');
+    fail = false;
+    clock.advance(1000);
+    await rounds(2000, () => true, async () => (await repo.operation('rollout-1'))?.state === 'done');
+    expect(seen.filter((op) => op.kind === 'restartMember').map((op) => op.payload.member)).toEqual([2, 2, 3, 1]);
+    expect(await repo.get(row.id)).toMatchObject({ status: 'active', primaryMember: 2 });
+  });
+});
