@@ -60,15 +60,18 @@ export class EngineCatalogue {
   }
 
   /**
-   * The catalogue id an `engine` of a create names: itself, or for a series id (`mysql/10`, as the
-   * v2 Terraform resource writes the real service's `mysql/8`, and reads it back as
-   * `<engine>/<major>`) the newest build of that series on offer. Anything else is returned as
-   * given, for validation to refuse.
+   * A create's body with its `engine` as the catalogue id it names: itself, or for a series id
+   * (`mysql/10`, as the v2 Terraform resource writes the real service's `mysql/8`, and reads it
+   * back as `<engine>/<major>`) the newest build of that series on offer. Anything else is left
+   * as given, for validation to refuse.
    */
-  exactId(engine: unknown): unknown {
-    if (typeof engine !== 'string' || this.get(engine)) return engine;
+  exactEngineIn<T>(body: T): T {
+    if (!body || typeof body !== 'object' || !('engine' in body)) return body;
+    const engine = (body as { engine: unknown }).engine;
+    if (typeof engine !== 'string' || this.get(engine)) return body;
     const parsed = parseEngineId(engine);
-    return (parsed && this.forVersion(parsed.version)?.id) ?? engine;
+    const exact = parsed && this.forVersion(parsed.version)?.id;
+    return exact ? { ...body, engine: exact } : body;
   }
 }
 

@@ -120,8 +120,7 @@ export class DatabaseService {
       // A fork may leave out what its source decides (withForkDefaults); only a source the
       // caller can read fills them in, so the defaults reveal nothing about another's database.
       const readable = src && !src.deleting && this.d.auth.canRead(actor, 'database', src.id) ? src : undefined;
-      const asked = readable && body.fork !== undefined && body.fork !== null ? withForkDefaults(body, readable, (l) => labels.has(l)) : body;
-      const request = asked && typeof asked === 'object' && 'engine' in asked ? { ...asked, engine: this.d.engines.exactId(asked.engine) } : asked;
+      const request = this.d.engines.exactEngineIn(readable && body.fork !== undefined && body.fork !== null ? withForkDefaults(body, readable, (l) => labels.has(l)) : body);
       const input = validateCreate(request, {
         engineExists: (id) => parseEngineId(id) !== undefined && this.d.engines.get(id) !== undefined,
         regionExists: (id) => this.d.regions.has(id, 'Managed Databases'),
