@@ -80,8 +80,12 @@ export const fastPathAvailable = SendWrap !== null;
  */
 export class FastUdp {
   private handle: NativeUdp | null = null;
+  // A plain field, not a parameter property: this file is also loaded as TypeScript by Node's
+  // own type stripping, in udp-fast.test.ts's child process.
+  private readonly socket: Socket;
 
-  constructor(private readonly socket: Socket, onMessage: (msg: Buffer, from: RemoteInfo) => void) {
+  constructor(socket: Socket, onMessage: (msg: Buffer, from: RemoteInfo) => void) {
+    this.socket = socket;
     // dgram emits 'listening' right after it points the handle's onmessage at its own handler and
     // starts reading (also for a handle passed in from the primary), before any datagram is read.
     socket.once('listening', () => {
