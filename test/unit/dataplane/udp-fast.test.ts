@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import * as dgram from 'node:dgram';
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -63,6 +64,24 @@ describe('FastUdp', () => {
     await waitFor(() => replies.length === 20, 30_000);
     expect(new Set(replies)).toEqual(new Set(Array.from({ length: 20 }, (_, i) => `datagram ${i}`)));
     expect(boundPort).toBeGreaterThan(0);
+  });
+
+  it('takes the fast path on a socket bound to a native handle passed in, as a worker binds its slot of a reuseport group', async () => {
+    // What workers/udp-group.ts makes in the primary (a bound handle that does not read yet).
+    const create = (dgram as unknown as { _createSocketHandle: (a: string, p: number, t: string, fd: number, flags: number) => object })._createSocketHandle;
+    const quiet = process.noDeprecation;
+    process.noDeprecation = true;
+    const handle = create(ip, 0, 'udp4', -1, 0);
+    process.noDeprecation = quiet;
+    const s = socket();
+    const heard: string[] = [];
+    const io = new FastUdp(s, (msg) => heard.push(msg.toString()));
+    await new Promise<void>((resolve) => (s.bind as unknown as (h: object, cb: () => void) => void)(handle, resolve));
+    expect(io.fast).toBe(true);
+    const client = socket();
+    client.send('through the passed handle', s.address().port, ip);
+    await waitFor(() => heard.length === 1, 30_000);
+    expect(heard).toEqual(['through the passed handle']);
   });
 
   it('still turns a read error into the socket\'s error event, through node:dgram\'s own handler', async () => {
