@@ -6,6 +6,7 @@ import { hashString } from '../balancing/picker.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import type { NodeState } from '../runtime/node-state.js';
 import type { ConnLimits } from '../throttle/conn-limits.js';
+import { FastUdp } from './udp-fast.js';
 
 /** How often expired sessions are looked for, at most (a shorter session timeout sweeps more often). */
 const SWEEP_MS = 1000;
@@ -44,6 +45,8 @@ interface UdpSession {
   unconfirmedBytes: number;
   readonly rt: ConfigRuntime;
   readonly socket: Socket;
+  /** The socket's reads and sends (udp-fast.ts). */
+  readonly out: FastUdp;
   node: NodeState;
   /** The node the last datagram went to: a reply from it is recognised without building a key. */
   sentTo: NodeState | null;
@@ -69,6 +72,8 @@ interface UdpSession {
  */
 export class UdpListener {
   readonly socket: Socket;
+  /** The listening socket's reads, and its replies to clients (udp-fast.ts). */
+  private readonly io: FastUdp;
   rt: ConfigRuntime | null = null;
   /**
    * Sessions by client address, then port: a datagram finds its flow with the two values the
@@ -85,7 +90,7 @@ export class UdpListener {
    */
   constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits, private readonly source?: (ip: string, port: number) => Promise<object>) {
     this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4', lookup: literal });
-    this.socket.on('message', (msg, from) => this.onDatagram(msg, from));
+    this.io = new FastUdp(this.socket, (msg, from) => this.onDatagram(msg, from));
     this.socket.on('error', (e) => this.log.error({ err: e, ip, port }, 'udp listener error'));
   }
 
@@ -151,7 +156,7 @@ export class UdpListener {
     const node = s.node;
     if (s.connected) {
       if (node === s.sentTo) {
-        s.socket.send(msg);
+        s.out.send(msg);
         return;
       }
       s.connected = false;
@@ -161,7 +166,26 @@ export class UdpListener {
       s.sentTo = node;
       s.peers.add(`${node.spec.host}:${node.spec.port}`);
     }
-    s.socket.send(msg, node.spec.port, node.spec.host);
+    s.out.sendTo(msg, node.spec.port, node.spec.host);
+  }
+
+  /** A datagram on a session's socket: passed on to the client when it is from the session's node. */
+  private onReply(s: UdpSession, reply: Buffer, peer: RemoteInfo): void {
+    if (s.ended) return;
+    const last = s.sentTo;
+    // A connected socket hears only its node: the kernel drops datagrams from anyone else.
+    const known = s.connected || (last !== null && peer.port === last.spec.port && peer.address === last.spec.host);
+    if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
+    if (known && last !== null) s.rt.seen(last);
+    if (s.fromClient < 2) {
+      // Maybe a spoofed source: the first datagram's replies are bounded; the rest are dropped.
+      if (s.unconfirmedReplies >= UNCONFIRMED_REPLY_DATAGRAMS || s.unconfirmedBytes + reply.length > UNCONFIRMED_REPLY_BYTES) return;
+      s.unconfirmedReplies++;
+      s.unconfirmedBytes += reply.length;
+    }
+    s.lastSeen = this.clock.now();
+    s.rt.traffic.sent(reply.length);
+    this.io.sendTo(reply, s.port, s.ip);
   }
 
   private pick(rt: ConfigRuntime, ip: string, flow: string): NodeState | undefined {
@@ -189,29 +213,13 @@ export class UdpListener {
     // Stickiness none moves on every datagram, and a disconnect gives the socket a new local port
     // (late replies to the old one are lost), so those sessions never connect (docs/dataplane.md "UDP").
     const connected = rt.spec.stickiness !== 'none';
+    const out = new FastUdp(socket, (reply, peer) => this.onReply(s, reply, peer));
     const s: UdpSession = {
-      flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, socket, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
+      flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, socket, out, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
       connected, lastSeen: this.clock.now(), ended: false,
     };
     // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
     if (connected) socket.connect(node.spec.port, node.spec.host);
-    socket.on('message', (reply, peer) => {
-      if (s.ended) return;
-      const last = s.sentTo;
-      // A connected socket hears only its node: the kernel drops datagrams from anyone else.
-      const known = s.connected || (last !== null && peer.port === last.spec.port && peer.address === last.spec.host);
-      if (!known && !s.peers.has(`${peer.address}:${peer.port}`)) return;
-      if (known && last !== null) rt.seen(last);
-      if (s.fromClient < 2) {
-        // Maybe a spoofed source: the first datagram's replies are bounded; the rest are dropped.
-        if (s.unconfirmedReplies >= UNCONFIRMED_REPLY_DATAGRAMS || s.unconfirmedBytes + reply.length > UNCONFIRMED_REPLY_BYTES) return;
-        s.unconfirmedReplies++;
-        s.unconfirmedBytes += reply.length;
-      }
-      s.lastSeen = this.clock.now();
-      rt.traffic.sent(reply.length);
-      this.socket.send(reply, s.port, s.ip);
-    });
     socket.on('error', (e: NodeJS.ErrnoException) => {
       // A connected socket hears the ICMP "port unreachable" of a node that is not listening; an
       // unconnected one never did. The datagram is lost either way and the session stays, as
