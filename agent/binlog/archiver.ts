@@ -10,6 +10,7 @@ import { databaseKey } from '../backup/backup-key.js';
 import { sealedWriter } from '../backup/sealed-writer.js';
 import { isPhysical } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
+import { updateState } from '../database/state.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -198,7 +199,7 @@ export function createArchiver(d: ArchiverDeps) {
     const end = archiveEnd(segments)?.gtidEnd;
     let pos = !newestBase ? await fresh('no backup yet') : end !== undefined && gtidLe(newestBase.snapshotGtid, end) ? end : newestBase.snapshotGtid;
     const closed = found.files.slice(0, -1);
-    let seq = (segments.at(-1)?.seq ?? 0) + 1;
+    let seq = Math.max((segments.at(-1)?.seq ?? 0) + 1, c.state?.nextSegmentSeq ?? 1);
     for (let i = 0; i < closed.length; i++) {
       const start = found.starts[i]!;
       const fileEnd = found.starts[i + 1]!;
@@ -209,6 +210,7 @@ export function createArchiver(d: ArchiverDeps) {
         if (gtidLe(fileEnd, pos) || !gtidLe(start, pos)) continue;
       }
       const local = await copy(c, p, closed[i]!, found.socket, signal);
+      await updateState(c, { nextSegmentSeq: seq + 1 });
       await store(c, seq, local, { gtidStart: start, gtidEnd: fileEnd, closedMs: found.flushedMs, sourceFile: closed[i]!, node: p }, signal);
       seq++;
       pos = fileEnd;

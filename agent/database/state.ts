@@ -42,6 +42,11 @@ export interface DbState {
   nextBackupId: number;
   /** Hidden base backups of the binlog archive count separately (agent/binlog). */
   nextBaseId?: number;
+  /**
+   * The binlog archive's next segment number. Never reused: once retention has dropped every
+   * segment, numbering from the newest left would give an object name in the store new contents.
+   */
+  nextSegmentSeq?: number;
   /** UTC day (YYYY-MM-DD) of the last auto backup; the scheduler's memory across restarts. */
   lastAutoBackupDay?: string;
   error?: string;

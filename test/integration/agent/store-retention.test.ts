@@ -171,9 +171,9 @@ describe('agent: retention and the archive window delete objects in the object s
     // The first customer backup was taken after that base and segment: once it is older than
     // the window, neither is needed for any second inside it, nor is any segment ending at or
     // before its snapshot. Rows go on being written, so newer segments go on being archived.
-    // Segments are told apart by what they hold, not by seq: once retention has deleted every
-    // segment (a loaded run's first test outlasts the window long after its last write), the
-    // next one is numbered from 1 again.
+    // Segments are told apart by what they hold. Retention may delete every segment (a loaded
+    // run's first test outlasts the window long after its last write): the next one still gets
+    // a new number, never one an object in the store had before.
     const c = await connect();
     await until('the first base and every segment the window no longer needs deleted from the store, newer segments there', async () => {
       await c.query("INSERT INTO app.t (v) VALUES ('window')");
@@ -185,6 +185,7 @@ describe('agent: retention and the archive window delete objects in the object s
       return baseLeft.length === 0 && segs.length > 0 && unneeded.length === 0 || undefined;
     }, 120_000, 500);
     await c.end();
+    for (const m of await manifests('binlog')) expect(m.seq, `segment ${m.seq} (${m.gtidStart}..${m.gtidEnd}) after the deleted first one`).toBeGreaterThan(firstSegment.seq!);
     // Each segment left has its data object, in one listing (a round may delete segments
     // meanwhile, manifest first, as the window moves past a newer base).
     const listed = await keys('binlog');
