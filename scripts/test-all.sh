@@ -17,7 +17,8 @@ bash scripts/install-system-deps.sh
 bash scripts/start-dockerd.sh
 if [ -f scripts/build-mysql-image.sh ]; then
   bash scripts/build-mysql-image.sh
-  # The upgrade target of test/e2e/databases/upgrade.test.ts (MariaDB 11.8 from Debian trixie).
+  # The upgrade target of test/e2e/databases/upgrade.test.ts and test/e2e/db-host-rolling.test.ts
+  # (MariaDB 11.8 from Debian trixie).
   bash scripts/build-mysql-image.sh --suite trixie
 fi
 

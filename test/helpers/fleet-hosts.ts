@@ -217,7 +217,11 @@ export interface HostsFleet {
  * own netns prefix and subnet, starts the control plane, the data plane pair (dpa first in the
  * election) and one process-runtime agent per host whose members listen on its /29 node pool.
  */
-export async function startHostsFleet(o: { prefix: string; subnet: number; nbPool: string; dbPool: string; nodePools: Record<string, string> }): Promise<HostsFleet> {
+export async function startHostsFleet(o: {
+  prefix: string; subnet: number; nbPool: string; dbPool: string; nodePools: Record<string, string>;
+  /** More arguments for every agent, such as `--engines FILE` (test/helpers/image-engine.ts). */
+  agentArgs?: string[];
+}): Promise<HostsFleet> {
   const dir = mkdtempSync(join(tmpdir(), `fulcrum-${o.prefix}-`));
   const names = Object.keys(o.nodePools);
   const net = await createHosts({ prefix: o.prefix, subnet: o.subnet, names: ['cp', 'dpa', 'dpb', ...names, 'cl'] });
@@ -234,7 +238,7 @@ export async function startHostsFleet(o: { prefix: string; subnet: number; nbPoo
     fleet = await startFleet({ cpHost: cpHost!, dir, nbPool: o.nbPool, dbPool: o.dbPool });
     await fleet.dataplane(dpa!, [dpb!], 150);
     await fleet.dataplane(dpb!, [dpa!], 100);
-    for (const h of agents) await fleet.agent(h, o.nodePools[h.name]!, sixOf(o.nodePools[h.name]!));
+    for (const h of agents) await fleet.agent(h, o.nodePools[h.name]!, sixOf(o.nodePools[h.name]!), o.agentArgs);
   } catch (err) {
     await close();
     throw err;
@@ -262,18 +266,19 @@ export interface SpreadUnderWrites {
 }
 
 /**
- * Creates a 3-node semi_synch database once `agentCount` agents that run members across hosts are
+ * Creates a 3-node semi_synch database (of `engine`, else the first engine the first agent
+ * offers) once `agentCount` agents that run members across hosts are
  * connected, waits until it is active with three members on three hosts and both data planes
  * listen on hosts.primary, creates fh.t and starts the write loop from the client host.
  */
-export async function spreadUnderWrites(f: HostsFleet, label: string, agentCount = f.agents.length): Promise<SpreadUnderWrites> {
+export async function spreadUnderWrites(f: HostsFleet, label: string, agentCount = f.agents.length, engine?: string): Promise<SpreadUnderWrites> {
   const { call, procs } = f.fleet;
   await until(`${agentCount} agents that run members across hosts`, async () => {
     const r = await call('GET', '/v4/fulcrum/agents');
     return (r.body.data as { connected: boolean; membersAcrossHosts: boolean }[]).filter((a) => a.connected && a.membersAcrossHosts).length >= agentCount;
   }, 120_000, 500);
   const created = await call('POST', MYSQL, {
-    label, region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(f.fleet, f.agents[0]!), cluster_size: 3, replication_type: 'semi_synch', allow_list: [`${f.cl.ip}/32`],
+    label, region: 'us-east', type: 'g6-nanode-1', engine: engine ?? await engineOf(f.fleet, f.agents[0]!), cluster_size: 3, replication_type: 'semi_synch', allow_list: [`${f.cl.ip}/32`],
   });
   expect(created.status).toBe(200);
   const id: number = created.body.id;
