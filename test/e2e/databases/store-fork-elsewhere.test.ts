@@ -150,6 +150,10 @@ describe('point-in-time forks built from the object store on another agent host 
     await c.end();
     // The first archive round takes a base; only after it can a second be restored.
     const oldest = await until('an oldest_restore_time', async () => (await ok('GET', `${MYSQL}/${src.id}`)).oldest_restore_time as string | null || undefined, 180_000, 500);
+    // An agent that does not run the source builds a fork from a logical backup of it in the store
+    // (docs/agent.md, "Forks on another agent of the store"): a snapshot before the writes.
+    await ok('POST', `${MYSQL}/${src.id}/backups`, { label: 'before_rows' });
+    await until('the snapshot listed', async () => ((await ok('GET', `${MYSQL}/${src.id}/backups`)).data as { label: string }[]).some((x) => x.label === 'before_rows') || undefined, 180_000, 500);
 
     const began = Math.max(Date.now(), Date.parse(oldest));
     const writer = startRowWriter({ connect: connectSrc, onError: 'fail' });
