@@ -161,9 +161,8 @@ describe('point-in-time forks built from the object store on another agent host 
     // Two whole seconds inside the writes, each with writes before and after it.
     const T1 = (Math.floor(began / 1000) + 2) * 1000;
     const T2 = T1 + 2000;
-    await writer.waitFor(() => Date.now() >= T2 + 2000 && sent.some((r) => r.ackMs < T1) && sent.some((r) => r.sentMs >= T2), 120_000, 'writes past T2');
+    await writer.waitFor(() => Date.now() >= T2 + 3000 && sent.some((r) => r.ackMs < T1) && sent.some((r) => r.sentMs >= T2), 120_000, 'writes past T2');
     await writer.stop();
-    const stoppedAt = Date.now();
     const expected = async (T: number) => {
       const s = await connectSrc();
       const [[want], [[all]]] = await Promise.all([
@@ -179,8 +178,12 @@ describe('point-in-time forks built from the object store on another agent host 
     const want2 = await expected(T2);
     expect(want2[0]).toBeGreaterThan(want1[0] as number);
 
-    // The source's archive in the store reaches past the last write (a segment closed after it).
-    await until('a segment closed after the writes, in the store', async () => (await reader.segments.list(src.id)).some((s) => s.closedMs >= stoppedAt) || undefined, 120_000, 500);
+    // The source's archive in the store reaches past T2: a segment closed after every row sent
+    // before T2 (and a second more) was acknowledged. Not "after the last write": the round that
+    // closed the last segment may have run before the writer stopped, and a round with nothing new
+    // closes none.
+    const needed = Math.max(T2, ...sent.filter((r) => r.sentMs < T2 + 1000).map((r) => r.ackMs));
+    await until('a segment closed after T2 in the store', async () => (await reader.segments.list(src.id)).some((s) => s.closedMs > needed) || undefined, 120_000, 500);
     // Agent A is gone (its source's server keeps running, unreachable for the control plane):
     // a fork now goes to another agent on the same store.
     await a.proc!.kill();
