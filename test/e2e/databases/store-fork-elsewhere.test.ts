@@ -12,7 +12,8 @@
  * places two forks, to two different seconds T1 < T2, on agent B, which never ran the source.
  * Each holds exactly the source's rows stamped before its second (row count and checksum; every
  * row acknowledged before it, none sent at it or later), and the store's files hold no plaintext
- * of a row every fork restored.
+ * of a row every fork restored. Agent A is killed (SIGKILL) in the middle of an upload: what it
+ * leaves in the store is listed by no agent, and the forks are built beside it.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -184,9 +185,22 @@ describe('point-in-time forks built from the object store on another agent host 
     // closes none.
     const needed = Math.max(T2, ...sent.filter((r) => r.sentMs < T2 + 1000).map((r) => r.ackMs));
     await until('a segment closed after T2 in the store', async () => (await reader.segments.list(src.id)).some((s) => s.closedMs > needed) || undefined, 120_000, 500);
-    // Agent A is gone (its source's server keeps running, unreachable for the control plane):
-    // a fork now goes to another agent on the same store.
+    // Agent A is SIGKILLed in the middle of an upload (16 MiB of random bytes: the next segment and
+    // a snapshot's dump are multipart uploads of 8 MiB parts) and is gone (its source's server keeps
+    // running, unreachable for the control plane): a fork now goes to another agent on the store.
+    const big = await connectSrc();
+    await big.query('CREATE TABLE app.big (id INT PRIMARY KEY, b LONGBLOB)');
+    for (let i = 0; i < 16; i++) await big.query('INSERT INTO app.big VALUES (?, ?)', [i, randomBytes(1024 * 1024)]);
+    await big.end();
+    await ok('POST', `${MYSQL}/${src.id}/backups`, { label: 'killed_mid_upload' });
+    const unfinished = async () => [...(await reader.backups.unfinished(src.id)).map((n) => `backup ${n}`), ...(await reader.segments.unfinished(src.id)).map((n) => `segment ${n}`)];
+    await until('an upload of agent A in flight', async () => (await unfinished()).length > 0 || undefined, 120_000, 100);
     await a.proc!.kill();
+    // What the kill left (parts, or objects without their manifest) is listed by no agent.
+    const left = await unfinished();
+    expect(left.length).toBeGreaterThan(0);
+    const listed = [...(await reader.backups.list(src.id)).map((m) => `backup ${m.id}`), ...(await reader.segments.list(src.id)).map((m) => `segment ${m.seq}`)];
+    expect(listed.filter((x) => left.includes(x))).toEqual([]);
     await until(`agent ${a.id} away`, async () => !(await connected()).has(a.id) || undefined, 120_000, 250);
 
     const fork = async (label: string, T: number) => ok('POST', MYSQL, {
@@ -214,6 +228,7 @@ describe('point-in-time forks built from the object store on another agent host 
     expect(existsIn(join(b.dir, 'databases'), String(src.id))).toBe(false);
 
     // The objects the forks were built from are encrypted: no file of the store holds the marker.
+    // (Also no half-written one: Swift keeps the uploaded parts as files too.)
     const files = readdirSync(store.devicesDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
     expect(files.filter((f) => f.endsWith('.data')).length).toBeGreaterThan(0);
     expect(files.filter((f) => readFileSync(f).includes(marker))).toEqual([]);
