@@ -185,14 +185,14 @@ describe('point-in-time forks built from the object store on another agent host 
     // closes none.
     const needed = Math.max(T2, ...sent.filter((r) => r.sentMs < T2 + 1000).map((r) => r.ackMs));
     await until('a segment closed after T2 in the store', async () => (await reader.segments.list(src.id)).some((s) => s.closedMs > needed) || undefined, 120_000, 500);
-    // Agent A is SIGKILLed in the middle of an upload (16 MiB of random bytes: the next segment and
-    // a snapshot's dump are multipart uploads of 8 MiB parts) and is gone (its source's server keeps
-    // running, unreachable for the control plane): a fork now goes to another agent on the store.
+    // Agent A is SIGKILLed in the middle of an upload (16 MiB of random bytes: the archive's next
+    // segment is a multipart upload of 8 MiB parts) and is gone (its source's server keeps running,
+    // unreachable for the control plane): a fork now goes to another agent on the store. (Not a
+    // snapshot's upload: the source would stay `backing_up`, which a fork's source may not be.)
     const big = await connectSrc();
     await big.query('CREATE TABLE app.big (id INT PRIMARY KEY, b LONGBLOB)');
     for (let i = 0; i < 16; i++) await big.query('INSERT INTO app.big VALUES (?, ?)', [i, randomBytes(1024 * 1024)]);
     await big.end();
-    await ok('POST', `${MYSQL}/${src.id}/backups`, { label: 'killed_mid_upload' });
     const unfinished = async () => [...(await reader.backups.unfinished(src.id)).map((n) => `backup ${n}`), ...(await reader.segments.unfinished(src.id)).map((n) => `segment ${n}`)];
     await until('an upload of agent A in flight', async () => (await unfinished()).length > 0 || undefined, 120_000, 100);
     await a.proc!.kill();
@@ -232,7 +232,7 @@ describe('point-in-time forks built from the object store on another agent host 
     const files = readdirSync(store.devicesDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
     expect(files.filter((f) => f.endsWith('.data')).length).toBeGreaterThan(0);
     expect(files.filter((f) => readFileSync(f).includes(marker))).toEqual([]);
-    console.log(`[store-fork-elsewhere] source on ${a.id}, forks on ${b.id}: to ${new Date(T1).toISOString()} ${want1[0]} rows, to ${new Date(T2).toISOString()} ${want2[0]} rows (of ${sent.length} written)`);
+    console.log(`[store-fork-elsewhere] source on ${a.id}, forks on ${b.id}: to ${new Date(T1).toISOString()} ${want1[0]} rows, to ${new Date(T2).toISOString()} ${want2[0]} rows (of ${sent.length} written); agent A killed with ${left.join(", ")} unfinished in the store`);
   }, 900_000);
 });
 
