@@ -13,7 +13,7 @@ import type { DatabaseFork } from './model.js';
 export const forkReasons = {
   forkObject: 'fork must be an object with source and restore_time',
   forkSource: 'fork.source must be the id of a MySQL database you can read',
-  forkSourceStatus: (status: string) => `fork.source must be active, degraded or failed to be forked; it is ${status}`,
+  forkSourceStatus: (status: string) => `fork.source must be active, backing_up, degraded or failed to be forked; it is ${status}`,
   forkEngine: (engine: string) => `A fork must use its source's engine ${engine}`,
   forkTime: 'fork.restore_time must be a UTC date and time such as 2026-01-02T03:04:05',
   forkNoHistory: 'fork.source has no point in time to restore yet (its oldest_restore_time is null)',
@@ -72,7 +72,10 @@ export function validateFork(errs: ErrorCollector, fork: unknown, engineId: stri
   const at = sent === undefined ? 'latest' : parseRestoreTime(sent);
   if (at === undefined) errs.add('fork.restore_time', R.forkTime);
   if (!src) return void errs.add('fork.source', R.forkSource);
-  if (!['active', 'degraded', 'failed'].includes(src.status)) return void errs.add('fork.source', R.forkSourceStatus(src.status));
+  // A snapshot in progress leaves the source's backups and archive as they were: a source whose
+  // agent died during one stays backing_up, and a fork (on another agent of its store) is then
+  // the way to its data.
+  if (!['active', 'backing_up', 'degraded', 'failed'].includes(src.status)) return void errs.add('fork.source', R.forkSourceStatus(src.status));
   if (engineId !== undefined && engineId !== src.engineId) errs.add('engine', R.forkEngine(src.engineId));
   if (at === undefined) return undefined;
   if (src.oldestRestoreMs === null) return void errs.add('fork.source', R.forkNoHistory);

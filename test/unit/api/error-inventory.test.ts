@@ -227,7 +227,7 @@ describe('API error inventory', () => {
       targetSecondary: 'target secondary needs a cluster_size of 3',
       forkObject: 'fork must be an object with source and restore_time',
       forkSource: 'fork.source must be the id of a MySQL database you can read',
-      forkSourceStatus: 'fork.source must be active, degraded or failed to be forked; it is {0}',
+      forkSourceStatus: 'fork.source must be active, backing_up, degraded or failed to be forked; it is {0}',
       forkEngine: "A fork must use its source's engine {0}",
       forkTime: 'fork.restore_time must be a UTC date and time such as 2026-01-02T03:04:05',
       forkNoHistory: 'fork.source has no point in time to restore yet (its oldest_restore_time is null)',

@@ -35,6 +35,8 @@ describe('database validation', () => {
       7: { status: 'active', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
       8: { status: 'provisioning', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
       9: { status: 'degraded', engineId: 'mysql/10.11.14', oldestRestoreMs: null },
+      10: { status: 'backing_up', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
+      11: { status: 'restoring', engineId: 'mysql/10.11.14', oldestRestoreMs: oldest },
     };
     const fl = { ...look, forkSource: (id: number) => sources[id], nowMs: now };
     const fork = (f: unknown) => ({ ...base, fork: f });
@@ -50,6 +52,9 @@ describe('database validation', () => {
     expect(fields(() => validateCreate(fork({ source: 6, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
     expect(fields(() => validateCreate(fork({ source: 8, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
     expect(fields(() => validateCreate(fork({ source: 9, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
+    // A snapshot in progress does not stop a fork; a restore replacing the data does.
+    expect(validateCreate(fork({ source: 10, restore_time: '2026-01-02T11:00:00' }), fl).fork?.source).toBe(10);
+    expect(fields(() => validateCreate(fork({ source: 11, restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
     expect(fields(() => validateCreate(fork({ source: '7', restore_time: '2026-01-02T11:00:00' }), fl))).toEqual(['fork.source']);
     expect(fields(() => validateCreate({ ...fork({ source: 7, restore_time: '2026-01-02T11:00:00' }), engine: 'mysql/10.11.9' }, { ...fl, engineExists: () => true }))).toEqual(['engine']);
     expect(fields(() => validateCreate(fork([7]), fl))).toEqual(['fork']);
