@@ -16,9 +16,12 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 /**
  * Inactivity limit once connected: how long a backend may take to start answering or stay silent
  * mid-response, and how long an idle pooled connection lingers before it is closed. One value for
- * the connection's life, so no timer is re-armed per request.
+ * the connection's life, checked by a coarse timer: IDLE_TICKS ticks of a quarter of it without a
+ * byte either way (60 to 75 s), because a socket timeout is re-armed by Node on every read and
+ * write, two timer-list insertions per request (docs/performance.md "Socket idle timers").
  */
 const SERVER_TIMEOUT_MS = 60_000;
+const IDLE_TICKS = 4;
 /** At most this many idle connections are kept per node. */
 const POOL_MAX_IDLE = 256;
 /** Size of a connection's read buffer (one per connection, reused from read to read). */
@@ -71,6 +74,10 @@ export class BackendConn implements Pooled {
   private dead = false;
   private idleSince = 0;
   private rbuf = takeReadBuffer();
+  /** The coarse inactivity timer once connected, and the byte count at its last tick. */
+  private idleTimer: NodeJS.Timeout | null = null;
+  private idleMark = -1;
+  private idleTicks = 0;
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -92,9 +99,29 @@ export class BackendConn implements Pooled {
 
   private readonly onConnect = (): void => {
     this.connected = true;
-    this.socket.setTimeout(SERVER_TIMEOUT_MS);
+    // The connect timeout ends here; from now on the coarse timer (unref'd, as a socket timeout is).
+    this.socket.setTimeout(0);
+    this.idleTimer = setInterval(this.onIdleTick, SERVER_TIMEOUT_MS / IDLE_TICKS).unref();
     this.owner?.onBackendConnect(this);
   };
+
+  private readonly onIdleTick = (): void => {
+    const s = this.socket;
+    if (s.destroyed) return this.stopIdleTimer();
+    const mark = s.bytesRead + s.bytesWritten;
+    if (mark !== this.idleMark) {
+      this.idleMark = mark;
+      this.idleTicks = 0;
+    } else if (++this.idleTicks >= IDLE_TICKS) {
+      this.idleTicks = 0;
+      this.onTimeout();
+    }
+  };
+
+  private stopIdleTimer(): void {
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
+    this.idleTimer = null;
+  }
 
   private readonly onRead = (n: number, buf: Buffer): boolean => {
     const owner = this.owner;
@@ -126,6 +153,7 @@ export class BackendConn implements Pooled {
     // No more reads, and the current buffer holds nothing anyone kept (a kept one was swapped
     // out right after the read), so the next connection may have it.
     if (spare.length < SPARE_MAX) spare.push(this.rbuf);
+    this.stopIdleTimer();
     this.dead = true;
     this.unpool();
     const o = this.owner;

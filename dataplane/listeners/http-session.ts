@@ -14,6 +14,14 @@ import { exclude, idempotent, MAX_ATTEMPTS } from './retry.js';
 /** Client idle time allowed while we wait for (the rest of) a request. */
 const CLIENT_IDLE_MS = 60_000;
 /**
+ * The client's idle time is checked by a coarse timer, IDLE_TICKS ticks of CLIENT_IDLE_MS /
+ * IDLE_TICKS each without a byte either way (so a client is cut after 60 to 75 s), as tcp does.
+ * A socket timeout (`setTimeout`) would do it to the millisecond, but Node re-arms it on every
+ * read and every write: two timer-list insertions per request on the client side alone
+ * (docs/performance.md "Socket idle timers").
+ */
+export const IDLE_TICKS = 4;
+/**
  * A request head must be complete this long after its first bytes arrived. The idle timer alone
  * never cuts a client that trickles a byte now and then (slowloris).
  */
@@ -41,6 +49,10 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   private reqDone = false;
   /** When the pending incomplete head began (clock ms), 0 when none. */
   private headStart = 0;
+  /** The coarse idle timer (IDLE_TICKS), and the client's byte count at its last tick. */
+  private readonly idleTimer: NodeJS.Timeout;
+  private idleMark = -1;
+  private idleTicks = 0;
 
   readonly copiesBackendBytes: boolean;
 
@@ -51,13 +63,14 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.hash = hashString(this.ip);
     this.xff = Buffer.from(`X-Forwarded-For: ${this.ip}\r\nX-Forwarded-Proto: ${tls ? 'https' : 'http'}\r\n\r\n`, 'latin1');
     client.setNoDelay(true);
-    client.setTimeout(CLIENT_IDLE_MS);
+    // Real time: the client measures idleness on its own clock too (docs/architecture.md, Time).
+    // Unref'd, as a socket timeout is: an idle client never keeps the process alive.
+    this.idleTimer = setInterval(this.onIdleTick, CLIENT_IDLE_MS / IDLE_TICKS).unref();
     client.on('data', this.onClientData);
     client.on('end', this.onClientEnd);
     client.on('error', this.onClientError);
     client.on('close', this.onClientClose);
     client.on('drain', this.onClientDrain);
-    client.on('timeout', this.onClientTimeout);
   }
 
   // ---- client side ------------------------------------------------------------------------
@@ -104,6 +117,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   };
 
   private readonly onClientClose = (): void => {
+    clearInterval(this.idleTimer);
     if (this.state === S_CLOSED) return;
     this.state = S_CLOSED;
     this.buf = null;
@@ -118,11 +132,23 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.conn?.socket.resume();
   };
 
-  private readonly onClientTimeout = (): void => {
-    // The idle timer stays armed for the whole connection (re-arming it per request costs);
-    // it only cuts a client we are waiting for. A slow backend is the backend timer's business.
-    // S_CLOSED: we already answered and ended; a client that never closes its side is cut.
-    if (this.state !== S_WAIT) this.client.destroy();
+  /**
+   * No byte read from or written to the client for IDLE_TICKS ticks in a row. The timer stays
+   * armed for the whole connection (re-arming it per request costs); it only cuts a client we
+   * are waiting for. A slow backend is the backend timer's business. S_CLOSED: we already
+   * answered and ended; a client that never closes its side is cut. Byte counts rather than a
+   * counter bumped per chunk: writes to the client happen in the response half too.
+   */
+  private readonly onIdleTick = (): void => {
+    // A socket destroyed before its 'close' listener was added never calls onClientClose.
+    if (this.client.destroyed) return clearInterval(this.idleTimer);
+    const mark = this.client.bytesRead + this.client.bytesWritten;
+    if (mark !== this.idleMark) {
+      this.idleMark = mark;
+      this.idleTicks = 0;
+    } else if (++this.idleTicks >= IDLE_TICKS && this.state !== S_WAIT) {
+      this.client.destroy();
+    }
   };
 
   // ---- requests -----------------------------------------------------------------------------
