@@ -78,6 +78,8 @@ export class BackendConn implements Pooled {
   private idleTimer: NodeJS.Timeout | null = null;
   private idleMark = -1;
   private idleTicks = 0;
+  /** Ticks without a byte before the owner hears of a timeout: IDLE_TICKS, more for a tunnel. */
+  private idleLimit = IDLE_TICKS;
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -112,11 +114,16 @@ export class BackendConn implements Pooled {
     if (mark !== this.idleMark) {
       this.idleMark = mark;
       this.idleTicks = 0;
-    } else if (++this.idleTicks >= IDLE_TICKS) {
+    } else if (++this.idleTicks >= this.idleLimit) {
       this.idleTicks = 0;
       this.onTimeout();
     }
   };
+
+  /** From now on the connection may be idle for `ms` (an upgraded tunnel). */
+  idleFor(ms: number): void {
+    this.idleLimit = Math.max(IDLE_TICKS, Math.ceil(ms / (SERVER_TIMEOUT_MS / IDLE_TICKS)));
+  }
 
   private stopIdleTimer(): void {
     if (this.idleTimer !== null) clearInterval(this.idleTimer);

@@ -65,6 +65,8 @@ export abstract class HttpResponseRelay {
   protected abstract finishWithoutConn(): void;
   /** A response of our own, then close. */
   protected abstract reply(response: CannedResponse): void;
+  /** From now on the client may be idle for `ms` (its coarse idle timer, http-session.ts). */
+  protected abstract clientIdleFor(ms: number): void;
 
   /** The exchange with the current node is over (leastconn's in-flight count). */
   protected releaseNode(): void {
@@ -215,8 +217,8 @@ export abstract class HttpResponseRelay {
     this.state = S_TUNNEL;
     this.replayable = false;
     this.out = null;
-    this.client.setTimeout(TUNNEL_IDLE_MS);
-    conn.socket.setTimeout(TUNNEL_IDLE_MS);
+    this.clientIdleFor(TUNNEL_IDLE_MS);
+    conn.idleFor(TUNNEL_IDLE_MS);
     if (this.buf !== null) {
       conn.socket.write(this.buf);
       this.buf = null;

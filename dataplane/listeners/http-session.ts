@@ -53,6 +53,8 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   private readonly idleTimer: NodeJS.Timeout;
   private idleMark = -1;
   private idleTicks = 0;
+  /** Ticks without a byte before the client is cut: IDLE_TICKS, more for a tunnel. */
+  private idleLimit = IDLE_TICKS;
 
   readonly copiesBackendBytes: boolean;
 
@@ -146,10 +148,14 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     if (mark !== this.idleMark) {
       this.idleMark = mark;
       this.idleTicks = 0;
-    } else if (++this.idleTicks >= IDLE_TICKS && this.state !== S_WAIT) {
+    } else if (++this.idleTicks >= this.idleLimit && this.state !== S_WAIT) {
       this.client.destroy();
     }
   };
+
+  protected clientIdleFor(ms: number): void {
+    this.idleLimit = Math.max(IDLE_TICKS, Math.ceil(ms / (CLIENT_IDLE_MS / IDLE_TICKS)));
+  }
 
   // ---- requests -----------------------------------------------------------------------------
 

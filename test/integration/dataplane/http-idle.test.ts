@@ -8,7 +8,8 @@ import { config, freePort, node, nodebalancer, snapshot } from './snapshot.js';
 /**
  * The HTTP idle timers are coarse (docs/performance.md "Socket idle timers"): the client side
  * and the backend side each tick every 15 s and give up after four ticks without a byte either
- * way, so after 60 to 75 s of silence. Real sockets; only setInterval is faked, so 75 s pass at once.
+ * way, so after 60 to 75 s of silence (an upgraded tunnel: an hour). Real sockets; only
+ * setInterval is faked, so the minutes pass at once.
  */
 
 const TICK = 15_000;
@@ -17,9 +18,11 @@ let engine: ProxyEngine;
 let good: HttpBackend;
 let silent: Server;
 const held: Socket[] = [];
+let stopUpgrade: () => Promise<unknown> = () => Promise.resolve();
 let ip: string;
 let pGood = 0;
 let pSilent = 0;
+let pUpgrade = 0;
 
 beforeAll(async () => {
   vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
@@ -31,12 +34,22 @@ beforeAll(async () => {
     held.push(s);
   });
   await new Promise<void>((r) => silent.listen(0, silentIp, () => r()));
+  // A backend that switches protocols at once and then says nothing: an idle tunnel.
+  const upgradeIp = loopback();
+  const upgrade = createServer((s) => {
+    s.on('error', () => undefined);
+    held.push(s);
+    s.once('data', () => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n'));
+  });
+  await new Promise<void>((r) => upgrade.listen(0, upgradeIp, () => r()));
+  stopUpgrade = () => new Promise((r) => upgrade.close(() => r(undefined)));
   ip = loopback();
-  [pGood, pSilent] = [await freePort(ip), await freePort(ip)];
+  [pGood, pSilent, pUpgrade] = [await freePort(ip), await freePort(ip), await freePort(ip)];
   engine = createProxyEngine({ logger: silentLogger() });
   await engine.apply(snapshot(1, [nodebalancer(ip, [
     config(pGood, [node(good.address)], { protocol: 'http', checkPassive: false }),
     config(pSilent, [node(`${silentIp}:${(silent.address() as { port: number }).port}`)], { protocol: 'http', checkPassive: false }),
+    config(pUpgrade, [node(`${upgradeIp}:${(upgrade.address() as { port: number }).port}`)], { protocol: 'http', checkPassive: false }),
   ])]));
 });
 
@@ -45,6 +58,7 @@ afterAll(async () => {
   await engine?.close();
   for (const s of held) s.destroy();
   await new Promise((r) => silent?.close(() => r(undefined)));
+  await stopUpgrade();
   await good?.close();
 });
 
@@ -107,5 +121,16 @@ describe('coarse HTTP idle timers', () => {
     expect(c.closed()).toBe(false);
     await pass(25_000);
     await waitFor(() => c.got().startsWith('HTTP/1.1 504'), 5_000, 'a 504');
+  });
+
+  it('keeps an idle upgraded tunnel for an hour, then cuts it', async () => {
+    const c = await client(pUpgrade);
+    c.s.write('GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n');
+    await waitFor(() => c.got().startsWith('HTTP/1.1 101'), 10_000, 'the 101');
+    await new Promise((r) => setTimeout(r, 50));
+    await pass(3_000_000);
+    expect(c.closed()).toBe(false);
+    await pass(700_000);
+    expect(await closesSoon(c)).toBe(true);
   });
 });
