@@ -20,7 +20,7 @@ const CLIENT_IDLE_MS = 60_000;
  * read and every write: two timer-list insertions per request on the client side alone
  * (docs/performance.md "Socket idle timers").
  */
-export const IDLE_TICKS = 4;
+const IDLE_TICKS = 4;
 /**
  * A request head must be complete this long after its first bytes arrived. The idle timer alone
  * never cuts a client that trickles a byte now and then (slowloris).
