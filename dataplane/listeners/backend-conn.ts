@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import type { NodeState, Pooled } from '../runtime/node-state.js';
+import { IdleTicker } from './idle-ticker.js';
 
 /** A pooled connection idle for longer than this is not reused (below common backend keep-alive timeouts). */
 export const POOL_IDLE_MS = 15_000;
@@ -16,12 +17,9 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 /**
  * Inactivity limit once connected: how long a backend may take to start answering or stay silent
  * mid-response, and how long an idle pooled connection lingers before it is closed. One value for
- * the connection's life, checked by a coarse timer: IDLE_TICKS ticks of a quarter of it without a
- * byte either way (60 to 75 s), because a socket timeout is re-armed by Node on every read and
- * write, two timer-list insertions per request (docs/performance.md "Socket idle timers").
+ * the connection's life, checked by a coarse timer (idle-ticker.ts: 60 to 75 s).
  */
 const SERVER_TIMEOUT_MS = 60_000;
-const IDLE_TICKS = 4;
 /** At most this many idle connections are kept per node. */
 const POOL_MAX_IDLE = 256;
 /** Size of a connection's read buffer (one per connection, reused from read to read). */
@@ -74,12 +72,8 @@ export class BackendConn implements Pooled {
   private dead = false;
   private idleSince = 0;
   private rbuf = takeReadBuffer();
-  /** The coarse inactivity timer once connected, and the byte count at its last tick. */
-  private idleTimer: NodeJS.Timeout | null = null;
-  private idleMark = -1;
-  private idleTicks = 0;
-  /** Ticks without a byte before the owner hears of a timeout: IDLE_TICKS, more for a tunnel. */
-  private idleLimit = IDLE_TICKS;
+  /** The inactivity timer once connected. */
+  private idle: IdleTicker | null = null;
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -101,33 +95,15 @@ export class BackendConn implements Pooled {
 
   private readonly onConnect = (): void => {
     this.connected = true;
-    // The connect timeout ends here; from now on the coarse timer (unref'd, as a socket timeout is).
+    // The connect timeout (a socket timer) ends here; from now on the coarse one.
     this.socket.setTimeout(0);
-    this.idleTimer = setInterval(this.onIdleTick, SERVER_TIMEOUT_MS / IDLE_TICKS).unref();
+    this.idle = new IdleTicker(this.socket, SERVER_TIMEOUT_MS, this.onTimeout);
     this.owner?.onBackendConnect(this);
-  };
-
-  private readonly onIdleTick = (): void => {
-    const s = this.socket;
-    if (s.destroyed) return this.stopIdleTimer();
-    const mark = s.bytesRead + s.bytesWritten;
-    if (mark !== this.idleMark) {
-      this.idleMark = mark;
-      this.idleTicks = 0;
-    } else if (++this.idleTicks >= this.idleLimit) {
-      this.idleTicks = 0;
-      this.onTimeout();
-    }
   };
 
   /** From now on the connection may be idle for `ms` (an upgraded tunnel). */
   idleFor(ms: number): void {
-    this.idleLimit = Math.max(IDLE_TICKS, Math.ceil(ms / (SERVER_TIMEOUT_MS / IDLE_TICKS)));
-  }
-
-  private stopIdleTimer(): void {
-    if (this.idleTimer !== null) clearInterval(this.idleTimer);
-    this.idleTimer = null;
+    this.idle?.idleFor(ms);
   }
 
   private readonly onRead = (n: number, buf: Buffer): boolean => {
@@ -160,7 +136,7 @@ export class BackendConn implements Pooled {
     // No more reads, and the current buffer holds nothing anyone kept (a kept one was swapped
     // out right after the read), so the next connection may have it.
     if (spare.length < SPARE_MAX) spare.push(this.rbuf);
-    this.stopIdleTimer();
+    this.idle?.stop();
     this.dead = true;
     this.unpool();
     const o = this.owner;

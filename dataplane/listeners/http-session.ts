@@ -9,18 +9,11 @@ import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead } from './http-head.js';
 import { HttpResponseRelay, R_DONE, R_EOF, S_BODY, S_CLOSED, S_HEAD, S_TUNNEL, S_WAIT } from './http-response.js';
 import { requestHead } from './http-rewrite.js';
+import { IdleTicker } from './idle-ticker.js';
 import { exclude, idempotent, MAX_ATTEMPTS } from './retry.js';
 
-/** Client idle time allowed while we wait for (the rest of) a request. */
+/** Client idle time allowed while we wait for (the rest of) a request (a coarse timer: to 75 s). */
 const CLIENT_IDLE_MS = 60_000;
-/**
- * The client's idle time is checked by a coarse timer, IDLE_TICKS ticks of CLIENT_IDLE_MS /
- * IDLE_TICKS each without a byte either way (so a client is cut after 60 to 75 s), as tcp does.
- * A socket timeout (`setTimeout`) would do it to the millisecond, but Node re-arms it on every
- * read and every write: two timer-list insertions per request on the client side alone
- * (docs/performance.md "Socket idle timers").
- */
-const IDLE_TICKS = 4;
 /**
  * A request head must be complete this long after its first bytes arrived. The idle timer alone
  * never cuts a client that trickles a byte now and then (slowloris).
@@ -49,12 +42,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   private reqDone = false;
   /** When the pending incomplete head began (clock ms), 0 when none. */
   private headStart = 0;
-  /** The coarse idle timer (IDLE_TICKS), and the client's byte count at its last tick. */
-  private readonly idleTimer: NodeJS.Timeout;
-  private idleMark = -1;
-  private idleTicks = 0;
-  /** Ticks without a byte before the client is cut: IDLE_TICKS, more for a tunnel. */
-  private idleLimit = IDLE_TICKS;
+  protected readonly idle: IdleTicker;
 
   readonly copiesBackendBytes: boolean;
 
@@ -65,9 +53,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.hash = hashString(this.ip);
     this.xff = Buffer.from(`X-Forwarded-For: ${this.ip}\r\nX-Forwarded-Proto: ${tls ? 'https' : 'http'}\r\n\r\n`, 'latin1');
     client.setNoDelay(true);
-    // Real time: the client measures idleness on its own clock too (docs/architecture.md, Time).
-    // Unref'd, as a socket timeout is: an idle client never keeps the process alive.
-    this.idleTimer = setInterval(this.onIdleTick, CLIENT_IDLE_MS / IDLE_TICKS).unref();
+    this.idle = new IdleTicker(client, CLIENT_IDLE_MS, this.onClientIdle);
     client.on('data', this.onClientData);
     client.on('end', this.onClientEnd);
     client.on('error', this.onClientError);
@@ -119,7 +105,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   };
 
   private readonly onClientClose = (): void => {
-    clearInterval(this.idleTimer);
+    this.idle.stop();
     if (this.state === S_CLOSED) return;
     this.state = S_CLOSED;
     this.buf = null;
@@ -134,28 +120,12 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.conn?.socket.resume();
   };
 
-  /**
-   * No byte read from or written to the client for IDLE_TICKS ticks in a row. The timer stays
-   * armed for the whole connection (re-arming it per request costs); it only cuts a client we
-   * are waiting for. A slow backend is the backend timer's business. S_CLOSED: we already
-   * answered and ended; a client that never closes its side is cut. Byte counts rather than a
-   * counter bumped per chunk: writes to the client happen in the response half too.
-   */
-  private readonly onIdleTick = (): void => {
-    // A socket destroyed before its 'close' listener was added never calls onClientClose.
-    if (this.client.destroyed) return clearInterval(this.idleTimer);
-    const mark = this.client.bytesRead + this.client.bytesWritten;
-    if (mark !== this.idleMark) {
-      this.idleMark = mark;
-      this.idleTicks = 0;
-    } else if (++this.idleTicks >= this.idleLimit && this.state !== S_WAIT) {
-      this.client.destroy();
-    }
+  private readonly onClientIdle = (): void => {
+    // The idle timer stays armed for the whole connection (re-arming it per request costs);
+    // it only cuts a client we are waiting for. A slow backend is the backend timer's business.
+    // S_CLOSED: we already answered and ended; a client that never closes its side is cut.
+    if (this.state !== S_WAIT) this.client.destroy();
   };
-
-  protected clientIdleFor(ms: number): void {
-    this.idleLimit = Math.max(IDLE_TICKS, Math.ceil(ms / (CLIENT_IDLE_MS / IDLE_TICKS)));
-  }
 
   // ---- requests -----------------------------------------------------------------------------
 
