@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import type { NodeState, Pooled } from '../runtime/node-state.js';
+import { IdleTicker } from './idle-ticker.js';
 
 /** A pooled connection idle for longer than this is not reused (below common backend keep-alive timeouts). */
 export const POOL_IDLE_MS = 15_000;
@@ -16,7 +17,7 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 /**
  * Inactivity limit once connected: how long a backend may take to start answering or stay silent
  * mid-response, and how long an idle pooled connection lingers before it is closed. One value for
- * the connection's life, so no timer is re-armed per request.
+ * the connection's life, checked by a coarse timer (idle-ticker.ts: 60 to 75 s).
  */
 const SERVER_TIMEOUT_MS = 60_000;
 /** At most this many idle connections are kept per node. */
@@ -71,6 +72,8 @@ export class BackendConn implements Pooled {
   private dead = false;
   private idleSince = 0;
   private rbuf = takeReadBuffer();
+  /** The inactivity timer once connected. */
+  private idle: IdleTicker | null = null;
 
   constructor(readonly node: NodeState, owner: BackendOwner) {
     this.owner = owner;
@@ -92,9 +95,16 @@ export class BackendConn implements Pooled {
 
   private readonly onConnect = (): void => {
     this.connected = true;
-    this.socket.setTimeout(SERVER_TIMEOUT_MS);
+    // The connect timeout (a socket timer) ends here; from now on the coarse one.
+    this.socket.setTimeout(0);
+    this.idle = new IdleTicker(this.socket, SERVER_TIMEOUT_MS, this.onTimeout);
     this.owner?.onBackendConnect(this);
   };
+
+  /** From now on the connection may be idle for `ms` (an upgraded tunnel). */
+  idleFor(ms: number): void {
+    this.idle?.idleFor(ms);
+  }
 
   private readonly onRead = (n: number, buf: Buffer): boolean => {
     const owner = this.owner;
@@ -126,6 +136,7 @@ export class BackendConn implements Pooled {
     // No more reads, and the current buffer holds nothing anyone kept (a kept one was swapped
     // out right after the read), so the next connection may have it.
     if (spare.length < SPARE_MAX) spare.push(this.rbuf);
+    this.idle?.stop();
     this.dead = true;
     this.unpool();
     const o = this.owner;

@@ -7,6 +7,7 @@ import { R502, type CannedResponse } from './canned-responses.js';
 import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, HeadInfo, NEED_MORE, parseResponseHead } from './http-head.js';
 import { CONN_AS_RECEIVED, CONN_CLOSE, CONN_KEEP, CONN_KEEP_ALIVE, responseHead, type ConnRewrite } from './http-rewrite.js';
+import type { IdleTicker } from './idle-ticker.js';
 
 /** Idle limit on an upgraded (WebSocket) tunnel. */
 const TUNNEL_IDLE_MS = 3_600_000;
@@ -65,6 +66,8 @@ export abstract class HttpResponseRelay {
   protected abstract finishWithoutConn(): void;
   /** A response of our own, then close. */
   protected abstract reply(response: CannedResponse): void;
+  /** The client's coarse idle timer (idle-ticker.ts). */
+  protected abstract readonly idle: IdleTicker;
 
   /** The exchange with the current node is over (leastconn's in-flight count). */
   protected releaseNode(): void {
@@ -215,8 +218,8 @@ export abstract class HttpResponseRelay {
     this.state = S_TUNNEL;
     this.replayable = false;
     this.out = null;
-    this.client.setTimeout(TUNNEL_IDLE_MS);
-    conn.socket.setTimeout(TUNNEL_IDLE_MS);
+    this.idle.idleFor(TUNNEL_IDLE_MS);
+    conn.idleFor(TUNNEL_IDLE_MS);
     if (this.buf !== null) {
       conn.socket.write(this.buf);
       this.buf = null;

@@ -9,9 +9,10 @@ import { ChunkedTracker, CHUNK_ERROR } from './chunked.js';
 import { BAD, MAX_REQUEST_HEAD, NEED_MORE, parseRequestHead } from './http-head.js';
 import { HttpResponseRelay, R_DONE, R_EOF, S_BODY, S_CLOSED, S_HEAD, S_TUNNEL, S_WAIT } from './http-response.js';
 import { requestHead } from './http-rewrite.js';
+import { IdleTicker } from './idle-ticker.js';
 import { exclude, idempotent, MAX_ATTEMPTS } from './retry.js';
 
-/** Client idle time allowed while we wait for (the rest of) a request. */
+/** Client idle time allowed while we wait for (the rest of) a request (a coarse timer: to 75 s). */
 const CLIENT_IDLE_MS = 60_000;
 /**
  * A request head must be complete this long after its first bytes arrived. The idle timer alone
@@ -41,6 +42,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   private reqDone = false;
   /** When the pending incomplete head began (clock ms), 0 when none. */
   private headStart = 0;
+  protected readonly idle: IdleTicker;
 
   readonly copiesBackendBytes: boolean;
 
@@ -51,13 +53,12 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.hash = hashString(this.ip);
     this.xff = Buffer.from(`X-Forwarded-For: ${this.ip}\r\nX-Forwarded-Proto: ${tls ? 'https' : 'http'}\r\n\r\n`, 'latin1');
     client.setNoDelay(true);
-    client.setTimeout(CLIENT_IDLE_MS);
+    this.idle = new IdleTicker(client, CLIENT_IDLE_MS, this.onClientIdle);
     client.on('data', this.onClientData);
     client.on('end', this.onClientEnd);
     client.on('error', this.onClientError);
     client.on('close', this.onClientClose);
     client.on('drain', this.onClientDrain);
-    client.on('timeout', this.onClientTimeout);
   }
 
   // ---- client side ------------------------------------------------------------------------
@@ -104,6 +105,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
   };
 
   private readonly onClientClose = (): void => {
+    this.idle.stop();
     if (this.state === S_CLOSED) return;
     this.state = S_CLOSED;
     this.buf = null;
@@ -118,7 +120,7 @@ export class HttpSession extends HttpResponseRelay implements BackendOwner {
     this.conn?.socket.resume();
   };
 
-  private readonly onClientTimeout = (): void => {
+  private readonly onClientIdle = (): void => {
     // The idle timer stays armed for the whole connection (re-arming it per request costs);
     // it only cuts a client we are waiting for. A slow backend is the backend timer's business.
     // S_CLOSED: we already answered and ended; a client that never closes its side is cut.
