@@ -96,6 +96,10 @@ export abstract class Cluster {
     const d = this.desired ?? this.state?.desired;
     return (d?.members ?? []).some((m) => !m.local);
   }
+  /** A 1-node database fenced to move to another host (FenceOp on a database not spread over agents). */
+  get movingOut(): boolean {
+    return !this.spread && this.state?.fencedTerm !== undefined;
+  }
   nodeName(k: number): string {
     return nodeName(this.deps.agentKey, this.id, k);
   }
@@ -140,6 +144,12 @@ export abstract class Cluster {
       changed = true;
     }
     if (this.spread && this.followMembers(s, d)) changed = true;
+    // A 1-node database fenced to move: a higher term from the control plane abandons the move.
+    if (!this.spread && s.fencedTerm !== undefined && Number(d.term) > s.fencedTerm) {
+      this.log.warn({ term: Number(d.term), fenced: s.fencedTerm }, 'the move to another host was abandoned: the node serves writes again');
+      s.fencedTerm = undefined;
+      changed = true;
+    }
     if (changed) await this.save();
   }
 

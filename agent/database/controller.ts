@@ -16,7 +16,7 @@ import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
-import { newDbState } from './state.js';
+import { newDbState, type DbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
 
@@ -154,6 +154,7 @@ export class DatabaseController extends Cluster {
     return this.runExclusive('switchover', async () => {
       await this.followDesired();
       const s = this.state;
+      if (s && !this.spread && this.clusterSize === 1) return this.fenceToMove(s, term, member);
       if (!s || !this.spread) throw new FulcrumError('conflict', 'only a cluster spread over agents is switched over this way');
       if ((s.term ?? 0) !== term || s.primary !== member || !this.nodeIndexes().includes(member)) {
         throw new FulcrumError('conflict', `member ${member} is not this agent's primary at term ${term} (term ${s.term ?? 0}, primary ${s.primary})`);
@@ -165,6 +166,24 @@ export class DatabaseController extends Cluster {
       this.log.warn({ term, member, position }, 'primary fenced for a planned switchover');
       return position;
     });
+  }
+
+  /**
+   * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
+   * "Draining a host"): its node goes read-only and stays so (the plan neither promotes nor
+   * restarts it into writes) until it is removed here or a higher term abandons the move. Returns
+   * its GTID position once the commits in flight have finished; the caller then archives up to it.
+   */
+  private async fenceToMove(s: DbState, term: number, member: number): Promise<string> {
+    if (!s.provisioned || member !== 1 || s.primary !== 1) throw new FulcrumError('conflict', `member ${member} is not this 1-node database's running node`);
+    if (Number(this.desired?.term ?? 0) !== term) throw new FulcrumError('conflict', `the move was asked at term ${term}, the database is at term ${Number(this.desired?.term ?? 0)}`);
+    // Saved first: an agent restarted in the middle keeps the node fenced (and the store's objects on removal).
+    s.term = term;
+    s.fencedTerm = term;
+    await this.save();
+    const position = await fencePrimary(await this.adminTarget(1));
+    this.log.warn({ term, position }, 'node fenced to move the database to another host');
+    return position;
   }
 
   /**
@@ -210,6 +229,7 @@ export class DatabaseController extends Cluster {
         fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
       } : undefined,
     });
+    if (this.movingOut) obs.movingOut = true;
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.
     if (s?.provisioned && d && !s.suspended) {
@@ -385,7 +405,9 @@ export class DatabaseController extends Cluster {
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
       await remove(this.context);
-      await this.extras?.removeStored?.(this);
+      // A database fenced to move lives on on another host, rebuilt from these very objects.
+      if (!this.movingOut) await this.extras?.removeStored?.(this);
+      else this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept');
     } catch (err) {
       this.deleted = false;
       throw err;
