@@ -16,7 +16,7 @@ import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
-import { newDbState, type DbState } from './state.js';
+import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
 
@@ -166,24 +166,6 @@ export class DatabaseController extends Cluster {
       this.log.warn({ term, member, position }, 'primary fenced for a planned switchover');
       return position;
     });
-  }
-
-  /**
-   * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
-   * "Draining a host"): its node goes read-only and stays so (the plan neither promotes nor
-   * restarts it into writes) until it is removed here or a higher term abandons the move. Returns
-   * its GTID position once the commits in flight have finished; the caller then archives up to it.
-   */
-  private async fenceToMove(s: DbState, term: number, member: number): Promise<string> {
-    if (!s.provisioned || member !== 1 || s.primary !== 1) throw new FulcrumError('conflict', `member ${member} is not this 1-node database's running node`);
-    if (Number(this.desired?.term ?? 0) !== term) throw new FulcrumError('conflict', `the move was asked at term ${term}, the database is at term ${Number(this.desired?.term ?? 0)}`);
-    // Saved first: an agent restarted in the middle keeps the node fenced (and the store's objects on removal).
-    s.term = term;
-    s.fencedTerm = term;
-    await this.save();
-    const position = await fencePrimary(await this.adminTarget(1));
-    this.log.warn({ term, position }, 'node fenced to move the database to another host');
-    return position;
   }
 
   /**
