@@ -387,9 +387,8 @@ export class DatabaseController extends Cluster {
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
       await remove(this.context);
-      // A database fenced to move lives on on another host, rebuilt from these very objects.
-      if (!this.movingOut) await this.extras?.removeStored?.(this);
-      else this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept');
+      if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
+      else await this.extras?.removeStored?.(this);
     } catch (err) {
       this.deleted = false;
       throw err;
