@@ -161,8 +161,10 @@ export function createAgent(opts: AgentOptions): Agent {
         appliedVersion: desired?.version ?? 0,
         // A database is reported once this run has looked at its servers: before that a report
         // would say "no member, primary down" of servers that never stopped, and the control plane
-        // would take its endpoints away and call it failed (docs/agent.md, restarts).
-        databases: [...controllers.values()].filter((c) => (c.state || c.desired) && (c.deleted || c.inspected)).map((c) => c.report()),
+        // would take its endpoints away and call it failed (docs/agent.md, restarts). A deleted
+        // database whose interrupted action still runs is reported until that action's sweep is
+        // done: the control plane purges it (and may reuse its addresses) once it is not reported.
+        databases: [...controllers.values()].filter((c) => (c.state || c.desired || (c.deleted && c.busy)) && (c.deleted || c.inspected)).map((c) => c.report()),
         operationResults: ops.results(),
         runtime: opts.runtimeKind,
         membersAcrossHosts,

@@ -84,3 +84,17 @@ export function startRowWriter(o: {
 export function middleSecond(fromMs: number, toMs = Date.now()): number {
   return Math.floor((fromMs + toMs) / 2000) * 1000;
 }
+
+/**
+ * A second (ms, whole) with rows stamped in it and in the second before, at or after
+ * `notBeforeMs` and at least 2 s before `toMs`, nearest the middle of `fromMs`..`toMs`; undefined
+ * if none. A fork to it then has rows on both sides of its boundary to tell apart even when the
+ * writes stalled for a second or more, as they do on a host at load 20.
+ */
+export function boundarySecond(stampedSeconds: Iterable<number>, o: { fromMs: number; toMs: number; notBeforeMs: number }): number | undefined {
+  const secs = new Set(stampedSeconds);
+  const mid = (o.fromMs + o.toMs) / 2;
+  const fits = [...secs].filter((s) => secs.has(s - 1) && s * 1000 >= o.notBeforeMs && s * 1000 <= o.toMs - 2000);
+  fits.sort((a, b) => Math.abs(a * 1000 - mid) - Math.abs(b * 1000 - mid));
+  return fits[0] === undefined ? undefined : fits[0] * 1000;
+}

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engineOfSeries } from '../../helpers/engines.js';
-import { middleSecond, startRowWriter } from '../../helpers/row-writer.js';
+import { boundarySecond, middleSecond, startRowWriter } from '../../helpers/row-writer.js';
 import { MYSQL, connectFrom, startDbLab, until, waitStatus, type DbLab, type RuntimeKind } from './db-lab.js';
 
 const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
@@ -73,10 +73,19 @@ describe.each([
     const rows = writer.rows;
     const began = Date.now();
     await until('rows for 8 s', async () => (Date.now() - began > 8000 && rows.length > 40) || undefined, 60_000, 100);
-    // The chosen second: the middle of the run, never before what can be restored.
-    const T = Math.max(middleSecond(began), oldestMs);
-    await until('writes past the chosen second', async () => Date.now() > T + 3000 || undefined, 30_000, 100);
+    await until('writes past the middle of the run', async () => Date.now() > Math.max(middleSecond(began), oldestMs) + 3000 || undefined, 30_000, 100);
     await writer.stop();
+    const stoppedMs = Date.now();
+
+    // What the source says each row's statement time was (the second the binlog stamps it with).
+    const s = await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
+    const [all] = await s.query('SELECT id, ts FROM app.t ORDER BY id');
+    const stamped = new Map((all as any[]).map((r) => [Number(r.id), Math.floor(Number(r.ts))]));
+    // The chosen second: near the middle of the run, never before what can be restored, with rows
+    // stamped in it and in the second before (the writes cross the boundary).
+    const T = boundarySecond(stamped.values(), { fromMs: began, toMs: stoppedMs, notBeforeMs: oldestMs });
+    expect(T, `a second with rows in it and in the one before: ${JSON.stringify([...new Set(stamped.values())])}`).toBeDefined();
+    if (T === undefined) return;
     expect(rows.some((r) => r.ackMs < T)).toBe(true);
     expect(rows.some((r) => r.sentMs >= T)).toBe(true);
 
@@ -107,10 +116,6 @@ describe.each([
     await c.end();
     const inFork = new Set((got as any[]).map((r) => Number(r.id)));
 
-    // What the source says each row's statement time was (the second the binlog stamps it with).
-    const s = await connectFrom({ source: CLIENT, host: src.hosts.primary, port: 3306, user: 'linroot', password, ca });
-    const [all] = await s.query('SELECT id, ts FROM app.t ORDER BY id');
-    const stamped = new Map((all as any[]).map((r) => [Number(r.id), Math.floor(Number(r.ts))]));
     // The writes cross the boundary: rows stamped in the second before T and in T itself.
     expect([...stamped.values()].filter((sec) => sec * 1000 === T - 1000).length).toBeGreaterThan(0);
     expect([...stamped.values()].filter((sec) => sec * 1000 === T).length).toBeGreaterThan(0);

@@ -11,7 +11,6 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { ManualClock } from '../../../lib/clock.js';
@@ -20,28 +19,12 @@ import { createBackupService } from '../../../agent/backup/backup-service.js';
 import { createLocalBackupStorage, type BackupStorage } from '../../../agent/backup/backup-storage.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, testNet, type Driver } from './control-plane-driver.js';
+import { processesOf, slowSink } from './slow-io.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
 /** Storage whose writers accept about `bytesPerS`: a backup host busy with other work. */
 function slowStorage(inner: BackupStorage, bytesPerS: number): BackupStorage {
-  return {
-    ...inner,
-    async writer(db, id, file) {
-      const out = await inner.writer(db, id, file);
-      return new Writable({
-        write(chunk: Buffer, _enc, cb) {
-          out.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), (chunk.length * 1000) / bytesPerS)));
-        },
-        final(cb) {
-          out.end(() => cb());
-        },
-        destroy(err, cb) {
-          out.destroy(err ?? undefined);
-          cb(err);
-        },
-      });
-    },
-  };
+  return { ...inner, writer: async (db, id, file) => slowSink(await inner.writer(db, id, file), bytesPerS) };
 }
 
 describe('agent: physical bases under heavy writes, and when they fail (process runtime)', () => {
@@ -79,7 +62,10 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
     await c.query('USE app');
     await c.query('INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 30) FROM seq_1_to_20000');
 
-    // Rewrites of the whole table (about 20 MB of row changes each) until the base is done.
+    // Rewrites of the whole table (about 20 MB of row changes each) for as long as mariadb-backup
+    // copies: what the copy must keep pace with. Writes after it has exited only lengthen the
+    // redo log it spooled, and so the slow upload, by as long as the host took to copy: on a slow
+    // CI host that upload once outlasted the test's 5 minutes.
     let writing = true;
     let rewrites = 0;
     const writer = (async () => {
@@ -95,19 +81,31 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
 
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
-    const storage = slowStorage(createLocalBackupStorage(join(fx.stateDir, 'slow-backups')), 512 * 1024);
+    const storage = slowStorage(createLocalBackupStorage(join(fx.stateDir, 'slow-backups')), 1024 * 1024);
     const backups = createBackupService({ storage, runtime: fx.agent!.runtime, logger, clock: new ManualClock(Date.now()) });
     const ctl = fx.agent!.agent.databases().find((x) => x.id === 13)!;
     // Let the writes reach full speed before the copy starts.
     while (rewrites < 3) await new Promise((r) => setTimeout(r, 100));
+    const primaryDir = join(fx.stateDir, 'runtime', 'nodes', ctl.nodeName(ctl.state!.primary));
+    let copyS = 0;
+    const copyDone = (async () => {
+      const t0 = Date.now();
+      await driver.waitFor(() => processesOf('mariadb-backup', primaryDir).length > 0 || !writing, 60_000, 'mariadb-backup started');
+      await driver.waitFor(() => processesOf('mariadb-backup', primaryDir).length === 0, 240_000, 'mariadb-backup done');
+      copyS = (Date.now() - t0) / 1000;
+      writing = false;
+    })();
+    const t0 = Date.now();
     let m;
     try {
       m = await backups.takeBase(ctl);
     } finally {
       writing = false;
       await writer;
+      await copyDone.catch(() => undefined);
       await c.end();
     }
+    console.log(`[physical-base-writes] copy ${copyS.toFixed(1)} s under ${rewrites} rewrites; base ${(m.sizeBytes / 1048576).toFixed(1)} MB stored in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const warnings = lines.filter((l) => JSON.parse(l).level >= 40);
     expect(warnings).toEqual([]);
     expect(m.format).toBe('mariadb-backup+mbstream+gzip');

@@ -146,13 +146,11 @@ describe('agent: 1-node database (process runtime)', () => {
     driver.setDatabases([d2]);
     await driver.waitFor(() => driver.reports.slice(seen).some((r) => r.databases.some((d) => d.id === 2 && d.status === 'provisioning')), 10_000, 'provisioning');
     driver.setDatabases([]);
-    await driver.waitFor(() => driver.last() && !driver.db(2), 30_000, 'gone');
-    // Whatever the interrupted provisioning still did is swept: a node it was starting when the
-    // delete came is removed once it has started (waited for, not slept on, for loaded machines).
-    const deadline = Date.now() + 30_000;
-    while ((await agent.runtime.list({})).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+    // The database stays reported until the interrupted provisioning has ended and its sweep is
+    // done: a report without it tells the control plane that nothing of it is left. A node it was
+    // starting when the delete came is removed once it has started (a few seconds under load).
+    await driver.waitFor(() => driver.last() && !driver.db(2), 90_000, 'gone');
     expect(await agent.runtime.list({})).toEqual([]);
     expect(readdirSync(join(stateDir, 'databases'))).toEqual([]);
-    expect(driver.db(2)).toBeUndefined();
-  });
+  }, 120_000);
 });

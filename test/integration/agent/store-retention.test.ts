@@ -13,9 +13,11 @@ import { existsSync, readdirSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
 import { join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import { gtidLe } from '../../../agent/binlog/chain.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -29,7 +31,11 @@ const WINDOW_S = 8;
 /** Hidden base backups take ids from here (agent/backup/backup-service.ts). */
 const BASE_IDS = 1_000_000_000;
 
-interface StoredManifest { id?: number; seq?: number; type?: string; label?: string; finishedMs?: number }
+interface StoredManifest {
+  id?: number; seq?: number; type?: string; label?: string; finishedMs?: number;
+  /** A backup's snapshot position; a segment's GTID range. */
+  snapshotGtid?: string; gtidStart?: string; gtidEnd?: string;
+}
 
 describe('agent: retention and the archive window delete objects in the object store', () => {
   let store: ObjectStore;
@@ -39,7 +45,19 @@ describe('agent: retention and the archive window delete objects in the object s
   let db: DesiredDatabase;
   /** The chain's first base and first segment, stored before any customer backup. */
   let firstBase: StoredManifest;
-  let firstSeq: number;
+  let firstSegment: StoredManifest;
+  /** The first customer backup: no second after it needs what was written before its snapshot. */
+  let firstAuto: StoredManifest;
+  /** The agent's log lines, kept to say what the archive rounds and backups did when a wait runs out. */
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
+  /** The binlog archive's, its rounds' and the backups' lines, and every warning and error. */
+  const agentLog = () => lines.map((l) => JSON.parse(l) as { level: number; component?: string })
+    .filter((j) => j.component === 'binlog-archive' || j.component === 'day-two' || j.component === 'backups' || j.level >= 40)
+    .map((j) => JSON.stringify(j)).join('\n');
+  /** What the test's last wait saw. */
+  let seen = '';
+  const explainFailure = () => onTestFailed(() => console.log(`[last seen] ${seen}\n[agent: binlog archive, backups, warnings]\n${agentLog()}`));
 
   beforeAll(async () => {
     store = await startObjectStore({ host: '127.83.32.1' });
@@ -51,7 +69,7 @@ describe('agent: retention and the archive window delete objects in the object s
       ...parseStoreUrl(`s3://${store.bucket}/${PREFIX}`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
       credentials: loadStoreCredentials(store.credentialsFile),
     };
-    fx = await createAgentFixture({ id: 'agent-store-retention', slot: 32, extra: () => ({ binlogArchiveMs: 2000, backupStore }) });
+    fx = await createAgentFixture({ id: 'agent-store-retention', slot: 32, extra: () => ({ logger, binlogArchiveMs: 2000, backupStore }) });
     driver = fx.driver;
     await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
@@ -105,6 +123,7 @@ describe('agent: retention and the archive window delete objects in the object s
   const events = () => driver.db(ID)?.events ?? [];
 
   it('nine days of auto backups leave the newest seven in the store; a fourth snapshot is refused and stores nothing', async () => {
+    explainFailure();
     const c = await connect();
     await c.query('CREATE DATABASE app');
     await c.query('CREATE TABLE app.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(32))');
@@ -116,7 +135,7 @@ describe('agent: retention and the archive window delete objects in the object s
     }, 90_000, 500);
     await c.end();
     firstBase = (await manifests('backups')).filter((m) => m.id! > BASE_IDS).sort((a, b) => a.id! - b.id!)[0]!;
-    firstSeq = Math.min(...(await manifests('binlog')).map((m) => m.seq!));
+    firstSegment = (await manifests('binlog')).sort((a, b) => a.seq! - b.seq!)[0]!;
 
     const taken: number[] = [];
     for (let d = 1; d <= 9; d++) {
@@ -126,7 +145,11 @@ describe('agent: retention and the archive window delete objects in the object s
       const newest = (await autos()).sort((a, b) => b.id! - a.id!)[0]!;
       expect(taken).not.toContain(newest.id);
       taken.push(newest.id!);
+      if (d === 1) firstAuto = newest;
     }
+    // Nothing is written while the backups are taken: the first segment holds only transactions
+    // the first auto backup already has.
+    expect(gtidLe(firstSegment.gtidEnd!, firstAuto.snapshotGtid!)).toBe(true);
     const kept = (await autos()).map((m) => m.id!).sort((a, b) => a - b);
     expect(kept).toEqual(taken.slice(-7).sort((a, b) => a - b));
     // The two oldest days' objects are gone, data and manifest alike.
@@ -143,37 +166,45 @@ describe('agent: retention and the archive window delete objects in the object s
   }, 240_000);
 
   it('the archive window deletes the hidden base and the segments no second inside it needs; customer backups stay', async () => {
+    explainFailure();
     expect(firstBase?.finishedMs).toBeGreaterThan(0);
     // The first customer backup was taken after that base and segment: once it is older than
-    // the window, neither is needed for any second inside it. Rows go on being written, so
-    // segments go on being archived (and, as the window moves, deleted).
+    // the window, neither is needed for any second inside it, nor is any segment ending at or
+    // before its snapshot. Rows go on being written, so newer segments go on being archived.
+    // Segments are told apart by what they hold, not by seq: once retention has deleted every
+    // segment (a loaded run's first test outlasts the window long after its last write), the
+    // next one is numbered from 1 again.
     const c = await connect();
-    let newestSeq = firstSeq;
-    const segmentsNow = async () => {
-      const m = await manifests('binlog');
-      newestSeq = Math.max(newestSeq, ...m.map((x) => x.seq!));
-      return m;
-    };
-    await until('the first base and segment deleted from the store, newer segments there', async () => {
+    await until('the first base and every segment the window no longer needs deleted from the store, newer segments there', async () => {
       await c.query("INSERT INTO app.t (v) VALUES ('window')");
-      const segs = await segmentsNow();
-      return (await keys('backups')).every((k) => !k.includes(`/backups/${firstBase.id}/`)) && segs.length > 0 && segs.every((m) => m.seq !== firstSeq) || undefined;
-    }, 90_000, 500);
+      const segs = await manifests('binlog');
+      const baseLeft = (await keys('backups')).filter((k) => k.includes(`/backups/${firstBase.id}/`));
+      const unneeded = segs.filter((m) => gtidLe(m.gtidEnd!, firstAuto.snapshotGtid!));
+      seen = `first base ${firstBase.id}: ${baseLeft.length} objects left; first segment ${firstSegment.seq} (${firstSegment.gtidStart}..${firstSegment.gtidEnd}); `
+        + `first auto backup at ${firstAuto.snapshotGtid}; segments now ${segs.map((m) => `${m.seq} (${m.gtidStart}..${m.gtidEnd})`).join(', ') || 'none'}`;
+      return baseLeft.length === 0 && segs.length > 0 && unneeded.length === 0 || undefined;
+    }, 120_000, 500);
     await c.end();
-    const segments = await segmentsNow();
-    // Fewer segments are left than were ever written (seq counts from 1), each with its data object.
-    expect(segments.length).toBeLessThan(newestSeq);
-    for (const m of segments) expect(await dataObjects('binlog', m.seq!)).toHaveLength(1);
+    // Each segment left has its data object, in one listing (a round may delete segments
+    // meanwhile, manifest first, as the window moves past a newer base).
+    const listed = await keys('binlog');
+    const segmentDirs = listed.filter((k) => k.endsWith('/manifest.json')).map((k) => k.slice(0, -'manifest.json'.length));
+    expect(segmentDirs.length).toBeGreaterThan(0);
+    for (const dir of segmentDirs) expect(listed.filter((k) => k.startsWith(dir) && !k.endsWith('/manifest.json'))).toHaveLength(1);
     // Customer backups are not the archive window's to delete.
     expect((await autos()).length).toBe(7);
     expect((await snapshots()).length).toBe(3);
     // What is left is what the listing says: Swift holds one file per object, no more (rounds go
     // on writing meanwhile, so the two are compared until they agree).
-    await until('Swift\'s files agree with the listing', async () => swiftFiles().length === (await keys('backups')).length + (await keys('binlog')).length || undefined, 30_000, 500);
+    await until('Swift\'s files agree with the listing', async () => {
+      const listed = (await keys('backups')).length + (await keys('binlog')).length;
+      seen = `Swift holds ${swiftFiles().length} object files, the listing ${listed} objects`;
+      return swiftFiles().length === listed || undefined;
+    }, 60_000, 500);
     // The oldest restorable second moved past the deleted base and names one the store still
     // has a base for.
-    await driver.waitFor(() => Number(driver.db(ID)?.oldestRestoreMs ?? 0) > firstBase.finishedMs!, 30_000, 'oldest_restore_ms past the deleted base');
+    await driver.waitFor(() => Number(driver.db(ID)?.oldestRestoreMs ?? 0) > firstBase.finishedMs!, 60_000, 'oldest_restore_ms past the deleted base');
     const oldest = Number(driver.db(ID)!.oldestRestoreMs);
     expect((await manifests('backups')).some((m) => m.finishedMs! <= oldest)).toBe(true);
-  }, 180_000);
+  }, 300_000);
 });

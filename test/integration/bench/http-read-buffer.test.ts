@@ -123,7 +123,7 @@ describe('http backend reads into a reused buffer', () => {
       expect(body.length).toBe(size);
       expect(sha256(body)).toBe(expected);
     }
-  }, 60_000);
+  }, 180_000);
 
   it('the same over https (TLS terminated by the proxy)', async () => {
     const size = 8 * 1024 * 1024;
@@ -141,7 +141,7 @@ describe('http backend reads into a reused buffer', () => {
       expect(body.length).toBe(size);
       expect(sha256(body)).toBe(expected);
     }
-  }, 60_000);
+  }, 180_000);
 
   it('keeps a response head that arrives in pieces intact', async () => {
     // The head is split mid-line; the first piece is kept while the next read lands.
