@@ -170,7 +170,9 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     agent.metrics.archiveLag.set(lag / 1000);
     for (const c of agent.databases()) {
       const s = c.state;
-      if (!s?.provisioned || s.suspended || c.deleted || !c.desired) continue;
+      // A database fenced to move to another host writes nothing more to the store: its fence
+      // archived everything, and the new host continues the archive and the backups.
+      if (!s?.provisioned || s.suspended || c.deleted || !c.desired || c.movingOut) continue;
       archiveTick(c, now);
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
@@ -217,6 +219,21 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired), stored);
     },
     handlers: {
+      // The core fence (operations.ts), and for a 1-node database fenced to move to another host
+      // (docs/multi-host.md, "Draining a host") one more archive round: its binlog is closed and
+      // shipped, so the store holds every transaction up to the position answered before the
+      // control plane rebuilds the database elsewhere from it. A round that fails fails the fence
+      // (the control plane abandons the move and the node serves writes again).
+      fence: async (c, op) => {
+        const position = await c.fence(Number(op.fence?.term ?? 0), op.fence?.member ?? 0);
+        if (c.movingOut) {
+          const started = agent.clock.now();
+          await archiver.archive(c);
+          if (archiver.coveredUntil(c.id) < started) throw new Error('the binlog archive round after the fence did not complete');
+          log.warn({ database: c.id, position, ms: agent.clock.now() - started }, 'binlog archived up to the fence before the move');
+        }
+        return { position };
+      },
       snapshot: async (c, op) => {
         const label = op.snapshot?.label ?? '';
         if (!/^[A-Za-z0-9_]{1,30}$/.test(label)) throw new Error('label must be 1-30 letters, digits or underscores');

@@ -52,6 +52,7 @@ export async function runHostDrain(argv: string[], verb: 'drain' | 'undrain'): P
   const { HostHealing } = await import('../control-plane/domain/databases/host-healing.js');
   const { HostDrain } = await import('../control-plane/domain/databases/host-drain.js');
   const { Switchover } = await import('../control-plane/domain/databases/switchover.js');
+  const { SingleMove } = await import('../control-plane/domain/databases/single-move.js');
   const { systemClock } = await import('../lib/clock.js');
   const { createLogger } = await import('../lib/logger.js');
   await withStore(stateDir, f, async (store) => {
@@ -61,7 +62,8 @@ export async function runHostDrain(argv: string[], verb: 'drain' | 'undrain'): P
     // Only the drain's own mark and events are written here: nothing moves in this process.
     const healing = new HostHealing({ repo, events, clock: systemClock, logger, revoke: async () => undefined, removed: async () => false });
     const switchover = new Switchover({ repo, events, clock: systemClock, logger, onChange: () => undefined });
-    const drain = new HostDrain({ repo, events, clock: systemClock, logger, healing, switchover });
+    const move = new SingleMove({ repo, events, clock: systemClock, logger, onChange: () => undefined });
+    const drain = new HostDrain({ repo, events, clock: systemClock, logger, healing, switchover, move });
     const v = verb === 'drain' ? await drain.drain(id) : await drain.undrain(id);
     process.stdout.write(`agent ${v.id} is ${v.draining ? 'draining' : 'not draining'}; ${v.membersLeft} member(s) on it\n`);
   });

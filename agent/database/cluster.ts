@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../../lib/clock.js';
+import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AgentEvent } from '../../proto/gen/fulcrum/v1/AgentEvent.js';
 import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -13,6 +14,7 @@ import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } fr
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
+import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
 import { databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
@@ -96,6 +98,10 @@ export abstract class Cluster {
     const d = this.desired ?? this.state?.desired;
     return (d?.members ?? []).some((m) => !m.local);
   }
+  /** A 1-node database fenced to move to another host (FenceOp on a database not spread over agents). */
+  get movingOut(): boolean {
+    return !this.spread && this.state?.fencedTerm !== undefined;
+  }
   nodeName(k: number): string {
     return nodeName(this.deps.agentKey, this.id, k);
   }
@@ -140,6 +146,12 @@ export abstract class Cluster {
       changed = true;
     }
     if (this.spread && this.followMembers(s, d)) changed = true;
+    // A 1-node database fenced to move: a higher term from the control plane abandons the move.
+    if (!this.spread && s.fencedTerm !== undefined && Number(d.term) > s.fencedTerm) {
+      this.log.warn({ term: Number(d.term), fenced: s.fencedTerm }, 'the move to another host was abandoned: the node serves writes again');
+      s.fencedTerm = undefined;
+      changed = true;
+    }
     if (changed) await this.save();
   }
 
@@ -169,6 +181,24 @@ export abstract class Cluster {
     return changed;
   }
   private refusedTerm = -1;
+
+  /**
+   * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
+   * "Draining a host"): its node goes read-only and stays so (the plan neither promotes nor
+   * restarts it into writes) until it is removed here or a higher term abandons the move. Returns
+   * its GTID position once the commits in flight have finished; the caller then archives up to it.
+   */
+  protected async fenceToMove(s: DbState, term: number, member: number): Promise<string> {
+    if (!s.provisioned || member !== 1 || s.primary !== 1) throw new FulcrumError('conflict', `member ${member} is not this 1-node database's running node`);
+    if (Number(this.desired?.term ?? 0) !== term) throw new FulcrumError('conflict', `the move was asked at term ${term}, the database is at term ${Number(this.desired?.term ?? 0)}`);
+    // Saved first: an agent restarted in the middle keeps the node fenced (and the store's objects on removal).
+    s.term = term;
+    s.fencedTerm = term;
+    await this.save();
+    const position = await fencePrimary(await this.adminTarget(1));
+    this.log.warn({ term, position }, 'node fenced to move the database to another host');
+    return position;
+  }
   async adminTarget(k: number): Promise<AdminTarget> {
     const c = await this.deps.runtime.connection(this.nodeName(k));
     return { socketPath: c.socketPath, password: this.state!.adminPassword };

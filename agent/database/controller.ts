@@ -154,6 +154,7 @@ export class DatabaseController extends Cluster {
     return this.runExclusive('switchover', async () => {
       await this.followDesired();
       const s = this.state;
+      if (s && !this.spread && this.clusterSize === 1) return this.fenceToMove(s, term, member);
       if (!s || !this.spread) throw new FulcrumError('conflict', 'only a cluster spread over agents is switched over this way');
       if ((s.term ?? 0) !== term || s.primary !== member || !this.nodeIndexes().includes(member)) {
         throw new FulcrumError('conflict', `member ${member} is not this agent's primary at term ${term} (term ${s.term ?? 0}, primary ${s.primary})`);
@@ -210,6 +211,7 @@ export class DatabaseController extends Cluster {
         fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
       } : undefined,
     });
+    if (this.movingOut) obs.movingOut = true;
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.
     if (s?.provisioned && d && !s.suspended) {
@@ -385,7 +387,8 @@ export class DatabaseController extends Cluster {
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
       await remove(this.context);
-      await this.extras?.removeStored?.(this);
+      if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
+      else await this.extras?.removeStored?.(this);
     } catch (err) {
       this.deleted = false;
       throw err;

@@ -47,6 +47,12 @@ export interface DbObs {
   variablesCurrent?: boolean;
   /** Set for a cluster spread over agents (plan-spread.ts): `nodes` are the local members only. */
   spread?: SpreadObs;
+  /**
+   * A 1-node database fenced to move to another host (FenceOp, docs/multi-host.md, "Draining a
+   * host"): its node stays read-only and writes nothing until it is removed here or the control
+   * plane abandons the move (a higher term).
+   */
+  movingOut?: boolean;
 }
 
 /** What a spread cluster's plan needs beyond the local nodes. */
@@ -114,6 +120,9 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
     }
     return [{ kind: 'restart-primary' }];
   }
+  // Moving out: nothing may write past the position the fence answered (the store holds up to
+  // there, and the new host is rebuilt from it), account changes and restarts included.
+  if (o.movingOut) return o.proxiesCurrent ? [] : [{ kind: 'sync-proxies' }];
   if (primary.readOnly) actions.push({ kind: 'promote-primary' });
   for (const n of o.nodes) {
     if (n.index === o.primary) continue;

@@ -23,6 +23,9 @@ export interface DbState {
   /**
    * A spread cluster's local primary fenced for a planned switchover at this term (FenceOp): kept
    * read-only until the control plane names a primary for a higher term (docs/multi-host.md).
+   * On a 1-node database: fenced to move to another host (a drain): read-only until the control
+   * plane raises the term (the move abandoned), and its objects in the store are kept when it is
+   * then removed here (they are the new host's now).
    */
   fencedTerm?: number;
   /** Reached `active` once: from then on, missing nodes are healed instead of provisioned. */

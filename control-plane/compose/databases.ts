@@ -10,6 +10,7 @@ import { HostHealing, type HostView } from '../domain/databases/host-healing.js'
 import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
 import { Rollout } from '../domain/databases/rollout.js';
 import { Switchover } from '../domain/databases/switchover.js';
+import { SingleMove } from '../domain/databases/single-move.js';
 import { HostOverview } from '../domain/databases/host-overview.js';
 import { eventToWire } from '../domain/events/event-service.js';
 import { AgentPushServer } from '../push/agent-server.js';
@@ -138,7 +139,9 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
       ctx.replicas.publish('database');
     },
   });
-  const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover });
+  // A 1-node database on a draining host moves through the object store (single-move.ts).
+  const move = new SingleMove({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, onChange: placementsChanged });
+  const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover, move });
   // Rolling changes of spread clusters: member by member, with the drain's switchover
   // (docs/multi-host.md, "Rolling changes across hosts"); each step runs in the background.
   const rollout = new Rollout({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, switchover, onChange: placementsChanged });

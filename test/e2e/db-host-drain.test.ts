@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, fulcrumCli, lostRows, spreadUnderWrites, startHostsFleet, type Attempt, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, attempts, fulcrumCli, longestPause, lostRows, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // Draining an agent host (docs/multi-host.md, "Draining a host"): two 3-node semi_synch
 // databases on four agent hosts, so that one host holds the primary of the first and a replica of
@@ -19,14 +19,6 @@ const SUBNET = 213;
 const NB_POOL = '198.18.212.0/24';
 const DB_POOL = '198.18.213.0/24';
 const NODE_POOLS: Record<string, string> = { ag1: '198.18.214.0/29', ag2: '198.18.214.8/29', ag3: '198.18.214.16/29', ag4: '198.18.214.24/29' };
-
-/** The longest time between two consecutive acknowledged writes that end after `from`. */
-function longestPause(list: Attempt[], from: number, to: number): number {
-  const ends = list.filter((a) => a.ok && a.end >= from && a.start <= to).map((a) => a.end).sort((x, y) => x - y);
-  let worst = 0;
-  for (let i = 1; i < ends.length; i++) worst = Math.max(worst, ends[i]! - ends[i - 1]!);
-  return worst;
-}
 
 describe('draining a database host', () => {
   let f: HostsFleet;

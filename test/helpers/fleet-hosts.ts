@@ -190,6 +190,14 @@ export async function mysqlClient(call: Fleet['call'], client: Host, id: number,
   };
 }
 
+/** The longest time between two consecutive acknowledged writes that end after `from` (and start before `to`). */
+export function longestPause(list: Attempt[], from: number, to: number): number {
+  const ends = list.filter((a) => a.ok && a.end >= from && a.start <= to).map((a) => a.end).sort((x, y) => x - y);
+  let worst = 0;
+  for (let i = 1; i < ends.length; i++) worst = Math.max(worst, ends[i]! - ends[i - 1]!);
+  return worst;
+}
+
 export function attempts(p: HostProcess): Attempt[] {
   return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Attempt);
 }

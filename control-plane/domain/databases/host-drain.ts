@@ -9,6 +9,7 @@ import { AGENT_SILENT_MS } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
 import { hostState, type HostHealing } from './host-healing.js';
 import { servesRegion, spansAgents } from './placement.js';
+import { moveRefusal, moveTarget, type SingleMove } from './single-move.js';
 import { switchoverTarget, type Switchover } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from './model.js';
 
@@ -40,9 +41,10 @@ export function membersOn(agentId: string, dbs: readonly DatabaseRecord[], place
  * Why a drain of `agentId` cannot be done, one line per database; empty when it can. Pure. Every
  * member on the host needs another host to go to: an agent of the database's region that is up,
  * reporting, not lost, not draining, able to run part of a cluster and holding no member of that
- * database (members on hosts already draining count too: they need one each). A database that is not spread over hosts (a 1-node database, or a cluster whose
- * members all run there) cannot be moved this way: moving it is not built, so the drain is
- * refused rather than left half done.
+ * database (members on hosts already draining count too: they need one each). A 1-node database
+ * moves through the object store (single-move.ts): the host needs one shared with another agent
+ * that is free to take it. A cluster whose members all run on the host cannot be moved: that is
+ * not built, so the drain is refused rather than left half done.
  */
 export function drainRefusals(
   agentId: string, dbs: readonly DatabaseRecord[], placements: readonly MemberPlacement[], agents: readonly AgentRecord[], now: number,
@@ -54,7 +56,9 @@ export function drainRefusals(
     const here = mine.filter((m) => m.agentId === agentId);
     if (here.length === 0) continue;
     if (!spansAgents(mine)) {
-      out.push(`database ${db.id} (${db.label}) runs only on this host; moving a database that is not spread over hosts is not built`);
+      const from = agents.find((a) => a.id === agentId);
+      const why = from ? moveRefusal(db, from, agents, now) : `database ${db.id} (${db.label}) runs on an unknown agent`;
+      if (why) out.push(why);
       continue;
     }
     const holding = new Set(mine.map((m) => m.agentId));
@@ -74,7 +78,9 @@ export function drainRefusals(
 export type DrainStep =
   | { kind: 'wait'; why: string }
   | { kind: 'move'; member: number }
-  | { kind: 'switchover' };
+  | { kind: 'switchover' }
+  /** A 1-node database: moved whole through the object store (single-move.ts). */
+  | { kind: 'relocate' };
 
 /**
  * The next step for `db` on the draining host `agentId`: replicas first (each moved while the
@@ -83,11 +89,17 @@ export type DrainStep =
  * the old primary is a replica and moves like one.
  */
 export function drainStep(
-  agentId: string, db: Pick<DatabaseRecord, 'id' | 'primaryMember' | 'runState' | 'provisioned'>, placements: readonly MemberPlacement[],
+  agentId: string, db: Pick<DatabaseRecord, 'id' | 'primaryMember' | 'runState' | 'provisioned' | 'clusterSize' | 'recovery'>, placements: readonly MemberPlacement[],
   reports: readonly MemberReport[], draining: ReadonlySet<string>, seeding: (member: number) => boolean,
 ): DrainStep {
   if (db.runState !== 'running' || !db.provisioned) return { kind: 'wait', why: 'the database is not running' };
   const mine = placements.filter((m) => m.databaseId === db.id);
+  if (db.clusterSize === 1 && !spansAgents(mine)) {
+    if (db.recovery) return { kind: 'wait', why: 'the database is being rebuilt from the object store' };
+    const node = currentReports(mine, reports).get(1);
+    if (node && node.state !== 'running') return { kind: 'wait', why: 'its node is not running' };
+    return { kind: 'relocate' };
+  }
   const current = currentReports(mine, reports);
   const others = mine.filter((m) => m.agentId !== agentId);
   // Members on their way (placed nowhere, or seeding) are waited for: one move at a time.
@@ -117,6 +129,8 @@ export interface HostDrainDeps {
   logger: Logger;
   healing: HostHealing;
   switchover: Switchover;
+  /** Moves a 1-node database off the host through the object store. */
+  move: SingleMove;
   registry?: Registry;
 }
 
@@ -126,7 +140,9 @@ export interface HostDrainDeps {
  * when a member there would have nowhere to go. While it lasts nothing new is placed on the host
  * (placement and re-placement skip it), and the lease holder's round moves its members off: each
  * replica to another host (seeded from the primary, as after a host loss), then each primary by a
- * planned switchover (switchover.ts), after which it is a replica and moves the same way.
+ * planned switchover (switchover.ts), after which it is a replica and moves the same way; a
+ * 1-node database is fenced, its archive shipped, and rebuilt on another host from the object
+ * store (single-move.ts).
  */
 export class HostDrain {
   private readonly log: Logger;
@@ -172,8 +188,10 @@ export class HostDrain {
     this.finished.delete(id);
     this.log.warn({ agent: id, members: membersOn(id, dbs, placements) }, 'agent host put to drain');
     for (const db of dbs.filter((x) => !x.deleting && placements.some((m) => m.databaseId === x.id && m.agentId === id))) {
-      const which = placements.filter((m) => m.databaseId === db.id && m.agentId === id).map((m) => `member ${m.member}${m.member === db.primaryMember ? ' (primary)' : ''}`).join(', ');
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (replicas first, then the primary by a planned switchover).` });
+      const mine = placements.filter((m) => m.databaseId === db.id);
+      const which = mine.filter((m) => m.agentId === id).map((m) => `member ${m.member}${m.member === db.primaryMember ? ' (primary)' : ''}`).join(', ');
+      const how = spansAgents(mine) ? 'replicas first, then the primary by a planned switchover' : 'made read-only, its binlog shipped to the object store, then rebuilt there from the store';
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (${how}).` });
     }
     return this.view((await this.d.repo.agent(id))!, dbs, placements);
   }
@@ -204,7 +222,7 @@ export class HostDrain {
         continue;
       }
       for (const db of dbs) {
-        if (!placements.some((m) => m.databaseId === db.id && m.agentId === agentId) || this.d.switchover.busy(db.id)) continue;
+        if (!placements.some((m) => m.databaseId === db.id && m.agentId === agentId) || this.d.switchover.busy(db.id) || this.d.move.busy(db.id)) continue;
         const reports = await this.d.repo.memberReports(db.id);
         const step = drainStep(agentId, db, placements, reports, draining, (k) => this.d.healing.seedingMember(db.id, k));
         if (step.kind === 'wait') {
@@ -218,6 +236,10 @@ export class HostDrain {
           continue;
         }
         if ((this.retryAt.get(db.id) ?? 0) > this.d.clock.now()) continue;
+        if (step.kind === 'relocate') {
+          this.relocate(db, agentId, agents, dbs, placements);
+          continue;
+        }
         const target = switchoverTarget(db, placements.filter((m) => m.databaseId === db.id), reports, agents, this.d.clock.now(), draining);
         if (!target) continue;
         // Runs in the background (a second or two): the round goes on with other databases.
@@ -231,6 +253,28 @@ export class HostDrain {
       }
     }
     return changed;
+  }
+
+  /** Starts the move of the 1-node database `db` off `agentId`, in the background (it takes seconds). */
+  private relocate(db: DatabaseRecord, agentId: string, agents: readonly AgentRecord[], dbs: readonly DatabaseRecord[], placements: readonly MemberPlacement[]): void {
+    const from = agents.find((a) => a.id === agentId);
+    const live = new Set(dbs.map((x) => x.id));
+    const load = new Map<string, number>();
+    for (const m of placements) if (live.has(m.databaseId)) load.set(m.agentId, (load.get(m.agentId) ?? 0) + 1);
+    const to = from ? moveTarget(db, from, agents, load, this.d.clock.now()) : undefined;
+    if (!to) {
+      const why = 'no other connected agent shares the object store';
+      if (this.waits.get(db.id) !== why) this.log.warn({ agent: agentId, database: db.id, why }, 'drain waits');
+      this.waits.set(db.id, why);
+      return;
+    }
+    void this.d.move.run(db.id, agentId, to, `agent ${agentId} is draining`).then((out) => {
+      if (out.kind === 'abandoned') this.retryAt.set(db.id, this.d.clock.now() + SWITCHOVER_RETRY_MS);
+      else this.retryAt.delete(db.id);
+    }, (err) => {
+      this.retryAt.set(db.id, this.d.clock.now() + SWITCHOVER_RETRY_MS);
+      this.log.error({ err, database: db.id }, 'move of a 1-node database failed');
+    });
   }
 
   private async known(id: string): Promise<AgentRecord> {

@@ -116,6 +116,11 @@ export interface DatabaseRecovery {
   from: string;
   lostMs: number;
   placedMs?: number;
+  /**
+   * A planned move off a draining host (single-move.ts): `from` was fenced and its archive
+   * shipped up to the fence at `lostMs`, so nothing acknowledged is left behind.
+   */
+  planned?: boolean;
 }
 
 export interface BackupRecord {

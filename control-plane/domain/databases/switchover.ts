@@ -78,6 +78,31 @@ export function stillAsFound(
   return placements.some((m) => m.member === target.member && m.agentId === target.agentId);
 }
 
+/**
+ * Stores an operation addressed to one agent (`payload.agent`), pushes it, and waits for its
+ * result in the store (written by whichever replica the agent reports to). Past `deadline` it is
+ * ended as failed so it is no longer sent (`allowedMs` is what the error says it had).
+ */
+export async function agentOperation(
+  d: Pick<SwitchoverDeps, 'repo' | 'clock' | 'onChange'>, databaseId: number, kind: 'fence' | 'catchUp', payload: Record<string, unknown>,
+  deadline: number, allowedMs: number,
+): Promise<OperationRecord> {
+  const id = randomUUID();
+  await d.repo.createOperation({ id, databaseId, kind, payload, eventId: null, state: 'pending', error: null, created: d.clock.now() });
+  d.onChange();
+  for (;;) {
+    const op = await d.repo.operation(id);
+    if (!op) return { id, databaseId, kind, payload, eventId: null, state: 'failed', error: 'was removed', created: 0 };
+    if (op.state !== 'pending') return op;
+    if (d.clock.now() >= deadline) {
+      await d.repo.finishOperation(id, 'failed', `did not answer within ${allowedMs / 1000} s`);
+      d.onChange();
+      return { ...op, state: 'failed', error: `did not answer within ${allowedMs / 1000} s` };
+    }
+    await d.clock.sleep(POLL_MS);
+  }
+}
+
 export interface SwitchoverDeps {
   repo: DatabaseRepository;
   events: EventService;
@@ -181,20 +206,7 @@ export class Switchover {
    * so it is no longer sent; an agent that ran it anyway is overruled by the term (see abandon).
    */
   private async operation(databaseId: number, kind: 'fence' | 'catchUp', payload: Record<string, unknown>, deadline: number): Promise<OperationRecord> {
-    const id = randomUUID();
-    await this.d.repo.createOperation({ id, databaseId, kind, payload, eventId: null, state: 'pending', error: null, created: this.d.clock.now() });
-    this.d.onChange();
-    for (;;) {
-      const op = await this.d.repo.operation(id);
-      if (!op) return { id, databaseId, kind, payload, eventId: null, state: 'failed', error: 'was removed', created: 0 };
-      if (op.state !== 'pending') return op;
-      if (this.d.clock.now() >= deadline) {
-        await this.d.repo.finishOperation(id, 'failed', `did not answer within ${SWITCHOVER_DEADLINE_MS / 1000} s`);
-        this.d.onChange();
-        return { ...op, state: 'failed', error: `did not answer within ${SWITCHOVER_DEADLINE_MS / 1000} s` };
-      }
-      await this.d.clock.sleep(POLL_MS);
-    }
+    return agentOperation(this.d, databaseId, kind, payload, deadline, SWITCHOVER_DEADLINE_MS);
   }
 
   /**

@@ -11,6 +11,7 @@ import { EventService } from '../../../control-plane/domain/events/event-service
 import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
 import { HostDrain, SWITCHOVER_RETRY_MS } from '../../../control-plane/domain/databases/host-drain.js';
 import { SWITCHOVER_DEADLINE_MS, Switchover, type SwitchoverOutcome } from '../../../control-plane/domain/databases/switchover.js';
+import { SingleMove } from '../../../control-plane/domain/databases/single-move.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 
@@ -47,7 +48,8 @@ describe('planned switchover and host drain (SQLite store, manual clock)', () =>
     let pushes = 0;
     const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => pushes++ });
     const healing = new HostHealing({ repo, events, clock, logger: silentLogger(), revoke: async () => undefined, removed: async () => false });
-    const drain = new HostDrain({ repo, events, clock, logger: silentLogger(), healing, switchover });
+    const move = new SingleMove({ repo, events, clock, logger: silentLogger(), onChange: () => pushes++ });
+    const drain = new HostDrain({ repo, events, clock, logger: silentLogger(), healing, switchover, move });
     const seen: OperationRecord[] = [];
     /**
      * Runs `p` while playing the agents: each new pending operation is seen once and answered by

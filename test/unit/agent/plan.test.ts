@@ -122,6 +122,17 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     expect(plan(running3, spread([3], { nodes: [] }))).toEqual([{ kind: 'rejoin', index: 3, rebuild: true }]);
     expect(plan(running3, spread([3]))).toEqual([]);
   });
+  it('keeps a 1-node database fenced to move read-only: no promotion, account sync or restart into writes; a restart of a dead node and proxies still', () => {
+    const one = { clusterSize: 1, state: 'running' as const };
+    const fenced = (over: Partial<DbObs> = {}) => obs({ clusterSize: 1, nodes: [node(1, { readOnly: true })], movingOut: true, ...over });
+    expect(plan(one, fenced())).toEqual([]);
+    expect(plan(one, fenced({ accountsCurrent: false, variablesCurrent: false, patchRequested: true }))).toEqual([]);
+    expect(plan(one, fenced({ nodes: [node(1, { readOnly: true, specCurrent: false })] }))).toEqual([]);
+    expect(plan(one, fenced({ proxiesCurrent: false }))).toEqual([{ kind: 'sync-proxies' }]);
+    expect(plan(one, fenced({ nodes: [node(1, { state: 'stopped', reachable: false })] }))).toEqual([{ kind: 'restart-primary' }]);
+    // The move abandoned (the fence lifted): it serves writes again.
+    expect(plan(one, fenced({ movingOut: false }))).toEqual([{ kind: 'promote-primary' }]);
+  });
   it('keeps a primary fenced for a planned switchover read-only, and promotes it again once the fence is lifted', () => {
     const fenced = (on: boolean) => obs({ nodes: [node(1, { readOnly: true, semiSyncMaster: true })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: on } });
     expect(plan(running3, fenced(true))).toEqual([]);

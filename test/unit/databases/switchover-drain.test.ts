@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fencePosition, stillAsFound, switchoverTarget } from '../../../control-plane/domain/databases/switchover.js';
 import { drainRefusals, drainStep, membersOn } from '../../../control-plane/domain/databases/host-drain.js';
+import { moveTarget, stillOn } from '../../../control-plane/domain/databases/single-move.js';
 import { decideFailover, FAILOVER_AFTER_MS, FENCE_ABANDONED_MS, type MemberView } from '../../../control-plane/domain/databases/failover-decision.js';
 import { replacementAgent } from '../../../control-plane/domain/databases/host-healing.js';
 import type { AgentRecord, DatabaseRecord, MemberReport } from '../../../control-plane/domain/databases/model.js';
@@ -13,7 +14,7 @@ const placed = (agents: string[], databaseId = 7) => agents.map((agentId, k) => 
 const report = (member: number, agentId: string, o: Partial<MemberReport> = {}): MemberReport => ({
   databaseId: 7, member, agentId, state: 'running', role: member === 1 ? 'primary' : 'replica', gtid: '0-1-5', address: `10.0.0.${member}:3306`, reported: 1, ...o,
 });
-const database = (o: Partial<DatabaseRecord> = {}) => ({ id: 7, label: 'db7', region: 'us-east', primaryMember: 1, term: 4, runState: 'running', provisioned: true, deleting: false, ...o }) as DatabaseRecord;
+const database = (o: Partial<DatabaseRecord> = {}) => ({ id: 7, label: 'db7', region: 'us-east', primaryMember: 1, term: 4, runState: 'running', provisioned: true, deleting: false, agentId: 'a', ...o }) as DatabaseRecord;
 
 describe('planned switchover: the target', () => {
   const agents = [agent('a'), agent('b'), agent('c')];
@@ -83,8 +84,8 @@ describe('draining a host', () => {
     for (const d of [agent('d', { drainingAt: 1 }), agent('d', { lostAt: 1 }), agent('d', { lastSeen: NOW - 60_000 }), agent('d', { region: 'eu-west' }), agent('d', { membersAcrossHosts: false })]) {
       expect(drainRefusals('a', [database()], p, [...agents.slice(0, 3), d], NOW)).toHaveLength(1);
     }
-    const single = drainRefusals('a', [database({ id: 8, label: 'one' })], [{ databaseId: 8, member: 1, agentId: 'a' }], agents, NOW);
-    expect(single).toEqual(['database 8 (one) runs only on this host; moving a database that is not spread over hosts is not built']);
+    const single = drainRefusals('a', [database({ id: 8, label: 'one', clusterSize: 3 })], placed(['a', 'a', 'a'], 8), agents, NOW);
+    expect(single).toEqual(['database 8 (one) runs all its members on this host; moving a cluster that is not spread over hosts is not built']);
     // A member on a host already draining needs the free host too.
     expect(drainRefusals('b', [database()], p, [agent('a', { drainingAt: 1 }), ...agents.slice(1)], NOW)).toHaveLength(1);
     expect(drainRefusals('b', [database()], p, [agent('a', { drainingAt: 1 }), ...agents.slice(1), agent('e')], NOW)).toEqual([]);
@@ -117,6 +118,33 @@ describe('draining a host', () => {
     expect(drainStep('a', database(), placed(['a', 'b', 'd']), reports, new Set(['a', 'b']), () => false).kind).toBe('wait');
     expect(drainStep('b', database(), placed(['a', 'b', 'd']), [report(1, 'a', { role: 'fenced' }), report(2, 'b'), report(3, 'd')], new Set(['b']), () => false).kind).toBe('wait');
     expect(drainStep('a', database({ runState: 'suspended' }), placed(['a', 'b', 'd']), reports, draining, () => false).kind).toBe('wait');
+  });
+
+  it('moves a 1-node database through the object store: refused without a store, a key or another host on that store', () => {
+    const one = database({ id: 8, label: 'one', clusterSize: 1, backupKey: 'k' });
+    const p = [{ databaseId: 8, member: 1, agentId: 'a' }];
+    const stored = [agent('a', { backupStore: 's3://b/x' }), agent('b', { backupStore: 's3://b/x' })];
+    expect(drainRefusals('a', [one], p, stored, NOW)).toEqual([]);
+    expect(moveTarget(one, stored[0]!, stored, new Map(), NOW)).toBe('b');
+    const [noStore] = drainRefusals('a', [one], p, [agent('a'), agent('b')], NOW);
+    expect(noStore).toMatch(/database 8 \(one\) is a 1-node database and this host has no backup store: .* a drain needs one/);
+    expect(drainRefusals('a', [database({ ...one, backupKey: null })], p, stored, NOW)[0]).toMatch(/cannot be rebuilt on another host: its agent never reported the key/);
+    // The other host on another store, draining, lost, silent or in another region does not count.
+    for (const b of [agent('b', { backupStore: 's3://b/y' }), agent('b', { backupStore: 's3://b/x', drainingAt: 1 }), agent('b', { backupStore: 's3://b/x', lostAt: 1 }),
+      agent('b', { backupStore: 's3://b/x', lastSeen: NOW - 60_000 }), agent('b', { backupStore: 's3://b/x', region: 'eu-west' })]) {
+      expect(drainRefusals('a', [one], p, [stored[0]!, b], NOW)[0]).toMatch(/database 8 \(one\) has no other host to go to: .*shares this host's object store/);
+    }
+    // The drain's step: relocate, unless it is not running or already being rebuilt.
+    const r = [report(1, 'a', { databaseId: 8 })];
+    expect(drainStep('a', one, p, r, new Set(['a']), () => false)).toEqual({ kind: 'relocate' });
+    expect(drainStep('a', database({ ...one, recovery: { from: 'a', lostMs: 1, placedMs: 1, planned: true } }), p, r, new Set(['a']), () => false).kind).toBe('wait');
+    expect(drainStep('a', one, p, [report(1, 'a', { databaseId: 8, state: 'stopped' })], new Set(['a']), () => false).kind).toBe('wait');
+    expect(drainStep('a', database({ ...one, runState: 'suspended' }), p, r, new Set(['a']), () => false).kind).toBe('wait');
+    // The move goes on only while the database is still that running node at the term it was fenced at.
+    expect(stillOn(one, p, 'a', 4)).toBe(true);
+    for (const x of [database({ ...one, term: 5 }), database({ ...one, agentId: 'b' }), database({ ...one, clusterSize: 3 }), database({ ...one, recovery: { from: 'a', lostMs: 1 } })]) {
+      expect(stillOn(x, p, 'a', 4)).toBe(false);
+    }
   });
 
   it('places nothing new on a draining host', () => {
