@@ -156,7 +156,8 @@ if ((only === '' || only === 'store') && storeSizes.length > 0) {
     });
   } catch (err) {
     storeFailed = true;
-    t.push(['-', `error: ${(err as Error).message}`, '-', '-', '-', '-', '-', '-', '-', '-', '-']);
+    t.push(['-', 'error (below)', '-', '-', '-', '-', '-', '-', '-', '-', '-']);
+    console.error(`bench/provision store: ${(err as Error).message}`);
   }
   // A 3-node member's re-placement needs hosts whose node addresses the others reach (netns);
   // an agent on a loopback node pool does not run members across hosts (store.ts says more).

@@ -165,6 +165,8 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     const c = await connect(src);
     await c.query('CREATE DATABASE app');
     await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, cat VARCHAR(16) NOT NULL, num INT NOT NULL, pad VARCHAR(1200) NOT NULL, at BIGINT NOT NULL DEFAULT 0)');
+    // The seq_N_to_M tables of the sequence engine are read in the current database.
+    await c.query('USE app');
     const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
     for (let from = 1; from <= rows; from += 50_000) {
       await c.query(`INSERT INTO app.t (id, cat, num, pad) SELECT seq, ${ROW_SQL} FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
@@ -189,7 +191,7 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     cpu0 = treeCpuSeconds();
     rss = rssPeak();
     t0 = Date.now();
-    await api('POST', `/databases/mysql/instances/${src.id}/backups`, { label: 'bench-dump', target: 'primary' });
+    await api('POST', `/databases/mysql/instances/${src.id}/backups`, { label: 'bench_dump', target: 'primary' });
     const dump = await until(async () => (await reader.backups.list(src.id)).find((m) => m.type === 'snapshot'), 3_600_000, 'the dump in the store');
     cpu = treeCpuSeconds() - cpu0;
     const dumpWallS = (Date.now() - t0) / 1000;
