@@ -78,7 +78,7 @@ async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, wha
 
 const wire = (ms: number) => new Date(ms).toISOString().slice(0, 19);
 /** Rows of about 1 KB each (see ROW_SQL). */
-const ROW_BYTES = 1000;
+export const ROW_BYTES = 1000;
 const WORDS = ['pending', 'shipped', 'delivered', 'returned', 'cancelled', 'refund', 'invoice', 'customer', 'warehouse', 'priority', 'standard', 'express'];
 const word = `ELT(1 + FLOOR(RAND() * ${WORDS.length}), ${WORDS.map((w) => `'${w}'`).join(', ')})`;
 /**
@@ -87,9 +87,9 @@ const word = `ELT(1 + FLOOR(RAND() * ${WORDS.length}), ${WORDS.map((w) => `'${w}
  * compress about 2.3x with gzip, like ordinary tables; a repeated hash (compressing 25x) made the
  * base's copy, gzip and unpack look far cheaper than they are.
  */
-const ROW_SQL = `${word}, FLOOR(RAND() * 1000000), CONCAT_WS(' ', ${Array.from({ length: 32 }, () => `CONCAT(${word}, '=', FLOOR(RAND() * 100000), ':', LEFT(MD5(RAND()), 16))`).join(', ')})`;
+export const ROW_SQL = `${word}, FLOOR(RAND() * 1000000), CONCAT_WS(' ', ${Array.from({ length: 32 }, () => `CONCAT(${word}, '=', FLOOR(RAND() * 100000), ':', LEFT(MD5(RAND()), 16))`).join(', ')})`;
 /** Every column of a row in one checksum, so a fork holding other values fails the comparison. */
-const TABLE_SUM = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT_WS(\'|\', id, cat, num, pad, at))), 0) AS sum FROM app.t';
+export const TABLE_SUM = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT_WS(\'|\', id, cat, num, pad, at))), 0) AS sum FROM app.t';
 
 export async function measureForks(runtime: 'process' | 'docker', sizesMb: number[], onSample: (s: ForkSample) => void = () => undefined): Promise<ForkSample[]> {
   const cpDir = mkdtempSync(join(tmpdir(), 'bench-fork-cp-'));
