@@ -1,6 +1,7 @@
 import { PassThrough, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
+import { drainedOrClosed } from '../../lib/drained.js';
 import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { ACCOUNTS_HEADER, clientError, customerSchemas, LEGACY_ACCOUNTS_HEADER, SQL_CLIENT, SYSTEM_USERS } from '../mysql/customer-data.js';
@@ -103,7 +104,7 @@ export async function loadBackup(deps: LoadDeps, c: LoadTarget, p: number, m: Ba
   const pump = async (source: AsyncIterable<Buffer>) => {
     for await (const chunk of source) {
       if (feed.destroyed) throw new Error('the client stopped reading');
-      if (!feed.write(chunk)) await new Promise((r) => (feed.once('drain', r), feed.once('close', r)));
+      if (!feed.write(chunk)) await drainedOrClosed(feed);
     }
   };
   const src = deps.storage.reader(c.id, m.id, m.file);
