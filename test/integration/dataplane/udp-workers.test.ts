@@ -64,6 +64,21 @@ function ownerOf(port: number, pids: number[]): number | undefined {
   });
 }
 
+/**
+ * ownerOf, read again until it finds the socket (10 s at most). /proc/net/udp is read in pages,
+ * and the kernel resumes each page by counting sockets from the start of its table: when other
+ * sockets of the host open or close between two pages (other tests running beside this one), a
+ * socket can be skipped in that read. The session socket is there; only the listing missed it.
+ */
+async function settledOwnerOf(port: number, pids: number[]): Promise<number | undefined> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const owner = ownerOf(port, pids);
+    if (owner !== undefined || Date.now() > deadline) return owner;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** A UDP node that answers each datagram with the source port it came from: which session sent it. */
 async function portEcho(ip: string): Promise<{ address: string; close(): void }> {
   const sock: Socket = createSocket('udp4');
@@ -112,7 +127,7 @@ describe('udp under two workers', () => {
         expect([...seen], `flow ${i}`).toHaveLength(1);
         const sessionPort = [...seen][0];
         expect(sessionPort, `flow ${i} answered`).not.toBeNull();
-        const owner = ownerOf(Number(sessionPort), pids);
+        const owner = await settledOwnerOf(Number(sessionPort), pids);
         expect(owner, `flow ${i}: the worker holding session port ${sessionPort}`).toBeDefined();
         out.push(owner!);
       }
