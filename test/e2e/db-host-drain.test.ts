@@ -72,7 +72,16 @@ describe('draining a database host', () => {
     expect(Object.values(doneA.members).filter((m) => m === 'primary')).toHaveLength(1);
     expect(hostOf(Object.keys(doneA.members).find((m) => doneA.members[m] === 'primary')!)).not.toBe(drained);
     const okAfter = Date.now();
-    await until('writes keep succeeding on both', () => attempts(a.loop).filter((x) => x.start > okAfter && x.ok).length >= 3 && attempts(b.loop).filter((x) => x.start > okAfter && x.ok).length >= 3, 60_000, 100);
+    // On a timeout, say which database's writes stalled and with what error (the loop records each attempt).
+    const since = (x: typeof a) => attempts(x.loop).filter((t) => t.start > okAfter);
+    onTestFailed(() => {
+      for (const [name, x] of [['a (primary moved)', a], ['b (replica moved)', b]] as const) {
+        const list = since(x);
+        const errs = [...new Set(list.filter((t) => !t.ok).map((t) => t.err ?? '?'))].slice(0, 5);
+        console.log(`[db-host-drain] writes on ${name} since the drain: ${list.filter((t) => t.ok).length} ok of ${list.length}; errors: ${JSON.stringify(errs)}; loop output tail: ${x.loop.output().slice(-600)}`);
+      }
+    });
+    await until('writes keep succeeding on both', () => since(a).filter((x) => x.ok).length >= 3 && since(b).filter((x) => x.ok).length >= 3, 60_000, 100);
     await a.loop.kill();
     await b.loop.kill();
 
