@@ -1,12 +1,10 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces; its object store on its own bridge address).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
-import { createHosts, leftovers, type Host, type HostNet } from '../helpers/hosts.js';
-import { MYSQL, attempts, engineOf, fulcrumCli, holderOf, listensOn, longestPause, lostRows, mysqlClient, sixOf, startFleet, type Fleet } from '../helpers/fleet-hosts.js';
-import { startObjectStore, type ObjectStore } from '../helpers/object-store.js';
+import { leftovers } from '../helpers/hosts.js';
+import { MYSQL, attempts, fulcrumCli, longestPause, lostRows, singleUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // Draining the host of a 1-node database (docs/multi-host.md, "Draining a host"): two agent hosts
 // share one real object store (Swift + s3api over TLS), a data plane pair serves hosts.primary, a
@@ -24,63 +22,21 @@ const NODE_POOLS: Record<string, string> = { ag1: '198.18.238.0/29', ag2: '198.1
 const ARCHIVE_S = 5;
 
 describe('draining the host of a 1-node database', () => {
-  let net: HostNet;
-  let dir: string;
-  let fleet: Fleet;
-  let store: ObjectStore;
-  let dpa: Host, dpb: Host, cl: Host;
-  let agents: Host[];
+  let f: HostsFleet;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-mds-'));
-    net = await createHosts({ prefix: PREFIX, subnet: SUBNET, names: ['cp', 'dpa', 'dpb', 'ag1', 'ag2', 'cl'] });
-    const [cpHost, a, b, ag1, ag2, c] = net.hosts as [Host, Host, Host, Host, Host, Host];
-    [dpa, dpb, cl, agents] = [a, b, c, [ag1, ag2]];
-    store = await startObjectStore({ host: net.rootIp });
-    fleet = await startFleet({ cpHost, dir, nbPool: NB_POOL, dbPool: DB_POOL });
-    await fleet.dataplane(dpa, [dpb], 150);
-    await fleet.dataplane(dpb, [dpa], 100);
-    const storeArgs = ['--backup-store', `s3://${store.bucket}/us-east`, '--backup-store-endpoint', store.endpoint, '--backup-store-region', store.region,
-      '--backup-store-path-style', '--backup-store-ca', store.caFile, '--backup-store-credentials', store.credentialsFile, '--binlog-archive-interval', String(ARCHIVE_S)];
-    for (const h of agents) await fleet.agent(h, NODE_POOLS[h.name]!, sixOf(NODE_POOLS[h.name]!), storeArgs);
+    f = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS, store: { archiveS: ARCHIVE_S } });
   }, 300_000);
 
   afterAll(async () => {
-    await fleet?.stopAll();
-    await net?.teardown();
-    await store?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await f?.close();
   });
 
   it('moves it to the other host through the object store under writes with no acknowledged row lost, and refuses a drain without capacity', async () => {
+    const { fleet, dir, hostOf } = f;
     const { call, procs } = fleet;
-    onTestFailed(() => console.log(`[control plane output]\n${fleet.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${procs[h.name]?.output().slice(-4000)}`).join('\n')}`));
-    await until('two agents on the shared store', async () => {
-      const r = await call('GET', '/v4/fulcrum/agents');
-      return (r.body.data as { connected: boolean }[]).filter((a) => a.connected).length === 2;
-    }, 120_000, 500);
-    const engine = await engineOf(fleet, agents[0]!);
-    const created = await call('POST', MYSQL, {
-      label: 'mds-single', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1, allow_list: [`${cl.ip}/32`],
-    });
-    expect(created.status).toBe(200);
-    const id: number = created.body.id;
-    const hostOf = (ip: string) => agents.find((h) => sixOf(NODE_POOLS[h.name]!).includes(ip));
-    const db = await until(`database ${id} active on one agent host`, async () => {
-      const r = await call('GET', `${MYSQL}/${id}`);
-      if (r.body.status === 'failed') throw new Error(`database ${id} failed`);
-      const m = Object.keys(r.body.members ?? {});
-      return r.body.status === 'active' && m.length === 1 && hostOf(m[0]!) ? r.body : undefined;
-    }, 600_000, 500);
-    const drained = hostOf(Object.keys(db.members)[0]!)!;
-    const other = agents.find((h) => h !== drained)!;
-    const primary: string = db.hosts.primary;
-    const creds = (await call('GET', `${MYSQL}/${id}/credentials`)).body;
-    await until('both data planes listen on hosts.primary', async () => (await listensOn(dpa, primary, 3306)) && (await listensOn(dpb, primary, 3306)), 120_000, 250);
-    await holderOf(dpa, dpb, primary);
-    const client = await mysqlClient(call, cl, id, primary);
-    await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
-    const loop = client.loop();
+    onTestFailed(() => console.log(f.explain()));
+    const { id, host: drained, other, primary, creds, client, loop } = await singleUnderWrites(f, 'mds-single');
     // Writes both before the archive's first rounds and after its last one before the drain.
     await until('writes through hosts.primary for an archive round', async () => attempts(loop).filter((a) => a.ok).length >= 20
       && (await call('GET', `${MYSQL}/${id}`)).body.oldest_restore_time ? true : undefined, 180_000, 500);
@@ -134,8 +90,7 @@ describe('draining the host of a 1-node database', () => {
     expect(JSON.stringify(refused.body.errors)).toMatch(/cannot be drained: .*no other host to go to/);
     expect(await fulcrumCli(['host', 'undrain', drained.name, '--state', join(dir, 'cp')])).toContain(`agent ${drained.name} is not draining; 0 member(s) on it`);
 
-    await fleet.stopAll();
-    await net.teardown();
+    await f.close();
     expect(await leftovers(PREFIX)).toEqual([]);
   }, 1_500_000);
 });

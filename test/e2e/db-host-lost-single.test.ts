@@ -1,13 +1,11 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces; its object store on its own bridge address).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot, until } from '../helpers/lab.js';
-import { createHosts, leftovers, sh, type Host, type HostNet } from '../helpers/hosts.js';
-import { MYSQL, attempts, engineOf, holderOf, listensOn, mysqlClient, sixOf, startFleet, type Fleet } from '../helpers/fleet-hosts.js';
-import { startObjectStore, type ObjectStore } from '../helpers/object-store.js';
+import { leftovers, sh } from '../helpers/hosts.js';
+import { MYSQL, attempts, listensOn, mysqlClient, singleUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
 // A 1-node database whose host is destroyed (docs/multi-host.md, "A 1-node database on a lost
 // host"): two agent hosts share one real object store (Swift + s3api over TLS, on the bridge's
@@ -27,66 +25,24 @@ const NODE_POOLS: Record<string, string> = { ag1: '198.18.218.0/29', ag2: '198.1
 const ARCHIVE_S = 5;
 
 describe('a 1-node database whose host is destroyed', () => {
-  let net: HostNet;
-  let dir: string;
-  let fleet: Fleet;
-  let store: ObjectStore;
-  let dpa: Host, dpb: Host, cl: Host;
-  let agents: Host[];
+  let f: HostsFleet;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-mrc-'));
-    net = await createHosts({ prefix: PREFIX, subnet: SUBNET, names: ['cp', 'dpa', 'dpb', 'ag1', 'ag2', 'cl'] });
-    const [cpHost, a, b, ag1, ag2, c] = net.hosts as [Host, Host, Host, Host, Host, Host];
-    [dpa, dpb, cl, agents] = [a, b, c, [ag1, ag2]];
-    store = await startObjectStore({ host: net.rootIp });
-    fleet = await startFleet({ cpHost, dir, nbPool: NB_POOL, dbPool: DB_POOL });
-    await fleet.dataplane(dpa, [dpb], 150);
-    await fleet.dataplane(dpb, [dpa], 100);
-    const storeArgs = ['--backup-store', `s3://${store.bucket}/us-east`, '--backup-store-endpoint', store.endpoint, '--backup-store-region', store.region,
-      '--backup-store-path-style', '--backup-store-ca', store.caFile, '--backup-store-credentials', store.credentialsFile, '--binlog-archive-interval', String(ARCHIVE_S)];
-    for (const h of agents) await fleet.agent(h, NODE_POOLS[h.name]!, sixOf(NODE_POOLS[h.name]!), storeArgs);
+    f = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS, store: { archiveS: ARCHIVE_S } });
   }, 300_000);
 
   afterAll(async () => {
-    await fleet?.stopAll();
-    await net?.teardown();
-    await store?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await f?.close();
   });
 
   it('comes back on the other host from the object store with every row acknowledged before the recovery point, the same hosts.primary, credentials and CA', async () => {
+    const { fleet, dir, hostOf, dpa, dpb, cl } = f;
     const { call, procs } = fleet;
-    onTestFailed(() => console.log(`[control plane output]\n${fleet.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${procs[h.name]?.output().slice(-4000)}`).join('\n')}`));
-    await until('two agents on the shared store', async () => {
-      const r = await call('GET', '/v4/fulcrum/agents');
-      return (r.body.data as { connected: boolean }[]).filter((a) => a.connected).length === 2;
-    }, 120_000, 500);
-    const engine = await engineOf(fleet, agents[0]!);
-    const created = await call('POST', MYSQL, {
-      label: 'mrc-single', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1, allow_list: [`${cl.ip}/32`],
-    });
-    expect(created.status).toBe(200);
-    const id: number = created.body.id;
-    const hostOf = (ip: string) => agents.find((h) => sixOf(NODE_POOLS[h.name]!).includes(ip));
-    const db = await until(`database ${id} active on one agent host`, async () => {
-      const r = await call('GET', `${MYSQL}/${id}`);
-      if (r.body.status === 'failed') throw new Error(`database ${id} failed`);
-      const m = Object.keys(r.body.members ?? {});
-      return r.body.status === 'active' && m.length === 1 && hostOf(m[0]!) ? r.body : undefined;
-    }, 600_000, 500);
-    const lost = hostOf(Object.keys(db.members)[0]!)!;
-    const other = agents.find((h) => h !== lost)!;
-    const primary: string = db.hosts.primary;
-    const creds = (await call('GET', `${MYSQL}/${id}/credentials`)).body;
-    const ca = (await call('GET', `${MYSQL}/${id}/ssl`)).body.ca_certificate;
-    await until('both data planes listen on hosts.primary', async () => (await listensOn(dpa, primary, 3306)) && (await listensOn(dpb, primary, 3306)), 120_000, 250);
-    await holderOf(dpa, dpb, primary);
+    onTestFailed(() => console.log(f.explain()));
     // The client keeps the credentials and CA it was given at the start, for the whole test.
-    const client = await mysqlClient(call, cl, id, primary);
-    await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
+    const { id, db, host: lost, other, primary, creds, client, loop } = await singleUnderWrites(f, 'mrc-single');
+    const ca = (await call('GET', `${MYSQL}/${id}/ssl`)).body.ca_certificate;
     // No snapshot and no auto backup yet: the recovery starts from the base the archive took.
-    const loop = client.loop();
     const writing = Date.now();
     // Several archive rounds of writes, so that rows are acknowledged before the recovery point
     // however long a round takes on a loaded machine.
@@ -160,7 +116,7 @@ describe('a 1-node database whose host is destroyed', () => {
     expect(seqOf(now[0].p)).toBeGreaterThan(seqOf(continues!));
     const T = Math.floor(pointMs / 1000) * 1000;
     const forked = await call('POST', MYSQL, {
-      label: 'mrc-fork', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1,
+      label: 'mrc-fork', region: 'us-east', type: 'g6-nanode-1', engine: `${db.engine}/${db.version}`, cluster_size: 1,
       allow_list: [`${cl.ip}/32`], fork: { source: id, restore_time: new Date(T).toISOString() },
     });
     expect(forked.status, JSON.stringify(forked.body)).toBe(200);
@@ -177,8 +133,7 @@ describe('a 1-node database whose host is destroyed', () => {
     const forkBase = stateOf(forked.body.id).forkBase!;
     console.log(`[db-host-lost-single] binlog continues after ${continues}; a fork to ${new Date(T).toISOString()} built on ${other.name} from ${forkBase.kind} backup ${forkBase.backupId} holds ${forkRows.size} rows`);
 
-    await fleet.stopAll();
-    await net.teardown();
+    await f.close();
     expect(await leftovers(PREFIX)).toEqual([]);
   }, 1_500_000);
 });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { api, repoRoot, testRateLimits, until } from './lab.js';
 import { createHosts, watch, type Host, type HostNet, type HostProcess } from './hosts.js';
+import { startObjectStore, type ObjectStore } from './object-store.js';
 
 export const MYSQL = '/v4/databases/mysql/instances';
 
@@ -212,6 +213,8 @@ export interface HostsFleet {
   dpb: Host;
   cl: Host;
   agents: Host[];
+  /** The object store every agent shares, when one was asked for. */
+  store?: ObjectStore;
   /** The agent host whose node pool holds a member's address. */
   hostOf(ip: string): Host | undefined;
   /** Prints the control plane's and the agents' output (for onTestFailed). */
@@ -229,6 +232,11 @@ export async function startHostsFleet(o: {
   prefix: string; subnet: number; nbPool: string; dbPool: string; nodePools: Record<string, string>;
   /** More arguments for every agent, such as `--engines FILE` (test/helpers/image-engine.ts). */
   agentArgs?: string[];
+  /**
+   * A real object store (Swift + s3api over TLS, on the bridge's root address) that every agent
+   * backs up to, archiving its binlogs every `archiveS` seconds.
+   */
+  store?: { archiveS: number };
 }): Promise<HostsFleet> {
   const dir = mkdtempSync(join(tmpdir(), `fulcrum-${o.prefix}-`));
   const names = Object.keys(o.nodePools);
@@ -237,23 +245,31 @@ export async function startHostsFleet(o: {
   const cl = rest.pop()!;
   const agents = rest;
   let fleet: Fleet | undefined;
+  let store: ObjectStore | undefined;
   const close = async () => {
     await fleet?.stopAll();
     await net.teardown();
+    await store?.stop();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    const args = [...(o.agentArgs ?? [])];
+    if (o.store) {
+      store = await startObjectStore({ host: net.rootIp });
+      args.push('--backup-store', `s3://${store.bucket}/us-east`, '--backup-store-endpoint', store.endpoint, '--backup-store-region', store.region,
+        '--backup-store-path-style', '--backup-store-ca', store.caFile, '--backup-store-credentials', store.credentialsFile, '--binlog-archive-interval', String(o.store.archiveS));
+    }
     fleet = await startFleet({ cpHost: cpHost!, dir, nbPool: o.nbPool, dbPool: o.dbPool });
     await fleet.dataplane(dpa!, [dpb!], 150);
     await fleet.dataplane(dpb!, [dpa!], 100);
-    for (const h of agents) await fleet.agent(h, o.nodePools[h.name]!, sixOf(o.nodePools[h.name]!), o.agentArgs);
+    for (const h of agents) await fleet.agent(h, o.nodePools[h.name]!, sixOf(o.nodePools[h.name]!), args);
   } catch (err) {
     await close();
     throw err;
   }
   const f = fleet;
   return {
-    net, dir, fleet: f, dpa: dpa!, dpb: dpb!, cl, agents,
+    net, dir, fleet: f, dpa: dpa!, dpb: dpb!, cl, agents, ...(store ? { store } : {}),
     hostOf: (ip) => agents.find((h) => sixOf(o.nodePools[h.name]!).includes(ip)),
     explain: () => `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}`,
     close,
@@ -305,6 +321,56 @@ export async function spreadUnderWrites(f: HostsFleet, label: string, agentCount
   const loop = client.loop();
   await until('writes through hosts.primary', () => attempts(loop).filter((a) => a.ok).length >= 5, 60_000, 100);
   return { id, db, oldPrimary, primary, client, loop };
+}
+
+/** A 1-node database on one agent host, with a write loop running through hosts.primary. */
+export interface SingleUnderWrites {
+  id: number;
+  /** The database as the API showed it once active. */
+  db: any;
+  /** The agent host it runs on, and another one. */
+  host: Host;
+  other: Host;
+  /** hosts.primary. */
+  primary: string;
+  /** Its credentials then (the client keeps them for the whole test). */
+  creds: unknown;
+  client: MysqlClient;
+  loop: HostProcess;
+}
+
+/**
+ * Creates a 1-node database once every agent is connected, waits until it is active on one agent
+ * host and both data planes listen on hosts.primary, creates fh.t and starts the write loop from
+ * the client host.
+ */
+export async function singleUnderWrites(f: HostsFleet, label: string): Promise<SingleUnderWrites> {
+  const { call } = f.fleet;
+  await until(`${f.agents.length} agents connected`, async () => {
+    const r = await call('GET', '/v4/fulcrum/agents');
+    return (r.body.data as { connected: boolean }[]).filter((a) => a.connected).length === f.agents.length;
+  }, 120_000, 500);
+  const created = await call('POST', MYSQL, {
+    label, region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(f.fleet, f.agents[0]!), cluster_size: 1, allow_list: [`${f.cl.ip}/32`],
+  });
+  expect(created.status).toBe(200);
+  const id: number = created.body.id;
+  const db = await until(`database ${id} active on one agent host`, async () => {
+    const r = await call('GET', `${MYSQL}/${id}`);
+    if (r.body.status === 'failed') throw new Error(`database ${id} failed`);
+    const m = Object.keys(r.body.members ?? {});
+    return r.body.status === 'active' && m.length === 1 && f.hostOf(m[0]!) ? r.body : undefined;
+  }, 600_000, 500);
+  const host = f.hostOf(Object.keys(db.members)[0]!)!;
+  const other = f.agents.find((h) => h !== host)!;
+  const primary: string = db.hosts.primary;
+  const creds = (await call('GET', `${MYSQL}/${id}/credentials`)).body;
+  await until('both data planes listen on hosts.primary', async () => (await listensOn(f.dpa, primary, 3306)) && (await listensOn(f.dpb, primary, 3306)), 120_000, 250);
+  await holderOf(f.dpa, f.dpb, primary);
+  const client = await mysqlClient(call, f.cl, id, primary);
+  await until('a table through hosts.primary', () => client.sql('CREATE DATABASE IF NOT EXISTS fh', 'CREATE TABLE IF NOT EXISTS fh.t (id INT PRIMARY KEY)', 'SELECT 1 AS one'), 120_000, 1000);
+  const loop = client.loop();
+  return { id, db, host, other, primary, creds, client, loop };
 }
 
 /** The acknowledged ids of a write loop that are not in fh.t now (read through `client`). */

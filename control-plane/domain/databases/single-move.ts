@@ -1,12 +1,9 @@
-import { Counter, type Registry } from 'prom-client';
-import type { Clock } from '../../../lib/clock.js';
+import { Counter } from 'prom-client';
 import type { Logger } from '../../../lib/logger.js';
-import type { EventService } from '../events/event-service.js';
-import type { DatabaseRepository } from './repository.js';
 import { databaseRef } from './database-service.js';
 import { recoveryAgent, unrecoverable } from './host-rules.js';
 import { spansAgents } from './placement.js';
-import { agentOperation, fencePosition } from './switchover.js';
+import { agentOperation, fencePosition, type SwitchoverDeps } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement } from './model.js';
 
 /**
@@ -46,15 +43,8 @@ export function moveTarget(
   return recoveryAgent(db, from.backupStore ?? '', agents.filter((a) => a.id !== from.id && !a.drainingAt), load, now);
 }
 
-export interface SingleMoveDeps {
-  repo: DatabaseRepository;
-  events: EventService;
-  clock: Clock;
-  logger: Logger;
-  registry?: Registry;
-  /** The store changed (an operation, a new term, a new placement): push to the agents and data planes. */
-  onChange: () => void;
-}
+/** What a move needs is what a switchover needs: the store, the events, the push. */
+export type SingleMoveDeps = SwitchoverDeps;
 
 /**
  * The planned move of a 1-node database to another host (docs/multi-host.md, "Draining a host"),
