@@ -26,6 +26,8 @@ export interface DatabaseRepository {
   pendingOperations(databaseId?: number): Promise<OperationRecord[]>;
   /** `output`: what the agent answered beyond ok (a fence's GTID position). */
   finishOperation(id: string, state: 'done' | 'failed', error: string | null, output?: string | null): Promise<void>;
+  /** Replaces a pending operation's payload: the progress the control plane keeps of its own work (a rollout's). */
+  setOperationPayload(id: string, payload: Record<string, unknown>): Promise<void>;
 
   /** Member placements of one database, or of every database; ordered by database and member. */
   members(databaseId?: number): Promise<MemberPlacement[]>;

@@ -23,6 +23,13 @@ export const CATCH_UP_DEADLINE_MS = 60_000;
  * or fences the primary, so a failing one must not repeat every second).
  */
 export const ROLLOUT_RETRY_MS = 15_000;
+/**
+ * How many times a rollout may stop on a failure before it ends as failed: the action's event
+ * (database_resize or database_update) reads `failed` with the last reason and the database
+ * leaves resizing/updating. Counted over the whole rollout and kept in the store, so neither a
+ * flapping member nor a control-plane restart makes the retries endless.
+ */
+export const ROLLOUT_ATTEMPTS = 3;
 /** How often the store is read for a restart's result and the member's reports. */
 const POLL_MS = 50;
 
@@ -76,6 +83,17 @@ export interface RolloutDeps {
   onChange: () => void;
 }
 
+/** What a rollout keeps in its operation's payload: members restarted so far and failures so far. */
+interface RolloutProgress {
+  done: number[];
+  failures: number;
+}
+
+function progressOf(op: OperationRecord): RolloutProgress {
+  const p = op.payload as Partial<RolloutProgress>;
+  return { done: Array.isArray(p.done) ? p.done.filter((m) => Number.isInteger(m)) : [], failures: typeof p.failures === 'number' ? p.failures : 0 };
+}
+
 /**
  * Rolling changes of clusters spread over agent hosts (docs/multi-host.md, "Rolling changes
  * across hosts"): a resize, a version upgrade or an engine_config change that needs a restart.
@@ -83,14 +101,14 @@ export interface RolloutDeps {
  * or updating, as a snapshot holds backing_up) and the lease holder's round runs it member by
  * member: a RestartMemberOp to each replica's agent, each replicating again before the next;
  * then the planned switchover the drain uses (switchover.ts) onto a restarted replica; then the
- * old primary's member. Which members are restarted is kept in memory only: an agent answers at
- * once for a member that already runs the desired spec, so a rollout taken up again (after a
- * failure, or on another replica holding the lease) redoes nothing.
+ * old primary's member. The members restarted so far and the failures so far are kept in the
+ * rollout operation's payload, so a rollout taken up again after a control-plane restart (or on
+ * another replica holding the lease) neither restarts a member twice nor switches over again;
+ * an agent also answers at once for a member that already runs the desired spec. A step that
+ * fails stops the rollout for ROLLOUT_RETRY_MS; the ROLLOUT_ATTEMPTS-th failure ends it (failed).
  */
 export class Rollout {
   private readonly log: Logger;
-  /** Per database: members restarted by the rollout under way. */
-  private readonly done = new Map<number, Set<number>>();
   /** Databases with a step in flight in this process. */
   private readonly running = new Set<number>();
   /** Databases whose rollout stopped on a failure: not taken up again before this time (ms). */
@@ -121,19 +139,15 @@ export class Rollout {
       if (this.running.has(op.databaseId) || this.d.switchover.busy(op.databaseId)) continue;
       if ((this.retryAt.get(op.databaseId) ?? 0) > this.d.clock.now()) continue;
       this.running.add(op.databaseId);
-      started.push(this.step(op).catch((err: unknown) => this.stopped(op.databaseId, `an internal error: ${(err as Error).message}`)).finally(() => this.running.delete(op.databaseId)));
+      started.push(this.step(op).catch((err: unknown) => this.stopped(op, `an internal error: ${(err as Error).message}`)).finally(() => this.running.delete(op.databaseId)));
     }
     return started;
   }
 
   private async step(op: OperationRecord): Promise<void> {
     const db = await this.d.repo.get(op.databaseId);
-    if (!db || db.deleting) {
-      this.done.delete(op.databaseId);
-      return;
-    }
-    const done = this.done.get(db.id) ?? new Set<number>();
-    this.done.set(db.id, done);
+    if (!db || db.deleting) return;
+    const done = new Set(progressOf(op).done);
     const placements = await this.d.repo.members(db.id);
     const step = rolloutStep(db, placements, await this.d.repo.memberReports(db.id), await this.d.repo.agents(), done, this.d.clock.now());
     if (step.kind === 'wait') {
@@ -146,7 +160,7 @@ export class Rollout {
     if (step.kind === 'switchover') {
       const out = await this.d.switchover.run(db.id, step.target, 'a rolling change');
       this.steps?.inc({ step: 'switchover', result: out.kind === 'switched' ? 'ok' : 'failed' });
-      if (out.kind === 'abandoned') return this.stopped(db.id, `the switchover onto member ${step.target.member} was abandoned (${out.reason})`);
+      if (out.kind === 'abandoned') return this.stopped(op, `the switchover onto member ${step.target.member} was abandoned (${out.reason})`);
       return;
     }
     await this.finish(db, op);
@@ -162,7 +176,7 @@ export class Rollout {
     const op = await this.answer(id, started + RESTART_DEADLINE_MS);
     if (op.state !== 'done') {
       this.steps?.inc({ step: 'restart', result: 'failed' });
-      return this.stopped(db.id, `member ${member} on agent ${agentId} was not restarted: ${op.error ?? 'no answer'}`);
+      return this.stopped(rollout, `member ${member} on agent ${agentId} was not restarted: ${op.error ?? 'no answer'}`);
     }
     // The primary's position once the member answered: the member is back once it has it.
     const primary = currentReports(await this.d.repo.members(db.id), await this.d.repo.memberReports(db.id)).get(db.primaryMember);
@@ -175,11 +189,12 @@ export class Rollout {
       if (r?.state === 'running' && r.role === 'replica' && gtidProgress(r.gtid) >= target) break;
       if (this.d.clock.now() >= deadline) {
         this.steps?.inc({ step: 'restart', result: 'failed' });
-        return this.stopped(db.id, `member ${member} on agent ${agentId} was restarted but did not replicate again within ${CATCH_UP_DEADLINE_MS / 1000} s`);
+        return this.stopped(rollout, `member ${member} on agent ${agentId} was restarted but did not replicate again within ${CATCH_UP_DEADLINE_MS / 1000} s`);
       }
       await this.d.clock.sleep(POLL_MS);
     }
     done.add(member);
+    await this.d.repo.setOperationPayload(rollout.id, { ...(await this.progress(rollout)), done: [...done].sort((a, b) => a - b) });
     this.steps?.inc({ step: 'restart', result: 'ok' });
     const s = Math.round((this.d.clock.now() - started) / 100) / 10;
     await this.d.events.record('database_update', databaseRef(db), {
@@ -215,22 +230,52 @@ export class Rollout {
       const status = now.status === 'resizing' || now.status === 'updating' ? 'active' : now.status;
       await this.d.repo.update(db.id, { status, pendingEventId: null, secondEventId: null, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
     });
-    this.done.delete(db.id);
     this.retryAt.delete(db.id);
     this.d.onChange();
     await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: 'Rolling change done: every member runs the new spec.' });
     this.log.info({ database: db.id }, 'rollout done');
   }
 
-  /** A step failed: the database keeps serving as it is, and the rollout is taken up again later. */
-  private async stopped(databaseId: number, reason: string): Promise<void> {
+  /** The rollout's progress as stored now (a step may have saved some since `op` was read). */
+  private async progress(op: OperationRecord): Promise<RolloutProgress> {
+    return progressOf((await this.d.repo.operation(op.id)) ?? op);
+  }
+
+  /**
+   * A step failed: the database keeps serving as it is. Before ROLLOUT_ATTEMPTS failures the
+   * rollout is taken up again after ROLLOUT_RETRY_MS, with a failed database_update event saying
+   * why; the last failure ends it: the change's own events read `failed` with the reason (what
+   * clients polling by action see) and the database is no longer shown resizing or updating.
+   */
+  private async stopped(op: OperationRecord, reason: string): Promise<void> {
+    const databaseId = op.databaseId;
     this.retryAt.set(databaseId, this.d.clock.now() + ROLLOUT_RETRY_MS);
+    const progress = await this.progress(op);
+    const failures = progress.failures + 1;
     const db = await this.d.repo.get(databaseId);
-    this.log.warn({ database: databaseId, reason }, 'rollout stopped');
+    this.log.warn({ database: databaseId, reason, failures }, 'rollout stopped');
     if (!db) return;
-    await this.d.events.record('database_update', databaseRef(db), {
-      status: 'failed',
-      message: `Rolling change stopped: ${reason}. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
+    if (failures < ROLLOUT_ATTEMPTS) {
+      await this.d.repo.setOperationPayload(op.id, { ...progress, failures });
+      await this.d.events.record('database_update', databaseRef(db), {
+        status: 'failed',
+        message: `Rolling change stopped (failure ${failures} of ${ROLLOUT_ATTEMPTS}): ${reason}. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
+      });
+      return;
+    }
+    const restarted = progress.done.length > 0 ? `member${progress.done.length > 1 ? 's' : ''} ${progress.done.join(', ')} run${progress.done.length > 1 ? '' : 's'} the new spec, the others the old one` : 'no member runs the new spec yet';
+    const message = `Rolling change failed after ${ROLLOUT_ATTEMPTS} failures: ${reason}. The database keeps serving (${restarted}); a new update rolls out again.`;
+    await this.d.repo.transaction(async () => {
+      const now = await this.d.repo.get(databaseId);
+      await this.d.repo.finishOperation(op.id, 'failed', reason);
+      if (!now || now.deleting) return;
+      if (now.pendingEventId !== null) await this.d.events.complete(now.pendingEventId, 'failed', message);
+      if (now.secondEventId !== null) await this.d.events.complete(now.secondEventId, 'failed', message);
+      const status = now.status === 'resizing' || now.status === 'updating' ? 'active' : now.status;
+      await this.d.repo.update(databaseId, { status, pendingEventId: null, secondEventId: null, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
     });
+    this.retryAt.delete(databaseId);
+    this.d.onChange();
+    this.log.warn({ database: databaseId, reason }, 'rollout failed');
   }
 }

@@ -71,6 +71,7 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       return rows.map((r) => operationRow(r, box));
     },
     finishOperation: async (id, state, error, output = null) => void (await x.query('UPDATE database_operations SET state = $1, error = $2, output = $3 WHERE id = $4', [state, error, output, id])),
+    setOperationPayload: async (id, payload) => void (await x.query('UPDATE database_operations SET payload = $1 WHERE id = $2', [box.seal(JSON.stringify(payload), 'database_operations.payload'), id])),
 
     async members(databaseId) {
       const rows = databaseId === undefined

@@ -79,6 +79,9 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     finishOperation(id, state, error, output = null) {
       db.prepare('UPDATE database_operations SET state = ?, error = ?, output = ? WHERE id = ?').run(state, error, output, id);
     },
+    setOperationPayload(id, payload) {
+      sealUnderLock(db, () => db.prepare('UPDATE database_operations SET payload = ? WHERE id = ?').run(box.seal(JSON.stringify(payload), 'database_operations.payload'), id));
+    },
 
     members(databaseId) {
       const rows = databaseId === undefined

@@ -1,19 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../lib/clock.js';
+import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
-import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
-import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
-import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
-import { EventService } from '../../../control-plane/domain/events/event-service.js';
+import { eventToWire } from '../../../control-plane/domain/events/event-service.js';
 import { Switchover } from '../../../control-plane/domain/databases/switchover.js';
-import { ROLLOUT_RETRY_MS, Rollout } from '../../../control-plane/domain/databases/rollout.js';
+import { ROLLOUT_ATTEMPTS, ROLLOUT_RETRY_MS, Rollout } from '../../../control-plane/domain/databases/rollout.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
 import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
 import { databaseRecord } from '../../helpers/database-record.js';
+import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 /**
  * A rolling change of a cluster spread over three agents, run by the lease holder's rollout over
@@ -21,19 +15,10 @@ import { databaseRecord } from '../../helpers/database-record.js';
  * operations addressed to it as its agent would, and reports its member as the observer stores it.
  */
 describe('rolling change across hosts (SQLite store, manual clock)', () => {
-  let dir: string;
-  let db: Db;
-  afterEach(() => {
-    db?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const store = useSqliteStore('rollout');
 
   async function setup() {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-rollout-'));
-    db = openDatabase(join(dir, 'cp.db'));
-    const clock = new ManualClock();
-    const repo = sqliteDatabaseRepository(db);
-    const events = new EventService(sqliteEvents(db), clock);
+    const { clock, repo, events } = store.open();
     const resize = await events.record('database_resize', { id: 0, type: 'database', label: 'spread', url: '' });
     const row = await repo.create(databaseRecord({
       label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'resizing', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
@@ -49,7 +34,12 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
     for (const k of [1, 2, 3]) await report(k, k === 1 ? 'primary' : 'replica');
     await repo.createOperation({ id: 'rollout-1', databaseId: row.id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: clock.now() });
     const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => undefined });
-    const rollout = new Rollout({ repo, events, clock, logger: silentLogger(), switchover, onChange: () => undefined });
+    const newRollout = () => new Rollout({ repo, events, clock, logger: silentLogger(), switchover, onChange: () => undefined });
+    let rollout = newRollout();
+    /** The control plane restarts: a new Rollout over the same store, with nothing in memory. */
+    const restartControlPlane = () => {
+      rollout = newRollout();
+    };
     const seen: OperationRecord[] = [];
     /**
      * The lease holder's rounds while the agents answer: each new operation is seen once and
@@ -92,7 +82,7 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
     const observer = new DatabaseObserver({ repo, events, service: {} as DatabaseService, clock, logger: silentLogger() });
     /** The reporting agent says the database is active and converged, as a spread member's agent does at once. */
     const converged = () => observer.apply('a', [{ id: row.id, status: 'active', members: {}, caCertPem: '', error: '', usedDiskMb: 0, convergedGeneration: 1, backups: [], events: [] }], []);
-    return { clock, repo, row, rollout, rounds, seen, messages, converged };
+    return { clock, repo, events, row, rounds, seen, messages, converged, restartControlPlane };
   }
 
   it('restarts the replicas, switches over onto one, restarts the old primary, then ends the resize', async () => {
@@ -121,7 +111,7 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
     let fail = true;
     await rounds(200, (op) => !(fail && op.kind === 'restartMember'), async () => (await messages()).some((m) => m.startsWith('database_update/failed: Rolling change stopped')));
     expect((await messages()).find((m) => m.startsWith('database_update/failed'))).toBe(
-      `database_update/failed: Rolling change stopped: member 2 on agent b was not restarted: mariadb-upgrade failed on node 2. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
+      `database_update/failed: Rolling change stopped (failure 1 of ${ROLLOUT_ATTEMPTS}): member 2 on agent b was not restarted: mariadb-upgrade failed on node 2. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
     );
     expect(await repo.get(row.id)).toMatchObject({ status: 'resizing', term: 4, primaryMember: 1 });
     expect((await repo.operation('rollout-1'))!.state).toBe('pending');
@@ -133,5 +123,43 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
     await rounds(2000, () => true, async () => (await repo.operation('rollout-1'))?.state === 'done');
     expect(seen.filter((op) => op.kind === 'restartMember').map((op) => op.payload.member)).toEqual([2, 2, 3, 1]);
     expect(await repo.get(row.id)).toMatchObject({ status: 'active', primaryMember: 2 });
+  });
+
+  it('ends a rollout that keeps failing: the resize event reads failed saying which member on which agent and why, the database is active again and nothing more is tried', async () => {
+    const { clock, repo, events, row, rounds, seen, messages } = await setup();
+    const resizeEvent = (await repo.get(row.id))!.pendingEventId!;
+    for (let failure = 1; failure <= ROLLOUT_ATTEMPTS; failure++) {
+      await rounds(Math.floor(ROLLOUT_RETRY_MS / 50) + 200, (op) => op.kind !== 'restartMember', async () => {
+        // Each failure is kept in the rollout's payload; the last one ends the rollout.
+        const op = (await repo.operation('rollout-1'))!;
+        return op.state === 'failed' || Number(op.payload.failures ?? 0) >= failure;
+      });
+    }
+    const rolloutOp = await repo.operation('rollout-1');
+    expect(rolloutOp).toMatchObject({ state: 'failed', error: 'member 2 on agent b was not restarted: mariadb-upgrade failed on node 2' });
+    // What GET /v4/account/events shows for the resize clients poll by action and entity.
+    const wire = eventToWire((await events.get(resizeEvent))!);
+    expect(wire).toMatchObject({ action: 'database_resize', status: 'failed' });
+    expect(wire.message).toBe(
+      `Rolling change failed after ${ROLLOUT_ATTEMPTS} failures: member 2 on agent b was not restarted: mariadb-upgrade failed on node 2. The database keeps serving (no member runs the new spec yet); a new update rolls out again.`,
+    );
+    expect(await repo.get(row.id)).toMatchObject({ status: 'active', pendingEventId: null, term: 4, primaryMember: 1 });
+    expect((await messages()).filter((m) => m.startsWith('database_update/failed: Rolling change stopped'))).toHaveLength(ROLLOUT_ATTEMPTS - 1);
+    // Bounded: long after the retry time, no member is restarted again.
+    const tried = seen.length;
+    clock.advance(ROLLOUT_RETRY_MS * 4);
+    await expect(rounds(100, () => true, async () => seen.length > tried)).rejects.toThrow('did not get there');
+  });
+
+  it('a control-plane restart in the middle of a rollout resumes it: no member restarted twice, one switchover', async () => {
+    const { repo, row, rounds, seen, restartControlPlane } = await setup();
+    // Stop the first control plane right after the switchover, before the old primary's restart.
+    await rounds(2000, () => true, async () => (await repo.get(row.id))!.primaryMember === 2);
+    restartControlPlane();
+    await rounds(2000, () => true, async () => (await repo.operation('rollout-1'))?.state === 'done');
+    expect(seen.map((op) => [op.kind, op.payload.member])).toEqual([
+      ['restartMember', 2], ['restartMember', 3], ['fence', 1], ['catchUp', 2], ['restartMember', 1],
+    ]);
+    expect(await repo.get(row.id)).toMatchObject({ status: 'active', term: 5, primaryMember: 2 });
   });
 });
