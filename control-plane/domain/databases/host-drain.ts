@@ -44,10 +44,13 @@ export function membersOn(agentId: string, dbs: readonly DatabaseRecord[], place
  * database (members on hosts already draining count too: they need one each). A 1-node database
  * moves through the object store (single-move.ts): the host needs one shared with another agent
  * that is free to take it. A cluster whose members all run on the host cannot be moved: that is
- * not built, so the drain is refused rather than left half done.
+ * not built, so the drain is refused rather than left half done. A database in the middle of a
+ * rolling change (`rolling`: rollout.ts restarts its members one by one and switches over) is
+ * refused too: the drain would move members the rollout is counting on.
  */
 export function drainRefusals(
   agentId: string, dbs: readonly DatabaseRecord[], placements: readonly MemberPlacement[], agents: readonly AgentRecord[], now: number,
+  rolling: ReadonlySet<number> = new Set(),
 ): string[] {
   const out: string[] = [];
   for (const db of dbs) {
@@ -55,6 +58,10 @@ export function drainRefusals(
     const mine = placements.filter((m) => m.databaseId === db.id);
     const here = mine.filter((m) => m.agentId === agentId);
     if (here.length === 0) continue;
+    if (rolling.has(db.id)) {
+      out.push(`database ${db.id} (${db.label}) has a rolling change under way (a resize, version upgrade or engine_config change restarting its members one by one); drain the host once it is done`);
+      continue;
+    }
     if (!spansAgents(mine)) {
       const from = agents.find((a) => a.id === agentId);
       const why = from ? moveRefusal(db, from, agents, now) : `database ${db.id} (${db.label}) runs on an unknown agent`;
@@ -182,9 +189,13 @@ export class HostDrain {
     const dbs = await this.d.repo.list();
     const placements = await this.d.repo.members();
     if (a.drainingAt) return this.view(a, dbs, placements);
-    const refusals = drainRefusals(id, dbs, placements, await this.d.repo.agents(), this.d.clock.now());
-    if (refusals.length > 0) throw FulcrumError.conflict(`Agent ${id} cannot be drained: ${refusals.join('; ')}.`);
-    await this.d.repo.setAgentDraining(id, this.d.clock.now());
+    // Checked and set in one transaction: an update starting a rollout checks the drain in its own.
+    await this.d.repo.transaction(async () => {
+      const rolling = new Set((await this.d.repo.pendingOperations()).filter((op) => op.kind === 'rollout').map((op) => op.databaseId));
+      const refusals = drainRefusals(id, await this.d.repo.list(), await this.d.repo.members(), await this.d.repo.agents(), this.d.clock.now(), rolling);
+      if (refusals.length > 0) throw FulcrumError.conflict(`Agent ${id} cannot be drained: ${refusals.join('; ')}.`);
+      await this.d.repo.setAgentDraining(id, this.d.clock.now());
+    });
     this.finished.delete(id);
     this.log.warn({ agent: id, members: membersOn(id, dbs, placements) }, 'agent host put to drain');
     for (const db of dbs.filter((x) => !x.deleting && placements.some((m) => m.databaseId === x.id && m.agentId === id))) {
