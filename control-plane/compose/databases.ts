@@ -9,6 +9,7 @@ import { AgentReports } from '../domain/databases/agent-reports.js';
 import { HostHealing, type HostView } from '../domain/databases/host-healing.js';
 import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
 import { Rollout } from '../domain/databases/rollout.js';
+import { EndpointServing } from '../domain/databases/endpoint-serving.js';
 import { Switchover } from '../domain/databases/switchover.js';
 import { SingleMove } from '../domain/databases/single-move.js';
 import { HostOverview } from '../domain/databases/host-overview.js';
@@ -85,7 +86,9 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
   // with a new member-facing address changes what the members accept PROXY headers from.
-  dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
+  // A data plane that cannot listen on an endpoint says so in its NACK: the database's events show it.
+  const serving = new EndpointServing({ repo, events: ctx.events, logger: ctx.logger });
+  dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged(), (dataplane, error) => serving.answered(dataplane, error));
   ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());

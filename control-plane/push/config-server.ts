@@ -44,6 +44,7 @@ export class ConfigPushServer {
   readonly sources: DataplaneSources;
   private endpoints: () => Promise<RegionalEndpoint[]> = async () => [];
   private sourcesChanged: () => void = () => undefined;
+  private onAnswer: (dataplane: string, error: string | undefined) => Promise<void> = async () => undefined;
   private readonly log: Logger;
   private readonly gVersion: Gauge;
   private readonly cNacks: Counter;
@@ -112,11 +113,16 @@ export class ConfigPushServer {
 
   /**
    * Serves database endpoints too (compose/databases.ts): `endpoints` is read every round;
-   * `onSourcesChanged` hears of a data plane whose member-facing address is new or gone.
+   * `onSourcesChanged` hears of a data plane whose member-facing address is new or gone;
+   * `onAnswer` hears each data plane's ACK (no error) or NACK (what it could not apply).
    */
-  serveDatabaseEndpoints(endpoints: () => Promise<RegionalEndpoint[]>, onSourcesChanged: () => void): void {
+  serveDatabaseEndpoints(
+    endpoints: () => Promise<RegionalEndpoint[]>, onSourcesChanged: () => void,
+    onAnswer?: (dataplane: string, error: string | undefined) => Promise<void>,
+  ): void {
     this.endpoints = endpoints;
     this.sourcesChanged = onSourcesChanged;
+    if (onAnswer) this.onAnswer = onAnswer;
     this.notifyChanged();
   }
 
@@ -193,6 +199,7 @@ export class ConfigPushServer {
     }
     const answered = await this.cache.answer(sub, msg.responseNonce, Number(msg.versionApplied), msg.errorDetail || undefined);
     if (!answered) return; // stale answer
+    await this.onAnswer(sub.id, msg.errorDetail || undefined).catch((err: unknown) => this.log.error({ err, dataplane: sub.id }, 'a data plane answer was not recorded'));
     if (msg.errorDetail) {
       this.cNacks.inc({ dataplane: sub.id });
       this.log.warn({ dataplane: sub.id, error: msg.errorDetail, version: answered.version }, 'snapshot NACKed');
