@@ -1,18 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../lib/clock.js';
+import { describe, expect, it } from 'vitest';
 import { createRegistry } from '../../../lib/metrics.js';
 import { silentLogger } from '../../../lib/logger.js';
-import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
-import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
-import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
-import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
 import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
 import { databaseRecord } from '../../helpers/database-record.js';
+import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 const spread = databaseRecord({
   label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
@@ -25,19 +18,10 @@ const spread = databaseRecord({
  * member, reporting agent, members, the event).
  */
 describe('failover coordinator (SQLite store, manual clock)', () => {
-  let dir: string;
-  let db: Db;
-  afterEach(() => {
-    db?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const store = useSqliteStore('mh-cluster-coord');
 
   async function setup() {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-mh-cluster-coord-'));
-    db = openDatabase(join(dir, 'cp.db'));
-    const clock = new ManualClock();
-    const repo = sqliteDatabaseRepository(db);
-    const events = new EventService(sqliteEvents(db), clock);
+    const { clock, repo, events } = store.open();
     const row = await repo.create(spread);
     await repo.setMembers(row.id, ['a', 'b', 'c']);
     const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });

@@ -1,16 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../lib/clock.js';
+import { describe, expect, it } from 'vitest';
 import { createRegistry } from '../../../lib/metrics.js';
 import { silentLogger } from '../../../lib/logger.js';
-import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
-import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
-import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
-import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
 import { databaseRecord } from '../../helpers/database-record.js';
+import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 const spread = databaseRecord({
   label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
@@ -23,18 +16,10 @@ const spread = databaseRecord({
  * that long, and the metrics count it; a lost primary's member waits for the failover.
  */
 describe('host healing (SQLite store, manual clock)', () => {
-  let dir: string;
-  let db: Db;
-  afterEach(() => {
-    db?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const store = useSqliteStore('heal');
 
   async function setup(lostAfterMs?: number) {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-heal-'));
-    db = openDatabase(join(dir, 'cp.db'));
-    const clock = new ManualClock();
-    const repo = sqliteDatabaseRepository(db);
+    const { clock, repo, events } = store.open();
     const row = await repo.create(spread);
     await repo.setMembers(row.id, ['a', 'b', 'c']);
     const seen = (id: string, connected = true) => repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
@@ -45,10 +30,10 @@ describe('host healing (SQLite store, manual clock)', () => {
     const revoked: string[] = [];
     const registry = createRegistry('control-plane');
     const healing = new HostHealing({
-      repo, events: new EventService(sqliteEvents(db), clock), clock, logger: silentLogger(), registry, lostAfterMs,
+      repo, events, clock, logger: silentLogger(), registry, lostAfterMs,
       revoke: async (id) => revoked.push(id), removed: async (id) => revoked.includes(id),
     });
-    return { clock, repo, row, seen, healing, revoked, registry, events: new EventService(sqliteEvents(db), clock) };
+    return { clock, repo, row, seen, healing, revoked, registry, events };
   }
 
   it('without --host-lost-after never declares a silent host lost', async () => {

@@ -1,17 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../lib/clock.js';
+import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
-import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
-import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
-import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
-import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { MOVE_FENCE_DEADLINE_MS, SingleMove, type MoveOutcome } from '../../../control-plane/domain/databases/single-move.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { agentContent } from '../../../control-plane/push/agent-desired.js';
 import { databaseRecord } from '../../helpers/database-record.js';
+import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 const single = databaseRecord({
   label: 'one', clusterSize: 1, status: 'active', hostPrimary: '127.79.0.1', provisioned: true, convergedGeneration: 1, agentId: 'a', backupKey: 'a2V5',
@@ -22,22 +15,13 @@ const single = databaseRecord({
  * ManualClock; the agent's answer to the fence is written as the observer writes it.
  */
 describe('moving a 1-node database to another host (SQLite store, manual clock)', () => {
-  let dir: string;
-  let db: Db;
-  afterEach(() => {
-    db?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const store = useSqliteStore('move');
 
   async function setup() {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-move-'));
-    db = openDatabase(join(dir, 'cp.db'));
-    const clock = new ManualClock();
-    const repo = sqliteDatabaseRepository(db);
+    const { clock, repo, events } = store.open();
     const row = await repo.create(single);
     await repo.update(row.id, { term: 2 });
     await repo.setMembers(row.id, ['a']);
-    const events = new EventService(sqliteEvents(db), clock);
     let pushes = 0;
     const move = new SingleMove({ repo, events, clock, logger: silentLogger(), onChange: () => pushes++ });
     const seen: OperationRecord[] = [];

@@ -1,19 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../lib/clock.js';
+import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/logger.js';
-import { openDatabase, type Db } from '../../../control-plane/store/sqlite/database.js';
-import { sqliteDatabaseRepository } from '../../../control-plane/store/sqlite/database-repository.js';
-import { sqliteEvents } from '../../../control-plane/store/sqlite/core-repositories.js';
-import { EventService } from '../../../control-plane/domain/events/event-service.js';
 import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
 import { HostDrain, SWITCHOVER_RETRY_MS } from '../../../control-plane/domain/databases/host-drain.js';
 import { SWITCHOVER_DEADLINE_MS, Switchover, type SwitchoverOutcome } from '../../../control-plane/domain/databases/switchover.js';
 import { SingleMove } from '../../../control-plane/domain/databases/single-move.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { databaseRecord } from '../../helpers/database-record.js';
+import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 const spread = databaseRecord({
   label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
@@ -25,18 +18,10 @@ const spread = databaseRecord({
  * agents' answers are written as the observer writes them (finishOperation with the output).
  */
 describe('planned switchover and host drain (SQLite store, manual clock)', () => {
-  let dir: string;
-  let db: Db;
-  afterEach(() => {
-    db?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const store = useSqliteStore('switch');
 
   async function setup() {
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-switch-'));
-    db = openDatabase(join(dir, 'cp.db'));
-    const clock = new ManualClock();
-    const repo = sqliteDatabaseRepository(db);
+    const { clock, repo, events } = store.open();
     const row = await repo.create(spread);
     await repo.update(row.id, { term: 4 });
     await repo.setMembers(row.id, ['a', 'b', 'c']);
@@ -44,7 +29,6 @@ describe('planned switchover and host drain (SQLite store, manual clock)', () =>
       await repo.upsertAgent({ id: agent, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
       if (k > 0) await repo.putMemberReport({ databaseId: row.id, member: k, agentId: agent, state: 'running', role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306`, reported: clock.now() });
     }
-    const events = new EventService(sqliteEvents(db), clock);
     let pushes = 0;
     const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => pushes++ });
     const healing = new HostHealing({ repo, events, clock, logger: silentLogger(), revoke: async () => undefined, removed: async () => false });
