@@ -333,6 +333,11 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     await r.createOperation({ id: 'op2', databaseId: again.id, kind: 'fence', payload: { agent: 'a', term: 3, member: 1 }, eventId: null, state: 'pending', error: null, created: 2 });
     await r.finishOperation('op2', 'done', null, '0-1-42');
     expect(await r.operation('op2')).toMatchObject({ state: 'done', output: '0-1-42', payload: { agent: 'a', term: 3, member: 1 } });
+    // A rollout keeps its progress in its payload (rollout.ts), sealed like any payload.
+    await r.createOperation({ id: 'op3', databaseId: again.id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: 3 });
+    await r.setOperationPayload('op3', { done: [2, 3], failures: 1 });
+    expect(await r.operation('op3')).toMatchObject({ state: 'pending', payload: { done: [2, 3], failures: 1 } });
+    await r.finishOperation('op3', 'done', null);
     await r.setMembers(again.id, ['a', 'b', 'a']);
     expect((await r.members(again.id)).map((m) => m.agentId)).toEqual(['a', 'b', 'a']);
     await r.upsertAgent({ id: 'a', region: 'r', runtime: 'process', membersAcrossHosts: true, connected: true, replica: 'cp-a', lastSeen: 9, appliedVersion: 2, engines: [{ id: 'mysql/8.0', engine: 'mysql', version: '8.0', image: '', binary: '' }] });
