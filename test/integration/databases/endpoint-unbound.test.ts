@@ -55,14 +55,14 @@ describe('a database endpoint a data plane cannot listen on', () => {
 
   it('shows a failed event naming the data plane, the endpoint and the reason, then one when it is served', async () => {
     const failed = `Data plane dp-unbound cannot listen on hosts.primary ${primary}:3306 (EADDRINUSE): the endpoint is not served there, and that data plane keeps its previous configuration until it can.`;
-    await waitFor(async () => (await events()).some((e) => e.message === failed), 30_000);
+    await waitFor(async () => (await events()).some((e) => e.message === failed), 60_000);
     expect((await events()).find((e) => e.message === failed)).toMatchObject({ action: 'database_update', status: 'failed' });
     // The address is freed and the database changes (a new label): the next snapshot binds it.
     await new Promise((r) => blocker!.close(r));
     expect((await api.req('PUT', `/v4/databases/mysql/instances/${id}`, { body: { label: 'unbound-2' } })).status).toBe(200);
     const served = `Data plane dp-unbound now serves hosts.primary ${primary}:3306.`;
-    await waitFor(async () => (await events()).some((e) => e.message === served), 30_000);
+    await waitFor(async () => (await events()).some((e) => e.message === served), 60_000);
     // Said once each, not on every snapshot.
     expect((await events()).filter((e) => e.message === failed)).toHaveLength(1);
-  });
+  }, 150_000);
 });
