@@ -11,7 +11,7 @@ import type { RegionCatalogue } from '../regions.js';
 import type { AddressPools } from '../address-pools.js';
 import { parseEngineId, type EngineCatalogue } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
-import { spansAgents } from './placement.js';
+import { refuseWhileDraining, spansAgents } from './placement.js';
 import { needsRollingRestart } from './engine-config.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
@@ -193,16 +193,7 @@ export class DatabaseService {
         Object.assign(patch, { clusterSize: input.clusterSize, replicationType: input.clusterSize === 3 ? 'semi_synch' : 'none' });
       }
       if (Object.keys(patch).length === 0) return { updated: db, changed: false };
-      const rolling = spansAgents(members) && needsRollingRestart(db, patch);
-      if (rolling) {
-        // A drain moves members and switches over on its own; a rollout restarting them at the same
-        // time would count on members that are leaving. Refused up front, as a drain is during a rollout.
-        const agents = await this.d.repo.agents();
-        const draining = [...new Set(members.map((m) => m.agentId))].filter((a) => agents.some((x) => x.id === a && x.drainingAt)).sort();
-        if (draining.length > 0) {
-          throw FulcrumError.conflict(`Your database has a member on a host being drained (agent ${draining.join(', agent ')}); a change that restarts its members can be made once the drain is done.`);
-        }
-      }
+      if (spansAgents(members) && needsRollingRestart(db, patch)) await refuseWhileDraining(this.d.repo, members);
       // What the real service shows and records, and what Terraform waits for: a plan or size change
       // is a resize (database_resize, status resizing); anything else, a version upgrade included, is
       // an update (database_update). A PUT doing both records both, completed by the same convergence.
@@ -213,11 +204,10 @@ export class DatabaseService {
       const record = async (action: string) => (await this.d.events.record(action, ref, { username: actor.user.username })).id;
       const resizeEvent = resize ? await record('database_resize') : null;
       const updateEvent = update ? await record('database_update') : null;
-      // Every member of a scaled database runs on the agent that runs it now; the new members are
-      // seeded there from the primary (docs/databases.md, "Scaling").
+      // Every member of a scaled database runs on the agent that runs it now; the new members are seeded there from the primary (docs/databases.md, "Scaling").
       if (patch.clusterSize !== undefined && db.agentId !== null) await this.d.repo.setMembers(id, Array.from({ length: patch.clusterSize }, () => db.agentId!));
       // A restart the change needs rolls out at once: on one host the agent leads, spread over hosts the control plane (rollout.ts).
-      if (rolling) await this.d.repo.createOperation({ id: randomUUID(), databaseId: id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: this.d.clock.now() });
+      if (spansAgents(members) && needsRollingRestart(db, patch)) await this.d.repo.createOperation({ id: randomUUID(), databaseId: id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: this.d.clock.now() });
       const updated = await this.d.repo.update(id, {
         ...patch, status: resize ? 'resizing' : 'updating', generation: db.generation + 1,
         pendingEventId: (updateEvent ?? resizeEvent)!, secondEventId: updateEvent !== null ? resizeEvent : null, updated: this.now(),

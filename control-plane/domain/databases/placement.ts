@@ -1,6 +1,8 @@
+import { FulcrumError } from '../../../lib/errors.js';
 import { regionServed } from '../regions.js';
 import type { DatabaseRepository } from './repository.js';
 import { makeClusterSecrets } from './cluster-secrets.js';
+import type { MemberPlacement } from './model.js';
 
 /** Whether an agent of `agentRegion` may run a database of `dbRegion` (empty = any region). */
 export function servesRegion(agentRegion: string, dbRegion: string): boolean {
@@ -125,4 +127,17 @@ function crossAgentForks(source: { backupKey?: string | null } | undefined): boo
 /** Whether a database's members run on more than one agent (the control plane then decides failover). */
 export function spansAgents(members: readonly { agentId?: string }[]): boolean {
   return new Set(members.map((m) => m.agentId)).size > 1;
+}
+
+/**
+ * Refuses (400) a change that would start a rollout while a host holding a member of the database
+ * drains: the drain moves members and switches over on its own, and a rollout would count on
+ * members that are leaving. A drain is refused the same way while a rollout runs (host-drain.ts).
+ */
+export async function refuseWhileDraining(repo: DatabaseRepository, members: readonly MemberPlacement[]): Promise<void> {
+  const agents = await repo.agents();
+  const draining = [...new Set(members.map((m) => m.agentId))].filter((a) => agents.some((x) => x.id === a && x.drainingAt)).sort();
+  if (draining.length > 0) {
+    throw FulcrumError.conflict(`Your database has a member on a host being drained (agent ${draining.join(', agent ')}); a change that restarts its members can be made once the drain is done.`);
+  }
 }
