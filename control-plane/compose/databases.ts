@@ -78,14 +78,22 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   push.server = agents;
   // Database writes committed through another replica reach this replica's agents and data planes.
+  // That includes the data planes connected to another replica, whose addresses the members here
+  // must accept PROXY headers from: re-read before the agents' round.
   ctx.replicas.onChange((c) => {
     if (c.kind === 'nodebalancer' || c.kind === 'removed') return;
-    agents.notifyChanged();
+    void dataplanes.sources.load()
+      .catch((err) => ctx.logger.error({ err }, 'data-plane addresses could not be re-read'))
+      .finally(() => agents.notifyChanged());
     dataplanes.notifyChanged();
   });
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
-  // with a new member-facing address changes what the members accept PROXY headers from.
-  dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged());
+  // with a new member-facing address changes what the members accept PROXY headers from, here
+  // and on the other replicas.
+  dataplanes.serveDatabaseEndpoints(endpoints, () => {
+    agents.notifyChanged();
+    ctx.replicas.publish('database');
+  });
   ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
