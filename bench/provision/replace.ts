@@ -27,8 +27,8 @@
  * seconds of each agent host's process tree (agent, mariadbd and their children) meanwhile. The
  * rows are then checked on the new member (count and CRC32 sum against the primary's).
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from '../../test/helpers/lab.js';
 import { MYSQL, attempts, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../../test/helpers/fleet-hosts.js';
@@ -38,12 +38,19 @@ import { treeCpuSeconds } from './store.js';
 export interface ReplaceFigure {
   mb: number;
   lost: 'primary' | 'replica';
-  /** Seconds after the declaration, each phase (undefined when it was never seen). */
+  /**
+   * Seconds after the declaration, each phase (undefined when it was never seen): the control
+   * plane placed the member on the spare host; its agent created and secured the node; attached it
+   * to the primary (replication threads running); the control plane saw it caught up with the
+   * primary's position at placement; the API first showed `active` with three members on three
+   * hosts (it does as soon as the new member reports, before it has caught up); `whole`: both.
+   */
   placed?: number;
   created?: number;
   replicating?: number;
   caughtUp?: number;
-  active: number;
+  active?: number;
+  whole: number;
   /** Seed MB/s: the data's MB over node created -> caught up. */
   seedMbPerS?: number;
   /** CPU seconds of each agent host's process tree from the declaration to active. */
@@ -67,7 +74,21 @@ export async function measureReplace(sizesMb: number[], lose: 'primary' | 'repli
   for (const mb of sizesMb) await measureOne(mb, lose, onFigure);
 }
 
-interface Event { action: string; message: string | null; entity: { id: number } | null }
+interface LogLine { time: number; msg: string; database?: number; action?: unknown; ms?: number }
+
+/** The JSON lines of a fulcrum process's output (pino), others skipped. */
+function logLines(out: string): LogLine[] {
+  const lines: LogLine[] = [];
+  for (const l of out.split('\n')) {
+    if (!l.startsWith('{')) continue;
+    try {
+      lines.push(JSON.parse(l) as LogLine);
+    } catch {
+      // a line cut by the output's 1 MB window
+    }
+  }
+  return lines;
+}
 
 async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f: ReplaceFigure) => void): Promise<void> {
   const f: HostsFleet = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS });
@@ -100,8 +121,6 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
     const pids = Object.fromEntries(f.agents.map((h) => [h.name, procs[h.name]!.proc.pid!]));
     const cpu0 = Object.fromEntries(f.agents.map((h) => [h.name, treeCpuSeconds(pids[h.name])]));
     const newDir = join(f.dir, spare.name, 'databases', String(id));
-    // The new node's folder: n<k> under its database's folder on the spare host.
-    const newNode = () => (existsSync(newDir) ? readdirSync(newDir).find((n) => /^n\d+$/.test(n)) : undefined);
     const primaryIbd = join(f.dir, f.hostOf(oldPrimary)!.name, 'databases', String(id));
     const ibdMb = (dbDir: string) => {
       const n = existsSync(dbDir) ? readdirSync(dbDir).find((x) => /^n\d+$/.test(x) && existsSync(join(dbDir, x, 'data', 'app', 't.ibd'))) : undefined;
@@ -118,38 +137,45 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
     const since = () => (Date.now() - at) / 1000;
     console.log(`bench/provision replace (${mb} MB): ${lost.name} (the ${lose}'s host) cut and declared lost in ${((at - cutAt) / 1000).toFixed(1)} s; its member was ${lostMember}`);
 
-    // 3. The phases, sampled every 500 ms.
-    const phase: Partial<Record<'placed' | 'created' | 'replicating' | 'caughtUp', number>> = {};
-    let caughtUpMsg = '';
+    // 3. Sampled every 500 ms until the control plane has seen the new member caught up and the
+    // API shows the database active with three members on three hosts, none the lost one (the API
+    // shows it active as soon as the new member reports, before it has caught up).
     let lastPrint = 0;
+    let active: number | undefined;
     let healed: any;
-    for (const deadline = Date.now() + 3_600_000; !healed; await sleep(500)) {
-      if (Date.now() > deadline) throw new Error(`timed out: database ${id} active with three members after ${lost.name} was lost (phases so far: ${JSON.stringify(phase)})`);
-      const ev = ((await call('GET', '/v4/account/events?page_size=100')).body?.data ?? []) as Event[];
-      const mine = ev.filter((e) => e.entity?.id === id && e.action === 'database_update').map((e) => e.message ?? '');
-      if (phase.placed === undefined && mine.some((m) => m.includes(`placed on agent ${spare.name}`))) phase.placed = since();
-      if (phase.created === undefined && newNode()) phase.created = since();
-      if (phase.replicating === undefined && mine.some((m) => /rebuilt.*rejoined as a replica/.test(m))) phase.replicating = since();
-      const caught = mine.find((m) => m.includes(`on agent ${spare.name} caught up`));
-      if (phase.caughtUp === undefined && caught) {
-        phase.caughtUp = since();
-        caughtUpMsg = caught;
-      }
+    const cpLine = (msg: string) => logLines(f.fleet.cp.output()).find((l) => l.msg === msg && l.database === id && l.time >= at);
+    for (const deadline = Date.now() + 3_600_000; !(healed && cpLine('re-placed member caught up')); await sleep(500)) {
+      if (Date.now() > deadline) throw new Error(`timed out: database ${id} whole again after ${lost.name} was lost`);
       const r = await call('GET', `${MYSQL}/${id}`);
       const m = Object.keys(r.body?.members ?? {});
       const on = new Set(m.map((x) => f.hostOf(x)?.name));
-      if (r.body?.status === 'active' && m.length === 3 && on.size === 3 && !on.has(lost.name) && on.has(spare.name)) healed = r.body;
-      if (Date.now() - lastPrint >= 5000 || healed) {
+      if (r.body?.status === 'active' && m.length === 3 && on.size === 3 && !on.has(lost.name) && on.has(spare.name)) {
+        healed = r.body;
+        active ??= since();
+      }
+      if (Date.now() - lastPrint >= 5000) {
         lastPrint = Date.now();
         const cpu = f.agents.filter((h) => h !== lost).map((h) => `${h.name} ${(treeCpuSeconds(pids[h.name]) - cpu0[h.name]!).toFixed(1)}`).join(', ');
         console.log(`  +${since().toFixed(1)} s: ${r.body?.status}, new node's app/t.ibd ${ibdMb(newDir).toFixed(0)} of ${sourceMb.toFixed(0)} MB; CPU s so far: ${cpu}; load ${loadavg()[0]!.toFixed(1)}`);
       }
     }
-    const active = since();
+    const whole = since();
     const cpu = Object.fromEntries(f.agents.filter((h) => h !== lost).map((h) => [h.name, treeCpuSeconds(pids[h.name]) - cpu0[h.name]!]));
     const load1 = loadavg()[0]!;
+    // The phases from the logs (milliseconds there): the control plane's, the new host's agent's.
+    const rel = (l?: LogLine) => (l ? (l.time - at) / 1000 : undefined);
+    const spareLog = logLines(procs[spare.name]!.output()).filter((l) => l.database === id && l.time >= at);
+    const created = spareLog.find((l) => l.msg === 'provisioned the local members of a cluster spread over agents');
+    const phase = {
+      placed: rel(cpLine('member re-placed')),
+      created: rel(created),
+      replicating: rel(spareLog.find((l) => l.msg === 'action done' && (l.action as { kind?: string })?.kind === 'rejoin' && (!created || l.time >= created.time))),
+      caughtUp: rel(cpLine('re-placed member caught up')),
+      active,
+    };
+    console.log(`bench/provision replace (${mb} MB): the new host's agent, database ${id}, seconds after the declaration:\n${spareLog.map((l) => `  +${rel(l)!.toFixed(1)} ${l.msg}${l.action ? ` ${JSON.stringify(l.action)}` : ''}${l.ms !== undefined ? ` (${l.ms} ms)` : ''}`).join('\n')}`);
 
-    // The rows on the new member, and writes through hosts.primary still acknowledged.
+    // The rows on the new member (it has caught up), and writes through hosts.primary still acknowledged.
     const newMember = Object.keys(healed.members).find((m) => f.hostOf(m) === spare)!;
     const direct = await mysqlClient(call, f.cl, id, newMember);
     const [got] = await until('the new member\'s checksum', () => direct.sql(TABLE_SUM), 600_000, 1000);
@@ -160,16 +186,18 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
 
     const seedS = phase.caughtUp !== undefined && phase.created !== undefined ? phase.caughtUp - phase.created : undefined;
     onFigure({
-      mb, lost: lose, ...phase, active, cpu, load1,
+      mb, lost: lose, ...phase, whole, cpu, load1,
       ...(seedS !== undefined ? { seedMbPerS: mb / seedS } : {}),
-      note: `${got.n} of ${want.n} rows, checksum ${rowsOk ? 'matches' : 'DIFFERS'}; ${failed} failed writes through hosts.primary after the cut; ${caughtUpMsg}`,
+      note: `${got.n} of ${want.n} rows, checksum ${rowsOk ? 'matches' : 'DIFFERS'}; ${failed} failed writes through hosts.primary after the cut`,
     });
     await loop.kill();
     if (!rowsOk) throw new Error(`the new member's rows differ from the primary's (${got.n}/${got.sum} against ${want.n}/${want.sum})`);
-  } catch (err) {
-    console.error(f.explain());
-    throw err;
   } finally {
+    // Every process's output (its last MB) outlives the run: where a phase's time went is there.
+    const logDir = mkdtempSync(join(tmpdir(), 'bench-replace-log-'));
+    writeFileSync(join(logDir, 'cp.log'), f.fleet.cp.output());
+    for (const [name, p] of Object.entries(procs)) writeFileSync(join(logDir, `${name}.log`), p.output());
+    console.log(`bench/provision replace (${mb} MB): the fleet's output is kept in ${logDir}`);
     await f.close();
   }
 }

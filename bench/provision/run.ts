@@ -169,19 +169,19 @@ if ((only === '' || only === 'store') && storeSizes.length > 0) {
 }
 let replaceFailed = false;
 if ((only === '' || only === 'replace') && replaceSizes.length > 0) {
-  const t: string[][] = [['data MB', 'host lost', 'placed s', 'node created s', 'replicating s', 'caught up s', 'active s', 'seed MB/s', 'CPU s per agent host', 'load avg', 'target (1 GB)', 'verdict', 'note']];
+  const t: string[][] = [['data MB', 'host lost', 'placed s', 'node created s', 'replicating s', 'caught up s', 'API active s', 'whole s', 'seed MB/s', 'CPU s per agent host', 'load avg', 'target (1 GB)', 'verdict', 'note']];
   const s1 = (n?: number) => (n === undefined ? 'not seen' : fmt(n, 1));
-  const row = (f: ReplaceFigure) => [String(f.mb), f.lost, s1(f.placed), s1(f.created), s1(f.replicating), s1(f.caughtUp), fmt(f.active, 1), fmt(f.seedMbPerS ?? NaN, 1),
+  const row = (f: ReplaceFigure) => [String(f.mb), f.lost, s1(f.placed), s1(f.created), s1(f.replicating), s1(f.caughtUp), s1(f.active), fmt(f.whole, 1), fmt(f.seedMbPerS ?? NaN, 1),
     Object.entries(f.cpu).map(([h, c]) => `${h} ${fmt(c, 0)}`).join(', '), fmt(f.load1, 1), f.mb >= 1024 ? '< 60 s' : '-',
     f.mb >= 1024 ? (f.caughtUp !== undefined && f.caughtUp < 60 ? 'met' : `not met${f.caughtUp !== undefined ? ` (by ${fmt(f.caughtUp - 60, 1)} s)` : ''}`) : '-', f.note];
   try {
     await measureReplace(replaceSizes, replaceLose, (f) => {
       t.push(row(f));
-      console.log(`replace ${f.mb} MB: caught up ${s1(f.caughtUp)} s, active ${fmt(f.active, 1)} s after the declaration; ${f.note}`);
+      console.log(`replace ${f.mb} MB: caught up ${s1(f.caughtUp)} s, whole ${fmt(f.whole, 1)} s after the declaration; ${f.note}`);
     });
   } catch (err) {
     replaceFailed = true;
-    t.push(['-', replaceLose, '-', '-', '-', '-', '-', '-', '-', '-', '-', 'error (below)', '-']);
+    t.push(['-', replaceLose, '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', 'error (below)', '-']);
     console.error(`bench/provision replace: ${(err as Error).message}`);
   }
   console.log(`\nbench/provision: re-placement of a 3-node member after its host is declared lost (netns hosts, process runtime); seconds after the declaration\n${table(t)}\n`);
