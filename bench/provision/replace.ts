@@ -27,7 +27,7 @@
  * seconds of each agent host's process tree (agent, mariadbd and their children) meanwhile. The
  * rows are then checked on the new member (count and CRC32 sum against the primary's).
  */
-import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from '../../test/helpers/lab.js';
@@ -197,6 +197,13 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
     const logDir = mkdtempSync(join(tmpdir(), 'bench-replace-log-'));
     writeFileSync(join(logDir, 'cp.log'), f.fleet.cp.output());
     for (const [name, p] of Object.entries(procs)) writeFileSync(join(logDir, `${name}.log`), p.output());
+    // And each server's error log (runtime/nodes/NAME/error.log under each agent host's folder).
+    for (const h of f.agents) {
+      const nodes = join(f.dir, h.name, 'runtime', 'nodes');
+      for (const n of existsSync(nodes) ? readdirSync(nodes) : []) {
+        if (existsSync(join(nodes, n, 'error.log'))) copyFileSync(join(nodes, n, 'error.log'), join(logDir, `${h.name}-${n}-error.log`));
+      }
+    }
     console.log(`bench/provision replace (${mb} MB): the fleet's output is kept in ${logDir}`);
     await f.close();
   }
