@@ -20,8 +20,8 @@
  * whatever carries the prefix (a killed earlier run), so ONE PREFIX PER TEST FILE: two files that
  * share a prefix would tear each other down. Keep prefixes to 2-6 letters (links are <= 15 chars).
  * The same file run from two checkouts on one machine (a CI clone beside a worktree) shares its
- * prefix too: createHosts holds the prefix and the subnet host-wide (claimHosts) until teardown,
- * so a second run waits for the first instead of killing its processes.
+ * prefix too: createHosts holds the prefix and the subnet host-wide (claimHosts) while its test
+ * process lives, so a second run waits for the first instead of killing its processes.
  *
  * Addresses. Hosts sit in 198.18.0.0/15 (reserved for network tests) and treat all of it as
  * on-link, so addresses handed out from pools elsewhere in the range (say 198.18.100.0/24) reach
@@ -201,15 +201,13 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
   const subnet = opts.subnet ?? defaultSubnet(prefix);
   if (!Number.isInteger(subnet) || subnet < 0 || subnet > 255) throw new Error('createHosts: subnet 0..255');
   // Held before anything is cleaned: what carries the prefix then is a dead run's.
-  const claim = await claimHosts(prefix, subnet);
+  await claimHosts(prefix, subnet);
   await cleanHosts(prefix);
   try {
-    const net = await build(prefix, names, subnet);
-    return { ...net, teardown: async () => { await cleanHosts(prefix); await claim.release(); } };
+    return await build(prefix, names, subnet);
   } catch (err) {
     // Half-built: the caller has no HostNet to tear down, so nothing may stay.
     await cleanHosts(prefix);
-    await claim.release();
     throw err;
   }
 }
@@ -217,30 +215,39 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
 /** How long createHosts waits for another run holding its prefix or subnet (a whole netns file takes 1-2 minutes). */
 export const HOSTS_CLAIM_WAIT_MS = 180_000;
 
+/** The claims this process holds, by name: kept until it ends (see claimHosts). */
+const claimed = new Map<string, Server>();
+
 /**
- * Holds a netns prefix and subnet host-wide until `release` or until this process ends (abstract
- * sockets, as address-blocks.ts holds octets: the kernel drops them with a killed test). Another
- * holder of either is a live run of a test with the same prefix or subnet, most often the same
- * file from another checkout: cleaning its prefix would SIGKILL its control plane, agents and
- * write loops mid-test (db-host-drain once saw every process of its fleet die at once right after
- * its drain, then no write for 60 s). So this waits up to `waitMs` for it to finish, then fails
- * naming both.
+ * Holds a netns prefix and subnet host-wide for the rest of this process (abstract sockets, as
+ * address-blocks.ts holds octets: the kernel drops them when the process ends or is killed; a
+ * vitest worker runs one file). Another process holding either is a live run of a test with the
+ * same prefix or subnet, most often the same file from another checkout: cleaning the prefix would
+ * SIGKILL that run's control plane, agents and write loops mid-test (db-host-drain once saw every
+ * process of its fleet die at once right after its drain, then no write for 60 s). So this waits
+ * up to `waitMs` for that process to end, then fails naming both. Held past teardown, so that the
+ * run's own check that nothing is left (`leftovers`) never sees the next run's hosts; within one
+ * process it is held once (a second createHosts of a prefix cleans it as before).
  */
-export async function claimHosts(prefix: string, subnet: number, waitMs = HOSTS_CLAIM_WAIT_MS): Promise<{ release(): Promise<void> }> {
+export async function claimHosts(prefix: string, subnet: number, waitMs = HOSTS_CLAIM_WAIT_MS): Promise<void> {
   const names = [`\0fulcrum-test-netns-prefix-${prefix}`, `\0fulcrum-test-netns-subnet-${subnet}`];
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const held: Server[] = [];
-    for (const n of names) {
+    const fresh: string[] = [];
+    for (const n of names.filter((x) => !claimed.has(x))) {
       const server = await hold(n);
       if (!server) break;
       // The claim alone never keeps a test process running.
       server.unref();
-      held.push(server);
+      claimed.set(n, server);
+      fresh.push(n);
     }
-    const release = () => Promise.all(held.map((x) => new Promise<void>((r) => x.close(() => r())))).then(() => undefined);
-    if (held.length === names.length) return { release };
-    await release();
+    if (names.every((n) => claimed.has(n))) return;
+    // Half held: given back, so that two runs waiting for each other's half never both wait.
+    for (const n of fresh) {
+      await new Promise<void>((r) => claimed.get(n)!.close(() => r()));
+      claimed.delete(n);
+    }
     if (Date.now() > deadline) {
       throw new Error(`netns prefix ${prefix} or subnet 198.19.${subnet}.0/24 is held by another test run on this host (the same file from another checkout?) for over ${waitMs} ms; its hosts were left alone`);
     }
