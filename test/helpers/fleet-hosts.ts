@@ -5,7 +5,7 @@
  * No vitest here: bench/provision/replace.ts runs this fleet under plain Node.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { api, repoRoot, testRateLimits, until } from './lab.js';
@@ -222,7 +222,11 @@ export interface HostsFleet {
   store?: ObjectStore;
   /** The agent host whose node pool holds a member's address. */
   hostOf(ip: string): Host | undefined;
-  /** Prints the control plane's and the agents' output (for onTestFailed). */
+  /**
+   * The tails of the control plane's and the agents' output (for onTestFailed), and the path of a
+   * file outside the test's folder with every process's whole output (control plane, data planes,
+   * agents): the tails alone lost how a CI failure began.
+   */
   explain(): string;
   /** Stops every process, removes the hosts and the folder (idempotent; afterAll). */
   close(): Promise<void>;
@@ -276,7 +280,11 @@ export async function startHostsFleet(o: {
   return {
     net, dir, fleet: f, dpa: dpa!, dpb: dpb!, cl, agents, ...(store ? { store } : {}),
     hostOf: (ip) => agents.find((h) => sixOf(o.nodePools[h.name]!).includes(ip)),
-    explain: () => `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}`,
+    explain: () => {
+      const whole = join(tmpdir(), `fulcrum-${o.prefix}-failure-${Date.now()}.log`);
+      writeFileSync(whole, [['cp', f.cp] as const, ...Object.entries(f.procs)].map(([name, p]) => `== ${name}\n${p.output()}`).join('\n'), { mode: 0o600 });
+      return `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}\n[every process's whole output: ${whole}]`;
+    },
     close,
   };
 }
