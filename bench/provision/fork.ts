@@ -88,6 +88,26 @@ const word = `ELT(1 + FLOOR(RAND() * ${WORDS.length}), ${WORDS.map((w) => `'${w}
  * base's copy, gzip and unpack look far cheaper than they are.
  */
 export const ROW_SQL = `${word}, FLOOR(RAND() * 1000000), CONCAT_WS(' ', ${Array.from({ length: 32 }, () => `CONCAT(${word}, '=', FLOOR(RAND() * 100000), ':', LEFT(MD5(RAND()), 16))`).join(', ')})`;
+
+/**
+ * The bench's load of `mb` MB (fork.ts, store.ts, replace.ts): the statements that create app.t
+ * and put the session in `app` (`setup`, run first and in the same session: MariaDB's sequence
+ * engine reads seq_N_to_M in the current database), then the inserts of ids 1..rows made by the
+ * server (ROW_SQL), in transactions of 50,000 rows. `at` is the second a later tail row was
+ * written (the load's rows are all before a fork's second).
+ */
+export function loadSql(mb: number): { rows: number; setup: string[]; inserts: string[] } {
+  const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
+  const inserts: string[] = [];
+  for (let from = 1; from <= rows; from += 50_000) {
+    inserts.push(`INSERT INTO app.t (id, cat, num, pad) SELECT seq, ${ROW_SQL} FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
+  }
+  return {
+    rows,
+    setup: ['CREATE DATABASE app', 'CREATE TABLE app.t (id INT PRIMARY KEY, cat VARCHAR(16) NOT NULL, num INT NOT NULL, pad VARCHAR(1200) NOT NULL, at BIGINT NOT NULL DEFAULT 0)', 'USE app'],
+    inserts,
+  };
+}
 /** Every column of a row in one checksum, so a fork holding other values fails the comparison. */
 export const TABLE_SUM = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT_WS(\'|\', id, cat, num, pad, at))), 0) AS sum FROM app.t';
 
@@ -129,16 +149,11 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
         label: `bench-fork-src-${mb}`, region: 'us-east', type: 'g6-nanode-1', engine, allow_list: ['0.0.0.0/0'],
       })).id, 120_000);
       const c = await connect(src);
-      await c.query('CREATE DATABASE app');
-      // `at`: the second a tail row was written (the load's rows are all before the fork's second).
-      await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, cat VARCHAR(16) NOT NULL, num INT NOT NULL, pad VARCHAR(1200) NOT NULL, at BIGINT NOT NULL DEFAULT 0)');
-      await c.query('USE app');
-      const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
+      const load = loadSql(mb);
+      const rows = load.rows;
+      for (const stmt of load.setup) await c.query(stmt);
       const t0 = performance.now();
-      // Server-side rows from MariaDB's sequence engine, in transactions of 50,000 rows.
-      for (let from = 1; from <= rows; from += 50_000) {
-        await c.query(`INSERT INTO app.t (id, cat, num, pad) SELECT seq, ${ROW_SQL} FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
-      }
+      for (const stmt of load.inserts) await c.query(stmt);
       const loadS = (performance.now() - t0) / 1000;
       const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
       await until(async () => (archived(agentDir, src.id, String(pos), agentLog) ? true : undefined), 1_800_000, 'the archive round after the load');

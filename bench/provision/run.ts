@@ -4,14 +4,16 @@
  * semi_synch clusters on each runtime. The control plane and agent run the real way (REST API,
  * gRPC, real mariadbd processes or containers); nothing is shortcut.
  *
- *   npm run bench:provision -- [--rounds N] [--runtimes process,docker] [--fork-mb 10,100,1024] [--store-mb 100,1024] [--only provision|fork|store]
+ *   npm run bench:provision -- [--rounds N] [--runtimes process,docker] [--fork-mb 10,100,1024] [--store-mb 100,1024] [--replace-mb 100,1024] [--replace-lose replica|primary] [--only provision|fork|store|replace]
  *
  * Goals (issue 7): 1 node active < 10 s and 3 nodes < 30 s with the process runtime. Then the
  * fork part (fork.ts): a fork's time to active against the source's data size (a 1 GB fork under
  * 60 s), on the first runtime listed. Last the object-store part (store.ts, process runtime): a
  * database's dump and physical base uploaded to a real S3-compatible store, a fork from the store
  * on another agent (a 1 GB fork under 60 s) and a 1-node recovery there after its host is declared
- * lost (1 GB under 90 s), with MB/s, CPU seconds per GB and peak RSS.
+ * lost (1 GB under 90 s), with MB/s, CPU seconds per GB and peak RSS. Then the re-placement part
+ * (replace.ts, netns hosts, needs root): a 3-node database's member whose host is declared lost,
+ * placed on a fourth host and seeded there (1 GB: a new member seeded in under 60 s).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,6 +27,7 @@ import { apiClient, repoRoot } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { measureForks, type ForkSample } from './fork.js';
 import { measureStore, type StoreFigure } from './store.js';
+import { measureReplace, type ReplaceFigure } from './replace.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: string) => {
@@ -35,6 +38,8 @@ const rounds = Number(flag('rounds', '3'));
 const runtimes = flag('runtimes', 'process,docker').split(',') as ('process' | 'docker')[];
 const forkSizes = flag('fork-mb', '10,100,1024').split(',').map(Number).filter((n) => n > 0);
 const storeSizes = flag('store-mb', '1024').split(',').map(Number).filter((n) => n > 0);
+const replaceSizes = flag('replace-mb', '1024').split(',').map(Number).filter((n) => n > 0);
+const replaceLose = flag('replace-lose', 'replica') === 'primary' ? 'primary' : 'replica';
 const only = flag('only', '');
 
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
@@ -110,7 +115,7 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
 }
 
 const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
-for (const runtime of only === 'fork' || only === 'store' ? [] : runtimes) {
+for (const runtime of only === 'fork' || only === 'store' || only === 'replace' ? [] : runtimes) {
   if (runtime === 'docker' && !dockerReady()) {
     rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
     continue;
@@ -159,10 +164,27 @@ if ((only === '' || only === 'store') && storeSizes.length > 0) {
     t.push(['-', 'error (below)', '-', '-', '-', '-', '-', '-', '-', '-', '-']);
     console.error(`bench/provision store: ${(err as Error).message}`);
   }
-  // A 3-node member's re-placement needs hosts whose node addresses the others reach (netns);
-  // an agent on a loopback node pool does not run members across hosts (store.ts says more).
-  t.push(['-', 're-placement of a 3-node member', '-', '-', '-', '-', '-', '-', '< 60 s', 'not measured', 'needs netns hosts: test/e2e/db-host-lost.test.ts']);
   console.log(`\nbench/provision: the object store (Swift + s3api over TLS), process runtime\n${table(t)}\n`);
   if (storeFailed) console.error('bench/provision: FAILED: the object-store part did not run as measured (see the error above and the agents\' warnings file)');
 }
-process.exit(forkFailed || storeFailed ? 1 : 0);
+let replaceFailed = false;
+if ((only === '' || only === 'replace') && replaceSizes.length > 0) {
+  const t: string[][] = [['data MB', 'host lost', 'placed s', 'node created s', 'replicating s', 'caught up s', 'API active s', 'whole s', 'seed MB/s', 'CPU s per agent host', 'load avg', 'target (1 GB)', 'verdict', 'note']];
+  const s1 = (n?: number) => (n === undefined ? 'not seen' : fmt(n, 1));
+  const row = (f: ReplaceFigure) => [String(f.mb), f.lost, s1(f.placed), s1(f.created), s1(f.replicating), s1(f.caughtUp), s1(f.active), fmt(f.whole, 1), fmt(f.seedMbPerS ?? NaN, 1),
+    Object.entries(f.cpu).map(([h, c]) => `${h} ${fmt(c, 0)}`).join(', '), fmt(f.load1, 1), f.mb >= 1024 ? '< 60 s' : '-',
+    f.mb >= 1024 ? (f.caughtUp !== undefined && f.caughtUp < 60 ? 'met' : `not met${f.caughtUp !== undefined ? ` (by ${fmt(f.caughtUp - 60, 1)} s)` : ''}`) : '-', f.note];
+  try {
+    await measureReplace(replaceSizes, replaceLose, (f) => {
+      t.push(row(f));
+      console.log(`replace ${f.mb} MB: caught up ${s1(f.caughtUp)} s, whole ${fmt(f.whole, 1)} s after the declaration; ${f.note}`);
+    });
+  } catch (err) {
+    replaceFailed = true;
+    t.push(['-', replaceLose, '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', 'error (below)', '-']);
+    console.error(`bench/provision replace: ${(err as Error).message}`);
+  }
+  console.log(`\nbench/provision: re-placement of a 3-node member after its host is declared lost (netns hosts, process runtime); seconds after the declaration\n${table(t)}\n`);
+  if (replaceFailed) console.error('bench/provision: FAILED: the re-placement part did not run as measured (see the error and the fleet\'s output above)');
+}
+process.exit(forkFailed || storeFailed || replaceFailed ? 1 : 0);

@@ -12,13 +12,13 @@
  *  b) fork from the store: agent A stopped and its nodes removed, a fork to a second of the
  *     source's binlog tail goes to agent B (it never ran the source) and is built from the dump
  *     and the archived segments: seconds to `active`, rows checked (count and CRC32 sum);
- *  c) re-placement of a 3-node member: not measured here (below);
+ *  c) re-placement of a 3-node member: not here, in replace.ts (below);
  *  d) 1-node recovery: agent A declared lost, the source rebuilt on B from its newest physical
  *     base and every segment: seconds from the declaration to `active`, every row checked.
  *
  * Why not c): members of a cluster spread over hosts need node addresses the other hosts reach,
  * and an agent whose node pool is loopback does not offer to run them (agent.ts,
- * `membersAcrossHosts`); the re-placement needs netns hosts (test/e2e/db-host-lost.test.ts).
+ * `membersAcrossHosts`); the re-placement runs on netns hosts (replace.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -33,7 +33,7 @@ import { createS3Stores, loadStoreCredentials, parseStoreUrl, type S3StoreConfig
 import { gtidLe } from '../../agent/binlog/chain.js';
 import { startObjectStore } from '../../test/helpers/object-store.js';
 import { apiClient } from '../common/fulcrum.js';
-import { ROW_BYTES, ROW_SQL, TABLE_SUM } from './fork.js';
+import { loadSql, ROW_SQL, TABLE_SUM } from './fork.js';
 
 /** One printed figure: what, how much, the target it is held to ('-' when none). */
 export interface StoreFigure {
@@ -66,11 +66,11 @@ async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, wha
 const TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
 /**
- * CPU seconds used so far by this process and everything under it: the live descendants
- * (mariadbd, the Swift servers) read from /proc, and the children already reaped (mariadb-dump,
- * mariadb-backup, mariadb-binlog...) from this process's own cutime/cstime.
+ * CPU seconds used so far by process `root` (this one by default) and everything under it: the
+ * live descendants (mariadbd, the Swift servers) read from /proc, and the children already reaped
+ * (mariadb-dump, mariadb-backup, mariadb-binlog...) from their parents' cutime/cstime.
  */
-function treeCpuSeconds(): number {
+export function treeCpuSeconds(root = process.pid): number {
   const stats = new Map<number, { ppid: number; ticks: number; childTicks: number }>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
@@ -83,7 +83,7 @@ function treeCpuSeconds(): number {
       // exited while we read
     }
   }
-  const mine = new Set([process.pid]);
+  const mine = new Set([root]);
   for (let grew = true; grew;) {
     grew = false;
     for (const [pid, s] of stats) {
@@ -165,14 +165,9 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     // B joins once the source is placed on A: it must never have run the source.
     await start('bench-store-b', dirs.b, `127.80.${octet}.0/24`);
     const c = await connect(src);
-    await c.query('CREATE DATABASE app');
-    await c.query('CREATE TABLE app.t (id INT PRIMARY KEY, cat VARCHAR(16) NOT NULL, num INT NOT NULL, pad VARCHAR(1200) NOT NULL, at BIGINT NOT NULL DEFAULT 0)');
-    // The seq_N_to_M tables of the sequence engine are read in the current database.
-    await c.query('USE app');
-    const rows = Math.round((mb * 1024 * 1024) / ROW_BYTES);
-    for (let from = 1; from <= rows; from += 50_000) {
-      await c.query(`INSERT INTO app.t (id, cat, num, pad) SELECT seq, ${ROW_SQL} FROM seq_${from}_to_${Math.min(rows, from + 49_999)}`);
-    }
+    const load = loadSql(mb);
+    const rows = load.rows;
+    for (const stmt of [...load.setup, ...load.inserts]) await c.query(stmt);
     const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
 
     // a) The archive round after the load: its segments, then (past 64 MB of binlog since the

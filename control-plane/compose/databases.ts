@@ -79,16 +79,24 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   });
   push.server = agents;
   // Database writes committed through another replica reach this replica's agents and data planes.
+  // That includes the data planes connected to another replica, whose addresses the members here
+  // must accept PROXY headers from: re-read before the agents' round.
   ctx.replicas.onChange((c) => {
     if (c.kind === 'nodebalancer' || c.kind === 'removed') return;
-    agents.notifyChanged();
+    void dataplanes.sources.load()
+      .catch((err) => ctx.logger.error({ err }, 'data-plane addresses could not be re-read'))
+      .finally(() => agents.notifyChanged());
     dataplanes.notifyChanged();
   });
   // The data planes serve the endpoints (docs/databases.md, "Database endpoints"); a data plane
-  // with a new member-facing address changes what the members accept PROXY headers from.
-  // A data plane that cannot listen on an endpoint says so in its NACK: the database's events show it.
+  // with a new member-facing address changes what the members accept PROXY headers from, here
+  // and on the other replicas. A data plane that cannot listen on an endpoint says so in its
+  // NACK: the database's events show it.
   const serving = new EndpointServing({ repo, events: ctx.events, logger: ctx.logger });
-  dataplanes.serveDatabaseEndpoints(endpoints, () => agents.notifyChanged(), (dataplane, error) => serving.answered(dataplane, error));
+  dataplanes.serveDatabaseEndpoints(endpoints, () => {
+    agents.notifyChanged();
+    ctx.replicas.publish('database');
+  }, (dataplane, error) => serving.answered(dataplane, error));
   ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());

@@ -20,19 +20,19 @@ interface Source {
  * its config stream comes from. Remembered across restarts and disconnects, so a data plane that
  * is briefly away (or a control plane that restarts) does not lock its endpoints out of the
  * members; a revoked data plane is forgotten.
+ *
+ * Control-plane replicas share the one record: each change is read, merged and written in one
+ * transaction, so a replica never writes back a list that lacks what another replica recorded
+ * meanwhile (the data planes connect to different replicas), and `load` picks up the others'.
  */
 export class DataplaneSources {
   private sources: Record<string, Source> = {};
 
   constructor(private readonly kv: KeyValueRepository, private readonly onChange: () => void) {}
 
-  /** Reads what the store remembers; called once before the streams are served. */
+  /** Reads what the store remembers: before the streams are served, and when another replica changed it. */
   async load(): Promise<void> {
-    try {
-      this.sources = JSON.parse((await this.kv.get(KEY)) ?? '{}') as Record<string, Source>;
-    } catch {
-      // An unreadable record is rebuilt as data planes connect.
-    }
+    this.sources = await this.read();
   }
 
   /** Records where a data plane's member connections come from; `peer` is the stream's "host:port". */
@@ -41,12 +41,16 @@ export class DataplaneSources {
     if (!address) return;
     const prev = this.sources[id];
     if (prev && prev.address === address && prev.region === region) return;
-    if (!prev) {
-      const ids = Object.keys(this.sources);
-      for (const old of ids.slice(0, Math.max(0, ids.length - MAX_SOURCES + 1))) delete this.sources[old];
-    }
-    this.sources[id] = { region, address };
-    await this.save();
+    await this.change((all) => {
+      const had = all[id];
+      if (had && had.address === address && had.region === region) return false;
+      if (!had) {
+        const ids = Object.keys(all);
+        for (const old of ids.slice(0, Math.max(0, ids.length - MAX_SOURCES + 1))) delete all[old];
+      }
+      all[id] = { region, address };
+      return true;
+    });
   }
 
   /** The data planes remembered. */
@@ -55,9 +59,11 @@ export class DataplaneSources {
   }
 
   async forget(id: string): Promise<void> {
-    if (!this.sources[id]) return;
-    delete this.sources[id];
-    await this.save();
+    await this.change((all) => {
+      if (!all[id]) return false;
+      delete all[id];
+      return true;
+    });
   }
 
   /** The source addresses of the data planes serving `region`, sorted and unique. */
@@ -67,9 +73,26 @@ export class DataplaneSources {
     return [...out].sort();
   }
 
-  private async save(): Promise<void> {
-    await this.kv.set(KEY, JSON.stringify(this.sources));
-    this.onChange();
+  /** Applies `edit` to the stored record (not this replica's copy of it) and keeps the result. */
+  private async change(edit: (all: Record<string, Source>) => boolean): Promise<void> {
+    const apply = async (): Promise<boolean> => {
+      const all = await this.read();
+      const changed = edit(all);
+      if (changed) await this.kv.set(KEY, JSON.stringify(all));
+      this.sources = all;
+      return changed;
+    };
+    const changed = this.kv.atomically ? await this.kv.atomically(apply) : await apply();
+    if (changed) this.onChange();
+  }
+
+  private async read(): Promise<Record<string, Source>> {
+    try {
+      return JSON.parse((await this.kv.get(KEY)) ?? '{}') as Record<string, Source>;
+    } catch {
+      // An unreadable record is rebuilt as data planes connect.
+      return {};
+    }
   }
 }
 

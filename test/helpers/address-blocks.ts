@@ -34,8 +34,12 @@ export async function claimOctet(from = 100, to = 249): Promise<OctetClaim> {
   throw new Error(`every address block 127.x.${from}-${to} is held by another test on this host`);
 }
 
-/** The server listening on `name`, or undefined when another process holds it. */
-function hold(name: string): Promise<Server | undefined> {
+/**
+ * The server listening on `name` (an abstract socket name, `\0...`), or undefined when another
+ * process holds it. Whatever else a test must own host-wide (a netns prefix, helpers/hosts.ts) is
+ * held the same way.
+ */
+export function hold(name: string): Promise<Server | undefined> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(undefined) : reject(err)));

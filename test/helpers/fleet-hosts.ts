@@ -2,17 +2,22 @@
  * A Fulcrum fleet on network-namespace hosts (test/helpers/hosts.ts): a control plane, data planes
  * in pair mode and process-runtime agents joined with join tokens, plus mysql2 and HTTP clients
  * that run inside a host. Every process is a real `fulcrum` process; `stopAll()` stops them.
+ * No vitest here: bench/provision/replace.ts runs this fleet under plain Node.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
 import { api, repoRoot, testRateLimits, until } from './lab.js';
 import { createHosts, watch, type Host, type HostNet, type HostProcess } from './hosts.js';
 import { startObjectStore, type ObjectStore } from './object-store.js';
 
 export const MYSQL = '/v4/databases/mysql/instances';
+
+/** Throws unless an API answer is a 200 (what `expect(r.status).toBe(200)` said, without vitest). */
+function okStatus(r: { status: number; body: unknown }, what: string): void {
+  if (r.status !== 200) throw new Error(`${what}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+}
 
 export interface Fleet {
   call: ReturnType<typeof api>;
@@ -50,7 +55,7 @@ export async function startFleet(o: { cpHost: Host; dir: string; nbPool: string;
   const grpc = info.grpcAddress;
   const token = async (role: 'dataplane' | 'agent', h: Host): Promise<string> => {
     const t = await call('POST', '/v4/fulcrum/join-tokens', { role, id: h.name, region: 'us-east' });
-    expect(t.status).toBe(200);
+    okStatus(t, `join token for ${h.name}`);
     return t.body.token as string;
   };
   return {
@@ -217,7 +222,11 @@ export interface HostsFleet {
   store?: ObjectStore;
   /** The agent host whose node pool holds a member's address. */
   hostOf(ip: string): Host | undefined;
-  /** Prints the control plane's and the agents' output (for onTestFailed). */
+  /**
+   * The tails of the control plane's and the agents' output (for onTestFailed), and the path of a
+   * file outside the test's folder with every process's whole output (control plane, data planes,
+   * agents): the tails alone lost how a CI failure began.
+   */
   explain(): string;
   /** Stops every process, removes the hosts and the folder (idempotent; afterAll). */
   close(): Promise<void>;
@@ -271,7 +280,11 @@ export async function startHostsFleet(o: {
   return {
     net, dir, fleet: f, dpa: dpa!, dpb: dpb!, cl, agents, ...(store ? { store } : {}),
     hostOf: (ip) => agents.find((h) => sixOf(o.nodePools[h.name]!).includes(ip)),
-    explain: () => `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}`,
+    explain: () => {
+      const whole = join(tmpdir(), `fulcrum-${o.prefix}-failure-${Date.now()}.log`);
+      writeFileSync(whole, [['cp', f.cp] as const, ...Object.entries(f.procs)].map(([name, p]) => `== ${name}\n${p.output()}`).join('\n'), { mode: 0o600 });
+      return `[control plane output]\n${f.cp.output().slice(-6000)}\n[agents]\n${agents.map((h) => `-- ${h.name}\n${f.procs[h.name]?.output().slice(-3000)}`).join('\n')}\n[every process's whole output: ${whole}]`;
+    },
     close,
   };
 }
@@ -304,7 +317,7 @@ export async function spreadUnderWrites(f: HostsFleet, label: string, agentCount
   const created = await call('POST', MYSQL, {
     label, region: 'us-east', type: 'g6-nanode-1', engine: engine ?? await engineOf(f.fleet, f.agents[0]!), cluster_size: 3, replication_type: 'semi_synch', allow_list: [`${f.cl.ip}/32`],
   });
-  expect(created.status).toBe(200);
+  okStatus(created, `create ${label}`);
   const id: number = created.body.id;
   await waitActive(f.fleet, id, 600_000, () => f.agents.map((h) => procs[h.name]!.output().slice(-2000)).join('\n'));
   const db = await until('three members on three hosts', async () => {
@@ -353,7 +366,7 @@ export async function singleUnderWrites(f: HostsFleet, label: string): Promise<S
   const created = await call('POST', MYSQL, {
     label, region: 'us-east', type: 'g6-nanode-1', engine: await engineOf(f.fleet, f.agents[0]!), cluster_size: 1, allow_list: [`${f.cl.ip}/32`],
   });
-  expect(created.status).toBe(200);
+  okStatus(created, `create ${label}`);
   const id: number = created.body.id;
   const db = await until(`database ${id} active on one agent host`, async () => {
     const r = await call('GET', `${MYSQL}/${id}`);

@@ -19,6 +19,9 @@
  * FORWARD policy to DROP and bridged frames pass through iptables). createHosts first removes
  * whatever carries the prefix (a killed earlier run), so ONE PREFIX PER TEST FILE: two files that
  * share a prefix would tear each other down. Keep prefixes to 2-6 letters (links are <= 15 chars).
+ * The same file run from two checkouts on one machine (a CI clone beside a worktree) shares its
+ * prefix too: createHosts holds the prefix and the subnet host-wide (claimHosts) while its test
+ * process lives, so a second run waits for the first instead of killing its processes.
  *
  * Addresses. Hosts sit in 198.18.0.0/15 (reserved for network tests) and treat all of it as
  * on-link, so addresses handed out from pools elsewhere in the range (say 198.18.100.0/24) reach
@@ -28,7 +31,9 @@
  * prefix; give different prefixes different subnets when several run at once.
  */
 import { execFile, spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import type { Server } from 'node:net';
 import { join, resolve } from 'node:path';
+import { hold } from './address-blocks.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 const cli = join(repoRoot, 'bin', 'fulcrum.js');
@@ -90,7 +95,8 @@ function checkPrefix(prefix: string): void {
   if (!/^[a-z][a-z0-9]{1,5}$/.test(prefix)) throw new Error(`host prefix ${JSON.stringify(prefix)}: 2-6 lowercase letters/digits`);
 }
 
-function defaultSubnet(prefix: string): number {
+/** The subnet createHosts gives `prefix` when the caller names none. */
+export function defaultSubnet(prefix: string): number {
   let h = 7;
   for (const c of prefix) h = (h * 31 + c.charCodeAt(0)) % 251;
   return h + 1;
@@ -194,6 +200,8 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
   if (names.length < 1 || names.length > 200) throw new Error('createHosts: 1..200 hosts');
   const subnet = opts.subnet ?? defaultSubnet(prefix);
   if (!Number.isInteger(subnet) || subnet < 0 || subnet > 255) throw new Error('createHosts: subnet 0..255');
+  // Held before anything is cleaned: what carries the prefix then is a dead run's.
+  await claimHosts(prefix, subnet);
   await cleanHosts(prefix);
   try {
     return await build(prefix, names, subnet);
@@ -201,6 +209,49 @@ export async function createHosts(opts: { prefix: string; count?: number; names?
     // Half-built: the caller has no HostNet to tear down, so nothing may stay.
     await cleanHosts(prefix);
     throw err;
+  }
+}
+
+/** How long createHosts waits for another run holding its prefix or subnet (a whole netns file takes 1-2 minutes). */
+export const HOSTS_CLAIM_WAIT_MS = 180_000;
+
+/** The claims this process holds, by name: kept until it ends (see claimHosts). */
+const claimed = new Map<string, Server>();
+
+/**
+ * Holds a netns prefix and subnet host-wide for the rest of this process (abstract sockets, as
+ * address-blocks.ts holds octets: the kernel drops them when the process ends or is killed; a
+ * vitest worker runs one file). Another process holding either is a live run of a test with the
+ * same prefix or subnet, most often the same file from another checkout: cleaning the prefix would
+ * SIGKILL that run's control plane, agents and write loops mid-test (db-host-drain once saw every
+ * process of its fleet die at once right after its drain, then no write for 60 s). So this waits
+ * up to `waitMs` for that process to end, then fails naming both. Held past teardown, so that the
+ * run's own check that nothing is left (`leftovers`) never sees the next run's hosts; within one
+ * process it is held once (a second createHosts of a prefix cleans it as before).
+ */
+export async function claimHosts(prefix: string, subnet: number, waitMs = HOSTS_CLAIM_WAIT_MS): Promise<void> {
+  const names = [`\0fulcrum-test-netns-prefix-${prefix}`, `\0fulcrum-test-netns-subnet-${subnet}`];
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const fresh: string[] = [];
+    for (const n of names.filter((x) => !claimed.has(x))) {
+      const server = await hold(n);
+      if (!server) break;
+      // The claim alone never keeps a test process running.
+      server.unref();
+      claimed.set(n, server);
+      fresh.push(n);
+    }
+    if (names.every((n) => claimed.has(n))) return;
+    // Half held: given back, so that two runs waiting for each other's half never both wait.
+    for (const n of fresh) {
+      await new Promise<void>((r) => claimed.get(n)!.close(() => r()));
+      claimed.delete(n);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`netns prefix ${prefix} or subnet 198.19.${subnet}.0/24 is held by another test run on this host (the same file from another checkout?) for over ${waitMs} ms; its hosts were left alone`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
   }
 }
 

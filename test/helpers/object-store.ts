@@ -29,6 +29,8 @@ export interface ObjectStore {
   credentialsFile: string;
   /** Where the object server keeps the objects' bytes (a test greps it for plaintext). */
   devicesDir: string;
+  /** The keys of every object under `prefix` (ListObjectsV2 through the s3api proxy). */
+  keys(prefix: string): Promise<string[]>;
   /** Stops the proxy only (the store is "down" for clients); `resume` starts it again on the same port. */
   pause(): Promise<void>;
   resume(): Promise<void>;
@@ -214,6 +216,26 @@ use = egg:swift#dlo
   }
   return {
     endpoint, host, region: 'us-east-1', bucket, ca: ca.cert, caFile, accessKeyId, secretAccessKey, credentialsFile, devicesDir,
+    async keys(prefix) {
+      const { S3Client, ListObjectsV2Command } = await import('@aws-sdk/client-s3');
+      const { Agent } = await import('node:https');
+      const client = new S3Client({
+        endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey },
+        requestHandler: { httpsAgent: new Agent({ ca: ca.cert }) },
+      });
+      try {
+        const out: string[] = [];
+        let token: string | undefined;
+        do {
+          const r = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+          out.push(...(r.Contents ?? []).map((x) => x.Key!));
+          token = r.NextContinuationToken;
+        } while (token);
+        return out;
+      } finally {
+        client.destroy();
+      }
+    },
     async pause() {
       await stopProcs([proxy]);
     },

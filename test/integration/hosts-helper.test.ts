@@ -1,9 +1,11 @@
+import { spawn } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createHosts, leftovers, sh, type Host, type HostNet } from '../helpers/hosts.js';
-import { until } from '../helpers/lab.js';
+import { claimHosts, createHosts, defaultSubnet, leftovers, sh, type Host, type HostNet } from '../helpers/hosts.js';
+import { repoRoot, until } from '../helpers/lab.js';
 
 // The network-namespace hosts of test/helpers/hosts.ts: traffic flows between hosts, a link taken
-// down stops it, and teardown (also of a run killed halfway) leaves nothing on the machine.
+// down stops it, and teardown (also of a run killed halfway) leaves nothing on the machine; a
+// run that is still alive keeps its prefix (another createHosts waits instead of killing it).
 const PREFIX = 'fhtst';
 
 /** A TCP echo-of-name server on `host`:7000, started inside the host. */
@@ -26,10 +28,27 @@ describe('hosts helper (network namespaces on a bridge)', () => {
   });
 
   it('carries TCP between hosts and from the test, stops it on link down, and tears down to nothing', async () => {
-    // A "killed earlier run": hosts and a process that nobody tears down.
-    const stale = await createHosts({ prefix: PREFIX, names: ['a', 'b', 'x'] });
-    serve(stale.hosts[2]!);
-    await until('stale server', async () => (await stale.hosts[2]!.exec('ss', ['-ltn'])).stdout.includes(':7000'), 30_000, 100);
+    // An earlier run in another process (another checkout's, say): its hosts and a server on x.
+    const other = spawn(process.execPath, ['--import', 'tsx', '-e', `import('./test/helpers/hosts.ts').then(async (m) => {
+      const net = await m.createHosts({ prefix: '${PREFIX}', names: ['a', 'b', 'x'] });
+      net.hosts[2].spawn(process.execPath, ['-e', "require('net').createServer((s) => s.end('stale')).listen(7000, '0.0.0.0')"]);
+      console.log('built'); setInterval(() => {}, 1000); })`], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+    const gone = new Promise((r) => other.once('exit', r));
+    try {
+      await new Promise<void>((ok, fail) => {
+        other.stdout!.on('data', (d: Buffer) => (d.toString().includes('built') ? ok() : undefined));
+        other.once('exit', (code) => fail(new Error(`the other run exited (${code})`)));
+      });
+      const stale = async () => (await sh('ip', ['netns', 'exec', `${PREFIX}-x`, 'ss', '-ltn'], true)).stdout.includes(':7000');
+      await until('stale server', stale, 30_000, 100);
+      // While it lives, its prefix is its own: a claim waits, then fails, and nothing of it is touched.
+      await expect(claimHosts(PREFIX, defaultSubnet(PREFIX), 1000)).rejects.toThrow(/netns prefix fhtst .* is held by another test run/);
+      expect(await stale()).toBe(true);
+    } finally {
+      // Killed, not torn down: a "killed earlier run", whose hosts and server stay behind.
+      other.kill('SIGKILL');
+      await gone;
+    }
 
     net = await createHosts({ prefix: PREFIX, names: ['a', 'b'] });
     expect((await leftovers(PREFIX)).filter((l) => l.includes('-x'))).toEqual([]);

@@ -87,6 +87,28 @@ describe('DataplaneSources', () => {
     await again.forget('dp2');
     expect(again.forRegion('us-east')).toEqual(['198.18.0.10']);
   });
+  it('two replicas sharing the record keep what each other recorded (no lost update)', async () => {
+    const store = kv();
+    const a = new DataplaneSources(store, () => undefined);
+    const b = new DataplaneSources(store, () => undefined);
+    await a.load();
+    await b.load();
+    await a.record('dp1', 'r', '198.18.0.10', '');
+    await b.record('dp2', 'r', '198.18.0.11', '');
+    // A's copy predates dp2: its next change must not write dp2 away.
+    await a.record('dp1', 'r', '198.18.0.12', '');
+    await a.forget('dp9');
+    const fresh = new DataplaneSources(store, () => undefined);
+    await fresh.load();
+    expect(fresh.forRegion('r')).toEqual(['198.18.0.11', '198.18.0.12']);
+    expect(a.forRegion('r')).toEqual(['198.18.0.11', '198.18.0.12']);
+    // B hears of the change (a replica notice) and re-reads.
+    await b.load();
+    expect(b.forRegion('r')).toEqual(['198.18.0.11', '198.18.0.12']);
+    await b.forget('dp1');
+    await a.load();
+    expect(a.forRegion('r')).toEqual(['198.18.0.11']);
+  });
   it('keeps at most 1,000 data planes, dropping the oldest', async () => {
     const s = new DataplaneSources(kv(), () => undefined);
     for (let i = 0; i < 1005; i++) await s.record(`dp${i}`, 'r', `10.0.${Math.floor(i / 250)}.${(i % 250) + 1}`, '');
