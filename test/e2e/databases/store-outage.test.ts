@@ -216,11 +216,13 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
     }
 
     // The archive resumes: caught up (an event), segments closed after the store returned, the lag down.
+    let caughtUpS = 0;
     for (const d of dbs) {
       await until(`database ${d.id}'s "caught up" event`, async () => (await events(d.id)).find((e) => /^the binlog archive caught up/.test(e.message ?? '')), 120_000, 500);
       await until(`database ${d.id}: a segment closed after the outage`, async () => (await lab.reader.segments.list(d.id)).some((s) => s.closedMs > resumedAt) || undefined, 120_000, 1000);
     }
     await until('the lag metric back down', async () => (await lab.metric(agent, LAG)) < 20 || undefined, 60_000, 500);
+    caughtUpS = (Date.now() - resumedAt) / 1000;
     // And backups: a snapshot of each is stored again.
     for (const d of dbs) await ok('POST', `${MYSQL}/${d.id}/backups`, { label: 'after_outage' });
     for (const d of dbs) {
@@ -228,6 +230,6 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
     }
     for (const d of dbs) await d.writer!.stop();
     for (const d of dbs) expect(d.writer!.failures, `database ${d.id}`).toEqual([]);
-    console.log(`[store-outage] outage ${OUTAGE_MS / 1000} s: lag metric ${lagDuring} s at its end; writes ${dbs.map((d) => d.writer!.rows.length).join(' and ')}, none failed; oldest_restore_time shown ${dbs.map((d) => [...seen.get(d.id)!].join('/')).join(' and ')}`);
+    console.log(`[store-outage] outage ${OUTAGE_MS / 1000} s: lag metric ${lagDuring} s at its end; caught up (events, segments, metric) ${caughtUpS} s and snapshots stored ${(Date.now() - resumedAt) / 1000} s after the store returned; writes ${dbs.map((d) => d.writer!.rows.length).join(' and ')}, none failed; oldest_restore_time shown ${dbs.map((d) => [...seen.get(d.id)!].join('/')).join(' and ')}`);
   }, 900_000);
 });
