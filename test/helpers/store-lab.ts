@@ -11,7 +11,7 @@
  * 127.76.<its octet>.3.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
@@ -61,6 +61,11 @@ export interface StoreLab {
   metric(a: StoreAgent, name: string): Promise<number>;
   /** Every file under the store's devices folder (Swift keeps each object as a `.data` file). */
   storeFiles(): string[];
+  /**
+   * The bytes of a file of the store, or undefined when it went meanwhile (Swift renames its
+   * temporary files and replaces a deleted object's file while agents keep writing).
+   */
+  storeFile(path: string): Buffer | undefined;
   /** The agents' newest output, for onTestFailed. */
   explain(): string;
   close(): Promise<void>;
@@ -154,6 +159,14 @@ export async function startStoreLab(o: { name: string; agents: number; archiveS:
       return values.reduce((x, y) => x + y, 0);
     },
     storeFiles: () => readdirSync(store!.devicesDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name)),
+    storeFile(path) {
+      try {
+        return readFileSync(path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw err;
+      }
+    },
     explain: () => agents.map((a) => `[agent ${a.id}]\n${a.proc?.output().slice(-5000) ?? '(not started)'}`).join('\n'),
     close,
   };

@@ -23,7 +23,7 @@
  * store-fork-elsewhere.test.ts (agent A killed during a multipart upload of its archive).
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Connection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
@@ -137,21 +137,21 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
     // Sealed: no file of the store holds a row value, and no object starts as gzip (an
     // unencrypted dump, base or segment, or the first part of one, would); every listed object
     // is one sealed file (backup-crypto.ts's header), its first part for a multipart one.
-    const files = lab.storeFiles();
-    const holding = files.filter((f) => {
-      const bytes = readFileSync(f);
-      return bytes.includes(text) || needles.some((n) => bytes.includes(n));
-    });
-    expect(holding).toEqual([]);
-    const data = files.filter((f) => f.endsWith('.data'));
-    const head = (f: string) => readFileSync(f).subarray(0, 4);
+    // Listed first: every object listed then has its file by the time they are read.
     let objects = 0;
     for (const d of dbs) {
       const { backups, segments } = await listing(d.id);
       objects += backups.length + segments.length;
     }
-    expect(data.filter((f) => head(f)[0] === 0x1f && head(f)[1] === 0x8b)).toEqual([]);
-    expect(data.filter((f) => head(f).toString('latin1') === 'FBK1').length).toBeGreaterThanOrEqual(objects);
+    const files = lab.storeFiles();
+    const holding = files.filter((f) => {
+      const bytes = lab.storeFile(f);
+      return bytes !== undefined && (bytes.includes(text) || needles.some((n) => bytes.includes(n)));
+    });
+    expect(holding).toEqual([]);
+    const heads = files.filter((f) => f.endsWith('.data')).map((f) => ({ f, head: lab.storeFile(f)?.subarray(0, 4) }));
+    expect(heads.filter((x) => x.head?.[0] === 0x1f && x.head[1] === 0x8b).map((x) => x.f)).toEqual([]);
+    expect(heads.filter((x) => x.head?.toString('latin1') === 'FBK1').length).toBeGreaterThanOrEqual(objects);
 
     // Nothing local: no backups folder content, and once a round's copy is shipped no spool.
     expect(filesUnder(join(agent.dir, 'backups'))).toEqual([]);
@@ -161,7 +161,7 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
         throw new Error(`${err.message}: ${filesUnder(agent.dir).filter(local).join(', ')}`);
       });
     expect(filesUnder(agent.dir).length).toBeGreaterThan(0);
-    console.log(`[store-outage] databases ${dbs.map((d) => `${d.id} (${d.size} node${d.size > 1 ? 's' : ''})`).join(', ')}: ${objects} objects listed; ${data.length} files in Swift, none holding a row value`);
+    console.log(`[store-outage] databases ${dbs.map((d) => `${d.id} (${d.size} node${d.size > 1 ? 's' : ''})`).join(', ')}: ${objects} objects listed; ${heads.length} files in Swift, none holding a row value`);
   }, 900_000);
 
   it('the store stopped for 60 s under writes: every write served, the lag shown, oldest_restore_time restorable throughout, then the archive and backups resume', async () => {
