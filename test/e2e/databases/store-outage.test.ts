@@ -1,7 +1,7 @@
 // e2e-lane: concurrent (port 0, an address block of its own held host-wide (test/helpers/store-lab.ts: endpoints, nodes, the store's address), temp folders, process runtime only).
 /**
  * The object store's acceptance through the control plane and the API (docs/agent.md, "Backup
- * store"; docs/databases.md, "Backups in an object store"): one `fulcrum agent` process backs up
+ * store"; docs/databases.md, `oldest_restore_time` under "Objects" and the lag under "Events"): one `fulcrum agent` process backs up
  * to a real S3-compatible store (Swift + s3api over TLS, test/helpers/object-store.ts) and runs a
  * 1-node and a 3-node database (POST /v4/databases/mysql/instances, cluster_size 1 and 3), each
  * written every 100 ms through its hosts.primary.
