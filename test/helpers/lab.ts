@@ -162,3 +162,27 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/**
+ * The e2e labs' JSON client for the REST API as the admin: `api` answers any status below 500
+ * (a 5xx is a product defect and throws with its body), `ok` only a 200 (anything else throws,
+ * naming the call and the answer).
+ */
+export function apiCalls(baseUrl: string, token: string) {
+  const call = async <T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
+    const res = await fetch(baseUrl + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status >= 500) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
+    return { status: res.status, body: JSON.parse(text) as T };
+  };
+  const ok = async <T = any>(method: string, path: string, body?: unknown): Promise<T> => {
+    const r = await call<T>(method, path, body);
+    if (r.status !== 200) throw new Error(`${method} ${path} -> ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  return { api: call, ok };
+}

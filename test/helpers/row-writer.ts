@@ -16,6 +16,8 @@ export interface WrittenRow {
 export interface RowWriter {
   /** Every committed row, in the order written. */
   readonly rows: readonly WrittenRow[];
+  /** Every insert that failed (with `'reconnect'` the next id goes through a new connection). */
+  readonly failures: readonly { id: number; atMs: number; error: string }[];
   /**
    * Resolves once `cond` holds; rejects after `timeoutMs`, or at once when the writer stopped on
    * an error (`onError: 'fail'`), with that error.
@@ -39,6 +41,7 @@ export function startRowWriter(o: {
   const table = o.table ?? 'app.t';
   const everyMs = o.everyMs ?? 100;
   const rows: WrittenRow[] = [];
+  const failures: { id: number; atMs: number; error: string }[] = [];
   let stop = false;
   let failure: unknown;
   const done = (async () => {
@@ -50,6 +53,7 @@ export function startRowWriter(o: {
         await conn.query(`INSERT INTO ${table} VALUES (?, UNIX_TIMESTAMP(NOW(6)))`, [id]);
         rows.push({ id, sentMs: t0, ackMs: Date.now() });
       } catch (e) {
+        failures.push({ id, atMs: Date.now(), error: (e as Error).message });
         conn?.destroy();
         conn = undefined;
         if (o.onError === 'fail') {
@@ -63,6 +67,7 @@ export function startRowWriter(o: {
   })();
   return {
     rows,
+    failures,
     async waitFor(cond, timeoutMs, what) {
       const end = Date.now() + timeoutMs;
       for (;;) {

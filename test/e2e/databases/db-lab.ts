@@ -11,7 +11,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
-import { repoRoot, testRateLimits, until } from '../../helpers/lab.js';
+import { apiCalls, repoRoot, testRateLimits, until } from '../../helpers/lab.js';
 import { claimOctet, type OctetClaim } from '../../helpers/address-blocks.js';
 
 export { until };
@@ -77,16 +77,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
     ? createDockerRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() })
     : createProcessRuntime({ root: join(agentDir, 'runtime'), logger: silentLogger() });
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(cp.apiUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${cp.adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status >= 500) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
-    return { status: res.status, body: JSON.parse(text) };
-  };
+  const { api } = apiCalls(cp.apiUrl, cp.adminToken);
 
   const lab: DbLab = {
     cp, dataplane, runtime: runtimeKind, agentDir, agentId, api,

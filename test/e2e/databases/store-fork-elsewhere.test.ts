@@ -1,4 +1,4 @@
-// e2e-lane: concurrent (port 0, two ownOctet() blocks of its own (endpoints, nodes, the store's address), temp folders, process runtime only).
+// e2e-lane: concurrent (port 0, two address blocks of its own held host-wide (test/helpers/store-lab.ts: endpoints, nodes, the store's address), temp folders, process runtime only).
 /**
  * Point-in-time forks built from the object store on another agent host than the one that wrote
  * the objects, through the real control plane and API (docs/databases.md, "Fork to a point in
@@ -16,121 +16,33 @@
  * leaves in the store is listed by no agent, and the forks are built beside it.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { startDataplane, type Dataplane } from '../../../dataplane/main.js';
-import { silentLogger } from '../../../lib/logger.js';
-import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
-import { createS3Stores, loadStoreCredentials, parseStoreUrl, type S3Stores } from '../../../agent/backup/s3-store.js';
-import { enrolHost } from '../../helpers/fleet.js';
-import { watch, type HostProcess } from '../../helpers/hosts.js';
-import { repoRoot, testRateLimits } from '../../helpers/lab.js';
 import { engineOfSeries } from '../../helpers/engines.js';
-import { startObjectStore, type ObjectStore } from '../../helpers/object-store.js';
 import { startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
-import type { OctetClaim } from '../../helpers/address-blocks.js';
-import { spawn } from 'node:child_process';
-import { MYSQL, connectFrom, ownOctet, until } from './db-lab.js';
+import { startStoreLab, type StoreLab } from '../../helpers/store-lab.js';
+import { MYSQL, connectFrom, until } from './db-lab.js';
 
 const CLIENT = '127.64.0.2';
 /** The agents' --binlog-archive-interval (seconds): how soon the archive reaches past T2. */
 const ARCHIVE_S = 2;
 const SUM = 'COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c';
 
-interface Agent { id: string; dir: string; net: string; proc?: HostProcess }
-
 describe('point-in-time forks built from the object store on another agent host than the one that wrote it', () => {
-  const claims: OctetClaim[] = [];
-  let dir: string;
-  let cp: ControlPlane;
-  let dataplane: Dataplane;
-  let store: ObjectStore;
-  let reader: S3Stores;
-  let agents: Agent[] = [];
-  let storeArgs: string[] = [];
-
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(cp.apiUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${cp.adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status >= 500) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
-    return { status: res.status, body: JSON.parse(text) };
-  };
-  const ok = async (method: string, path: string, body?: unknown) => {
-    const r = await api(method, path, body);
-    if (r.status !== 200) throw new Error(`${method} ${path} -> ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body;
-  };
-  const connected = async () => new Set(((await ok('GET', '/v4/fulcrum/agents')).data as { id: string; connected: boolean }[]).filter((a) => a.connected).map((a) => a.id));
-  /** `fulcrum agent` from the sources, its certificate enrolled beforehand (id and region come from it). */
-  const startAgent = async (a: Agent) => {
-    a.proc = watch(spawn(process.execPath, [join(repoRoot, 'bin', 'fulcrum.js'), 'agent', '--control-plane', cp.grpcAddress, '--state', a.dir,
-      '--runtime', 'process', '--node-pool', `${a.net}.0/24`, ...storeArgs], {
-      cwd: repoRoot, env: { ...process.env, FULCRUM_FROM_SOURCE: '1', FULCRUM_LOG_LEVEL: process.env.FULCRUM_LOG_LEVEL ?? 'info' }, stdio: ['ignore', 'pipe', 'pipe'],
-    }));
-    await until(`agent ${a.id} connected`, async () => {
-      if (a.proc!.proc.exitCode !== null) throw new Error(`agent ${a.id} exited: ${a.proc!.output().slice(-3000)}`);
-      return (await connected()).has(a.id) || undefined;
-    }, 180_000, 250);
-  };
-  /** Fails with the database's newest failed event, or returns it once `status`. */
-  const waitStatus = (id: number, status: string) => until(`database ${id} ${status}`, async () => {
-    const r = await ok('GET', `${MYSQL}/${id}`);
-    if (r.status === 'failed') {
-      const why = ((await ok('GET', '/v4/account/events?page_size=100')).data as { entity: { id: number } | null; status: string; message: string | null }[])
-        .find((e) => e.entity?.id === id && e.status === 'failed');
-      throw new Error(`database ${id} failed: ${why?.message ?? ''}`);
-    }
-    return r.status === status ? r : undefined;
-  }, 600_000, 250);
-  const credentials = async (id: number) => ({
-    password: (await ok('GET', `${MYSQL}/${id}/credentials`)).password as string,
-    ca: Buffer.from((await ok('GET', `${MYSQL}/${id}/ssl`)).ca_certificate, 'base64').toString('utf8'),
-  });
+  let lab: StoreLab;
 
   beforeAll(async () => {
-    claims.push(await ownOctet(), await ownOctet());
-    const [oa, ob] = claims.map((c) => c.octet) as [number, number];
-    dir = mkdtempSync(join(tmpdir(), 'fulcrum-storefork-'));
-    // The store on the second block's address: nothing else of this host listens there.
-    store = await startObjectStore({ host: `127.76.${ob}.1` });
-    const url = `s3://${store.bucket}/us-east`;
-    storeArgs = ['--backup-store', url, '--backup-store-endpoint', store.endpoint, '--backup-store-region', store.region, '--backup-store-path-style',
-      '--backup-store-ca', store.caFile, '--backup-store-credentials', store.credentialsFile, '--binlog-archive-interval', String(ARCHIVE_S)];
-    // The test's own reader of the store (manifests only: how far the source's archive reaches).
-    reader = createS3Stores({ ...parseStoreUrl(url), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca, credentials: loadStoreCredentials(store.credentialsFile) });
-    cp = await startControlPlane({ stateDir: join(dir, 'cp'), apiPort: 0, grpcPort: 0, databasePool: `127.78.${oa}.0/24`, logger: silentLogger(), rateLimits: testRateLimits });
-    await enrolHost(cp, join(dir, 'dp'), 'dataplane', `storefork-dp-${oa}`, 'us-east');
-    dataplane = await startDataplane({ controlPlane: cp.grpcAddress, stateDir: join(dir, 'dp'), logger: silentLogger(), endpointSource: `127.76.${oa}.1`, telemetryIntervalMs: 500 });
-    agents = [{ id: `storefork-a-${oa}`, dir: join(dir, 'a'), net: `127.79.${oa}` }, { id: `storefork-b-${ob}`, dir: join(dir, 'b'), net: `127.79.${ob}` }];
-    for (const a of agents) await enrolHost(cp, a.dir, 'agent', a.id, 'us-east');
-    await Promise.all(agents.map(startAgent));
+    lab = await startStoreLab({ name: 'storefork', agents: 2, archiveS: ARCHIVE_S });
   }, 400_000);
 
   afterAll(async () => {
-    for (const a of agents) {
-      await a.proc?.kill();
-      // Every node either agent ran (the source outlives its killed agent).
-      const rt = createProcessRuntime({ root: join(a.dir, 'runtime'), logger: silentLogger() });
-      for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-      await rt.close();
-    }
-    reader?.close();
-    await dataplane?.close();
-    await cp?.close();
-    await store?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-    for (const c of claims) await c.release();
+    await lab?.close();
   });
 
   it('forks to two seconds, placed on agent B from agent A\'s objects, hold exactly the rows stamped before each second', async () => {
-    onTestFailed(() => console.log(agents.map((a) => `[agent ${a.id}]\n${a.proc?.output().slice(-5000)}`).join('\n')));
+    const { ok, agents, reader, waitStatus, credentials, connected } = lab;
+    onTestFailed(() => console.log(lab.explain()));
     const engine = engineOfSeries((await ok('GET', '/v4/fulcrum/agents')).data.find((a: { id: string }) => a.id === agents[0]!.id).engines);
     const created = await ok('POST', MYSQL, { label: 'storefork-src', region: 'us-east', type: 'g6-nanode-1', engine, cluster_size: 1, allow_list: ['0.0.0.0/0'] });
     const src = await waitStatus(created.id, 'active');
@@ -229,9 +141,9 @@ describe('point-in-time forks built from the object store on another agent host 
 
     // The objects the forks were built from are encrypted: no file of the store holds the marker.
     // (Also no half-written one: Swift keeps the uploaded parts as files too.)
-    const files = readdirSync(store.devicesDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
+    const files = lab.storeFiles();
     expect(files.filter((f) => f.endsWith('.data')).length).toBeGreaterThan(0);
-    expect(files.filter((f) => readFileSync(f).includes(marker))).toEqual([]);
+    expect(files.filter((f) => lab.storeFile(f)?.includes(marker))).toEqual([]);
     console.log(`[store-fork-elsewhere] source on ${a.id}, forks on ${b.id}: to ${new Date(T1).toISOString()} ${want1[0]} rows, to ${new Date(T2).toISOString()} ${want2[0]} rows (of ${sent.length} written); agent A killed with ${left.join(", ")} unfinished in the store`);
   }, 900_000);
 });
