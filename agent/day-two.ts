@@ -6,6 +6,7 @@ import { createLocalBackupStorage, type BackupStorage } from './backup/backup-st
 import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backup/schedule.js';
 import { keyToReport } from './backup/backup-key.js';
+import { sealManifests } from './backup/sealed-manifest.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver, roundsMayRunDuring } from './binlog/archiver.js';
@@ -39,7 +40,19 @@ export interface DayTwo extends ControllerExtras {
  */
 export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number; remote?: boolean } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
-  const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
+  /**
+   * The backup key of database `id` as this agent holds it: its own (state, or the one the
+   * control plane sent), or the one sent with a fork or recovery that reads it from the store.
+   */
+  const keyOf = (id: number): string | undefined => {
+    const own = agent.databases().find((x) => x.id === id);
+    const key = own?.state?.backupKey || own?.desired?.backupKey;
+    if (key) return key;
+    return agent.databases().find((x) => Number(x.desired?.forkSource ?? 0) === id && x.desired?.forkSourceKey)?.desired?.forkSourceKey;
+  };
+  const raw = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
+  // A store off the host sees no label nor schema name a tenant wrote (sealed-manifest.ts).
+  const storage = opts.remote ? sealManifests(raw, keyOf) : raw;
   // A store off the host gets every database's files encrypted (docs/agent.md, "Backup store").
   const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock, encryptAll: opts.remote });
   const segments = opts.segments ?? createLocalSegmentStorage(join(agent.stateDir, 'backups'));

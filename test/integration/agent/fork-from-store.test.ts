@@ -9,7 +9,7 @@
  * holds exactly the rows committed before the chosen second (count and checksum), none from it or
  * later.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
@@ -26,6 +26,9 @@ const CLIENT = '127.0.0.38';
 /** The keys the control plane made for the source and the fork (base64 of 32 bytes). */
 const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
 const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
+/** What a tenant wrote, distinctive enough to grep the store's files for: a schema name and a snapshot label. */
+const SCHEMA = 'zq_schema_7731';
+const LABEL = 'zq_label_5519';
 
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
@@ -68,17 +71,17 @@ describe('agent: a fork from the shared object store on an agent that does not r
 
   it('holds exactly the source\'s rows committed before the chosen second, built on agent B', async () => {
     const s = await connectSrc();
-    await s.query('CREATE DATABASE app');
-    await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
+    await s.query(`CREATE DATABASE ${SCHEMA}`);
+    await s.query(`CREATE TABLE ${SCHEMA}.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)`);
     await s.end();
     // A logical backup before the writes (what a fork on another agent starts from).
-    expect(await runOperation(a.driver, SOURCE, { snapshot: { label: 'before_rows', target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
+    expect(await runOperation(a.driver, SOURCE, { snapshot: { label: LABEL, target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
     await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
     // Its objects are encrypted with the control plane's key: A made none and reports none.
     expect(a.driver.db(SOURCE)?.backupKey ?? '').toBe('');
     expect(JSON.parse(readFileSync(join(a.stateDir, 'databases', String(SOURCE), 'state.json'), 'utf8')).backupKey).toBe(SOURCE_KEY);
     const began = Date.now();
-    const writer = startRowWriter({ connect: connectSrc, onError: 'fail' });
+    const writer = startRowWriter({ connect: connectSrc, table: `${SCHEMA}.t`, onError: 'fail' });
     sent = writer.rows;
     await writer.waitFor(() => Date.now() - began >= 4000 && sent.length >= 20, 60_000, 'rows for 4 s');
     T = middleSecond(began);
@@ -101,10 +104,10 @@ describe('agent: a fork from the shared object store on an agent that does not r
     expect(forkState.backupKey).toBe(FORK_KEY);
     expect(b.driver.db(FORK)?.backupKey ?? '').toBe('');
 
-    const sum = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c FROM app.t';
+    const sum = `SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`;
     const src2 = await connectSrc();
-    const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM app.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
-    const [all] = await src2.query('SELECT COUNT(*) AS n FROM app.t');
+    const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
+    const [all] = await src2.query(`SELECT COUNT(*) AS n FROM ${SCHEMA}.t`);
     await src2.end();
     const want = (expectedRows as { n: number; c: string }[])[0]!;
     expect(Number(want.n)).toBeGreaterThan(0);
@@ -112,7 +115,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     // Every row acknowledged before T is among them; none sent at T or later.
     const f = await connectFrom({ source: CLIENT, host: fork.hostPrimary!, port: 3306, user: 'linroot', password: fork.rootPassword!, ca: b.driver.db(FORK)!.caCertPem });
     const [got] = await f.query(sum);
-    const [ids] = await f.query('SELECT id FROM app.t');
+    const [ids] = await f.query(`SELECT id FROM ${SCHEMA}.t`);
     await f.end();
     const have = new Set((ids as { id: number }[]).map((r) => Number(r.id)));
     for (const r of sent) {
@@ -122,4 +125,23 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const g = (got as { n: number; c: string }[])[0]!;
     expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
   }, 300_000);
+
+  it('the store\'s files hold no schema name nor snapshot label a tenant wrote, and agent A still lists the label', async () => {
+    // Manifests of backups, bases and binlog segments, data and the store's own databases: every file.
+    const hits: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (e.isFile()) {
+          const bytes = readFileSync(p);
+          for (const needle of [SCHEMA, LABEL]) if (bytes.includes(needle)) hits.push(`${needle} in ${p}`);
+        }
+      }
+    };
+    walk(store.devicesDir);
+    expect(hits).toEqual([]);
+    // The manifests are there and read back with the key: the snapshot keeps its label.
+    expect(a.driver.db(SOURCE)?.backups.map((x) => x.label)).toContain(LABEL);
+  });
 });
