@@ -124,7 +124,19 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
    * itself is not touched: its binlogs wait on the primary until the store takes them.
    */
   function archiveTick(c: DatabaseController, now: number): void {
-    if (!archiver.archivable(c)) return;
+    if (!archiver.archivable(c)) {
+      // Its primary runs on another agent now (a spread cluster's member moved off): this agent's
+      // archive of it ends, with what it knew of it (lag, failures, the restorable window), which
+      // the primary's agent reports from now on.
+      if (c.state && !c.nodeIndexes().includes(c.state.primary) && archiveSince.delete(c.id)) {
+        archiveFailures.delete(c.id);
+        behind.delete(c.id);
+        nextArchive.delete(c.id);
+        archiver.forget(c.id);
+        log.info({ database: c.id, primary: c.state.primary }, 'binlog archive stopped here: the primary runs on another agent');
+      }
+      return;
+    }
     if (!archiveSince.has(c.id)) archiveSince.set(c.id, now);
     if (archiver.busy(c.id) || now < (nextArchive.get(c.id) ?? 0)) return;
     nextArchive.set(c.id, now + archiveEvery);

@@ -50,7 +50,7 @@ export function bytesAfter(x: SegmentManifest, b: Pick<BackupManifest, 'snapshot
 }
 
 /** What archiving uses of a database. */
-export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted'>;
+export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted' | 'nodeIndexes'>;
 
 export interface ArchiverDeps {
   runtime: ContainerRuntime;
@@ -328,10 +328,16 @@ export function createArchiver(d: ArchiverDeps) {
     swept.delete(id);
   }
 
-  /** Whether a round may run now: a live, provisioned, running primary not being restored. */
+  /**
+   * Whether a round may run now: a live, provisioned, running primary not being restored, run by
+   * this agent. The binlog is read on the primary's node: on an agent of a spread cluster whose
+   * local members are replicas (its primary's member moved off, say) there is nothing to archive,
+   * and the agent that runs the primary continues the archive from the store's end.
+   */
   function archivable(c: ArchivedDatabase): boolean {
     const s = c.state;
-    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && roundsMayRunDuring(c.busy);
+    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && roundsMayRunDuring(c.busy)
+      && c.nodeIndexes().includes(s.primary);
   }
 
   return {
