@@ -9,7 +9,7 @@
  * second the store can give back. Objects are counted by listing the store, and the bytes Swift
  * keeps on disk are counted too.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
 import { join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
@@ -17,6 +17,8 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import type { BackupManifest } from '../../../agent/backup/backup-storage.js';
+import { openFields } from '../../../agent/backup/sealed-manifest.js';
 import { gtidLe } from '../../../agent/binlog/chain.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation, type Driver } from './control-plane-driver.js';
@@ -109,7 +111,10 @@ describe('agent: retention and the archive window delete objects in the object s
         if (err.name === 'NoSuchKey') return undefined;
         throw err;
       });
-      if (r) out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
+      if (!r) continue;
+      const m = JSON.parse(await r.Body!.transformToString()) as BackupManifest;
+      // A backup's label is sealed with the database's key (agent/backup/sealed-manifest.ts).
+      out.push((m.sealed ? { ...m, ...openFields(JSON.parse(readFileSync(join(fx.stateDir, 'databases', String(ID), 'state.json'), 'utf8')).backupKey as string, m) } : m) as StoredManifest);
     }
     return out;
   }
