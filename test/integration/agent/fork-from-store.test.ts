@@ -11,6 +11,8 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Agent as HttpsAgent } from 'node:https';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
@@ -18,6 +20,7 @@ import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import { startObjectStore, type ObjectStore } from '../../helpers/object-store.js';
+import { until } from '../../helpers/lab.js';
 import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
 
 const SOURCE = 81;
@@ -32,6 +35,7 @@ const LABEL = 'zq_label_5519';
 
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
+  let s3: S3Client;
   let a: AgentFixture;
   let b: AgentFixture;
   let src: DesiredDatabase;
@@ -40,6 +44,10 @@ describe('agent: a fork from the shared object store on an agent that does not r
 
   beforeAll(async () => {
     store = await startObjectStore({ host: '127.83.38.1' });
+    s3 = new S3Client({
+      endpoint: store.endpoint, region: store.region, forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+      requestHandler: { httpsAgent: new HttpsAgent({ ca: store.ca }) },
+    });
     const backupStore = {
       ...parseStoreUrl(`s3://${store.bucket}/region-x`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
       credentials: loadStoreCredentials(store.credentialsFile),
@@ -54,10 +62,23 @@ describe('agent: a fork from the shared object store on an agent that does not r
   }, 240_000);
 
   afterAll(async () => {
+    s3?.destroy();
     await b?.close();
     await a?.close();
     await store?.stop();
   });
+
+  /** Every object of database `id` in the store (data, manifests), listed. */
+  async function objectsOf(id: number): Promise<string[]> {
+    const out: string[] = [];
+    let token: string | undefined;
+    do {
+      const r = await s3.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: `region-x/db/${id}/`, ContinuationToken: token }));
+      for (const x of r.Contents ?? []) out.push(x.Key!);
+      token = r.IsTruncated ? r.NextContinuationToken : undefined;
+    } while (token);
+    return out;
+  }
 
   const connectSrc = () => connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: a.driver.db(SOURCE)!.caCertPem });
 
@@ -144,4 +165,14 @@ describe('agent: a fork from the shared object store on an agent that does not r
     // The manifests are there and read back with the key: the snapshot keeps its label.
     expect(a.driver.db(SOURCE)?.backups.map((x) => x.label)).toContain(LABEL);
   });
+
+  it('a 1-node database deleted while fenced to move (the move abandoned by the delete) leaves no object in the store', async () => {
+    // The fork on agent B archives into the store like any database (its chain's base first).
+    await until('the fork\'s objects in the store', async () => (await objectsOf(FORK)).length > 0, 90_000, 500);
+    expect(await runOperation(b.driver, FORK, { fence: { term: 0, member: 1 } }, 90_000)).toMatchObject({ ok: true });
+    // The control plane deletes it before placing it anywhere: gone, not moved.
+    b.driver.setDatabases([], { deleted: [FORK] });
+    await b.driver.waitFor(() => b.driver.last() && !b.driver.db(FORK), 90_000, 'fork gone from agent B\'s reports');
+    await until('no object of the deleted database left', async () => (await objectsOf(FORK)).length === 0, 60_000, 500);
+  }, 240_000);
 });
