@@ -11,6 +11,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { Agent as HttpsAgent } from 'node:https';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +30,8 @@ const CLIENT = '127.0.0.38';
 /** The keys the control plane made for the source and the fork (base64 of 32 bytes). */
 const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
 const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
+/** A second fork of the source, built while the source is deleted. */
+const FORK2 = 83;
 /** What a tenant wrote, distinctive enough to grep the store's files for: a schema name and a snapshot label. */
 const SCHEMA = 'zq_schema_7731';
 const LABEL = 'zq_label_5519';
@@ -40,6 +43,10 @@ describe('agent: a fork from the shared object store on an agent that does not r
   let b: AgentFixture;
   let src: DesiredDatabase;
   let T = 0;
+  /** The source's rows committed before T: count and checksum. */
+  let want: { n: number; c: string } = { n: 0, c: '' };
+  /** Agent B as its own process (the lease test SIGKILLs it mid-read). */
+  let child: ChildProcess | undefined;
   let sent: readonly WrittenRow[] = [];
 
   beforeAll(async () => {
@@ -63,6 +70,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
 
   afterAll(async () => {
     s3?.destroy();
+    child?.kill('SIGKILL');
     await b?.close();
     await a?.close();
     await store?.stop();
@@ -130,7 +138,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
     const [all] = await src2.query(`SELECT COUNT(*) AS n FROM ${SCHEMA}.t`);
     await src2.end();
-    const want = (expectedRows as { n: number; c: string }[])[0]!;
+    want = (expectedRows as { n: number; c: string }[])[0]!;
     expect(Number(want.n)).toBeGreaterThan(0);
     expect(Number(want.n)).toBeLessThan(Number((all as { n: number }[])[0]!.n));
     // Every row acknowledged before T is among them; none sent at T or later.
@@ -175,4 +183,40 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await b.driver.waitFor(() => b.driver.last() && !b.driver.db(FORK), 90_000, 'fork gone from agent B\'s reports');
     await until('no object of the deleted database left', async () => (await objectsOf(FORK)).length === 0, 60_000, 500);
   }, 240_000);
+
+  it('a fork reading the store while its source is deleted ends with exact rows; the source\'s objects go once it has ended', async () => {
+    // Agent B again, as its own process that stops itself right after the fork's first replayed
+    // binlog segment (docs/testing.md, "Crash points"): killed in the middle of its read.
+    await b.agent?.close();
+    b.agent = undefined;
+    const env = {
+      BACKUP_STORE: `s3://${store.bucket}/region-x`, BACKUP_STORE_ENDPOINT: store.endpoint, BACKUP_STORE_CA: store.caFile,
+      BACKUP_STORE_CREDENTIALS: store.credentialsFile, BINLOG_ARCHIVE_MS: '2000',
+    };
+    const fork2 = desiredDb({
+      id: FORK2, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_83', hostPrimary: `${b.net}.3`, hostSecondary: `${b.net}.4`,
+      allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: Buffer.alloc(32, 83).toString('base64'),
+    });
+    b.driver.setDatabases([fork2]);
+    child = await b.spawnAgent({ ...env, FULCRUM_CRASH_AT: 'fork-replayed-segment' });
+    const killed = child;
+    await until('agent B killed mid-read', () => killed.exitCode !== null || killed.signalCode !== null, 180_000, 200);
+    expect(killed.signalCode).toBe('SIGKILL');
+    // The source is deleted while the fork has read only part of what it needs.
+    a.driver.setDatabases([], { deleted: [SOURCE] });
+    await a.driver.waitFor(() => a.driver.last() && !a.driver.db(SOURCE), 90_000, 'source gone from agent A\'s reports');
+    // Its objects wait for the fork's lease (written before the fork's first read).
+    expect((await objectsOf(SOURCE)).some((k) => k.includes('/backups/'))).toBe(true);
+    expect((await objectsOf(SOURCE)).some((k) => k.includes('/binlog/'))).toBe(true);
+    // B's next start retries the fork from scratch and finishes it from the store.
+    child = await b.spawnAgent(env);
+    await b.driver.waitFor(() => b.driver.db(FORK2)?.status === 'active', 240_000, 'second fork active on agent B');
+    const f = await connectFrom({ source: CLIENT, host: fork2.hostPrimary!, port: 3306, user: 'linroot', password: fork2.rootPassword!, ca: b.driver.db(FORK2)!.caCertPem });
+    const [got] = await f.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`);
+    await f.end();
+    const g = (got as { n: number; c: string }[])[0]!;
+    expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
+    // The fork has ended: its lease is gone, and agent A's next tick (once a minute) purges the source.
+    await until('no object of the deleted source left', async () => (await objectsOf(SOURCE)).length === 0, 180_000, 1000);
+  }, 600_000);
 });
