@@ -7,7 +7,11 @@
  * own); rows are written across a second boundary; the fork is given to agent B (which does not run
  * the source) with the source's key and a key of its own, as the control plane sends them, and
  * holds exactly the rows committed before the chosen second (count and checksum), none from it or
- * later.
+ * later. Then: no file the store keeps holds the tenant's schema name or snapshot label (sealed
+ * manifests); the fork, fenced to move and deleted during the fence, leaves no object; and a
+ * second fork, its agent SIGKILLed mid-read (crash point), keeps the deleted source's objects
+ * alive through its read lease, ends with exact rows on the next start, and the source's objects
+ * go after it.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
