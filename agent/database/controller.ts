@@ -59,11 +59,6 @@ const REBUILD_AFTER_FAILURES = 3;
 export class DatabaseController extends Cluster {
   /** The action or operation holding the lock, reported as the status while it runs. */
   busy?: string;
-  /**
-   * The control plane named it deleted (AgentDesired.deleted_databases), not moved: its objects in
-   * the store go with it even if it was fenced to move to another host (a delete during the fence).
-   */
-  deletedByControlPlane = false;
   /** One action or operation at a time; waiters queue in order and start as soon as it is free. */
   private readonly lock = new Mutex();
   readonly extras?: ControllerExtras;
@@ -392,7 +387,7 @@ export class DatabaseController extends Cluster {
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
       await remove(this.context);
-      if (this.movingOut && !this.deletedByControlPlane) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
+      if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
       else await this.extras?.removeStored?.(this);
     } catch (err) {
       this.deleted = false;
