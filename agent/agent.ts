@@ -244,7 +244,13 @@ export function createAgent(opts: AgentOptions): Agent {
       const c = controller(db.id);
       c.setDesired(db);
     }
-    for (const [id, c] of controllers) if (!want.has(id)) c.setDesired(undefined);
+    // Deleted, not moved: a database fenced to move removes its objects in the store too.
+    const deleted = new Set((d.deletedDatabases ?? []).map(Number));
+    for (const [id, c] of controllers) {
+      if (want.has(id)) continue;
+      if (deleted.has(id)) c.deletedByControlPlane = true;
+      c.setDesired(undefined);
+    }
     ops.accept(d.operations);
     if (persist) {
       // One write at a time: two desired states close together shared one temporary file, and the

@@ -6,6 +6,8 @@ import { createLocalBackupStorage, type BackupStorage } from './backup/backup-st
 import { createBackupService } from './backup/backup-service.js';
 import { autoBackupsToPrune, autoLabel, dueAutoBackupDay, utcDay } from './backup/schedule.js';
 import { keyToReport } from './backup/backup-key.js';
+import { sealManifests } from './backup/sealed-manifest.js';
+import { createLocalReadLeases, deferredPurges, leased, withReadLease, type ReadLeases } from './backup/read-lease.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver, roundsMayRunDuring } from './binlog/archiver.js';
@@ -37,13 +39,50 @@ export interface DayTwo extends ControllerExtras {
  * auto-backup schedule, maintenance windows. The decisions are pure functions of the injected clock
  * (backup/schedule.ts, lib/maintenance-window.ts); node-cron and the reconcile loop only tick.
  */
-export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; binlogArchiveMs?: number; remote?: boolean } = {}): DayTwo {
+export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segments?: SegmentStorage; leases?: ReadLeases; binlogArchiveMs?: number; remote?: boolean } = {}): DayTwo {
   const log = agent.logger.child({ component: 'day-two' });
-  const storage = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
+  /**
+   * The backup key of database `id` as this agent holds it: its own (state, or the one the
+   * control plane sent), or the one sent with a fork or recovery that reads it from the store.
+   */
+  const keyOf = (id: number): string | undefined => {
+    const own = agent.databases().find((x) => x.id === id);
+    const key = own?.state?.backupKey || own?.desired?.backupKey;
+    if (key) return key;
+    return agent.databases().find((x) => Number(x.desired?.forkSource ?? 0) === id && x.desired?.forkSourceKey)?.desired?.forkSourceKey;
+  };
+  const raw = opts.storage ?? createLocalBackupStorage(join(agent.stateDir, 'backups'));
+  // A store off the host sees no label nor schema name a tenant wrote (sealed-manifest.ts).
+  const storage = opts.remote ? sealManifests(raw, keyOf) : raw;
   // A store off the host gets every database's files encrypted (docs/agent.md, "Backup store").
   const backups = createBackupService({ storage, runtime: agent.runtime, logger: agent.logger, clock: agent.clock, encryptAll: opts.remote });
   const segments = opts.segments ?? createLocalSegmentStorage(join(agent.stateDir, 'backups'));
-  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger, encryptAll: opts.remote });
+  const leases = opts.leases ?? createLocalReadLeases(join(agent.stateDir, 'backups'));
+  const archiver = createArchiver({ runtime: agent.runtime, segments, backups, clock: agent.clock, logger: agent.logger, encryptAll: opts.remote, leases });
+  const purges = deferredPurges(join(agent.stateDir, 'store-purges.json'));
+  let purging = false;
+
+  /**
+   * The store's objects of deleted databases whose purge waited for a fork reading them (a read
+   * lease): removed once no lease is live. Kept in the agent's state folder, so a restart still
+   * removes them.
+   */
+  async function purgeDeferred(): Promise<void> {
+    if (purging || purges.ids().length === 0) return;
+    purging = true;
+    try {
+      for (const id of purges.ids()) {
+        if (await leased(leases, id, agent.clock.now())) continue;
+        await storage.removeAll(id);
+        await purges.drop(id);
+        log.info({ database: id }, 'deleted database\'s objects removed from the store: no fork reads them any more');
+      }
+    } catch (err) {
+      log.warn({ err }, 'deferred purge of a deleted database\'s objects failed; retrying');
+    } finally {
+      purging = false;
+    }
+  }
   const archiveEvery = opts.binlogArchiveMs ?? BINLOG_ARCHIVE_MS;
   const nextArchive = new Map<number, number>();
   /** Per database: what cancels its backups (auto, snapshot) when it is deleted, and those running. */
@@ -111,7 +150,19 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
    * itself is not touched: its binlogs wait on the primary until the store takes them.
    */
   function archiveTick(c: DatabaseController, now: number): void {
-    if (!archiver.archivable(c)) return;
+    if (!archiver.archivable(c)) {
+      // Its primary runs on another agent now (a spread cluster's member moved off): this agent's
+      // archive of it ends, with what it knew of it (lag, failures, the restorable window), which
+      // the primary's agent reports from now on.
+      if (c.state && !c.nodeIndexes().includes(c.state.primary) && archiveSince.delete(c.id)) {
+        archiveFailures.delete(c.id);
+        behind.delete(c.id);
+        nextArchive.delete(c.id);
+        archiver.forget(c.id);
+        log.info({ database: c.id, primary: c.state.primary }, 'binlog archive stopped here: the primary runs on another agent');
+      }
+      return;
+    }
     if (!archiveSince.has(c.id)) archiveSince.set(c.id, now);
     if (archiver.busy(c.id) || now < (nextArchive.get(c.id) ?? 0)) return;
     nextArchive.set(c.id, now + archiveEvery);
@@ -146,7 +197,10 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       // Days only move forward: a day taken is never taken again (docs/agent.md §6).
       const last = c.state!.lastAutoBackupDay;
       await updateState(c, { lastAutoBackupDay: last !== undefined && last > day ? last : day });
-      for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
+      // A fork reading the objects (a read lease) defers the pruning to the next auto backup.
+      if (!(await leased(leases, c.id, agent.clock.now()))) {
+        for (const old of autoBackupsToPrune(await backups.refresh(c.id))) await backups.remove(c, old.id);
+      }
       c.emit('database_backup_create', `auto backup for ${day} taken`);
     } catch (err) {
       // Only a delete (marked before it cancels) stops a backup on purpose.
@@ -165,6 +219,7 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
 
   function tick(): void {
     const now = agent.clock.now();
+    void purgeDeferred();
     let lag = 0;
     for (const c of agent.databases()) if (archiver.archivable(c) && archiveSince.has(c.id)) lag = Math.max(lag, archiveLagMs(c.id, now));
     agent.metrics.archiveLag.set(lag / 1000);
@@ -216,7 +271,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       // A recovery names the database itself: its host was lost and it is rebuilt from its own objects.
       const recover = c.desired?.recoverFromStore === true && sourceId === c.id;
       const stored = opts.remote && key ? { id: sourceId, backupKey: key, ...(recover ? { recover, emit: c.emit.bind(c) } : {}) } : undefined;
-      return seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired), stored);
+      const read = () => seedFork({ runtime: agent.runtime, storage, segments, archiver, backups, logger: agent.logger }, c, source, forkStopMs(c.desired), stored);
+      // While it reads, the fork holds a lease on the source's objects, which the source's
+      // retention and delete honour (read-lease.ts); released when the seed ends, and the purge
+      // of a source deleted meanwhile is tried at once.
+      if (!sourceId) return read();
+      return withReadLease({ leases, clock: agent.clock, logger: log }, sourceId, `fork-${c.id}`, read).finally(() => void purgeDeferred());
     },
     handlers: {
       // The core fence (operations.ts), and for a 1-node database fenced to move to another host
@@ -259,7 +319,15 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     },
     stopWork,
     beforeAction,
-    removeStored: (c) => storage.removeAll(c.id),
+    removeStored: async (c) => {
+      // A fork still reading its objects: they go once it has ended (purgeDeferred).
+      if (await leased(leases, c.id, agent.clock.now())) {
+        await purges.add(c.id);
+        log.warn({ database: c.id }, 'deleted; its objects in the store stay until the forks reading them end');
+        return;
+      }
+      await storage.removeAll(c.id);
+    },
     tick,
     async close() {
       await task.stop();

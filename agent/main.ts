@@ -128,7 +128,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     extras: (a) => createDayTwo(a, {
       binlogArchiveMs: opts.binlogArchiveMs,
       storage: opts.backupStorage ?? remote?.backups,
-      ...(remote ? { segments: remote.segments, remote: true } : {}),
+      ...(remote ? { segments: remote.segments, leases: remote.leases, remote: true } : {}),
     }),
   });
   await agent.start();

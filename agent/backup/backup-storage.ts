@@ -40,6 +40,12 @@ export interface BackupManifest {
   /** Hex SHA-256 of the stored bytes (after compression and encryption). */
   sha256: string;
   databases: string[];
+  /**
+   * In a store off the host: `label` and `databases` encrypted under the database's backup key
+   * (sealed-manifest.ts), those two fields then empty in clear. Absent on manifests written
+   * before sealing and in local folders.
+   */
+  sealed?: string;
 }
 
 /**

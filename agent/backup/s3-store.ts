@@ -9,6 +9,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import type { SegmentManifest, SegmentStorage } from '../binlog/segment-storage.js';
 import type { S3StoreConfig } from './store-config.js';
+import type { ReadLeases } from './read-lease.js';
 
 /**
  * Parts of a multipart upload: 8 MiB, two in flight. What an upload holds in memory is about
@@ -38,6 +39,7 @@ async function eachLimited<T>(items: T[], n: number, fn: (x: T) => Promise<void>
 export interface S3Stores {
   backups: BackupStorage;
   segments: SegmentStorage;
+  leases: ReadLeases;
   close(): void;
 }
 
@@ -45,7 +47,8 @@ export interface S3Stores {
  * The agent's backup store when it is an S3-compatible object store (docs/agent.md, "Backup
  * store"): one adapter behind both ports, backups and binlog segments. Object names are made of
  * numbers and fixed file names only (`PREFIX/db/<databaseId>/backups/<backupId>/<file>`,
- * `PREFIX/db/<databaseId>/binlog/<seq>/<file>`): nothing a tenant wrote.
+ * `PREFIX/db/<databaseId>/binlog/<seq>/<file>`, read leases `PREFIX/db/<databaseId>/leases/fork-<id>.json`):
+ * nothing a tenant wrote.
  */
 export function createS3Stores(cfg: S3StoreConfig, o: { partBytes?: number } = {}): S3Stores {
   const client = new S3Client({
@@ -229,5 +232,28 @@ export function createS3Stores(cfg: S3StoreConfig, o: { partBytes?: number } = {
     remove: (db, seq) => removeUnder(s(db, seq)),
     unfinished: (db) => unfinishedUnder(s(db)),
   };
-  return { backups, segments, close: () => client.destroy() };
+  const l = (db: number) => `${dbRoot(db)}leases/`;
+  const leases: ReadLeases = {
+    hold: (db, holder, untilMs) => put(`${l(db)}${holder}.json`, JSON.stringify({ untilMs })),
+    release: async (db, holder) => {
+      await del(`${l(db)}${holder}.json`).catch((err) => {
+        if (!isMissing(err)) throw err;
+      });
+    },
+    list: async (db) => {
+      const out: { holder: string; untilMs: number }[] = [];
+      await eachLimited(await keys(l(db)), DELETE_CONCURRENCY, async (x) => {
+        const m = /([^/]+)\.json$/.exec(x.key);
+        if (!m) return;
+        try {
+          out.push({ holder: m[1]!, untilMs: Number((JSON.parse(await getText(x.key)) as { untilMs?: number }).untilMs ?? 0) });
+        } catch (err) {
+          // Released between the listing and the read.
+          if (!isMissing(err) && !(err instanceof SyntaxError)) throw err;
+        }
+      });
+      return out;
+    },
+  };
+  return { backups, segments, leases, close: () => client.destroy() };
 }

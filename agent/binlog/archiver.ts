@@ -9,6 +9,7 @@ import { BACKUP_CIPHER, FRAME_BYTES } from '../backup/backup-crypto.js';
 import { databaseKey } from '../backup/backup-key.js';
 import { sealedWriter } from '../backup/sealed-writer.js';
 import { isPhysical } from '../backup/physical-backup.js';
+import { leased, type ReadLeases } from '../backup/read-lease.js';
 import type { DatabaseController } from '../database/controller.js';
 import { updateState } from '../database/state.js';
 import { q, withAdmin } from '../mysql/admin.js';
@@ -50,7 +51,7 @@ export function bytesAfter(x: SegmentManifest, b: Pick<BackupManifest, 'snapshot
 }
 
 /** What archiving uses of a database. */
-export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted'>;
+export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted' | 'nodeIndexes'>;
 
 export interface ArchiverDeps {
   runtime: ContainerRuntime;
@@ -65,6 +66,8 @@ export interface ArchiverDeps {
   logger: Logger;
   /** Every database's segments are encrypted (the store is off the host), not only `encrypted` ones'. */
   encryptAll?: boolean;
+  /** Forks' read leases on the database's objects, which retention honours (read-lease.ts). */
+  leases?: ReadLeases;
 }
 
 /** Backups a chain may start from: every backup with a snapshot position (not a safety copy). */
@@ -157,6 +160,13 @@ export function createArchiver(d: ArchiverDeps) {
     }
   }
 
+  /** Whether a fork is reading database id's objects (an unexpired read lease): nothing of it is removed now. */
+  async function readLeased(id: number): Promise<boolean> {
+    if (!d.leases || !(await leased(d.leases, id, d.clock.now()))) return false;
+    log.info({ database: id }, 'retention waits: a fork is reading the database\'s objects');
+    return true;
+  }
+
   async function round(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
     if (c.deleted || !c.state || signal.aborted) return;
     const s = c.state;
@@ -222,7 +232,10 @@ export function createArchiver(d: ArchiverDeps) {
     bases = basesOf(await d.backups.refresh(c.id));
     segments = await d.segments.list(c.id);
     const retentionMs = (c.desired?.binlogRetentionSeconds ?? 0) > 0 ? c.desired!.binlogRetentionSeconds * 1000 : DEFAULT_RETENTION_MS;
-    const drop = prune(bases, segments, d.clock.now(), retentionMs);
+    let drop = prune(bases, segments, d.clock.now(), retentionMs);
+    // A fork reading the database's objects holds a lease on them (read-lease.ts): retention waits
+    // for a round after it ends. Checked just before the deletes.
+    if (drop.bases.length + drop.segments.length > 0 && await readLeased(c.id)) drop = { bases: [], segments: [] };
     for (const id of drop.bases) await d.backups.removeBase(c.id, id);
     for (const sq of drop.segments) await d.segments.remove(c.id, sq);
     if (drop.bases.length + drop.segments.length > 0) {
@@ -268,7 +281,9 @@ export function createArchiver(d: ArchiverDeps) {
     let bases = basesOf(list);
     const floor = oldestRestorable(bases, segments);
     const hidden = list.filter((x) => x.type === 'base' && isPhysical(x)).sort((a, b) => a.finishedMs - b.finishedMs);
-    for (const old of hidden.slice(0, -PHYSICAL_KEEP)) {
+    const older = hidden.slice(0, -PHYSICAL_KEEP);
+    if (older.length > 0 && await readLeased(c.id)) return;
+    for (const old of older) {
       const without = bases.filter((b) => b.id !== old.id);
       if (oldestRestorable(without, segments) !== floor) continue;
       await d.backups.removeBase(c.id, old.id);
@@ -328,10 +343,16 @@ export function createArchiver(d: ArchiverDeps) {
     swept.delete(id);
   }
 
-  /** Whether a round may run now: a live, provisioned, running primary not being restored. */
+  /**
+   * Whether a round may run now: a live, provisioned, running primary not being restored, run by
+   * this agent. The binlog is read on the primary's node: on an agent of a spread cluster whose
+   * local members are replicas (its primary's member moved off, say) there is nothing to archive,
+   * and the agent that runs the primary continues the archive from the store's end.
+   */
   function archivable(c: ArchivedDatabase): boolean {
     const s = c.state;
-    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && roundsMayRunDuring(c.busy);
+    return !!s?.provisioned && !s.suspended && !c.deleted && !!c.desired && c.desired.state !== 'suspended' && roundsMayRunDuring(c.busy)
+      && c.nodeIndexes().includes(s.primary);
   }
 
   return {

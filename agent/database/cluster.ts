@@ -98,9 +98,14 @@ export abstract class Cluster {
     const d = this.desired ?? this.state?.desired;
     return (d?.members ?? []).some((m) => !m.local);
   }
+  /**
+   * Named deleted by the control plane (AgentDesired.deleted_databases), not moved: a fence to
+   * move it no longer counts (the delete abandoned the move), so its objects in the store go.
+   */
+  deletedByControlPlane = false;
   /** A 1-node database fenced to move to another host (FenceOp on a database not spread over agents). */
   get movingOut(): boolean {
-    return !this.spread && this.state?.fencedTerm !== undefined;
+    return !this.spread && this.state?.fencedTerm !== undefined && !this.deletedByControlPlane;
   }
   nodeName(k: number): string {
     return nodeName(this.deps.agentKey, this.id, k);

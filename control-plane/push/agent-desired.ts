@@ -108,6 +108,11 @@ export interface AgentContent {
   operations: Operation[];
   /** True only when the store has no live database on this agent (the agent's mass-delete guard). */
   deleteAllIntended: boolean;
+  /**
+   * Deleted databases still placed on this agent: gone, not moved, so the agent removes their
+   * objects in the store too, also one fenced for a move that the delete abandoned.
+   */
+  deletedDatabases: number[];
 }
 
 /**
@@ -132,5 +137,6 @@ export function agentContent(
     databases: dbs.map((d) => toDesired(d, membersFor(d, byDb.get(d.id) ?? [], agentId, addressOf), proxySources(d.region), dayOf.get(d.id) ?? '', forkSourceKey(d, all, agentId))),
     operations: orderedOperations(pending.filter(mine)).map(toOperation).filter((o): o is Operation => o !== undefined),
     deleteAllIntended: dbs.length === 0,
+    deletedDatabases: all.filter((x) => x.deleting && (x.agentId === agentId || (byDb.get(x.id) ?? []).some((m) => m.agentId === agentId))).map((x) => x.id),
   };
 }

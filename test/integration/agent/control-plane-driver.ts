@@ -16,7 +16,8 @@ export interface Driver {
   reports: AgentReport__Output[];
   last(): AgentReport__Output | undefined;
   db(id: number): ObservedDatabase__Output | undefined;
-  setDatabases(dbs: DesiredDatabase[]): void;
+  /** `deleted`: the ids sent as deleted (AgentDesired.deleted_databases), as the control plane names a delete. */
+  setDatabases(dbs: DesiredDatabase[], o?: { deleted?: number[] }): void;
   /** Sends this message as it is (a forged or truncated desired state), bypassing the driver's own state. */
   sendRaw(d: Omit<AgentDesired, 'version'>): void;
   addOperation(op: Operation): void;
@@ -40,8 +41,9 @@ export async function startDriver(opts: { endpointSource?: string } = {}): Promi
   let version = 0;
   let databases: DesiredDatabase[] = [];
   let operations: Operation[] = [];
+  let deleted: number[] = [];
   // Like the control plane, it marks an empty list as intended (the agent's mass-delete guard).
-  const current = (): AgentDesired => ({ version, databases, operations, deleteAllIntended: databases.length === 0 });
+  const current = (): AgentDesired => ({ version, databases, operations, deleteAllIntended: databases.length === 0, deletedDatabases: deleted });
   const route = () => dataplane?.update(databases, (id) => reports[reports.length - 1]?.databases.find((d) => Number(d.id) === id));
   const push = () => {
     version++;
@@ -77,7 +79,8 @@ export async function startDriver(opts: { endpointSource?: string } = {}): Promi
       version++;
       for (const s of streams) s.write({ ...d, version });
     },
-    setDatabases(dbs) {
+    setDatabases(dbs, o = {}) {
+      deleted = o.deleted ?? [];
       databases = dataplane ? dbs.map((d) => ({ ...d, proxySources: d.proxySources ?? [dataplane.source] })) : dbs;
       push();
       route();

@@ -7,10 +7,17 @@
  * own); rows are written across a second boundary; the fork is given to agent B (which does not run
  * the source) with the source's key and a key of its own, as the control plane sends them, and
  * holds exactly the rows committed before the chosen second (count and checksum), none from it or
- * later.
+ * later. Then: no file the store keeps holds the tenant's schema name or snapshot label (sealed
+ * manifests); the fork, fenced to move and deleted during the fence, leaves no object; and a
+ * second fork, its agent SIGKILLed mid-read (crash point), keeps the deleted source's objects
+ * alive through its read lease, ends with exact rows on the next start, and the source's objects
+ * go after it.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { Agent as HttpsAgent } from 'node:https';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
@@ -18,6 +25,7 @@ import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import { startObjectStore, type ObjectStore } from '../../helpers/object-store.js';
+import { until } from '../../helpers/lab.js';
 import { middleSecond, startRowWriter, type WrittenRow } from '../../helpers/row-writer.js';
 
 const SOURCE = 81;
@@ -26,17 +34,31 @@ const CLIENT = '127.0.0.38';
 /** The keys the control plane made for the source and the fork (base64 of 32 bytes). */
 const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
 const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
+/** A second fork of the source, built while the source is deleted. */
+const FORK2 = 83;
+/** What a tenant wrote, distinctive enough to grep the store's files for: a schema name and a snapshot label. */
+const SCHEMA = 'zq_schema_7731';
+const LABEL = 'zq_label_5519';
 
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
+  let s3: S3Client;
   let a: AgentFixture;
   let b: AgentFixture;
   let src: DesiredDatabase;
   let T = 0;
+  /** The source's rows committed before T: count and checksum. */
+  let want: { n: number; c: string } = { n: 0, c: '' };
+  /** Agent B as its own process (the lease test SIGKILLs it mid-read). */
+  let child: ChildProcess | undefined;
   let sent: readonly WrittenRow[] = [];
 
   beforeAll(async () => {
     store = await startObjectStore({ host: '127.83.38.1' });
+    s3 = new S3Client({
+      endpoint: store.endpoint, region: store.region, forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+      requestHandler: { httpsAgent: new HttpsAgent({ ca: store.ca }) },
+    });
     const backupStore = {
       ...parseStoreUrl(`s3://${store.bucket}/region-x`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
       credentials: loadStoreCredentials(store.credentialsFile),
@@ -51,10 +73,24 @@ describe('agent: a fork from the shared object store on an agent that does not r
   }, 240_000);
 
   afterAll(async () => {
+    s3?.destroy();
+    child?.kill('SIGKILL');
     await b?.close();
     await a?.close();
     await store?.stop();
   });
+
+  /** Every object of database `id` in the store (data, manifests), listed. */
+  async function objectsOf(id: number): Promise<string[]> {
+    const out: string[] = [];
+    let token: string | undefined;
+    do {
+      const r = await s3.send(new ListObjectsV2Command({ Bucket: store.bucket, Prefix: `region-x/db/${id}/`, ContinuationToken: token }));
+      for (const x of r.Contents ?? []) out.push(x.Key!);
+      token = r.IsTruncated ? r.NextContinuationToken : undefined;
+    } while (token);
+    return out;
+  }
 
   const connectSrc = () => connectFrom({ source: CLIENT, host: src.hostPrimary!, port: 3306, user: 'linroot', password: src.rootPassword!, ca: a.driver.db(SOURCE)!.caCertPem });
 
@@ -68,17 +104,17 @@ describe('agent: a fork from the shared object store on an agent that does not r
 
   it('holds exactly the source\'s rows committed before the chosen second, built on agent B', async () => {
     const s = await connectSrc();
-    await s.query('CREATE DATABASE app');
-    await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
+    await s.query(`CREATE DATABASE ${SCHEMA}`);
+    await s.query(`CREATE TABLE ${SCHEMA}.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)`);
     await s.end();
     // A logical backup before the writes (what a fork on another agent starts from).
-    expect(await runOperation(a.driver, SOURCE, { snapshot: { label: 'before_rows', target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
+    expect(await runOperation(a.driver, SOURCE, { snapshot: { label: LABEL, target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
     await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
     // Its objects are encrypted with the control plane's key: A made none and reports none.
     expect(a.driver.db(SOURCE)?.backupKey ?? '').toBe('');
     expect(JSON.parse(readFileSync(join(a.stateDir, 'databases', String(SOURCE), 'state.json'), 'utf8')).backupKey).toBe(SOURCE_KEY);
     const began = Date.now();
-    const writer = startRowWriter({ connect: connectSrc, onError: 'fail' });
+    const writer = startRowWriter({ connect: connectSrc, table: `${SCHEMA}.t`, onError: 'fail' });
     sent = writer.rows;
     await writer.waitFor(() => Date.now() - began >= 4000 && sent.length >= 20, 60_000, 'rows for 4 s');
     T = middleSecond(began);
@@ -101,18 +137,18 @@ describe('agent: a fork from the shared object store on an agent that does not r
     expect(forkState.backupKey).toBe(FORK_KEY);
     expect(b.driver.db(FORK)?.backupKey ?? '').toBe('');
 
-    const sum = 'SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, \':\', ts))), 0) AS c FROM app.t';
+    const sum = `SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`;
     const src2 = await connectSrc();
-    const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM app.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
-    const [all] = await src2.query('SELECT COUNT(*) AS n FROM app.t');
+    const [expectedRows] = await src2.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t WHERE FLOOR(ts) * 1000 < ?`, [T]);
+    const [all] = await src2.query(`SELECT COUNT(*) AS n FROM ${SCHEMA}.t`);
     await src2.end();
-    const want = (expectedRows as { n: number; c: string }[])[0]!;
+    want = (expectedRows as { n: number; c: string }[])[0]!;
     expect(Number(want.n)).toBeGreaterThan(0);
     expect(Number(want.n)).toBeLessThan(Number((all as { n: number }[])[0]!.n));
     // Every row acknowledged before T is among them; none sent at T or later.
     const f = await connectFrom({ source: CLIENT, host: fork.hostPrimary!, port: 3306, user: 'linroot', password: fork.rootPassword!, ca: b.driver.db(FORK)!.caCertPem });
     const [got] = await f.query(sum);
-    const [ids] = await f.query('SELECT id FROM app.t');
+    const [ids] = await f.query(`SELECT id FROM ${SCHEMA}.t`);
     await f.end();
     const have = new Set((ids as { id: number }[]).map((r) => Number(r.id)));
     for (const r of sent) {
@@ -122,4 +158,69 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const g = (got as { n: number; c: string }[])[0]!;
     expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
   }, 300_000);
+
+  it('the store\'s files hold no schema name nor snapshot label a tenant wrote, and agent A still lists the label', async () => {
+    // Manifests of backups, bases and binlog segments, data and the store's own databases: every file.
+    const hits: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (e.isFile()) {
+          const bytes = readFileSync(p);
+          for (const needle of [SCHEMA, LABEL]) if (bytes.includes(needle)) hits.push(`${needle} in ${p}`);
+        }
+      }
+    };
+    walk(store.devicesDir);
+    expect(hits).toEqual([]);
+    // The manifests are there and read back with the key: the snapshot keeps its label.
+    expect(a.driver.db(SOURCE)?.backups.map((x) => x.label)).toContain(LABEL);
+  });
+
+  it('a 1-node database deleted while fenced to move (the move abandoned by the delete) leaves no object in the store', async () => {
+    // The fork on agent B archives into the store like any database (its chain's base first).
+    await until('the fork\'s objects in the store', async () => (await objectsOf(FORK)).length > 0, 90_000, 500);
+    expect(await runOperation(b.driver, FORK, { fence: { term: 0, member: 1 } }, 90_000)).toMatchObject({ ok: true });
+    // The control plane deletes it before placing it anywhere: gone, not moved.
+    b.driver.setDatabases([], { deleted: [FORK] });
+    await b.driver.waitFor(() => b.driver.last() && !b.driver.db(FORK), 90_000, 'fork gone from agent B\'s reports');
+    await until('no object of the deleted database left', async () => (await objectsOf(FORK)).length === 0, 60_000, 500);
+  }, 240_000);
+
+  it('a fork reading the store while its source is deleted ends with exact rows; the source\'s objects go once it has ended', async () => {
+    // Agent B again, as its own process that stops itself right after the fork's first replayed
+    // binlog segment (docs/testing.md, "Crash points"): killed in the middle of its read.
+    await b.agent?.close();
+    b.agent = undefined;
+    const env = {
+      BACKUP_STORE: `s3://${store.bucket}/region-x`, BACKUP_STORE_ENDPOINT: store.endpoint, BACKUP_STORE_CA: store.caFile,
+      BACKUP_STORE_CREDENTIALS: store.credentialsFile, BINLOG_ARCHIVE_MS: '2000',
+    };
+    const fork2 = desiredDb({
+      id: FORK2, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_83', hostPrimary: `${b.net}.3`, hostSecondary: `${b.net}.4`,
+      allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: Buffer.alloc(32, 83).toString('base64'),
+    });
+    b.driver.setDatabases([fork2]);
+    child = await b.spawnAgent({ ...env, FULCRUM_CRASH_AT: 'fork-replayed-segment' });
+    const killed = child;
+    await until('agent B killed mid-read', () => killed.exitCode !== null || killed.signalCode !== null, 180_000, 200);
+    expect(killed.signalCode).toBe('SIGKILL');
+    // The source is deleted while the fork has read only part of what it needs.
+    a.driver.setDatabases([], { deleted: [SOURCE] });
+    await a.driver.waitFor(() => a.driver.last() && !a.driver.db(SOURCE), 90_000, 'source gone from agent A\'s reports');
+    // Its objects wait for the fork's lease (written before the fork's first read).
+    expect((await objectsOf(SOURCE)).some((k) => k.includes('/backups/'))).toBe(true);
+    expect((await objectsOf(SOURCE)).some((k) => k.includes('/binlog/'))).toBe(true);
+    // B's next start retries the fork from scratch and finishes it from the store.
+    child = await b.spawnAgent(env);
+    await b.driver.waitFor(() => b.driver.db(FORK2)?.status === 'active', 240_000, 'second fork active on agent B');
+    const f = await connectFrom({ source: CLIENT, host: fork2.hostPrimary!, port: 3306, user: 'linroot', password: fork2.rootPassword!, ca: b.driver.db(FORK2)!.caCertPem });
+    const [got] = await f.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`);
+    await f.end();
+    const g = (got as { n: number; c: string }[])[0]!;
+    expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
+    // The fork has ended: its lease is gone, and agent A's next tick (once a minute) purges the source.
+    await until('no object of the deleted source left', async () => (await objectsOf(SOURCE)).length === 0, 180_000, 1000);
+  }, 600_000);
 });

@@ -9,14 +9,16 @@
  * second the store can give back. Objects are counted by listing the store, and the bytes Swift
  * keeps on disk are counted too.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
 import { join } from 'node:path';
-import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import type { BackupManifest } from '../../../agent/backup/backup-storage.js';
+import { openFields } from '../../../agent/backup/sealed-manifest.js';
 import { gtidLe } from '../../../agent/binlog/chain.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation, type Driver } from './control-plane-driver.js';
@@ -34,7 +36,7 @@ const BASE_IDS = 1_000_000_000;
 interface StoredManifest {
   id?: number; seq?: number; type?: string; label?: string; finishedMs?: number;
   /** A backup's snapshot position; a segment's GTID range. */
-  snapshotGtid?: string; gtidStart?: string; gtidEnd?: string;
+  snapshotGtid?: string; gtidStart?: string; gtidEnd?: string; closedMs?: number;
 }
 
 describe('agent: retention and the archive window delete objects in the object store', () => {
@@ -109,7 +111,10 @@ describe('agent: retention and the archive window delete objects in the object s
         if (err.name === 'NoSuchKey') return undefined;
         throw err;
       });
-      if (r) out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
+      if (!r) continue;
+      const m = JSON.parse(await r.Body!.transformToString()) as BackupManifest;
+      // A backup's label is sealed with the database's key (agent/backup/sealed-manifest.ts).
+      out.push((m.sealed ? { ...m, ...openFields(JSON.parse(readFileSync(join(fx.stateDir, 'databases', String(ID), 'state.json'), 'utf8')).backupKey as string, m) } : m) as StoredManifest);
     }
     return out;
   }
@@ -207,5 +212,47 @@ describe('agent: retention and the archive window delete objects in the object s
     await driver.waitFor(() => Number(driver.db(ID)?.oldestRestoreMs ?? 0) > firstBase.finishedMs!, 60_000, 'oldest_restore_ms past the deleted base');
     const oldest = Number(driver.db(ID)!.oldestRestoreMs);
     expect((await manifests('backups')).some((m) => m.finishedMs! <= oldest)).toBe(true);
+  }, 300_000);
+
+  it('a fork\'s read lease holds the archive window back: nothing it would delete goes while the lease is live, and it goes once the lease is gone', async () => {
+    explainFailure();
+    // A lease as a fork on another agent writes it before reading (agent/backup/read-lease.ts).
+    const lease = `${PREFIX}/db/${ID}/leases/fork-99.json`;
+    await s3.send(new PutObjectCommand({ Bucket: store.bucket, Key: lease, Body: JSON.stringify({ untilMs: Date.now() + 10 * 60_000 }) }));
+    // A new customer backup (a base for the chain): once it is older than the window, every
+    // segment ending at or before its snapshot is one retention would delete.
+    const c = await connect();
+    // A segment archived now, before that backup (the window may have left none).
+    const before = Date.now();
+    await until('a segment archived', async () => {
+      await c.query("INSERT INTO app.t (v) VALUES ('before')");
+      return (await manifests('binlog')).some((m) => m.closedMs! > before) || undefined;
+    }, 60_000, 500);
+    const oldSnap = driver.db(ID)!.backups.find((b) => b.label === 'snap_a')!;
+    expect(await runOperation(driver, ID, { deleteBackup: { backupId: oldSnap.id } }, 60_000)).toMatchObject({ ok: true });
+    expect(await runOperation(driver, ID, { snapshot: { label: 'snap_e', target: 'primary' } }, 90_000)).toMatchObject({ ok: true });
+    const snapE = (await snapshots()).find((m) => m.label === 'snap_e')!;
+    const prunable = (await manifests('binlog')).filter((m) => gtidLe(m.gtidEnd!, snapE.snapshotGtid!)).map((m) => m.seq!);
+    expect(prunable.length).toBeGreaterThan(0);
+    // Rows go on; rounds archive newer segments while the window passes the new backup.
+    // Ends as soon as one of them is deleted, or once the window and three rounds have passed.
+    const left = await until('the window past the new backup and three rounds archived after it, or a leased segment deleted', async () => {
+      await c.query("INSERT INTO app.t (v) VALUES ('leased')");
+      const segs = await manifests('binlog');
+      const there = prunable.filter((q) => segs.some((m) => m.seq === q));
+      seen = `segments retention would delete: ${prunable.join(', ')}; still there: ${there.join(', ')}; segments now ${segs.map((m) => m.seq).join(', ')}`;
+      const newer = segs.filter((m) => !gtidLe(m.gtidEnd!, snapE.snapshotGtid!) && m.closedMs! > snapE.finishedMs! + WINDOW_S * 1000);
+      return there.length < prunable.length || newer.length >= 3 ? there : undefined;
+    }, 120_000, 500);
+    expect(left, seen).toEqual(prunable);
+    // The fork ended: its lease is gone, and the next rounds delete what the window no longer needs.
+    await s3.send(new DeleteObjectCommand({ Bucket: store.bucket, Key: lease }));
+    await until('the segments the window no longer needs deleted once the lease is gone', async () => {
+      await c.query("INSERT INTO app.t (v) VALUES ('released')");
+      const segs = await manifests('binlog');
+      seen = `segments retention would delete: ${prunable.join(', ')}; segments now ${segs.map((m) => m.seq).join(', ')}`;
+      return prunable.every((q) => !segs.some((m) => m.seq === q)) || undefined;
+    }, 120_000, 500);
+    await c.end();
   }, 300_000);
 });

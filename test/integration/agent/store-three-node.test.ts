@@ -19,6 +19,8 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import type { BackupManifest } from '../../../agent/backup/backup-storage.js';
+import { openFields } from '../../../agent/backup/sealed-manifest.js';
 import { chainFrom } from '../../../agent/binlog/chain.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation, type Driver } from './control-plane-driver.js';
@@ -101,7 +103,10 @@ describe('agent: a 3-node database\'s backups in the object store, and a 60 s st
         if (err.name === 'NoSuchKey') return undefined;
         throw err;
       });
-      if (r) out.push(JSON.parse(await r.Body!.transformToString()) as StoredManifest);
+      if (!r) continue;
+      const m = JSON.parse(await r.Body!.transformToString()) as BackupManifest;
+      // A backup's label is sealed with the database's key (agent/backup/sealed-manifest.ts).
+      out.push((m.sealed ? { ...m, ...openFields(db.backupKey!, m) } : m) as StoredManifest);
     }
     return out;
   }

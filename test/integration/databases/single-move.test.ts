@@ -88,4 +88,24 @@ describe('moving a 1-node database to another host (SQLite store, manual clock)'
     expect(out).toMatchObject({ kind: 'abandoned', reason: expect.stringMatching(/changed during the move/) });
     expect(await s.repo.get(s.row.id)).toMatchObject({ agentId: 'a', term: 3, recovery: null });
   });
+
+  it('a delete during the fence abandons the move, and the old agent is told the database is deleted (not moved): it removes its objects in the store', async () => {
+    const s = await setup();
+    const out = await s.drive(s.move.run(s.row.id, 'a', 'b', 'a test'), () => {
+      void s.repo.update(s.row.id, { deleting: true });
+      return { ok: true, output: '0-1-42' };
+    });
+    expect(out).toMatchObject({ kind: 'abandoned', reason: expect.stringMatching(/changed during the move/) });
+    const a = agentContent('a', await s.repo.list(), await s.repo.members(), []);
+    expect([a.databases, a.deletedDatabases]).toEqual([[], [s.row.id]]);
+    expect(agentContent('b', await s.repo.list(), await s.repo.members(), []).deletedDatabases).toEqual([]);
+  });
+
+  it('a delete after the move is told to the agent it moved to, not to the old one (which keeps the objects the new host owns)', async () => {
+    const s = await setup();
+    expect(await s.drive(s.move.run(s.row.id, 'a', 'b', 'a test'), () => ({ ok: true, output: '0-1-42' }))).toMatchObject({ kind: 'moved' });
+    await s.repo.update(s.row.id, { deleting: true });
+    expect(agentContent('a', await s.repo.list(), await s.repo.members(), []).deletedDatabases).toEqual([]);
+    expect(agentContent('b', await s.repo.list(), await s.repo.members(), []).deletedDatabases).toEqual([s.row.id]);
+  });
 });
