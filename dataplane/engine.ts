@@ -91,7 +91,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     }
   };
   const listeners = new ListenerSet({
-    clock, log, limits, bind, shared: opts.shared, udpSocket: opts.udpSocket,
+    clock, log, limits, bind, shared: opts.shared, udpSocket: opts.udpSocket, udpNative: opts.udpNative,
     ports: opts.wildcard ? new WildcardPorts(log) : null,
     // The endpoints' caps key clients as the NodeBalancers' do, unless told otherwise.
     endpoints: new DbEndpointSet(log, { ...opts.endpoints, limits: { clientIpv6Prefix: limits.clientIpv6Prefix, ...opts.endpoints?.limits } }),
