@@ -212,7 +212,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     state: () => served.snapshot(),
     version: () => served.version,
     addresses: () => served.addresses(),
-    configs: () => runtimes.values(),
+    configs: () => {
+      listeners.collectUdp();
+      return runtimes.values();
+    },
     refusals: () => limits.refused,
     openConnections: () => limits.open,
     databaseEndpoints: () => listeners.endpoints.all(),
@@ -225,7 +228,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       for (const rt of runtimes.values()) out.push(...rt.statuses());
       return out;
     },
-    drainCounters: () => runtimes.drainCounters(),
+    drainCounters: () => {
+      listeners.collectUdp();
+      return runtimes.drainCounters();
+    },
     setHealth(events) {
       for (const ev of events) runtimes.get(ev.configId)?.setStatusFrom(ev.nodeId, ev.status);
     },

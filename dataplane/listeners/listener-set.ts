@@ -109,6 +109,15 @@ export class ListenerSet {
     }
   }
 
+  /**
+   * Brings the udp listeners' natively relayed bytes into their configs' counters, so a reading of
+   * the counters (telemetry's deltas, /metrics) includes them (UdpListener.collect).
+   */
+  collectUdp(): void {
+    if (this.udpListeners === 0) return;
+    for (const l of this.listeners.values()) if (l instanceof UdpListener) l.collect();
+  }
+
   /** A listen key no config serves any more: its listener stops accepting and drains. */
   release(key: string, drainTimeoutMs: number): void {
     const l = this.listeners.get(key);

@@ -399,8 +399,9 @@ export class UdpListener {
    * Takes what the native relay carried since the last call: counters, and the last-seen time of
    * each session that had traffic (set to now: a natively relayed session's silence is measured
    * from the sweep that last saw it active, so it may outlive its timeout by up to one sweep).
+   * The sweep calls it, and so does every reading of the counters (ListenerSet.collectUdp).
    */
-  private collect(): void {
+  collect(): void {
     if (this.relay === null) return;
     const got = udpRelay!.collect(this.relay);
     const now = this.clock.now();

@@ -214,7 +214,8 @@ static void call_js(relay *r, napi_ref fn_ref, size_t argc, napi_value *argv) {
   napi_env env = r->env;
   napi_value fn, recv, result;
   if (napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return;
-  napi_get_undefined(env, &recv);
+  /* napi_make_callback wants an object as `this`; the callbacks are arrow functions and ignore it. */
+  napi_get_global(env, &recv);
   napi_status st = napi_make_callback(env, r->ctx, recv, fn, argc, argv, &result);
   if (st == napi_pending_exception) {
     napi_value err;
