@@ -29,6 +29,8 @@ export interface UdpRelayAddon {
   /** `[sessions, datagrams dropped, datagrams truncated]`. */
   stats(r: UdpRelayHandle): [number, number, number];
   destroy(r: UdpRelayHandle): void;
+  /** Datagrams relayed in C so far, both directions, by every relay of this process. */
+  relayed(): number;
 }
 
 /** An opaque native relay. */
