@@ -430,7 +430,8 @@ static int get_addr(napi_env env, napi_value ip, napi_value port, struct sockadd
   char text[ADDR_TEXT];
   size_t n = 0;
   uint32_t p;
-  if (napi_get_value_string_utf8(env, ip, text, sizeof text, &n) != napi_ok || n >= sizeof text - 1 || get_u32(env, port, &p) != 0 || p > 65535) {
+  /* n >= sizeof text - 1: longer than any IP literal (and maybe cut); strlen != n: a NUL inside. */
+  if (napi_get_value_string_utf8(env, ip, text, sizeof text, &n) != napi_ok || n >= sizeof text - 1 || strlen(text) != n || get_u32(env, port, &p) != 0 || p > 65535) {
     napi_throw_type_error(env, "ERR_UDP_RELAY", "bad address");
     return -1;
   }
@@ -785,7 +786,11 @@ static napi_value js_relayed(napi_env env, napi_callback_info info) {
 static napi_value js_destroy(napi_env env, napi_callback_info info) {
   ARGS(1)
   relay *r = NULL;
-  if (napi_get_value_external(env, argv[0], (void **)&r) == napi_ok && r != NULL) destroy_relay(r);
+  if (napi_get_value_external(env, argv[0], (void **)&r) != napi_ok || r == NULL) {
+    napi_throw_type_error(env, "ERR_UDP_RELAY", "not a udp relay");
+    return NULL;
+  }
+  destroy_relay(r); /* a second call finds it destroyed and does nothing */
   return NULL;
 }
 
