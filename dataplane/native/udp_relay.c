@@ -315,12 +315,26 @@ static int whole(relay *r, int i) {
   return 1;
 }
 
+/*
+ * libuv stops a poll handle whose descriptor reports an error (EPOLLERR) and calls back with
+ * UV_EBADF. On a UDP socket that error is only a pending socket error, such as the ICMP "port
+ * unreachable" a connected session socket hears from a node not listening for a moment: it is
+ * taken (SO_ERROR clears it) and the poll started again, so the socket is read again.
+ */
+static int recover(uv_poll_t *h, int fd, uv_poll_cb cb) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return uv_poll_start(h, UV_READABLE, cb);
+}
+
 /* ---- the listening socket: client to node ---- */
 
 static void on_listener(uv_poll_t *h, int status, int events) {
   (void)events;
   relay *r = h->data;
-  if (status < 0 || r->destroyed) return;
+  if (r->destroyed) return;
+  if (status < 0 && recover(h, r->fd, on_listener) != 0) return;
   for (int round = 0; round < ROUNDS && !r->destroyed; round++) {
     int n = recv_batch(r->fd);
     if (n < 0) {
@@ -365,8 +379,13 @@ static void on_session(uv_poll_t *h, int status, int events) {
   (void)events;
   session *s = h->data;
   relay *r = s->r;
-  if (status < 0 || s->closed || r->destroyed) return;
-  for (int round = 0; round < ROUNDS; round++) {
+  if (s->closed || r->destroyed) return;
+  if (status < 0 && recover(h, s->fd, on_session) != 0) {
+    error_to_js(r, s, EBADF); /* a socket that cannot be polled again: JavaScript ends the session */
+    return;
+  }
+  /* JavaScript may close the session (or destroy the relay) while handling a reply: checked before every read. */
+  for (int round = 0; round < ROUNDS && !s->closed && !r->destroyed; round++) {
     int n = recv_batch(s->fd);
     if (n < 0) {
       int e = errno;

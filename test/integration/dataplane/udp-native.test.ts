@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { udpRelay, udpRelayError } from '../../../dataplane/native/udp-relay.js';
+import { startUdpEcho } from '../../helpers/udp.js';
 import { snapshot } from './snapshot.js';
 import { startUdpTrio } from './udp-harness.js';
 
@@ -56,6 +57,24 @@ describe('udp native datagram path', () => {
     expect(after).not.toBeNull();
     expect(after).not.toBe(first);
     for (let i = 0; i < 5; i++) expect(await f.who()).toBe(after);
+  });
+
+  it('a session whose node was not listening for a moment (ICMP port unreachable) hears it again once it is back', async () => {
+    // The kernel reports the ICMP error as an error on the connected session socket, which libuv's
+    // poll answers by stopping the poll: the relay must clear the error and poll again.
+    const { flow, backends } = await startUdpTrio({ algorithm: 'roundrobin' });
+    const f = flow();
+    const first = await f.who();
+    for (let i = 0; i < 4; i++) expect(await f.who()).toBe(first);
+    const i = ['a', 'b', 'c'].indexOf(first!);
+    const b = backends[i]!;
+    await b.close();
+    expect(await f.who('into the void', 500)).toBeNull();
+    const back = await startUdpEcho(b.name, b.ip, b.port);
+    backends.push(back);
+    expect(await f.who('again', 5000)).toBe(first);
+    for (let n = 0; n < 3; n++) expect(await f.who()).toBe(first);
+    await back.close();
   });
 
   it('udpNative false serves through node:dgram: nothing is relayed in C', async () => {
