@@ -6,9 +6,9 @@ import { hashString } from '../balancing/picker.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import type { NodeState } from '../runtime/node-state.js';
 import type { ConnLimits } from '../throttle/conn-limits.js';
-import { bumpPolicyEpoch, policyEpoch } from '../native/policy-epoch.js';
-import { udpRelay, udpRelayError, type UdpRelayHandle } from '../native/udp-relay.js';
-import { FastUdp, nativeHandle } from './udp-fast.js';
+import { bumpPolicyEpoch } from '../native/policy-epoch.js';
+import { FastUdp } from './udp-fast.js';
+import { dgramSessionIo, literal, NativeRelay, type Peer, type SessionIo } from './udp-session-io.js';
 
 /** How often expired sessions are looked for, at most (a shorter session timeout sweeps more often). */
 const SWEEP_MS = 1000;
@@ -23,33 +23,6 @@ const SOCKET_BUFFER = 4 * 1024 * 1024;
  */
 const UNCONFIRMED_REPLY_DATAGRAMS = 4;
 const UNCONFIRMED_REPLY_BYTES = 8 * 1024;
-
-/**
- * Every address this file sends to is already an IP literal (a client's source, a validated node
- * address), so the name lookup dgram does before each send is answered at once. Node's default
- * goes through dns.lookup and a nextTick per datagram (docs/performance.md "UDP").
- */
-function literal(address: string, _family: unknown, callback: (err: Error | null, address: string, family: number) => void): void {
-  callback(null, address, address.includes(':') ? 6 : 4);
-}
-
-/** Where a datagram came from: the two fields of dgram's RemoteInfo this file reads. */
-interface Peer {
-  readonly address: string;
-  readonly port: number;
-}
-
-/** A session's socket towards its node: a node:dgram socket, or one the native relay owns. */
-interface SessionIo {
-  /** To the connected node. */
-  send(msg: Buffer): void;
-  sendTo(msg: Buffer, port: number, host: string): void;
-  disconnect(): void;
-  close(): void;
-}
-
-/** Said once per process: the native path was wanted and is not there (docs/dataplane.md). */
-let fallbackLogged = false;
 
 /** One client flow (source address and port): its own socket towards the node, and its node. */
 interface UdpSession {
@@ -116,7 +89,7 @@ export class UdpListener {
    * duplicate of the listening socket and the sessions' sockets (docs/dataplane.md "UDP: the
    * native datagram path"). Null on node:dgram.
    */
-  private relay: UdpRelayHandle | null = null;
+  private relay: NativeRelay | null = null;
   private readonly byId = new Map<number, UdpSession>();
   private current: ConfigRuntime | null = null;
 
@@ -177,30 +150,14 @@ export class UdpListener {
    * worker's came from the primary) until destroy().
    */
   private startNative(): void {
-    if (udpRelay === null) {
-      if (!fallbackLogged) {
-        fallbackLogged = true;
-        this.log.error({ reason: udpRelayError }, 'udp: the native datagram path is NOT available; serving udp through node:dgram, at about twice the CPU per datagram (docs/dataplane.md "UDP: the native datagram path")');
-      }
-      return;
-    }
-    const handle = nativeHandle(this.socket) as unknown as { fd?: number; recvStop?: () => number } | null;
-    if (handle === null || typeof handle.fd !== 'number' || handle.fd < 0 || typeof handle.recvStop !== 'function') {
-      this.log.error({ ip: this.ip, port: this.port }, 'udp: no descriptor for the native datagram path; this listener uses node:dgram');
-      return;
-    }
-    const relay = udpRelay.create(
-      handle.fd,
-      policyEpoch,
-      (msg, address, port) => this.onDatagram(msg, { address, port }),
-      (id, msg, address, port) => {
+    this.relay = NativeRelay.start(this.socket, this.log, {
+      datagram: (msg, from) => this.onDatagram(msg, from),
+      reply: (id, msg, from) => {
         const s = this.byId.get(id);
-        if (s !== undefined) this.onReply(s, msg, { address, port });
+        if (s !== undefined) this.onReply(s, msg, from);
       },
-      (id, errno) => this.onNativeError(id, errno),
-    );
-    handle.recvStop();
-    this.relay = relay;
+      error: (id, errno) => this.onNativeError(id, errno),
+    });
   }
 
   private onNativeError(id: number, errno: number): void {
@@ -215,7 +172,7 @@ export class UdpListener {
 
   /** A reply to a client, from the listening socket. */
   private reply(msg: Buffer, port: number, ip: string): void {
-    if (this.relay !== null) udpRelay!.reply(this.relay, msg, ip, port);
+    if (this.relay !== null) this.relay.reply(msg, ip, port);
     else this.io.sendTo(msg, port, ip);
   }
 
@@ -230,7 +187,7 @@ export class UdpListener {
   private establish(s: UdpSession): void {
     if (this.relay === null || s.id < 0 || s.ended || !s.connected || s.fromClient < 2) return;
     if (s.node !== s.sentTo || s.rt !== this.current || s.rt.spec.stickiness === 'none' || !s.node.servesPinned || s.node.status === 'unknown') return;
-    udpRelay!.establish(this.relay, s.id, policyEpoch[0]!);
+    this.relay.establish(s.id);
   }
 
   private onDatagram(msg: Buffer, from: Peer): void {
@@ -325,16 +282,22 @@ export class UdpListener {
     let id = -1;
     let io: SessionIo;
     if (this.relay !== null) {
-      id = udpRelay!.open(this.relay, from.address, from.port, node.spec.host, node.spec.port, connected);
+      id = this.relay.open(from, node.spec.host, node.spec.port, connected);
       if (id < 0) {
         // No socket for it (descriptors, memory): the datagram is dropped, as a full table would.
         this.log.debug({ errno: -id, flow }, 'udp session socket could not be opened');
         this.limits.releaseUdp(rt.throttle, key);
         return undefined;
       }
-      io = this.nativeIo(this.relay, id);
+      io = this.relay.io(id, (rx, tx) => {
+        this.byId.delete(id);
+        this.tally(s, rx, tx);
+      });
     } else {
-      io = this.dgramIo(node, connected, flow, () => s);
+      io = dgramSessionIo(node.spec.host, node.spec.port, connected, (reply, peer) => this.onReply(s, reply, peer), (e) => {
+        this.log.debug({ err: e, flow }, 'udp session socket error');
+        this.end(s);
+      });
     }
     const s: UdpSession = {
       flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, io, id, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
@@ -351,44 +314,6 @@ export class UdpListener {
     return s;
   }
 
-  /** A session socket on node:dgram (the fallback). */
-  private dgramIo(node: NodeState, connected: boolean, flow: string, session: () => UdpSession): SessionIo {
-    const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4', lookup: literal });
-    const out = new FastUdp(socket, (reply, peer) => this.onReply(session(), reply, peer));
-    // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
-    if (connected) socket.connect(node.spec.port, node.spec.host);
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      // A connected socket hears the ICMP "port unreachable" of a node that is not listening; an
-      // unconnected one never did. The datagram is lost either way and the session stays, as
-      // before: health checks, not one refused datagram, decide that a node is down.
-      if (e.code === 'ECONNREFUSED') return;
-      this.log.debug({ err: e, flow }, 'udp session socket error');
-      this.end(session());
-    });
-    return {
-      send: (msg) => out.send(msg),
-      sendTo: (msg, port, host) => out.sendTo(msg, port, host),
-      disconnect: () => socket.disconnect(),
-      close: () => socket.close(),
-    };
-  }
-
-  /** A session socket the native relay owns; a send's error is dropped, as node:dgram's is without a callback. */
-  private nativeIo(relay: UdpRelayHandle, id: number): SessionIo {
-    const addon = udpRelay!;
-    return {
-      send: (msg) => void addon.send(relay, id, msg),
-      sendTo: (msg, port, host) => void addon.send(relay, id, msg, host, port),
-      disconnect: () => void addon.disconnect(relay, id),
-      close: () => {
-        const [rx, tx] = addon.close(relay, id);
-        const s = this.byId.get(id);
-        this.byId.delete(id);
-        if (s !== undefined) this.tally(s, rx, tx);
-      },
-    };
-  }
-
   /** Bytes the native relay carried for a session, into its config's counters. */
   private tally(s: UdpSession, rx: number, tx: number): void {
     if (rx > 0) s.rt.traffic.received(rx);
@@ -403,7 +328,7 @@ export class UdpListener {
    */
   collect(): void {
     if (this.relay === null) return;
-    const got = udpRelay!.collect(this.relay);
+    const got = this.relay.collect();
     const now = this.clock.now();
     for (let i = 0; i + 2 < got.length; i += 3) {
       const s = this.byId.get(got[i]!);
@@ -464,7 +389,7 @@ export class UdpListener {
     for (const s of [...this.sessions.values()].flatMap((byPort) => [...byPort.values()])) this.end(s);
     this.sweeper?.cancel();
     this.sweeper = null;
-    if (this.relay !== null) udpRelay!.destroy(this.relay);
+    this.relay?.destroy();
     this.relay = null;
     try {
       this.socket.close();
