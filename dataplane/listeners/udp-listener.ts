@@ -116,11 +116,6 @@ export class UdpListener {
     return this.count;
   }
 
-  /** Whether the native relay serves this listener (tests). */
-  get nativePath(): boolean {
-    return this.relay !== null;
-  }
-
   async listen(): Promise<void> {
     const handle = this.source === undefined ? undefined : await this.source(this.ip, this.port);
     await new Promise<void>((resolve, reject) => {
