@@ -28,6 +28,12 @@ export interface EngineOptions {
   /** Where a udp listener gets its bound socket (workers/udp-group.ts); default: it binds one itself. */
   udpSocket?: (ip: string, port: number) => Promise<object>;
   /**
+   * Udp listeners relay established flows in the native datagram path (dataplane/native,
+   * docs/dataplane.md "UDP: the native datagram path") when its addon loads; node:dgram is the
+   * fallback, logged as an error. Default true; false keeps node:dgram (A/B benches).
+   */
+  udpNative?: boolean;
+  /**
    * One listening socket per port on the wildcard address, connections dispatched by the
    * address they reached (listeners/wildcard-ports.ts); only when the data plane owns its ports
    * on every address of the host (docs/dataplane.md, "Wildcard listeners").

@@ -91,7 +91,7 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     }
   };
   const listeners = new ListenerSet({
-    clock, log, limits, bind, shared: opts.shared, udpSocket: opts.udpSocket,
+    clock, log, limits, bind, shared: opts.shared, udpSocket: opts.udpSocket, udpNative: opts.udpNative,
     ports: opts.wildcard ? new WildcardPorts(log) : null,
     // The endpoints' caps key clients as the NodeBalancers' do, unless told otherwise.
     endpoints: new DbEndpointSet(log, { ...opts.endpoints, limits: { clientIpv6Prefix: limits.clientIpv6Prefix, ...opts.endpoints?.limits } }),
@@ -212,7 +212,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
     state: () => served.snapshot(),
     version: () => served.version,
     addresses: () => served.addresses(),
-    configs: () => runtimes.values(),
+    configs: () => {
+      listeners.collectUdp();
+      return runtimes.values();
+    },
     refusals: () => limits.refused,
     openConnections: () => limits.open,
     databaseEndpoints: () => listeners.endpoints.all(),
@@ -225,7 +228,10 @@ export function createProxyEngine(opts: EngineOptions = {}): ProxyEngine {
       for (const rt of runtimes.values()) out.push(...rt.statuses());
       return out;
     },
-    drainCounters: () => runtimes.drainCounters(),
+    drainCounters: () => {
+      listeners.collectUdp();
+      return runtimes.drainCounters();
+    },
     setHealth(events) {
       for (const ev of events) runtimes.get(ev.configId)?.setStatusFrom(ev.nodeId, ev.status);
     },

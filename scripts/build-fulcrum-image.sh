@@ -55,6 +55,8 @@ cp bin/fulcrum.js "$CTX/app/bin/fulcrum.js"
 # The entrypoint: the data plane gets its V8 flags on node's command line (docker/entrypoint.sh).
 cp docker/entrypoint.sh "$CTX/app/bin/entrypoint.sh" && chmod 755 "$CTX/app/bin/entrypoint.sh"
 cp package.json "$CTX/app/package.json"
+# The native udp datagram path (scripts/build-native.mjs); the image's glibc is the host's Debian one.
+[ -f build/native/udp_relay.node ] && mkdir -p "$CTX/app/build/native" && cp build/native/udp_relay.node "$CTX/app/build/native/"
 # Production dependencies only, as npm itself resolves them (no download: they are installed here).
 npm ls --omit=dev --all --parseable 2>/dev/null | tail -n +2 | while read -r dir; do
   rel="${dir#"$PWD"/node_modules/}"

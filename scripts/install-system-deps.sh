@@ -28,6 +28,10 @@ PKGS+=(systemd)
 PKGS+=(postgresql)
 SERVICES+=(postgresql)
 
+# A C compiler and libc headers for the data plane's native udp datagram path
+# (scripts/build-native.mjs, run by npm ci and again by `npm run build` after this script).
+PKGS+=(gcc libc6-dev)
+
 # curl for the control-plane VIP's health check (scripts/keepalived/fulcrum-api-check.sh,
 # test/integration/cli/control-plane-vip.test.ts).
 PKGS+=(curl)

@@ -36,6 +36,8 @@ export interface ListenerSetOptions {
   ports: WildcardPorts | null;
   shared?: SharedAdmission;
   udpSocket?: (ip: string, port: number) => Promise<object>;
+  /** Udp datagrams through the native relay when it loads (default true; EngineOptions.udpNative). */
+  udpNative?: boolean;
 }
 
 /**
@@ -68,7 +70,7 @@ export class ListenerSet {
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
       if (this.listeners.has(key) || !bind) continue;
-      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, this.o.udpSocket) : new Listener(ip, c.port, clock, log, limits, this.o.shared, this.o.ports));
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, this.o.udpSocket, this.o.udpNative ?? true) : new Listener(ip, c.port, clock, log, limits, this.o.shared, this.o.ports));
     }
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i]!.key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));
@@ -105,6 +107,15 @@ export class ListenerSet {
       const l = key === '' ? undefined : this.listeners.get(key);
       if (l) l.rt = rt;
     }
+  }
+
+  /**
+   * Brings the udp listeners' natively relayed bytes into their configs' counters, so a reading of
+   * the counters (telemetry's deltas, /metrics) includes them (UdpListener.collect).
+   */
+  collectUdp(): void {
+    if (this.udpListeners === 0) return;
+    for (const l of this.listeners.values()) if (l instanceof UdpListener) l.collect();
   }
 
   /** A listen key no config serves any more: its listener stops accepting and drains. */

@@ -48,7 +48,7 @@ const SendWrap = loadSendWrap();
 let req = SendWrap === null ? null : new SendWrap();
 
 /** The native handle of a bound socket, or null when this Node does not look as expected. */
-function nativeHandle(socket: Socket): NativeUdp | null {
+export function nativeHandle(socket: Socket): NativeUdp | null {
   const symbol = Object.getOwnPropertySymbols(socket).find((s) => s.description === 'state symbol');
   if (symbol === undefined) return null;
   const handle = (socket as unknown as Record<symbol, { handle?: Partial<NativeUdp> } | undefined>)[symbol]?.handle;

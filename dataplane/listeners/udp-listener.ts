@@ -1,12 +1,14 @@
 import cluster from 'node:cluster';
-import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
+import { createSocket, type Socket } from 'node:dgram';
 import type { Clock, Timer } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import { hashString } from '../balancing/picker.js';
 import type { ConfigRuntime } from '../runtime/config-runtime.js';
 import type { NodeState } from '../runtime/node-state.js';
 import type { ConnLimits } from '../throttle/conn-limits.js';
+import { bumpPolicyEpoch } from '../native/policy-epoch.js';
 import { FastUdp } from './udp-fast.js';
+import { dgramSessionIo, literal, NativeRelay, type Peer, type SessionIo } from './udp-session-io.js';
 
 /** How often expired sessions are looked for, at most (a shorter session timeout sweeps more often). */
 const SWEEP_MS = 1000;
@@ -22,15 +24,6 @@ const SOCKET_BUFFER = 4 * 1024 * 1024;
 const UNCONFIRMED_REPLY_DATAGRAMS = 4;
 const UNCONFIRMED_REPLY_BYTES = 8 * 1024;
 
-/**
- * Every address this file sends to is already an IP literal (a client's source, a validated node
- * address), so the name lookup dgram does before each send is answered at once. Node's default
- * goes through dns.lookup and a nextTick per datagram (docs/performance.md "UDP").
- */
-function literal(address: string, _family: unknown, callback: (err: Error | null, address: string, family: number) => void): void {
-  callback(null, address, address.includes(':') ? 6 : 4);
-}
-
 /** One client flow (source address and port): its own socket towards the node, and its node. */
 interface UdpSession {
   readonly flow: string;
@@ -44,9 +37,9 @@ interface UdpSession {
   unconfirmedReplies: number;
   unconfirmedBytes: number;
   readonly rt: ConfigRuntime;
-  readonly socket: Socket;
-  /** The socket's reads and sends (udp-fast.ts). */
-  readonly out: FastUdp;
+  readonly io: SessionIo;
+  /** The native relay's number for this session, -1 on node:dgram. */
+  readonly id: number;
   node: NodeState;
   /** The node the last datagram went to: a reply from it is recognised without building a key. */
   sentTo: NodeState | null;
@@ -74,7 +67,15 @@ export class UdpListener {
   readonly socket: Socket;
   /** The listening socket's reads, and its replies to clients (udp-fast.ts). */
   private readonly io: FastUdp;
-  rt: ConfigRuntime | null = null;
+  /** The config served; a change sends natively relayed sessions back through the policy. */
+  get rt(): ConfigRuntime | null {
+    return this.current;
+  }
+
+  set rt(v: ConfigRuntime | null) {
+    if (v !== this.current) bumpPolicyEpoch();
+    this.current = v;
+  }
   /**
    * Sessions by client address, then port: a datagram finds its flow with the two values the
    * 'message' event already gives, without building an `ip:port` string per datagram.
@@ -83,12 +84,24 @@ export class UdpListener {
   private count = 0;
   private sweeper: Timer | null = null;
   private closed = false;
+  /**
+   * The native datagram path (native/udp_relay.c), when it serves this listener: it owns a
+   * duplicate of the listening socket and the sessions' sockets (docs/dataplane.md "UDP: the
+   * native datagram path"). Null on node:dgram.
+   */
+  private relay: NativeRelay | null = null;
+  private readonly byId = new Map<number, UdpSession>();
+  private current: ConfigRuntime | null = null;
 
   /**
    * `source`: where the bound socket comes from in a worker (its slot's socket of the port's
    * reuseport group, held by the primary: workers/udp-group.ts); without it this binds its own.
    */
-  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits, private readonly source?: (ip: string, port: number) => Promise<object>) {
+  /**
+   * `native`: serve datagrams through the native relay when it loads (the default); false keeps
+   * node:dgram (EngineOptions.udpNative).
+   */
+  constructor(readonly ip: string, readonly port: number, private readonly clock: Clock, private readonly log: Logger, private readonly limits: ConnLimits, private readonly source?: (ip: string, port: number) => Promise<object>, private readonly native = true) {
     this.socket = createSocket({ type: ip.includes(':') ? 'udp6' : 'udp4', lookup: literal });
     this.io = new FastUdp(this.socket, (msg, from) => this.onDatagram(msg, from));
     this.socket.on('error', (e) => this.log.error({ err: e, ip, port }, 'udp listener error'));
@@ -123,9 +136,56 @@ export class UdpListener {
       if (handle !== undefined) (this.socket.bind as unknown as (h: object, cb: () => void) => void)(handle, bound);
       else this.socket.bind({ address: this.ip, port: this.port, exclusive: !cluster.isWorker }, bound);
     });
+    if (this.native) this.startNative();
   }
 
-  private onDatagram(msg: Buffer, from: RemoteInfo): void {
+  /**
+   * Hands the bound socket to the native relay: node:dgram stops reading it, and the relay reads
+   * a duplicate of it. The dgram socket stays open (it owns the original descriptor, and a
+   * worker's came from the primary) until destroy().
+   */
+  private startNative(): void {
+    this.relay = NativeRelay.start(this.socket, this.log, {
+      datagram: (msg, from) => this.onDatagram(msg, from),
+      reply: (id, msg, from) => {
+        const s = this.byId.get(id);
+        if (s !== undefined) this.onReply(s, msg, from);
+      },
+      error: (id, errno) => this.onNativeError(id, errno),
+    });
+  }
+
+  private onNativeError(id: number, errno: number): void {
+    const s = this.byId.get(id);
+    if (s === undefined) {
+      this.log.error({ errno, ip: this.ip, port: this.port }, 'udp listener error');
+      return;
+    }
+    this.log.debug({ errno, flow: s.flow }, 'udp session socket error');
+    this.end(s);
+  }
+
+  /** A reply to a client, from the listening socket. */
+  private reply(msg: Buffer, port: number, ip: string): void {
+    if (this.relay !== null) this.relay.reply(msg, ip, port);
+    else this.io.sendTo(msg, port, ip);
+  }
+
+  /**
+   * Lets the native relay carry the session's datagrams both ways without asking JavaScript,
+   * when nothing is left to decide per datagram: the client has proven its address (two
+   * datagrams, so replies are no longer bounded), the socket is connected to the one node it
+   * uses, that node is pinned (stickiness) and may serve, its health has been seen (a reply no
+   * longer marks it UP), and the session is under the listener's current config. Until the
+   * policy epoch moves (native/policy-epoch.ts).
+   */
+  private establish(s: UdpSession): void {
+    if (this.relay === null || s.id < 0 || s.ended || !s.connected || s.fromClient < 2) return;
+    if (s.node !== s.sentTo || s.rt !== this.current || s.rt.spec.stickiness === 'none' || !s.node.servesPinned || s.node.status === 'unknown') return;
+    this.relay.establish(s.id);
+  }
+
+  private onDatagram(msg: Buffer, from: Peer): void {
     const rt = this.rt;
     if (rt === null || this.closed) return;
     let s = this.sessions.get(from.address)?.get(from.port);
@@ -156,21 +216,22 @@ export class UdpListener {
     const node = s.node;
     if (s.connected) {
       if (node === s.sentTo) {
-        s.out.send(msg);
+        s.io.send(msg);
+        if (s.id >= 0) this.establish(s);
         return;
       }
       s.connected = false;
-      s.socket.disconnect();
+      s.io.disconnect();
     }
     if (node !== s.sentTo) {
       s.sentTo = node;
       s.peers.add(`${node.spec.host}:${node.spec.port}`);
     }
-    s.out.sendTo(msg, node.spec.port, node.spec.host);
+    s.io.sendTo(msg, node.spec.port, node.spec.host);
   }
 
   /** A datagram on a session's socket: passed on to the client when it is from the session's node. */
-  private onReply(s: UdpSession, reply: Buffer, peer: RemoteInfo): void {
+  private onReply(s: UdpSession, reply: Buffer, peer: Peer): void {
     if (s.ended) return;
     const last = s.sentTo;
     // A connected socket hears only its node: the kernel drops datagrams from anyone else.
@@ -185,7 +246,8 @@ export class UdpListener {
     }
     s.lastSeen = this.clock.now();
     s.rt.traffic.sent(reply.length);
-    this.io.sendTo(reply, s.port, s.ip);
+    this.reply(reply, s.port, s.ip);
+    if (s.id >= 0) this.establish(s);
   }
 
   private pick(rt: ConfigRuntime, ip: string, flow: string): NodeState | undefined {
@@ -195,7 +257,7 @@ export class UdpListener {
   }
 
   /** A new session, or undefined when a cap, the throttle or the lack of a node refuses it. */
-  private open(rt: ConfigRuntime, from: RemoteInfo): UdpSession | undefined {
+  private open(rt: ConfigRuntime, from: Peer): UdpSession | undefined {
     const cap = rt.throttle.concurrent.total;
     // The config's own bound, beside the NodeBalancer's: one config can never hold more.
     if (cap > 0 && this.count >= cap) return void this.limits.refuse('udp_config_cap');
@@ -209,25 +271,34 @@ export class UdpListener {
       this.limits.releaseUdp(rt.throttle, key);
       return undefined;
     }
-    const socket = createSocket({ type: node.spec.host.includes(':') ? 'udp6' : 'udp4', lookup: literal });
     // Stickiness none moves on every datagram, and a disconnect gives the socket a new local port
     // (late replies to the old one are lost), so those sessions never connect (docs/dataplane.md "UDP").
     const connected = rt.spec.stickiness !== 'none';
-    const out = new FastUdp(socket, (reply, peer) => this.onReply(s, reply, peer));
+    let id = -1;
+    let io: SessionIo;
+    if (this.relay !== null) {
+      id = this.relay.open(from, node.spec.host, node.spec.port, connected);
+      if (id < 0) {
+        // No socket for it (descriptors, memory): the datagram is dropped, as a full table would.
+        this.log.debug({ errno: -id, flow }, 'udp session socket could not be opened');
+        this.limits.releaseUdp(rt.throttle, key);
+        return undefined;
+      }
+      io = this.relay.io(id, (rx, tx) => {
+        this.byId.delete(id);
+        this.tally(s, rx, tx);
+      });
+    } else {
+      io = dgramSessionIo(node.spec.host, node.spec.port, connected, (reply, peer) => this.onReply(s, reply, peer), (e) => {
+        this.log.debug({ err: e, flow }, 'udp session socket error');
+        this.end(s);
+      });
+    }
     const s: UdpSession = {
-      flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, socket, out, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
+      flow, ip: from.address, port: from.port, key, fromClient: 0, unconfirmedReplies: 0, unconfirmedBytes: 0, rt, io, id, node, sentTo: node, peers: new Set([`${node.spec.host}:${node.spec.port}`]),
       connected, lastSeen: this.clock.now(), ended: false,
     };
-    // Binds to an ephemeral port and connects at once: the lookup above answers synchronously.
-    if (connected) socket.connect(node.spec.port, node.spec.host);
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      // A connected socket hears the ICMP "port unreachable" of a node that is not listening; an
-      // unconnected one never did. The datagram is lost either way and the session stays, as
-      // before: health checks, not one refused datagram, decide that a node is down.
-      if (e.code === 'ECONNREFUSED') return;
-      this.log.debug({ err: e, flow }, 'udp session socket error');
-      this.end(s);
-    });
+    if (id >= 0) this.byId.set(id, s);
     let byPort = this.sessions.get(s.ip);
     if (byPort === undefined) this.sessions.set(s.ip, (byPort = new Map()));
     byPort.set(s.port, s);
@@ -236,6 +307,30 @@ export class UdpListener {
     rt.traffic.connectionOpened();
     this.startSweeper(rt);
     return s;
+  }
+
+  /** Bytes the native relay carried for a session, into its config's counters. */
+  private tally(s: UdpSession, rx: number, tx: number): void {
+    if (rx > 0) s.rt.traffic.received(rx);
+    if (tx > 0) s.rt.traffic.sent(tx);
+  }
+
+  /**
+   * Takes what the native relay carried since the last call: counters, and the last-seen time of
+   * each session that had traffic (set to now: a natively relayed session's silence is measured
+   * from the sweep that last saw it active, so it may outlive its timeout by up to one sweep).
+   * The sweep calls it, and so does every reading of the counters (ListenerSet.collectUdp).
+   */
+  collect(): void {
+    if (this.relay === null) return;
+    const got = this.relay.collect();
+    const now = this.clock.now();
+    for (let i = 0; i + 2 < got.length; i += 3) {
+      const s = this.byId.get(got[i]!);
+      if (s === undefined) continue;
+      s.lastSeen = now;
+      this.tally(s, got[i + 1]!, got[i + 2]!);
+    }
   }
 
   private end(s: UdpSession): void {
@@ -247,7 +342,7 @@ export class UdpListener {
       this.count--;
       if (byPort.size === 0) this.sessions.delete(s.ip);
     }
-    s.socket.close();
+    s.io.close();
     s.rt.closed(s.node);
     s.rt.traffic.connectionClosed();
     this.limits.releaseUdp(s.rt.throttle, s.key);
@@ -261,6 +356,7 @@ export class UdpListener {
 
   /** Ends the sessions silent for their config's timeout; stops when none are left. */
   private sweep(): void {
+    this.collect();
     const now = this.clock.now();
     for (const byPort of this.sessions.values()) {
       for (const s of byPort.values()) {
@@ -288,6 +384,8 @@ export class UdpListener {
     for (const s of [...this.sessions.values()].flatMap((byPort) => [...byPort.values()])) this.end(s);
     this.sweeper?.cancel();
     this.sweeper = null;
+    this.relay?.destroy();
+    this.relay = null;
     try {
       this.socket.close();
     } catch {

@@ -15,6 +15,7 @@ import { NodeState } from './node-state.js';
 import type { SessionConfig } from './session-config.js';
 import { TrafficCounters } from './traffic-counters.js';
 import type { TicketKeys } from './ticket-keys.js';
+import { bumpPolicyEpoch } from '../native/policy-epoch.js';
 
 /**
  * A worker of a multi-process data plane (docs/dataplane.md, "Workers"): health is decided once,
@@ -60,6 +61,8 @@ export class ConfigRuntime implements SessionConfig {
 
   /** Applies a new spec for the same config id; node state survives where id and address match. */
   update(spec: ConfigSpec, first = false): void {
+    // What udp sessions relayed natively were established under may have changed.
+    bumpPolicyEpoch();
     const old = this.spec;
     if (!first && old.fingerprint === spec.fingerprint) {
       this.spec = spec;
@@ -247,6 +250,7 @@ export class ConfigRuntime implements SessionConfig {
   /** The config left the snapshot: stop checks, drop pools; open sessions finish on their own. */
   retire(): void {
     this.removed = true;
+    bumpPolicyEpoch();
     this.checker?.stop();
     for (const st of this.nodes.values()) {
       st.retired = true;

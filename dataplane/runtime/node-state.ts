@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { NodeSpec } from '../config/model.js';
 import type { Balanced } from '../balancing/picker.js';
+import { bumpPolicyEpoch } from '../native/policy-epoch.js';
 
 export type NodeStatus = 'unknown' | 'UP' | 'DOWN';
 
@@ -16,15 +17,48 @@ export interface Pooled {
  * their reference even after it leaves the config (`retired`).
  */
 export class NodeState implements Balanced {
-  status: NodeStatus = 'unknown';
   active = 0;
   fails = 0;
   passes = 0;
-  retired = false;
   readonly idle: Pooled[] = [];
   private nbSrvId: string | null = null;
+  // Status, retirement and spec decide whether the node serves a pinned flow (servesPinned): a
+  // change to any of them bumps the policy epoch, so the udp native path asks again
+  // (native/policy-epoch.ts).
+  private st: NodeStatus = 'unknown';
+  private gone = false;
+  private sp: NodeSpec;
 
-  constructor(public spec: NodeSpec, private readonly configId: number) {}
+  constructor(spec: NodeSpec, private readonly configId: number) {
+    this.sp = spec;
+  }
+
+  get status(): NodeStatus {
+    return this.st;
+  }
+
+  set status(v: NodeStatus) {
+    if (v !== this.st) bumpPolicyEpoch();
+    this.st = v;
+  }
+
+  get retired(): boolean {
+    return this.gone;
+  }
+
+  set retired(v: boolean) {
+    if (v !== this.gone) bumpPolicyEpoch();
+    this.gone = v;
+  }
+
+  get spec(): NodeSpec {
+    return this.sp;
+  }
+
+  set spec(v: NodeSpec) {
+    if (v !== this.sp) bumpPolicyEpoch();
+    this.sp = v;
+  }
 
   /**
    * Opaque NB_SRVID value: names the node without revealing its address. Made when first asked

@@ -21,6 +21,8 @@ export async function startUdpTrio(extra: UdpConfigExtra, o: {
   http?: boolean;
   nbExtra?: Parameters<typeof nodebalancer>[2];
   limits?: ConnLimitOptions;
+  /** EngineOptions.udpNative (default: the engine's, the native path). */
+  udpNative?: boolean;
 } = {}) {
   const names = ['a', 'b', 'c'];
   const ips = names.map(() => udpLoopback());
@@ -32,7 +34,7 @@ export async function startUdpTrio(extra: UdpConfigExtra, o: {
   for (const c of checks) cleanup.push(() => c.close());
   const ip = udpLoopback();
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const engine = createProxyEngine({ logger: silentLogger(), limits: o.limits });
+  const engine = createProxyEngine({ logger: silentLogger(), limits: o.limits, udpNative: o.udpNative });
   cleanup.push(() => engine.close());
   const events: Array<HealthEvent & { name: string }> = [];
   const nodes = backends.map((b, i) => node(b.address, { mode: 'none', ...o.modes?.[i] }));
