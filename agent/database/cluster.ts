@@ -16,6 +16,7 @@ import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
+import { promotionHeldBack, type DbObs } from './plan.js';
 import { databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
 export interface ControllerDeps {
@@ -181,6 +182,27 @@ export abstract class Cluster {
     return changed;
   }
   private refusedTerm = -1;
+
+  /**
+   * The GTID position the control plane named the followed primary for in the followed term
+   * ('' when none was sent, an older control plane, or the desired state is of another term).
+   */
+  promotionPosition(): string {
+    const s = this.state;
+    const d = this.desired;
+    if (!s || !d || Number(d.term) !== (s.term ?? 0) || d.primaryMember !== s.primary) return '';
+    return d.primaryPosition ?? '';
+  }
+
+  /** Says once per term that the local primary is not promoted for lack of its position. */
+  protected noteHeldBack(obs: DbObs): void {
+    const s = this.state;
+    const p = obs.nodes.find((n) => n.index === obs.primary);
+    if (!s || !promotionHeldBack(obs.spread, p) || this.heldBackTerm === s.term) return;
+    this.heldBackTerm = s.term ?? 0;
+    this.emit('database_failover', `node ${obs.primary} is named primary for term ${s.term} at position ${obs.spread!.promotionPosition} but holds only ${p!.gtid || 'nothing'}: it is not promoted (acknowledged writes would be lost); the control plane names another member`, 'failed');
+  }
+  private heldBackTerm = -1;
 
   /**
    * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
