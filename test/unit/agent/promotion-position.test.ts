@@ -103,8 +103,6 @@ describe('an agent given a promotion', () => {
   it('never wipes nor re-points a node the desired state names primary for a newer term', async () => {
     const c = controller();
     c.setDesired(desired(5, 3, '0-1-10'));
-    expect(namedPrimaryAhead(c.desired, c.state!, 3)).toBe(true);
-    expect(namedPrimaryAhead(c.desired, c.state!, 2)).toBe(false);
     const touched: string[] = [];
     const runtime = new Proxy({}, { get: (_t, p) => async () => { touched.push(String(p)); return { state: 'running' }; } }) as unknown as ContainerRuntime;
     const ctx = {
@@ -113,6 +111,8 @@ describe('an agent given a promotion', () => {
     } as unknown as RejoinContext;
     await expect(rejoin(ctx, 3, true)).rejects.toThrow(/named primary for term 5/);
     expect(touched).toEqual([]);
+    expect(namedPrimaryAhead(c.desired, c.state!, 3)).toBe(true);
+    expect(namedPrimaryAhead(c.desired, c.state!, 2)).toBe(false);
     // Once the agent follows that term the guard is off (the node is the primary, not rejoined).
     await c.followDesired();
     expect(namedPrimaryAhead(c.desired, c.state!, 3)).toBe(false);
