@@ -16,7 +16,7 @@ import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
-import { promotionHeldBack, type DbObs } from './plan.js';
+import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
 import { databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
 export interface ControllerDeps {
@@ -182,6 +182,17 @@ export abstract class Cluster {
     return changed;
   }
   private refusedTerm = -1;
+
+  /** What the plan of a spread cluster needs beyond the local nodes (undefined: not spread). */
+  spreadObs(): SpreadObs | undefined {
+    const s = this.state;
+    if (!this.spread) return undefined;
+    return {
+      local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
+      fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
+      promotionPosition: this.promotionPosition(),
+    };
+  }
 
   /**
    * The GTID position the control plane named the followed primary for in the followed term

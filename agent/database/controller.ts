@@ -206,11 +206,7 @@ export class DatabaseController extends Cluster {
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
       proxyNetworks: this.wantedProxyNetworks(),
-      spread: this.spread ? {
-        local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
-        fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
-        promotionPosition: this.promotionPosition(),
-      } : undefined,
+      spread: this.spreadObs(),
     });
     this.noteHeldBack(obs);
     if (this.movingOut) obs.movingOut = true;

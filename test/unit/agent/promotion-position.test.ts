@@ -60,7 +60,7 @@ describe('the report of a node held back', () => {
     const role = (gtid: string) => reportDatabase({
       id: 4, state, clusterSize: 3, details: [detail(gtid)], lastObs: named(gtid), obsGeneration: 1, lastStatus: '',
       nodeName: (k) => `n${k}`, primaryAddress: '198.18.0.3', caPem: '', events: [], usedDiskMb: 0,
-    }).nodes.find((n) => n.member === 3)?.role;
+    }).nodes?.find((n) => n.member === 3)?.role;
     expect(role('0-1-4')).toBe('behind');
     expect(role('0-1-10')).toBe('primary');
   });
