@@ -128,6 +128,12 @@ export abstract class Cluster {
     if (this.spread && !this.nodeIndexes().includes(this.state!.primary)) throw new Error('the primary\'s address is not known yet');
     return withAdmin(await this.adminTarget(this.state!.primary), async (c) => String((await q(c, 'SELECT @@gtid_binlog_state AS s'))[0]?.s ?? ''));
   }
+  /** Whether the named primary is still read-only (not promoted yet, or held back for lack of its position). */
+  async primaryReadOnly(): Promise<boolean> {
+    const remote = this.remotePrimary();
+    if (remote) return Number((await remoteVariables(remote, ['read_only'])).read_only) === 1;
+    return withAdmin(await this.adminTarget(this.state!.primary), async (c) => Number((await q(c, 'SELECT @@read_only AS r'))[0]?.r) === 1);
+  }
 
   /**
    * The state follows the control plane: the database's backup key once one is sent (a key
@@ -322,6 +328,7 @@ export abstract class Cluster {
       clusterNode: async (k) => ({ index: k, address: this.state!.addresses[k - 1]!, port: NODE_PORT, admin: await this.adminTarget(k) }),
       primaryAddress: () => this.primaryAddress(),
       primaryBinlogState: () => this.primaryBinlogState(),
+      primaryReadOnly: () => this.primaryReadOnly(),
       remotePrimary: () => this.remotePrimary(),
       resolveEngine: () => this.resolveEngine(),
       allocateAddresses: (count) => allocateAddresses(this.deps.nodeAddressPool, count, this.deps.takenAddresses()),

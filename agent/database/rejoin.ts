@@ -22,7 +22,7 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
 
 /**
  * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
