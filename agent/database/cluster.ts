@@ -16,6 +16,7 @@ import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
+import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
 import { databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
 export interface ControllerDeps {
@@ -132,6 +133,12 @@ export abstract class Cluster {
     if (this.spread && !this.nodeIndexes().includes(this.state!.primary)) throw new Error('the primary\'s address is not known yet');
     return withAdmin(await this.adminTarget(this.state!.primary), async (c) => String((await q(c, 'SELECT @@gtid_binlog_state AS s'))[0]?.s ?? ''));
   }
+  /** Whether the named primary is still read-only (not promoted yet, or held back for lack of its position). */
+  async primaryReadOnly(): Promise<boolean> {
+    const remote = this.remotePrimary();
+    if (remote) return Number((await remoteVariables(remote, ['read_only'])).read_only) === 1;
+    return withAdmin(await this.adminTarget(this.state!.primary), async (c) => Number((await q(c, 'SELECT @@read_only AS r'))[0]?.r) === 1);
+  }
 
   /**
    * The state follows the control plane: the database's backup key once one is sent (a key
@@ -186,6 +193,38 @@ export abstract class Cluster {
     return changed;
   }
   private refusedTerm = -1;
+
+  /** What the plan of a spread cluster needs beyond the local nodes (undefined: not spread). */
+  spreadObs(): SpreadObs | undefined {
+    const s = this.state;
+    if (!this.spread) return undefined;
+    return {
+      local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
+      fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
+      promotionPosition: this.promotionPosition(),
+    };
+  }
+
+  /**
+   * The GTID position the control plane named the followed primary for in the followed term
+   * ('' when none was sent, an older control plane, or the desired state is of another term).
+   */
+  promotionPosition(): string {
+    const s = this.state;
+    const d = this.desired;
+    if (!s || !d || Number(d.term) !== (s.term ?? 0) || d.primaryMember !== s.primary) return '';
+    return d.primaryPosition ?? '';
+  }
+
+  /** Says once per term that the local primary is not promoted for lack of its position. */
+  protected noteHeldBack(obs: DbObs): void {
+    const s = this.state;
+    const p = obs.nodes.find((n) => n.index === obs.primary);
+    if (!s || !promotionHeldBack(obs.spread, p) || this.heldBackTerm === s.term) return;
+    this.heldBackTerm = s.term ?? 0;
+    this.emit('database_failover', `node ${obs.primary} is named primary for term ${s.term} at position ${obs.spread!.promotionPosition} but holds only ${p!.gtid || 'nothing'}: it is not promoted (acknowledged writes would be lost); the control plane names another member`, 'failed');
+  }
+  private heldBackTerm = -1;
 
   /**
    * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
@@ -294,6 +333,7 @@ export abstract class Cluster {
       clusterNode: async (k) => ({ index: k, address: this.state!.addresses[k - 1]!, port: NODE_PORT, admin: await this.adminTarget(k) }),
       primaryAddress: () => this.primaryAddress(),
       primaryBinlogState: () => this.primaryBinlogState(),
+      primaryReadOnly: () => this.primaryReadOnly(),
       remotePrimary: () => this.remotePrimary(),
       resolveEngine: () => this.resolveEngine(),
       allocateAddresses: (count) => allocateAddresses(this.deps.nodeAddressPool, count, this.deps.takenAddresses()),

@@ -42,6 +42,8 @@ export interface ClusterContext {
   primaryAddress(): string;
   /** The primary's gtid_binlog_state, over its socket or (another host) the network. */
   primaryBinlogState(): Promise<string>;
+  /** The primary is still read-only (named, not promoted yet). */
+  primaryReadOnly(): Promise<boolean>;
   /** The primary when it runs on another agent and its address is known. */
   remotePrimary(): RemoteMember | undefined;
   /** The engine build the desired state asks for; throws when the catalogue has none. */

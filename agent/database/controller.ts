@@ -9,7 +9,7 @@ import { failover, fencePrimary, promotePrimary, restartPrimary } from './failov
 import { withAdmin } from '../mysql/admin.js';
 import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
-import { plan, type Action, type DbObs } from './plan.js';
+import { namedPrimaryAhead, plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
 import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
@@ -206,11 +206,9 @@ export class DatabaseController extends Cluster {
       windowOpen: () => this.extras?.windowOpen(this) ?? false,
       resolveEngine: () => this.resolveEngine(),
       proxyNetworks: this.wantedProxyNetworks(),
-      spread: this.spread ? {
-        local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
-        fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
-      } : undefined,
+      spread: this.spreadObs(),
     });
+    this.noteHeldBack(obs);
     if (this.movingOut) obs.movingOut = true;
     if (s?.provisioned && d) this.disk.measureIfDue(join(this.dir, `n${s.primary}`, 'data'), d.type?.diskMb ?? 0);
     // The observation object is the one the report plans on, so convergence waits for these too.
@@ -367,7 +365,8 @@ export class DatabaseController extends Cluster {
         await this.save();
         this.emit('database_create', this.state.error, 'failed');
       }
-      if (a.kind === 'rejoin') this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
+      // A rejoin stopped because the node was named primary meanwhile is no failure of the node.
+      if (a.kind === 'rejoin' && !(this.spread && namedPrimaryAhead(this.desired, this.state ?? {}, a.index))) this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
       if (a.kind === 'rolling' && a.reason === 'patch') this.settlePatch(msg);
       throw err;
     }

@@ -1,9 +1,10 @@
+import { FulcrumError } from '../../lib/errors.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import type { ClusterContext } from './context.js';
 import { updateState } from './state.js';
 import { ownGtidsMissing } from './errant.js';
 
-export type DivergedContext = Pick<ClusterContext, 'state' | 'log' | 'adminTarget' | 'primaryBinlogState' | 'save' | 'emit'>;
+export type DivergedContext = Pick<ClusterContext, 'state' | 'log' | 'adminTarget' | 'primaryBinlogState' | 'primaryReadOnly' | 'save' | 'emit'>;
 
 /**
  * Before a member of a spread cluster follows the primary the control plane named, it is fenced
@@ -26,6 +27,12 @@ export async function divergedFromPrimary(db: DivergedContext, k: number): Promi
   const theirs = await db.primaryBinlogState();
   const { gtids, after } = ownGtidsMissing(mine.state, theirs, mine.serverId);
   if (gtids.length === 0) return false;
+  // Not rebuilt from a primary that does not serve yet: it may be held back for lack of the
+  // position it was named for (a wiped node), and this member, which holds more, may be the one the
+  // control plane names instead. The rejoin fails, fenced, and is tried again.
+  if (await db.primaryReadOnly()) {
+    throw new FulcrumError('conflict', `node ${k} has transactions the named primary (node ${s.primary}) lacks, and that primary is not writable yet: node ${k} is not rebuilt from it`);
+  }
   db.log.error({ node: k, errant: gtids, ownState: mine.state, primary: s.primary, primaryState: theirs }, 'errant transactions on a returning member');
   await updateState(db, { errant: { node: k, gtids, after }, rebuild: s.rebuild.includes(k) ? s.rebuild : [...s.rebuild, k] });
   db.emit('database_failover', `errant transactions: node ${k} had GTIDs ${gtids.join(', ')} that the primary (node ${s.primary}, at ${theirs}) never received; they are not in the database any more: their binlog events are saved in the agent's state folder (errant/) before node ${k} is rebuilt from the primary`, 'failed');

@@ -5,6 +5,8 @@
  * (test/unit/agent/reconcile.test.ts).
  */
 
+import { gtidContains } from '../../lib/gtid.js';
+
 export interface NodeObs {
   index: number;
   /** Runtime state. */
@@ -20,6 +22,8 @@ export interface NodeObs {
   semiSyncMaster?: boolean;
   /** Replicas connected to this node's binlog (SHOW SLAVE HOSTS). */
   replicaHosts?: number;
+  /** gtid_current_pos while it answers (absent when not read). */
+  gtid?: string;
 }
 
 export interface DbObs {
@@ -68,6 +72,11 @@ export interface SpreadObs {
    * (not promoted back) until the control plane names a primary for a higher term.
    */
   fenced?: boolean;
+  /**
+   * The GTID position the control plane named the primary for in the current term ('' or absent:
+   * none sent, an older control plane). A local primary is promoted only once it holds it.
+   */
+  promotionPosition?: string;
 }
 
 export interface DesiredObs {
@@ -164,6 +173,11 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   if (primaryLocal) {
     const p = o.nodes.find((n) => n.index === o.primary);
     if (!p || p.state !== 'running' || !p.reachable) return [{ kind: 'restart-primary' }];
+    // Named primary for a position its node does not hold (it was wiped or rebuilt behind it):
+    // promoting it would lose acknowledged writes, and the local replicas must not be made to
+    // follow it (a rebuild from it would wipe what they hold). Nothing is done until the control
+    // plane names another member (the report says "behind").
+    if (promotionHeldBack(sp, p)) return o.proxiesCurrent ? [] : [{ kind: 'sync-proxies' }];
     if (!sp.fenced && (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false))) actions.push({ kind: 'promote-primary' });
   }
   for (const k of sp.local) {
@@ -179,6 +193,24 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   if (primaryLocal && !sp.fenced && !o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
   if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
   return actions;
+}
+
+/**
+ * A spread cluster's local primary, still read-only, lacks the position the control plane named
+ * it primary for: it is not promoted (its agent reports it "behind").
+ */
+export function promotionHeldBack(sp: SpreadObs | undefined, p: NodeObs | undefined): boolean {
+  if (!sp?.promotionPosition || !p || p.state !== 'running' || !p.reachable || !p.readOnly) return false;
+  return !gtidContains(p.gtid ?? '', sp.promotionPosition);
+}
+
+/**
+ * The control plane names node `k` primary for a newer term than the one the agent follows (a
+ * promotion that arrived after the action was planned): the node must not be turned into a
+ * replica of the old primary, nor wiped: its data may be the only copy of acknowledged writes.
+ */
+export function namedPrimaryAhead(d: { term: number; primaryMember: number } | undefined, s: { term?: number }, k: number): boolean {
+  return !!d && d.primaryMember === k && Number(d.term) > (s.term ?? 0);
 }
 
 /** The observed status reported for a database (the control plane owns the API status). */

@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { systemClock } from '../../lib/clock.js';
+import { FulcrumError } from '../../lib/errors.js';
 import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
 import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
@@ -10,6 +11,7 @@ import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaSt
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
+import { namedPrimaryAhead } from './plan.js';
 import { NODE_PORT, updateState } from './state.js';
 
 /**
@@ -20,7 +22,7 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
 
 /**
  * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
@@ -31,6 +33,13 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
+  // Checked again just before a wipe: the promotion may arrive while the errant check runs.
+  const notNamedPrimary = () => {
+    if (db.spread && namedPrimaryAhead(db.spec, s, k)) {
+      throw new FulcrumError('conflict', `node ${k} is named primary for term ${Number(db.spec.term)}: it is not made a replica of the old primary, nor wiped`);
+    }
+  };
+  notNamedPrimary();
   // A member of a spread cluster may be an old primary coming back: fenced and checked before
   // anything follows the primary or wipes it (also before a rebuild after failed rejoins, so no
   // transaction only it has is ever dropped unreported). A check that cannot reach the primary
@@ -39,6 +48,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await db.runtime.ensure(db.nodeSpec(k));
     if (await divergedFromPrimary(db, k)) rebuild = true;
   }
+  if (rebuild) notNamedPrimary();
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the

@@ -3,7 +3,7 @@ import type { DesiredDatabase__Output } from '../../proto/gen/fulcrum/v1/Desired
 import type { NodeObservation } from '../../proto/gen/fulcrum/v1/NodeObservation.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import type { NodeDetail } from './observe.js';
-import { observedStatus, plan, type DbObs } from './plan.js';
+import { observedStatus, plan, promotionHeldBack, type DbObs } from './plan.js';
 import { NODE_PORT, type DbState } from './state.js';
 
 /** Everything a database's report is made of; the controller gathers it. */
@@ -78,7 +78,8 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
     port: NODE_PORT,
     // A primary fenced for a planned switchover says so: the control plane fails over from one
     // whose switchover was abandoned (control-plane/domain/databases/failover-decision.ts).
-    role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? (s.fencedTerm !== undefined && s.fencedTerm === s.term ? 'fenced' : 'primary') : 'replica',
+    // One named primary for a position it lacks says so too: the control plane names another.
+    role: n.state !== 'running' || !n.reachable ? 'down' : n.index === s?.primary ? primaryRole(s, r.lastObs, n) : 'replica',
     state: n.state,
     replicationOk: n.index === s?.primary ? true : n.replicating,
     gtidCurrentPos: n.gtid,
@@ -103,4 +104,9 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
     // Only an observation made against this very generation can say it has converged.
     convergedGeneration: converged && !r.busy && r.obsGeneration === d?.generation ? r.obsGeneration : 0,
   };
+}
+
+function primaryRole(s: DbState, obs: DbObs | undefined, n: NodeDetail): string {
+  if (s.fencedTerm !== undefined && s.fencedTerm === s.term) return 'fenced';
+  return promotionHeldBack(obs?.spread, n) ? 'behind' : 'primary';
 }

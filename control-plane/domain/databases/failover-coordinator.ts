@@ -125,7 +125,7 @@ export class FailoverCoordinator {
         const node = reports.get(m.member);
         return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
       }));
-      const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, members, lostSince: this.lostSince.get(db.id) ?? null }, now);
+      const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, primaryPosition: db.primaryPosition ?? '', members, lostSince: this.lostSince.get(db.id) ?? null }, now);
       changed = (await this.apply(db.id, decision)) || changed;
       changed = (await this.syncMembers(db.id)) || changed;
     }
@@ -185,14 +185,14 @@ export class FailoverCoordinator {
         const promoted = await this.d.repo.transaction(async () => {
           const db = await this.d.repo.get(id);
           if (!db || db.term >= decision.term) return false;
-          await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+          await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, primaryPosition: decision.position, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
           await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
           return true;
         });
         if (promoted) {
           this.promoted.inc();
-          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, cause: decision.cause }, 'database failover');
+          this.log.warn({ database: id, member: decision.member, agent: decision.agentId, term: decision.term, position: decision.position, cause: decision.cause }, 'database failover');
         }
         return promoted;
       }

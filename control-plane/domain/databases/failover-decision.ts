@@ -4,6 +4,8 @@
  * reported and the clock, this says whether to promote and whom.
  */
 
+import { gtidContains } from '../../../lib/gtid.js';
+
 /** How long the primary must stay lost before a replica is promoted. */
 export const FAILOVER_AFTER_MS = 3000;
 /**
@@ -36,6 +38,11 @@ export interface FailoverInput {
   clusterSize: number;
   term: number;
   primaryMember: number;
+  /**
+   * The GTID position the current primary was named for ('' = none known): every write
+   * acknowledged up to that promotion, so a member that lacks it is never promoted.
+   */
+  primaryPosition?: string;
   members: MemberView[];
   /** When the primary was first seen lost (kept by the caller between decisions), else null. */
   lostSince: number | null;
@@ -47,7 +54,8 @@ export type FailoverDecision =
   | { kind: 'waiting'; lostSince: number; cause: string }
   /** Lost for long enough, but no replica can take over (the cluster stays without a primary). */
   | { kind: 'stuck'; lostSince: number; cause: string }
-  | { kind: 'promote'; member: number; agentId: string; term: number; cause: string };
+  /** `position`: the GTID position the member is promoted for (its agent promotes it only once its node holds it). */
+  | { kind: 'promote'; member: number; agentId: string; term: number; position: string; cause: string };
 
 function agentAlive(m: MemberView, now: number): boolean {
   return m.agentConnected && m.agentSeenAt !== null && now - m.agentSeenAt <= AGENT_SILENT_MS;
@@ -61,6 +69,9 @@ function lostCause(p: MemberView | undefined, now: number): string | null {
   if (!p.node) return null; // not reported yet (a fresh control plane): no cause to act
   if (p.node.state !== 'running' || p.node.role === 'down') return `the agent ${p.agentId} reports the primary ${p.node.state === 'running' ? 'not answering' : p.node.state}`;
   if (p.node.role === 'fenced') return `the primary has been fenced for a planned switchover that did not finish`;
+  // Its agent refuses to promote a node that lacks the position it was named for (a node wiped
+  // or rebuilt behind it): another member that holds it is named instead.
+  if (p.node.role === 'behind') return `the agent ${p.agentId} reports the primary lacks the position it was named for`;
   return null;
 }
 
@@ -82,7 +93,9 @@ export function gtidProgress(pos: string): number {
  * Decides one cluster. The primary is lost when its agent's stream is gone, its agent has been
  * silent too long, or its agent reports it down; after FAILOVER_AFTER_MS of that the most
  * advanced running replica on a live agent is promoted (ties: lowest member index) with the
- * term raised by one. No replica on a live agent: stuck, never a guess.
+ * term raised by one, for the position it reported (its agent checks its node still holds it
+ * before promoting). A replica that lacks the position the current primary was named for is
+ * never promoted. No such replica on a live agent: stuck, never a guess.
  */
 export function decideFailover(input: FailoverInput, now: number): FailoverDecision {
   if (input.clusterSize < 2) return { kind: 'healthy' };
@@ -95,7 +108,11 @@ export function decideFailover(input: FailoverInput, now: number): FailoverDecis
   const candidates = input.members
     .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica')
     .sort((a, b) => gtidProgress(b.node!.gtid) - gtidProgress(a.node!.gtid) || a.member - b.member);
-  const best = candidates[0];
-  if (!best) return { kind: 'stuck', lostSince, cause: `${cause}, and no replica runs on a connected agent` };
-  return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, cause };
+  const floor = input.primaryPosition ?? '';
+  const best = candidates.find((m) => gtidContains(m.node!.gtid, floor));
+  if (!best) {
+    const why = candidates.length === 0 ? 'no replica runs on a connected agent' : `no replica holds the position ${floor} the primary was named for`;
+    return { kind: 'stuck', lostSince, cause: `${cause}, and ${why}` };
+  }
+  return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, position: best.node!.gtid, cause };
 }

@@ -215,7 +215,7 @@ export class HostHealing {
         if (!cur || cur.deleting || !cur.recovery || cur.agentId !== from) return false;
         await this.d.repo.setMembers(db.id, Array.from({ length: cur.clusterSize }, () => agent));
         await this.d.repo.update(db.id, {
-          agentId: agent, primaryMember: 1, status: 'degraded', members: {}, generation: cur.generation + 1,
+          agentId: agent, primaryMember: 1, primaryPosition: '', status: 'degraded', members: {}, generation: cur.generation + 1,
           recovery: { ...cur.recovery, placedMs: now }, updated: now,
         });
         return true;

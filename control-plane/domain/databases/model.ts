@@ -72,6 +72,13 @@ export interface DatabaseRecord {
   /** The member (1..cluster_size) the control plane names primary in `term`. */
   primaryMember: number;
   /**
+   * The GTID position `primaryMember` was named primary for in `term` (from the report the
+   * failover decided on, or the fenced primary's in a planned switchover): its agent promotes it
+   * only once its node holds it, and no later promotion picks a member with less. '' (or absent,
+   * a row from before) = no requirement.
+   */
+  primaryPosition?: string;
+  /**
    * A cluster spread over agents: its CA (certificate and key) and replication password, made by
    * the control plane when the members are placed and sent to every member agent (sealed at rest).
    * Absent or null when one agent runs every member (that agent makes its own).

@@ -94,7 +94,7 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
       const members = Array.from({ length: db.clusterSize ?? 1 }, () => agent);
       await repo.setMembers(db.id, members);
       // A 1-node fork gets its CA from here like any 1-node database (see below).
-      await repo.update(db.id, { agentId: agent, primaryMember: 1, ...(members.length === 1 ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
+      await repo.update(db.id, { agentId: agent, primaryMember: 1, primaryPosition: '', ...(members.length === 1 ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
       db.agentId = agent;
       count(agent, db.id);
       placed.push({ database: db.id, agent, members });
@@ -107,7 +107,7 @@ export async function placeDatabases(repo: DatabaseRepository, connected: readon
     // A 1-node database gets its CA from here too, so that it keeps it when it is rebuilt on
     // another host after its own is lost (docs/multi-host.md, "A 1-node database on a lost host").
     const spread = new Set(members).size > 1;
-    await repo.update(db.id, { agentId: members[0]!, primaryMember: 1, ...(spread || members.length === 1 ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
+    await repo.update(db.id, { agentId: members[0]!, primaryMember: 1, primaryPosition: '', ...(spread || members.length === 1 ? { clusterSecrets: makeClusterSecrets(db.id) } : {}) });
     db.agentId = members[0]!;
     for (const a of members) count(a, db.id);
     placed.push({ database: db.id, agent: members[0]!, members });

@@ -113,7 +113,7 @@ export class SingleMove {
       if (!cur || cur.deleting || !stillOn(cur, await this.d.repo.members(databaseId), from, found)) return false;
       await this.d.repo.setMembers(databaseId, [to]);
       await this.d.repo.update(databaseId, {
-        agentId: to, primaryMember: 1, status: 'degraded', members: {}, generation: cur.generation + 1,
+        agentId: to, primaryMember: 1, primaryPosition: '', status: 'degraded', members: {}, generation: cur.generation + 1,
         recovery: { from, lostMs: fencedMs, placedMs: fencedMs, planned: true }, updated: fencedMs,
       });
       return true;

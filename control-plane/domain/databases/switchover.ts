@@ -188,7 +188,8 @@ export class Switchover {
     const named = await this.d.repo.transaction(async () => {
       const now = await this.d.repo.get(databaseId);
       if (!stillAsFound(now, await this.d.repo.members(databaseId), found, target)) return false;
-      await this.d.repo.update(databaseId, { term, primaryMember: target.member, agentId: target.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+      // The fenced primary's position: the new primary's agent promotes it only once it holds it.
+      await this.d.repo.update(databaseId, { term, primaryMember: target.member, primaryPosition: position, agentId: target.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
       return true;
     });
     if (!named) return { kind: 'abandoned', reason: 'the cluster changed during the switchover (a failover, a scale or a delete)' };

@@ -223,4 +223,13 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE databases ADD COLUMN recovery TEXT NOT NULL DEFAULT 'null';
     `,
   },
+  {
+    // The GTID position a spread cluster's primary was named for in its term (the report the
+    // failover decided on, or the fenced primary's in a planned switchover): its agent promotes it
+    // only once it holds that position (docs/databases.md, "Clusters across hosts"). '' = none.
+    id: '297-database-primary-position',
+    sql: `
+      ALTER TABLE databases ADD COLUMN primary_position TEXT NOT NULL DEFAULT '';
+    `,
+  },
 ];

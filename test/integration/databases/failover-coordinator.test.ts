@@ -67,7 +67,8 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     clock.advance(FAILOVER_AFTER_MS);
     await report();
     expect((await coord.tick())).toBe(true);
-    expect((await repo.get(row.id))).toMatchObject({ term: 2, primaryMember: 3, agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
+    // Named for the position of member 3's report (0-1-13), which its agent checks before promoting.
+    expect((await repo.get(row.id))).toMatchObject({ term: 2, primaryMember: 3, primaryPosition: '0-1-13', agentId: 'c', members: { '10.0.0.1': 'failover', '10.0.0.2': 'failover', '10.0.0.3': 'primary' } });
     expect((await coord.primaryOf(row.id))).toEqual({ databaseId: row.id, term: 2, member: 3, agentId: 'c', address: '10.0.0.3:3306' });
     expect(await registry.getSingleMetricAsString('fulcrum_database_failovers_total')).toMatch(/fulcrum_database_failovers_total(\{[^}]*\})? 1\b/);
     expect(await registry.getSingleMetricAsString('fulcrum_database_primary_lost')).toMatch(/fulcrum_database_primary_lost(\{[^}]*\})? 0\b/);
@@ -145,5 +146,28 @@ describe('failover coordinator (SQLite store, manual clock)', () => {
     await coord.record('a', [{ id: one.id, nodes }]);
     expect(raced).toBe(true);
     expect((await store.memberReports(one.id)).map((r) => r.member)).toEqual([1]);
+  });
+
+  it('names another member holding the position when the promoted one reports itself behind it (wiped or rebuilt meanwhile)', async () => {
+    const { clock, repo, coord, row, seen } = await setup();
+    await repo.update(row.id, { term: 5, primaryMember: 3, primaryPosition: '0-1-40', agentId: 'c' });
+    const say = async (k: number, agent: string, role: string, gtid: string) => {
+      await seen(agent);
+      await coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: 'running', role, gtid, address: `10.0.0.${k}:3306` }] }]);
+    };
+    const round = async () => {
+      await say(1, 'a', 'replica', '0-1-41');
+      // Further on by sum (another domain) but short of 0-1-40 in domain 0.
+      await say(2, 'b', 'replica', '0-1-39,1-2-50');
+      await say(3, 'c', 'behind', '0-1-7');
+    };
+    clock.advance(AGENT_SILENT_MS);
+    await round();
+    expect(await coord.tick()).toBe(true); // members assembled; the loss starts
+    clock.advance(FAILOVER_AFTER_MS);
+    await round();
+    expect(await coord.tick()).toBe(true);
+    // Member 1 holds 0-1-40; member 2 would lose acknowledged writes and is passed over.
+    expect(await repo.get(row.id)).toMatchObject({ term: 6, primaryMember: 1, primaryPosition: '0-1-41', agentId: 'a' });
   });
 });

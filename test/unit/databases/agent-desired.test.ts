@@ -34,6 +34,12 @@ describe('the desired state of a spread cluster', () => {
     expect(agentContent('a', [db({ backupKey: null })], spread, []).databases[0]!.backupKey ?? '').toBe('');
   });
 
+  it('sends the position the primary was named for with its term (none from a row without one, none to a cluster on one agent)', () => {
+    expect(agentContent('c', [db({ primaryPosition: '0-1-10' })], spread, []).databases[0]!.primaryPosition).toBe('0-1-10');
+    expect(agentContent('c', [db()], spread, []).databases[0]!.primaryPosition).toBe('');
+    expect(agentContent('a', [db({ primaryPosition: '0-1-10' })], spread.map((m) => ({ ...m, agentId: 'a' })), []).databases[0]!.primaryPosition).toBe('');
+  });
+
   it('sends no shared secrets, and no primary, when one agent runs every member', () => {
     const whole = spread.map((m) => ({ ...m, agentId: 'a' }));
     const [d] = agentContent('a', [db()], whole, [], () => [], addressOf).databases;

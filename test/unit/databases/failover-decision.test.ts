@@ -38,7 +38,7 @@ describe('the control plane failover decision', () => {
     expect(decide(cut()).kind).toBe('waiting');
     clock.advance(1);
     // Member 3 is at seq 10, member 2 at 9.
-    expect(decide(cut())).toEqual({ kind: 'promote', member: 3, agentId: 'c', term: 5, cause: expect.stringContaining('disconnected') });
+    expect(decide(cut())).toEqual({ kind: 'promote', member: 3, agentId: 'c', term: 5, position: '0-1-10', cause: expect.stringContaining('disconnected') });
   });
 
   it('counts an agent silent for longer than AGENT_SILENT_MS as gone even with its stream open (a cut link before keepalive fires)', () => {
@@ -97,5 +97,50 @@ describe('the control plane failover decision', () => {
     expect(gtidProgress('0-1-10,1-2-5')).toBe(15);
     expect(gtidProgress('')).toBe(0);
     expect(gtidProgress('garbage,0-1-3')).toBe(3);
+  });
+});
+
+/**
+ * A promotion carries the position it was decided for, and a member that lacks the position the
+ * current primary was named for is never named: the failure seen when a drain's switchover was
+ * abandoned and the member promoted from its last report had been wiped and rebuilt behind it.
+ */
+describe('the position a promotion is decided for', () => {
+  const at = (clock: ManualClock, primaryMember: number, primaryPosition: string, members: MemberView[], lostSince: number | null = null) =>
+    decideFailover({ clusterSize: 3, term: 5, primaryMember, primaryPosition, members, lostSince }, clock.now());
+
+  it('gives the promoted member the GTID position of the report it was chosen from', () => {
+    const clock = new ManualClock();
+    const members = cluster(clock, { 1: { agentConnected: false } });
+    expect(at(clock, 1, '', members, clock.now() - FAILOVER_AFTER_MS)).toMatchObject({ kind: 'promote', member: 3, term: 6, position: '0-1-10' });
+  });
+
+  it('counts a named primary its agent reports "behind" as lost, and names a member that holds the position instead', () => {
+    const clock = new ManualClock();
+    // Member 3 was named at term 5 for 0-1-10 but was wiped meanwhile; member 1 (old primary) and 2 hold it.
+    const members = cluster(clock, {
+      1: { node: { state: 'running', role: 'replica', gtid: '0-1-10' } },
+      3: { node: { state: 'running', role: 'behind', gtid: '0-1-4' } },
+    });
+    const first = at(clock, 3, '0-1-10', members);
+    expect(first).toMatchObject({ kind: 'waiting', cause: expect.stringContaining('lacks the position it was named for') });
+    clock.advance(FAILOVER_AFTER_MS);
+    expect(at(clock, 3, '0-1-10', members, first.kind === 'waiting' ? first.lostSince : null)).toMatchObject({ kind: 'promote', member: 1, term: 6, position: '0-1-10' });
+  });
+
+  it('never promotes a replica that lacks the position the current primary was named for: stuck until one holds it', () => {
+    const clock = new ManualClock();
+    const lost = clock.now() - FAILOVER_AFTER_MS;
+    const behind = cluster(clock, {
+      1: { agentConnected: false },
+      2: { node: { state: 'running', role: 'replica', gtid: '0-1-4' } },
+      3: { node: { state: 'running', role: 'replica', gtid: '0-1-9' } },
+    });
+    expect(at(clock, 1, '0-1-10', behind, lost)).toMatchObject({ kind: 'stuck', cause: expect.stringContaining('no replica holds the position 0-1-10') });
+    // Without a recorded position (an older control plane's row): the most advanced, as before.
+    expect(at(clock, 1, '', behind, lost)).toMatchObject({ kind: 'promote', member: 3, position: '0-1-9' });
+    // Once member 2 has caught up, it is named (the most advanced that holds the position).
+    const caught = cluster(clock, { 1: { agentConnected: false }, 2: { node: { state: 'running', role: 'replica', gtid: '0-2-11' } }, 3: { node: { state: 'running', role: 'replica', gtid: '0-1-9' } } });
+    expect(at(clock, 1, '0-1-10', caught, lost)).toMatchObject({ kind: 'promote', member: 2, position: '0-2-11' });
   });
 });
