@@ -54,6 +54,7 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
     config: renderNodeConfig({
       databaseId: i.databaseId,
       index: k,
+      serverId: d.members.find((m) => m.index === k)?.serverId || k,
       memoryMb: d.type?.memoryMb || 1024,
       semiSync: i.semiSync,
       semiSyncNoFallback: !!i.spread,

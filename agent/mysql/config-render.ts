@@ -9,8 +9,10 @@
  */
 export interface NodeConfigInput {
   databaseId: number;
-  /** 1-based node index; also the server_id. */
+  /** 1-based node index. */
   index: number;
+  /** The server_id: the index, unless the control plane gave the member another (DesiredMember). */
+  serverId?: number;
   memoryMb: number;
   semiSync: boolean;
   /**
@@ -48,7 +50,7 @@ export function bufferPoolMb(memoryMb: number): number {
 export function renderNodeConfig(c: NodeConfigInput): string {
   const lines = [
     '[mysqld]',
-    `server_id=${c.index}`,
+    `server_id=${c.serverId || c.index}`,
     `log_basename=db${c.databaseId}-n${c.index}`,
     'log_bin',
     'binlog_format=ROW',

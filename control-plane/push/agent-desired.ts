@@ -11,8 +11,8 @@ import { serverOptions } from '../domain/databases/engine-config.js';
  * older control plane) runs every member on its one agent.
  */
 function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: string, addressOf: MemberAddress): DesiredMember[] {
-  const list = placements.length > 0 ? placements : Array.from({ length: d.clusterSize }, (_, k) => ({ databaseId: d.id, member: k + 1, agentId: d.agentId ?? agentId }));
-  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: addressOf(d.id, m.member) }));
+  const list: MemberPlacement[] = placements.length > 0 ? placements : Array.from({ length: d.clusterSize }, (_, k) => ({ databaseId: d.id, member: k + 1, agentId: d.agentId ?? agentId }));
+  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: addressOf(d.id, m.member), serverId: m.serverId ?? m.member }));
 }
 
 /** address:port of a member as its agent last reported it ('' when not yet). */

@@ -190,12 +190,20 @@ export interface MemberReport {
   reported: number;
 }
 
+/** The largest cluster_size: member indexes are 1..3, so a re-placed member's server_id starts above. */
+export const MAX_MEMBERS = 3;
+
 /** Where one member of a database runs; it stays on that agent for its life. */
 export interface MemberPlacement {
   databaseId: number;
   /** 1..cluster_size (node k). */
   member: number;
   agentId: string;
+  /**
+   * The MariaDB server_id its server runs with: absent = the member index; once it was placed on
+   * a new host, one its database never used before (repository.placeMember says why).
+   */
+  serverId?: number;
 }
 
 export interface AgentRecord {

@@ -41,7 +41,12 @@ export interface DatabaseRepository {
 
   /**
    * Moves one member to another agent ('' = placed nowhere, waiting for a host) and drops what
-   * was reported of it: the server that report describes is not the member any more.
+   * was reported of it: the server that report describes is not the member any more. Placed on
+   * an agent, it gets a server_id above every one its database has and above any member index:
+   * the primary may still hold a binlog dump thread of the member's old server, stuck writing to
+   * a lost host, and a replica registering with that thread's server_id makes MariaDB kill it,
+   * which froze every new connection to the primary for seconds (docs/performance.md,
+   * "Re-placement of a 3-node member").
    */
   placeMember(databaseId: number, member: number, agentId: string): Promise<void>;
 

@@ -232,4 +232,13 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE databases ADD COLUMN primary_position TEXT NOT NULL DEFAULT '';
     `,
   },
+  {
+    // A member placed on a new host gets a server_id its database never used (docs/databases.md,
+    // "Clusters across hosts"): null = the member index, as every member placed before has, so
+    // no server restarts on upgrade.
+    id: '298-database-member-server-id',
+    sql: `
+      ALTER TABLE database_members ADD COLUMN server_id INTEGER;
+    `,
+  },
 ];

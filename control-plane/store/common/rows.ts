@@ -201,9 +201,9 @@ export function operationRow(r: OperationRow, box: SecretBox): OperationRecord {
   };
 }
 
-export interface MemberRow { database_id: number; member: number; agent_id: string }
+export interface MemberRow { database_id: number; member: number; agent_id: string; server_id: number | null }
 export function memberRow(r: MemberRow): MemberPlacement {
-  return { databaseId: r.database_id, member: r.member, agentId: r.agent_id };
+  return { databaseId: r.database_id, member: r.member, agentId: r.agent_id, ...(r.server_id === null ? {} : { serverId: Number(r.server_id) }) };
 }
 
 export interface SlotRow { database_id: number; slot: string; claimed: number; taken: number | null }

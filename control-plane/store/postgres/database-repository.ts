@@ -1,5 +1,6 @@
 import type { SecretBox } from '../../../lib/secret-box.js';
 import type { DatabaseRepository } from '../../domain/databases/repository.js';
+import { MAX_MEMBERS } from '../../domain/databases/model.js';
 import { agentRow, backupRow, databaseRow, databaseValues, memberRow, operationRow, reportRow, slotRow, type AgentRow, type BackupRow, type DatabaseRow, type MemberRow, type OperationRow, type ReportRow, type SlotRow } from '../common/rows.js';
 import { PUT_MEMBER_REPORT } from '../common/queries.js';
 import { nextSequenceId, pgReleaseHosts } from './core-repositories.js';
@@ -91,7 +92,11 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
     }),
 
     placeMember: (databaseId, member, agentId) => x.transaction(async () => {
-      await x.query('UPDATE database_members SET agent_id = $1 WHERE database_id = $2 AND member = $3', [agentId, databaseId, member]);
+      if (agentId === '') await x.query('UPDATE database_members SET agent_id = $1 WHERE database_id = $2 AND member = $3', [agentId, databaseId, member]);
+      else {
+        await x.query(`UPDATE database_members SET agent_id = $1, server_id = (SELECT GREATEST(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = $2)
+          WHERE database_id = $2 AND member = $3`, [agentId, databaseId, member]);
+      }
       await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member = $2', [databaseId, member]);
     }),
 

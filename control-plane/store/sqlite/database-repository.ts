@@ -4,7 +4,7 @@ import { nextSequenceId, releaseHosts } from './core-repositories.js';
 import type { DatabaseRepository } from '../../domain/databases/repository.js';
 import type { Immediate } from './gate.js';
 import { gateOf } from './gate.js';
-import type { DatabaseRecord } from '../../domain/databases/model.js';
+import { MAX_MEMBERS, type DatabaseRecord } from '../../domain/databases/model.js';
 import { agentRow, backupRow, databaseRow, databaseValues, memberRow, operationRow, reportRow, slotRow, type AgentRow, type BackupRow, type DatabaseRow, type MemberRow, type OperationRow, type ReportRow, type SlotRow } from '../common/rows.js';
 import { PUT_MEMBER_REPORT } from '../common/queries.js';
 
@@ -90,7 +90,8 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
       return rows.map(memberRow);
     },
     setMembers(databaseId, agents) {
-      const ins = db.prepare('INSERT OR REPLACE INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?)');
+      // An upsert, not a REPLACE: a member kept keeps its server_id.
+      const ins = db.prepare('INSERT INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id');
       agents.forEach((agent, k) => ins.run(databaseId, k + 1, agent));
       db.prepare('DELETE FROM database_members WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
       // What agents said of members past the new size describes servers that are gone.
@@ -99,7 +100,11 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
 
     placeMember(databaseId, member, agentId) {
       db.transaction(() => {
-        db.prepare('UPDATE database_members SET agent_id = ? WHERE database_id = ? AND member = ?').run(agentId, databaseId, member);
+        if (agentId === '') db.prepare('UPDATE database_members SET agent_id = ? WHERE database_id = ? AND member = ?').run(agentId, databaseId, member);
+        else {
+          db.prepare(`UPDATE database_members SET agent_id = ?, server_id = (SELECT MAX(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = ?)
+            WHERE database_id = ? AND member = ?`).run(agentId, databaseId, databaseId, member);
+        }
         db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member = ?').run(databaseId, member);
       }).immediate();
     },

@@ -437,6 +437,30 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect((await r.memberReports(other.id)).map((x) => x.member)).toEqual([1, 2, 3]);
   });
 
+  it('a member placed on a new host gets a server_id its database never used; the others keep their index', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const db = await r.create({ ...database('server-id-3'), clusterSize: 3 });
+    const other = await r.create({ ...database('server-id-other'), clusterSize: 3 });
+    await r.setMembers(db.id, ['a', 'b', 'c']);
+    await r.setMembers(other.id, ['a', 'b', 'c']);
+    const ids = async (id: number) => (await r.members(id)).map((m) => m.serverId ?? m.member);
+    expect(await ids(db.id)).toEqual([1, 2, 3]);
+    // Placed nowhere (waiting for a host): no new server, no new id.
+    await r.placeMember(db.id, 2, '');
+    expect(await ids(db.id)).toEqual([1, 2, 3]);
+    await r.placeMember(db.id, 2, 'd');
+    expect(await ids(db.id)).toEqual([1, 4, 3]);
+    // Moved again: above the last one too, never back to one a server of this database had.
+    await r.placeMember(db.id, 2, 'e');
+    await r.placeMember(db.id, 3, 'f');
+    expect(await ids(db.id)).toEqual([1, 5, 6]);
+    // A resize that keeps the members keeps their ids; another database's are untouched.
+    await r.setMembers(db.id, ['a', 'e', 'f']);
+    expect(await ids(db.id)).toEqual([1, 5, 6]);
+    expect(await ids(other.id)).toEqual([1, 2, 3]);
+  });
+
   it('a lost host: one member moved with its report dropped, the lost mark kept apart from the agent\'s upserts', async () => {
     const { store } = await open();
     const r = store.databases;

@@ -46,6 +46,14 @@ describe('renderNodeConfig', () => {
     expect(c).not.toContain('rpl_semi_sync');
     expect(c).not.toContain('file_key_management');
   });
+  it('runs with the server_id the control plane gave a re-placed member, its files still named by index', () => {
+    const c = renderNodeConfig({ ...base, serverId: 5 });
+    expect(c).toContain('server_id=5\n');
+    expect(c).not.toContain('server_id=2');
+    expect(c).toContain('log_basename=db7-n2');
+    // 0 is what an older control plane sends: the index, as before.
+    expect(renderNodeConfig({ ...base, serverId: 0 })).toContain('server_id=2\n');
+  });
   it('adds semi-sync and encryption at rest when asked', () => {
     const c = renderNodeConfig({ ...base, semiSync: true, encrypted: true, ssl: false });
     // The master side is switched on at run time on the primary only.

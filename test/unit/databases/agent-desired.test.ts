@@ -27,6 +27,12 @@ describe('the desired state of a spread cluster', () => {
     expect([d!.clusterCaPem, d!.clusterCaKeyPem, d!.replicationPassword]).toEqual(['CA PEM', 'CA KEY', 'repl']);
   });
 
+  it('sends each member\'s server_id: the index unless it was placed on a new host', () => {
+    const moved = spread.map((m) => (m.member === 2 ? { ...m, agentId: 'd', serverId: 4 } : m));
+    const [d] = agentContent('c', [db()], moved, [], () => [], addressOf).databases;
+    expect(d!.members!.map((m) => [m.index, m.serverId])).toEqual([[1, 1], [2, 4], [3, 3]]);
+  });
+
   it('sends the database\'s backup key to each member agent and to no other', () => {
     const key = Buffer.alloc(32, 3).toString('base64');
     for (const agent of ['a', 'b', 'c']) expect(agentContent(agent, [db({ backupKey: key })], spread, []).databases[0]!.backupKey).toBe(key);
