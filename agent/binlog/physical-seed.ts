@@ -163,7 +163,10 @@ export function resetAccountsSql(adminPassword: string): string {
     'FLUSH PRIVILEGES;',
     `CREATE USER 'root'@'localhost' IDENTIFIED BY ${literal(adminPassword)};`,
     "GRANT ALL PRIVILEGES ON *.* TO 'root'@'localhost' WITH GRANT OPTION;",
-    "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION;",
+    // GRANT PROXY checks the grantor's own proxy grant, and a bootstrap run has no user: the row
+    // mariadb-install-db writes for root, as it writes it.
+    "INSERT INTO mysql.proxies_priv VALUES ('localhost', 'root', '', '', 1, '', NOW());",
+    'FLUSH PRIVILEGES;',
     '',
   ].join('\n');
 }
@@ -193,7 +196,8 @@ async function resetAccounts(
     const res = await runtime.exec(name, ['mariadbd', '--no-defaults', '--bootstrap', '--user=root', `--datadir=${nodeWork}`,
       `--tmpdir=${join(run.node, 'fork-base-tmp')}`, '--skip-networking', '--skip-log-bin', '--innodb-buffer-pool-size=64M',
       ...(redo > 0 ? [`--innodb-log-file-size=${redo}`] : [])], { stdin: sql, noSocket: true });
-    if (res.exitCode !== 0) throw new Error(`resetting the accounts of base backup ${baseId} failed: ${backupErrorTail(res.stderr)}`);
+    // A failed statement is reported on stdout, the server's own log on stderr.
+    if (res.exitCode !== 0) throw new Error(`resetting the accounts of base backup ${baseId} failed: ${backupErrorTail(`${res.stderr}\n${res.stdout}`)}`);
   } finally {
     await removeTree(tmp).catch(() => undefined);
   }

@@ -7,13 +7,20 @@
  * own); rows are written across a second boundary; the fork is given to agent B (which does not run
  * the source) with the source's key and a key of its own, as the control plane sends them, and
  * holds exactly the rows committed before the chosen second (count and checksum), none from it or
- * later.
+ * later. It starts from the source's physical base (its state says so): the copy's accounts are
+ * reset on agent B, so the source's root and linroot passwords open nothing on the fork, and no
+ * source password, password hash or backup key is left anywhere in agent B's folder.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { silentLogger } from '../../../lib/logger.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import { BASE_IDS } from '../../../agent/backup/backup-service.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -26,6 +33,36 @@ const CLIENT = '127.0.0.38';
 /** The keys the control plane made for the source and the fork (base64 of 32 bytes). */
 const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
 const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
+
+/** mysql_native_password's stored form of a password (what mysql.global_priv holds). */
+const nativeHash = (pw: string) => `*${createHash('sha1').update(createHash('sha1').update(pw).digest()).digest('hex').toUpperCase()}`;
+
+/** The files under dir (not following links) holding any of the needles, with the needle found. */
+function filesHolding(dir: string, needles: string[]): string[] {
+  const found: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) found.push(...filesHolding(path, needles));
+    else if (e.isFile()) {
+      const data = readFileSync(path);
+      for (const n of needles) if (data.includes(n)) found.push(`${path}: ${n.slice(0, 6)}...`);
+    }
+  }
+  return found;
+}
+
+/** Logs in as root over a node's socket: true when the server lets the password in. */
+async function rootLogin(socketPath: string, password: string): Promise<boolean> {
+  const mysql = (await import('mysql2/promise')).default;
+  try {
+    const c = await mysql.createConnection({ socketPath, user: 'root', password });
+    await c.end();
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ER_ACCESS_DENIED_ERROR') return false;
+    throw err;
+  }
+}
 
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
@@ -71,7 +108,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await s.query('CREATE DATABASE app');
     await s.query('CREATE TABLE app.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)');
     await s.end();
-    // A logical backup before the writes (what a fork on another agent starts from).
+    // A logical backup before the writes too: the physical base is preferred to it.
     expect(await runOperation(a.driver, SOURCE, { snapshot: { label: 'before_rows', target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
     await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
     // Its objects are encrypted with the control plane's key: A made none and reports none.
@@ -92,11 +129,12 @@ describe('agent: a fork from the shared object store on an agent that does not r
     });
     b.driver.setDatabases([fork]);
     await b.driver.waitFor(() => b.driver.db(FORK)?.status === 'active', 180_000, 'fork active on agent B');
-    // Agent B never ran the source, and built the fork from the source's logical backup in the store.
+    // Agent B never ran the source, and built the fork from the source's physical base in the store.
     expect(b.driver.db(SOURCE)).toBeUndefined();
     expect(existsSync(join(b.stateDir, 'databases', String(SOURCE)))).toBe(false);
     const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8'));
-    expect(forkState.forkBase?.kind).toBe('logical');
+    expect(forkState.forkBase?.kind).toBe('physical');
+    expect(forkState.forkBase?.backupId).toBeGreaterThanOrEqual(BASE_IDS);
     // The fork's own objects get the fork's key, not the source's.
     expect(forkState.backupKey).toBe(FORK_KEY);
     expect(b.driver.db(FORK)?.backupKey ?? '').toBe('');
@@ -122,4 +160,30 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const g = (got as { n: number; c: string }[])[0]!;
     expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
   }, 300_000);
+
+  it('the source\'s passwords open nothing on the fork, and none of its secrets is on agent B\'s disk', async () => {
+    expect(T).toBeGreaterThan(0);
+    const srcState = JSON.parse(readFileSync(join(a.stateDir, 'databases', String(SOURCE), 'state.json'), 'utf8')) as { adminPassword: string; replPassword: string };
+    const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')) as { adminPassword: string };
+    expect(srcState.adminPassword).not.toBe(forkState.adminPassword);
+    // The tenant's linroot with the source's password, from where the allow-list lets it in.
+    const fork = b.driver.db(FORK)!;
+    const login = (password: string) => connectFrom({ source: CLIENT, host: `${b.net}.1`, port: 3306, user: 'linroot', password, ca: fork.caCertPem }).then(
+      async (c) => { await c.end(); return true; },
+      (err: { code?: string }) => { if (err.code === 'ER_ACCESS_DENIED_ERROR') return false; throw err; });
+    expect(await login(src.rootPassword!)).toBe(false);
+    expect(await login('Fork.Pass_82')).toBe(true);
+    // The agent's admin (root over the node's socket) with the source's password, on every node of the fork.
+    const rt = createProcessRuntime({ root: join(b.stateDir, 'runtime'), logger: silentLogger() });
+    const nodes = (await rt.list({})).filter((n) => n.labels[LABEL_DATABASE] === String(FORK));
+    expect(nodes.length).toBeGreaterThan(0);
+    for (const n of nodes) {
+      const { socketPath } = await rt.connection(n.name);
+      expect(await rootLogin(socketPath, srcState.adminPassword)).toBe(false);
+      expect(await rootLogin(socketPath, forkState.adminPassword)).toBe(true);
+    }
+    // No source password, nor its stored hash, nor the source's backup key, in any file of agent B.
+    const secrets = [srcState.adminPassword, srcState.replPassword, src.rootPassword!];
+    expect(filesHolding(b.stateDir, [...secrets, ...secrets.map(nativeHash), SOURCE_KEY])).toEqual([]);
+  }, 60_000);
 });
