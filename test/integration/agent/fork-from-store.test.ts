@@ -71,6 +71,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
   let src: DesiredDatabase;
   let T = 0;
   let sent: readonly WrittenRow[] = [];
+  let fork: DesiredDatabase | undefined;
 
   beforeAll(async () => {
     store = await startObjectStore({ host: '127.83.38.1' });
@@ -123,7 +124,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await writer.stop();
     expect(sent.some((r) => r.ackMs < T) && sent.some((r) => r.sentMs >= T)).toBe(true);
 
-    const fork = desiredDb({
+    fork = desiredDb({
       id: FORK, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_82', hostPrimary: `${b.net}.1`, hostSecondary: `${b.net}.2`,
       allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: FORK_KEY,
     });
@@ -167,8 +168,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')) as { adminPassword: string };
     expect(srcState.adminPassword).not.toBe(forkState.adminPassword);
     // The tenant's linroot with the source's password, from where the allow-list lets it in.
-    const fork = b.driver.db(FORK)!;
-    const login = (password: string) => connectFrom({ source: CLIENT, host: `${b.net}.1`, port: 3306, user: 'linroot', password, ca: fork.caCertPem }).then(
+    const login = (password: string) => connectFrom({ source: CLIENT, host: `${b.net}.1`, port: 3306, user: 'linroot', password, ca: b.driver.db(FORK)!.caCertPem }).then(
       async (c) => { await c.end(); return true; },
       (err: { code?: string }) => { if (err.code === 'ER_ACCESS_DENIED_ERROR') return false; throw err; });
     expect(await login(src.rootPassword!)).toBe(false);
@@ -182,6 +182,11 @@ describe('agent: a fork from the shared object store on an agent that does not r
       expect(await rootLogin(socketPath, srcState.adminPassword)).toBe(false);
       expect(await rootLogin(socketPath, forkState.adminPassword)).toBe(true);
     }
+    // The control plane stops sending the source's key once the fork is provisioned
+    // (agent-desired.ts): so does this stand-in, and agent B's copy of its desired state follows.
+    b.driver.setDatabases([{ ...fork!, forkSourceKey: '' }]);
+    const desiredFile = join(b.stateDir, 'desired.json');
+    await b.driver.waitFor(() => !readFileSync(desiredFile).includes(SOURCE_KEY), 30_000, 'desired.json without the source\'s key');
     // No source password, nor its stored hash, nor the source's backup key, in any file of agent B.
     const secrets = [srcState.adminPassword, srcState.replPassword, src.rootPassword!];
     expect(filesHolding(b.stateDir, [...secrets, ...secrets.map(nativeHash), SOURCE_KEY])).toEqual([]);
