@@ -6,12 +6,11 @@ import { createGunzip } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
-import { runFolders, scratch } from '../backup/physical-backup.js';
+import { backupErrorTail, runFolders, scratch } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
 import { NODE_PORT } from '../database/state.js';
-import { ensureReplicationUser } from '../mysql/accounts.js';
+import { ADMIN_USER, ensureReplicationUser, REPL_USER } from '../mysql/accounts.js';
 import { globalStatus, q, withAdmin } from '../mysql/admin.js';
-import { clientError } from '../mysql/customer-data.js';
 import { configureReplica, promote } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { chownTree, copyTree, entries, moveEntries, removeTree, withDir } from '../runtime/no-follow.js';
@@ -27,17 +26,20 @@ const UNPACK_CHUNK = 256 * 1024;
 /**
  * Puts a physical base (docs/agent.md §6, "Binlog archive and forks") into every node of a new
  * fork: the stream is unpacked (`mbstream -x`) and prepared (`mariadb-backup --prepare`) by the
- * fork primary's own engine, the same version as the source's, in its run folder; every node is
- * stopped, its data directory replaced by the prepared copy and started again. The copy carries
- * the source's system tables, so root gets the fork's password back (the source's admin password
- * opens it), the replication account the fork's, and every node forgets the source's GTID state
- * and replication before the replicas are attached again: the fork's binlog starts empty, as a
- * new server's does, and the replay that follows reaches the replicas through replication.
+ * fork primary's own engine, the same version as the source's, in its run folder. The copy
+ * carries the source's system tables, so before any server runs it, its accounts are reset
+ * offline (resetAccounts: root gets the fork's password, the source's root, linroot and
+ * replication accounts are gone, and no trace of their password hashes is left in its files);
+ * nothing of the source's needs to be known for that, so a fork on an agent that never ran the
+ * source starts from the base as well. Every node is then stopped, its data directory replaced by
+ * the prepared copy and started again; every node forgets the source's GTID state and replication
+ * before the replicas are attached again: the fork's binlog starts empty, as a new server's does,
+ * and the replay that follows reaches the replicas through replication.
  */
 export async function seedPhysical(
   d: { runtime: ContainerRuntime; storage: BackupStorage },
   fork: Fork,
-  source: { id: number; backupKey?: string; adminPassword: string },
+  source: { id: number; backupKey?: string },
   m: BackupManifest,
 ): Promise<Record<string, number>> {
   // Milliseconds per step, logged with the fork's seed (docs/performance.md reads them).
@@ -80,6 +82,8 @@ export async function seedPhysical(
     // (no-follow.ts), so a link or a hard link to a host file cannot end up in a data dir.
     const toolUid = (await stat(run.host)).uid;
     for (const name of await withDir(work, entries)) if (BOOKKEEPING.test(name)) await removeTree(join(work, name));
+    await resetAccounts(d.runtime, pName, run, nodeWork, work, (await fork.adminTarget(p)).password, m.id);
+    step('accountsMs');
     // Replicas get copies, the primary the prepared folder itself (same file system: a rename).
     for (const k of [...ks.filter((k) => k !== p), p]) {
       const name = fork.nodeName(k);
@@ -98,11 +102,10 @@ export async function seedPhysical(
   step('placeMs');
   await Promise.all(ks.map((k) => d.runtime.start(fork.nodeName(k))));
   step('startMs');
-  // The nodes now run the source's copy, root still with the source's password.
+  // The nodes now run the source's copy, with the fork's root and none of the source's accounts.
   crashPoint('fork-restarted');
   for (const k of ks) {
     const t = await fork.adminTarget(k);
-    await adoptRoot(t.socketPath, source.adminPassword, t.password);
     await withAdmin(t, async (x) => {
       await x.query('STOP SLAVE');
       await x.query('RESET SLAVE ALL');
@@ -130,15 +133,75 @@ export async function seedPhysical(
   return ms;
 }
 
-/** root@localhost of a restored copy has the source's password: give it the fork's. */
-async function adoptRoot(socketPath: string, sourcePassword: string, password: string): Promise<void> {
+/** The accounts of the source that the fork must not carry: the agent makes the fork's own. */
+const SOURCE_ACCOUNTS = ['root', ADMIN_USER, REPL_USER];
+
+/** Where the privilege tables keep accounts (MariaDB 10.4+; Aria tables, rebuilt below). */
+const PRIVILEGE_TABLES = ['global_priv', 'db', 'tables_priv', 'columns_priv', 'procs_priv', 'proxies_priv', 'roles_mapping'];
+
+/** What the server and its replication leave beside a copy taken from a replica (the source's replication password is in master.info). */
+const REPLICATION_FILES = /^(master.*\.info|multi-master\.info|relay-log.*\.info|.*-relay-bin\.(\d+|index))$/;
+
+/** An SQL string literal (the server's default sql_mode: backslash escapes on). */
+function literal(v: string): string {
+  return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+}
+
+/**
+ * The SQL resetAccounts runs: the source's root, linroot and replication accounts deleted from
+ * every privilege table; the tables rebuilt (ALTER TABLE ... FORCE writes new files, so the
+ * deleted rows' password hashes are not left in free space of the old ones); root@localhost
+ * made again as a fresh node has it, with the fork's password. The customer's own accounts stay,
+ * as a logical fork's dump carries them; linroot is made by the provisioning that follows.
+ */
+export function resetAccountsSql(adminPassword: string): string {
+  const users = SOURCE_ACCOUNTS.map(literal).join(', ');
+  return [
+    'FLUSH PRIVILEGES;',
+    ...PRIVILEGE_TABLES.map((t) => `DELETE FROM mysql.${t} WHERE User IN (${users});`),
+    ...PRIVILEGE_TABLES.map((t) => `ALTER TABLE mysql.${t} FORCE;`),
+    'FLUSH PRIVILEGES;',
+    `CREATE USER 'root'@'localhost' IDENTIFIED BY ${literal(adminPassword)};`,
+    "GRANT ALL PRIVILEGES ON *.* TO 'root'@'localhost' WITH GRANT OPTION;",
+    // GRANT PROXY checks the grantor's own proxy grant, and a bootstrap run has no user: the row
+    // mariadb-install-db writes for root, as it writes it.
+    "INSERT INTO mysql.proxies_priv VALUES ('localhost', 'root', '', '', 1, '', NOW());",
+    'FLUSH PRIVILEGES;',
+    '',
+  ].join('\n');
+}
+
+/**
+ * Gives the prepared copy the fork's accounts before any server serves it: the fork primary's
+ * engine runs `mariadbd --bootstrap` on the copy, which reads SQL from its stdin, opens no socket
+ * and no port, and exits when the input ends. Nobody can connect while the grant tables are not
+ * in force (as with --skip-grant-tables), the fork's password goes through a pipe (never a file,
+ * as an --init-file would need), and the source's passwords are never needed. After its clean
+ * shutdown the Aria log, which holds images of the deleted rows (written by the source's server
+ * and by this run), is removed with its control file: the fork's server starts a new one and
+ * zero-fills the tables' old log positions (MariaDB does that for any Aria table moved between
+ * servers). The replication state files of a copy taken from a replica go too.
+ */
+async function resetAccounts(
+  runtime: ContainerRuntime, name: string, run: { host: string; node: string }, nodeWork: string, work: string, adminPassword: string, baseId: number,
+): Promise<void> {
+  const tmp = await scratch(run.host, 'fork-base-tmp');
   try {
-    await withAdmin({ socketPath, password: sourcePassword }, async (x) => {
-      await x.query('SET SESSION sql_log_bin=0');
-      await x.query("ALTER USER 'root'@'localhost' IDENTIFIED BY ?", [password]);
-    });
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'ER_ACCESS_DENIED_ERROR') throw new Error(`the fork's restored server refused its admin: ${clientError((err as Error).message) || (err as Error).message}`);
-    // Already the fork's (a retry after this step): the next connection proves it.
+    // The copy's redo log as it is (a different size would be rewritten for nothing).
+    const redo = await stat(join(work, 'ib_logfile0')).then((x) => x.size, () => 0);
+    const sql = new PassThrough();
+    sql.end(resetAccountsSql(adminPassword));
+    // --user=root matters only when the tool runs as root (a process runtime whose nodes run as
+    // the agent's root): the server otherwise refuses to start; as any other uid it is ignored.
+    const res = await runtime.exec(name, ['mariadbd', '--no-defaults', '--bootstrap', '--user=root', `--datadir=${nodeWork}`,
+      `--tmpdir=${join(run.node, 'fork-base-tmp')}`, '--skip-networking', '--skip-log-bin', '--innodb-buffer-pool-size=64M',
+      ...(redo > 0 ? [`--innodb-log-file-size=${redo}`] : [])], { stdin: sql, noSocket: true });
+    // A failed statement is reported on stdout, the server's own log on stderr.
+    if (res.exitCode !== 0) throw new Error(`resetting the accounts of base backup ${baseId} failed: ${backupErrorTail(`${res.stderr}\n${res.stdout}`)}`);
+  } finally {
+    await removeTree(tmp).catch(() => undefined);
+  }
+  for (const e of await withDir(work, entries)) {
+    if (/^aria_log(\.\d+|_control)$/.test(e) || REPLICATION_FILES.test(e)) await removeTree(join(work, e));
   }
 }

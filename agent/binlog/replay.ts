@@ -167,7 +167,7 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const p = s.primary;
   const kind = isPhysical(base) ? 'physical' : 'logical';
   if (kind === 'physical') {
-    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey, adminPassword: source.state.adminPassword }, base));
+    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey }, base));
   } else {
     // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
     await loadBackup({ runtime: d.runtime, storage: d.storage }, {
@@ -190,12 +190,14 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
 
 /**
  * A fork built from the shared object store on an agent that does not run the source
- * (docs/databases.md, "Fork to a point in time"): the source's newest logical backup finished by T
+ * (docs/databases.md, "Fork to a point in time"): the source's newest backup finished by T
  * and the archived binlogs after it, listed from the store by the source's id, decrypted with the
  * source's key, replayed with the same exclusive end T as on the source's agent. The source's
  * current binlog cannot be flushed from here: the fork waits for the source's agent to archive a
- * segment closed at T or later. Physical bases are passed over: logging into a restored copy
- * needs the source's admin password, which never leaves the source's agent.
+ * segment closed at T or later. A physical base of the fork's engine series is preferred, as on
+ * the source's agent (its accounts are reset offline, physical-seed.ts); the logical path is taken
+ * only when no such base, finished by T, has an unbroken binlog chain up to T (the source ran
+ * another series when its bases were taken, or its archive broke after the last one).
  */
 async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSource, stopMs: number): Promise<void> {
   const log = d.logger.child({ component: 'fork', database: fork.id });
@@ -210,25 +212,26 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
   for (;;) {
     segments = await d.segments.list(source.id);
     manifests = await d.backups.refresh(source.id);
-    const logical = basesOf(manifests).filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!));
+    const all = basesOf(manifests);
+    const logical = all.filter((b) => !isPhysical(manifests.find((m) => m.id === b.id)!));
+    // Physical bases of the fork's engine series are preferred, as on the source's agent: the
+    // copy's accounts are reset offline (physical-seed.ts), so nothing of the source's is needed.
+    const physical = all.filter((b) => {
+      const m = manifests.find((x) => x.id === b.id)!;
+      return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
+    });
     if (source.recover) {
       // The lost host archives nothing more: what the store holds now is all there is, and every
       // event of the last segment is older than its close, so the replay ends after that second.
       const end = archiveEnd(segments);
-      const all = basesOf(manifests);
       stopMs = recoveryStopMs(end?.closedMs ?? Math.max(0, ...all.map((b) => b.finishedMs)));
-      // The database's own physical bases too, preferred as on the source's agent: the restored
-      // copy's root gets this agent's admin password back as a fork's does (physical-seed.ts),
-      // and a new database has one from its first archive round, long before its first auto backup.
-      const physical = all.filter((b) => {
-        const m = manifests.find((x) => x.id === b.id)!;
-        return isPhysical(m) && sameSeries(m.engineVersion, fork.state!.running.version);
-      });
+      // A new database has a physical base from its first archive round, long before its first
+      // auto backup.
       plan = planRestore(physical, segments, stopMs, true) ?? planRestore(logical, segments, stopMs, true);
       if (plan) break;
       throw new Error(`database ${source.id} has no backup in the object store with an unbroken binlog chain after it; it cannot be recovered`);
     }
-    plan = planRestore(logical, segments, stopMs);
+    plan = planRestore(physical, segments, stopMs) ?? planRestore(logical, segments, stopMs);
     if (plan) break;
     if (Date.now() >= deadline) {
       throw new Error(`database ${source.id} has no backup in the store with an unbroken binlog chain up to ${binlogDatetime(stopMs)} UTC`);
@@ -236,12 +239,13 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
     await new Promise((r) => setTimeout(r, source.pollMs ?? 2000));
   }
   const base = manifests.find((m) => m.id === plan.base.id)!;
+  const planned = Date.now();
   await d.backups.verify(base);
+  const steps: Record<string, number> = { waitMs: planned - started, verifyMs: Date.now() - planned };
   const s = fork.state!;
   const kind = isPhysical(base) ? 'physical' : 'logical';
   if (kind === 'physical') {
-    // Only a recovery plans a physical base here (above).
-    await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.backupKey, adminPassword: s.adminPassword }, base);
+    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.backupKey }, base));
   } else {
     await loadBackup({ runtime: d.runtime, storage: d.storage }, {
       id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
@@ -249,7 +253,7 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
     }, s.primary, base);
   }
   applyState(fork, { forkBase: { backupId: base.id, kind } });
-  log.info({ source: source.id, backup: base.id, bytes: base.sizeBytes, ms: Date.now() - started, fromStore: true }, 'fork: base loaded');
+  log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started, steps, fromStore: true }, 'fork: base loaded');
   const keyed = { id: source.id, state: { backupKey: source.backupKey } };
   let pos = plan.base.snapshotGtid;
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
@@ -258,7 +262,7 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
     crashPoint('fork-replayed-segment');
   }
   await replicasCatchUp(fork);
-  log.info({ source: source.id, backup: base.id, segments: plan.segments.length, ms: Date.now() - started, fromStore: true }, 'fork: binlogs replayed');
+  log.info({ source: source.id, backup: base.id, kind, segments: plan.segments.length, ms: Date.now() - started, fromStore: true }, 'fork: binlogs replayed');
   if (source.recover) await continueArchive(fork, manifests, segments, plan, Date.now() - started, source.emit);
 }
 

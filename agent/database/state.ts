@@ -105,7 +105,11 @@ export async function saveDbState(stateDir: string, s: DbState): Promise<void> {
   const dir = databaseDir(stateDir, s.id);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, 'state.json');
-  await writeFile(`${file}.tmp`, JSON.stringify(s, null, 1), { mode: 0o600 });
+  // The source's backup key a fork from the store was sent is the source's secret: it is kept
+  // only while the fork is being built (a retry after a restart reads the store with it), and
+  // the control plane stops sending it once the fork is provisioned.
+  const kept = s.provisioned && s.desired?.forkSourceKey ? { ...s, desired: { ...s.desired, forkSourceKey: '' } } : s;
+  await writeFile(`${file}.tmp`, JSON.stringify(kept, null, 1), { mode: 0o600 });
   await rename(`${file}.tmp`, file);
 }
 

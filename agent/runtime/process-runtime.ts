@@ -48,6 +48,8 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
   }
 
   function toolPath(binary: string, tool: string): string {
+    // The server itself (a bootstrap run on a fork's copy, physical-seed.ts): the node's own binary.
+    if (tool === 'mariadbd') return binary;
     const candidate = join(dirname(dirname(binary)), 'bin', tool);
     return existsSync(candidate) ? candidate : tool;
   }

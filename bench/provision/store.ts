@@ -10,8 +10,9 @@
  *     whole process tree per GB and the peak RSS of this Node process meanwhile (the agents'
  *     streams, gzip and encryption run in it; so do the control plane and the other agent);
  *  b) fork from the store: agent A stopped and its nodes removed, a fork to a second of the
- *     source's binlog tail goes to agent B (it never ran the source) and is built from the dump
- *     and the archived segments: seconds to `active`, rows checked (count and CRC32 sum);
+ *     source's binlog tail goes to agent B (it never ran the source) and is built from the
+ *     physical base (its accounts reset offline, agent/binlog/physical-seed.ts) and the archived
+ *     segments: seconds to `active`, rows checked (count and CRC32 sum), the agent's steps;
  *  c) re-placement of a 3-node member: not here, in replace.ts (below);
  *  d) 1-node recovery: agent A declared lost, the source rebuilt on B from its newest physical
  *     base and every segment: seconds from the declaration to `active`, every row checked.
@@ -109,6 +110,22 @@ function rssPeak(): { stop(): number } {
 /** Runs the store scenarios for each size, handing each figure to `onFigure` as it is measured. */
 export async function measureStore(sizesMb: number[], onFigure: (f: StoreFigure) => void): Promise<void> {
   for (const mb of sizesMb) await measureOne(mb, onFigure);
+}
+
+/**
+ * Where the fork's time went, from agent B's log line "fork: base loaded" (replay.ts): waiting for
+ * the plan, verifying the base, then physical-seed.ts's steps (download+unpack, prepare, accounts
+ * reset, placing, starting, replication reset), and the whole seeding.
+ */
+async function forkSteps(agentLog: string, forkId: number): Promise<string> {
+  const find = () => readFileSync(agentLog, 'utf8').split('\n').map((l) => { try { return JSON.parse(l); } catch { return undefined; } })
+    .find((x) => x?.msg === 'fork: base loaded' && x.database === forkId);
+  // The log is written asynchronously: give it a moment to reach the file.
+  let line = find();
+  for (let i = 0; !line && i < 20; i++) { await sleep(250); line = find(); }
+  if (!line) return 'steps: not in the log';
+  const steps = Object.entries((line.steps ?? {}) as Record<string, number>).map(([k, v]) => `${k.replace(/Ms$/, '')} ${(v / 1000).toFixed(1)}`).join(', ');
+  return `base loaded in ${(line.ms / 1000).toFixed(1)} s (${steps} s)`;
 }
 
 async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promise<void> {
@@ -216,7 +233,7 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     for (const n of await agentA.runtime.list({})) await agentA.runtime.remove(n.name, { withData: true });
     await until(async () => ((await api('GET', '/fulcrum/agents')).data.find((x: any) => x.id === 'bench-store-a' && !x.connected) ? true : undefined), 60_000, 'agent A disconnected');
 
-    // b) A fork to second T, placed on B (the source's agent is away): from the dump and segments.
+    // b) A fork to second T, placed on B (the source's agent is away): from the base and segments.
     cpu0 = treeCpuSeconds();
     t0 = Date.now();
     const fork = await api('POST', '/databases/mysql/instances', {
@@ -230,8 +247,8 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     await fc.end();
     const forkOk = String(got.n) === String(want.n) && String(got.sum) === String(want.sum);
     const forkBase = JSON.parse(readFileSync(join(dirs.b, 'databases', String(fork.id), 'state.json'), 'utf8')).forkBase;
-    figure({ what: 'fork from the store on agent B', seconds: forkS, mbPerS: mb / forkS, cpuPerGb: cpu / gb, targetS: mb >= 1024 ? 60 : undefined,
-      note: `${forkBase?.kind ?? '?'} base ${forkBase?.backupId ?? '?'}; ${got.n} of ${want.n} rows, checksum ${forkOk ? 'matches' : 'DIFFERS'}` });
+    figure({ what: 'fork from the store on agent B', seconds: forkS, mbPerS: mb / forkS, cpuPerGb: cpu / gb, targetS: mb >= 1000 ? 60 : undefined,
+      note: `${forkBase?.kind ?? '?'} base ${forkBase?.backupId ?? '?'}; ${got.n} of ${want.n} rows, checksum ${forkOk ? 'matches' : 'DIFFERS'}; ${await forkSteps(agentLog, fork.id)}` });
     await api('DELETE', `/databases/mysql/instances/${fork.id}`);
     await until(async () => ((await api('GET', '/databases/mysql/instances')).data.some((d: any) => d.id === fork.id) ? undefined : true), 300_000, 'fork deleted');
 

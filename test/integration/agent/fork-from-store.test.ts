@@ -11,8 +11,11 @@
  * manifests); the fork, fenced to move and deleted during the fence, leaves no object; and a
  * second fork, its agent SIGKILLed mid-read (crash point), keeps the deleted source's objects
  * alive through its read lease, ends with exact rows on the next start, and the source's objects
- * go after it.
+ * go after it. The fork starts from the source's physical base (its state says so): the copy's
+ * accounts are reset on agent B, so the source's root and linroot passwords open nothing on the
+ * fork, and no source password, password hash or backup key is left anywhere in agent B's folder.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -20,7 +23,11 @@ import { Agent as HttpsAgent } from 'node:https';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { silentLogger } from '../../../lib/logger.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
+import { BASE_IDS } from '../../../agent/backup/backup-service.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -40,6 +47,36 @@ const FORK2 = 83;
 const SCHEMA = 'zq_schema_7731';
 const LABEL = 'zq_label_5519';
 
+/** mysql_native_password's stored form of a password (what mysql.global_priv holds). */
+const nativeHash = (pw: string) => `*${createHash('sha1').update(createHash('sha1').update(pw).digest()).digest('hex').toUpperCase()}`;
+
+/** The files under dir (not following links) holding any of the needles, with the needle found. */
+function filesHolding(dir: string, needles: string[]): string[] {
+  const found: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) found.push(...filesHolding(path, needles));
+    else if (e.isFile()) {
+      const data = readFileSync(path);
+      for (const n of needles) if (data.includes(n)) found.push(`${path}: ${n.slice(0, 6)}...`);
+    }
+  }
+  return found;
+}
+
+/** Logs in as root over a node's socket: true when the server lets the password in. */
+async function rootLogin(socketPath: string, password: string): Promise<boolean> {
+  const mysql = (await import('mysql2/promise')).default;
+  try {
+    const c = await mysql.createConnection({ socketPath, user: 'root', password });
+    await c.end();
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ER_ACCESS_DENIED_ERROR') return false;
+    throw err;
+  }
+}
+
 describe('agent: a fork from the shared object store on an agent that does not run the source', () => {
   let store: ObjectStore;
   let s3: S3Client;
@@ -52,6 +89,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
   /** Agent B as its own process (the lease test SIGKILLs it mid-read). */
   let child: ChildProcess | undefined;
   let sent: readonly WrittenRow[] = [];
+  let fork: DesiredDatabase | undefined;
 
   beforeAll(async () => {
     store = await startObjectStore({ host: '127.83.38.1' });
@@ -107,7 +145,7 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await s.query(`CREATE DATABASE ${SCHEMA}`);
     await s.query(`CREATE TABLE ${SCHEMA}.t (id INT PRIMARY KEY, ts DECIMAL(17,6) NOT NULL)`);
     await s.end();
-    // A logical backup before the writes (what a fork on another agent starts from).
+    // A logical backup before the writes too: the physical base is preferred to it.
     expect(await runOperation(a.driver, SOURCE, { snapshot: { label: LABEL, target: 'primary' } }, 60_000)).toMatchObject({ ok: true });
     await a.driver.waitFor(() => Number(a.driver.db(SOURCE)?.oldestRestoreMs ?? 0) > 0, 90_000, 'a restorable instant');
     // Its objects are encrypted with the control plane's key: A made none and reports none.
@@ -122,17 +160,18 @@ describe('agent: a fork from the shared object store on an agent that does not r
     await writer.stop();
     expect(sent.some((r) => r.ackMs < T) && sent.some((r) => r.sentMs >= T)).toBe(true);
 
-    const fork = desiredDb({
+    fork = desiredDb({
       id: FORK, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_82', hostPrimary: `${b.net}.1`, hostSecondary: `${b.net}.2`,
       allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: FORK_KEY,
     });
     b.driver.setDatabases([fork]);
     await b.driver.waitFor(() => b.driver.db(FORK)?.status === 'active', 180_000, 'fork active on agent B');
-    // Agent B never ran the source, and built the fork from the source's logical backup in the store.
+    // Agent B never ran the source, and built the fork from the source's physical base in the store.
     expect(b.driver.db(SOURCE)).toBeUndefined();
     expect(existsSync(join(b.stateDir, 'databases', String(SOURCE)))).toBe(false);
     const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8'));
-    expect(forkState.forkBase?.kind).toBe('logical');
+    expect(forkState.forkBase?.kind).toBe('physical');
+    expect(forkState.forkBase?.backupId).toBeGreaterThanOrEqual(BASE_IDS);
     // The fork's own objects get the fork's key, not the source's.
     expect(forkState.backupKey).toBe(FORK_KEY);
     expect(b.driver.db(FORK)?.backupKey ?? '').toBe('');
@@ -158,6 +197,36 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const g = (got as { n: number; c: string }[])[0]!;
     expect([Number(g.n), String(g.c)]).toEqual([Number(want.n), String(want.c)]);
   }, 300_000);
+
+  it('the source\'s passwords open nothing on the fork, and none of its secrets is on agent B\'s disk', async () => {
+    expect(T).toBeGreaterThan(0);
+    const srcState = JSON.parse(readFileSync(join(a.stateDir, 'databases', String(SOURCE), 'state.json'), 'utf8')) as { adminPassword: string; replPassword: string };
+    const forkState = JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK), 'state.json'), 'utf8')) as { adminPassword: string };
+    expect(srcState.adminPassword).not.toBe(forkState.adminPassword);
+    // The tenant's linroot with the source's password, from where the allow-list lets it in.
+    const login = (password: string) => connectFrom({ source: CLIENT, host: `${b.net}.1`, port: 3306, user: 'linroot', password, ca: b.driver.db(FORK)!.caCertPem }).then(
+      async (c) => { await c.end(); return true; },
+      (err: { code?: string }) => { if (err.code === 'ER_ACCESS_DENIED_ERROR') return false; throw err; });
+    expect(await login(src.rootPassword!)).toBe(false);
+    expect(await login('Fork.Pass_82')).toBe(true);
+    // The agent's admin (root over the node's socket) with the source's password, on every node of the fork.
+    const rt = createProcessRuntime({ root: join(b.stateDir, 'runtime'), logger: silentLogger() });
+    const nodes = (await rt.list({})).filter((n) => n.labels[LABEL_DATABASE] === String(FORK));
+    expect(nodes.length).toBeGreaterThan(0);
+    for (const n of nodes) {
+      const { socketPath } = await rt.connection(n.name);
+      expect(await rootLogin(socketPath, srcState.adminPassword)).toBe(false);
+      expect(await rootLogin(socketPath, forkState.adminPassword)).toBe(true);
+    }
+    // The control plane stops sending the source's key once the fork is provisioned
+    // (agent-desired.ts): so does this stand-in, and agent B's copy of its desired state follows.
+    b.driver.setDatabases([{ ...fork!, forkSourceKey: '' }]);
+    const desiredFile = join(b.stateDir, 'desired.json');
+    await b.driver.waitFor(() => !readFileSync(desiredFile).includes(SOURCE_KEY), 30_000, 'desired.json without the source\'s key');
+    // No source password, nor its stored hash, nor the source's backup key, in any file of agent B.
+    const secrets = [srcState.adminPassword, srcState.replPassword, src.rootPassword!];
+    expect(filesHolding(b.stateDir, [...secrets, ...secrets.map(nativeHash), SOURCE_KEY])).toEqual([]);
+  }, 60_000);
 
   it('the store\'s files hold no schema name nor snapshot label a tenant wrote, and agent A still lists the label', async () => {
     // Manifests of backups, bases and binlog segments, data and the store's own databases: every file.

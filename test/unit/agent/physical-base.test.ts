@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backupErrorTail, isPhysical, roomToSpool, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
 import { bytesAfter } from '../../../agent/binlog/archiver.js';
+import { resetAccountsSql } from '../../../agent/binlog/physical-seed.js';
 
 describe('physical base backups (mariadb-backup)', () => {
   it('reads the chain position from what mariadb-backup logs, the last mention winning', () => {
@@ -67,5 +68,19 @@ describe('physical base backups (mariadb-backup)', () => {
     expect(roomToSpool(1_000 * MB, 744 * MB)).toBe(true);
     expect(roomToSpool(1_000 * MB, 745 * MB)).toBe(false);
     expect(roomToSpool(100 * MB, 0)).toBe(false);
+  });
+
+  it("resets a copy's accounts: the source's root, linroot and replication rows deleted, the tables rebuilt, root made with the fork's password quoted", () => {
+    const sql = resetAccountsSql("a'b\\c");
+    const lines = sql.trim().split('\n');
+    for (const t of ['global_priv', 'db', 'tables_priv', 'columns_priv', 'procs_priv', 'proxies_priv', 'roles_mapping']) {
+      expect(lines).toContain(`DELETE FROM mysql.${t} WHERE User IN ('root', 'linroot', 'fulcrum_repl');`);
+      // Rebuilt after the deletes, before root is made again.
+      expect(lines.indexOf(`ALTER TABLE mysql.${t} FORCE;`)).toBeGreaterThan(lines.indexOf(`DELETE FROM mysql.${t} WHERE User IN ('root', 'linroot', 'fulcrum_repl');`));
+      expect(lines.indexOf(`ALTER TABLE mysql.${t} FORCE;`)).toBeLessThan(lines.findIndex((l) => l.startsWith('CREATE USER')));
+    }
+    expect(lines).toContain("CREATE USER 'root'@'localhost' IDENTIFIED BY 'a''b\\\\c';");
+    expect(lines[0]).toBe('FLUSH PRIVILEGES;');
+    expect(lines.at(-1)).toBe('FLUSH PRIVILEGES;');
   });
 });
