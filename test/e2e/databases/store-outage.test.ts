@@ -23,13 +23,14 @@
  * store-fork-elsewhere.test.ts (agent A killed during a multipart upload of its archive).
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Connection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { basesOf } from '../../../agent/binlog/archiver.js';
 import { planRestore } from '../../../agent/binlog/chain.js';
 import type { BackupManifest } from '../../../agent/backup/backup-storage.js';
+import { sealManifests } from '../../../agent/backup/sealed-manifest.js';
 import type { SegmentManifest } from '../../../agent/binlog/segment-storage.js';
 import { parseWireTime } from '../../../lib/clock.js';
 import { utcDay } from '../../../lib/utc-day.js';
@@ -74,7 +75,15 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
   const blob = randomBytes(64 * 1024);
   const needles = [0, 20_000, 50_000].map((at) => blob.subarray(at, at + 32));
 
-  const listing = async (id: number): Promise<Listing> => ({ backups: await lab.reader.backups.list(id), segments: await lab.reader.segments.list(id) });
+  /**
+   * The store's backups of a database as its agent reads them: labels are sealed with the
+   * database's backup key (agent/backup/sealed-manifest.ts), taken here from the agent's state.
+   */
+  const backupsOf = (id: number) => sealManifests(lab.reader.backups, (db) => {
+    const file = join(lab.agents[0]!.dir, 'databases', String(db), 'state.json');
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { backupKey?: string }).backupKey : undefined;
+  }).list(id);
+  const listing = async (id: number): Promise<Listing> => ({ backups: await backupsOf(id), segments: await lab.reader.segments.list(id) });
   const events = async (id: number) => ((await lab.ok('GET', '/v4/account/events?page_size=100')).data as { entity: { id: number } | null; action: string; status: string; message: string | null }[])
     .filter((e) => e.entity?.id === id);
 
@@ -226,7 +235,7 @@ describe('backups and the binlog archive of a 1-node and a 3-node database in th
     // And backups: a snapshot of each is stored again.
     for (const d of dbs) await ok('POST', `${MYSQL}/${d.id}/backups`, { label: 'after_outage' });
     for (const d of dbs) {
-      await until(`database ${d.id}'s snapshot after the outage in the store`, async () => (await lab.reader.backups.list(d.id)).some((b) => b.type === 'snapshot' && b.label === 'after_outage') || undefined, 180_000, 1000);
+      await until(`database ${d.id}'s snapshot after the outage in the store`, async () => (await backupsOf(d.id)).some((b) => b.type === 'snapshot' && b.label === 'after_outage') || undefined, 180_000, 1000);
     }
     for (const d of dbs) await d.writer!.stop();
     for (const d of dbs) expect(d.writer!.failures, `database ${d.id}`).toEqual([]);
