@@ -30,9 +30,7 @@ export interface EngineOptions {
   /**
    * Udp listeners relay established flows in the native datagram path (dataplane/native,
    * docs/dataplane.md "UDP: the native datagram path") when its addon loads; node:dgram is the
-   * fallback, logged as an error. Default: off unless FULCRUM_UDP_NATIVE=1, until the datagram it
-   * lost in about one run in six of test/integration/dataplane/udp-dns.test.ts is explained
-   * (docs/dataplane.md); false keeps node:dgram.
+   * fallback, logged as an error. Default true; false keeps node:dgram (A/B benches).
    */
   udpNative?: boolean;
   /**

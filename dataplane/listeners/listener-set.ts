@@ -36,7 +36,7 @@ export interface ListenerSetOptions {
   ports: WildcardPorts | null;
   shared?: SharedAdmission;
   udpSocket?: (ip: string, port: number) => Promise<object>;
-  /** Udp datagrams through the native relay when it loads (default: FULCRUM_UDP_NATIVE=1; EngineOptions.udpNative). */
+  /** Udp datagrams through the native relay when it loads (default true; EngineOptions.udpNative). */
   udpNative?: boolean;
 }
 
@@ -70,7 +70,7 @@ export class ListenerSet {
     const fresh: (Listener | UdpListener)[] = [];
     for (const [key, { c, ip }] of wanted) {
       if (this.listeners.has(key) || !bind) continue;
-      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, this.o.udpSocket, this.o.udpNative ?? process.env.FULCRUM_UDP_NATIVE === '1') : new Listener(ip, c.port, clock, log, limits, this.o.shared, this.o.ports));
+      fresh.push(c.protocol === 'udp' ? new UdpListener(ip, c.port, clock, log, limits, this.o.udpSocket, this.o.udpNative ?? true) : new Listener(ip, c.port, clock, log, limits, this.o.shared, this.o.ports));
     }
     const binds = await Promise.allSettled(fresh.map((l) => l.listen()));
     const failed = binds.flatMap((r, i) => (r.status === 'rejected' ? [`${fresh[i]!.key}: ${(r.reason as NodeJS.ErrnoException).code ?? (r.reason as Error).message}`] : []));

@@ -65,7 +65,7 @@ async function startEngine(limits: { udpSessionsPerClient?: number } = {}) {
   cleanup.push(() => meter.close());
   const ip = udpLoopback();
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const engine = createProxyEngine({ logger: silentLogger(), limits, udpNative: true });
+  const engine = createProxyEngine({ logger: silentLogger(), limits });
   cleanup.push(() => engine.close());
   const cfg = config(port, [node(meter.address, { mode: 'none' })], { protocol: 'udp', stickiness: 'session', algorithm: 'roundrobin', check: 'none', checkPassive: false, cipherSuite: 'none', udpCheckPort: 9, udpSessionTimeout: 16 });
   await engine.apply(snapshot(1, [nodebalancer(ip, [cfg])]));

@@ -20,7 +20,7 @@ describe('udp native datagram path', () => {
   });
 
   it('relays an established flow in C both ways, and counts its bytes', async () => {
-    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin' }, { udpNative: true });
+    const { flow, engine } = await startUdpTrio({ algorithm: 'roundrobin' });
     const f = flow();
     const name = await f.who('first');
     expect(name).not.toBeNull();
@@ -44,7 +44,7 @@ describe('udp native datagram path', () => {
   });
 
   it('an established flow whose node leaves the config moves on its next datagram', async () => {
-    const { flow, engine, nb, cfg, nodes } = await startUdpTrio({ algorithm: 'roundrobin' }, { udpNative: true });
+    const { flow, engine, nb, cfg, nodes } = await startUdpTrio({ algorithm: 'roundrobin' });
     const f = flow();
     const first = await f.who();
     for (let i = 0; i < 5; i++) expect(await f.who()).toBe(first);
@@ -62,7 +62,7 @@ describe('udp native datagram path', () => {
   it('a session whose node was not listening for a moment (ICMP port unreachable) hears it again once it is back', async () => {
     // The kernel reports the ICMP error as an error on the connected session socket, which libuv's
     // poll answers by stopping the poll: the relay must clear the error and poll again.
-    const { flow, backends } = await startUdpTrio({ algorithm: 'roundrobin' }, { udpNative: true });
+    const { flow, backends } = await startUdpTrio({ algorithm: 'roundrobin' });
     const f = flow();
     const first = await f.who();
     for (let i = 0; i < 4; i++) expect(await f.who()).toBe(first);
