@@ -37,14 +37,29 @@ export function ask(host: string, port: number, msg: string, opts: { localAddres
   });
 }
 
-/** A port nothing listens on now on `host` (bind port 0, read it, close): for configs that must name one. */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
+/** Ports freePort has handed out in this process, per host: never handed out twice. */
+const handedOut = new Map<string, Set<number>>();
+
+/**
+ * A port nothing listens on now on `host` (bind port 0, read it, close): for configs that must
+ * name one. The kernel may give a just-closed port again, so two calls for one file's configs
+ * could collide: a port already handed out here is drawn again.
+ */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const seen = handedOut.get(host) ?? new Set<number>();
+  handedOut.set(host, seen);
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(0, host, () => {
+        const { port: p } = s.address() as { port: number };
+        s.close(() => resolve(p));
+      });
     });
-  });
+    if (!seen.has(port)) {
+      seen.add(port);
+      return port;
+    }
+  }
 }

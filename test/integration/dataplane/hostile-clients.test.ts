@@ -119,10 +119,7 @@ beforeAll(async () => {
   const echo = await echoBackend(echoIp, 'e');
   stops.push(() => echo.close());
   ip = loopback();
-  // Four different ports: a port freePort found free may come back from the next call once closed.
-  const ports = new Set<number>();
-  while (ports.size < 4) ports.add(await freePort(ip));
-  [pGood, pEvil, pTls, pTcp] = [...ports] as [number, number, number, number];
+  [pGood, pEvil, pTls, pTcp] = [await freePort(ip), await freePort(ip), await freePort(ip), await freePort(ip)];
   ca = makeCa();
   const cert = makeCert(ca, 'hostile.nb.test');
   registry = createRegistry('dataplane-hostile');
