@@ -21,6 +21,10 @@ export async function promotePrimary(db: Pick<PrimaryContext, 'state' | 'semiSyn
     // failover does): every acknowledged transaction is in its relay log.
     const rs = await replicaStatus(c);
     if (rs?.gtidIoPos) await waitForGtid(c, rs.gtidIoPos, 5);
+    // A fence made meanwhile for this term (a planned switchover's) holds: a plan computed from
+    // an observation taken before it must not make the fenced primary writable again, or it
+    // would take writes past the position the fence answered, which the new primary lacks.
+    if (db.state.fencedTerm !== undefined && db.state.fencedTerm === db.state.term) return;
     await promote(c, db.semiSync);
   });
 }
