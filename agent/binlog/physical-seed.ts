@@ -51,61 +51,16 @@ export async function seedPhysical(
   const p = s.primary;
   const ks = s.addresses.map((_, i) => i + 1);
   const pName = fork.nodeName(p);
-  let decrypt: Transform | undefined;
-  if (m.format === 'mariadb-backup+mbstream+gzip+aes-256-gcm') {
-    if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
-    decrypt = createDecryptStream(source.backupKey);
-  } else if (m.format !== 'mariadb-backup+mbstream+gzip') throw new Error(`base backup ${m.id} is not a physical copy`);
   const { socket, semiSync } = await withAdmin(await fork.adminTarget(p), async (x) => ({
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
     semiSync: String((await q(x, 'SELECT @@rpl_semi_sync_master_enabled AS v'))[0]?.v ?? '0') === '1',
   }));
-  const run = await runFolders(d.runtime, pName, socket);
-  const work = await scratch(run.host, 'fork-base');
-  const nodeWork = join(run.node, 'fork-base');
+  const { work, nodeWork, run, toolUid } = await unpackBase(d, pName, socket, source, m, step);
   try {
-    const feed = new PassThrough();
-    // The checksum is taken from the stored bytes on their way to mbstream (one read of the
-    // object, not a second full download to verify it first); a mismatch refuses the copy below,
-    // before it is prepared or placed, and `finally` deletes what was unpacked.
-    const hash = createHash('sha256');
-    const src = d.storage.reader(source.id, m.id, m.file);
-    const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
-    // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
-    // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
-    const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
-    const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
-    const x = await d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin: feed, noSocket: true });
-    const fed = await feeding;
-    if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
-    if (fed) throw new Error(`reading base backup ${m.id} failed: ${fed.message}`);
-    const got = hash.digest('hex');
-    if (got !== m.sha256) {
-      throw new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
-    }
-    step('unpackMs');
-    const prep = await d.runtime.exec(pName, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
-    if (prep.exitCode !== 0) throw new Error(`preparing base backup ${m.id} failed: ${prep.stderr.trim().split('\n').slice(-3).join(' ')}`);
-    step('prepareMs');
-    // `work` is the node's, written by its uid (the tools run as the node): the agent reads,
-    // moves and removes in it without following links, and takes only files that uid owns
-    // (no-follow.ts), so a link or a hard link to a host file cannot end up in a data dir.
-    const toolUid = (await stat(run.host)).uid;
-    for (const name of await withDir(work, entries)) if (BOOKKEEPING.test(name)) await removeTree(join(work, name));
     await resetAccounts(d.runtime, pName, run, nodeWork, work, (await fork.adminTarget(p)).password, m.id);
     step('accountsMs');
     // Replicas get copies, the primary the prepared folder itself (same file system: a rename).
-    for (const k of [...ks.filter((k) => k !== p), p]) {
-      const name = fork.nodeName(k);
-      const dataDir = (await d.runtime.inspect(name)).spec?.dataDir;
-      if (!dataDir) throw new Error(`node ${name} of the fork has no data directory`);
-      await d.runtime.stop(name);
-      const owner = await stat(dataDir);
-      for (const e of await withDir(dataDir, entries)) await removeTree(join(dataDir, e));
-      if (k !== p) await copyTree(work, dataDir, toolUid);
-      else await moveEntries(work, dataDir, toolUid);
-      await chownTree(dataDir, { uid: owner.uid, gid: owner.gid });
-    }
+    for (const k of [...ks.filter((k) => k !== p), p]) await placeCopy(d.runtime, fork.nodeName(k), work, toolUid, k === p);
   } finally {
     await removeTree(work).catch(() => undefined);
   }
@@ -141,6 +96,93 @@ export async function seedPhysical(
   }
   step('resetMs');
   return ms;
+}
+
+/** A base unpacked, checked and prepared in a node's run folder (unpackBase). */
+export interface PreparedBase {
+  /** The prepared copy, on the agent's host; the caller removes it. */
+  work: string;
+  /** The same folder as the node sees it. */
+  nodeWork: string;
+  /** The node's run folder, on the host and as the node sees it. */
+  run: { host: string; node: string };
+  /** The uid the node's tools write as: only its files are taken from `work` (no-follow.ts). */
+  toolUid: number;
+}
+
+/**
+ * Downloads physical base `m` of database `source.id` into a scratch folder of node `name`'s run
+ * folder (decrypted with the source's key, gunzipped, `mbstream -x`, its checksum taken on the
+ * way and a mismatch refused), prepares it with the node's own `mariadb-backup --prepare` and
+ * removes what mariadb-backup leaves beside the data files. `socket` is the node's socket path as
+ * the node reports it. On failure nothing is left behind; on success the caller removes `work`.
+ */
+export async function unpackBase(
+  d: { runtime: ContainerRuntime; storage: BackupStorage },
+  name: string,
+  socket: string,
+  source: { id: number; backupKey?: string },
+  m: BackupManifest,
+  step: (name: string) => void = () => undefined,
+): Promise<PreparedBase> {
+  let decrypt: Transform | undefined;
+  if (m.format === 'mariadb-backup+mbstream+gzip+aes-256-gcm') {
+    if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
+    decrypt = createDecryptStream(source.backupKey);
+  } else if (m.format !== 'mariadb-backup+mbstream+gzip') throw new Error(`base backup ${m.id} is not a physical copy`);
+  const run = await runFolders(d.runtime, name, socket);
+  const work = await scratch(run.host, 'fork-base');
+  const nodeWork = join(run.node, 'fork-base');
+  try {
+    const feed = new PassThrough();
+    // The checksum is taken from the stored bytes on their way to mbstream (one read of the
+    // object, not a second full download to verify it first); a mismatch refuses the copy below,
+    // before it is prepared or placed, and the catch deletes what was unpacked.
+    const hash = createHash('sha256');
+    const src = d.storage.reader(source.id, m.id, m.file);
+    const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
+    // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
+    // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
+    const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
+    const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
+    const x = await d.runtime.exec(name, ['mbstream', '-x', '-C', nodeWork], { stdin: feed, noSocket: true });
+    const fed = await feeding;
+    if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
+    if (fed) throw new Error(`reading base backup ${m.id} failed: ${fed.message}`);
+    const got = hash.digest('hex');
+    if (got !== m.sha256) {
+      throw new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
+    }
+    step('unpackMs');
+    const prep = await d.runtime.exec(name, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
+    if (prep.exitCode !== 0) throw new Error(`preparing base backup ${m.id} failed: ${prep.stderr.trim().split('\n').slice(-3).join(' ')}`);
+    step('prepareMs');
+    // `work` is the node's, written by its uid (the tools run as the node): the agent reads,
+    // moves and removes in it without following links, and takes only files that uid owns
+    // (no-follow.ts), so a link or a hard link to a host file cannot end up in a data dir.
+    const toolUid = (await stat(run.host)).uid;
+    for (const e of await withDir(work, entries)) if (BOOKKEEPING.test(e)) await removeTree(join(work, e));
+    return { work, nodeWork, run, toolUid };
+  } catch (err) {
+    await removeTree(work).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Stops node `name` and replaces its data directory with the prepared copy in `work`: a copy of
+ * it, or (`move`, same file system) its entries renamed, which empties `work`. The node's data
+ * directory keeps its owner. The node is left stopped.
+ */
+export async function placeCopy(runtime: ContainerRuntime, name: string, work: string, toolUid: number, move: boolean): Promise<void> {
+  const dataDir = (await runtime.inspect(name)).spec?.dataDir;
+  if (!dataDir) throw new Error(`node ${name} has no data directory`);
+  await runtime.stop(name);
+  const owner = await stat(dataDir);
+  for (const e of await withDir(dataDir, entries)) await removeTree(join(dataDir, e));
+  if (move) await moveEntries(work, dataDir, toolUid);
+  else await copyTree(work, dataDir, toolUid);
+  await chownTree(dataDir, { uid: owner.uid, gid: owner.gid });
 }
 
 /** The accounts of the source that the fork must not carry: the agent makes the fork's own. */
