@@ -235,10 +235,15 @@ export class DatabaseController extends Cluster {
     }
     if (this.busy || this.lock.locked || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
-    await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
-    const seen = this.acquired;
     try {
+      await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
+      // The round's baseline is taken only while no operation holds or waits for the lock: one
+      // that took it during followDesired (a fence) counted in `acquired` before the round read
+      // it, so its own increment did not mark the plan stale, and a plan observed before its
+      // fence was recorded ran after it (a promote that made the fenced primary writable again).
+      if (this.busy || this.lock.locked || this.deleted) return;
+      const seen = this.acquired;
       let actions: Action[];
       try {
         const obs = await this.observe();
@@ -252,6 +257,7 @@ export class DatabaseController extends Cluster {
       if (!next || this.busy || this.lock.locked || this.deleted) return;
       // An operation that ran (or took the lock) since the observation makes the plan stale: a
       // fence that began during it would otherwise be undone by a promote planned before it.
+      // Fence, observation, plan and action are thus in one order per database.
       await this.runExclusive(next.kind, async () => (this.acquired === seen + 1 ? this.execute(next) : undefined));
     } finally {
       this.ticking = false;
