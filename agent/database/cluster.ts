@@ -10,6 +10,7 @@ import type { AgentMetrics } from '../agent-metrics.js';
 import { resolveEngine, type Catalogue } from '../catalogue.js';
 import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { remoteVariables, type RemoteMember } from '../mysql/remote.js';
+import { waitForGtid } from '../mysql/replication.js';
 import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } from '../mysql/tls.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
@@ -263,6 +264,18 @@ export abstract class Cluster {
     this.log.warn({ term, position }, 'node fenced to move the database to another host');
     return position;
   }
+  /**
+   * CatchUpOp, the second step of a planned switchover (the fence, controller.ts, is the first):
+   * the local replica `member` waits until it has applied `position` (the fenced primary's).
+   * Fails with a conflict when it has not within `timeoutMs`.
+   */
+  async catchUp(member: number, position: string, timeoutMs: number): Promise<void> {
+    if (!this.nodeIndexes().includes(member)) throw new FulcrumError('conflict', `member ${member} does not run on this agent`);
+    const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+    const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
+    if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
+  }
+
   async adminTarget(k: number): Promise<AdminTarget> {
     const c = await this.deps.runtime.connection(this.nodeName(k));
     return { socketPath: c.socketPath, password: this.state!.adminPassword };

@@ -6,8 +6,6 @@ import { Cluster, type ControllerDeps } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
-import { withAdmin } from '../mysql/admin.js';
-import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
 import { namedPrimaryAhead, plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
@@ -139,6 +137,9 @@ export class DatabaseController extends Cluster {
   /** Applies a new linroot password now (before the control plane's desired state has it). */
   async resetCredentials(password: string): Promise<void> {
     await this.runExclusive('sync-accounts', async () => {
+      // A fenced primary writes nothing (root's account changes would be transactions past the
+      // position its fence answered); the control plane keeps the old password and says so.
+      if (this.state?.fencedTerm !== undefined) throw new FulcrumError('conflict', 'the primary is fenced for a planned switchover or a move: try the reset again once it is over');
       if (password !== this.desired?.rootPassword) this.pendingPassword = password;
       await this.syncAccounts();
     });
@@ -166,17 +167,6 @@ export class DatabaseController extends Cluster {
       this.log.warn({ term, member, position }, 'primary fenced for a planned switchover');
       return position;
     });
-  }
-
-  /**
-   * CatchUpOp, the second step: the local replica `member` waits until it has applied `position`
-   * (the fenced primary's). Fails with a conflict when it has not within `timeoutMs`.
-   */
-  async catchUp(member: number, position: string, timeoutMs: number): Promise<void> {
-    if (!this.nodeIndexes().includes(member)) throw new FulcrumError('conflict', `member ${member} does not run on this agent`);
-    const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
-    const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
-    if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
   }
 
   /**

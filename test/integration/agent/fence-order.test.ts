@@ -135,6 +135,9 @@ describe('a planned switchover\'s fence and a reconcile round of the same databa
     await rounds(async () => false, 5);
     expect(await node()).toEqual({ readOnly: true, pos: position });
     expect(c.report().nodes?.find((n) => n.member === 1)?.role).toBe('fenced');
+    // Nor by a credentials reset (an operation of its own, which writes linroot as root).
+    await expect(c.resetCredentials('Fence-order-pw-2')).rejects.toThrow(/fenced/);
+    expect(await node()).toEqual({ readOnly: true, pos: position });
   }, 120_000);
 
   it('keeps the fence over a higher term naming the same primary until the control plane abandons that fence', async () => {
