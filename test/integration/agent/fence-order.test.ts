@@ -1,4 +1,4 @@
-// integration-lane: concurrent (one mariadbd of the process runtime in a temp root, on this file's own 127.79.36 block).
+// integration-lane: concurrent (one mariadbd of the process runtime in a temp root, on this file's own 127.79.35 block).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +31,7 @@ describe('a planned switchover\'s fence and a reconcile round of the same databa
   const root = mkdtempSync(join(tmpdir(), 'fulcrum-fenceorder-'));
   const rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
   const secrets = makeClusterSecrets(7);
-  const net = testNet('127.79', 36);
+  const net = testNet('127.79', 35);
   /** Holds a fence after it took the database's lock, before it records anything. */
   let hold: Promise<void> | undefined;
   let c!: DatabaseController;
