@@ -148,7 +148,8 @@ export class DatabaseController extends Cluster {
   /**
    * FenceOp, the first step of a planned switchover (docs/multi-host.md, "Planned switchover"):
    * the local primary `member` goes read-only while the cluster is still at `term` and stays so
-   * (the plan does not promote it back) until a higher term arrives. Returns its GTID position
+   * (nothing promotes it back or writes there) until the control plane names another member or
+   * abandons this fence (Cluster.followFence). Returns its GTID position
    * once the commits in flight have finished.
    */
   async fence(term: number, member: number): Promise<string> {
