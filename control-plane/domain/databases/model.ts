@@ -79,6 +79,11 @@ export interface DatabaseRecord {
    */
   primaryPosition?: string;
   /**
+   * The term of the planned switchover's fence the control plane last abandoned (switchover.ts):
+   * the agent makes the fenced member writable again only for this explicit word. 0 or absent = none.
+   */
+  fenceLiftedTerm?: number;
+  /**
    * A cluster spread over agents: its CA (certificate and key) and replication password, made by
    * the control plane when the members are placed and sent to every member agent (sealed at rest).
    * Absent or null when one agent runs every member (that agent makes its own).

@@ -241,4 +241,12 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE database_members ADD COLUMN server_id INTEGER;
     `,
   },
+  {
+    // The term of the planned switchover's fence last abandoned (docs/multi-host.md, "Planned
+    // switchover"): the fenced member's agent lifts only that fence. 0 = none.
+    id: '299-database-fence-lifted-term',
+    sql: `
+      ALTER TABLE databases ADD COLUMN fence_lifted_term INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];

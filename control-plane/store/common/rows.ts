@@ -147,7 +147,7 @@ export const databaseColumns: [keyof DatabaseRecord, string, 'json' | 'bool' | '
   ['patchPending', 'patch_pending', 'bool'], ['engineConfig', 'engine_config', 'json'], ['secondEventId', 'second_event_id', 'plain'],
   ['rootPassword', 'root_password', 'secret'], ['nextPassword', 'next_password', 'secret'], ['generation', 'generation', 'plain'],
   ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'], ['term', 'term', 'plain'], ['primaryMember', 'primary_member', 'plain'],
-  ['primaryPosition', 'primary_position', 'plain'],
+  ['primaryPosition', 'primary_position', 'plain'], ['fenceLiftedTerm', 'fence_lifted_term', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
   ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
