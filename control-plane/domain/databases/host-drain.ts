@@ -235,7 +235,7 @@ export class HostDrain {
       for (const db of dbs) {
         if (!placements.some((m) => m.databaseId === db.id && m.agentId === agentId) || this.d.switchover.busy(db.id) || this.d.move.busy(db.id)) continue;
         const reports = await this.d.repo.memberReports(db.id);
-        const step = drainStep(agentId, db, placements, reports, draining, (k) => this.d.healing.seedingMember(db.id, k));
+        const step = drainStep(agentId, db, placements, reports, draining, (k) => placements.some((m) => m.databaseId === db.id && m.member === k && m.seed !== undefined));
         if (step.kind === 'wait') {
           if (this.waits.get(db.id) !== step.why) this.log.info({ agent: agentId, database: db.id, why: step.why }, 'drain waits');
           this.waits.set(db.id, step.why);

@@ -241,4 +241,13 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE database_members ADD COLUMN server_id INTEGER;
     `,
   },
+  {
+    // A member placed on a new host and not yet caught up with its primary (model.ts MemberSeed):
+    // since when, and the primary's GTID progress it must reach. NULL: not seeding.
+    id: '299-database-member-seed',
+    sql: `
+      ALTER TABLE database_members ADD COLUMN seed_since INTEGER;
+      ALTER TABLE database_members ADD COLUMN seed_gtid INTEGER;
+    `,
+  },
 ];

@@ -201,9 +201,12 @@ export function operationRow(r: OperationRow, box: SecretBox): OperationRecord {
   };
 }
 
-export interface MemberRow { database_id: number; member: number; agent_id: string; server_id: number | null }
+export interface MemberRow { database_id: number; member: number; agent_id: string; server_id: number | null; seed_since: number | null; seed_gtid: number | null }
 export function memberRow(r: MemberRow): MemberPlacement {
-  return { databaseId: r.database_id, member: r.member, agentId: r.agent_id, ...(r.server_id === null ? {} : { serverId: Number(r.server_id) }) };
+  return {
+    databaseId: r.database_id, member: r.member, agentId: r.agent_id, ...(r.server_id === null ? {} : { serverId: Number(r.server_id) }),
+    ...(r.seed_since === null || r.seed_since === undefined ? {} : { seed: { since: Number(r.seed_since), gtid: Number(r.seed_gtid ?? 0) } }),
+  };
 }
 
 export interface SlotRow { database_id: number; slot: string; claimed: number; taken: number | null }
