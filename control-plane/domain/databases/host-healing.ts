@@ -123,6 +123,9 @@ export class HostHealing {
         if (here.length === 0 && db.agentId !== id) continue;
         const spread = spansAgents(mine);
         if (spread) for (const k of here) if (k !== db.primaryMember) await this.d.repo.placeMember(db.id, k, '');
+        // Its status comes from its primary's agent, which may be the lost one and say nothing
+        // more: it is not whole from now until the new member has caught up (observer.ts).
+        if (spread && db.status === 'active') await this.d.repo.update(db.id, { status: 'degraded', updated: Math.floor(now / 1000) * 1000 });
         const why = spread ? null : unrecoverable(db, known);
         if (!spread && why === null) await this.d.repo.update(db.id, { recovery: { from: id, lostMs: now } });
         out.push({ db, members: here.length > 0 ? here : [1], spread, recovery: why });

@@ -54,12 +54,14 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
   }
 
   it('a member re-placed after its host was lost: degraded (and no failover) until it caught up, active only once the event exists', async () => {
-    const { repo, row, healing, failover, observe, report, caughtUpEvents, registry, events } = await setup();
+    const { repo, row, healing, failover, observe, report, caughtUpEvents, registry } = await setup();
     expect((await observe()).status).toBe('active');
     await failover.tick();
     expect(Object.values((await repo.get(row.id))!.members).sort()).toEqual(['failover', 'failover', 'primary']);
 
+    // Degraded from the declaration on, before any agent speaks again (the primary's agent may be the lost one).
     await healing.declareLost('c', 'operator', 'test');
+    expect((await repo.get(row.id))!.status).toBe('degraded');
     expect(await healing.tick()).toBe(true);
     const placed = (await repo.members(row.id))[2]!;
     expect(placed).toMatchObject({ agentId: 'd', seed: { gtid: 40 } });
@@ -79,8 +81,6 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
     expect(await caughtUpEvents()).toEqual([]);
     // It is left out of `members` (so out of hosts.secondary's routes) while it is seeded.
     expect(seeding.members).toEqual({ '10.0.0.1': 'primary', '10.0.0.2': 'failover' });
-    const said = (await events.list()).filter((e) => e.entity?.id === row.id && e.action === 'database_degraded').map((e) => e.message);
-    expect(said).toContain('Member 3 is being seeded on a new host: until it has caught up with the primary, the other members alone hold the data.');
 
     // Far enough, but the healing round has not said so yet: still degraded.
     await report(3, 'd', 'replica', '0-1-40');
@@ -103,6 +103,8 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
     expect(await healing.moveOff((await repo.get(row.id))!, 2, 'b')).toBe('d');
     await report(2, 'd', 'replica', '0-1-3');
     expect((await observe()).status).toBe('degraded');
+    const said = (await events.list()).filter((e) => e.entity?.id === row.id && e.action === 'database_degraded').map((e) => e.message);
+    expect(said).toEqual(['Member 2 is being seeded on a new host: until it has caught up with the primary, the other members alone hold the data.']);
     // Another control-plane replica takes the lease: the mark is in the store, not in the old holder's memory.
     const next = new HostHealing({ repo, events, clock, logger: silentLogger(), revoke: async () => undefined, removed: async () => true });
     await report(2, 'd', 'replica', '0-1-41');
