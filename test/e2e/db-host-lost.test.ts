@@ -81,6 +81,7 @@ describe('a database host lost for good', () => {
     console.log(`[db-host-lost] active with three members on ${Object.keys(healed.members).map((m) => hostOf(m)!.name).join(', ')} ${Date.now() - cutAt} ms after the cut`);
     watching = false;
     await watcher;
+    console.log(`[db-host-lost] from the declaration: ${said.filter((x) => x.status === 'degraded').length} reads degraded, then ${said.filter((x) => x.status === 'active').length} active; first active with the caught-up event stored: ${said.find((x) => x.status === 'active')?.caughtUp ?? 'none'}`);
     // Degraded while it healed; active, and the new member listed, only once it had caught up.
     expect(said[0]?.status).toBe('degraded');
     expect(said.filter((x) => (x.status === 'active' || x.onSpare) && !x.caughtUp)).toEqual([]);

@@ -191,7 +191,8 @@ export class FailoverCoordinator {
           if (!db || db.term >= decision.term) return false;
           await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, primaryPosition: decision.position, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
-          await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+          // The cause may name the old primary's agent (failover-decision.ts, lostCause).
+          await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message, hosts: [decision.agentId, db.agentId ?? ''] });
           return true;
         });
         if (promoted) {

@@ -202,7 +202,7 @@ export class HostDrain {
       const mine = placements.filter((m) => m.databaseId === db.id);
       const which = mine.filter((m) => m.agentId === id).map((m) => `member ${m.member}${m.member === db.primaryMember ? ' (primary)' : ''}`).join(', ');
       const how = spansAgents(mine) ? 'replicas first, then the primary by a planned switchover' : 'made read-only, its binlog shipped to the object store, then rebuilt there from the store';
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (${how}).` });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (${how}).`, hosts: [id] });
     }
     return this.view((await this.d.repo.agent(id))!, dbs, placements);
   }

@@ -141,7 +141,7 @@ export class HostHealing {
         : t.recovery === null
           ? `The host of this database (agent ${id}) was declared lost (${cause}); it is rebuilt on another host of the region from the object store (its newest backup plus every archived binlog).`
           : `The host of this database (agent ${id}) was declared lost (${cause}); it is not rebuilt elsewhere: ${t.recovery}.`;
-      await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message });
+      await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message, hosts: [id] });
     }
     return this.view((await this.d.repo.agent(id))!);
   }
@@ -205,7 +205,7 @@ export class HostHealing {
         if (!this.waiting.has(key)) {
           this.waiting.add(key);
           const message = `This database has no host to be rebuilt on: no other connected agent of region ${db.region} shares the object store of the lost host (agent ${from}). It is rebuilt when one joins.`;
-          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message, hosts: [from] });
           this.log.warn({ database: db.id, region: db.region, from }, 'no host to recover a database on');
         }
         continue;
@@ -227,7 +227,7 @@ export class HostHealing {
       this.recoveries?.inc();
       load.set(agent, (load.get(agent) ?? 0) + 1);
       const message = `Placed on agent ${agent} (its host, agent ${from}, was lost); it is rebuilt there from the object store: its newest backup plus every archived binlog, up to the last archived event. The same id, credentials and hosts.`;
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agent, from] });
       this.log.warn({ database: db.id, agent, from }, 'database placed for recovery from the object store');
     }
     return changed;
@@ -282,7 +282,7 @@ export class HostHealing {
         load.set(agent, (load.get(agent) ?? 0) + 1);
         placements = await this.d.repo.members();
         const message = `Member ${m.member} placed on agent ${agent} (its host${m.agentId ? ` ${m.agentId}` : ''} was lost); it is built there and seeded from the primary, member ${db.primaryMember}.`;
-        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agent, m.agentId] });
         this.log.warn({ database: db.id, member: m.member, agent, from: m.agentId }, 'member re-placed');
       }
     }
@@ -315,7 +315,7 @@ export class HostHealing {
     });
     if (!moved) return undefined;
     const message = `Member ${member} moved off agent ${from} (draining) to agent ${agent}; it is built there and seeded from the primary, member ${db.primaryMember}.`;
-    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [from, agent] });
     this.log.warn({ database: db.id, member, agent, from }, 'member moved off a draining host');
     return agent;
   }
@@ -337,7 +337,7 @@ export class HostHealing {
       const message = `Member ${m.member} on agent ${m.agentId} caught up with the primary in ${Math.round((now - seed.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
       const ended = await this.d.repo.transaction(async () => {
         if (!(await this.d.repo.endSeed(db.id, m.member, m.agentId))) return false;
-        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [m.agentId] });
         return true;
       });
       if (ended) this.log.info({ database: db.id, member: m.member, agent: m.agentId, ms: now - seed.since }, 're-placed member caught up');

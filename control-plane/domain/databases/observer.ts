@@ -230,7 +230,7 @@ export class DatabaseObserver {
       const message = r.planned
         ? `Moved to agent ${agentId} (its host, agent ${r.from}, is draining): rebuilt from the object store up to its fence and active again ${Math.round((this.now() - r.lostMs) / 1000)} s after writes were refused, with the same id, credentials and hosts.`
         : `Recovered on agent ${agentId} from the object store ${Math.round((this.now() - r.lostMs) / 1000)} s after its host (agent ${r.from}) was declared lost: active again with the same id, credentials and hosts.`;
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agentId, r.from] });
     }
     return changed || patch.status !== undefined;
   }

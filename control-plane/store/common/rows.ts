@@ -42,6 +42,7 @@ export interface EventRow {
   id: number; created: number; action: string; username: string | null;
   entity_id: number | null; entity_type: string | null; entity_label: string | null; entity_url: string | null; secondary_entity: string | null;
   status: EventRecord['status']; percent_complete: number | null; duration: number | null; message: string | null; seen: Flag; read: Flag;
+  hosts?: string | null;
 }
 export const eventRow = (r: EventRow | undefined): EventRecord | undefined =>
   r && {
@@ -55,6 +56,7 @@ export const eventRow = (r: EventRow | undefined): EventRecord | undefined =>
     percentComplete: r.percent_complete,
     duration: r.duration,
     message: r.message,
+    ...(r.hosts ? { hosts: JSON.parse(r.hosts) as string[] } : {}),
     seen: r.seen === 1,
     read: r.read === 1,
   };

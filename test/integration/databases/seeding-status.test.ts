@@ -5,6 +5,7 @@ import { HostHealing } from '../../../control-plane/domain/databases/host-healin
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS } from '../../../control-plane/domain/databases/failover-decision.js';
 import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
+import { HostOverview } from '../../../control-plane/domain/databases/host-overview.js';
 import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 import { useSqliteStore } from '../../helpers/sqlite-store.js';
@@ -54,7 +55,7 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
   }
 
   it('a member re-placed after its host was lost: degraded (and no failover) until it caught up, active only once the event exists', async () => {
-    const { repo, row, healing, failover, observe, report, caughtUpEvents, registry } = await setup();
+    const { repo, row, healing, failover, observe, report, caughtUpEvents, registry, events } = await setup();
     expect((await observe()).status).toBe('active');
     await failover.tick();
     expect(Object.values((await repo.get(row.id))!.members).sort()).toEqual(['failover', 'failover', 'primary']);
@@ -95,6 +96,17 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
     // Said once.
     await healing.tick();
     expect(await caughtUpEvents()).toHaveLength(1);
+
+    // The Fleet page finds each host's events by the hosts they were recorded with, not by their
+    // text: an event that merely says "agent d" is not d's.
+    await events.record('database_update', { id: row.id, type: 'database', label: 'agent d', url: '' }, { message: 'A label that reads agent d' });
+    const fleet = new Map((await new HostOverview({ repo, events }).agents()).map((a) => [a.id, a.recentEvents.map((e) => e.message)]));
+    expect(fleet.get('d')).toEqual([
+      'Member 3 on agent d caught up with the primary in 0 s: 3 members on 3 hosts.',
+      'Member 3 placed on agent d (its host was lost); it is built there and seeded from the primary, member 1.',
+    ]);
+    expect(fleet.get('c')).toEqual(['The host of member 3 (agent c) was declared lost (test); it is fenced, and the member is re-placed on another host.']);
+    expect(fleet.get('a')).toEqual([]);
   });
 
   it('a drain\'s replacement member is degraded until it caught up too, and a new lease holder goes on watching it', async () => {
