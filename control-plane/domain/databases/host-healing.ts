@@ -332,9 +332,15 @@ export class HostHealing {
       const db = await this.d.repo.get(m.databaseId);
       if (!db || db.deleting) continue;
       const placements = await this.d.repo.members(db.id);
-      if (!caughtUp(seed, currentReports(placements, await this.d.repo.memberReports(db.id)).get(m.member))) continue;
+      // Named primary meanwhile (a failover chose it): it is seeded from no one any more, and as a
+      // primary it never reports itself a replica, so the mark ends here or the database would
+      // read degraded for good.
+      const named = m.member === db.primaryMember;
+      if (!named && !caughtUp(seed, currentReports(placements, await this.d.repo.memberReports(db.id)).get(m.member))) continue;
       const hosts = new Set(placements.map((x) => x.agentId)).size;
-      const message = `Member ${m.member} on agent ${m.agentId} caught up with the primary in ${Math.round((now - seed.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
+      const message = named
+        ? `Member ${m.member} on agent ${m.agentId} was named primary before it had caught up; it is seeded no longer.`
+        : `Member ${m.member} on agent ${m.agentId} caught up with the primary in ${Math.round((now - seed.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
       const ended = await this.d.repo.transaction(async () => {
         if (!(await this.d.repo.endSeed(db.id, m.member, m.agentId))) return false;
         await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [m.agentId] });

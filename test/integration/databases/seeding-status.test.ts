@@ -124,4 +124,15 @@ describe('a re-placed member being seeded (SQLite store, manual clock)', () => {
     expect(await caughtUpEvents()).toHaveLength(1);
     expect((await observe()).status).toBe('active');
   });
+
+  it('a seeding member named primary meanwhile is seeded no longer (a primary never reports itself a replica)', async () => {
+    const { repo, row, healing, events } = await setup();
+    await healing.declareLost('c', 'operator', 'test');
+    await healing.tick();
+    expect((await repo.members(row.id))[2]!.seed).toBeDefined();
+    await repo.update(row.id, { term: 2, primaryMember: 3, agentId: 'd' });
+    await healing.tick();
+    expect((await repo.members(row.id))[2]!.seed).toBeUndefined();
+    expect((await events.list()).map((e) => e.message)).toContain('Member 3 on agent d was named primary before it had caught up; it is seeded no longer.');
+  });
 });
