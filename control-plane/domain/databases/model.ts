@@ -209,6 +209,20 @@ export interface MemberPlacement {
    * a new host, one its database never used before (repository.placeMember says why).
    */
   serverId?: number;
+  /**
+   * Set while the member, placed on a new host (its own was lost, or a drain moved it), has not
+   * caught up with its primary: it holds none or only part of the data, so its database is
+   * `degraded` and the member is not offered as a failover until the mark is cleared with the
+   * "caught up" event (host-healing.ts). Kept in the store: any replica reads the status, and a
+   * restarted or new lease holder goes on watching it.
+   */
+  seed?: MemberSeed;
+}
+
+/** A re-placed member's seeding: since when (ms), and the primary's GTID progress (gtidProgress) then, which it must reach. */
+export interface MemberSeed {
+  since: number;
+  gtid: number;
 }
 
 export interface AgentRecord {

@@ -175,6 +175,7 @@ export class Switchover {
     await this.d.events.record('database_update', databaseRef(db), {
       status: 'notification',
       message: `Planned switchover (${why}): member ${db.primaryMember} on agent ${old.agentId} is fenced, then member ${target.member} on agent ${target.agentId} is named primary once it has applied every write.`,
+      hosts: [old.agentId, target.agentId],
     });
     this.log.info({ database: databaseId, from: db.primaryMember, to: target.member, term: db.term }, 'planned switchover started');
 
@@ -197,7 +198,7 @@ export class Switchover {
     this.d.onChange();
     const pauseMs = this.d.clock.now() - fencedAt;
     const message = `Member ${target.member} on agent ${target.agentId} named primary (term ${term}) by a planned switchover (${why}): it had applied member ${found.primary}'s position ${position}; writes were refused for ${pauseMs} ms before the new primary was named.`;
-    await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+    await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message, hosts: [target.agentId, old.agentId] });
     this.log.warn({ database: databaseId, from: found.primary, to: target.member, agent: target.agentId, term, position, pauseMs }, 'planned switchover');
     return { kind: 'switched', term, member: target.member, agentId: target.agentId, pauseMs };
   }
