@@ -11,8 +11,8 @@ import type { Logger } from '../../lib/logger.js';
  * database's retention, its delete and a customer's delete of one of its backups honour every
  * lease that has not expired: retention removes nothing of the database that round, a delete
  * leaves the objects (with the local store, the database's folder) for a later purge, a backup's
- * delete withdraws its manifest at once and leaves its data for that purge. Holder names are made of numbers (`fork-<id>`, `restore-<id>`), never
- * anything a tenant wrote. Same contract in both adapters: `hold` writes or renews, `release`
+ * delete withdraws its manifest at once and leaves its data for that purge. Holder names are made
+ * of numbers (`fork-<id>`, `restore-<id>`), never anything a tenant wrote. Same contract in both adapters: `hold` writes or renews, `release`
  * is idempotent, `list` gives every lease found, expired or not.
  */
 export interface ReadLeases {
@@ -117,7 +117,7 @@ export function deferredPurges(file: string): {
   try {
     for (const e of JSON.parse(readFileSync(file, 'utf8')) as unknown[]) {
       if (Array.isArray(e) && e.length === 2 && positive(e[0]) && positive(e[1])) backups.push({ database: e[0] as number, backup: e[1] as number });
-      else if (positive(Number(e))) ids.push(Number(e));
+      else if (!Array.isArray(e) && positive(Number(e))) ids.push(Number(e));
     }
   } catch {
     // None yet.
