@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import cron from 'node-cron';
 import type { Agent } from './agent.js';
@@ -334,9 +335,10 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
     },
     stopWork,
     beforeAction,
-    // The local folder is the store: a delete leaves it to removeStored, which honours the leases.
-    localStore: !opts.remote,
     removeStored: async (c) => {
+      // With an object store the local folder holds nothing a fork reads (with the local store it
+      // is the store, and goes below or with the deferred purge).
+      if (opts.remote) await rm(join(agent.stateDir, 'backups', String(c.id)), { recursive: true, force: true });
       // A fork still reading its objects: they go once it has ended (purgeDeferred).
       if (await leased(leases, c.id, agent.clock.now())) {
         await purges.add(c.id);

@@ -320,22 +320,15 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
   }
 
   /**
-   * Deletes customer backup `backupId`. With `defer` (a fork or restore reads the database now: a
-   * read lease) only its manifest goes at once, so it is listed nowhere from then on (the API,
-   * retention, the next fork), and `defer` records it; its data stays for the reader that planned
-   * with it and is removed once the lease has ended (day-two.ts, purgeDeferred).
+   * Deletes customer backup `backupId`. With `defer` (a read lease on the database) only its
+   * manifest goes now, so it is listed nowhere, after `defer` recorded it (an agent stopped in
+   * between leaves no unrecorded data); its data waits for the lease (day-two.ts, purgeDeferred).
    */
   async function remove(c: BackupDatabase, backupId: number, o: { defer?: () => Promise<void> } = {}): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
     if (!m) throw new Error(`backup ${backupId} does not exist`);
-    if (o.defer) {
-      // Recorded first: an agent that stops in between leaves a recorded backup, never data
-      // without a manifest that nothing would remove but the next start's sweep.
-      await o.defer();
-      await opts.storage.withdraw(c.id, backupId);
-    } else {
-      await opts.storage.remove(c.id, backupId);
-    }
+    if (o.defer) await o.defer().then(() => opts.storage.withdraw(c.id, backupId));
+    else await opts.storage.remove(c.id, backupId);
     await refresh(c.id);
   }
 

@@ -39,16 +39,11 @@ export interface ControllerExtras {
    */
   beforeAction?: (c: DatabaseController, label: string) => Promise<void>;
   /**
-   * Removes every backup, base and binlog segment of the database from the backup store, or
-   * records them for a later purge while a fork reads them (a read lease). Idempotent.
+   * Removes every backup, base and binlog segment of the database (the store's objects and its
+   * local folder; a delete leaves that folder to it), or records them for a later purge while a
+   * fork reads them (a read lease). Idempotent.
    */
   removeStored?: (c: DatabaseController) => Promise<void>;
-  /**
-   * The backup store is the agent's own folder (`<stateDir>/backups`): a delete leaves the
-   * database's folder there to removeStored, which waits for the forks reading it, instead of
-   * removing it with the database's other folders.
-   */
-  localStore?: boolean;
 }
 
 /** A provisioning that failed is tried again after this long (of the injected clock). */
@@ -391,9 +386,7 @@ export class DatabaseController extends Cluster {
       // First: a copy still reading a server, or writing into the backups folder, would fail
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
-      // A database moved to another host keeps nothing here; otherwise the store's own purge
-      // removes a local store's folder (after its readers, if any).
-      await remove(this.context, { keepBackups: !this.movingOut && this.extras?.localStore === true && !!this.extras.removeStored });
+      await remove(this.context, { keepBackups: !this.movingOut && !!this.extras?.removeStored });
       if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
       else await this.extras?.removeStored?.(this);
     } catch (err) {
