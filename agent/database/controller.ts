@@ -37,8 +37,9 @@ export interface ControllerExtras {
    */
   beforeAction?: (c: DatabaseController, label: string) => Promise<void>;
   /**
-   * Removes every backup, base and binlog segment of the database from the backup store (an
-   * object store's objects; the local folder goes with the database's own). Idempotent.
+   * Removes every backup, base and binlog segment of the database (the store's objects and its
+   * local folder; a delete leaves that folder to it), or records them for a later purge while a
+   * fork reads them (a read lease). Idempotent.
    */
   removeStored?: (c: DatabaseController) => Promise<void>;
 }
@@ -382,7 +383,7 @@ export class DatabaseController extends Cluster {
       // First: a copy still reading a server, or writing into the backups folder, would fail
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
-      await remove(this.context);
+      await remove(this.context, { keepBackups: !this.movingOut && !!this.extras?.removeStored });
       if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
       else await this.extras?.removeStored?.(this);
     } catch (err) {
