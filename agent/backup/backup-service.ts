@@ -325,8 +325,17 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * between leaves no unrecorded data); its data waits for the lease (day-two.ts, purgeDeferred).
    */
   async function remove(c: BackupDatabase, backupId: number, o: { defer?: () => Promise<void> } = {}): Promise<void> {
-    const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
-    if (!m) throw new Error(`backup ${backupId} does not exist`);
+    const m = (await refresh(c.id)).find((b) => b.id === backupId);
+    const writing = (creating.get(c.id) ?? []).some((b) => b.id === backupId);
+    if ((m && !isCustomerBackup(m)) || (!m && (writing || backupId >= BASE_IDS))) throw new Error(`backup ${backupId} does not exist`);
+    if (!m) {
+      // Already deleted: the same delete sent again (the agent restarted before its answer
+      // reached the control plane). Answering that it does not exist would list a backup whose
+      // data is gone as ready again; what a withdrawn delete left goes as before.
+      if (o.defer) await o.defer();
+      else await opts.storage.remove(c.id, backupId);
+      return;
+    }
     if (o.defer) await o.defer().then(() => opts.storage.withdraw(c.id, backupId));
     else await opts.storage.remove(c.id, backupId);
     await refresh(c.id);

@@ -123,6 +123,9 @@ describe('agent: backups and restore (1 node)', () => {
     const victim = driver.db(11)!.backups.find((b) => b.label === 'to_corrupt')!;
     expect(await op({ deleteBackup: { backupId: victim.id } })).toMatchObject({ ok: true });
     expect(driver.db(11)!.backups.some((b) => b.id === victim.id)).toBe(false);
+    // The same delete again (an agent restarted before its answer arrived sends it anew) is
+    // done, not "does not exist": that answer made the control plane list the gone backup ready.
+    expect(await op({ deleteBackup: { backupId: victim.id } })).toMatchObject({ ok: true });
     const issued = driver.db(11)!.backups.map((b) => b.id);
     const fourthOk = await op({ snapshot: { label: 'fourth', target: 'primary' } });
     expect(fourthOk).toMatchObject({ ok: true });
