@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { PassThrough, Transform } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
@@ -51,10 +51,10 @@ export async function seedPhysical(
   const p = s.primary;
   const ks = s.addresses.map((_, i) => i + 1);
   const pName = fork.nodeName(p);
-  let decrypt: Transform | undefined;
+  let key: string | undefined;
   if (m.format === 'mariadb-backup+mbstream+gzip+aes-256-gcm') {
     if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
-    decrypt = createDecryptStream(source.backupKey);
+    key = source.backupKey;
   } else if (m.format !== 'mariadb-backup+mbstream+gzip') throw new Error(`base backup ${m.id} is not a physical copy`);
   const { socket, semiSync } = await withAdmin(await fork.adminTarget(p), async (x) => ({
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
@@ -64,24 +64,19 @@ export async function seedPhysical(
   const work = await scratch(run.host, 'fork-base');
   const nodeWork = join(run.node, 'fork-base');
   try {
-    const feed = new PassThrough();
     // The checksum is taken from the stored bytes on their way to mbstream (one read of the
-    // object, not a second full download to verify it first); a mismatch refuses the copy below,
+    // object, not a second full download to verify it first); a mismatch refuses the copy here,
     // before it is prepared or placed, and `finally` deletes what was unpacked.
-    const hash = createHash('sha256');
-    const src = d.storage.reader(source.id, m.id, m.file);
-    const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
-    // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
-    // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
-    const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
-    const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
-    const x = await d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin: feed, noSocket: true });
-    const fed = await feeding;
-    if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
-    if (fed) throw new Error(`reading base backup ${m.id} failed: ${fed.message}`);
-    const got = hash.digest('hex');
-    if (got !== m.sha256) {
-      throw new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
+    const got = await unpackBase(d.storage.reader(source.id, m.id, m.file), key, (stdin) => d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
+    if (got.exitCode === 0 && !got.readError && got.sha256 !== m.sha256) throw corrupted(m, got.sha256);
+    if (got.exitCode !== 0 || got.readError) {
+      // A changed object usually breaks the stream before its end (a frame fails authentication,
+      // gzip finds a bad block): the checksum of the whole stored object, read again only on
+      // this failure path, tells a corrupted base from a store or a tool that failed meanwhile.
+      const sum = await storedChecksum(d.storage.reader(source.id, m.id, m.file)).catch(() => undefined);
+      if (sum !== undefined && sum !== m.sha256) throw corrupted(m, sum);
+      if (got.readError) throw new Error(`reading base backup ${m.id} failed: ${got.readError.message}`);
+      throw new Error(`unpacking base backup ${m.id} failed: ${got.stderr.trim().split('\n').slice(-2).join(' ')}`);
     }
     step('unpackMs');
     const prep = await d.runtime.exec(pName, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
@@ -141,6 +136,45 @@ export async function seedPhysical(
   }
   step('resetMs');
   return ms;
+}
+
+/** The error that names a base whose stored bytes are not the ones its manifest recorded. */
+function corrupted(m: BackupManifest, got: string): Error {
+  return new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
+}
+
+/** SHA-256 of a stored object, read whole. */
+async function storedChecksum(src: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of src) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** What unpackBase saw: the stored bytes' SHA-256 (of what was read), mbstream's exit, and a failure of the read. */
+export interface Unpacked {
+  sha256: string;
+  exitCode: number;
+  stderr: string;
+  readError?: Error;
+}
+
+/**
+ * The stored base (`src`, its bytes as the store keeps them) hashed, decrypted with `key` when
+ * it is encrypted, gunzipped and handed to `extract` (mbstream -x) as its stdin, in one read.
+ */
+export async function unpackBase(
+  src: Readable, key: string | undefined, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
+): Promise<Unpacked> {
+  const feed = new PassThrough();
+  const hash = createHash('sha256');
+  const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
+  // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
+  // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
+  const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
+  const feeding = (key ? pipeline(src, tap, createDecryptStream(key), gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
+  const x = await extract(feed);
+  const readError = await feeding;
+  return { sha256: hash.digest('hex'), exitCode: x.exitCode, stderr: x.stderr, ...(readError ? { readError } : {}) };
 }
 
 /** The accounts of the source that the fork must not carry: the agent makes the fork's own. */
