@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
+import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
@@ -51,11 +51,14 @@ export async function seedPhysical(
   const p = s.primary;
   const ks = s.addresses.map((_, i) => i + 1);
   const pName = fork.nodeName(p);
+  const f = /^mariadb-backup\+mbstream\+(gzip|zstd)(\+aes-256-gcm)?$/.exec(m.format);
+  if (!f) throw new Error(`base backup ${m.id} is not a physical copy`);
+  const codec = f[1] as 'gzip' | 'zstd';
   let key: string | undefined;
-  if (m.format === 'mariadb-backup+mbstream+gzip+aes-256-gcm') {
+  if (f[2]) {
     if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
     key = source.backupKey;
-  } else if (m.format !== 'mariadb-backup+mbstream+gzip') throw new Error(`base backup ${m.id} is not a physical copy`);
+  }
   const { socket, semiSync } = await withAdmin(await fork.adminTarget(p), async (x) => ({
     socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
     semiSync: String((await q(x, 'SELECT @@rpl_semi_sync_master_enabled AS v'))[0]?.v ?? '0') === '1',
@@ -67,11 +70,11 @@ export async function seedPhysical(
     // The checksum is taken from the stored bytes on their way to mbstream (one read of the
     // object, not a second full download to verify it first); a mismatch refuses the copy here,
     // before it is prepared or placed, and `finally` deletes what was unpacked.
-    const got = await unpackBase(d.storage.reader(source.id, m.id, m.file), key, (stdin) => d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
+    const got = await unpackBase(d.storage.reader(source.id, m.id, m.file), { key, codec }, (stdin) => d.runtime.exec(pName, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
     if (got.exitCode === 0 && !got.readError && got.sha256 !== m.sha256) throw corrupted(m, got.sha256);
     if (got.exitCode !== 0 || got.readError) {
       // A changed object usually breaks the stream before its end (a frame fails authentication,
-      // gzip finds a bad block): the checksum of the whole stored object, read again only on
+      // the decompressor finds a bad block): the checksum of the whole stored object, read again only on
       // this failure path, tells a corrupted base from a store or a tool that failed meanwhile.
       const sum = await storedChecksum(d.storage.reader(source.id, m.id, m.file)).catch(() => undefined);
       if (sum !== undefined && sum !== m.sha256) throw corrupted(m, sum);
@@ -160,17 +163,19 @@ export interface Unpacked {
 
 /**
  * The stored base (`src`, its bytes as the store keeps them) hashed, decrypted with `key` when
- * it is encrypted, gunzipped and handed to `extract` (mbstream -x) as its stdin, in one read.
+ * it is encrypted, decompressed (`codec`: zstd since bases are written so, gzip for older ones)
+ * and handed to `extract` (mbstream -x) as its stdin, in one read.
  */
 export async function unpackBase(
-  src: Readable, key: string | undefined, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
+  src: Readable, o: { key?: string; codec: 'gzip' | 'zstd' }, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
 ): Promise<Unpacked> {
+  const key = o.key;
   const feed = new PassThrough();
   const hash = createHash('sha256');
   const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
   // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
   // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
-  const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
+  const gunzip = o.codec === 'zstd' ? createZstdDecompress({ chunkSize: UNPACK_CHUNK }) : createGunzip({ chunkSize: UNPACK_CHUNK });
   const feeding = (key ? pipeline(src, tap, createDecryptStream(key), gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
   const x = await extract(feed);
   const readError = await feeding;
