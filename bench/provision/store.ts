@@ -202,7 +202,7 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     const segs = (await reader.segments.list(src.id));
     const segMb = segs.reduce((n, s) => n + s.sizeBytes, 0) / 1048576;
     const baseS = (base.finishedMs - base.createdMs) / 1000;
-    figure({ what: 'physical base uploaded (copy, gzip, encrypt, multipart upload)', seconds: baseS, mbPerS: mb / baseS, storedMb: base.sizeBytes / 1048576, peakRssMb: rss.stop(), note: `backup ${base.id}` });
+    figure({ what: 'physical base uploaded (copy, zstd, encrypt, multipart upload)', seconds: baseS, mbPerS: mb / baseS, storedMb: base.sizeBytes / 1048576, peakRssMb: rss.stop(), note: `backup ${base.id}` });
     figure({ what: 'archive round after the load (binlog segments, then that base)', seconds: roundS, mbPerS: mb / roundS, storedMb: segMb + base.sizeBytes / 1048576, cpuPerGb: cpu / gb, note: `${segs.length} segments, ${segMb.toFixed(1)} MB stored` });
 
     cpu0 = treeCpuSeconds();
