@@ -11,7 +11,7 @@ import { sealManifests } from './backup/sealed-manifest.js';
 import { createLocalReadLeases, deferredPurges, leased, withReadLease, type ReadLeases } from './backup/read-lease.js';
 import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
-import { createArchiver, roundsMayRunDuring } from './binlog/archiver.js';
+import { createArchiver, roundsMayRunDuring, type RoundOptions } from './binlog/archiver.js';
 import { forkStopMs, seedFork } from './binlog/replay.js';
 import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
 import { updateState } from './database/state.js';
@@ -31,6 +31,12 @@ const AUTO_RETRY_MS = 5 * 60_000;
 
 export interface DayTwo extends ControllerExtras {
   handlers: OperationHandlers;
+  /**
+   * Runs database `id`'s archive round now (after one in flight) and resolves once it has
+   * archived everything committed before the call; with `physicalBase` the round also takes a
+   * physical base (bench/provision/store.ts asks for the base it measures instead of waiting).
+   */
+  archiveNow(id: number, o?: RoundOptions): Promise<void>;
   tick(): void;
   close(): Promise<void>;
 }
@@ -348,6 +354,13 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       await storage.removeAll(c.id);
     },
     tick,
+    async archiveNow(id, o) {
+      const c = agent.database(id);
+      if (!c || !archiver.archivable(c)) throw new Error(`database ${id} is not archived by this agent now`);
+      const started = agent.clock.now();
+      await archiver.archive(c, o);
+      if (archiver.coveredUntil(id) < started) throw new Error(`the archive round of database ${id} did not complete`);
+    },
     async close() {
       await task.stop();
       await task.destroy();

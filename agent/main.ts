@@ -7,7 +7,7 @@ import { createRegistry, serveMetrics } from '../lib/metrics.js';
 import { createAgent, type Agent } from './agent.js';
 import { detectLocalCatalogue, loadCatalogueFile, type Catalogue } from './catalogue.js';
 import { createControlStream } from './control-stream.js';
-import { createDayTwo } from './day-two.js';
+import { createDayTwo, type DayTwo } from './day-two.js';
 import type { BackupStorage } from './backup/backup-storage.js';
 import { createS3Stores, type S3StoreConfig, type S3Stores } from './backup/s3-store.js';
 import { storeIdentity } from './backup/store-config.js';
@@ -16,6 +16,7 @@ import { createProcessRuntime } from './runtime/process-runtime.js';
 import { prepareHostSecurity } from '../lib/fleet-host.js';
 import { existingNodeGroupId } from './runtime/node-user.js';
 import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
+import type { RoundOptions } from './binlog/archiver.js';
 
 export interface StartAgentOptions {
   /** Optional with a certificate, whose id and region are the only ones it may claim. */
@@ -69,6 +70,8 @@ export interface RunningAgent {
    * of the agent starts them again.
    */
   close(opts?: { stopNodes?: boolean }): Promise<void>;
+  /** An archive round of database `id` now, optionally with a physical base (DayTwo.archiveNow). */
+  archiveNow(id: number, o?: RoundOptions): Promise<void>;
 }
 
 async function makeRuntime(kind: 'process' | 'docker', stateDir: string, logger: Logger): Promise<ContainerRuntime> {
@@ -113,6 +116,8 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
 
   const remote: S3Stores | undefined = opts.backupStore ? createS3Stores(opts.backupStore) : undefined;
   if (opts.backupStore) logger.info({ bucket: opts.backupStore.bucket, prefix: opts.backupStore.prefix, endpoint: opts.backupStore.endpoint ?? '(AWS)' }, 'backups go to an object store');
+  // The day-two services the agent builds (archive, backups), for archiveNow below.
+  let dayTwo: DayTwo | undefined;
   const agent = createAgent({
     id,
     stateDir: opts.stateDir,
@@ -125,11 +130,11 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
     nodeAddressPool: opts.nodeAddressPool,
     ...(opts.backupStore ? { backupStore: storeIdentity(opts.backupStore) } : {}),
     reconcileIntervalMs: opts.reconcileIntervalMs,
-    extras: (a) => createDayTwo(a, {
+    extras: (a) => (dayTwo = createDayTwo(a, {
       binlogArchiveMs: opts.binlogArchiveMs,
       storage: opts.backupStorage ?? remote?.backups,
       ...(remote ? { segments: remote.segments, leases: remote.leases, remote: true } : {}),
-    }),
+    })),
   });
   await agent.start();
   for (const e of catalogue) {
@@ -160,6 +165,7 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   return {
     agent,
     runtime,
+    archiveNow: (id, o) => (dayTwo ? dayTwo.archiveNow(id, o) : Promise.reject(new Error('the agent has no archive'))),
     async close(closeOpts?: { stopNodes?: boolean }) {
       security.close();
       await stream.close();

@@ -12,8 +12,16 @@ import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { sealedWriter } from './sealed-writer.js';
 
-export const PHYSICAL_FILE = 'base.mbstream.gz';
-export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.gz.aes';
+/**
+ * A physical base's file: zstd at level 1. Its decompression was the slowest step of a fork from
+ * a base (gzip's inflate, one thread: about 6.8 CPU seconds per GB of data against zstd's 2.0
+ * on this host, docs/performance.md, "The object store"), and zstd -1 also stores less. Bases
+ * written with gzip before (`base.mbstream.gz[.aes]`, format `+gzip`) are still read.
+ */
+export const PHYSICAL_FILE = 'base.mbstream.zst';
+export const PHYSICAL_ENCRYPTED_FILE = 'base.mbstream.zst.aes';
+/** zstd's level for a base: its fastest regular one (the upload runs in the agent's process). */
+const PHYSICAL_ZSTD_LEVEL = 1;
 
 /**
  * How often mariadb-backup reads the server's redo log while it copies (its default is 1000 ms).
@@ -117,7 +125,7 @@ export function backupErrorTail(stderr: string): string {
  * archive and forks"): `mariadb-backup --backup --stream=mbstream`, run where the server runs
  * (inside its container on docker) with the engine's own tool, so its version is the server's.
  * The stream goes to a spool file in the server's run folder first, uncompressed, and only once
- * the tool has finished is it gzip'd (fast level), encrypted when the database is `encrypted`,
+ * the tool has finished is it compressed (zstd, fast level), encrypted when the database is `encrypted`,
  * hashed and stored, manifest last. Why the spool: the tool must copy the server's redo log
  * faster than the server overwrites it, and with a slow reader on its output (gzip on a busy
  * host, or the agent's event loop reading a pipe) it fell behind under heavy writes ("Was only
@@ -185,7 +193,7 @@ export async function takePhysical(
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
-    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: 1, ...(encrypted ? { key: await deps.backupKey() } : {}) });
+    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: PHYSICAL_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await deps.backupKey() } : {}) });
     // A stream on the bare descriptor: a FileHandle's own streams with autoClose off keep it
     // referenced, and its close() would then wait forever.
     await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });
@@ -193,7 +201,7 @@ export async function takePhysical(
     const manifest: BackupManifest = {
       id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
       finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: info.gtid, snapshotGtid,
-      format: encrypted ? 'mariadb-backup+mbstream+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+gzip',
+      format: encrypted ? 'mariadb-backup+mbstream+zstd+aes-256-gcm' : 'mariadb-backup+mbstream+zstd',
       ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       file, sizeBytes, sha256, databases: info.databases,
       ...(physicalBinlogPos(res.stderr) ? { binlog: physicalBinlogPos(res.stderr) } : {}),

@@ -50,6 +50,15 @@ export function bytesAfter(x: SegmentManifest, b: Pick<BackupManifest, 'snapshot
   return b.binlog && b.binlog.file === x.sourceFile ? Math.max(0, raw - b.binlog.pos) : raw;
 }
 
+/** A round asked for rather than timed (archive(c, o)). */
+export interface RoundOptions {
+  /**
+   * Take a physical base at the end of the round whatever binlog followed the newest one (a
+   * fork or a bench that wants one now, RunningAgent.archiveNow); its failure fails the round.
+   */
+  physicalBase?: boolean;
+}
+
 /** What archiving uses of a database. */
 export type ArchivedDatabase = BackupDatabase & Pick<DatabaseController, 'busy' | 'deleted' | 'nodeIndexes'>;
 
@@ -167,7 +176,7 @@ export function createArchiver(d: ArchiverDeps) {
     return true;
   }
 
-  async function round(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
+  async function round(c: ArchivedDatabase, signal: AbortSignal, asked: RoundOptions): Promise<void> {
     if (c.deleted || !c.state || signal.aborted) return;
     const s = c.state;
     const p = s.primary;
@@ -226,7 +235,7 @@ export function createArchiver(d: ArchiverDeps) {
       pos = fileEnd;
     }
     covered.set(c.id, found.flushedMs);
-    await keepPhysicalRecent(c, signal);
+    await keepPhysicalRecent(c, signal, asked.physicalBase === true);
     signal.throwIfAborted();
     // Retention: what no instant inside it needs any more.
     bases = basesOf(await d.backups.refresh(c.id));
@@ -253,19 +262,21 @@ export function createArchiver(d: ArchiverDeps) {
    * another, and hidden physical bases beyond the newest PHYSICAL_KEEP go unless the oldest
    * restorable instant needs them (older ones only make a fork replay longer).
    */
-  async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal): Promise<void> {
-    if (c.desired?.encrypted === true || d.clock.now() < (physicalRetry.get(c.id) ?? 0)) return;
+  async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal, asked: boolean): Promise<void> {
+    if (asked && c.desired?.encrypted === true) throw new Error(`database ${c.id} is encrypted: its archive takes no physical base`);
+    if (c.desired?.encrypted === true || (!asked && d.clock.now() < (physicalRetry.get(c.id) ?? 0))) return;
     const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined)
       .sort((a, b) => a.finishedMs - b.finishedMs).at(-1);
     const segments = await d.segments.list(c.id);
     const pending = newest === undefined ? Infinity
       : segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
-    if (pending < PHYSICAL_REFRESH_BYTES) return;
+    if (!asked && pending < PHYSICAL_REFRESH_BYTES) return;
     let m: BackupManifest;
     try {
       m = await d.backups.takeBase(c, { physicalOnly: true, signal });
     } catch (err) {
-      if (signal.aborted) throw err;
+      // Whoever asked for the base is told; no retry is scheduled for it.
+      if (signal.aborted || asked) throw err;
       // The chain already has a base, so nothing is lost but fork speed; the failure is logged
       // (with mariadb-backup's reason) by the backup service.
       const failures = (physicalFailures.get(c.id) ?? 0) + 1;
@@ -295,12 +306,12 @@ export function createArchiver(d: ArchiverDeps) {
    * One round for database c; rounds of one database never overlap (a second waits for the
    * first). A round cancelled by `stop` resolves: it failed only because it was asked to stop.
    */
-  function archive(c: ArchivedDatabase): Promise<void> {
+  function archive(c: ArchivedDatabase, o: RoundOptions = {}): Promise<void> {
     let ac = cancels.get(c.id);
     if (!ac) cancels.set(c.id, (ac = new AbortController()));
     const signal = ac.signal;
     const prev = running.get(c.id) ?? Promise.resolve();
-    const next = prev.catch(() => undefined).then(() => round(c, signal)).catch((err: unknown) => {
+    const next = prev.catch(() => undefined).then(() => round(c, signal, o)).catch((err: unknown) => {
       if (!signal.aborted) throw err;
       log.info({ database: c.id, err: (err as Error).message, why: (signal.reason as Error | undefined)?.message }, 'binlog archive round cancelled');
     });

@@ -1,9 +1,9 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { PassThrough, Transform } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
+import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
 import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
@@ -112,7 +112,7 @@ export interface PreparedBase {
 
 /**
  * Downloads physical base `m` of database `source.id` into a scratch folder of node `name`'s run
- * folder (decrypted with the source's key, gunzipped, `mbstream -x`, its checksum taken on the
+ * folder (decrypted with the source's key, decompressed, `mbstream -x`, its checksum taken on the
  * way and a mismatch refused), prepares it with the node's own `mariadb-backup --prepare` and
  * removes what mariadb-backup leaves beside the data files. `socket` is the node's socket path as
  * the node reports it. On failure nothing is left behind; on success the caller removes `work`.
@@ -125,33 +125,31 @@ export async function unpackBase(
   m: BackupManifest,
   step: (name: string) => void = () => undefined,
 ): Promise<PreparedBase> {
-  let decrypt: Transform | undefined;
-  if (m.format === 'mariadb-backup+mbstream+gzip+aes-256-gcm') {
+  const f = /^mariadb-backup\+mbstream\+(gzip|zstd)(\+aes-256-gcm)?$/.exec(m.format);
+  if (!f) throw new Error(`base backup ${m.id} is not a physical copy`);
+  const codec = f[1] as 'gzip' | 'zstd';
+  let key: string | undefined;
+  if (f[2]) {
     if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
-    decrypt = createDecryptStream(source.backupKey);
-  } else if (m.format !== 'mariadb-backup+mbstream+gzip') throw new Error(`base backup ${m.id} is not a physical copy`);
+    key = source.backupKey;
+  }
   const run = await runFolders(d.runtime, name, socket);
   const work = await scratch(run.host, 'fork-base');
   const nodeWork = join(run.node, 'fork-base');
   try {
-    const feed = new PassThrough();
     // The checksum is taken from the stored bytes on their way to mbstream (one read of the
-    // object, not a second full download to verify it first); a mismatch refuses the copy below,
+    // object, not a second full download to verify it first); a mismatch refuses the copy here,
     // before it is prepared or placed, and the catch deletes what was unpacked.
-    const hash = createHash('sha256');
-    const src = d.storage.reader(source.id, m.id, m.file);
-    const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
-    // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
-    // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
-    const gunzip = createGunzip({ chunkSize: UNPACK_CHUNK });
-    const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
-    const x = await d.runtime.exec(name, ['mbstream', '-x', '-C', nodeWork], { stdin: feed, noSocket: true });
-    const fed = await feeding;
-    if (x.exitCode !== 0) throw new Error(`unpacking base backup ${m.id} failed: ${x.stderr.trim().split('\n').slice(-2).join(' ')}`);
-    if (fed) throw new Error(`reading base backup ${m.id} failed: ${fed.message}`);
-    const got = hash.digest('hex');
-    if (got !== m.sha256) {
-      throw new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
+    const got = await streamBase(d.storage.reader(source.id, m.id, m.file), { key, codec }, (stdin) => d.runtime.exec(name, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
+    if (got.exitCode === 0 && !got.readError && got.sha256 !== m.sha256) throw corrupted(m, got.sha256);
+    if (got.exitCode !== 0 || got.readError) {
+      // A changed object usually breaks the stream before its end (a frame fails authentication,
+      // the decompressor finds a bad block): the checksum of the whole stored object, read again only on
+      // this failure path, tells a corrupted base from a store or a tool that failed meanwhile.
+      const sum = await storedChecksum(d.storage.reader(source.id, m.id, m.file)).catch(() => undefined);
+      if (sum !== undefined && sum !== m.sha256) throw corrupted(m, sum);
+      if (got.readError) throw new Error(`reading base backup ${m.id} failed: ${got.readError.message}`);
+      throw new Error(`unpacking base backup ${m.id} failed: ${got.stderr.trim().split('\n').slice(-2).join(' ')}`);
     }
     step('unpackMs');
     const prep = await d.runtime.exec(name, ['mariadb-backup', '--prepare', `--target-dir=${nodeWork}`]);
@@ -183,6 +181,47 @@ export async function placeCopy(runtime: ContainerRuntime, name: string, work: s
   if (move) await moveEntries(work, dataDir, toolUid);
   else await copyTree(work, dataDir, toolUid);
   await chownTree(dataDir, { uid: owner.uid, gid: owner.gid });
+}
+
+/** The error that names a base whose stored bytes are not the ones its manifest recorded. */
+function corrupted(m: BackupManifest, got: string): Error {
+  return new Error(`backup ${m.id} is corrupted: its checksum is ${got.slice(0, 12)}..., the manifest says ${m.sha256.slice(0, 12)}...; nothing was changed`);
+}
+
+/** SHA-256 of a stored object, read whole. */
+async function storedChecksum(src: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of src) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** What streamBase saw: the stored bytes' SHA-256 (of what was read), mbstream's exit, and a failure of the read. */
+export interface Unpacked {
+  sha256: string;
+  exitCode: number;
+  stderr: string;
+  readError?: Error;
+}
+
+/**
+ * The stored base (`src`, its bytes as the store keeps them) hashed, decrypted with `key` when
+ * it is encrypted, decompressed (`codec`: zstd since bases are written so, gzip for older ones)
+ * and handed to `extract` (mbstream -x) as its stdin, in one read.
+ */
+export async function streamBase(
+  src: Readable, o: { key?: string; codec: 'gzip' | 'zstd' }, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
+): Promise<Unpacked> {
+  const key = o.key;
+  const feed = new PassThrough();
+  const hash = createHash('sha256');
+  const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
+  // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
+  // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
+  const gunzip = o.codec === 'zstd' ? createZstdDecompress({ chunkSize: UNPACK_CHUNK }) : createGunzip({ chunkSize: UNPACK_CHUNK });
+  const feeding = (key ? pipeline(src, tap, createDecryptStream(key), gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
+  const x = await extract(feed);
+  const readError = await feeding;
+  return { sha256: hash.digest('hex'), exitCode: x.exitCode, stderr: x.stderr, ...(readError ? { readError } : {}) };
 }
 
 /** The accounts of the source that the fork must not carry: the agent makes the fork's own. */

@@ -5,7 +5,8 @@
  * plane and two agents in this process (distinct ids, one region, both on that store, each with
  * its own loopback node pool), real mariadbd processes. For a database of N MB:
  *
- *  a) upload: the archive round after the load (its binlog segments, then a physical base) and a
+ *  a) upload: the archive round after the load, asked for (RunningAgent.archiveNow: its binlog
+ *     segments, then a physical base, whatever binlog followed the base taken during the load) and a
  *     logical dump (a snapshot through the REST API), each with its MB/s, the CPU seconds of the
  *     whole process tree per GB and the peak RSS of this Node process meanwhile (the agents'
  *     streams, gzip and encryption run in it; so do the control plane and the other agent);
@@ -187,19 +188,21 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     for (const stmt of [...load.setup, ...load.inserts]) await c.query(stmt);
     const [[{ pos }]] = (await c.query('SELECT @@gtid_binlog_pos AS pos')) as any;
 
-    // a) The archive round after the load: its segments, then (past 64 MB of binlog since the
-    // last base) a physical base at or after the load, all in the store.
+    // a) The archive round after the load, asked for (not waited for on the timer: a base taken
+    // during the load with less than 64 MB of binlog after it made the archive take none for a
+    // long time): its segments, then a physical base at or after the load, all in the store.
     let cpu0 = treeCpuSeconds();
     let rss = rssPeak();
     let t0 = Date.now();
+    await agentA.archiveNow(src.id, { physicalBase: true });
     const base = await until(async () => (await reader.backups.list(src.id))
-      .find((m) => m.type === 'base' && m.format.startsWith('mariadb-backup+') && gtidLe(String(pos), m.snapshotGtid ?? '')), 3_600_000, 'a physical base in the store after the load');
+      .find((m) => m.type === 'base' && m.format.startsWith('mariadb-backup+') && gtidLe(String(pos), m.snapshotGtid ?? '')), 120_000, 'a physical base in the store after the load');
     let cpu = treeCpuSeconds() - cpu0;
     const roundS = (Date.now() - t0) / 1000;
     const segs = (await reader.segments.list(src.id));
     const segMb = segs.reduce((n, s) => n + s.sizeBytes, 0) / 1048576;
     const baseS = (base.finishedMs - base.createdMs) / 1000;
-    figure({ what: 'physical base uploaded (copy, gzip, encrypt, multipart upload)', seconds: baseS, mbPerS: mb / baseS, storedMb: base.sizeBytes / 1048576, peakRssMb: rss.stop(), note: `backup ${base.id}` });
+    figure({ what: 'physical base uploaded (copy, zstd, encrypt, multipart upload)', seconds: baseS, mbPerS: mb / baseS, storedMb: base.sizeBytes / 1048576, peakRssMb: rss.stop(), note: `backup ${base.id}` });
     figure({ what: 'archive round after the load (binlog segments, then that base)', seconds: roundS, mbPerS: mb / roundS, storedMb: segMb + base.sizeBytes / 1048576, cpuPerGb: cpu / gb, note: `${segs.length} segments, ${segMb.toFixed(1)} MB stored` });
 
     cpu0 = treeCpuSeconds();
@@ -225,7 +228,8 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     // Every write archived before A goes: the recovery then must hold every row. A round closes a
     // file only when it holds transactions, so an idle database gets exactly one segment after the
     // tail; its closedMs is read before its flush, and everything committed before it is in it.
-    await until(async () => ((await reader.segments.list(src.id)).some((s) => s.closedMs >= lastWrite) ? true : undefined), 1_800_000, 'a segment closed after the last write');
+    await agentA.archiveNow(src.id);
+    await until(async () => ((await reader.segments.list(src.id)).some((s) => s.closedMs >= lastWrite) ? true : undefined), 120_000, 'a segment closed after the last write');
 
     // A's host "goes": its agent stopped and its nodes removed with their data.
     await agentA.close();

@@ -154,7 +154,7 @@ describe.each([
     expect(forkState.forkBase?.kind).toBe(encrypted ? 'logical' : 'physical');
     const base = JSON.parse(readFileSync(join(lab.agentDir, 'backups', String(src.id), String(forkState.forkBase.backupId), 'manifest.json'), 'utf8'));
     expect(base.type).toBe('base');
-    expect(base.format).toBe(encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+gzip');
+    expect(base.format).toBe(encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+zstd');
     console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}, ${src.version}): ${inFork.size} of ${stamped.size} rows, ${forkState.forkBase.kind} base, active in ${forkMs} ms`);
   }, 600_000);
 });

@@ -14,13 +14,16 @@
  * go after it. The fork starts from the source's physical base (its state says so): the copy's
  * accounts are reset on agent B, so the source's root and linroot passwords open nothing on the
  * fork, and no source password, password hash or backup key is left anywhere in agent B's folder.
+ * A fork asked for while the source's physical bases in the store are corrupted (bytes in the
+ * middle of the objects overwritten, manifests kept) fails with an error naming the corruption,
+ * nothing of the copy is placed, and the source keeps running with every row.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { Agent as HttpsAgent } from 'node:https';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { LABEL_DATABASE } from '../../../agent/runtime/container-runtime.js';
@@ -28,6 +31,7 @@ import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js'
 import { silentLogger } from '../../../lib/logger.js';
 import { loadStoreCredentials, parseStoreUrl } from '../../../agent/backup/s3-store.js';
 import { BASE_IDS } from '../../../agent/backup/backup-service.js';
+import { PHYSICAL_ENCRYPTED_FILE } from '../../../agent/backup/physical-backup.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
 import { connectFrom, desiredDb, runOperation } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
@@ -43,6 +47,8 @@ const SOURCE_KEY = Buffer.alloc(32, 81).toString('base64');
 const FORK_KEY = Buffer.alloc(32, 82).toString('base64');
 /** A second fork of the source, built while the source is deleted. */
 const FORK2 = 83;
+/** A fork asked for while the source's physical bases in the store are corrupted. */
+const FORK_BAD = 84;
 /** What a tenant wrote, distinctive enough to grep the store's files for: a schema name and a snapshot label. */
 const SCHEMA = 'zq_schema_7731';
 const LABEL = 'zq_label_5519';
@@ -227,6 +233,63 @@ describe('agent: a fork from the shared object store on an agent that does not r
     const secrets = [srcState.adminPassword, srcState.replPassword, src.rootPassword!];
     expect(filesHolding(b.stateDir, [...secrets, ...secrets.map(nativeHash), SOURCE_KEY])).toEqual([]);
   }, 60_000);
+
+  it('a fork from a corrupted physical base fails naming the corruption; nothing is placed for it and the source is untouched', async () => {
+    expect(T).toBeGreaterThan(0);
+    const before = await connectSrc();
+    const [rows] = await before.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`);
+    await before.end();
+    // Every physical base of the source: bytes in the middle of the object overwritten in the
+    // store (same length, its manifest kept), so whichever the fork picks is corrupted.
+    const bases = (await objectsOf(SOURCE)).filter((k) => k.endsWith(`/${PHYSICAL_ENCRYPTED_FILE}`));
+    expect(bases.length).toBeGreaterThan(0);
+    const kept = new Map<string, Buffer>();
+    for (const key of bases) {
+      const r = await s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: key }));
+      const bytes = Buffer.from(await r.Body!.transformToByteArray());
+      kept.set(key, bytes);
+      const bad = Buffer.from(bytes);
+      const mid = Math.floor(bad.length / 2);
+      for (let i = mid; i < Math.min(bad.length, mid + 64); i++) bad[i] = bad[i]! ^ 0xa5;
+      await s3.send(new PutObjectCommand({ Bucket: store.bucket, Key: key, Body: bad }));
+    }
+    try {
+      const bad = desiredDb({
+        id: FORK_BAD, engineId: src.engineId, version: src.version, rootPassword: 'Fork.Pass_84', hostPrimary: `${b.net}.5`, hostSecondary: `${b.net}.6`,
+        allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T, forkSourceKey: SOURCE_KEY, backupKey: Buffer.alloc(32, 84).toString('base64'),
+      });
+      b.driver.setDatabases([{ ...fork!, forkSourceKey: '' }, bad]);
+      const failed = await b.driver.waitFor(() => b.driver.db(FORK_BAD)?.error || undefined, 180_000, 'the fork from the corrupted base failed');
+      expect(failed).toMatch(/backup \d+ is corrupted: its checksum is [0-9a-f]{12}\.\.\., the manifest says [0-9a-f]{12}\.\.\.; nothing was changed/);
+      // Nothing of the copy is left: no unpacked folder beside the fork's nodes, and no node's
+      // data directory holds the source's schema.
+      const rt = createProcessRuntime({ root: join(b.stateDir, 'runtime'), logger: silentLogger() });
+      const nodes = (await rt.list({})).filter((n) => n.labels[LABEL_DATABASE] === String(FORK_BAD));
+      expect(nodes.length).toBeGreaterThan(0);
+      for (const n of nodes) {
+        const runDir = dirname((await rt.connection(n.name)).socketPath);
+        expect(readdirSync(runDir).filter((f) => f.startsWith('fork-base'))).toEqual([]);
+        const dataDir = (await rt.inspect(n.name)).spec!.dataDir!;
+        expect(existsSync(join(dataDir, SCHEMA))).toBe(false);
+      }
+      expect(existsSync(join(b.stateDir, 'databases', String(FORK_BAD), 'state.json'))
+        && JSON.parse(readFileSync(join(b.stateDir, 'databases', String(FORK_BAD), 'state.json'), 'utf8')).forkBase).toBeFalsy();
+    } finally {
+      b.driver.setDatabases([{ ...fork!, forkSourceKey: '' }], { deleted: [FORK_BAD] });
+      for (const [key, bytes] of kept) await s3.send(new PutObjectCommand({ Bucket: store.bucket, Key: key, Body: bytes }));
+    }
+    await b.driver.waitFor(() => b.driver.last() && !b.driver.db(FORK_BAD), 90_000, 'the failed fork gone from agent B');
+    // The source is untouched: active, every row as it was, its base readable again.
+    expect(a.driver.db(SOURCE)?.status).toBe('active');
+    const after = await connectSrc();
+    const [again] = await after.query(`SELECT COUNT(*) AS n, COALESCE(SUM(CRC32(CONCAT(id, ':', ts))), 0) AS c FROM ${SCHEMA}.t`);
+    await after.end();
+    expect(again).toEqual(rows);
+    for (const [key, bytes] of kept) {
+      const r = await s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: key }));
+      expect(Buffer.from(await r.Body!.transformToByteArray()).equals(bytes)).toBe(true);
+    }
+  }, 300_000);
 
   it('the store\'s files hold no schema name nor snapshot label a tenant wrote, and agent A still lists the label', async () => {
     // Manifests of backups, bases and binlog segments, data and the store's own databases: every file.

@@ -108,7 +108,7 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
     console.log(`[physical-base-writes] copy ${copyS.toFixed(1)} s under ${rewrites} rewrites; base ${(m.sizeBytes / 1048576).toFixed(1)} MB stored in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const warnings = lines.filter((l) => JSON.parse(l).level >= 40);
     expect(warnings).toEqual([]);
-    expect(m.format).toBe('mariadb-backup+mbstream+gzip');
+    expect(m.format).toBe('mariadb-backup+mbstream+zstd');
     expect(m.snapshotGtid).toMatch(/^0-1-\d+$/);
     // The writes really overlapped the copy: more rewrites than the 3 before it started.
     expect(rewrites).toBeGreaterThan(4);

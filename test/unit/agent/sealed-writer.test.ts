@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip, gzipSync } from 'node:zlib';
+import { createGunzip, gzipSync, zstdDecompressSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { createDecryptStream, newBackupKey } from '../../../agent/backup/backup-crypto.js';
 import { sealedWriter } from '../../../agent/backup/sealed-writer.js';
@@ -48,6 +48,24 @@ describe('the sealed writer shared by backups, physical bases and binlog segment
     expect(got.sha256).toBe(createHash('sha256').update(stored).digest('hex'));
     expect((await read(stored, createDecryptStream(key))).equals(plain)).toBe(true);
     await expect(read(stored, createDecryptStream(newBackupKey()))).rejects.toThrow();
+  });
+
+  it('with zstd (physical bases) and a key: decryption and zstd give the input back', async () => {
+    const key = newBackupKey();
+    const s = sink();
+    const w = sealedWriter(s.out, { level: 1, codec: 'zstd', key });
+    w.input.end(plain);
+    const got = await w.done;
+    const stored = s.bytes();
+    expect(got.sha256).toBe(createHash('sha256').update(stored).digest('hex'));
+    const chunks: Buffer[] = [];
+    const out = new PassThrough();
+    out.on('data', (c: Buffer) => chunks.push(c));
+    await pipeline(Readable.from([stored]), createDecryptStream(key), out);
+    const compressed = Buffer.concat(chunks);
+    // zstd's frame magic, not gzip's.
+    expect(compressed.subarray(0, 4).equals(Buffer.from([0x28, 0xb5, 0x2f, 0xfd]))).toBe(true);
+    expect(zstdDecompressSync(compressed).equals(plain)).toBe(true);
   });
 
   it('a storage that fails rejects `done`, and a producer that never awaits it leaves no unhandled rejection', async () => {
