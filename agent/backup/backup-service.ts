@@ -329,11 +329,8 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     const writing = (creating.get(c.id) ?? []).some((b) => b.id === backupId);
     if ((m && !isCustomerBackup(m)) || (!m && (writing || backupId >= BASE_IDS))) throw new Error(`backup ${backupId} does not exist`);
     if (!m) {
-      // Already deleted: the same delete sent again (the agent restarted before its answer
-      // reached the control plane). Answering that it does not exist would list a backup whose
-      // data is gone as ready again; what a withdrawn delete left goes as before.
-      if (o.defer) await o.defer();
-      else await opts.storage.remove(c.id, backupId);
+      // Already deleted (sent again after a restart): "does not exist" would list it ready again.
+      await (o.defer ? o.defer() : opts.storage.remove(c.id, backupId));
       return;
     }
     if (o.defer) await o.defer().then(() => opts.storage.withdraw(c.id, backupId));
