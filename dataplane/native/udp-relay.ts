@@ -31,6 +31,11 @@ export interface UdpRelayAddon {
   destroy(r: UdpRelayHandle): void;
   /** Datagrams relayed in C so far, both directions, by every relay of this process. */
   relayed(): number;
+  /**
+   * `[dropped, truncated]` so far by every relay of this process: sends the kernel refused (`EAGAIN`,
+   * a full send buffer, or another error) and truncated reads, all dropped.
+   */
+  drops(): [number, number];
 }
 
 /** An opaque native relay. */
