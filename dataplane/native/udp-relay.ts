@@ -6,7 +6,9 @@ import { fileURLToPath } from 'node:url';
 /**
  * The native udp datagram path (dataplane/native/udp_relay.c; docs/dataplane.md "UDP: the native
  * datagram path"), as the udp listener calls it. Ids are session numbers the relay hands out;
- * negative numbers returned are `-errno`.
+ * negative numbers returned are `-errno`. A number passed in (id, port, descriptor, epoch) that is
+ * not an integer in its range throws a RangeError (a non-number a TypeError); IPv6 addresses may
+ * carry a zone (`fe80::1%eth0`), as the relay hands link-local sources over.
  */
 export interface UdpRelayAddon {
   create(
@@ -31,6 +33,11 @@ export interface UdpRelayAddon {
   destroy(r: UdpRelayHandle): void;
   /** Datagrams relayed in C so far, both directions, by every relay of this process. */
   relayed(): number;
+  /**
+   * `[dropped, truncated]` so far by every relay of this process: sends the kernel refused (`EAGAIN`,
+   * a full send buffer, or another error) and truncated reads, all dropped.
+   */
+  drops(): [number, number];
 }
 
 /** An opaque native relay. */

@@ -17,13 +17,17 @@
  * balancing, stickiness, caps, throttles, health and expiry (dataplane/listeners/udp-listener.ts).
  * An established session stops being one the moment anything the policy reads changes: every
  * such change bumps a shared epoch (an Int32 in a buffer JavaScript owns), and a session whose
- * epoch is old goes back through JavaScript.
+ * epoch is old goes back through JavaScript. The relay keeps a reference to that Int32Array, never
+ * a pointer into it: JavaScript can detach or shrink its buffer (transfer(), resize()), so the value
+ * is read through the reference at each wake-up and again after each call into JavaScript, the only
+ * places it can have changed; a buffer that no longer holds it establishes nothing.
  *
  * Memory safety: all datagrams land in fixed buffers of UDP's largest size; a datagram the
  * kernel marks truncated is dropped; the batch is BATCH entries; no length from the network
  * sizes a copy (a datagram's own length, bounded by its buffer, is the only one used); addresses
- * from JavaScript are copied into fixed arrays with their length checked; the flow table holds
- * at most MAX_SESSIONS (JavaScript's caps are far below it).
+ * from JavaScript are copied into fixed arrays with their length checked; numbers from JavaScript
+ * are read as doubles and refused unless they are integers in range (never wrapped or rounded);
+ * the flow table holds at most MAX_SESSIONS (JavaScript's caps are far below it).
  *
  * Single-threaded: everything runs on the loop thread of the Node environment that made it.
  */
@@ -34,6 +38,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +66,11 @@ static struct mmsghdr outs[BATCH];
 static struct iovec out_iovs[BATCH];
 /* Datagrams relayed without JavaScript, by every relay of the process (tests, benches). */
 static double relayed_total;
+/* Datagrams every relay of the process dropped: a send the kernel refused (EAGAIN: a full send
+ * buffer, or another error), and truncated reads (the data plane's metrics). */
+static double dropped_total, truncated_total;
+/* The epoch value when the policy epoch's buffer no longer holds one: no session is established. */
+#define NO_EPOCH INT32_MIN
 
 typedef struct relay relay;
 
@@ -86,7 +97,8 @@ struct relay {
   int polling;
   napi_ref on_datagram, on_reply, on_error, epoch_ref;
   napi_async_context ctx;
-  int32_t *epoch;
+  int32_t epoch;        /* the policy epoch as last read through epoch_ref (load_epoch) */
+  uint32_t calls;       /* calls into JavaScript on the stack (destroy defers the async context's end) */
   uint64_t seed;
   session **buckets;
   uint32_t nbuckets, count;
@@ -120,7 +132,7 @@ static uint64_t addr_hash(const relay *r, const struct sockaddr_storage *a) {
     uint64_t w[2];
     memcpy(w, &s->sin6_addr, 16);
     h = mix(h ^ w[0]);
-    h = mix(h ^ w[1] ^ s->sin6_port);
+    h = mix(h ^ w[1] ^ s->sin6_port ^ ((uint64_t)s->sin6_scope_id << 16));
   }
   return h;
 }
@@ -132,7 +144,8 @@ static int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_stora
     return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
   }
   const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a, *y = (const struct sockaddr_in6 *)b;
-  return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+  /* The scope (interface) too: link-local clients with one address on two links are two flows. */
+  return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
 }
 
 static session *lookup(relay *r, const struct sockaddr_storage *a) {
@@ -210,20 +223,65 @@ static void close_session(relay *r, session *s) {
   uv_close((uv_handle_t *)&s->poll, on_session_closed);
 }
 
+/* ---- the policy epoch ---- */
+
+/*
+ * Reads the policy epoch through the relay's reference to its Int32Array (in a handle scope the
+ * caller opened). The buffer is JavaScript's: it may have been detached (transfer()) or shrunk
+ * (a resizable buffer's resize()) since the last read, so no pointer into it is kept; an array
+ * with no element left reads as NO_EPOCH, which no session matches.
+ */
+static void load_epoch(relay *r) {
+  napi_value v;
+  napi_typedarray_type type;
+  size_t length = 0;
+  void *data = NULL;
+  r->epoch = NO_EPOCH;
+  if (r->destroyed) return;
+  if (napi_get_reference_value(r->env, r->epoch_ref, &v) != napi_ok || v == NULL) return;
+  if (napi_get_typedarray_info(r->env, v, &type, &length, &data, NULL, NULL) != napi_ok || type != napi_int32_array || length < 1 || data == NULL) return;
+  memcpy(&r->epoch, data, sizeof r->epoch);
+}
+
+/* At a wake-up: JavaScript has run since the last one (other handles, timers). */
+static void refresh_epoch(relay *r) {
+  napi_handle_scope scope;
+  r->epoch = NO_EPOCH;
+  if (napi_open_handle_scope(r->env, &scope) != napi_ok) return;
+  load_epoch(r);
+  napi_close_handle_scope(r->env, scope);
+}
+
 /* ---- calls into JavaScript ---- */
+
+/* The relay's async context ends when the relay is destroyed and no call into JavaScript is on the stack. */
+static void end_async_context(relay *r) {
+  if (r->ctx == NULL || r->calls > 0) return;
+  napi_async_destroy(r->env, r->ctx);
+  r->ctx = NULL;
+}
 
 static void call_js(relay *r, napi_ref fn_ref, size_t argc, napi_value *argv) {
   napi_env env = r->env;
   napi_value fn, recv, result;
+  if (r->destroyed) return;
   if (napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return;
   /* napi_make_callback wants an object as `this`; the callbacks are arrow functions and ignore it. */
   napi_get_global(env, &recv);
+  /* The callback may destroy the relay: its async context must outlive this napi_make_callback,
+   * so destroy_relay leaves it to the end of the outermost call (r itself lives until libuv's
+   * close callbacks, which never run inside this one). */
+  r->calls++;
   napi_status st = napi_make_callback(env, r->ctx, recv, fn, argc, argv, &result);
+  r->calls--;
+  if (r->destroyed) end_async_context(r);
   if (st == napi_pending_exception) {
     napi_value err;
     napi_get_and_clear_last_exception(env, &err);
     napi_fatal_exception(env, err);
   }
+  /* JavaScript ran: it may have bumped the epoch, or detached or shrunk its buffer. */
+  load_epoch(r);
 }
 
 static napi_value addr_text(napi_env env, const struct sockaddr_storage *a, uint32_t *port) {
@@ -237,6 +295,15 @@ static napi_value addr_text(napi_env env, const struct sockaddr_storage *a, uint
   } else if (a->ss_family == AF_INET6) {
     const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)a;
     inet_ntop(AF_INET6, &s->sin6_addr, text, sizeof text);
+    /* A link-local source carries its interface, as node:dgram writes it ("fe80::1%eth0"): the
+     * listener keys flows by this text, and get_addr reads the zone back into sin6_scope_id.
+     * INET6_ADDRSTRLEN + '%' + IF_NAMESIZE fits ADDR_TEXT. */
+    if (IN6_IS_ADDR_LINKLOCAL(&s->sin6_addr) && s->sin6_scope_id != 0) {
+      size_t n = strlen(text);
+      char name[IF_NAMESIZE];
+      if (if_indextoname(s->sin6_scope_id, name) != NULL) snprintf(text + n, sizeof text - n, "%%%s", name);
+      else snprintf(text + n, sizeof text - n, "%%%u", (unsigned)s->sin6_scope_id);
+    }
     *port = ntohs(s->sin6_port);
   } else {
     *port = 0;
@@ -289,7 +356,7 @@ static void touch(relay *r, session *s) {
 }
 
 static int established(const relay *r, const session *s) {
-  return !s->closed && s->fast_epoch >= 0 && s->fast_epoch == *r->epoch;
+  return !s->closed && s->fast_epoch >= 0 && s->fast_epoch == r->epoch;
 }
 
 static int recv_batch(int fd) {
@@ -310,6 +377,7 @@ static int recv_batch(int fd) {
 static int whole(relay *r, int i) {
   if ((msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || msgs[i].msg_len > DGRAM_MAX) {
     r->truncated++;
+    truncated_total++;
     return 0;
   }
   return 1;
@@ -335,6 +403,7 @@ static void on_listener(uv_poll_t *h, int status, int events) {
   relay *r = h->data;
   if (r->destroyed) return;
   if (status < 0 && recover(h, r->fd, on_listener) != 0) return;
+  refresh_epoch(r);
   for (int round = 0; round < ROUNDS && !r->destroyed; round++) {
     int n = recv_batch(r->fd);
     if (n < 0) {
@@ -349,7 +418,10 @@ static void on_listener(uv_poll_t *h, int status, int events) {
         s->rx += (double)len;
         relayed_total++;
         touch(r, s);
-        if (send(s->fd, bufs[i], len, MSG_DONTWAIT) < 0 && errno != ECONNREFUSED) r->dropped++;
+        if (send(s->fd, bufs[i], len, MSG_DONTWAIT) < 0 && errno != ECONNREFUSED) {
+          r->dropped++;
+          dropped_total++;
+        }
         continue;
       }
       hand_to_js(r, r->on_datagram, NULL, bufs[i], len, &froms[i]);
@@ -366,6 +438,7 @@ static void flush_replies(relay *r, int k) {
     if (m <= 0) {
       if (m < 0 && errno == EINTR) continue;
       r->dropped++;
+      dropped_total++;
       done++;
       continue;
     }
@@ -384,6 +457,7 @@ static void on_session(uv_poll_t *h, int status, int events) {
     error_to_js(r, s, EBADF); /* a socket that cannot be polled again: JavaScript ends the session */
     return;
   }
+  refresh_epoch(r);
   /* JavaScript may close the session (or destroy the relay) while handling a reply: checked before every read. */
   for (int round = 0; round < ROUNDS && !s->closed && !r->destroyed; round++) {
     int n = recv_batch(s->fd);
@@ -436,28 +510,68 @@ static relay *get_relay(napi_env env, napi_value v) {
   return r;
 }
 
-static int get_u32(napi_env env, napi_value v, uint32_t *out) {
-  if (napi_get_value_uint32(env, v, out) != napi_ok) {
-    napi_throw_type_error(env, "ERR_UDP_RELAY", "expected a number");
+/*
+ * An integer in [min, max], or a thrown TypeError (not a number) or RangeError (a fraction, NaN,
+ * an infinity or out of range). Read as a double: napi_get_value_uint32 and _int32 would wrap
+ * 2^32+5 to 5 and cut 1.5 to 1, naming another session or port than the one asked.
+ */
+static int get_int(napi_env env, napi_value v, double min, double max, const char *what, int64_t *out) {
+  double d;
+  if (napi_get_value_double(env, v, &d) != napi_ok) {
+    napi_throw_type_error(env, "ERR_UDP_RELAY", what);
     return -1;
   }
+  if (!isfinite(d) || d != floor(d) || d < min || d > max) {
+    napi_throw_range_error(env, "ERR_UDP_RELAY", what);
+    return -1;
+  }
+  *out = (int64_t)d;
   return 0;
 }
 
-/* An IP literal and port into a sockaddr; the text is bounded by a fixed array, its length checked. */
+static int get_u32(napi_env env, napi_value v, const char *what, uint32_t *out) {
+  int64_t x;
+  if (get_int(env, v, 0, UINT32_MAX, what, &x) != 0) return -1;
+  *out = (uint32_t)x;
+  return 0;
+}
+
+/*
+ * An IP literal and port into a sockaddr; the text is bounded by a fixed array, its length checked.
+ * An IPv6 literal may end in a zone, "%" and an interface name or number, as addr_text writes a
+ * link-local source: it becomes sin6_scope_id.
+ */
 static int get_addr(napi_env env, napi_value ip, napi_value port, struct sockaddr_storage *a, socklen_t *len) {
   char text[ADDR_TEXT];
   size_t n = 0;
   uint32_t p;
   /* n >= sizeof text - 1: longer than any IP literal (and maybe cut); strlen != n: a NUL inside. */
-  if (napi_get_value_string_utf8(env, ip, text, sizeof text, &n) != napi_ok || n >= sizeof text - 1 || strlen(text) != n || get_u32(env, port, &p) != 0 || p > 65535) {
+  if (napi_get_value_string_utf8(env, ip, text, sizeof text, &n) != napi_ok || n >= sizeof text - 1 || strlen(text) != n) {
     napi_throw_type_error(env, "ERR_UDP_RELAY", "bad address");
     return -1;
+  }
+  if (get_u32(env, port, "port must be an integer from 0 to 65535", &p) != 0) return -1;
+  if (p > 65535) {
+    napi_throw_range_error(env, "ERR_UDP_RELAY", "port must be an integer from 0 to 65535");
+    return -1;
+  }
+  uint32_t scope = 0;
+  char *zone = strchr(text, '%');
+  if (zone != NULL) {
+    *zone++ = 0;
+    char *end = NULL;
+    unsigned long z = *zone >= '0' && *zone <= '9' ? strtoul(zone, &end, 10) : 0;
+    if (end != NULL && *end == 0 && z > 0 && z <= UINT32_MAX) scope = (uint32_t)z;
+    else if (end == NULL && *zone != 0) scope = if_nametoindex(zone);
+    if (scope == 0) {
+      napi_throw_type_error(env, "ERR_UDP_RELAY", "not an IP literal");
+      return -1;
+    }
   }
   memset(a, 0, sizeof *a);
   struct sockaddr_in *a4 = (struct sockaddr_in *)a;
   struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
-  if (inet_pton(AF_INET, text, &a4->sin_addr) == 1) {
+  if (zone == NULL && inet_pton(AF_INET, text, &a4->sin_addr) == 1) {
     a4->sin_family = AF_INET;
     a4->sin_port = htons((uint16_t)p);
     *len = sizeof *a4;
@@ -466,6 +580,7 @@ static int get_addr(napi_env env, napi_value ip, napi_value port, struct sockadd
   if (inet_pton(AF_INET6, text, &a6->sin6_addr) == 1) {
     a6->sin6_family = AF_INET6;
     a6->sin6_port = htons((uint16_t)p);
+    a6->sin6_scope_id = scope;
     *len = sizeof *a6;
     return 0;
   }
@@ -473,11 +588,17 @@ static int get_addr(napi_env env, napi_value ip, napi_value port, struct sockadd
   return -1;
 }
 
+/* A session by id; NULL either with an exception pending (not an id) or without (no such session). */
 static session *get_session(napi_env env, relay *r, napi_value v) {
   uint32_t id;
-  if (get_u32(env, v, &id) != 0) return NULL;
+  if (get_u32(env, v, "a session id must be an integer from 0 to 2^32-1", &id) != 0) return NULL;
   if (id >= r->next_id || r->by_id[id] == NULL) return NULL;
   return r->by_id[id];
+}
+
+static int throwing(napi_env env) {
+  bool pending = false;
+  return napi_is_exception_pending(env, &pending) != napi_ok || pending;
 }
 
 static napi_value num(napi_env env, double d) {
@@ -515,27 +636,25 @@ static void destroy_relay(relay *r) {
   napi_delete_reference(env, r->on_reply);
   napi_delete_reference(env, r->on_error);
   napi_delete_reference(env, r->epoch_ref);
-  napi_async_destroy(env, r->ctx);
+  /* Not from inside a callback's napi_make_callback, which is still using it: call_js ends it then. */
+  end_async_context(r);
 }
 
 /* create(fd, epoch: Int32Array, onDatagram, onReply, onError) -> relay */
 static napi_value js_create(napi_env env, napi_callback_info info) {
   ARGS(5)
-  int32_t fd;
-  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, "ERR_UDP_RELAY", "bad fd");
-    return NULL;
-  }
+  int64_t fd;
+  if (get_int(env, argv[0], 0, INT32_MAX, "fd must be an integer from 0 to 2^31-1", &fd) != 0) return NULL;
   napi_typedarray_type type;
   size_t length;
   void *data;
-  if (napi_get_typedarray_info(env, argv[1], &type, &length, &data, NULL, NULL) != napi_ok || type != napi_int32_array || length < 1) {
+  if (napi_get_typedarray_info(env, argv[1], &type, &length, &data, NULL, NULL) != napi_ok || type != napi_int32_array || length < 1 || data == NULL) {
     napi_throw_type_error(env, "ERR_UDP_RELAY", "epoch must be an Int32Array");
     return NULL;
   }
   uv_loop_t *loop;
   if (napi_get_uv_event_loop(env, &loop) != napi_ok) return NULL;
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int dup_fd = fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) {
     napi_throw_error(env, "ERR_UDP_RELAY", "dup of the listening socket failed");
     return NULL;
@@ -550,37 +669,55 @@ static napi_value js_create(napi_env env, napi_callback_info info) {
   }
   r->env = env;
   r->fd = dup_fd;
-  r->epoch = (int32_t *)data;
   r->nbuckets = 1024;
   r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
   r->id_cap = 256;
   r->by_id = calloc(r->id_cap, sizeof *r->by_id);
   r->free_ids = calloc(r->id_cap, sizeof *r->free_ids);
   if (getrandom(&r->seed, sizeof r->seed, 0) != sizeof r->seed) r->seed = (uint64_t)(uintptr_t)r ^ (uint64_t)uv_hrtime();
-  napi_value name;
-  napi_create_string_utf8(env, "fulcrum:udp-relay", NAPI_AUTO_LENGTH, &name);
-  if (r->buckets == NULL || r->by_id == NULL || r->free_ids == NULL || napi_async_init(env, NULL, name, &r->ctx) != napi_ok) {
+  if (r->buckets == NULL || r->by_id == NULL || r->free_ids == NULL) {
     close(dup_fd);
     free_relay(r);
     napi_throw_error(env, "ERR_UDP_RELAY", "out of memory");
+    return NULL;
+  }
+  /* Each step that can fail comes before anything it would have to undo in JavaScript: the poll
+   * handle before the async context and the references (a descriptor epoll refuses, such as a
+   * regular file, fails here with nothing to release but memory). */
+  if (uv_poll_init(loop, &r->poll, dup_fd) != 0) {
+    close(dup_fd);
+    free_relay(r);
+    napi_throw_error(env, "ERR_UDP_RELAY", "poll of the listening socket failed");
+    return NULL;
+  }
+  r->poll.data = r;
+  r->pending = 1;
+  r->polling = 1;
+  napi_value name, ext;
+  napi_create_string_utf8(env, "fulcrum:udp-relay", NAPI_AUTO_LENGTH, &name);
+  if (napi_async_init(env, NULL, name, &r->ctx) != napi_ok) {
+    /* The poll handle is initialised: the relay is freed after libuv has closed it. */
+    r->ctx = NULL;
+    r->destroyed = r->finalized = 1;
+    r->polling = 0;
+    close(dup_fd);
+    uv_close((uv_handle_t *)&r->poll, on_listener_closed);
+    napi_throw_error(env, "ERR_UDP_RELAY", "async context failed");
     return NULL;
   }
   napi_create_reference(env, argv[1], 1, &r->epoch_ref);
   napi_create_reference(env, argv[2], 1, &r->on_datagram);
   napi_create_reference(env, argv[3], 1, &r->on_reply);
   napi_create_reference(env, argv[4], 1, &r->on_error);
-  if (uv_poll_init(loop, &r->poll, dup_fd) != 0) {
-    r->destroyed = 1;
-    close(dup_fd);
-    napi_throw_error(env, "ERR_UDP_RELAY", "poll of the listening socket failed");
-    return NULL; /* the references leak with r: a failed start is rare and fatal for the listener */
+  if (napi_create_external(env, r, finalize_relay, NULL, &ext) != napi_ok) {
+    destroy_relay(r); /* the references, the async context, the descriptor and the poll handle */
+    r->finalized = 1;
+    maybe_free(r);
+    napi_throw_error(env, "ERR_UDP_RELAY", "out of memory");
+    return NULL;
   }
-  r->poll.data = r;
-  r->pending = 1;
-  r->polling = 1;
+  load_epoch(r);
   uv_poll_start(&r->poll, UV_READABLE, on_listener);
-  napi_value ext;
-  napi_create_external(env, r, finalize_relay, NULL, &ext);
   return ext;
 }
 
@@ -676,7 +813,7 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   relay *r = get_relay(env, argv[0]);
   if (r == NULL) return NULL;
   session *s = get_session(env, r, argv[1]);
-  if (s == NULL) return num(env, -EBADF);
+  if (s == NULL) return throwing(env) ? NULL : num(env, -EBADF);
   void *data;
   size_t len;
   if (napi_get_buffer_info(env, argv[2], &data, &len) != napi_ok) {
@@ -719,9 +856,10 @@ static napi_value js_establish(napi_env env, napi_callback_info info) {
   relay *r = get_relay(env, argv[0]);
   if (r == NULL) return NULL;
   session *s = get_session(env, r, argv[1]);
-  int32_t e;
-  if (napi_get_value_int32(env, argv[2], &e) != napi_ok) return NULL;
-  if (s != NULL) s->fast_epoch = s->connected ? e : -1;
+  int64_t e;
+  if (s == NULL && throwing(env)) return NULL;
+  if (get_int(env, argv[2], -1, INT32_MAX, "epoch must be an integer from -1 to 2^31-1", &e) != 0) return NULL;
+  if (s != NULL) s->fast_epoch = s->connected ? (int32_t)e : -1;
   return NULL;
 }
 
@@ -731,7 +869,7 @@ static napi_value js_disconnect(napi_env env, napi_callback_info info) {
   relay *r = get_relay(env, argv[0]);
   if (r == NULL) return NULL;
   session *s = get_session(env, r, argv[1]);
-  if (s == NULL) return num(env, -EBADF);
+  if (s == NULL) return throwing(env) ? NULL : num(env, -EBADF);
   struct sockaddr unspec;
   memset(&unspec, 0, sizeof unspec);
   unspec.sa_family = AF_UNSPEC;
@@ -767,6 +905,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   relay *r = get_relay(env, argv[0]);
   if (r == NULL) return NULL;
   session *s = get_session(env, r, argv[1]);
+  if (s == NULL && throwing(env)) return NULL;
   napi_value out;
   napi_create_array_with_length(env, 2, &out);
   napi_set_element(env, out, 0, num(env, s == NULL ? 0 : s->rx));
@@ -802,6 +941,16 @@ static napi_value js_relayed(napi_env env, napi_callback_info info) {
   return num(env, relayed_total);
 }
 
+/* drops() -> [dropped, truncated]: datagrams every relay of the process dropped so far (metrics). */
+static napi_value js_drops(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  napi_create_array_with_length(env, 2, &out);
+  napi_set_element(env, out, 0, num(env, dropped_total));
+  napi_set_element(env, out, 1, num(env, truncated_total));
+  return out;
+}
+
 static napi_value js_destroy(napi_env env, napi_callback_info info) {
   ARGS(1)
   relay *r = NULL;
@@ -825,6 +974,7 @@ NAPI_MODULE_INIT() {
     {"close", NULL, js_close, NULL, NULL, NULL, napi_enumerable, NULL},
     {"stats", NULL, js_stats, NULL, NULL, NULL, napi_enumerable, NULL},
     {"relayed", NULL, js_relayed, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"drops", NULL, js_drops, NULL, NULL, NULL, napi_enumerable, NULL},
     {"destroy", NULL, js_destroy, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

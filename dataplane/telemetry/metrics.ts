@@ -3,6 +3,7 @@ import type { CheckType, Protocol } from '../config/model.js';
 import type { NodeStatus } from '../runtime/node-state.js';
 import type { TrafficCounters } from '../runtime/traffic-counters.js';
 import { bodyMatcher } from '../health/body-match.js';
+import { udpRelay } from '../native/udp-relay.js';
 
 /** What a scrape reads of one config being served. */
 export interface ConfigMetricsView {
@@ -21,13 +22,18 @@ export interface MetricsSource {
   openConnections(): number;
 }
 
+/** `[dropped, truncated]` datagrams of the native udp relays of this process (native/udp_relay.c). */
+export type UdpRelayDrops = () => readonly [number, number];
+
+const nativeDrops: UdpRelayDrops = () => udpRelay?.drops() ?? [0, 0];
+
 /**
  * Registers the data-plane metrics on the process registry; called by the composition root
  * (main.ts). The hot path only bumps plain numbers on each config's TrafficCounters; the values
  * are copied into prom-client at scrape time (collect), so per-request cost is nil and a
  * NodeBalancer that leaves the snapshot simply stops being reported (its labels disappear).
  */
-export function registerDataplaneMetrics(registry: Registry, source: MetricsSource): void {
+export function registerDataplaneMetrics(registry: Registry, source: MetricsSource, udpDrops: UdpRelayDrops = nativeDrops): void {
   const labels = ['nodebalancer_id', 'config_id'];
   const conns = new Counter({ name: 'fulcrum_dataplane_connections_total', help: 'Client connections accepted', labelNames: labels, registers: [registry] });
   const active = new Gauge({ name: 'fulcrum_dataplane_active_connections', help: 'Client connections open now', labelNames: labels, registers: [registry] });
@@ -41,6 +47,9 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
   const quarantines = new Counter({ name: 'fulcrum_dataplane_check_body_quarantines_total', help: 'check_body patterns quarantined: time_limit (one match ran over), cpu_budget (matches used too much time)', labelNames: ['reason'], registers: [registry] });
   const quarantined = new Gauge({ name: 'fulcrum_dataplane_check_body_quarantined', help: 'http_body configs: 1 while the check_body pattern is quarantined (checks fail)', labelNames: labels, registers: [registry] });
   const open = new Gauge({ name: 'fulcrum_dataplane_open_connections', help: 'Client connections open now over every NodeBalancer', registers: [registry] });
+  // The native udp relay drops where node:dgram would have queued (docs/dataplane.md "UDP: the
+  // native datagram path"): counted in C per process, across every relay this process has had.
+  const udpDropped = new Counter({ name: 'fulcrum_dataplane_udp_relay_dropped_total', help: 'Datagrams the native udp relay dropped: send_failed (the kernel refused a send: EAGAIN, a full send buffer, or another error), truncated (a read larger than its buffer)', labelNames: ['reason'], registers: [registry] });
 
   // prom-client calls every metric's collect synchronously at the start of a scrape; the first
   // call refreshes all series and the flag is cleared once that synchronous pass is over.
@@ -85,6 +94,10 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
     for (const [reason, n] of Object.entries(bodyMatcher.dropped)) matchDropped.inc({ reason }, n);
     quarantines.reset();
     for (const [reason, n] of Object.entries(bodyMatcher.quarantines)) quarantines.inc({ reason }, n);
+    udpDropped.reset();
+    const [sendFailed, truncated] = udpDrops();
+    udpDropped.inc({ reason: 'send_failed' }, sendFailed);
+    udpDropped.inc({ reason: 'truncated' }, truncated);
   };
-  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts, matchDropped, quarantines, quarantined] as Array<{ collect?: () => void }>) m.collect = refresh;
+  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts, matchDropped, quarantines, quarantined, udpDropped] as Array<{ collect?: () => void }>) m.collect = refresh;
 }

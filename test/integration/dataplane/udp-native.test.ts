@@ -1,6 +1,10 @@
+import { createSocket } from 'node:dgram';
 import { describe, expect, it } from 'vitest';
+import { nativeHandle } from '../../../dataplane/listeners/udp-fast.js';
 import { udpRelay, udpRelayError } from '../../../dataplane/native/udp-relay.js';
+import { waitFor } from '../../helpers/backends.js';
 import { startUdpEcho } from '../../helpers/udp.js';
+import { cleanup, newEngine } from './engine-harness.js';
 import { snapshot } from './snapshot.js';
 import { startUdpTrio } from './udp-harness.js';
 
@@ -9,6 +13,7 @@ import { startUdpTrio } from './udp-harness.js';
  * datagram path"): it is the path in use on this machine (CI cannot fall back to node:dgram
  * without failing here), established flows are relayed without JavaScript, their bytes still
  * reach the counters, and a policy change (the session's node leaves) sends them back through it.
+ * What it drops where node:dgram would have queued reaches the metrics.
  */
 
 const relayed = () => udpRelay!.relayed();
@@ -85,5 +90,45 @@ describe('udp native datagram path', () => {
     const before = relayed();
     for (let i = 0; i < 10; i++) expect(await f.who()).toBe(name);
     expect(relayed()).toBe(before);
+  });
+
+  it('counts what the relay drops in fulcrum_dataplane_udp_relay_dropped_total', async () => {
+    // A send the kernel refuses, made certain: an IPv6 node's largest reply (65,527 bytes) is more
+    // than UDP over IPv4 can carry back to the client (65,507): sendmmsg says EMSGSIZE, and the
+    // relay drops it, as it drops a send that finds the buffer full (EAGAIN).
+    const addon = udpRelay!;
+    const { registry } = newEngine();
+    const node = createSocket('udp6');
+    node.on('message', (msg, from) => node.send(msg.toString() === 'big' ? Buffer.alloc(65527, 1) : msg, from.port, from.address));
+    await new Promise<void>((r) => node.bind(0, '::1', () => r()));
+    cleanup.push(() => node.close());
+    const listening = createSocket('udp4');
+    await new Promise<void>((r) => listening.bind(0, '127.0.0.1', () => r()));
+    cleanup.push(() => listening.close());
+    const client = createSocket('udp4');
+    const heard: string[] = [];
+    client.on('message', (m) => heard.push(m.toString()));
+    await new Promise<void>((r) => client.bind(0, '127.0.0.1', () => r()));
+    cleanup.push(() => client.close());
+    const handle = nativeHandle(listening) as unknown as { fd: number; recvStop(): number };
+    const r = addon.create(handle.fd, new Int32Array(1), () => undefined, () => undefined, () => undefined);
+    handle.recvStop();
+    cleanup.push(() => addon.destroy(r));
+    const id = addon.open(r, '127.0.0.1', client.address().port, '::1', node.address().port, true);
+    expect(id).toBeGreaterThanOrEqual(0);
+    addon.establish(r, id, 0);
+    const send = (m: string) => client.send(m, listening.address().port, '127.0.0.1');
+    send('small');
+    await waitFor(() => heard.includes('small'), 30_000, 'a reply relayed');
+    const [before] = addon.drops();
+    send('big');
+    await waitFor(() => addon.stats(r)[1] === 1, 30_000, 'the reply too large for IPv4 dropped');
+    expect(addon.drops()[0] - before).toBe(1);
+    const text = await registry.metrics();
+    expect(text).toMatch(new RegExp(`fulcrum_dataplane_udp_relay_dropped_total\\{reason="send_failed"[^}]*\\} ${addon.drops()[0]}\n`));
+    expect(text).toMatch(/fulcrum_dataplane_udp_relay_dropped_total\{reason="truncated"[^}]*\} \d+\n/);
+    // The relay goes on: the next reply is relayed.
+    send('after');
+    await waitFor(() => heard.includes('after'), 30_000, 'the next reply relayed');
   });
 });
