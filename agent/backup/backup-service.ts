@@ -326,13 +326,10 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    */
   async function remove(c: BackupDatabase, backupId: number, o: { defer?: () => Promise<void> } = {}): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId);
-    const writing = (creating.get(c.id) ?? []).some((b) => b.id === backupId);
-    if ((m && !isCustomerBackup(m)) || (!m && (writing || backupId >= BASE_IDS))) throw new Error(`backup ${backupId} does not exist`);
-    if (!m) {
-      // Already deleted (sent again after a restart): "does not exist" would list it ready again.
-      await (o.defer ? o.defer() : opts.storage.remove(c.id, backupId));
-      return;
-    }
+    const writing = () => backupId >= BASE_IDS || (creating.get(c.id) ?? []).some((b) => b.id === backupId);
+    if (m ? !isCustomerBackup(m) : writing()) throw new Error(`backup ${backupId} does not exist`);
+    // Already deleted (sent again after a restart): "does not exist" would list it ready again.
+    if (!m) return void (await (o.defer ? o.defer() : opts.storage.remove(c.id, backupId)));
     if (o.defer) await o.defer().then(() => opts.storage.withdraw(c.id, backupId));
     else await opts.storage.remove(c.id, backupId);
     await refresh(c.id);
