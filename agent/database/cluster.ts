@@ -13,7 +13,7 @@ import { remoteVariables, type RemoteMember } from '../mysql/remote.js';
 import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } from '../mysql/tls.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
-import type { ClusterContext } from './context.js';
+import type { ClusterContext, MemberSeed } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
 import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
@@ -77,6 +77,8 @@ export abstract class Cluster {
   abstract closeEndpoints(): Promise<void>;
   /** A fork's data (the controller asks the day-two services). */
   protected abstract seedData(): Promise<void>;
+  /** A rebuilt member's data from the store's physical base (the controller asks the day-two services). */
+  protected abstract seedMemberData(k: number): Promise<MemberSeed>;
 
   get id(): number {
     return this.deps.id;
@@ -347,6 +349,7 @@ export abstract class Cluster {
       closeEndpoints: () => this.closeEndpoints(),
       settleSaves: () => this.settleSaves(),
       seed: () => this.seedData(),
+      seedMember: (k) => this.seedMemberData(k),
     };
   }
 }

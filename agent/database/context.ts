@@ -76,4 +76,15 @@ export interface ClusterContext {
    * no-op for a database that is not a fork.
    */
   seed(): Promise<void>;
+  /**
+   * Seeds rebuilt member k of a cluster spread over agents from the newest physical base of the
+   * database in the shared object store (agent/binlog/member-seed.ts); `skipped` says why there
+   * was none to use (local folders, no base, another engine series).
+   */
+  seedMember(k: number): Promise<MemberSeed>;
 }
+
+/** What seeding a rebuilt member from the store's physical base did: the base placed, or why none was. */
+export type MemberSeed =
+  | { backupId: number; snapshotGtid: string; bytes: number; ms: Record<string, number> }
+  | { skipped: string };

@@ -3,6 +3,7 @@ import { FulcrumError } from '../../lib/errors.js';
 import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import { Cluster, type ControllerDeps } from './cluster.js';
+import type { MemberSeed } from './context.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
@@ -11,7 +12,7 @@ import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
 import { namedPrimaryAhead, plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
-import { rejoin } from './rejoin.js';
+import { rejoin, SeedUnavailableError } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
@@ -28,6 +29,8 @@ export interface ControllerExtras {
   extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
   /** Builds a fork's data from its source's backups and binlogs (agent/binlog/replay.ts). */
   seed?: (c: DatabaseController) => Promise<void>;
+  /** Seeds rebuilt member k of a spread cluster from the store's physical base (agent/binlog/member-seed.ts). */
+  seedMember?: (c: DatabaseController, k: number) => Promise<MemberSeed>;
   /**
    * Cancels the database's background work (archive rounds, bases, backups) and resolves once
    * none runs; a delete calls it before the servers and folders go (docs/agent.md, "Delete").
@@ -68,6 +71,8 @@ export class DatabaseController extends Cluster {
   /** Set by a patch operation; settled when a rolling patch ends. */
   private patchRequested?: (err?: string) => void;
   private readonly rejoinFailures = new Map<number, number>();
+  /** Per node, the reason it could not be seeded that was last reported as an event (one per reason, not per retry). */
+  private readonly seedFailures = new Map<number, string>();
   private retryAt = 0;
   private ticking = false;
   /** Called when an action or operation ends or a delete begins (see `watch`). */
@@ -93,6 +98,11 @@ export class DatabaseController extends Cluster {
   protected async seedData(): Promise<void> {
     if (!this.extras?.seed) throw new Error('this agent cannot build forks');
     await this.extras.seed(this);
+  }
+
+  protected async seedMemberData(k: number): Promise<MemberSeed> {
+    if (!this.extras?.seedMember) return { skipped: 'this agent has no backup store' };
+    return this.extras.seedMember(this, k);
   }
 
   /** Nodes whose server answered in the last observation. */
@@ -346,6 +356,7 @@ export class DatabaseController extends Cluster {
         case 'rejoin':
           await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);
           this.rejoinFailures.delete(a.index);
+          this.seedFailures.delete(a.index);
           return;
         case 'rolling':
           await rolling(this.context, a.reason);
@@ -367,6 +378,10 @@ export class DatabaseController extends Cluster {
       }
       // A rejoin stopped because the node was named primary meanwhile is no failure of the node.
       if (a.kind === 'rejoin' && !(this.spread && namedPrimaryAhead(this.desired, this.state ?? {}, a.index))) this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
+      if (a.kind === 'rejoin' && err instanceof SeedUnavailableError && this.seedFailures.get(a.index) !== msg) {
+        this.seedFailures.set(a.index, msg);
+        this.emit('database_update', msg, 'failed');
+      }
       if (a.kind === 'rolling' && a.reason === 'patch') this.settlePatch(msg);
       throw err;
     }
