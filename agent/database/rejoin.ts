@@ -57,6 +57,10 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     if (await divergedFromPrimary(db, k)) rebuild = true;
   }
   if (rebuild) notNamedPrimary();
+  // A member just placed here (re-placed after a host loss or a drain, or one of a new cluster)
+  // runs on a data directory that has applied nothing: it is seeded as a rebuilt one is, without
+  // the wipe (there is nothing to wipe).
+  const fresh = db.spread && !rebuild && (await db.runtime.inspect(name)).state === 'running' && await appliedNothing(db, k);
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
@@ -73,7 +77,8 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   // another engine series) or one that could not be read or placed (the node is wiped again).
   let based: Exclude<MemberSeed, { skipped: string }> | undefined;
   let noBase = '';
-  if (rebuild && db.spread) {
+  let wiped = rebuild;
+  if ((rebuild || fresh) && db.spread) {
     try {
       const r = await db.seedMember(k);
       if ('skipped' in r) noBase = r.skipped;
@@ -83,12 +88,13 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
       db.log.warn({ err, node: k }, 'seeding the member from the store\'s physical base failed; replaying the primary\'s binlog instead');
       await db.runtime.remove(name, { withData: true });
       await db.runtime.ensure(db.nodeSpec(k));
+      wiped = true;
     }
   }
   const t = await db.adminTarget(k);
   // A node seeded from the base has the database's accounts, and its init file gave root this
   // agent's password on start.
-  if (rebuild && !based) {
+  if (wiped && !based) {
     await secureRoot(t.socketPath, s.adminPassword);
     await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
   }
@@ -96,9 +102,9 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   try {
     // A member of a spread cluster may have been primary (its own transactions are all on the new
     // primary, or it would be rebuilding): its whole position becomes where it replicates from.
-    await attach(db, k, db.spread && !rebuild);
+    await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
-    if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
+    if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
     if (based) {
       throw new SeedUnavailableError(`node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`, { cause: err });
     }
@@ -121,6 +127,18 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   await db.refresh();
   const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
+  else if (based) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+}
+
+/**
+ * Whether node k has applied no transaction at all (no GTID in its binlog or replication
+ * position): a member just made, whose data is what provisioning gave it.
+ */
+async function appliedNothing(db: RejoinContext, k: number): Promise<boolean> {
+  return withAdmin(await db.adminTarget(k), async (c) => {
+    const r = (await q(c, 'SELECT @@gtid_current_pos AS c, @@gtid_binlog_state AS b, @@gtid_slave_pos AS s'))[0];
+    return !r?.c && !r?.b && !r?.s;
+  }).catch(() => false);
 }
 
 /**
