@@ -82,6 +82,11 @@ export interface ClusterContext {
    * was none to use (local folders, no base, another engine series).
    */
   seedMember(k: number): Promise<MemberSeed>;
+  /**
+   * Reports that member k cannot be seeded now (`why`) as a failed event, once per reason rather
+   * than once per retry of the rejoin; `undefined` once it has been seeded.
+   */
+  reportUnseeded(k: number, why?: string): void;
 }
 
 /** What seeding a rebuilt member from the store's physical base did: the base placed, or why none was. */

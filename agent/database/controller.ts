@@ -2,8 +2,7 @@ import { join } from 'node:path';
 import { FulcrumError } from '../../lib/errors.js';
 import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
-import { Cluster, type ControllerDeps } from './cluster.js';
-import type { MemberSeed } from './context.js';
+import { Cluster, type ControllerDeps, type MemberSeed } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
@@ -12,7 +11,7 @@ import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
 import { namedPrimaryAhead, plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
-import { rejoin, SeedUnavailableError } from './rejoin.js';
+import { rejoin } from './rejoin.js';
 import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
@@ -27,9 +26,8 @@ export type { ControllerDeps };
 export interface ControllerExtras {
   windowOpen: (c: DatabaseController) => boolean;
   extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
-  /** Builds a fork's data from its source's backups and binlogs (agent/binlog/replay.ts). */
+  /** Builds a fork's data (agent/binlog/replay.ts); seedMember a spread member's from the store's physical base (binlog/member-seed.ts). */
   seed?: (c: DatabaseController) => Promise<void>;
-  /** Seeds rebuilt member k of a spread cluster from the store's physical base (agent/binlog/member-seed.ts). */
   seedMember?: (c: DatabaseController, k: number) => Promise<MemberSeed>;
   /**
    * Cancels the database's background work (archive rounds, bases, backups) and resolves once
@@ -71,8 +69,6 @@ export class DatabaseController extends Cluster {
   /** Set by a patch operation; settled when a rolling patch ends. */
   private patchRequested?: (err?: string) => void;
   private readonly rejoinFailures = new Map<number, number>();
-  /** Per node, the reason it could not be seeded that was last reported as an event (one per reason, not per retry). */
-  private readonly seedFailures = new Map<number, string>();
   private retryAt = 0;
   private ticking = false;
   /** Called when an action or operation ends or a delete begins (see `watch`). */
@@ -84,6 +80,9 @@ export class DatabaseController extends Cluster {
   constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
     super(deps);
     this.extras = deps.extras;
+    const x = deps.extras;
+    if (x?.seed) this.seedFrom = () => x.seed!(this);
+    if (x?.seedMember) this.seedMemberFrom = (k) => x.seedMember!(this, k);
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
@@ -93,16 +92,6 @@ export class DatabaseController extends Cluster {
    */
   get inspected(): boolean {
     return !this.state?.provisioned || this.observer.details.length > 0;
-  }
-
-  protected async seedData(): Promise<void> {
-    if (!this.extras?.seed) throw new Error('this agent cannot build forks');
-    await this.extras.seed(this);
-  }
-
-  protected async seedMemberData(k: number): Promise<MemberSeed> {
-    if (!this.extras?.seedMember) return { skipped: 'this agent has no backup store' };
-    return this.extras.seedMember(this, k);
   }
 
   /** Nodes whose server answered in the last observation. */
@@ -356,7 +345,6 @@ export class DatabaseController extends Cluster {
         case 'rejoin':
           await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);
           this.rejoinFailures.delete(a.index);
-          this.seedFailures.delete(a.index);
           return;
         case 'rolling':
           await rolling(this.context, a.reason);
@@ -378,10 +366,6 @@ export class DatabaseController extends Cluster {
       }
       // A rejoin stopped because the node was named primary meanwhile is no failure of the node.
       if (a.kind === 'rejoin' && !(this.spread && namedPrimaryAhead(this.desired, this.state ?? {}, a.index))) this.rejoinFailures.set(a.index, (this.rejoinFailures.get(a.index) ?? 0) + 1);
-      if (a.kind === 'rejoin' && err instanceof SeedUnavailableError && this.seedFailures.get(a.index) !== msg) {
-        this.seedFailures.set(a.index, msg);
-        this.emit('database_update', msg, 'failed');
-      }
       if (a.kind === 'rolling' && a.reason === 'patch') this.settlePatch(msg);
       throw err;
     }

@@ -23,11 +23,11 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly' | 'seedMember'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly' | 'seedMember' | 'reportUnseeded'>;
 
 /**
- * A rebuilt member that no way of seeding can bring back now: the controller reports it as a
- * failed event (once per reason, not once per retry) and the plan keeps retrying the rejoin.
+ * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
+ * per reason, not once per retry: reportUnseeded) and the plan keeps retrying the rejoin.
  */
 export class SeedUnavailableError extends Error {}
 
@@ -105,11 +105,12 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
     if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
-    if (based) {
-      throw new SeedUnavailableError(`node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`, { cause: err });
-    }
-    if (db.spread) {
-      throw new SeedUnavailableError(`node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`, { cause: err });
+    if (based || db.spread) {
+      const why = based
+        ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
+        : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
+      db.reportUnseeded(k, why);
+      throw new SeedUnavailableError(why, { cause: err });
     }
     db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
     await seedReplica({
@@ -123,6 +124,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await attach(db, k);
     seeded = true;
   }
+  db.reportUnseeded(k);
   await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k) });
   await db.refresh();
   const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
