@@ -110,6 +110,9 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
         ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
         : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
       db.reportUnseeded(k, why);
+      // Its data is the base's now: the next try starts over (the archive takes a newer base once the
+      // primary's binlog begins after this one, archiver.ts keepPhysicalRecent).
+      if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
       throw new SeedUnavailableError(why, { cause: err });
     }
     db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
