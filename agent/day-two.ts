@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import cron from 'node-cron';
 import type { Agent } from './agent.js';
@@ -64,12 +65,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
   let purging = false;
 
   /**
-   * The store's objects of deleted databases whose purge waited for a fork reading them (a read
-   * lease): removed once no lease is live. Kept in the agent's state folder, so a restart still
-   * removes them.
+   * The store's objects of deleted databases, and of customer backups deleted, whose purge waited
+   * for a fork or restore reading them (a read lease): removed once no lease of their database is
+   * live. Kept in the agent's state folder, so a restart still removes them.
    */
   async function purgeDeferred(): Promise<void> {
-    if (purging || purges.ids().length === 0) return;
+    if (purging || (purges.ids().length === 0 && purges.backups().length === 0)) return;
     purging = true;
     try {
       for (const id of purges.ids()) {
@@ -77,6 +78,12 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
         await storage.removeAll(id);
         await purges.drop(id);
         log.info({ database: id }, 'deleted database\'s objects removed from the store: no fork reads them any more');
+      }
+      for (const { database, backup } of purges.backups()) {
+        if (await leased(leases, database, agent.clock.now())) continue;
+        await storage.remove(database, backup);
+        await purges.dropBackup(database, backup);
+        log.info({ database, backup }, 'deleted backup\'s data removed from the store: no fork or restore reads it any more');
       }
     } catch (err) {
       log.warn({ err }, 'deferred purge of a deleted database\'s objects failed; retrying');
@@ -233,7 +240,8 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       if (!loaded.has(c.id)) {
         loaded.add(c.id);
         backups.refresh(c.id).catch((err) => log.warn({ err, database: c.id }, 'backup list unreadable'));
-        backups.removeUnfinished(c).catch((err) => log.warn({ err, database: c.id }, 'unfinished backups not removed'));
+        const deferred = purges.backups().filter((b) => b.database === c.id).map((b) => b.backup);
+        backups.removeUnfinished(c, deferred).catch((err) => log.warn({ err, database: c.id }, 'unfinished backups not removed'));
         // Once per agent start: a restore the previous run did not finish is undone (it waits
         // for the action lock; a restore operation arriving first undoes it itself).
         if (s.restoreInProgress) {
@@ -320,16 +328,27 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
         return { backupId: m.id };
       },
       restore: async (c, op) => {
-        await backups.restore(c, op.restore?.backupId ?? 0);
+        // The backup read is the database's own: a lease on it defers a delete of that backup
+        // (and retention) as a fork's does, should one arrive while the restore reads.
+        await withReadLease({ leases, clock: agent.clock, logger: log }, c.id, `restore-${c.id}`, () => backups.restore(c, op.restore?.backupId ?? 0))
+          .finally(() => void purgeDeferred());
         c.emit('database_backup_restore', `backup ${op.restore?.backupId} restored`);
       },
+      // A fork or restore reading the database (a read lease): the backup is gone from every
+      // list at once, its data once they have ended (purgeDeferred), as retention waits for them.
       deleteBackup: async (c, op) => {
-        await backups.remove(c, op.deleteBackup?.backupId ?? 0);
+        const id = op.deleteBackup?.backupId ?? 0;
+        if (!(await leased(leases, c.id, agent.clock.now()))) return backups.remove(c, id);
+        await backups.remove(c, id, { defer: () => purges.addBackup(c.id, id) });
+        log.warn({ database: c.id, backup: id }, 'backup deleted; its data stays in the store until the forks or restores reading the database end');
       },
     },
     stopWork,
     beforeAction,
     removeStored: async (c) => {
+      // With an object store the local folder holds nothing a fork reads (with the local store it
+      // is the store, and goes below or with the deferred purge).
+      if (opts.remote) await rm(join(agent.stateDir, 'backups', String(c.id)), { recursive: true, force: true });
       // A fork still reading its objects: they go once it has ended (purgeDeferred).
       if (await leased(leases, c.id, agent.clock.now())) {
         await purges.add(c.id);

@@ -298,12 +298,13 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    * Once per agent start: the files of backups an earlier run began but never finished (killed
    * mid-dump, so no manifest) are removed. Never listed, they would only fill the storage. A
    * backup this run is writing is left alone, and so is a restore's safety copy, which the next
-   * restore replaces and an interrupted one deals with (rollBackInterrupted).
+   * restore replaces and an interrupted one deals with (rollBackInterrupted). So are the backups
+   * in `deferred`: deleted while a fork read them, their data waits for the fork's lease to end.
    */
-  async function removeUnfinished(c: BackupDatabase): Promise<number[]> {
+  async function removeUnfinished(c: BackupDatabase, deferred: readonly number[] = []): Promise<number[]> {
     const removed: number[] = [];
     for (const id of await opts.storage.unfinished(c.id)) {
-      if (id === SAFETY_ID || (creating.get(c.id) ?? []).some((b) => b.id === id)) continue;
+      if (id === SAFETY_ID || deferred.includes(id) || (creating.get(c.id) ?? []).some((b) => b.id === id)) continue;
       await opts.storage.remove(c.id, id);
       removed.push(id);
     }
@@ -318,10 +319,16 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
     await refresh(dbId);
   }
 
-  async function remove(c: BackupDatabase, backupId: number): Promise<void> {
+  /**
+   * Deletes customer backup `backupId`. With `defer` (a read lease on the database) only its
+   * manifest goes now, so it is listed nowhere, after `defer` recorded it (an agent stopped in
+   * between leaves no unrecorded data); its data waits for the lease (day-two.ts, purgeDeferred).
+   */
+  async function remove(c: BackupDatabase, backupId: number, o: { defer?: () => Promise<void> } = {}): Promise<void> {
     const m = (await refresh(c.id)).find((b) => b.id === backupId && isCustomerBackup(b));
     if (!m) throw new Error(`backup ${backupId} does not exist`);
-    await opts.storage.remove(c.id, backupId);
+    if (o.defer) await o.defer().then(() => opts.storage.withdraw(c.id, backupId));
+    else await opts.storage.remove(c.id, backupId);
     await refresh(c.id);
   }
 

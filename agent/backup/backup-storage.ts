@@ -54,8 +54,10 @@ export interface BackupManifest {
  * the same port. Contract: `writer` returns a stream for a data file of a backup that does not
  * exist yet; `commit` writes the manifest (last: only backups with a manifest are listed);
  * `list` returns manifests, oldest first, skipping unreadable ones; `reader` opens a data file;
- * `remove` deletes a backup and everything written for it, idempotently; `unfinished` names the
- * backups that have data but no manifest (begun, never committed).
+ * `remove` deletes a backup and everything written for it, idempotently; `withdraw` deletes only
+ * its manifest, idempotently (from then on it is listed nowhere, as if removed, while a reader that
+ * already holds its manifest still reads its data; `remove` takes the rest later); `unfinished`
+ * names the backups that have data but no manifest (begun and never committed, or withdrawn).
  */
 export interface BackupStorage {
   writer(databaseId: number, backupId: number, file: string): Promise<Writable>;
@@ -64,6 +66,7 @@ export interface BackupStorage {
   reader(databaseId: number, backupId: number, file: string): Readable;
   size(databaseId: number, backupId: number, file: string): Promise<number>;
   remove(databaseId: number, backupId: number): Promise<void>;
+  withdraw(databaseId: number, backupId: number): Promise<void>;
   unfinished(databaseId: number): Promise<number[]>;
   removeAll(databaseId: number): Promise<void>;
 }
@@ -101,6 +104,9 @@ export function createLocalBackupStorage(root: string): BackupStorage {
     },
     async remove(db, id) {
       await rm(dir(db, id), { recursive: true, force: true });
+    },
+    async withdraw(db, id) {
+      await rm(join(dir(db, id), 'manifest.json'), { force: true });
     },
     async unfinished(db) {
       if (!existsSync(dir(db))) return [];

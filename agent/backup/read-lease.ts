@@ -7,10 +7,12 @@ import type { Logger } from '../../lib/logger.js';
 /**
  * Read leases on a database's stored objects (docs/agent.md, "Backup store"): a fork reading a
  * source's base and binlog segments writes one for the source before its first read, renews it
- * while it reads and removes it at the end. The source's retention and its delete honour every
+ * while it reads and removes it at the end (a restore likewise on its own database). The
+ * database's retention, its delete and a customer's delete of one of its backups honour every
  * lease that has not expired: retention removes nothing of the database that round, a delete
- * leaves the objects for a later purge. Holder names are made of numbers (`fork-<id>`), never
- * anything a tenant wrote. Same contract in both adapters: `hold` writes or renews, `release`
+ * leaves the objects (with the local store, the database's folder) for a later purge, a backup's
+ * delete withdraws its manifest at once and leaves its data for that purge. Holder names are made
+ * of numbers (`fork-<id>`, `restore-<id>`), never anything a tenant wrote. Same contract in both adapters: `hold` writes or renews, `release`
  * is idempotent, `list` gives every lease found, expired or not.
  */
 export interface ReadLeases {
@@ -99,25 +101,37 @@ export async function withReadLease<T>(
 }
 
 /**
- * The ids of deleted databases whose objects in the store wait for their readers' leases to end,
- * kept in a 0600 file of the agent's state folder (written whole, renamed into place).
+ * What a read lease held back, kept in a 0600 file of the agent's state folder (written whole,
+ * renamed into place): the ids of deleted databases whose objects in the store wait for their
+ * readers' leases to end, and the customer backups deleted while a fork or restore read their
+ * database (their manifest already gone, their data waiting). One JSON array: a number is a
+ * database, a `[database, backup]` pair one backup (a file of databases only reads as before).
  */
-export function deferredPurges(file: string): { ids(): number[]; add(id: number): Promise<void>; drop(id: number): Promise<void> } {
+export function deferredPurges(file: string): {
+  ids(): number[]; add(id: number): Promise<void>; drop(id: number): Promise<void>;
+  backups(): { database: number; backup: number }[]; addBackup(database: number, backup: number): Promise<void>; dropBackup(database: number, backup: number): Promise<void>;
+} {
+  const positive = (n: unknown) => Number.isInteger(n) && (n as number) > 0;
   let ids: number[] = [];
+  let backups: { database: number; backup: number }[] = [];
   try {
-    ids = (JSON.parse(readFileSync(file, 'utf8')) as unknown[]).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+    for (const e of JSON.parse(readFileSync(file, 'utf8')) as unknown[]) {
+      if (Array.isArray(e) && e.length === 2 && positive(e[0]) && positive(e[1])) backups.push({ database: e[0] as number, backup: e[1] as number });
+      else if (!Array.isArray(e) && positive(Number(e))) ids.push(Number(e));
+    }
   } catch {
     // None yet.
   }
   let saving = Promise.resolve();
   const save = () => {
-    const text = JSON.stringify(ids);
+    const text = JSON.stringify([...ids, ...backups.map((b) => [b.database, b.backup])]);
     saving = saving.catch(() => undefined).then(async () => {
       await writeFile(`${file}.tmp`, text, { mode: 0o600 });
       await rename(`${file}.tmp`, file);
     });
     return saving;
   };
+  const same = (db: number, id: number) => (b: { database: number; backup: number }) => b.database === db && b.backup === id;
   return {
     ids: () => [...ids],
     async add(id) {
@@ -126,6 +140,15 @@ export function deferredPurges(file: string): { ids(): number[]; add(id: number)
     },
     async drop(id) {
       ids = ids.filter((x) => x !== id);
+      await save();
+    },
+    backups: () => backups.map((b) => ({ ...b })),
+    async addBackup(db, id) {
+      if (!backups.some(same(db, id))) backups = [...backups, { database: db, backup: id }];
+      await save();
+    },
+    async dropBackup(db, id) {
+      backups = backups.filter((b) => !same(db, id)(b));
       await save();
     },
   };

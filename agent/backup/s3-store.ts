@@ -221,6 +221,7 @@ export function createS3Stores(cfg: S3StoreConfig, o: { partBytes?: number } = {
     reader: (db, id, file) => reader(`${b(db, id)}${file}`),
     size: async (db, id, file) => (await client.send(new HeadObjectCommand({ Bucket, Key: `${b(db, id)}${file}` }))).ContentLength ?? 0,
     remove: (db, id) => removeUnder(b(db, id)),
+    withdraw: (db, id) => del(`${b(db, id)}${MANIFEST}`),
     unfinished: (db) => unfinishedUnder(b(db)),
     removeAll: (db) => removeUnder(dbRoot(db)),
   };

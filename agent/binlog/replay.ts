@@ -125,6 +125,9 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
     throw new Error(`the fork's source database ${sourceId} is not run by this agent`);
   }
   const log = d.logger.child({ component: 'fork', database: fork.id });
+  // The source's key as the seed starts: a delete of the source while the fork reads (its objects
+  // kept by the fork's read lease) clears its state, not what the fork needs to read them.
+  const keyed = { id: source.id, state: { backupKey: source.state.backupKey } };
   // T is an exclusive end: nothing stamped T or later, and a base whose snapshot is before T.
   const stopMs = restoreMs;
   const started = Date.now();
@@ -167,19 +170,19 @@ export async function seedFork(d: ReplayDeps, fork: ForkTarget, source: ForkSour
   const p = s.primary;
   const kind = isPhysical(base) ? 'physical' : 'logical';
   if (kind === 'physical') {
-    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: source.state.backupKey }, base));
+    Object.assign(steps, await seedPhysical({ runtime: d.runtime, storage: d.storage }, fork, { id: source.id, backupKey: keyed.state.backupKey }, base));
   } else {
     // The backup is the source's (its storage, its key); it is loaded into the fork's primary.
     await loadBackup({ runtime: d.runtime, storage: d.storage }, {
       id: source.id, adminTarget: (k) => fork.adminTarget(k), nodeName: (k) => fork.nodeName(k),
-      state: { ...s, backupKey: source.state.backupKey },
+      state: { ...s, backupKey: keyed.state.backupKey },
     }, p, base);
   }
   applyState(fork, { forkBase: { backupId: base.id, kind } });
   log.info({ source: source.id, backup: base.id, kind, bytes: base.sizeBytes, ms: Date.now() - started, steps }, 'fork: base loaded');
   let pos = plan.base.snapshotGtid;
   for (const seg of segments.filter((x) => plan.segments.some((y) => y.seq === x.seq))) {
-    await replaySegment(d, fork, source, seg, pos, stopMs);
+    await replaySegment(d, fork, keyed, seg, pos, stopMs);
     pos = seg.gtidEnd;
     // Part of the replay applied, the fork not provisioned yet.
     crashPoint('fork-replayed-segment');

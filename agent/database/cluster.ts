@@ -10,6 +10,7 @@ import type { AgentMetrics } from '../agent-metrics.js';
 import { resolveEngine, type Catalogue } from '../catalogue.js';
 import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { remoteVariables, type RemoteMember } from '../mysql/remote.js';
+import { waitForGtid } from '../mysql/replication.js';
 import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } from '../mysql/tls.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
@@ -189,15 +190,35 @@ export abstract class Cluster {
       this.refusedTerm = term;
     } else if (d.primaryMember > 0 && (term > (s.term ?? 0) || d.primaryMember !== s.primary)) {
       if (d.primaryMember !== s.primary) this.log.info({ term, primary: d.primaryMember, was: s.primary }, 'the control plane names a new primary');
+      if (s.fencedTerm !== undefined) this.followFence(s, d, term);
       s.term = term;
       s.primary = d.primaryMember;
-      // A fence holds only for the term it was made in (a higher term ends or abandons the switchover).
-      if (s.fencedTerm !== undefined && s.fencedTerm < term) s.fencedTerm = undefined;
       changed = true;
     }
     return changed;
   }
   private refusedTerm = -1;
+
+  /**
+   * A fenced primary is made writable again only by the control plane's explicit word that its
+   * switchover was abandoned (DesiredDatabase.fence_lifted_term, the fence's own term) while it
+   * is still the member named primary. Another member named primary ends the fence: this one is
+   * an old primary now and rejoins as a replica (errant check first). A higher term naming it
+   * again without that word keeps it fenced: it answered a position another member was promoted
+   * for, or may have been, and a write past it would be errant there (the control plane fails
+   * over from a primary reported "fenced").
+   */
+  private followFence(s: DbState, d: DesiredDatabase__Output, term: number): void {
+    const fencedTerm = s.fencedTerm!;
+    if (d.primaryMember !== s.primary) {
+      s.fencedTerm = undefined;
+    } else if (term > fencedTerm && Number(d.fenceLiftedTerm ?? 0) === fencedTerm) {
+      this.log.warn({ term, fenced: fencedTerm, member: s.primary }, 'the control plane abandoned the planned switchover: the primary serves writes again');
+      s.fencedTerm = undefined;
+    } else if (term > fencedTerm) {
+      this.log.warn({ term, fenced: fencedTerm, member: s.primary }, 'a higher term names the fenced primary again without abandoning its switchover: it stays fenced');
+    }
+  }
 
   /** What the plan of a spread cluster needs beyond the local nodes (undefined: not spread). */
   spreadObs(): SpreadObs | undefined {
@@ -205,7 +226,7 @@ export abstract class Cluster {
     if (!this.spread) return undefined;
     return {
       local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
-      fenced: s?.fencedTerm !== undefined && s.fencedTerm === s.term,
+      fenced: s?.fencedTerm !== undefined,
       promotionPosition: this.promotionPosition(),
     };
   }
@@ -248,6 +269,18 @@ export abstract class Cluster {
     this.log.warn({ term, position }, 'node fenced to move the database to another host');
     return position;
   }
+  /**
+   * CatchUpOp, the second step of a planned switchover (the fence, controller.ts, is the first):
+   * the local replica `member` waits until it has applied `position` (the fenced primary's).
+   * Fails with a conflict when it has not within `timeoutMs`.
+   */
+  async catchUp(member: number, position: string, timeoutMs: number): Promise<void> {
+    if (!this.nodeIndexes().includes(member)) throw new FulcrumError('conflict', `member ${member} does not run on this agent`);
+    const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+    const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
+    if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
+  }
+
   async adminTarget(k: number): Promise<AdminTarget> {
     const c = await this.deps.runtime.connection(this.nodeName(k));
     return { socketPath: c.socketPath, password: this.state!.adminPassword };

@@ -6,8 +6,6 @@ import { Cluster, type ControllerDeps, type MemberSeed } from './cluster.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
-import { withAdmin } from '../mysql/admin.js';
-import { waitForGtid } from '../mysql/replication.js';
 import { Observer } from './observe.js';
 import { namedPrimaryAhead, plan, type Action, type DbObs } from './plan.js';
 import { provision } from './provision.js';
@@ -40,8 +38,9 @@ export interface ControllerExtras {
    */
   beforeAction?: (c: DatabaseController, label: string) => Promise<void>;
   /**
-   * Removes every backup, base and binlog segment of the database from the backup store (an
-   * object store's objects; the local folder goes with the database's own). Idempotent.
+   * Removes every backup, base and binlog segment of the database (the store's objects and its
+   * local folder; a delete leaves that folder to it), or records them for a later purge while a
+   * fork reads them (a read lease). Idempotent.
    */
   removeStored?: (c: DatabaseController) => Promise<void>;
 }
@@ -138,6 +137,9 @@ export class DatabaseController extends Cluster {
   /** Applies a new linroot password now (before the control plane's desired state has it). */
   async resetCredentials(password: string): Promise<void> {
     await this.runExclusive('sync-accounts', async () => {
+      // A fenced primary writes nothing (root's account changes would be transactions past the
+      // position its fence answered); the control plane keeps the old password and says so.
+      if (this.state?.fencedTerm !== undefined) throw new FulcrumError('conflict', 'the primary is fenced for a planned switchover or a move: try the reset again once it is over');
       if (password !== this.desired?.rootPassword) this.pendingPassword = password;
       await this.syncAccounts();
     });
@@ -146,7 +148,8 @@ export class DatabaseController extends Cluster {
   /**
    * FenceOp, the first step of a planned switchover (docs/multi-host.md, "Planned switchover"):
    * the local primary `member` goes read-only while the cluster is still at `term` and stays so
-   * (the plan does not promote it back) until a higher term arrives. Returns its GTID position
+   * (nothing promotes it back or writes there) until the control plane names another member or
+   * abandons this fence (Cluster.followFence). Returns its GTID position
    * once the commits in flight have finished.
    */
   async fence(term: number, member: number): Promise<string> {
@@ -165,17 +168,6 @@ export class DatabaseController extends Cluster {
       this.log.warn({ term, member, position }, 'primary fenced for a planned switchover');
       return position;
     });
-  }
-
-  /**
-   * CatchUpOp, the second step: the local replica `member` waits until it has applied `position`
-   * (the fenced primary's). Fails with a conflict when it has not within `timeoutMs`.
-   */
-  async catchUp(member: number, position: string, timeoutMs: number): Promise<void> {
-    if (!this.nodeIndexes().includes(member)) throw new FulcrumError('conflict', `member ${member} does not run on this agent`);
-    const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
-    const reached = await withAdmin(await this.adminTarget(member), (c) => waitForGtid(c, position, seconds));
-    if (!reached) throw new FulcrumError('conflict', `member ${member} did not apply ${position} within ${seconds} s`);
   }
 
   /**
@@ -234,10 +226,15 @@ export class DatabaseController extends Cluster {
     }
     if (this.busy || this.lock.locked || this.ticking || this.deleted) return;
     if (this.deps.clock.now() < this.retryAt && !this.state?.provisioned) return;
-    await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
     this.ticking = true;
-    const seen = this.acquired;
     try {
+      await this.followDesired().catch((err) => this.log.error({ err }, 'could not save the database state'));
+      // The round's baseline is taken only while no operation holds or waits for the lock: one
+      // that took it during followDesired (a fence) counted in `acquired` before the round read
+      // it, so its own increment did not mark the plan stale, and a plan observed before its
+      // fence was recorded ran after it (a promote that made the fenced primary writable again).
+      if (this.busy || this.lock.locked || this.deleted) return;
+      const seen = this.acquired;
       let actions: Action[];
       try {
         const obs = await this.observe();
@@ -251,6 +248,7 @@ export class DatabaseController extends Cluster {
       if (!next || this.busy || this.lock.locked || this.deleted) return;
       // An operation that ran (or took the lock) since the observation makes the plan stale: a
       // fence that began during it would otherwise be undone by a promote planned before it.
+      // Fence, observation, plan and action are thus in one order per database.
       await this.runExclusive(next.kind, async () => (this.acquired === seen + 1 ? this.execute(next) : undefined));
     } finally {
       this.ticking = false;
@@ -384,7 +382,7 @@ export class DatabaseController extends Cluster {
       // First: a copy still reading a server, or writing into the backups folder, would fail
       // loudly once those go, or re-create the folder after it was removed.
       await this.extras?.stopWork?.(this);
-      await remove(this.context);
+      await remove(this.context, { keepBackups: !this.movingOut && !!this.extras?.removeStored });
       if (this.movingOut) this.log.warn('removed here after its move to another host; its backups and binlog archive in the store are kept (it was rebuilt there from them)');
       else await this.extras?.removeStored?.(this);
     } catch (err) {

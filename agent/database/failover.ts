@@ -21,10 +21,10 @@ export async function promotePrimary(db: Pick<PrimaryContext, 'state' | 'semiSyn
     // failover does): every acknowledged transaction is in its relay log.
     const rs = await replicaStatus(c);
     if (rs?.gtidIoPos) await waitForGtid(c, rs.gtidIoPos, 5);
-    // A fence made meanwhile for this term (a planned switchover's) holds: a plan computed from
-    // an observation taken before it must not make the fenced primary writable again, or it
-    // would take writes past the position the fence answered, which the new primary lacks.
-    if (db.state.fencedTerm !== undefined && db.state.fencedTerm === db.state.term) return;
+    // A fence (a planned switchover's) holds until the control plane lifts it: nothing makes the
+    // fenced primary writable meanwhile, or it would take writes past the position the fence
+    // answered, which the new primary lacks.
+    if (db.state.fencedTerm !== undefined) return;
     await promote(c, db.semiSync);
   });
 }
@@ -51,7 +51,7 @@ export async function restartPrimary(db: PrimaryContext): Promise<void> {
   await db.runtime.ensure(db.nodeSpec(s.primary));
   // A primary fenced for a planned switchover stays read-only (it starts so): made writable here,
   // it would take writes past the position its fence answered, which the new primary lacks.
-  if (s.fencedTerm !== undefined && s.fencedTerm === s.term) return;
+  if (s.fencedTerm !== undefined) return;
   await promotePrimary(db);
 }
 

@@ -68,8 +68,8 @@ export interface SpreadObs {
   /** semi_synch: the primary runs the semi-sync master side, without fallback. */
   semiSyncWanted: boolean;
   /**
-   * The local primary is fenced for a planned switchover at the current term: it stays read-only
-   * (not promoted back) until the control plane names a primary for a higher term.
+   * The local primary is fenced for a planned switchover: it stays read-only (not promoted back,
+   * nothing written as root) until the control plane names another member or abandons that fence.
    */
   fenced?: boolean;
   /**

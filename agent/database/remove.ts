@@ -8,9 +8,10 @@ export type RemoveContext = Pick<ClusterContext, 'id' | 'agentId' | 'dir' | 'bac
 /**
  * Removes everything of the database: every node labelled with it (with its
  * data, also nodes beyond the current size), its folder and its backups. Idempotent, so a
- * failed removal is simply run again.
+ * failed removal is simply run again. `keepBackups`: the backups folder is the backup store's,
+ * whose purge removes it once no fork reads it (day-two.ts, removeStored).
  */
-export async function remove(db: RemoveContext): Promise<void> {
+export async function remove(db: RemoveContext, o: { keepBackups?: boolean } = {}): Promise<void> {
   await db.closeEndpoints();
   const names = new Set(db.nodeIndexes().map((k) => db.nodeName(k)));
   for (const n of await db.runtime.list({ [LABEL_AGENT]: db.agentId, [LABEL_DATABASE]: String(db.id) })) names.add(n.name);
@@ -19,5 +20,5 @@ export async function remove(db: RemoveContext): Promise<void> {
   await db.settleSaves();
   // Its nodes' folders (the nodes' own, should any be left) are removed without following links.
   await removeTree(db.dir);
-  await rm(db.backupsDir, { recursive: true, force: true });
+  if (!o.keepBackups) await rm(db.backupsDir, { recursive: true, force: true });
 }

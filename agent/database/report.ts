@@ -107,6 +107,6 @@ export function reportDatabase(r: ReportInput): ObservedDatabase {
 }
 
 function primaryRole(s: DbState, obs: DbObs | undefined, n: NodeDetail): string {
-  if (s.fencedTerm !== undefined && s.fencedTerm === s.term) return 'fenced';
+  if (s.fencedTerm !== undefined) return 'fenced';
   return promotionHeldBack(obs?.spread, n) ? 'behind' : 'primary';
 }

@@ -22,7 +22,8 @@ export interface DbState {
   term?: number;
   /**
    * A spread cluster's local primary fenced for a planned switchover at this term (FenceOp): kept
-   * read-only until the control plane names a primary for a higher term (docs/multi-host.md).
+   * read-only until the control plane names another member primary (the fence ends) or says the
+   * switchover of this term was abandoned (it serves again); see Cluster.followFence.
    * On a 1-node database: fenced to move to another host (a drain): read-only until the control
    * plane raises the term (the move abandoned), and its objects in the store are kept when it is
    * then removed here (they are the new host's now).

@@ -161,7 +161,7 @@ describe('draining a database host', () => {
     const moved = ofC.find((m) => m.startsWith(`Moved to agent ${cTo.name}`));
     expect(moved, 'the move event').toBeDefined();
     console.log(`[db-host-drain] ${moved}`);
-    // The drain's events name the host as "agent ID", so the agents API (and the Fleet page) lists them with it.
+    // The drain's events are recorded with the host among their hosts, so the agents API (and the Fleet page) lists them with it.
     const hostEvents = ((await call('GET', '/v4/fulcrum/agents')).body.data as { id: string; recentEvents: { message: string | null }[] }[]).find((x) => x.id === drained.name)!.recentEvents;
     expect(hostEvents.some((e) => /moved off agent .* \(draining\)|Drain of agent/.test(e.message ?? ''))).toBe(true);
 

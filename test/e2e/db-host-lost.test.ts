@@ -13,6 +13,8 @@ import { MYSQL, attempts, fulcrumCli, lostRows, mysqlClient, spreadUnderWrites, 
 // primary over TLS, and the database is active with three members on three hosts other than
 // the lost one, with no acknowledged row lost. Then the lost host's link returns and it joins
 // again with a new join token: its old member is removed, not rejoined. Nothing is left.
+// From the declaration until the new member has caught up, the API says `degraded` and lists the
+// new member in no `members`: it says `active` only once the "caught up" event exists.
 
 const PREFIX = 'mhl';
 const SUBNET = 193;
@@ -45,6 +47,22 @@ describe('a database host lost for good', () => {
     await lost.linkDown();
     const declared = await fulcrumCli(['host', 'lost', lost.name, '--state', join(dir, 'cp')]);
     expect(declared).toContain(`agent ${lost.name} is lost`);
+    // What the API says of the database from now on, until it is healed; whenever it says
+    // `active` or lists a member on the spare host, whether the caught-up event existed by then
+    // (read after the status: the event is stored before the status may say active).
+    type Event = { action: string; message: string | null; entity: { id: number } | null };
+    const caughtUp = async () => ((await call('GET', '/v4/account/events?page_size=100')).body.data as Event[])
+      .some((e) => e.entity?.id === id && e.action === 'database_update' && /caught up/.test(e.message ?? ''));
+    const said: { status: string; onSpare: boolean; caughtUp: boolean | null }[] = [];
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const r = await call('GET', `${MYSQL}/${id}`);
+        const onSpare = Object.keys(r.body.members ?? {}).some((m) => hostOf(m) === spare);
+        said.push({ status: String(r.body.status), onSpare, caughtUp: r.body.status === 'active' || onSpare ? await caughtUp() : null });
+        await new Promise((ok) => setTimeout(ok, 250));
+      }
+    })();
     const first = await until('a write begun after the cut succeeds', () => attempts(loop).find((a) => a.start > cutAt && a.ok), 60_000, 100);
     const gap = first.end - cutAt;
     const failed = attempts(loop).filter((a) => a.start > cutAt - 4000 && a.start < first.start && !a.ok);
@@ -61,6 +79,13 @@ describe('a database host lost for good', () => {
       return r.body.status === 'active' && m.length === 3 && on.size === 3 && !on.has(lost.name) && on.has(spare.name) ? r.body : undefined;
     }, 600_000, 1000);
     console.log(`[db-host-lost] active with three members on ${Object.keys(healed.members).map((m) => hostOf(m)!.name).join(', ')} ${Date.now() - cutAt} ms after the cut`);
+    watching = false;
+    await watcher;
+    console.log(`[db-host-lost] from the declaration: ${said.filter((x) => x.status === 'degraded').length} reads degraded, then ${said.filter((x) => x.status === 'active').length} active; first active with the caught-up event stored: ${said.find((x) => x.status === 'active')?.caughtUp ?? 'none'}`);
+    // Degraded while it healed; active, and the new member listed, only once it had caught up.
+    expect(said[0]?.status).toBe('degraded');
+    expect(said.filter((x) => (x.status === 'active' || x.onSpare) && !x.caughtUp)).toEqual([]);
+    expect(await caughtUp()).toBe(true);
     expect(Object.values(healed.members).filter((r) => r === 'primary')).toHaveLength(1);
     const okAfter = Date.now();
     await until('writes keep succeeding', () => attempts(loop).filter((a) => a.start > okAfter && a.ok).length >= 3, 60_000, 100);

@@ -147,7 +147,10 @@ export class FailoverCoordinator {
   /**
    * The API's `members` (address -> primary | failover) of a spread cluster, assembled from every
    * agent's report with the primary the control plane named: no one agent can report it, and the
-   * endpoint routing reads it (hosts.primary follows the named primary at once).
+   * endpoint routing reads it (hosts.primary follows the named primary at once). A member still
+   * being seeded on a new host is left out until it has caught up: it holds only part of the
+   * data, so it is no failover yet and hosts.secondary must not send reads to it (the database is
+   * `degraded` meanwhile).
    */
   private async syncMembers(id: number): Promise<boolean> {
     const db = await this.d.repo.get(id);
@@ -156,6 +159,7 @@ export class FailoverCoordinator {
     const placements = await this.d.repo.members(id);
     const reports = currentReports(placements, await this.d.repo.memberReports(id));
     for (const m of placements) {
+      if (m.seed !== undefined && m.member !== db.primaryMember) continue;
       const address = reports.get(m.member)?.address ?? '';
       const host = address.slice(0, Math.max(0, address.lastIndexOf(':')));
       if (host) members[host] = m.member === db.primaryMember ? 'primary' : 'failover';
@@ -187,7 +191,8 @@ export class FailoverCoordinator {
           if (!db || db.term >= decision.term) return false;
           await this.d.repo.update(id, { term: decision.term, primaryMember: decision.member, primaryPosition: decision.position, agentId: decision.agentId, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
           const message = `Member ${decision.member} on agent ${decision.agentId} promoted to primary (term ${decision.term}): ${decision.cause}.`;
-          await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+          // The cause may name the old primary's agent (failover-decision.ts, lostCause).
+          await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message, hosts: [decision.agentId, db.agentId ?? ''] });
           return true;
         });
         if (promoted) {

@@ -202,7 +202,7 @@ export class HostDrain {
       const mine = placements.filter((m) => m.databaseId === db.id);
       const which = mine.filter((m) => m.agentId === id).map((m) => `member ${m.member}${m.member === db.primaryMember ? ' (primary)' : ''}`).join(', ');
       const how = spansAgents(mine) ? 'replicas first, then the primary by a planned switchover' : 'made read-only, its binlog shipped to the object store, then rebuilt there from the store';
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (${how}).` });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message: `Drain of agent ${id}: ${which} moves to another host (${how}).`, hosts: [id] });
     }
     return this.view((await this.d.repo.agent(id))!, dbs, placements);
   }
@@ -235,7 +235,7 @@ export class HostDrain {
       for (const db of dbs) {
         if (!placements.some((m) => m.databaseId === db.id && m.agentId === agentId) || this.d.switchover.busy(db.id) || this.d.move.busy(db.id)) continue;
         const reports = await this.d.repo.memberReports(db.id);
-        const step = drainStep(agentId, db, placements, reports, draining, (k) => this.d.healing.seedingMember(db.id, k));
+        const step = drainStep(agentId, db, placements, reports, draining, (k) => placements.some((m) => m.databaseId === db.id && m.member === k && m.seed !== undefined));
         if (step.kind === 'wait') {
           if (this.waits.get(db.id) !== step.why) this.log.info({ agent: agentId, database: db.id, why: step.why }, 'drain waits');
           this.waits.set(db.id, step.why);

@@ -9,7 +9,7 @@ import { gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
 import { spansAgents } from './placement.js';
 import type { AgentRecord, DatabaseRecord } from './model.js';
-import { clusterIncomplete, homeless, hostState, recoveryAgent, replacementAgent, unrecoverable, type HostState } from './host-rules.js';
+import { caughtUp, clusterIncomplete, homeless, hostState, recoveryAgent, replacementAgent, unrecoverable, type HostState } from './host-rules.js';
 
 export { clusterIncomplete, hostState, recoveryAgent, replacementAgent, unrecoverable, type HostState };
 
@@ -54,8 +54,6 @@ export interface HostHealingDeps {
 export class HostHealing {
   private readonly log: Logger;
   private readonly startedAt: number;
-  /** "db:member" of members placed on a new host and not yet caught up, with what they must reach. */
-  private readonly seeding = new Map<string, { agent: string; since: number; gtid: number }>();
   /** "db:member" already told to have no host to go to (said once per wait). */
   private readonly waiting = new Set<string>();
   private readonly lostTotal?: Counter;
@@ -78,7 +76,6 @@ export class HostHealing {
         for (const [state, v] of Object.entries(n)) this.set({ state }, v);
       },
     });
-    const seeding = this.seeding;
     new Gauge({
       name: 'fulcrum_database_members_homeless', help: 'Members of spread clusters placed on no host or on a lost one', registers: [d.registry],
       async collect() {
@@ -89,8 +86,9 @@ export class HostHealing {
     });
     new Gauge({
       name: 'fulcrum_database_members_seeding', help: 'Re-placed members not yet caught up with their primary', registers: [d.registry],
-      collect() {
-        this.set(seeding.size);
+      async collect() {
+        const live = new Set((await repo.list()).filter((x) => !x.deleting).map((x) => x.id));
+        this.set((await repo.members()).filter((m) => live.has(m.databaseId) && m.seed !== undefined).length);
       },
     });
   }
@@ -125,6 +123,9 @@ export class HostHealing {
         if (here.length === 0 && db.agentId !== id) continue;
         const spread = spansAgents(mine);
         if (spread) for (const k of here) if (k !== db.primaryMember) await this.d.repo.placeMember(db.id, k, '');
+        // Its status comes from its primary's agent, which may be the lost one and say nothing
+        // more: it is not whole from now until the new member has caught up (observer.ts).
+        if (spread && db.status === 'active') await this.d.repo.update(db.id, { status: 'degraded', updated: Math.floor(now / 1000) * 1000 });
         const why = spread ? null : unrecoverable(db, known);
         if (!spread && why === null) await this.d.repo.update(db.id, { recovery: { from: id, lostMs: now } });
         out.push({ db, members: here.length > 0 ? here : [1], spread, recovery: why });
@@ -140,7 +141,7 @@ export class HostHealing {
         : t.recovery === null
           ? `The host of this database (agent ${id}) was declared lost (${cause}); it is rebuilt on another host of the region from the object store (its newest backup plus every archived binlog).`
           : `The host of this database (agent ${id}) was declared lost (${cause}); it is not rebuilt elsewhere: ${t.recovery}.`;
-      await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message });
+      await this.d.events.record('database_degraded', databaseRef(t.db), { status: 'notification', message, hosts: [id] });
     }
     return this.view((await this.d.repo.agent(id))!);
   }
@@ -204,7 +205,7 @@ export class HostHealing {
         if (!this.waiting.has(key)) {
           this.waiting.add(key);
           const message = `This database has no host to be rebuilt on: no other connected agent of region ${db.region} shares the object store of the lost host (agent ${from}). It is rebuilt when one joins.`;
-          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+          await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message, hosts: [from] });
           this.log.warn({ database: db.id, region: db.region, from }, 'no host to recover a database on');
         }
         continue;
@@ -226,7 +227,7 @@ export class HostHealing {
       this.recoveries?.inc();
       load.set(agent, (load.get(agent) ?? 0) + 1);
       const message = `Placed on agent ${agent} (its host, agent ${from}, was lost); it is rebuilt there from the object store: its newest backup plus every archived binlog, up to the last archived event. The same id, credentials and hosts.`;
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agent, from] });
       this.log.warn({ database: db.id, agent, from }, 'database placed for recovery from the object store');
     }
     return changed;
@@ -271,18 +272,17 @@ export class HostHealing {
         const moved = await this.d.repo.transaction(async () => {
           const cur = (await this.d.repo.members(db.id)).find((x) => x.member === m.member);
           if (!cur || !homeless(cur, lost)) return false;
-          await this.d.repo.placeMember(db.id, m.member, agent);
+          await this.d.repo.placeMember(db.id, m.member, agent, { since: now, gtid: gtidProgress(primary.gtid) });
           return true;
         });
         if (!moved) continue;
         changed = true;
         this.waiting.delete(key);
         this.replaced?.inc();
-        this.seeding.set(key, { agent, since: now, gtid: gtidProgress(primary.gtid) });
         load.set(agent, (load.get(agent) ?? 0) + 1);
         placements = await this.d.repo.members();
         const message = `Member ${m.member} placed on agent ${agent} (its host${m.agentId ? ` ${m.agentId}` : ''} was lost); it is built there and seeded from the primary, member ${db.primaryMember}.`;
-        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agent, m.agentId] });
         this.log.warn({ database: db.id, member: m.member, agent, from: m.agentId }, 'member re-placed');
       }
     }
@@ -310,39 +310,43 @@ export class HostHealing {
     const moved = await this.d.repo.transaction(async () => {
       const cur = (await this.d.repo.members(db.id)).find((x) => x.member === member);
       if (cur?.agentId !== from) return false;
-      await this.d.repo.placeMember(db.id, member, agent);
+      await this.d.repo.placeMember(db.id, member, agent, { since: now, gtid: gtidProgress(primary.gtid) });
       return true;
     });
     if (!moved) return undefined;
-    this.seeding.set(`${db.id}:${member}`, { agent, since: now, gtid: gtidProgress(primary.gtid) });
     const message = `Member ${member} moved off agent ${from} (draining) to agent ${agent}; it is built there and seeded from the primary, member ${db.primaryMember}.`;
-    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [from, agent] });
     this.log.warn({ database: db.id, member, agent, from }, 'member moved off a draining host');
     return agent;
   }
 
-  /** Whether a member placed on a new host has not caught up with its primary yet. */
-  seedingMember(databaseId: number, member: number): boolean {
-    return this.seeding.has(`${databaseId}:${member}`);
-  }
-
-  /** A re-placed member that reports itself a replica at least as far as the primary was: healed. */
+  /**
+   * A re-placed member that reports itself a replica at least as far as the primary was (caughtUp)
+   * is healed: its mark is cleared and the "caught up" event recorded in one transaction, so the
+   * database reads `active` (observer.ts, clusterIncomplete) only once that event exists.
+   */
   private async watchSeeding(now: number): Promise<void> {
-    for (const [key, s] of [...this.seeding]) {
-      const [dbId, member] = key.split(':').map(Number) as [number, number];
-      const db = await this.d.repo.get(dbId);
-      const placements = await this.d.repo.members(dbId);
-      if (!db || db.deleting || placements.find((m) => m.member === member)?.agentId !== s.agent) {
-        this.seeding.delete(key);
-        continue;
-      }
-      const r = currentReports(placements, await this.d.repo.memberReports(dbId)).get(member);
-      if (!r || r.state !== 'running' || r.role !== 'replica' || gtidProgress(r.gtid) < s.gtid) continue;
-      this.seeding.delete(key);
-      const hosts = new Set(placements.map((m) => m.agentId)).size;
-      const message = `Member ${member} on agent ${s.agent} caught up with the primary in ${Math.round((now - s.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
-      this.log.info({ database: dbId, member, agent: s.agent, ms: now - s.since }, 're-placed member caught up');
+    const seeding = (await this.d.repo.members()).filter((m) => m.seed !== undefined);
+    for (const m of seeding) {
+      const seed = m.seed!;
+      const db = await this.d.repo.get(m.databaseId);
+      if (!db || db.deleting) continue;
+      const placements = await this.d.repo.members(db.id);
+      // Named primary meanwhile (a failover chose it): it is seeded from no one any more, and as a
+      // primary it never reports itself a replica, so the mark ends here or the database would
+      // read degraded for good.
+      const named = m.member === db.primaryMember;
+      if (!named && !caughtUp(seed, currentReports(placements, await this.d.repo.memberReports(db.id)).get(m.member))) continue;
+      const hosts = new Set(placements.map((x) => x.agentId)).size;
+      const message = named
+        ? `Member ${m.member} on agent ${m.agentId} was named primary before it had caught up; it is seeded no longer.`
+        : `Member ${m.member} on agent ${m.agentId} caught up with the primary in ${Math.round((now - seed.since) / 1000)} s: ${placements.length} members on ${hosts} hosts.`;
+      const ended = await this.d.repo.transaction(async () => {
+        if (!(await this.d.repo.endSeed(db.id, m.member, m.agentId))) return false;
+        await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [m.agentId] });
+        return true;
+      });
+      if (ended) this.log.info({ database: db.id, member: m.member, agent: m.agentId, ms: now - seed.since }, 're-placed member caught up');
     }
   }
 

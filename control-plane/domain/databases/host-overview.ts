@@ -35,27 +35,16 @@ export const HOST_EVENTS_SCANNED = 200;
 /** Events kept per host, newest first. */
 export const HOST_EVENTS_KEPT = 5;
 
-/** The characters of an agent id (FleetService's ID rule): what may follow "agent " in a message. */
-const ID_CHAR = /[A-Za-z0-9._-]/;
-
 /**
- * Whether an event message names agent `id`. There is no event about a host itself (docs/multi-host.md,
+ * Whether an event is about agent host `id`. There is no event about a host itself (docs/multi-host.md,
  * "A lost host": events carry a database, and events without an entity are shown to restricted
- * users), so a host's events are the database events that name it as "agent ID", as the healing
- * round writes them. An id is a prefix of another ("host-1" of "host-10") only when an id
- * character follows, so that is not a match; a trailing "." ends a sentence, not an id.
+ * users), so a host's events are the database events recorded with it among their `hosts` (the
+ * healing round, drains, moves, switchovers, failovers and rollouts name the hosts they act on).
+ * Read from that field, never from the message: a tenant's label or an agent's text could spell
+ * "agent ID" too.
  */
-export function namesHost(message: string | null, id: string): boolean {
-  if (!message) return false;
-  const needle = `agent ${id}`;
-  for (let at = message.indexOf(needle); at >= 0; at = message.indexOf(needle, at + 1)) {
-    const rest = message.slice(at + needle.length);
-    const next = rest[0];
-    if (next === undefined || !ID_CHAR.test(next)) return true;
-    // "agent host-1." followed by the end or a space is a full stop, not more of the id.
-    if (next === '.' && (rest.length === 1 || rest[1] === ' ')) return true;
-  }
-  return false;
+export function aboutHost(e: Pick<EventRecord, 'hosts'>, id: string): boolean {
+  return e.hosts?.includes(id) ?? false;
 }
 
 /**
@@ -102,7 +91,7 @@ export class HostOverview {
       draining: !!a.drainingAt,
       drainingAt: a.drainingAt ?? null,
       drain: a.drainingAt ? { membersLeft: members.get(a.id)?.length ?? 0 } : null,
-      recentEvents: newest.events.filter((e) => namesHost(e.message, a.id)).slice(0, HOST_EVENTS_KEPT),
+      recentEvents: newest.events.filter((e) => aboutHost(e, a.id)).slice(0, HOST_EVENTS_KEPT),
     }));
   }
 }

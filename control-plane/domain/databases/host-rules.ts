@@ -1,7 +1,7 @@
-import { AGENT_SILENT_MS } from './failover-decision.js';
+import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
 import { servesRegion, spansAgents } from './placement.js';
-import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from './model.js';
+import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport, MemberSeed } from './model.js';
 
 /*
  * The pure rules of host healing (docs/multi-host.md, "A lost host"): how a host stands, which
@@ -23,14 +23,24 @@ export function homeless(m: MemberPlacement, lost: ReadonlySet<string>): boolean
 }
 
 /**
- * Whether a spread cluster lacks a member right now: one is placed nowhere or on a lost host, or
- * has not reported since it was placed (a re-placed member before its first report). The
+ * Whether a spread cluster lacks a member right now: one is placed nowhere or on a lost host, has
+ * not reported since it was placed (a re-placed member before its first report), or is still
+ * being seeded on its new host (its mark is cleared with the "caught up" event, caughtUp below):
+ * until then only the others hold the data, and one more loss takes the database down. The
  * observer shows such a cluster `degraded` rather than `active`.
  */
 export function clusterIncomplete(placements: readonly MemberPlacement[], reports: readonly MemberReport[], lost: ReadonlySet<string>): boolean {
   if (!spansAgents(placements)) return false;
   const current = currentReports(placements, reports);
-  return placements.some((m) => homeless(m, lost) || !current.has(m.member));
+  return placements.some((m) => homeless(m, lost) || m.seed !== undefined || !current.has(m.member));
+}
+
+/**
+ * Whether a member placed on a new host has caught up: its own agent reports it a running replica
+ * at least as far as the primary was when it was placed (`seed.gtid`). Pure.
+ */
+export function caughtUp(seed: MemberSeed, r: Pick<MemberReport, 'state' | 'role' | 'gtid'> | undefined): boolean {
+  return r !== undefined && r.state === 'running' && r.role === 'replica' && gtidProgress(r.gtid) >= seed.gtid;
 }
 
 /**

@@ -79,6 +79,11 @@ export interface DatabaseRecord {
    */
   primaryPosition?: string;
   /**
+   * The term of the planned switchover's fence the control plane last abandoned (switchover.ts):
+   * the agent makes the fenced member writable again only for this explicit word. 0 or absent = none.
+   */
+  fenceLiftedTerm?: number;
+  /**
    * A cluster spread over agents: its CA (certificate and key) and replication password, made by
    * the control plane when the members are placed and sent to every member agent (sealed at rest).
    * Absent or null when one agent runs every member (that agent makes its own).
@@ -204,6 +209,20 @@ export interface MemberPlacement {
    * a new host, one its database never used before (repository.placeMember says why).
    */
   serverId?: number;
+  /**
+   * Set while the member, placed on a new host (its own was lost, or a drain moved it), has not
+   * caught up with its primary: it holds none or only part of the data, so its database is
+   * `degraded` and the member is not offered as a failover until the mark is cleared with the
+   * "caught up" event (host-healing.ts). Kept in the store: any replica reads the status, and a
+   * restarted or new lease holder goes on watching it.
+   */
+  seed?: MemberSeed;
+}
+
+/** A re-placed member's seeding: since when (ms), and the primary's GTID progress (gtidProgress) then, which it must reach. */
+export interface MemberSeed {
+  since: number;
+  gtid: number;
 }
 
 export interface AgentRecord {

@@ -165,13 +165,19 @@ export class DatabaseObserver {
 
     const opPending = (await this.d.repo.pendingOperations(db.id)).some((op) => op.kind === 'snapshot' || op.kind === 'restore' || op.kind === 'patch' || op.kind === 'rollout');
     let status = effectiveStatus(db.clusterSize, o);
-    // A spread cluster missing a member (its host lost, or the new one not reporting yet) is not
-    // whole, whatever the primary's agent sees of its own members (docs/multi-host.md, "A lost host").
+    let error = o.error;
+    // A spread cluster missing a member (its host lost, the new one not reporting yet, or still
+    // being seeded there) is not whole, whatever the primary's agent sees of its own members
+    // (docs/multi-host.md, "A lost host").
     if (status === 'active' && db.provisioned && spansAgents(placements)) {
       const lost = new Set((await this.d.repo.agents()).filter((a) => hostState(a) === 'lost').map((a) => a.id));
-      if (clusterIncomplete(placements, await this.d.repo.memberReports(db.id), lost)) status = 'degraded';
+      if (clusterIncomplete(placements, await this.d.repo.memberReports(db.id), lost)) {
+        status = 'degraded';
+        const seeding = placements.filter((m) => m.seed !== undefined).map((m) => m.member);
+        if (!error && seeding.length > 0) error = `Member ${seeding.join(', ')} is being seeded on a new host: until it has caught up with the primary, the other members alone hold the data.`;
+      }
     }
-    const t = nextStatus(db, { ...o, status }, opPending);
+    const t = nextStatus(db, { ...o, status, error }, opPending);
     const patch: Partial<DatabaseRecord> = {};
     if (t.status !== db.status) {
       patch.status = t.status;
@@ -224,7 +230,7 @@ export class DatabaseObserver {
       const message = r.planned
         ? `Moved to agent ${agentId} (its host, agent ${r.from}, is draining): rebuilt from the object store up to its fence and active again ${Math.round((this.now() - r.lostMs) / 1000)} s after writes were refused, with the same id, credentials and hosts.`
         : `Recovered on agent ${agentId} from the object store ${Math.round((this.now() - r.lostMs) / 1000)} s after its host (agent ${r.from}) was declared lost: active again with the same id, credentials and hosts.`;
-      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+      await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [agentId, r.from] });
     }
     return changed || patch.status !== undefined;
   }

@@ -1,4 +1,4 @@
-import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, OperationRecord } from './model.js';
+import type { AgentRecord, BackupRecord, BackupSlot, MemberReport, DatabaseRecord, MemberPlacement, MemberSeed, OperationRecord } from './model.js';
 
 /**
  * Storage port of the Managed Databases domain. Asynchronous like the other ports; `transaction`
@@ -46,9 +46,15 @@ export interface DatabaseRepository {
    * the primary may still hold a binlog dump thread of the member's old server, stuck writing to
    * a lost host, and a replica registering with that thread's server_id makes MariaDB kill it,
    * which froze every new connection to the primary for seconds (docs/performance.md,
-   * "Re-placement of a 3-node member").
+   * "Re-placement of a 3-node member"). Its seeding mark is `seed` (a member placed on a new
+   * host to be seeded from the primary), or none.
    */
-  placeMember(databaseId: number, member: number, agentId: string): Promise<void>;
+  placeMember(databaseId: number, member: number, agentId: string, seed?: MemberSeed): Promise<void>;
+  /**
+   * Clears the seeding mark of a member still placed on `agentId`; false when there was none (it
+   * moved, or another round cleared it first).
+   */
+  endSeed(databaseId: number, member: number, agentId: string): Promise<boolean>;
 
   agents(): Promise<AgentRecord[]>;
   /** Declares an agent host lost at `at`, or (null) no longer; false when no such agent is known. */

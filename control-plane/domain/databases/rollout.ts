@@ -176,7 +176,7 @@ export class Rollout {
     const op = await this.answer(id, started + RESTART_DEADLINE_MS);
     if (op.state !== 'done') {
       this.steps?.inc({ step: 'restart', result: 'failed' });
-      return this.stopped(rollout, `member ${member} on agent ${agentId} was not restarted: ${op.error ?? 'no answer'}`);
+      return this.stopped(rollout, `member ${member} on agent ${agentId} was not restarted: ${op.error ?? 'no answer'}`, [agentId]);
     }
     // The primary's position once the member answered: the member is back once it has it.
     const primary = currentReports(await this.d.repo.members(db.id), await this.d.repo.memberReports(db.id)).get(db.primaryMember);
@@ -189,7 +189,7 @@ export class Rollout {
       if (r?.state === 'running' && r.role === 'replica' && gtidProgress(r.gtid) >= target) break;
       if (this.d.clock.now() >= deadline) {
         this.steps?.inc({ step: 'restart', result: 'failed' });
-        return this.stopped(rollout, `member ${member} on agent ${agentId} was restarted but did not replicate again within ${CATCH_UP_DEADLINE_MS / 1000} s`);
+        return this.stopped(rollout, `member ${member} on agent ${agentId} was restarted but did not replicate again within ${CATCH_UP_DEADLINE_MS / 1000} s`, [agentId]);
       }
       await this.d.clock.sleep(POLL_MS);
     }
@@ -200,6 +200,7 @@ export class Rollout {
     await this.d.events.record('database_update', databaseRef(db), {
       status: 'notification',
       message: `Rolling change: member ${member} on agent ${agentId} runs the new spec and replicates again (${s} s).`,
+      hosts: [agentId],
     });
   }
 
@@ -247,7 +248,8 @@ export class Rollout {
    * why; the last failure ends it: the change's own events read `failed` with the reason (what
    * clients polling by action see) and the database is no longer shown resizing or updating.
    */
-  private async stopped(op: OperationRecord, reason: string): Promise<void> {
+  /** `hosts`: the agent hosts the reason names (EventRecord.hosts). */
+  private async stopped(op: OperationRecord, reason: string, hosts: string[] = []): Promise<void> {
     const databaseId = op.databaseId;
     this.retryAt.set(databaseId, this.d.clock.now() + ROLLOUT_RETRY_MS);
     const progress = await this.progress(op);
@@ -260,6 +262,7 @@ export class Rollout {
       await this.d.events.record('database_update', databaseRef(db), {
         status: 'failed',
         message: `Rolling change stopped (failure ${failures} of ${ROLLOUT_ATTEMPTS}): ${reason}. The database keeps serving; the change is tried again in ${ROLLOUT_RETRY_MS / 1000} s.`,
+        hosts,
       });
       return;
     }

@@ -101,6 +101,7 @@ export class SingleMove {
     await this.d.events.record('database_update', databaseRef(db), {
       status: 'notification',
       message: `Move to agent ${to} (${why}): the database is made read-only on agent ${from} and its binlog shipped to the object store, then it is rebuilt on agent ${to} from the store up to that point; writes are refused until it serves there.`,
+      hosts: [to, from],
     });
     this.log.info({ database: databaseId, from, to, term: found }, 'move of a 1-node database started');
     const fence = await agentOperation(this.d, databaseId, 'fence', { agent: from, term: found, member: 1 }, this.d.clock.now() + MOVE_FENCE_DEADLINE_MS, MOVE_FENCE_DEADLINE_MS);
@@ -121,7 +122,7 @@ export class SingleMove {
     if (!placed) return this.abandon(db, found, from, 'the database changed during the move (a resize, a scale or a delete)');
     this.d.onChange();
     const message = `Placed on agent ${to} (${why}): rebuilt there from the object store up to the fence's position ${position || '(empty)'}, every write acknowledged on agent ${from} included. The same id, credentials and hosts.`;
-    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message });
+    await this.d.events.record('database_update', databaseRef(db), { status: 'notification', message, hosts: [to, from] });
     this.log.warn({ database: databaseId, from, to, position }, '1-node database placed on another host after its fence');
     return { kind: 'moved', agentId: to, position, fencedMs };
   }
@@ -135,7 +136,7 @@ export class SingleMove {
       return true;
     });
     if (lifted) this.d.onChange();
-    await this.d.events.record('database_update', databaseRef(db), { status: 'failed', message: `Move to another host abandoned: ${reason}. It serves on agent ${from} again.` });
+    await this.d.events.record('database_update', databaseRef(db), { status: 'failed', message: `Move to another host abandoned: ${reason}. It serves on agent ${from} again.`, hosts: [from] });
     this.log.warn({ database: db.id, from, reason }, 'move of a 1-node database abandoned');
     return { kind: 'abandoned', reason };
   }

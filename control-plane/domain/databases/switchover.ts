@@ -129,7 +129,8 @@ export interface SwitchoverDeps {
  *    transaction the target lacks).
  *
  * Any step that fails or runs past SWITCHOVER_DEADLINE_MS abandons it: the term is raised with
- * the same primary, which lifts the fence (the old primary is writable again). No acknowledged
+ * the same primary and the fence's term named abandoned, which lifts the fence (the old primary
+ * is writable again). No acknowledged
  * write is lost either way: the target has applied everything the fenced primary committed.
  */
 export class Switchover {
@@ -174,6 +175,7 @@ export class Switchover {
     await this.d.events.record('database_update', databaseRef(db), {
       status: 'notification',
       message: `Planned switchover (${why}): member ${db.primaryMember} on agent ${old.agentId} is fenced, then member ${target.member} on agent ${target.agentId} is named primary once it has applied every write.`,
+      hosts: [old.agentId, target.agentId],
     });
     this.log.info({ database: databaseId, from: db.primaryMember, to: target.member, term: db.term }, 'planned switchover started');
 
@@ -196,7 +198,7 @@ export class Switchover {
     this.d.onChange();
     const pauseMs = this.d.clock.now() - fencedAt;
     const message = `Member ${target.member} on agent ${target.agentId} named primary (term ${term}) by a planned switchover (${why}): it had applied member ${found.primary}'s position ${position}; writes were refused for ${pauseMs} ms before the new primary was named.`;
-    await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message });
+    await this.d.events.record('database_failover', databaseRef(db), { status: 'notification', message, hosts: [target.agentId, old.agentId] });
     this.log.warn({ database: databaseId, from: found.primary, to: target.member, agent: target.agentId, term, position, pauseMs }, 'planned switchover');
     return { kind: 'switched', term, member: target.member, agentId: target.agentId, pauseMs };
   }
@@ -211,14 +213,16 @@ export class Switchover {
   }
 
   /**
-   * Lifts the fence: a higher term with the same primary (the agent keeps a fence only for the
-   * term it was made in, and promotes its primary again). Only when nothing else raised the term.
+   * Lifts the fence: a higher term with the same primary and the fenced term named abandoned (the
+   * agent then promotes its primary again). Only when nothing else raised the term.
    */
   private async abandon(db: DatabaseRecord, found: { term: number; primary: number }, reason: string): Promise<SwitchoverOutcome> {
     const lifted = await this.d.repo.transaction(async () => {
       const now = await this.d.repo.get(db.id);
       if (!now || now.deleting || now.term !== found.term || now.primaryMember !== found.primary) return false;
-      await this.d.repo.update(db.id, { term: found.term + 1, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+      // Said explicitly: a higher term alone does not lift a fence (another decision may have
+      // raised it), only the word that the fence of `found.term` is abandoned.
+      await this.d.repo.update(db.id, { term: found.term + 1, fenceLiftedTerm: found.term, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
       return true;
     });
     if (lifted) this.d.onChange();

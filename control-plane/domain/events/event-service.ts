@@ -51,7 +51,11 @@ export class EventService {
     this.logger = opts.logger;
   }
 
-  async record(action: string, entity: EntityRef | null, opts: { username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null } = {}): Promise<EventRecord> {
+  /** `hosts`: the agent hosts the event is about (EventRecord.hosts), each named once. */
+  async record(action: string, entity: EntityRef | null, opts: {
+    username?: string | null; status?: EventRecord['status']; message?: string | null; secondary?: EntityRef | null; hosts?: readonly string[];
+  } = {}): Promise<EventRecord> {
+    const hosts = [...new Set(opts.hosts ?? [])].filter((h) => h !== '');
     const status = opts.status ?? 'notification';
     const created = await this.repo.create({
       created: Math.floor(this.clock.now() / 1000) * 1000,
@@ -63,6 +67,7 @@ export class EventService {
       percentComplete: status === 'finished' ? 100 : null,
       duration: status === 'finished' ? 0 : null,
       message: opts.message ?? null,
+      ...(hosts.length > 0 ? { hosts } : {}),
       seen: false,
       read: false,
     });

@@ -10,6 +10,11 @@ export interface EventRecord {
   percentComplete: number | null;
   duration: number | null;
   message: string | null;
+  /**
+   * The agent hosts the event is about (a host lost, drained, moved to or from), for the console's
+   * Fleet page (GET /v4/fulcrum/agents); absent when none. Not part of the public event.
+   */
+  hosts?: string[];
   seen: boolean;
   read: boolean;
 }

@@ -203,4 +203,10 @@ ${d === 'postgres' ? '      CREATE INDEX addresses_owner ON addresses(owner_type
       ALTER TABLE users ADD COLUMN preferences TEXT NOT NULL DEFAULT '{}';
     `,
   },
+  {
+    // The agent hosts an event is about (a JSON array of ids, NULL for none): the Fleet page finds
+    // a host's events by it (host-overview.ts), not by what the message says.
+    id: '281-event-hosts',
+    sql: 'ALTER TABLE events ADD COLUMN hosts TEXT;',
+  },
 ];

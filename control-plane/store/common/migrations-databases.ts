@@ -241,4 +241,21 @@ ${d === 'sqlite' ? `      INSERT INTO database_members (database_id, member, age
       ALTER TABLE database_members ADD COLUMN server_id INTEGER;
     `,
   },
+  {
+    // The term of the planned switchover's fence last abandoned (docs/multi-host.md, "Planned
+    // switchover"): the fenced member's agent lifts only that fence. 0 = none.
+    id: '299-database-fence-lifted-term',
+    sql: `
+      ALTER TABLE databases ADD COLUMN fence_lifted_term INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
+  {
+    // A member placed on a new host and not yet caught up with its primary (model.ts MemberSeed):
+    // since when, and the primary's GTID progress it must reach. NULL: not seeding.
+    id: '299-database-member-seed',
+    sql: `
+      ALTER TABLE database_members ADD COLUMN seed_since INTEGER;
+      ALTER TABLE database_members ADD COLUMN seed_gtid INTEGER;
+    `,
+  },
 ];

@@ -42,6 +42,7 @@ export interface EventRow {
   id: number; created: number; action: string; username: string | null;
   entity_id: number | null; entity_type: string | null; entity_label: string | null; entity_url: string | null; secondary_entity: string | null;
   status: EventRecord['status']; percent_complete: number | null; duration: number | null; message: string | null; seen: Flag; read: Flag;
+  hosts?: string | null;
 }
 export const eventRow = (r: EventRow | undefined): EventRecord | undefined =>
   r && {
@@ -55,6 +56,7 @@ export const eventRow = (r: EventRow | undefined): EventRecord | undefined =>
     percentComplete: r.percent_complete,
     duration: r.duration,
     message: r.message,
+    ...(r.hosts ? { hosts: JSON.parse(r.hosts) as string[] } : {}),
     seen: r.seen === 1,
     read: r.read === 1,
   };
@@ -147,7 +149,7 @@ export const databaseColumns: [keyof DatabaseRecord, string, 'json' | 'bool' | '
   ['patchPending', 'patch_pending', 'bool'], ['engineConfig', 'engine_config', 'json'], ['secondEventId', 'second_event_id', 'plain'],
   ['rootPassword', 'root_password', 'secret'], ['nextPassword', 'next_password', 'secret'], ['generation', 'generation', 'plain'],
   ['convergedGeneration', 'converged_generation', 'plain'], ['runState', 'run_state', 'plain'], ['agentId', 'agent_id', 'plain'], ['term', 'term', 'plain'], ['primaryMember', 'primary_member', 'plain'],
-  ['primaryPosition', 'primary_position', 'plain'],
+  ['primaryPosition', 'primary_position', 'plain'], ['fenceLiftedTerm', 'fence_lifted_term', 'plain'],
   ['pendingEventId', 'pending_event_id', 'plain'], ['deleting', 'deleting', 'bool'], ['deleteEventId', 'delete_event_id', 'plain'],
   ['lastError', 'last_error', 'plain'], ['created', 'created', 'plain'], ['updated', 'updated', 'plain'],
   ['fork', 'fork', 'json'], ['oldestRestoreMs', 'oldest_restore_ms', 'plain'],
@@ -201,9 +203,12 @@ export function operationRow(r: OperationRow, box: SecretBox): OperationRecord {
   };
 }
 
-export interface MemberRow { database_id: number; member: number; agent_id: string; server_id: number | null }
+export interface MemberRow { database_id: number; member: number; agent_id: string; server_id: number | null; seed_since: number | null; seed_gtid: number | null }
 export function memberRow(r: MemberRow): MemberPlacement {
-  return { databaseId: r.database_id, member: r.member, agentId: r.agent_id, ...(r.server_id === null ? {} : { serverId: Number(r.server_id) }) };
+  return {
+    databaseId: r.database_id, member: r.member, agentId: r.agent_id, ...(r.server_id === null ? {} : { serverId: Number(r.server_id) }),
+    ...(r.seed_since === null || r.seed_since === undefined ? {} : { seed: { since: Number(r.seed_since), gtid: Number(r.seed_gtid ?? 0) } }),
+  };
 }
 
 export interface SlotRow { database_id: number; slot: string; claimed: number; taken: number | null }

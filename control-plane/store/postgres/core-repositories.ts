@@ -85,11 +85,11 @@ export function pgEvents(x: PgExecutor): EventRepository {
   return {
     async create(e) {
       const r = await x.one<{ id: number }>(q(
-        `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity,
-           status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`,
+        `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity, hosts,
+           status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`,
       ), [
         e.created, e.action, e.username, e.entity?.id ?? null, e.entity?.type ?? null, e.entity?.label ?? null,
-        e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.status,
+        e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.hosts?.length ? JSON.stringify(e.hosts) : null, e.status,
         e.percentComplete, e.duration, e.message, e.seen ? 1 : 0, e.read ? 1 : 0,
       ]);
       return { ...e, id: r!.id };

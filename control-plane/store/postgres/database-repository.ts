@@ -82,7 +82,10 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
     },
     setMembers: (databaseId, agents) => x.transaction(async () => {
       for (const [k, agent] of agents.entries()) {
-        await x.query('INSERT INTO database_members (database_id, member, agent_id) VALUES ($1, $2, $3) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id',
+        // A member that changes agent here is no longer the server its seeding mark was about.
+        await x.query(`INSERT INTO database_members (database_id, member, agent_id) VALUES ($1, $2, $3) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id,
+          seed_since = CASE WHEN database_members.agent_id = excluded.agent_id THEN database_members.seed_since END,
+          seed_gtid = CASE WHEN database_members.agent_id = excluded.agent_id THEN database_members.seed_gtid END`,
           [databaseId, k + 1, agent]);
       }
       // A scale down drops the members past the new size.
@@ -91,14 +94,16 @@ export function pgDatabaseRepository(x: PgExecutor, box: SecretBox): DatabaseRep
       await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member > $2', [databaseId, agents.length]);
     }),
 
-    placeMember: (databaseId, member, agentId) => x.transaction(async () => {
-      if (agentId === '') await x.query('UPDATE database_members SET agent_id = $1 WHERE database_id = $2 AND member = $3', [agentId, databaseId, member]);
+    placeMember: (databaseId, member, agentId, seed) => x.transaction(async () => {
+      if (agentId === '') await x.query('UPDATE database_members SET agent_id = $1, seed_since = NULL, seed_gtid = NULL WHERE database_id = $2 AND member = $3', [agentId, databaseId, member]);
       else {
-        await x.query(`UPDATE database_members SET agent_id = $1, server_id = (SELECT GREATEST(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = $2)
-          WHERE database_id = $2 AND member = $3`, [agentId, databaseId, member]);
+        await x.query(`UPDATE database_members SET agent_id = $1, server_id = (SELECT GREATEST(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = $2),
+          seed_since = $4, seed_gtid = $5 WHERE database_id = $2 AND member = $3`, [agentId, databaseId, member, seed?.since ?? null, seed?.gtid ?? null]);
       }
       await x.query('DELETE FROM database_member_reports WHERE database_id = $1 AND member = $2', [databaseId, member]);
     }),
+    endSeed: async (databaseId, member, agentId) => (await x.query('UPDATE database_members SET seed_since = NULL, seed_gtid = NULL WHERE database_id = $1 AND member = $2 AND agent_id = $3 AND seed_since IS NOT NULL',
+      [databaseId, member, agentId])).rowCount === 1,
 
     agents: async () => (await x.rows<AgentRow>('SELECT * FROM database_agents ORDER BY id')).map(agentRow),
     setAgentLost: async (id, at) => (await x.query('UPDATE database_agents SET lost_at = $1 WHERE id = $2', [at, id])).rowCount === 1,

@@ -103,12 +103,12 @@ function immediateEvents(db: Db): Immediate<EventRepository> {
     create(e) {
       const info = db
         .prepare(
-          `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity,
-             status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+          `INSERT INTO events (created, action, username, entity_id, entity_type, entity_label, entity_url, secondary_entity, hosts,
+             status, percent_complete, duration, message, seen, read) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
         )
         .run(
           e.created, e.action, e.username, e.entity?.id ?? null, e.entity?.type ?? null, e.entity?.label ?? null,
-          e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.status,
+          e.entity?.url ?? null, e.secondaryEntity ? JSON.stringify(e.secondaryEntity) : null, e.hosts?.length ? JSON.stringify(e.hosts) : null, e.status,
           e.percentComplete, e.duration, e.message, e.seen ? 1 : 0, e.read ? 1 : 0,
         );
       return { ...e, id: Number(info.lastInsertRowid) };

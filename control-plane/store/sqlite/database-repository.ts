@@ -91,22 +91,29 @@ function immediateDatabases(db: Db): Omit<Immediate<DatabaseRepository>, 'transa
     },
     setMembers(databaseId, agents) {
       // An upsert, not a REPLACE: a member kept keeps its server_id.
-      const ins = db.prepare('INSERT INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id');
+      // A member that changes agent here is no longer the server its seeding mark was about.
+      const ins = db.prepare(`INSERT INTO database_members (database_id, member, agent_id) VALUES (?, ?, ?) ON CONFLICT (database_id, member) DO UPDATE SET agent_id = excluded.agent_id,
+        seed_since = CASE WHEN database_members.agent_id = excluded.agent_id THEN database_members.seed_since END,
+        seed_gtid = CASE WHEN database_members.agent_id = excluded.agent_id THEN database_members.seed_gtid END`);
       agents.forEach((agent, k) => ins.run(databaseId, k + 1, agent));
       db.prepare('DELETE FROM database_members WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
       // What agents said of members past the new size describes servers that are gone.
       db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member > ?').run(databaseId, agents.length);
     },
 
-    placeMember(databaseId, member, agentId) {
+    placeMember(databaseId, member, agentId, seed) {
       db.transaction(() => {
-        if (agentId === '') db.prepare('UPDATE database_members SET agent_id = ? WHERE database_id = ? AND member = ?').run(agentId, databaseId, member);
+        if (agentId === '') db.prepare('UPDATE database_members SET agent_id = ?, seed_since = NULL, seed_gtid = NULL WHERE database_id = ? AND member = ?').run(agentId, databaseId, member);
         else {
-          db.prepare(`UPDATE database_members SET agent_id = ?, server_id = (SELECT MAX(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = ?)
-            WHERE database_id = ? AND member = ?`).run(agentId, databaseId, databaseId, member);
+          db.prepare(`UPDATE database_members SET agent_id = ?, server_id = (SELECT MAX(MAX(COALESCE(server_id, member)), ${MAX_MEMBERS}) + 1 FROM database_members WHERE database_id = ?),
+            seed_since = ?, seed_gtid = ? WHERE database_id = ? AND member = ?`).run(agentId, databaseId, seed?.since ?? null, seed?.gtid ?? null, databaseId, member);
         }
         db.prepare('DELETE FROM database_member_reports WHERE database_id = ? AND member = ?').run(databaseId, member);
       }).immediate();
+    },
+    endSeed(databaseId, member, agentId) {
+      return db.prepare('UPDATE database_members SET seed_since = NULL, seed_gtid = NULL WHERE database_id = ? AND member = ? AND agent_id = ? AND seed_since IS NOT NULL')
+        .run(databaseId, member, agentId).changes === 1;
     },
 
     agents: () => read<AgentRow>('SELECT * FROM database_agents ORDER BY id').all().map(agentRow),

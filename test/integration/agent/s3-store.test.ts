@@ -3,7 +3,8 @@
  * The S3 adapter (agent/backup/s3-store.ts) against a real S3-compatible store (Swift + s3api
  * over TLS): a multipart upload listed only once its manifest is written, read back with its
  * checksum, a changed object refused by the restore's verification, an upload abandoned midway
- * (parts in the store, no manifest) never listed and swept, removal counted in the store, and
+ * (parts in the store, no manifest) never listed and swept, removal counted in the store, a
+ * withdrawn backup (its manifest deleted, its data left for a fork reading it), and
  * credential files others may read refused.
  */
 import { randomBytes } from 'node:crypto';
@@ -118,6 +119,19 @@ describe('backup store: S3 adapter against Swift s3api', () => {
     await stores.backups.removeAll(7);
     expect(await objects('fleet-a/db/7/')).toEqual([]);
     expect(await stores.backups.list(7)).toEqual([]);
+  });
+
+  it('withdrawing a backup (deleted while a fork reads it) deletes its manifest only: listed nowhere, its data still verifies, then remove takes it', async () => {
+    const m = await write(4, Buffer.from('read by a fork'));
+    await stores.backups.commit(m);
+    await stores.backups.withdraw(7, 4);
+    await stores.backups.withdraw(7, 4);
+    expect((await stores.backups.list(7)).map((x) => x.id)).not.toContain(4);
+    expect(await objects('fleet-a/db/7/backups/4/')).toEqual(['fleet-a/db/7/backups/4/dump.sql.gz']);
+    const service = createBackupService({ storage: stores.backups, runtime: {} as ContainerRuntime, logger: createLogger('test', { level: 'silent' }), clock: new ManualClock(0) });
+    await service.verify(m);
+    await stores.backups.remove(7, 4);
+    expect(await objects('fleet-a/db/7/backups/4/')).toEqual([]);
   });
 
   it('store URLs and credential files are checked', () => {

@@ -94,10 +94,16 @@ describe('a lost agent host', () => {
     const db = await waitStatus(api, id, 'degraded');
     expect(db.status).toBe('degraded');
 
-    // A new host joins: the member goes there and the database is whole again.
-    await start('host-e');
+    // A new host joins: the member goes there, and the database is whole again once it has
+    // caught up with the primary. The scripted agent reports it behind (0-1-11, the primary
+    // 0-1-12 or more) until told otherwise: degraded until then.
+    const e = await start('host-e');
     await until('member 1 on the new host', () => (local('host-e', id).includes(1) ? true : undefined), 20_000);
+    await until('member 1 reported by the new host', async () => (await api.cp.context.store.databases.memberReports(id)).some((x) => x.member === 1 && x.agentId === 'host-e') || undefined, 20_000);
+    expect((await api.req('GET', `${MYSQL}/${id}`)).body.status).toBe('degraded');
+    e.setNode(id, 1, { gtid: '0-1-99' });
     await waitStatus(api, id, 'active');
+    expect((await eventsFor(api, id, 'database_update')).filter((x) => /caught up with the primary/.test(x.message ?? ''))).toHaveLength(2);
     const final = await placements(id);
     expect(new Set(final.map((m) => m.agentId)).size).toBe(3);
     expect(final.map((m) => m.agentId).some((a) => a === victim || a === primaryHost)).toBe(false);

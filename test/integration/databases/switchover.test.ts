@@ -73,13 +73,14 @@ describe('planned switchover and host drain (SQLite store, manual clock)', () =>
     expect(said.some((m) => /^database_failover\/notification: Member 2 on agent b named primary \(term 5\) by a planned switchover \(a test\)/.test(m))).toBe(true);
   });
 
-  it('is abandoned when the fence is not answered in time: the term is raised with the same primary (the fence lapses)', async () => {
+  it('is abandoned when the fence is not answered in time: the term is raised with the same primary and that fence named lifted', async () => {
     const { repo, row, switchover, drive, seen, messages } = await setup();
     const out = await drive(switchover.run(row.id, { member: 2, agentId: 'b' }, 'a test'), () => undefined);
     expect(out.kind).toBe('abandoned');
     expect(seen.map((op) => op.kind)).toEqual(['fence']);
     expect((await repo.operation(seen[0]!.id))).toMatchObject({ state: 'failed' });
-    expect(await repo.get(row.id)).toMatchObject({ term: 5, primaryMember: 1, agentId: 'a' });
+    // The explicit word the fenced member's agent waits for: a higher term alone keeps the fence.
+    expect(await repo.get(row.id)).toMatchObject({ term: 5, primaryMember: 1, agentId: 'a', fenceLiftedTerm: 4 });
     expect((await messages()).some((m) => m.startsWith('database_update/failed: Planned switchover abandoned') && m.includes(`within ${SWITCHOVER_DEADLINE_MS / 1000} s`))).toBe(true);
   });
 

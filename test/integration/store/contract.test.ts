@@ -461,6 +461,31 @@ describe.each(Object.keys(adapters))('repository contract on %s', (name) => {
     expect(await ids(other.id)).toEqual([1, 2, 3]);
   });
 
+  it('a member placed on a new host keeps its seeding mark until endSeed on that agent, and loses it when it moves', async () => {
+    const { store } = await open();
+    const r = store.databases;
+    const db = await r.create({ ...database('seed-3'), clusterSize: 3 });
+    await r.setMembers(db.id, ['a', 'b', 'c']);
+    const seeds = async () => (await r.members(db.id)).map((m) => m.seed ?? null);
+    expect(await seeds()).toEqual([null, null, null]);
+    // GTID progress past 2^31: PostgreSQL's column must hold it.
+    await r.placeMember(db.id, 2, 'd', { since: 1_700_000_000_123, gtid: 3_000_000_000 });
+    expect(await seeds()).toEqual([null, { since: 1_700_000_000_123, gtid: 3_000_000_000 }, null]);
+    // A resize that keeps the member where it is keeps the mark; another agent's word ends nothing.
+    await r.setMembers(db.id, ['a', 'd', 'c']);
+    expect((await seeds())[1]).toEqual({ since: 1_700_000_000_123, gtid: 3_000_000_000 });
+    expect(await r.endSeed(db.id, 2, 'b')).toBe(false);
+    expect(await r.endSeed(db.id, 2, 'd')).toBe(true);
+    expect(await r.endSeed(db.id, 2, 'd')).toBe(false);
+    expect(await seeds()).toEqual([null, null, null]);
+    // Placed nowhere, or moved by a resize onto another agent: the mark goes with the old server.
+    await r.placeMember(db.id, 3, 'e', { since: 5, gtid: 7 });
+    await r.placeMember(db.id, 2, 'f', { since: 5, gtid: 7 });
+    await r.placeMember(db.id, 3, '');
+    await r.setMembers(db.id, ['a', 'g', '']);
+    expect(await seeds()).toEqual([null, null, null]);
+  });
+
   it('a lost host: one member moved with its report dropped, the lost mark kept apart from the agent\'s upserts', async () => {
     const { store } = await open();
     const r = store.databases;

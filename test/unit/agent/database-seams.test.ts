@@ -94,4 +94,17 @@ describe('remove', () => {
     expect(existsSync(join(root, 'db'))).toBe(false);
     expect(existsSync(join(root, 'backups'))).toBe(false);
   });
+
+  it('keepBackups: the backups folder is left to the store\'s purge (a fork may read it)', async () => {
+    const root = tempDir();
+    const runtime = { list: async () => [], remove: async () => undefined } as unknown as ContainerRuntime;
+    mkdirSync(join(root, 'db'), { recursive: true });
+    mkdirSync(join(root, 'backups', '1'), { recursive: true });
+    await remove({
+      id: 7, agentId: 'a', dir: join(root, 'db'), backupsDir: join(root, 'backups'), runtime,
+      nodeIndexes: () => [1], nodeName: (k) => `n${k}`, closeEndpoints: async () => undefined, settleSaves: async () => undefined,
+    }, { keepBackups: true });
+    expect(existsSync(join(root, 'db'))).toBe(false);
+    expect(existsSync(join(root, 'backups', '1'))).toBe(true);
+  });
 });

@@ -53,4 +53,34 @@ describe('following the control plane\'s term', () => {
     await c.followDesired();
     expect([c.state!.primary, c.state!.term]).toEqual([1, 3]);
   });
+
+  // A fenced primary is made writable again only by the control plane's explicit word that its
+  // switchover was abandoned (docs/multi-host.md, "Planned switchover"), never by a term alone.
+  it('keeps a fence over a higher term naming the fenced member again, lifts it on the abandonment of that very fence, ends it when another member is named', async () => {
+    const fenced = () => {
+      const { c } = controller();
+      // Member 2, local here, is primary at term 3 and fenced.
+      Object.assign(c.state!, { primary: 2, fencedTerm: 3 });
+      return c;
+    };
+    const c = fenced();
+    c.desired = desired(4, 2);
+    await c.followDesired();
+    expect([c.state!.term, c.state!.fencedTerm, c.spreadObs()?.fenced]).toEqual([4, 3, true]);
+    c.desired = { ...desired(5, 2), fenceLiftedTerm: 4 };
+    await c.followDesired();
+    expect([c.state!.term, c.state!.fencedTerm]).toEqual([5, 3]);
+    c.desired = { ...desired(6, 2), fenceLiftedTerm: 3 };
+    await c.followDesired();
+    expect([c.state!.term, c.state!.fencedTerm, c.spreadObs()?.fenced]).toEqual([6, undefined, false]);
+
+    const moved = fenced();
+    moved.desired = desired(4, 3);
+    await moved.followDesired();
+    expect([moved.state!.primary, moved.state!.fencedTerm]).toEqual([3, undefined]);
+    // A later word about that fence does nothing: the member is no longer primary here.
+    moved.desired = { ...desired(5, 3), fenceLiftedTerm: 3 };
+    await moved.followDesired();
+    expect([moved.state!.primary, moved.state!.fencedTerm]).toEqual([3, undefined]);
+  });
 });

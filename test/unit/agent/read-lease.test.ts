@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -46,5 +46,23 @@ describe('read leases on a database\'s stored objects', () => {
     expect(statSync(file).mode & 0o777).toBe(0o600);
     await p.drop(5);
     expect(deferredPurges(file).ids()).toEqual([7]);
+    // One backup of a database: recorded beside the databases, read back after a restart.
+    await p.addBackup(9, 3);
+    await p.addBackup(9, 3);
+    await p.addBackup(9, 4);
+    const again = deferredPurges(file);
+    expect(again.ids()).toEqual([7]);
+    expect(again.backups()).toEqual([{ database: 9, backup: 3 }, { database: 9, backup: 4 }]);
+    await again.dropBackup(9, 3);
+    expect(deferredPurges(file).backups()).toEqual([{ database: 9, backup: 4 }]);
+    expect(deferredPurges(file).ids()).toEqual([7]);
+  });
+
+  it('reads a file written before backups were recorded (databases only), and skips what is not an id', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fulcrum-lease-'));
+    const file = join(dir, 'store-purges.json');
+    writeFileSync(file, JSON.stringify([5, 7, 'x', -1, [2, 0], [2, 3, 4], [8]]));
+    expect(deferredPurges(file).ids()).toEqual([5, 7]);
+    expect(deferredPurges(file).backups()).toEqual([]);
   });
 });

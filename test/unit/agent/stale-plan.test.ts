@@ -79,9 +79,13 @@ describe('a primary fenced for a planned switchover that is restarted', () => {
     const fenced = context(5);
     await restartPrimary(fenced.db);
     expect(fenced.calls).toEqual(['ensure']);
-    const lapsed = context(4);
-    await expect(restartPrimary(lapsed.db)).rejects.toThrow('promoted');
-    expect(lapsed.calls).toEqual(['ensure', 'promote']);
+    // A fence of an older term still holds (only the control plane's word lifts it).
+    const older = context(4);
+    await restartPrimary(older.db);
+    expect(older.calls).toEqual(['ensure']);
+    const lifted = context(undefined);
+    await expect(restartPrimary(lifted.db)).rejects.toThrow('promoted');
+    expect(lifted.calls).toEqual(['ensure', 'promote']);
   });
 });
 

@@ -46,6 +46,11 @@ describe('the desired state of a spread cluster', () => {
     expect(agentContent('a', [db({ primaryPosition: '0-1-10' })], spread.map((m) => ({ ...m, agentId: 'a' })), []).databases[0]!.primaryPosition).toBe('');
   });
 
+  it('sends the term of the abandoned switchover\'s fence to a spread cluster\'s agents (0 from a row without one)', () => {
+    expect(agentContent('a', [db({ fenceLiftedTerm: 4 })], spread, []).databases[0]!.fenceLiftedTerm).toBe(4);
+    expect(agentContent('a', [db()], spread, []).databases[0]!.fenceLiftedTerm).toBe(0);
+  });
+
   it('sends no shared secrets, and no primary, when one agent runs every member', () => {
     const whole = spread.map((m) => ({ ...m, agentId: 'a' }));
     const [d] = agentContent('a', [db()], whole, [], () => [], addressOf).databases;

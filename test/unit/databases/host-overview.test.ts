@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { HOST_EVENTS_KEPT, HOST_EVENTS_SCANNED, HostOverview, membersByHost, namesHost } from '../../../control-plane/domain/databases/host-overview.js';
+import { HOST_EVENTS_KEPT, HOST_EVENTS_SCANNED, HostOverview, aboutHost, membersByHost } from '../../../control-plane/domain/databases/host-overview.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport } from '../../../control-plane/domain/databases/model.js';
 import type { EventRecord } from '../../../control-plane/domain/events/model.js';
 
 /**
  * What GET /v4/fulcrum/agents adds for the console's Fleet page (docs/api.md, "Fulcrum-only
- * endpoints"): each host's members with role and reported state, and the newest events naming it.
+ * endpoints"): each host's members with role and reported state, and the newest events about it.
  */
 const db = (id: number, over: Partial<DatabaseRecord> = {}) => ({ id, label: `db-${id}`, primaryMember: 1, deleting: false, ...over }) as unknown as DatabaseRecord;
 const report = (databaseId: number, member: number, agentId: string, o: Partial<MemberReport> = {}): MemberReport => ({
@@ -14,9 +14,9 @@ const report = (databaseId: number, member: number, agentId: string, o: Partial<
 const agent = (id: string, o: Partial<AgentRecord> = {}): AgentRecord => ({
   id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: 1, appliedVersion: 1, engines: [], ...o,
 });
-const event = (id: number, message: string | null): EventRecord => ({
+const event = (id: number, message: string | null, hosts?: string[]): EventRecord => ({
   id, created: id * 1000, action: 'database_degraded', username: null, entity: { id: 1, type: 'database', label: 'db-1', url: '' }, secondaryEntity: null,
-  status: 'notification', percentComplete: null, duration: null, message, seen: false, read: false,
+  status: 'notification', percentComplete: null, duration: null, message, ...(hosts ? { hosts } : {}), seen: false, read: false,
 });
 
 describe('the agents API view of each host', () => {
@@ -48,21 +48,23 @@ describe('the agents API view of each host', () => {
     expect(by.get('a')).toEqual([{ databaseId: 1, label: 'db-1', member: 2, role: 'primary', status: 'stopped' }]);
   });
 
-  it('an event names a host only as "agent ID", not as a prefix of a longer id', () => {
-    expect(namesHost('The host of member 2 (agent host-1) was declared lost', 'host-1')).toBe(true);
-    expect(namesHost('Member 2 placed on agent host-1 (its host host-9 was lost)', 'host-1')).toBe(true);
-    expect(namesHost('moved to agent host-1.', 'host-1')).toBe(true);
-    expect(namesHost('moved to agent host-1', 'host-1')).toBe(true);
-    expect(namesHost('Member 2 placed on agent host-10 (its host was lost)', 'host-1')).toBe(false);
-    expect(namesHost('placed on agent host-1.b now', 'host-1')).toBe(false);
-    expect(namesHost('agent host-10 then agent host-1 too', 'host-1')).toBe(true);
-    expect(namesHost('host-1 without the word', 'host-1')).toBe(false);
-    expect(namesHost(null, 'host-1')).toBe(false);
+  it('an event is about a host when it was recorded with it among its hosts, whatever its message says', () => {
+    expect(aboutHost(event(1, 'The host of member 2 (agent host-1) was declared lost', ['host-1']), 'host-1')).toBe(true);
+    expect(aboutHost(event(1, 'Member 2 placed on agent host-1 (its host host-9 was lost)', ['host-1', 'host-9']), 'host-9')).toBe(true);
+    // Not a prefix of a longer id.
+    expect(aboutHost(event(1, 'Member 2 placed on agent host-10', ['host-10']), 'host-1')).toBe(false);
+    // Text that spells "agent ID" (an agent's own words, a tenant's label in a message) names no host.
+    expect(aboutHost(event(1, 'node 2 rebuilt for agent host-1'), 'host-1')).toBe(false);
+    expect(aboutHost(event(1, null), 'host-1')).toBe(false);
   });
 
   it('gives every agent its state, members and at most a few of the newest events naming it, from one bounded page', async () => {
     const pages: [number, number][] = [];
-    const newest = [event(9, 'Member 2 placed on agent b (its host a was lost)'), ...Array.from({ length: 8 }, (_, k) => event(8 - k, `The host of member 1 (agent a) was declared lost (${k})`))];
+    const newest = [
+      event(10, 'A message that says agent c, recorded about no host'),
+      event(9, 'Member 2 placed on agent b (its host a was lost)', ['b', 'a']),
+      ...Array.from({ length: 8 }, (_, k) => event(8 - k, `The host of member 1 (agent a) was declared lost (${k})`, ['a'])),
+    ];
     const overview = new HostOverview({
       repo: {
         agents: async () => [agent('a', { connected: false, lostAt: 5 }), agent('b'), agent('c', { connected: false })],
@@ -78,7 +80,7 @@ describe('the agents API view of each host', () => {
     expect([a!.lostAt, b!.lostAt]).toEqual([5, null]);
     expect(a!.members).toEqual([]);
     expect(b!.members).toEqual([{ databaseId: 1, label: 'db-1', member: 1, role: 'primary', status: 'running' }]);
-    expect(a!.recentEvents.map((e) => e.id)).toEqual([8, 7, 6, 5, 4].slice(0, HOST_EVENTS_KEPT));
+    expect(a!.recentEvents.map((e) => e.id)).toEqual([9, 8, 7, 6, 5].slice(0, HOST_EVENTS_KEPT));
     expect(b!.recentEvents.map((e) => e.id)).toEqual([9]);
     expect(c!.recentEvents).toEqual([]);
   });
