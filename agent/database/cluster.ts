@@ -14,9 +14,7 @@ import { waitForGtid } from '../mysql/replication.js';
 import { ensureClusterTls, ensureKeyFile, installClusterCa, type ClusterTls } from '../mysql/tls.js';
 import type { ContainerRuntime, NodeSpec } from '../runtime/container-runtime.js';
 import { syncAccounts } from './accounts.js';
-import type { ClusterContext, MemberSeed } from './context.js';
-
-export type { MemberSeed };
+import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
 import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
@@ -78,11 +76,8 @@ export abstract class Cluster {
   /** Observes the nodes again and lets the members accept PROXY headers from the data planes. */
   abstract refresh(): Promise<void>;
   abstract closeEndpoints(): Promise<void>;
-  /** A fork's data, and a rebuilt member's from the store's physical base: the controller sets them from its day-two hooks. */
-  protected seedFrom?: () => Promise<void>;
-  protected seedMemberFrom?: (k: number) => Promise<MemberSeed>;
-  /** Per node, the last reason it could not be seeded that was reported (reportUnseeded). */
-  private readonly unseeded = new Map<number, string>();
+  /** A fork's data (the controller asks the day-two services). */
+  protected abstract seedData(): Promise<void>;
 
   get id(): number {
     return this.deps.id;
@@ -384,17 +379,7 @@ export abstract class Cluster {
       refresh: () => this.refresh(),
       closeEndpoints: () => this.closeEndpoints(),
       settleSaves: () => this.settleSaves(),
-      seed: () => this.seedFrom?.() ?? Promise.reject(new Error('this agent cannot build forks')),
-      seedMember: (k) => this.seedMemberFrom?.(k) ?? Promise.resolve({ skipped: 'this agent has no backup store' }),
-      reportUnseeded: (k, why) => {
-        if (why === this.unseeded.get(k)) return;
-        if (why === undefined) {
-          this.unseeded.delete(k);
-          return;
-        }
-        this.unseeded.set(k, why);
-        this.emit('database_update', why, 'failed');
-      },
+      seed: () => this.seedData(),
     };
   }
 }

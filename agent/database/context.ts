@@ -76,17 +76,6 @@ export interface ClusterContext {
    * no-op for a database that is not a fork.
    */
   seed(): Promise<void>;
-  /**
-   * Seeds rebuilt member k of a cluster spread over agents from the newest physical base of the
-   * database in the shared object store (agent/binlog/member-seed.ts); `skipped` says why there
-   * was none to use (local folders, no base, another engine series).
-   */
-  seedMember(k: number): Promise<MemberSeed>;
-  /**
-   * Reports that member k cannot be seeded now (`why`) as a failed event, once per reason rather
-   * than once per retry of the rejoin; `undefined` once it has been seeded.
-   */
-  reportUnseeded(k: number, why?: string): void;
 }
 
 /** What seeding a rebuilt member from the store's physical base did: the base placed, or why none was. */

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { FulcrumError } from '../../lib/errors.js';
 import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
-import { Cluster, type ControllerDeps, type MemberSeed } from './cluster.js';
+import { Cluster, type ControllerDeps } from './cluster.js';
+import type { MemberSeed } from './context.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
@@ -79,9 +80,6 @@ export class DatabaseController extends Cluster {
   constructor(deps: ControllerDeps & { extras?: ControllerExtras }) {
     super(deps);
     this.extras = deps.extras;
-    const x = deps.extras;
-    if (x?.seed) this.seedFrom = () => x.seed!(this);
-    if (x?.seedMember) this.seedMemberFrom = (k) => x.seedMember!(this, k);
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
@@ -91,6 +89,11 @@ export class DatabaseController extends Cluster {
    */
   get inspected(): boolean {
     return !this.state?.provisioned || this.observer.details.length > 0;
+  }
+
+  protected async seedData(): Promise<void> {
+    if (!this.extras?.seed) throw new Error('this agent cannot build forks');
+    await this.extras.seed(this);
   }
 
   /** Nodes whose server answered in the last observation. */
@@ -341,7 +344,7 @@ export class DatabaseController extends Cluster {
           await failover(this.context, this.observer.liveReplicas(this.state!.primary), this.observer.lastKnownGtid(this.state!.primary));
           return;
         case 'rejoin':
-          await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);
+          await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES, (k) => this.extras?.seedMember?.(this, k));
           this.rejoinFailures.delete(a.index);
           return;
         case 'rolling':

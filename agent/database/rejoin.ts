@@ -23,13 +23,20 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly' | 'seedMember' | 'reportUnseeded'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
 
 /**
  * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
- * per reason, not once per retry: reportUnseeded) and the plan keeps retrying the rejoin.
+ * per reason, not once per retry: DbState.unseeded) and the plan keeps retrying the rejoin.
  */
 export class SeedUnavailableError extends Error {}
+
+/**
+ * Seeds member k from the newest physical base of the database in a shared object store
+ * (agent/binlog/member-seed.ts, through the agent's day-two services); undefined when the agent
+ * has none.
+ */
+export type MemberSeeder = (k: number) => Promise<MemberSeed> | undefined;
 
 /**
  * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
@@ -37,7 +44,7 @@ export class SeedUnavailableError extends Error {}
  * the store's physical base when there is one, and otherwise the node replays the primary's
  * binlog from the first GTID, or (one host) is seeded from a dump when that binlog is gone.
  */
-export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Promise<void> {
+export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, seedMember?: MemberSeeder): Promise<void> {
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
@@ -80,7 +87,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   let wiped = rebuild;
   if ((rebuild || fresh) && db.spread) {
     try {
-      const r = await db.seedMember(k);
+      const r = await seedMember?.(k) ?? { skipped: 'this agent has no backup store' };
       if ('skipped' in r) noBase = r.skipped;
       else based = r;
     } catch (err) {
@@ -109,7 +116,10 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
       const why = based
         ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
         : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
-      db.reportUnseeded(k, why);
+      if (s.unseeded !== why) {
+        db.emit('database_update', why, 'failed');
+        await updateState(db, { unseeded: why });
+      }
       // Its data is the base's now: the next try starts over (the archive takes a newer base once the
       // primary's binlog begins after this one, archiver.ts keepPhysicalRecent).
       if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
@@ -127,8 +137,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await attach(db, k);
     seeded = true;
   }
-  db.reportUnseeded(k);
-  await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k) });
+  await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
   await db.refresh();
   const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
