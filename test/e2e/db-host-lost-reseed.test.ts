@@ -83,25 +83,25 @@ describe('a spread member re-placed after a host loss, the primary\'s binlog pur
       await lost.linkDown();
       const declared = await call('POST', `/v4/fulcrum/agents/${lost.name}/lost`);
       expect(declared.status, JSON.stringify(declared.body)).toBe(200);
-      // Code that cannot seed a member across hosts without the whole binlog says so: fail at once
-      // with the agent's reason rather than at a deadline.
-      const notSeeded = () => {
-        const why = /[^\n]*seeding across hosts from a dump is not built[^\n]*/.exec(procs[spare.name]?.output() ?? '')?.[0];
-        if (why) throw new Error(`the new member was not seeded: ${why.slice(0, 600)}`);
-      };
+      // Code that cannot seed a member across hosts without the whole binlog says so: the wait ends
+      // at once with the agent's reason rather than at its deadline (until() retries on a throw).
+      const notSeeded = () => /[^\n]*seeding across hosts from a dump is not built[^\n]*/.exec(procs[spare.name]?.output() ?? '')?.[0]?.slice(0, 600);
+      const outcome = await until('the new member seeded from a physical base', async () => {
+        const why = notSeeded();
+        if (why) return { why };
+        const event = ((await call('GET', '/v4/account/events?page_size=100')).body.data as { action: string; message: string | null; entity: { id: number } | null }[])
+          .find((e) => e.entity?.id === id && /(rebuilt|seeded) from physical base \d+ in the object store/.test(e.message ?? ''));
+        return event ? { event } : undefined;
+      }, 600_000, 1000);
+      if ('why' in outcome) throw new Error(`the new member was not seeded: ${outcome.why}`);
+      const seeded = outcome.event;
       const healed = await until('three members on three other hosts', async () => {
-        notSeeded();
         const r = await call('GET', `${MYSQL}/${id}`);
         const m = Object.keys(r.body.members ?? {});
         const on = new Set(m.map((x) => hostOf(x)?.name));
         return m.length === 3 && on.size === 3 && !on.has(lost.name) && on.has(spare.name) ? r.body : undefined;
       }, 600_000, 1000);
       const newMember = Object.keys(healed.members).find((m) => hostOf(m) === spare)!;
-      const seeded = await until('the new member seeded from a physical base', async () => {
-        notSeeded();
-        return ((await call('GET', '/v4/account/events?page_size=100')).body.data as { action: string; message: string | null; entity: { id: number } | null }[])
-          .find((e) => e.entity?.id === id && /(rebuilt|seeded) from physical base \d+ in the object store/.test(e.message ?? ''));
-      }, 600_000, 1000);
 
       // The new member holds exactly the primary's rows.
       const direct = await mysqlClient(call, cl, id, newMember);
