@@ -112,7 +112,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
     await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
     if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
-    if (based || db.spread) {
+    if (db.spread) {
       const why = based
         ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
         : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
