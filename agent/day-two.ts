@@ -13,6 +13,7 @@ import { isInWindow } from '../lib/maintenance-window.js';
 import type { OperationHandlers } from './operations.js';
 import { createArchiver, roundsMayRunDuring, type RoundOptions } from './binlog/archiver.js';
 import { forkStopMs, seedFork } from './binlog/replay.js';
+import { seedMemberFromBase } from './binlog/member-seed.js';
 import { createLocalSegmentStorage, type SegmentStorage } from './binlog/segment-storage.js';
 import { updateState } from './database/state.js';
 import { systemClock } from '../lib/clock.js';
@@ -291,6 +292,15 @@ export function createDayTwo(agent: Agent, opts: { storage?: BackupStorage; segm
       // of a source deleted meanwhile is tried at once.
       if (!sourceId) return read();
       return withReadLease({ leases, clock: agent.clock, logger: log }, sourceId, `fork-${c.id}`, read).finally(() => void purgeDeferred());
+    },
+    // A rebuilt member of a spread cluster reads the base the primary's agent stored, so only from
+    // a store the agents share: local folders hold only what this agent wrote (the member then
+    // replays the primary's binlog). The read holds a lease, as a fork's does, so the primary's
+    // retention keeps the base meanwhile.
+    seedMember: async (c, k) => {
+      if (!opts.remote) return { skipped: 'the backup store is this agent\'s local folder, which holds no base the primary\'s agent took' };
+      return withReadLease({ leases, clock: agent.clock, logger: log }, c.id, `member-${k}`,
+        () => seedMemberFromBase({ runtime: agent.runtime, storage, logger: log }, c, k));
     },
     handlers: {
       // The core fence (operations.ts), and for a 1-node database fenced to move to another host

@@ -22,3 +22,24 @@ export function gtidContains(have: string, need: string): boolean {
   for (const [domain, seq] of seqByDomain(need)) if ((mine.get(domain) ?? 0) < seq) return false;
   return true;
 }
+
+/**
+ * Whether every GTID of position `pos` is in the history that `state` (a server's
+ * gtid_binlog_state: the last GTID of each domain and server id it logged) says the server
+ * logged: for each `d-s-n` of `pos`, `state` holds `d-s-m` with m >= n. A copy taken on an old
+ * primary after its last transaction that reached the others (an errant one) is not: its GTID's
+ * server id stops lower in the new primary's state, or is missing from it.
+ */
+export function gtidInHistory(state: string, pos: string): boolean {
+  const last = new Map<string, number>();
+  for (const part of state.split(',')) {
+    const m = /^\s*(\d+)-(\d+)-(\d+)\s*$/.exec(part);
+    if (m) last.set(`${m[1]}-${m[2]}`, Math.max(last.get(`${m[1]}-${m[2]}`) ?? 0, Number(m[3])));
+  }
+  for (const part of pos.split(',')) {
+    if (!part.trim()) continue;
+    const m = /^\s*(\d+)-(\d+)-(\d+)\s*$/.exec(part);
+    if (!m || (last.get(`${m[1]}-${m[2]}`) ?? -1) < Number(m[3])) return false;
+  }
+  return true;
+}

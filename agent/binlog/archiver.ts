@@ -235,7 +235,7 @@ export function createArchiver(d: ArchiverDeps) {
       pos = fileEnd;
     }
     covered.set(c.id, found.flushedMs);
-    await keepPhysicalRecent(c, signal, asked.physicalBase === true);
+    await keepPhysicalRecent(c, signal, asked.physicalBase === true, found.starts[0] ?? '');
     signal.throwIfAborted();
     // Retention: what no instant inside it needs any more.
     bases = basesOf(await d.backups.refresh(c.id));
@@ -258,11 +258,15 @@ export function createArchiver(d: ArchiverDeps) {
 
   /**
    * Keeps a recent physical base (docs/agent.md §6, "Binlog archive and forks"): once the binlogs
-   * archived after the newest one pass PHYSICAL_REFRESH_BYTES (or there is none), the round takes
-   * another, and hidden physical bases beyond the newest PHYSICAL_KEEP go unless the oldest
-   * restorable instant needs them (older ones only make a fork replay longer).
+   * archived after the newest one pass PHYSICAL_REFRESH_BYTES (or there is none), or the primary's
+   * oldest binlog (`primaryFrom`, where it starts) begins after the newest one's position, the
+   * round takes another, and hidden physical bases beyond the newest PHYSICAL_KEEP go unless the
+   * oldest restorable instant needs them (older ones only make a fork replay longer). Why the
+   * second: a member of a spread cluster rebuilt from the newest base replicates the rest from the
+   * primary (binlog/member-seed.ts), which it cannot once the primary has purged that part
+   * (expire_logs_days, a quiet database's base can be older than that).
    */
-  async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal, asked: boolean): Promise<void> {
+  async function keepPhysicalRecent(c: ArchivedDatabase, signal: AbortSignal, asked: boolean, primaryFrom: string): Promise<void> {
     if (asked && c.desired?.encrypted === true) throw new Error(`database ${c.id} is encrypted: its archive takes no physical base`);
     if (c.desired?.encrypted === true || (!asked && d.clock.now() < (physicalRetry.get(c.id) ?? 0))) return;
     const newest = (await d.backups.refresh(c.id)).filter((m) => isPhysical(m) && m.snapshotGtid !== undefined)
@@ -270,7 +274,8 @@ export function createArchiver(d: ArchiverDeps) {
     const segments = await d.segments.list(c.id);
     const pending = newest === undefined ? Infinity
       : segments.reduce((n, x) => n + bytesAfter(x, newest), 0);
-    if (!asked && pending < PHYSICAL_REFRESH_BYTES) return;
+    const purged = newest !== undefined && !gtidLe(primaryFrom, newest.snapshotGtid ?? '');
+    if (!asked && pending < PHYSICAL_REFRESH_BYTES && !purged) return;
     let m: BackupManifest;
     try {
       m = await d.backups.takeBase(c, { physicalOnly: true, signal });
@@ -287,7 +292,7 @@ export function createArchiver(d: ArchiverDeps) {
       return;
     }
     physicalFailures.delete(c.id);
-    log.info({ database: c.id, backup: m.id, binlogBytes: Number.isFinite(pending) ? pending : undefined }, 'new physical base for forks');
+    log.info({ database: c.id, backup: m.id, binlogBytes: Number.isFinite(pending) ? pending : undefined, purged }, 'new physical base for forks');
     const list = await d.backups.refresh(c.id);
     let bases = basesOf(list);
     const floor = oldestRestorable(bases, segments);

@@ -231,7 +231,7 @@ const SOURCE_ACCOUNTS = ['root', ADMIN_USER, REPL_USER];
 const PRIVILEGE_TABLES = ['global_priv', 'db', 'tables_priv', 'columns_priv', 'procs_priv', 'proxies_priv', 'roles_mapping'];
 
 /** What the server and its replication leave beside a copy taken from a replica (the source's replication password is in master.info). */
-const REPLICATION_FILES = /^(master.*\.info|multi-master\.info|relay-log.*\.info|.*-relay-bin\.(\d+|index))$/;
+export const REPLICATION_FILES = /^(master.*\.info|multi-master\.info|relay-log.*\.info|.*-relay-bin\.(\d+|index))$/;
 
 /** An SQL string literal (the server's default sql_mode: backslash escapes on). */
 function literal(v: string): string {

@@ -271,7 +271,7 @@ async function seedFromStore(d: ReplayDeps, fork: ForkTarget, source: StoredSour
 }
 
 /** Whether two engine versions are of one series (10.11 vs 11.8): mariadb-backup prepares only its own. */
-function sameSeries(a: string, b: string): boolean {
+export function sameSeries(a: string, b: string): boolean {
   const series = (v: string) => v.split('.').slice(0, 2).join('.');
   return series(a) === series(b);
 }

@@ -77,3 +77,8 @@ export interface ClusterContext {
    */
   seed(): Promise<void>;
 }
+
+/** What seeding a rebuilt member from the store's physical base did: the base placed, or why none was. */
+export type MemberSeed =
+  | { backupId: number; snapshotGtid: string; bytes: number; ms: Record<string, number> }
+  | { skipped: string };

@@ -3,6 +3,7 @@ import { FulcrumError } from '../../lib/errors.js';
 import { Mutex } from '../../lib/mutex.js';
 import type { ObservedDatabase } from '../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 import { Cluster, type ControllerDeps } from './cluster.js';
+import type { MemberSeed } from './context.js';
 import { DiskUsage } from './disk-usage.js';
 import { applyProxyNetworks, proxyNetworks } from './endpoints.js';
 import { failover, fencePrimary, promotePrimary, restartPrimary } from './failover.js';
@@ -24,8 +25,9 @@ export type { ControllerDeps };
 export interface ControllerExtras {
   windowOpen: (c: DatabaseController) => boolean;
   extraReport: (c: DatabaseController) => Partial<ObservedDatabase>;
-  /** Builds a fork's data from its source's backups and binlogs (agent/binlog/replay.ts). */
+  /** Builds a fork's data (agent/binlog/replay.ts); seedMember a spread member's from the store's physical base (binlog/member-seed.ts). */
   seed?: (c: DatabaseController) => Promise<void>;
+  seedMember?: (c: DatabaseController, k: number) => Promise<MemberSeed>;
   /**
    * Cancels the database's background work (archive rounds, bases, backups) and resolves once
    * none runs; a delete calls it before the servers and folders go (docs/agent.md, "Delete").
@@ -342,7 +344,7 @@ export class DatabaseController extends Cluster {
           await failover(this.context, this.observer.liveReplicas(this.state!.primary), this.observer.lastKnownGtid(this.state!.primary));
           return;
         case 'rejoin':
-          await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES);
+          await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES, (k) => this.extras?.seedMember?.(this, k));
           this.rejoinFailures.delete(a.index);
           return;
         case 'rolling':

@@ -9,15 +9,16 @@ import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
 import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
-import type { ClusterContext } from './context.js';
+import type { ClusterContext, MemberSeed } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
 import { namedPrimaryAhead } from './plan.js';
 import { NODE_PORT, updateState } from './state.js';
 
 /**
  * Everything that makes a node a replica of the current primary: attaching it, rejoining a node
- * that stopped replicating, and seeding a rebuilt node, by binlog replay or, when the primary
- * has purged the binlog, from a dump (docs/agent.md §7, §8).
+ * that stopped replicating, and seeding a rebuilt node: a member of a cluster spread over agents
+ * from the store's newest physical base (agent/binlog/member-seed.ts), else by binlog replay or,
+ * on one host when the primary has purged the binlog, from a dump (docs/agent.md §7, §8).
  */
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
@@ -25,11 +26,25 @@ export type RejoinContext = AttachContext & Pick<ClusterContext,
   'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
 
 /**
- * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
- * to rejoin three times) wipes its data first and replays the primary's binlog from the first
- * GTID, or seeds it from a dump when that binlog is gone.
+ * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
+ * per reason, not once per retry: DbState.unseeded) and the plan keeps retrying the rejoin.
  */
-export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Promise<void> {
+export class SeedUnavailableError extends Error {}
+
+/**
+ * Seeds member k from the newest physical base of the database in a shared object store
+ * (agent/binlog/member-seed.ts, through the agent's day-two services); undefined when the agent
+ * has none.
+ */
+export type MemberSeeder = (k: number) => Promise<MemberSeed> | undefined;
+
+/**
+ * Brings node k back as a replica. `rebuild` (an old primary, a missing node, or one that failed
+ * to rejoin three times) wipes its data first; a member of a spread cluster is then seeded from
+ * the store's physical base when there is one, and otherwise the node replays the primary's
+ * binlog from the first GTID, or (one host) is seeded from a dump when that binlog is gone.
+ */
+export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, seedMember?: MemberSeeder): Promise<void> {
   const s = db.state;
   await db.ensureTls();
   const name = db.nodeName(k);
@@ -49,6 +64,10 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     if (await divergedFromPrimary(db, k)) rebuild = true;
   }
   if (rebuild) notNamedPrimary();
+  // A member just placed here (re-placed after a host loss or a drain, or one of a new cluster)
+  // runs on a data directory that has applied nothing: it is seeded as a rebuilt one is, without
+  // the wipe (there is nothing to wipe).
+  const fresh = db.spread && !rebuild && (await db.runtime.inspect(name)).state === 'running' && await appliedNothing(db, k);
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
@@ -56,8 +75,33 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await db.runtime.remove(name, { withData: true });
   }
   await db.runtime.ensure(db.nodeSpec(k));
+  // A rebuilt member of a spread cluster starts from the newest physical base of the database in
+  // the shared object store whenever there is one, even when the primary still has its whole
+  // binlog: a replay applies every row event of the database's life through the relay log (a
+  // 1 GB database took 103 s), a base is copied as files and prepared (docs/performance.md,
+  // "Re-placement of a 3-node member"), and only what the primary wrote since the base is
+  // replicated. The primary's binlog is the fallback: no base (local folders, none taken yet,
+  // another engine series) or one that could not be read or placed (the node is wiped again).
+  let based: Exclude<MemberSeed, { skipped: string }> | undefined;
+  let noBase = '';
+  let wiped = rebuild;
+  if ((rebuild || fresh) && db.spread) {
+    try {
+      const r = await seedMember?.(k) ?? { skipped: 'this agent has no backup store' };
+      if ('skipped' in r) noBase = r.skipped;
+      else based = r;
+    } catch (err) {
+      noBase = `the store's physical base could not be used (${(err as Error).message})`;
+      db.log.warn({ err, node: k }, 'seeding the member from the store\'s physical base failed; replaying the primary\'s binlog instead');
+      await db.runtime.remove(name, { withData: true });
+      await db.runtime.ensure(db.nodeSpec(k));
+      wiped = true;
+    }
+  }
   const t = await db.adminTarget(k);
-  if (rebuild) {
+  // A node seeded from the base has the database's accounts, and its init file gave root this
+  // agent's password on start.
+  if (wiped && !based) {
     await secureRoot(t.socketPath, s.adminPassword);
     await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
   }
@@ -65,10 +109,22 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
   try {
     // A member of a spread cluster may have been primary (its own transactions are all on the new
     // primary, or it would be rebuilding): its whole position becomes where it replicates from.
-    await attach(db, k, db.spread && !rebuild);
+    await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
-    if (!(rebuild && err instanceof BinlogPurgedError)) throw err;
-    if (db.spread) throw new Error(`node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and seeding across hosts from a dump is not built`, { cause: err });
+    if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
+    if (db.spread) {
+      const why = based
+        ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
+        : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
+      if (s.unseeded !== why) {
+        db.emit('database_update', why, 'failed');
+        await updateState(db, { unseeded: why });
+      }
+      // Its data is the base's now: the next try starts over (the archive takes a newer base once the
+      // primary's binlog begins after this one, archiver.ts keepPhysicalRecent).
+      if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
+      throw new SeedUnavailableError(why, { cause: err });
+    }
     db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
     await seedReplica({
       runtime: db.runtime,
@@ -81,9 +137,22 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean): Pr
     await attach(db, k);
     seeded = true;
   }
-  await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k) });
+  await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
   await db.refresh();
-  if (rebuild) db.emit('database_update', `node ${k} rebuilt${seeded ? ' from a dump of the primary' : ''} and rejoined as a replica`);
+  const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
+  if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
+  else if (based) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+}
+
+/**
+ * Whether node k has applied no transaction at all (no GTID in its binlog or replication
+ * position): a member just made, whose data is what provisioning gave it.
+ */
+async function appliedNothing(db: RejoinContext, k: number): Promise<boolean> {
+  return withAdmin(await db.adminTarget(k), async (c) => {
+    const r = (await q(c, 'SELECT @@gtid_current_pos AS c, @@gtid_binlog_state AS b, @@gtid_slave_pos AS s'))[0];
+    return !r?.c && !r?.b && !r?.s;
+  }).catch(() => false);
 }
 
 /**

@@ -37,6 +37,8 @@ export interface DbState {
   accountsKey: string;
   /** Nodes that were primary before a failover and must be rebuilt before they rejoin. */
   rebuild: number[];
+  /** Why a member could not be seeded, as last reported in a failed event (once per reason, not per retry; rejoin.ts). */
+  unseeded?: string;
   /**
    * An old primary with transactions the new primary lacks (docs/agent.md §7): its binlog events
    * after `after` (the new primary's position) are saved before its rebuild wipes them.

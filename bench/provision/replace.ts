@@ -21,15 +21,20 @@
  *     reported the node rebuilt and replicating (its event: replication running), when the
  *     control plane saw it caught up with the primary (its event), and `active`.
  *
- * A re-placed member is seeded by replaying the primary's binlog from the first GTID over TLS
- * (agent/database/rejoin.ts), so the seed's MB/s is the data's MB over the time from the node's
- * creation to caught up; the new node's app/t.ibd size is printed as it grows, with the CPU
+ * The agents share a real object store (Swift + s3api over TLS, `startHostsFleet`'s `store`), and
+ * before the host goes the run waits until the primary's archive has stored a physical base at or
+ * past the load's position (its 64 MB rule takes one after a load that size; archiver.ts), so a
+ * re-placed member is seeded from that base and replicates only the rest from the primary
+ * (agent/database/rejoin.ts, agent/binlog/member-seed.ts); the seed's MB/s is the data's MB over
+ * the time from the node's creation to caught up; the new node's app/t.ibd size is printed as it grows, with the CPU
  * seconds of each agent host's process tree (agent, mariadbd and their children) meanwhile. The
  * rows are then checked on the new member (count and CRC32 sum against the primary's).
  */
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createS3Stores, loadStoreCredentials, parseStoreUrl } from '../../agent/backup/s3-store.js';
+import { gtidLe } from '../../agent/binlog/chain.js';
 import { until } from '../../test/helpers/lab.js';
 import { MYSQL, attempts, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../../test/helpers/fleet-hosts.js';
 import { loadSql, TABLE_SUM } from './fork.js';
@@ -66,6 +71,9 @@ const NB_POOL = '198.18.242.0/24';
 const DB_POOL = '198.18.243.0/24';
 const NODE_POOLS: Record<string, string> = { ag1: '198.18.244.0/29', ag2: '198.18.244.8/29', ag3: '198.18.244.16/29', ag4: '198.18.244.24/29' };
 
+/** The agents' --binlog-archive-interval (seconds): how soon the archive sees the load. */
+const ARCHIVE_S = 10;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const MB = 1048576;
 
@@ -91,7 +99,7 @@ function logLines(out: string): LogLine[] {
 }
 
 async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f: ReplaceFigure) => void): Promise<void> {
-  const f: HostsFleet = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS });
+  const f: HostsFleet = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS, store: { archiveS: ARCHIVE_S } });
   const { call, procs } = f.fleet;
   try {
     const { id, db, oldPrimary, loop } = await spreadUnderWrites(f, `bench-replace-${mb}`);
@@ -115,6 +123,19 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
       const c = m === oldPrimary ? primaryClient : await mysqlClient(call, f.cl, id, m);
       await until(`every row on member ${m}`, async () => (await c.sql('SELECT COUNT(*) AS n FROM app.t'))?.[0]?.n === load.rows, 1_800_000, 2000);
     }
+
+    // A physical base at or past the load's position: the new member is seeded from it.
+    const [{ p: loaded }] = await until('the primary\'s position after the load', () => primaryClient.sql('SELECT @@gtid_binlog_pos AS p'), 120_000, 1000);
+    const store = f.store!;
+    const reader = createS3Stores({
+      ...parseStoreUrl(`s3://${store.bucket}/us-east`), endpoint: store.endpoint, region: store.region, pathStyle: true, ca: store.ca,
+      credentials: loadStoreCredentials(store.credentialsFile),
+    });
+    const tb = Date.now();
+    const base = await until('a physical base past the load', async () => (await reader.backups.list(id))
+      .find((m) => m.type === 'base' && m.format.startsWith('mariadb-backup') && gtidLe(String(loaded), m.snapshotGtid ?? '')), 1_800_000, 2000)
+      .finally(() => reader.close());
+    console.log(`bench/provision replace (${mb} MB): physical base ${base.id} (${(base.sizeBytes / MB).toFixed(1)} MB stored) at ${base.snapshotGtid}, ${((Date.now() - tb) / 1000).toFixed(1)} s after the load was everywhere`);
 
     const lostMember = lose === 'primary' ? oldPrimary : members.find((m) => db.members[m] !== 'primary')!;
     const lost = f.hostOf(lostMember)!;

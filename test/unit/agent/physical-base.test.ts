@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { backupErrorTail, isPhysical, roomToSpool, physicalBinlogPos, physicalSnapshotGtid } from '../../../agent/backup/physical-backup.js';
 import { bytesAfter } from '../../../agent/binlog/archiver.js';
 import { resetAccountsSql } from '../../../agent/binlog/physical-seed.js';
+import { memberBase } from '../../../agent/binlog/member-seed.js';
+import type { BackupManifest } from '../../../agent/backup/backup-storage.js';
 
 describe('physical base backups (mariadb-backup)', () => {
   it('reads the chain position from what mariadb-backup logs, the last mention winning', () => {
@@ -82,5 +84,29 @@ describe('physical base backups (mariadb-backup)', () => {
     expect(lines).toContain("CREATE USER 'root'@'localhost' IDENTIFIED BY 'a''b\\\\c';");
     expect(lines[0]).toBe('FLUSH PRIVILEGES;');
     expect(lines.at(-1)).toBe('FLUSH PRIVILEGES;');
+  });
+});
+
+describe('the base a rebuilt member of a spread cluster starts from', () => {
+  const m = (id: number, o: Partial<BackupManifest>): BackupManifest => ({
+    id, databaseId: 7, label: 'binlog base', type: 'base', target: 'primary', createdMs: id, finishedMs: id, engineVersion: '11.8.3', gtidPos: '',
+    snapshotGtid: `0-1-${id}`, format: 'mariadb-backup+mbstream+gzip+aes-256-gcm', file: 'base.mbstream.gz.aes', sizeBytes: 1, sha256: '', databases: [], ...o,
+  });
+
+  it('is the newest physical base of the member\'s series at a position the primary has', () => {
+    const list = [m(1, {}), m(3, {}), m(2, {}), m(4, { format: 'mariadb-dump+gzip' }), m(5, { type: 'snapshot' })];
+    expect((memberBase(list, '11.8.5', '0-1-40') as BackupManifest).id).toBe(3);
+  });
+
+  it('passes over another series and a base an old primary took past the failover', () => {
+    // Base 9 was taken on server 1 after 0-1-8, the last of its transactions the new primary (server 2) has.
+    const list = [m(5, {}), m(6, { engineVersion: '10.11.9' }), m(9, {})];
+    expect((memberBase(list, '11.8.5', '0-1-8,0-2-30') as BackupManifest).id).toBe(5);
+  });
+
+  it('says why there is none', () => {
+    expect(memberBase([m(4, { format: 'mariadb-dump+gzip' })], '11.8.5', '0-1-40')).toEqual({ skipped: 'the store holds no physical base of the database' });
+    expect(memberBase([m(4, { engineVersion: '10.11.9' })], '11.8.5', '0-1-40')).toMatchObject({ skipped: expect.stringContaining('engine series') });
+    expect(memberBase([m(41, {})], '11.8.5', '0-1-40')).toMatchObject({ skipped: expect.stringContaining('position the primary has') });
   });
 });
