@@ -2,7 +2,7 @@ import { constants, createReadStream } from 'node:fs';
 import { open, readdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { q, withAdmin } from '../mysql/admin.js';
+import { q, serverSocket, withAdmin } from '../mysql/admin.js';
 import { customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -148,7 +148,7 @@ export async function takePhysical(
     datadir: String((await q(x, 'SELECT @@datadir AS d'))[0]?.d ?? ''),
     // What the copy will hold, roughly: every table's pages, plus the system tablespace's.
     dataBytes: Number((await q(x, 'SELECT SUM(DATA_LENGTH + INDEX_LENGTH + DATA_FREE) AS n FROM information_schema.TABLES'))[0]?.n ?? 0),
-    socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
+    socket: await serverSocket(x),
     redoBytes: Number((await q(x, 'SELECT @@innodb_log_file_size AS n'))[0]?.n ?? 0),
   }));
   const run = await runFolders(deps.runtime, name, info.socket);

@@ -12,7 +12,7 @@ import { isPhysical } from '../backup/physical-backup.js';
 import { leased, type ReadLeases } from '../backup/read-lease.js';
 import type { DatabaseController } from '../database/controller.js';
 import { updateState } from '../database/state.js';
-import { q, withAdmin } from '../mysql/admin.js';
+import { q, serverSocket, withAdmin } from '../mysql/admin.js';
 import { clientError } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { ensureDir, openOwnedFile, removeTree } from '../runtime/no-follow.js';
@@ -197,8 +197,7 @@ export function createArchiver(d: ArchiverDeps) {
         await x.query('FLUSH BINARY LOGS');
         ({ files, starts } = await list());
       }
-      const socket = String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? '');
-      return { flushedMs, files, starts, socket };
+      return { flushedMs, files, starts, socket: await serverSocket(x) };
     });
     signal.throwIfAborted();
     let bases = basesOf(await d.backups.refresh(c.id));

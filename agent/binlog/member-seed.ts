@@ -5,10 +5,10 @@ import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js'
 import { isPhysical } from '../backup/physical-backup.js';
 import type { MemberSeed } from '../database/context.js';
 import type { DatabaseController } from '../database/controller.js';
-import { q, withAdmin } from '../mysql/admin.js';
+import { serverSocket, withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { entries, removeTree, withDir } from '../runtime/no-follow.js';
-import { placeCopy, REPLICATION_FILES, unpackBase } from './physical-seed.js';
+import { placeCopy, REPLICATION_FILES, stepTimer, unpackBase } from './physical-seed.js';
 import { sameSeries } from './replay.js';
 
 export interface MemberSeedDeps {
@@ -19,7 +19,6 @@ export interface MemberSeedDeps {
 }
 
 export type MemberTarget = Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName' | 'primaryBinlogState'>;
-
 
 /**
  * The newest physical base of the database that a rebuilt member can start from: of the engine
@@ -55,15 +54,13 @@ export function memberBase(manifests: readonly BackupManifest[], version: string
 export async function seedMemberFromBase(d: MemberSeedDeps, db: MemberTarget, k: number): Promise<MemberSeed> {
   const s = db.state!;
   const started = Date.now();
-  const ms: Record<string, number> = {};
-  let mark = started;
-  const step = (name: string) => { const now = Date.now(); ms[name] = now - mark; mark = now; };
+  const { ms, step } = stepTimer();
   const chosen = memberBase(await d.storage.list(db.id), s.running.version, await db.primaryBinlogState());
   if ('skipped' in chosen) return chosen;
   const m = chosen;
   const name = db.nodeName(k);
   step('listMs');
-  const socket = await withAdmin(await db.adminTarget(k), async (x) => String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''));
+  const socket = await withAdmin(await db.adminTarget(k), serverSocket);
   // The database's own key: the primary's agent encrypted the base with it (backup-key.ts).
   const { work, toolUid } = await unpackBase(d, name, socket, { id: db.id, backupKey: s.backupKey }, m, step);
   try {

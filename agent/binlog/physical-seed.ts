@@ -11,7 +11,7 @@ import { backupErrorTail, runFolders, scratch } from '../backup/physical-backup.
 import type { DatabaseController } from '../database/controller.js';
 import { NODE_PORT } from '../database/state.js';
 import { ADMIN_USER, ensureReplicationUser, REPL_USER } from '../mysql/accounts.js';
-import { globalStatus, q, withAdmin } from '../mysql/admin.js';
+import { globalStatus, q, serverSocket, withAdmin } from '../mysql/admin.js';
 import { configureReplica, promote } from '../mysql/replication.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import { chownTree, copyTree, entries, moveEntries, removeTree, withDir } from '../runtime/no-follow.js';
@@ -43,16 +43,13 @@ export async function seedPhysical(
   source: { id: number; backupKey?: string },
   m: BackupManifest,
 ): Promise<Record<string, number>> {
-  // Milliseconds per step, logged with the fork's seed (docs/performance.md reads them).
-  const ms: Record<string, number> = {};
-  let mark = Date.now();
-  const step = (name: string) => { const now = Date.now(); ms[name] = now - mark; mark = now; };
+  const { ms, step } = stepTimer();
   const s = fork.state!;
   const p = s.primary;
   const ks = s.addresses.map((_, i) => i + 1);
   const pName = fork.nodeName(p);
   const { socket, semiSync } = await withAdmin(await fork.adminTarget(p), async (x) => ({
-    socket: String((await q(x, 'SELECT @@socket AS s'))[0]?.s ?? ''),
+    socket: await serverSocket(x),
     semiSync: String((await q(x, 'SELECT @@rpl_semi_sync_master_enabled AS v'))[0]?.v ?? '0') === '1',
   }));
   const { work, nodeWork, run, toolUid } = await unpackBase(d, pName, socket, source, m, step);
@@ -181,6 +178,16 @@ export async function placeCopy(runtime: ContainerRuntime, name: string, work: s
   if (move) await moveEntries(work, dataDir, toolUid);
   else await copyTree(work, dataDir, toolUid);
   await chownTree(dataDir, { uid: owner.uid, gid: owner.gid });
+}
+
+/**
+ * Milliseconds per named step of a seed, each since the step before (a fork's and a member's
+ * seeds log them; docs/performance.md reads them).
+ */
+export function stepTimer(): { ms: Record<string, number>; step: (name: string) => void } {
+  const ms: Record<string, number> = {};
+  let mark = Date.now();
+  return { ms, step: (name) => { const now = Date.now(); ms[name] = now - mark; mark = now; } };
 }
 
 /** The error that names a base whose stored bytes are not the ones its manifest recorded. */

@@ -70,3 +70,8 @@ export async function globalStatus(c: AdminConnection, name: string): Promise<st
   const rows = await q(c, 'SHOW GLOBAL STATUS LIKE ?', [name]);
   return rows[0] ? String(rows[0].Value) : '';
 }
+
+/** The server's Unix socket path as the server itself sees it (inside its container or run folder). */
+export async function serverSocket(c: AdminConnection): Promise<string> {
+  return String((await q(c, 'SELECT @@socket AS s'))[0]?.s ?? '');
+}
