@@ -63,6 +63,8 @@ export interface StartAgentOptions {
 export interface RunningAgent {
   agent: Agent;
   runtime: ContainerRuntime;
+  /** The port /metrics listens on when asked for (port 0 picks one). */
+  metricsPort?: number;
   /**
    * Stops the agent's own work (stream, loops). Database nodes keep running
    * (an agent restart must not interrupt them) unless `stopNodes` is set, as the lab does on
@@ -162,9 +164,11 @@ export async function startAgent(opts: StartAgentOptions): Promise<RunningAgent>
   }
   logger.info({ agent: id, region, runtime: runtime.kind, engines: catalogue.map((e) => e.id) }, 'agent started');
 
+  const metricsAddr = metricsServer?.address();
   return {
     agent,
     runtime,
+    metricsPort: metricsAddr && typeof metricsAddr === 'object' ? metricsAddr.port : undefined,
     archiveNow: (id, o) => (dayTwo ? dayTwo.archiveNow(id, o) : Promise.reject(new Error('the agent has no archive'))),
     async close(closeOpts?: { stopNodes?: boolean }) {
       security.close();

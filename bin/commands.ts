@@ -266,7 +266,7 @@ export async function runAgentCommand(argv: string[]): Promise<void> {
   const { startAgent } = await import('../agent/main.js');
   const stateDir = opts.stateDir;
   const agent = await startAgent(opts);
-  writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid }, null, 2));
+  writeFileSync(join(stateDir, 'agent.json'), JSON.stringify({ pid: process.pid, metricsPort: agent.metricsPort ?? null }, null, 2));
   onShutdown(() => agent.close({ stopNodes: stopNodesOnExit }));
 }
 

@@ -8,7 +8,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
 import { labIpv6Prefix, prepareLabIpv6, releaseLabIpv6 } from './lab-ipv6.js';
@@ -17,19 +16,6 @@ import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
 /** Where the lab's data plane dials database members from (beside the 127.77/78/79 pools). */
 const LAB_ENDPOINT_SOURCE = '127.76.0.1';
-
-/** Asks the kernel for a free TCP port on host (for the children's /metrics endpoints). */
-function freePort(host: string): Promise<number> {
-  return new Promise((ok, fail) => {
-    const srv = createServer();
-    srv.once('error', fail);
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => ok(port));
-    });
-  });
-}
 
 export interface LabOptions {
   state?: string;
@@ -50,8 +36,8 @@ export interface LabOptions {
  * loopback (the lab's whole point), but never the agent's database nodes (127.79/16, the agent's
  * default pool) nor the lab's own pools and listeners, which the control plane always refuses.
  */
-function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, metricsPort: number, ipv6Pool: string | undefined): string[] {
-  const args = ['--backend-networks', '0.0.0.0/0,127.0.0.0/8', '--backend-exclude', '127.79.0.0/16', '--metrics-port', String(metricsPort)];
+function labControlPlaneArgs(opts: LabOptions, tls: LabTls | undefined, ipv6Pool: string | undefined): string[] {
+  const args = ['--backend-networks', '0.0.0.0/0,127.0.0.0/8', '--backend-exclude', '127.79.0.0/16', '--metrics-port', '0'];
   if (ipv6Pool) args.push('--nodebalancer-ipv6-pool', ipv6Pool);
   if (tls) args.push('--api-cert', tls.certFile, '--api-key', tls.keyFile);
   if (opts['api-insecure-listen']) args.push('--api-insecure-listen');
@@ -143,6 +129,12 @@ function readJson(path: string): any {
   }
 }
 
+/** A child's <name>.json once the child has written it (the pid is this run's child). */
+function ownFile<T>(path: string, child: Child): T | undefined {
+  const j = readJson(path);
+  return j && j.pid === child.proc.pid ? (j as T) : undefined;
+}
+
 export async function runLab(opts: LabOptions): Promise<void> {
   const state = resolve(opts.state ?? '.fulcrum-lab');
   const apiHost = opts['api-host'] ?? '127.0.0.1';
@@ -192,15 +184,12 @@ export async function runLab(opts: LabOptions): Promise<void> {
   try {
     const tls = opts['api-tls'] ? ensureLabTls(join(dirs.cp, 'api-tls'), apiHost) : undefined;
     const cp = spawnChild('control-plane', ['control-plane', '--state', dirs.cp, '--api-host', apiHost, '--api-port', String(apiPort), '--grpc-port', String(grpcPort),
-      '--bootstrap-port', String(bootstrapPort), ...labControlPlaneArgs(opts, tls, await freePort('127.0.0.1'), ipv6Pool)], dirs.logs);
+      '--bootstrap-port', String(bootstrapPort), ...labControlPlaneArgs(opts, tls, ipv6Pool)], dirs.logs);
     children.push(cp);
-    const cpInfo = await waitFor('the control plane', () => {
-      const j = readJson(join(dirs.cp, 'control-plane.json'));
-      return j && j.pid === cp.proc.pid ? (j as { apiUrl: string; grpcAddress: string; bootstrapAddress: string; metricsUrl: string }) : undefined;
-    }, cp);
+    const cpInfo = await waitFor('the control plane',
+      () => ownFile<{ apiUrl: string; grpcAddress: string; bootstrapAddress: string; metricsUrl: string }>(join(dirs.cp, 'control-plane.json'), cp), cp);
     const adminToken = readFileSync(join(dirs.cp, 'admin-token'), 'utf8').trim();
 
-    const [dpMetrics, agentMetrics] = [await freePort('127.0.0.1'), await freePort('127.0.0.1')];
     const dpJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.dp, 'dataplane', 'lab-dataplane', tls?.caFile);
     const agentJoin = await joinFlags(cpInfo.apiUrl, adminToken, dirs.agent, 'agent', 'lab-agent', tls?.caFile);
     // The data plane serves the database endpoints and dials the members from its own loopback
@@ -208,12 +197,14 @@ export async function runLab(opts: LabOptions): Promise<void> {
     // lab's few connections, roundrobin then visibly takes the nodes in turn (each worker keeps
     // its own rotation, docs/dataplane.md "Workers").
     const dp = spawnChild('dataplane', ['dataplane', '--id', 'lab-dataplane', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.dp, '--workers', '1',
-      '--metrics-port', String(dpMetrics), '--endpoint-source', LAB_ENDPOINT_SOURCE, ...dpJoin], dirs.logs);
+      '--metrics-port', '0', '--endpoint-source', LAB_ENDPOINT_SOURCE, ...dpJoin], dirs.logs);
     children.push(dp);
-    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', String(agentMetrics), '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
+    const agent = spawnChild('agent', ['agent', '--id', 'lab-agent', '--region', '*', '--control-plane', cpInfo.grpcAddress, '--state', dirs.agent, '--runtime', runtime, '--metrics-port', '0', '--stop-nodes-on-exit', ...agentJoin], dirs.logs);
     children.push(agent);
-    await waitFor('the data plane', () => (readJson(join(dirs.dp, 'dataplane.json'))?.pid === dp.proc.pid ? true : undefined), dp);
-    await waitFor('the agent', () => (readJson(join(dirs.agent, 'agent.json'))?.pid === agent.proc.pid ? true : undefined), agent);
+    // Each child picks its own metrics port and names it in its file: a port picked here and
+    // handed over could be taken by another socket before the child binds it.
+    const dpInfo = await waitFor('the data plane', () => ownFile<{ metricsPort: number }>(join(dirs.dp, 'dataplane.json'), dp), dp);
+    const agentInfo = await waitFor('the agent', () => ownFile<{ metricsPort: number }>(join(dirs.agent, 'agent.json'), agent), agent);
 
     const info = {
       apiUrl: cpInfo.apiUrl,
@@ -225,8 +216,8 @@ export async function runLab(opts: LabOptions): Promise<void> {
       ...(tls ? { apiCaFile: tls.caFile } : {}),
       metrics: {
         controlPlane: cpInfo.metricsUrl,
-        dataplane: `http://127.0.0.1:${dpMetrics}/metrics`,
-        agent: `http://127.0.0.1:${agentMetrics}/metrics`,
+        dataplane: `http://127.0.0.1:${dpInfo.metricsPort}/metrics`,
+        agent: `http://127.0.0.1:${agentInfo.metricsPort}/metrics`,
       },
       nodebalancerIpv6Pool: ipv6Pool ?? null,
       pids: { lab: process.pid, controlPlane: cp.proc.pid, dataplane: dp.proc.pid, agent: agent.proc.pid },

@@ -15,6 +15,11 @@ async function dbConnect(call: ReturnType<typeof api>, id: number): Promise<mysq
 }
 
 // Issue 2: Ctrl-C stops everything cleanly; a second start reuses the state.
+// Fixed ports below the kernel's ephemeral range (32768-60999): the second start binds the same
+// API, gRPC and bootstrap ports again, and a random port from the first start could meanwhile be
+// the local end of another test's connection (EADDRINUSE, seen once in CI).
+const API_PORT = 24610;
+
 describe('fulcrum lab: stop and start again', () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'fulcrum-lab-restart-'));
   let lab: RunningLab | undefined;
@@ -27,7 +32,7 @@ describe('fulcrum lab: stop and start again', () => {
 
   it('stops every child on Ctrl-C and comes back with the same state and token', async () => {
     const b = await backend;
-    lab = await startLab({ stateDir });
+    lab = await startLab({ stateDir, apiPort: API_PORT });
     const first = lab.info;
     const call = api(first.apiUrl, first.adminToken);
     const created = await call('POST', '/v4/nodebalancers', {
@@ -58,7 +63,7 @@ describe('fulcrum lab: stop and start again', () => {
     }
     await expect(ask(created.body.ipv4, 7100, 'b', { timeoutMs: 500 })).rejects.toThrow();
 
-    lab = await startLab({ stateDir });
+    lab = await startLab({ stateDir, apiPort: API_PORT });
     expect(lab.info.adminToken).toBe(first.adminToken);
     const again = await api(lab.info.apiUrl, lab.info.adminToken)('GET', `/v4/nodebalancers/${created.body.id}`);
     expect(again.body).toMatchObject({ id: created.body.id, ipv4: created.body.ipv4, label: 'survivor' });

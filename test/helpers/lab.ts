@@ -111,10 +111,13 @@ export const testRateLimits = { perToken: 100_000, perIp: 100_000, stats: 100_00
 export const testRateLimitFlags = ['--api-rate-limit', String(testRateLimits.perToken), '--api-ip-rate-limit', String(testRateLimits.perIp),
   '--api-stats-rate-limit', String(testRateLimits.stats)];
 
-/** Starts `fulcrum lab` on random ports in a fresh (or given) state folder and waits for lab.json. */
-export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 'docker' } = {}): Promise<RunningLab> {
+/**
+ * Starts `fulcrum lab` in a fresh (or given) state folder and waits for lab.json: on random ports,
+ * or on `apiPort` and the two after it (gRPC, bootstrap).
+ */
+export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 'docker'; apiPort?: number } = {}): Promise<RunningLab> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'fulcrum-lab-'));
-  const proc = runFulcrum(['lab', '--state', stateDir, '--api-port', '0', '--runtime', opts.runtime ?? 'process', ...testRateLimitFlags]);
+  const proc = runFulcrum(['lab', '--state', stateDir, '--api-port', String(opts.apiPort ?? 0), '--runtime', opts.runtime ?? 'process', ...testRateLimitFlags]);
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
