@@ -11,6 +11,7 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { assertLoadable, loadBackup } from './load-backup.js';
 import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
+import { formatOf, STORE_ZSTD_LEVEL } from './store-codec.js';
 import { databaseKey } from './backup-key.js';
 import { takePhysical } from './physical-backup.js';
 import { sealedWriter } from './sealed-writer.js';
@@ -22,8 +23,8 @@ export type BackupDatabase = Pick<DatabaseController,
   'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
   | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints' | 'deleted'>;
 
-const DUMP_FILE = 'dump.sql.gz';
-const ENCRYPTED_FILE = 'dump.sql.gz.aes';
+const DUMP_FILE = 'dump.sql.zst';
+const ENCRYPTED_FILE = 'dump.sql.zst.aes';
 /** Backup id reserved for a restore's safety copy (customer backups count from 1). */
 const SAFETY_ID = 0;
 /** Hidden base backups (agent/binlog) take ids from here on. */
@@ -101,11 +102,11 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
       const encrypted = encryptsFor(c);
       const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
       signal?.throwIfAborted();
-      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: 6, ...(encrypted ? { key: await databaseKey(c) } : {}) });
-      const gzip = sealed.input;
-      gzip.write(await usersSql(c, node));
+      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await databaseKey(c) } : {}) });
+      const input = sealed.input;
+      input.write(await usersSql(c, node));
       const snapshot = snapshotGtidTap();
-      snapshot.tap.pipe(gzip);
+      snapshot.tap.pipe(input);
       let snapshotGtid = gtid;
       if (databases.length > 0) {
         // Schema names are the customer's: after `--` a name such as `--result-file=/path` is a
@@ -119,19 +120,19 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
         signal?.throwIfAborted();
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
       } else {
-        gzip.end();
+        input.end();
       }
       const { sizeBytes: size, sha256 } = await sealed.done;
       if (databases.length > 0) {
         // Read once every byte has gone through the tap: when the tool exits, its last output
-        // (where the position is) can still wait in the tap's buffer behind a slower gzip.
+        // (where the position is) can still wait in the tap's buffer behind a slower compressor.
         snapshotGtid = snapshot.gtid() ?? '';
         if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
       }
       const manifest: BackupManifest = {
         id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
         finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid, snapshotGtid,
-        format: encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-dump+gzip',
+        format: formatOf('mariadb-dump', 'zstd', encrypted),
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
         file, sizeBytes: size, sha256, databases,
       };

@@ -30,12 +30,13 @@ export interface BackupManifest {
   /**
    * How `file` was made; `+aes-256-gcm` files need the database's backup key to read.
    * `mariadb-backup+...` is a physical copy (an mbstream of the data directory), which only a
-   * fork loads (agent/binlog); every other backup is a logical dump. Physical copies are written
-   * with zstd (`+zstd`); those with gzip (`+gzip`), written before, are still read.
+   * fork loads (agent/binlog); every other backup is a logical dump. Both are written with zstd
+   * (`+zstd`); those with gzip (`+gzip`), written before, are still read.
    */
-  format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm' | 'mariadb-backup+mbstream+gzip' | 'mariadb-backup+mbstream+gzip+aes-256-gcm'
+  format: 'mariadb-dump+gzip' | 'mariadb-dump+gzip+aes-256-gcm' | 'mariadb-dump+zstd' | 'mariadb-dump+zstd+aes-256-gcm'
+    | 'mariadb-backup+mbstream+gzip' | 'mariadb-backup+mbstream+gzip+aes-256-gcm'
     | 'mariadb-backup+mbstream+zstd' | 'mariadb-backup+mbstream+zstd+aes-256-gcm';
-  /** Set for encrypted files: the framing scheme (backup-crypto.ts). */
+  /** Set for encrypted files: the framing scheme and the frame size it was written with (backup-crypto.ts). */
   encryption?: { scheme: string; frameBytes: number };
   file: string;
   sizeBytes: number;

@@ -1,13 +1,13 @@
 import { PassThrough, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
 import { drainedOrClosed } from '../../lib/drained.js';
 import type { DatabaseController } from '../database/controller.js';
 import { q, withAdmin } from '../mysql/admin.js';
 import { ACCOUNTS_HEADER, clientError, customerSchemas, LEGACY_ACCOUNTS_HEADER, SQL_CLIENT, SYSTEM_USERS } from '../mysql/customer-data.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
-import { BACKUP_CIPHER, createDecryptStream } from './backup-crypto.js';
+import { decryptStreamFor } from './backup-crypto.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
+import { decompressor, storedFormat } from './store-codec.js';
 
 type LoadTarget = Pick<DatabaseController, 'id' | 'state' | 'adminTarget' | 'nodeName'>;
 type LoadDeps = { runtime: ContainerRuntime; storage: BackupStorage };
@@ -21,33 +21,43 @@ function describe(m: BackupManifest): string {
   return m.type === 'pre-restore' ? 'the safety copy' : `backup ${m.id}`;
 }
 
-/** The decrypting stage for m with the database's key, or none for a plain backup. */
-function decrypter(s: NonNullable<LoadTarget['state']>, m: BackupManifest): Transform | undefined {
+type Stages = { decrypt?: Transform; decompress: Transform };
+
+/**
+ * The stages that turn m's stored bytes back into SQL: decryption with the database's key when
+ * the manifest says so, then the decompressor its format names (zstd now, gzip for older dumps).
+ * Called afresh for each read: a stream is used once.
+ */
+function plainStages(s: NonNullable<LoadTarget['state']>, m: BackupManifest): Stages {
   const what = describe(m);
-  if (m.format === 'mariadb-dump+gzip+aes-256-gcm') {
-    if (m.encryption?.scheme !== BACKUP_CIPHER) throw new Error(`${what} uses an unknown encryption scheme ${m.encryption?.scheme ?? '(none)'}; nothing was changed`);
-    if (!s.backupKey) throw new Error(`${what} is encrypted but this database has no backup key; nothing was changed`);
-    return createDecryptStream(s.backupKey);
+  const f = storedFormat(m.format);
+  if (f?.kind !== 'mariadb-dump') throw new Error(`${what} has an unknown format ${String(m.format)}; nothing was changed`);
+  if (!f.encrypted) return { decompress: decompressor(f.codec) };
+  if (!s.backupKey) throw new Error(`${what} is encrypted but this database has no backup key; nothing was changed`);
+  let decrypt: Transform;
+  try {
+    decrypt = decryptStreamFor(m.encryption, s.backupKey);
+  } catch (err) {
+    throw new Error(`${what} uses ${(err as Error).message}; nothing was changed`);
   }
-  if (m.format !== 'mariadb-dump+gzip') throw new Error(`${what} has an unknown format ${String(m.format)}; nothing was changed`);
-  return undefined;
+  return { decrypt, decompress: decompressor(f.codec) };
 }
 
 /** The first HEAD_BYTES of m's SQL (fewer when it is shorter). */
-async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, decrypt: Transform | undefined): Promise<string> {
+async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, { decrypt, decompress }: Stages): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   const take = async (source: AsyncIterable<Buffer>) => {
     for await (const chunk of source) {
       chunks.push(chunk);
       size += chunk.length;
-      // Stopping here closes the file, the decryption and gunzip (pipeline then reports an abort).
+      // Stopping here closes the file, the decryption and the decompressor (pipeline then reports an abort).
       if (size >= HEAD_BYTES) throw new Error('enough');
     }
   };
   const src = deps.storage.reader(c.id, m.id, m.file);
   try {
-    await (decrypt ? pipeline(src, decrypt, createGunzip(), take) : pipeline(src, createGunzip(), take));
+    await (decrypt ? pipeline(src, decrypt, decompress, take) : pipeline(src, decompress, take));
   } catch (err) {
     if (size < HEAD_BYTES) throw err;
   }
@@ -68,8 +78,7 @@ async function headOf(deps: LoadDeps, c: LoadTarget, m: BackupManifest, decrypt:
  */
 export async function assertLoadable(deps: LoadDeps, c: LoadTarget, m: BackupManifest): Promise<void> {
   const what = describe(m);
-  const decrypt = decrypter(c.state!, m);
-  const head = await headOf(deps, c, m, decrypt).catch((err: Error) => {
+  const head = await headOf(deps, c, m, plainStages(c.state!, m)).catch((err: Error) => {
     throw new Error(`${what} cannot be read: ${err.message}; nothing was changed`);
   });
   if (head.startsWith(`${ACCOUNTS_HEADER}\n`) || !head.startsWith(`${LEGACY_ACCOUNTS_HEADER}\n\n`)) return;
@@ -87,7 +96,7 @@ export async function assertLoadable(deps: LoadDeps, c: LoadTarget, m: BackupMan
 export async function loadBackup(deps: LoadDeps, c: LoadTarget, p: number, m: BackupManifest): Promise<void> {
   const s = c.state!;
   const what = describe(m);
-  const decrypt = decrypter(s, m);
+  const { decrypt, decompress } = plainStages(s, m);
   await assertLoadable(deps, c, m);
   await withAdmin(await c.adminTarget(p), async (x) => {
     for (const d of await customerSchemas(x)) await x.query(`DROP DATABASE \`${d.replace(/`/g, '``')}\``);
@@ -98,7 +107,7 @@ export async function loadBackup(deps: LoadDeps, c: LoadTarget, p: number, m: Ba
     }
   });
   // The client gets a stream only this function ends: input that breaks (unreadable,
-  // undecryptable, bad gzip) ends it early and is reported through `fed`, whatever the
+  // undecryptable, badly compressed) ends it early and is reported through `fed`, whatever the
   // timing of the client's start; the partial load is then rolled back by the caller.
   const feed = new PassThrough();
   const pump = async (source: AsyncIterable<Buffer>) => {
@@ -108,7 +117,7 @@ export async function loadBackup(deps: LoadDeps, c: LoadTarget, p: number, m: Ba
     }
   };
   const src = deps.storage.reader(c.id, m.id, m.file);
-  const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), pump) : pipeline(src, createGunzip(), pump))
+  const feeding = (decrypt ? pipeline(src, decrypt, decompress, pump) : pipeline(src, decompress, pump))
     .then(() => undefined, (err: Error) => err)
     .finally(() => feed.end());
   const res = await deps.runtime.exec(c.nodeName(p), [...SQL_CLIENT, '--user=root', '--binary-mode'], {

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { constants, createGzip, createZstdCompress } from 'node:zlib';
 import { createEncryptStream } from './backup-crypto.js';
+import { compressor, type Codec } from './store-codec.js';
 
 /** What was stored: the size and SHA-256 of the bytes as they sit in storage. */
 export interface Sealed {
@@ -11,14 +11,15 @@ export interface Sealed {
 }
 
 /**
- * The one way backups, physical bases and binlog segments are written (docs/agent.md §6): gzip
- * (or zstd, for physical bases: `codec`) at `level`, then AES-256-GCM with `key` when one is given (backup-crypto.ts), then a tap that
+ * The one way backups, physical bases and binlog segments are written (docs/agent.md §6): `codec`
+ * (zstd for everything the agent writes; gzip, the default, only for tests writing an old-format
+ * object) at `level`, then AES-256-GCM with `key` when one is given (backup-crypto.ts), then a tap that
  * hashes and counts the stored bytes, into `out`. Write the plain bytes to `input`; `done`
  * settles once `out` has everything (or with the first error of any stage). Its rejection is
  * marked handled here, because callers often run the producer before awaiting it; awaiting it
  * still throws.
  */
-export function sealedWriter(out: Writable, o: { level: number; key?: string; codec?: 'gzip' | 'zstd' }): { input: Writable; done: Promise<Sealed> } {
+export function sealedWriter(out: Writable, o: { level: number; key?: string; codec?: Codec }): { input: Writable; done: Promise<Sealed> } {
   const hash = createHash('sha256');
   let sizeBytes = 0;
   const tap = new Transform({
@@ -28,7 +29,7 @@ export function sealedWriter(out: Writable, o: { level: number; key?: string; co
       cb(null, chunk);
     },
   });
-  const input = o.codec === 'zstd' ? createZstdCompress({ params: { [constants.ZSTD_c_compressionLevel]: o.level } }) : createGzip({ level: o.level });
+  const input = compressor(o.codec ?? 'gzip', o.level);
   const done = (o.key !== undefined ? pipeline(input, createEncryptStream(o.key), tap, out) : pipeline(input, tap, out))
     .then(() => ({ sizeBytes, sha256: hash.digest('hex') }));
   done.catch(() => undefined);

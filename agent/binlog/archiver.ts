@@ -6,6 +6,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { BackupManifest } from '../backup/backup-storage.js';
 import type { BackupDatabase } from '../backup/backup-service.js';
 import { BACKUP_CIPHER, FRAME_BYTES } from '../backup/backup-crypto.js';
+import { formatOf, STORE_ZSTD_LEVEL } from '../backup/store-codec.js';
 import { databaseKey } from '../backup/backup-key.js';
 import { sealedWriter } from '../backup/sealed-writer.js';
 import { isPhysical } from '../backup/physical-backup.js';
@@ -143,19 +144,19 @@ export function createArchiver(d: ArchiverDeps) {
 
   async function store(c: ArchivedDatabase, seq: number, local: { path: string; uid: number }, meta: Omit<SegmentManifest, 'format' | 'encryption' | 'file' | 'sizeBytes' | 'sha256' | 'databaseId' | 'seq'>, signal: AbortSignal): Promise<void> {
     const encrypted = d.encryptAll === true || c.desired?.encrypted === true;
-    const file = encrypted ? 'binlog.gz.aes' : 'binlog.gz';
+    const file = encrypted ? 'binlog.zst.aes' : 'binlog.zst';
     let input: FileHandle | undefined;
     try {
       input = await openOwnedFile(local.path, local.uid);
       const rawBytes = (await input.stat()).size;
       const out = await d.segments.writer(c.id, seq, file);
-      const sealed = sealedWriter(out, { level: 6, ...(encrypted ? { key: await databaseKey(c) } : {}) });
+      const sealed = sealedWriter(out, { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await databaseKey(c) } : {}) });
       await pipeline(input.createReadStream(), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
       signal.throwIfAborted();
       await d.segments.commit({
         ...meta, seq, databaseId: c.id, file, sizeBytes, rawBytes, sha256,
-        format: encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip',
+        format: formatOf('binlog', 'zstd', encrypted),
         ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
       });
       // A delete that ran meanwhile removed the database's storage: nothing may be left behind.

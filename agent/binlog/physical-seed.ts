@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip, createZstdDecompress } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
-import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
+import { createDecryptStream, frameLimitOf } from '../backup/backup-crypto.js';
+import { decompressor, storedFormat, type Codec } from '../backup/store-codec.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
 import { backupErrorTail, runFolders, scratch } from '../backup/physical-backup.js';
 import type { DatabaseController } from '../database/controller.js';
@@ -122,12 +122,18 @@ export async function unpackBase(
   m: BackupManifest,
   step: (name: string) => void = () => undefined,
 ): Promise<PreparedBase> {
-  const f = /^mariadb-backup\+mbstream\+(gzip|zstd)(\+aes-256-gcm)?$/.exec(m.format);
-  if (!f) throw new Error(`base backup ${m.id} is not a physical copy`);
-  const codec = f[1] as 'gzip' | 'zstd';
+  const f = storedFormat(m.format);
+  if (f?.kind !== 'mariadb-backup+mbstream') throw new Error(`base backup ${m.id} is not a physical copy`);
+  const codec = f.codec;
   let key: string | undefined;
-  if (f[2]) {
-    if (m.encryption?.scheme !== BACKUP_CIPHER || !source.backupKey) throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted`);
+  let frameBytes: number | undefined;
+  if (f.encrypted) {
+    try {
+      if (!source.backupKey) throw new Error('no backup key');
+      frameBytes = frameLimitOf(m.encryption);
+    } catch (err) {
+      throw new Error(`base backup ${m.id} of database ${source.id} cannot be decrypted (${(err as Error).message})`);
+    }
     key = source.backupKey;
   }
   const run = await runFolders(d.runtime, name, socket);
@@ -137,7 +143,7 @@ export async function unpackBase(
     // The checksum is taken from the stored bytes on their way to mbstream (one read of the
     // object, not a second full download to verify it first); a mismatch refuses the copy here,
     // before it is prepared or placed, and the catch deletes what was unpacked.
-    const got = await streamBase(d.storage.reader(source.id, m.id, m.file), { key, codec }, (stdin) => d.runtime.exec(name, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
+    const got = await streamBase(d.storage.reader(source.id, m.id, m.file), { key, codec, frameBytes }, (stdin) => d.runtime.exec(name, ['mbstream', '-x', '-C', nodeWork], { stdin, noSocket: true }));
     if (got.exitCode === 0 && !got.readError && got.sha256 !== m.sha256) throw corrupted(m, got.sha256);
     if (got.exitCode !== 0 || got.readError) {
       // A changed object usually breaks the stream before its end (a frame fails authentication,
@@ -212,20 +218,21 @@ export interface Unpacked {
 
 /**
  * The stored base (`src`, its bytes as the store keeps them) hashed, decrypted with `key` when
- * it is encrypted, decompressed (`codec`: zstd since bases are written so, gzip for older ones)
- * and handed to `extract` (mbstream -x) as its stdin, in one read.
+ * it is encrypted (frames of at most `frameBytes`, the manifest's; the cap when not given), decompressed (`codec`: zstd
+ * since bases are written so, gzip for older ones) and handed to `extract` (mbstream -x) as its
+ * stdin, in one read.
  */
 export async function streamBase(
-  src: Readable, o: { key?: string; codec: 'gzip' | 'zstd' }, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
+  src: Readable, o: { key?: string; frameBytes?: number; codec: Codec }, extract: (stdin: Readable) => Promise<{ exitCode: number; stderr: string }>,
 ): Promise<Unpacked> {
-  const key = o.key;
+  const decrypt = o.key !== undefined ? createDecryptStream(o.key, o.frameBytes) : undefined;
   const feed = new PassThrough();
   const hash = createHash('sha256');
   const tap = new Transform({ transform(chunk: Buffer, _enc, done) { hash.update(chunk); done(null, chunk); } });
   // 256 KiB output chunks instead of zlib's 16 KiB: a GB-sized base is cut into 16x fewer
   // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
-  const gunzip = o.codec === 'zstd' ? createZstdDecompress({ chunkSize: UNPACK_CHUNK }) : createGunzip({ chunkSize: UNPACK_CHUNK });
-  const feeding = (key ? pipeline(src, tap, createDecryptStream(key), gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
+  const gunzip = decompressor(o.codec, UNPACK_CHUNK);
+  const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
   const x = await extract(feed);
   const readError = await feeding;
   return { sha256: hash.digest('hex'), exitCode: x.exitCode, stderr: x.stderr, ...(readError ? { readError } : {}) };

@@ -1,9 +1,9 @@
 import { PassThrough, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
 import { crashPoint } from '../../lib/crash-point.js';
 import type { Logger } from '../../lib/logger.js';
-import { BACKUP_CIPHER, createDecryptStream } from '../backup/backup-crypto.js';
+import { decryptStreamFor } from '../backup/backup-crypto.js';
+import { decompressor, storedFormat } from '../backup/store-codec.js';
 import type { BackupManifest, BackupStorage } from '../backup/backup-storage.js';
 import { loadBackup } from '../backup/load-backup.js';
 import { isPhysical } from '../backup/physical-backup.js';
@@ -326,15 +326,24 @@ async function replicasCatchUp(fork: ForkTarget): Promise<void> {
 async function replaySegment(d: ReplayDeps, fork: ForkTarget, source: { id: number; state?: { backupKey?: string } }, seg: SegmentManifest, after: string, stopMs: number): Promise<void> {
   const s = fork.state!;
   const node = fork.nodeName(s.primary);
+  // zstd since segments are written so; gzip for those archived before.
+  const f = storedFormat(seg.format);
+  if (f?.kind !== 'binlog') throw new Error(`binlog segment ${seg.seq} of database ${source.id} has an unknown format ${String(seg.format)}`);
   let decrypt: Transform | undefined;
-  if (seg.format === 'binlog+gzip+aes-256-gcm') {
-    if (seg.encryption?.scheme !== BACKUP_CIPHER || !source.state!.backupKey) throw new Error(`binlog segment ${seg.seq} of database ${source.id} cannot be decrypted`);
-    decrypt = createDecryptStream(source.state!.backupKey);
+  if (f.encrypted) {
+    const key = source.state!.backupKey;
+    try {
+      if (!key) throw new Error('no backup key');
+      decrypt = decryptStreamFor(seg.encryption, key);
+    } catch (err) {
+      throw new Error(`binlog segment ${seg.seq} of database ${source.id} cannot be decrypted (${(err as Error).message})`);
+    }
   }
+  const decompress = decompressor(f.codec);
   const raw = new PassThrough();
   const sql = new PassThrough();
   const src = d.segments.reader(source.id, seg.seq, seg.file);
-  const feeding = (decrypt ? pipeline(src, decrypt, createGunzip(), raw) : pipeline(src, createGunzip(), raw)).then(() => undefined, (e: Error) => e);
+  const feeding = (decrypt ? pipeline(src, decrypt, decompress, raw) : pipeline(src, decompress, raw)).then(() => undefined, (e: Error) => e);
   const filtered = replayFilter();
   const filtering = pipeline(filtered, sql).then(() => undefined, (e: Error) => e);
   const args = ['mariadb-binlog', ...(after ? [`--start-position=${after}`] : []), `--stop-datetime=${binlogDatetime(stopMs)}`, '-'];

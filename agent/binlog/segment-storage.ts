@@ -10,7 +10,8 @@ export interface SegmentManifest extends SegmentInfo {
   /** The binlog file it was copied from and the node that wrote it. */
   sourceFile: string;
   node: number;
-  format: 'binlog+gzip' | 'binlog+gzip+aes-256-gcm';
+  /** `+zstd` since segments are written so; `+gzip` ones, written before, are still read. */
+  format: 'binlog+gzip' | 'binlog+gzip+aes-256-gcm' | 'binlog+zstd' | 'binlog+zstd+aes-256-gcm';
   encryption?: { scheme: string; frameBytes: number };
   file: string;
   sizeBytes: number;
