@@ -4,7 +4,7 @@
  * semi_synch clusters on each runtime. The control plane and agent run the real way (REST API,
  * gRPC, real mariadbd processes or containers); nothing is shortcut.
  *
- *   npm run bench:provision -- [--rounds N] [--runtimes process,docker] [--fork-mb 10,100,1024] [--store-mb 100,1024] [--replace-mb 100,1024] [--replace-lose replica|primary] [--only provision|fork|store|replace]
+ *   npm run bench:provision -- [--rounds N] [--runtimes process,docker] [--fork-mb 10,100,1024] [--store-mb 100,1024] [--replace-mb 100,1024] [--replace-lose replica|primary] [--codec-mb 1024] [--only provision|fork|store|replace|codec]
  *
  * Goals (issue 7): 1 node active < 10 s and 3 nodes < 30 s with the process runtime. Then the
  * fork part (fork.ts): a fork's time to active against the source's data size (a 1 GB fork under
@@ -13,7 +13,9 @@
  * on another agent (a 1 GB fork under 60 s) and a 1-node recovery there after its host is declared
  * lost (1 GB under 90 s), with MB/s, CPU seconds per GB and peak RSS. Then the re-placement part
  * (replace.ts, netns hosts, needs root): a 3-node database's member whose host is declared lost,
- * placed on a fourth host and seeded there (1 GB: a new member seeded in under 60 s).
+ * placed on a fourth host and seeded there (1 GB: a new member seeded in under 60 s). `--only codec`
+ * (store-codec.ts, no servers): the CPU per GB of sealing and reading back a dump-like and a
+ * binlog-like stream, before and after zstd and 1 MiB frames.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -28,6 +30,7 @@ import { fmt, median, table } from '../common/stats.js';
 import { measureForks, type ForkSample } from './fork.js';
 import { measureStore, type StoreFigure } from './store.js';
 import { measureReplace, type ReplaceFigure } from './replace.js';
+import { measureCodec, type CodecFigure } from './store-codec.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: string) => {
@@ -40,6 +43,7 @@ const forkSizes = flag('fork-mb', '10,100,1024').split(',').map(Number).filter((
 const storeSizes = flag('store-mb', '1024').split(',').map(Number).filter((n) => n > 0);
 const replaceSizes = flag('replace-mb', '1024').split(',').map(Number).filter((n) => n > 0);
 const replaceLose = flag('replace-lose', 'replica') === 'primary' ? 'primary' : 'replica';
+const codecSizes = flag('codec-mb', '1024').split(',').map(Number).filter((n) => n > 0);
 const only = flag('only', '');
 
 async function until<T>(fn: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
@@ -115,7 +119,7 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
 }
 
 const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
-for (const runtime of only === 'fork' || only === 'store' || only === 'replace' ? [] : runtimes) {
+for (const runtime of only === 'fork' || only === 'store' || only === 'replace' || only === 'codec' ? [] : runtimes) {
   if (runtime === 'docker' && !dockerReady()) {
     rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
     continue;
@@ -186,5 +190,15 @@ if ((only === '' || only === 'replace') && replaceSizes.length > 0) {
   }
   console.log(`\nbench/provision: re-placement of a 3-node member after its host is declared lost (netns hosts, process runtime); seconds after the declaration\n${table(t)}\n`);
   if (replaceFailed) console.error('bench/provision: FAILED: the re-placement part did not run as measured (see the error and the fleet\'s output above)');
+}
+if (only === 'codec') {
+  const t: string[][] = [['stream', 'what', 'data MB', 'stored MB', 's', 'data MB/s', 'CPU s/GB', 'load avg']];
+  for (const mb of codecSizes) {
+    await measureCodec(mb, (f: CodecFigure) => {
+      t.push([f.stream, f.what, String(f.plainMb), fmt(f.storedMb, 1), fmt(f.seconds, 1), fmt((f.plainMb * 1.048576) / f.seconds, 0), fmt(f.cpuPerGb, 2), fmt(f.load1, 1)]);
+      console.log(`codec ${f.stream}: ${f.what}: ${f.seconds.toFixed(1)} s`);
+    });
+  }
+  console.log(`\nbench/provision: the store's CPU per byte (compress + encrypt + SHA-256; SHA-256 + decrypt + decompress), ${new Date().toISOString()}\n${table(t)}\n`);
 }
 process.exit(forkFailed || storeFailed || replaceFailed ? 1 : 0);
