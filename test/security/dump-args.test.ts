@@ -8,7 +8,7 @@
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { zstdDecompressSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectLocalCatalogue } from '../../agent/catalogue.js';
 import { createAgentFixture, type AgentFixture } from '../integration/agent/agent-fixture.js';
@@ -61,7 +61,7 @@ describe('security: schema names never become mariadb-dump options', () => {
     const dir = join(fx.stateDir, 'backups', '31', String(snap.backupId));
     const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
     expect(manifest.databases).toContain(evil);
-    const dump = gunzipSync(readFileSync(join(dir, 'dump.sql.gz'))).toString('utf8');
+    const dump = zstdDecompressSync(readFileSync(join(dir, 'dump.sql.zst'))).toString('utf8');
     expect(dump).toContain(`CREATE DATABASE /*!32312 IF NOT EXISTS*/ ${quoted}`);
     expect(dump).toContain("(1,'kept')");
 

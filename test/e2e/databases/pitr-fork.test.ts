@@ -141,11 +141,11 @@ describe.each([
     const manifests = readdirSync(dir).map((n) => JSON.parse(readFileSync(join(dir, n, 'manifest.json'), 'utf8')));
     expect(manifests.length).toBeGreaterThan(0);
     for (const m of manifests) {
-      expect(m.format).toBe(encrypted ? 'binlog+gzip+aes-256-gcm' : 'binlog+gzip');
+      expect(m.format).toBe(encrypted ? 'binlog+zstd+aes-256-gcm' : 'binlog+zstd');
       const bytes = readFileSync(join(dir, String(m.seq), m.file));
       expect(m.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
-      // Encrypted frames (FBK1) rather than a gzip stream anyone could read.
-      expect(bytes.subarray(0, encrypted ? 4 : 2).toString('hex')).toBe(encrypted ? Buffer.from('FBK1').toString('hex') : '1f8b');
+      // Encrypted frames (FBK1) rather than a zstd stream anyone could read.
+      expect(bytes.subarray(0, 4).toString('hex')).toBe(encrypted ? Buffer.from('FBK1').toString('hex') : '28b52ffd');
     }
     // The base the fork was built from: a physical copy (mariadb-backup), loaded as one (a
     // silent fall back to a logical load would fail here); an encrypted database's data files
@@ -154,7 +154,7 @@ describe.each([
     expect(forkState.forkBase?.kind).toBe(encrypted ? 'logical' : 'physical');
     const base = JSON.parse(readFileSync(join(lab.agentDir, 'backups', String(src.id), String(forkState.forkBase.backupId), 'manifest.json'), 'utf8'));
     expect(base.type).toBe('base');
-    expect(base.format).toBe(encrypted ? 'mariadb-dump+gzip+aes-256-gcm' : 'mariadb-backup+mbstream+zstd');
+    expect(base.format).toBe(encrypted ? 'mariadb-dump+zstd+aes-256-gcm' : 'mariadb-backup+mbstream+zstd');
     console.log(`pitr fork (${runtime}, ${size} nodes, encrypted ${encrypted}, ${src.version}): ${inFork.size} of ${stamped.size} rows, ${forkState.forkBase.kind} base, active in ${forkMs} ms`);
   }, 600_000);
 });

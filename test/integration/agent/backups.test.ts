@@ -101,7 +101,7 @@ describe('agent: backups and restore (1 node)', () => {
     const c = await connect();
     await c.query("INSERT INTO app.t VALUES (6, 'f')");
     await c.end();
-    const file = join(stateDir, 'backups', '11', String(r.backupId), 'dump.sql.gz');
+    const file = join(stateDir, 'backups', '11', String(r.backupId), 'dump.sql.zst');
     const bytes = readFileSync(file);
     bytes[Math.floor(bytes.length / 2)] ^= 0xff;
     writeFileSync(file, bytes);

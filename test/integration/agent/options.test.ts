@@ -3,9 +3,12 @@
  * Issue 7, agent side: encryption at rest (`encrypted`), `ssl_connection: false`, and resize
  * (a larger type restarts the node with the new limits, `updating` then `active`).
  */
-import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { constants as zlibConstants, gunzipSync } from 'node:zlib';
+import { gzipSync, zstdDecompressSync } from 'node:zlib';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createDecryptStream, createEncryptStream, LEGACY_FRAME_BYTES } from '../../../agent/backup/backup-crypto.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningAgent } from '../../../agent/main.js';
@@ -74,17 +77,17 @@ describe('agent: encryption at rest, plain connections, resize', () => {
     expect(snap).toMatchObject({ ok: true });
     const dir = join(stateDir, 'backups', '5', String(snap.backupId));
     const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
-    expect(manifest).toMatchObject({ format: 'mariadb-dump+gzip+aes-256-gcm', encryption: { scheme: 'aes-256-gcm-chunked-v1' } });
+    expect(manifest).toMatchObject({ format: 'mariadb-dump+zstd+aes-256-gcm', encryption: { scheme: 'aes-256-gcm-chunked-v1', frameBytes: 1024 * 1024 } });
     const stored = readFileSync(join(dir, manifest.file));
     const marker = Buffer.from('PLAINTEXT-MARKER-4711');
     expect(stored.includes(marker)).toBe(false);
-    // Not a gzip stream either (whatever part of it one tries to inflate).
-    expect(stored.subarray(0, 2).equals(Buffer.from([0x1f, 0x8b]))).toBe(false);
-    for (let i = 0; i < stored.length - 2; i++) {
-      if (stored[i] !== 0x1f || stored[i + 1] !== 0x8b) continue;
+    // Not a zstd stream either (whatever part of it one tries to decompress).
+    const zstdMagic = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);
+    expect(stored.subarray(0, 4).equals(zstdMagic)).toBe(false);
+    for (let i = stored.indexOf(zstdMagic); i >= 0; i = stored.indexOf(zstdMagic, i + 1)) {
       let inflated: Buffer | undefined;
       try {
-        inflated = gunzipSync(stored.subarray(i), { finishFlush: zlibConstants.Z_SYNC_FLUSH });
+        inflated = zstdDecompressSync(stored.subarray(i));
       } catch {
         inflated = undefined;
       }
@@ -104,6 +107,32 @@ describe('agent: encryption at rest, plain connections, resize', () => {
     const [rows] = await c2.query('SELECT id, v FROM app.secret ORDER BY id');
     expect(rows).toEqual([{ id: 1, v: 'PLAINTEXT-MARKER-4711' }]);
     await c2.end();
+
+    // The same dump as an older agent stored it (gzip, 64 KiB frames, its manifest saying so)
+    // still restores.
+    const key = JSON.parse(readFileSync(statePath, 'utf8')).backupKey as string;
+    const read = async (src: Buffer, t: NodeJS.ReadWriteStream) => {
+      const out: Buffer[] = [];
+      await pipeline(Readable.from([src]), t, async function* (x) { for await (const b of x) out.push(b as Buffer); });
+      return Buffer.concat(out);
+    };
+    const oldBody = await read(gzipSync(zstdDecompressSync(await read(stored, createDecryptStream(key)))), createEncryptStream(key, LEGACY_FRAME_BYTES));
+    const oldId = 960;
+    const oldDir = join(stateDir, 'backups', '5', String(oldId));
+    mkdirSync(oldDir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(oldDir, 'dump.sql.gz.aes'), oldBody, { mode: 0o600 });
+    writeFileSync(join(oldDir, 'manifest.json'), JSON.stringify({
+      ...manifest, id: oldId, label: 'from_an_older_agent', format: 'mariadb-dump+gzip+aes-256-gcm', encryption: { scheme: 'aes-256-gcm-chunked-v1', frameBytes: LEGACY_FRAME_BYTES },
+      file: 'dump.sql.gz.aes', sizeBytes: oldBody.length, sha256: createHash('sha256').update(oldBody).digest('hex'),
+    }), { mode: 0o600 });
+    const c4 = await connect();
+    await c4.query("UPDATE app.secret SET v = 'changed again' WHERE id = 1");
+    await c4.end();
+    expect(await op({ restore: { backupId: oldId } })).toMatchObject({ ok: true, error: '' });
+    const c5 = await connect();
+    const [rows5] = await c5.query('SELECT id, v FROM app.secret ORDER BY id');
+    expect(rows5).toEqual([{ id: 1, v: 'PLAINTEXT-MARKER-4711' }]);
+    await c5.end();
 
     const bytes = Buffer.from(stored);
     bytes[Math.floor(bytes.length / 2)] ^= 0x01;

@@ -141,7 +141,7 @@ describe('agent: physical bases under heavy writes, and when they fail (process 
     expect(readdirSync(run).filter((f) => f.startsWith('backup-'))).toEqual([]);
 
     const m = await backups.takeBase(ctl);
-    expect(m.format).toBe('mariadb-dump+gzip');
+    expect(m.format).toBe('mariadb-dump+zstd');
     expect((await backups.refresh(13)).map((x) => x.id)).toEqual([m.id]);
     const warnings = lines.map((l) => JSON.parse(l)).filter((l) => l.level >= 40);
     expect(warnings.map((w) => w.msg)).toEqual([

@@ -172,7 +172,7 @@ describe('agent: deletes while a fork reads the local backup store wait for the 
     await driver.waitFor(() => driver.last() && !driver.db(SOURCE), 90_000, 'source gone from the report');
     expect(existsSync(join(fx.stateDir, 'databases', String(SOURCE)))).toBe(false);
     // What the fork reads stays: the base's data and the archived binlog segments.
-    expect(readdirSync(folderOf(SOURCE, base)).filter((n) => n.startsWith('dump.sql.gz'))).toHaveLength(1);
+    expect(readdirSync(folderOf(SOURCE, base)).filter((n) => n.startsWith('dump.sql.zst'))).toHaveLength(1);
     expect(readdirSync(join(folderOf(SOURCE), 'binlog')).length).toBeGreaterThan(0);
     held.release();
     await exactRows(f, base);
