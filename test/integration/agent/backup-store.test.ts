@@ -120,9 +120,9 @@ describe('agent: backups and the binlog archive in an S3-compatible object store
 
     const keys = [...await storeList('backups'), ...await storeList('binlog')];
     // A snapshot, a base and at least one segment, each with its data file and manifest.
-    expect(keys.filter((k) => /\/backups\/\d+\/dump\.sql\.gz\.aes$/.test(k)).length).toBeGreaterThanOrEqual(1);
-    expect(keys.some((k) => /\/backups\/\d+\/base\.mbstream\.zst\.aes$|\/backups\/1\d{9}\/dump\.sql\.gz\.aes$/.test(k))).toBe(true);
-    expect(keys.some((k) => /\/binlog\/\d+\/binlog\.gz\.aes$/.test(k))).toBe(true);
+    expect(keys.filter((k) => /\/backups\/\d+\/dump\.sql\.zst\.aes$/.test(k)).length).toBeGreaterThanOrEqual(1);
+    expect(keys.some((k) => /\/backups\/\d+\/base\.mbstream\.zst\.aes$|\/backups\/1\d{9}\/dump\.sql\.zst\.aes$/.test(k))).toBe(true);
+    expect(keys.some((k) => /\/binlog\/\d+\/binlog\.zst\.aes$/.test(k))).toBe(true);
     for (const k of keys) expect(k).toMatch(/^region-a\/db\/61\/(backups|binlog)\/\d+\/[a-z.]+$/);
     for (const k of keys) expect(k).not.toMatch(/app|tenant|label/);
 
@@ -132,7 +132,7 @@ describe('agent: backups and the binlog archive in an S3-compatible object store
     for (const f of objects) {
       const bytes = readFileSync(f);
       expect(bytes.includes(MARKER)).toBe(false);
-      // Each object is either encrypted (backup-crypto.ts's header) or a manifest (JSON): no gzip
+      // Each object is either encrypted (backup-crypto.ts's header) or a manifest (JSON): no zstd or gzip
       // stream a reader could simply inflate.
       expect(bytes.subarray(0, 4).toString() === 'FBK1' || bytes[0] === 0x7b).toBe(true);
     }

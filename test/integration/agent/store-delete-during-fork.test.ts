@@ -152,7 +152,7 @@ describe('agent: deletes while a fork reads the local backup store wait for the 
     // Gone from the agent's list at once (the API hides it on the request already)...
     await driver.waitFor(() => driver.db(SOURCE) && !driver.db(SOURCE)!.backups.some((b) => Number(b.id) === snap.backupId), 30_000, 'snapshot gone from the report');
     // ...while its data waits for the fork: one data file, the manifest withdrawn.
-    expect(existsSync(folderOf(SOURCE, snap.backupId)) ? readdirSync(folderOf(SOURCE, snap.backupId)) : []).toEqual([expect.stringMatching(/^dump\.sql\.gz/)]);
+    expect(existsSync(folderOf(SOURCE, snap.backupId)) ? readdirSync(folderOf(SOURCE, snap.backupId)) : []).toEqual([expect.stringMatching(/^dump\.sql\.zst/)]);
     held.release();
     await exactRows(f, snap.backupId);
     // The fork's lease ended: the snapshot's data is purged (nothing of it left in the store).
