@@ -4,10 +4,13 @@
  * archive and forks"): rows are written every 100 ms through hosts.primary, each stamped by the
  * server, the primary is killed, writes resume on the promoted replica; a fork to a second
  * before the failover and one to a second after it each hold exactly the rows the source stamped
- * up to their second. The archive goes on from the new primary's binlogs. Process runtime, real
- * mariadbd, the agent in this process.
+ * up to their second. The archive goes on from the new primary's binlogs. The old primary's
+ * segments are rewritten as an older agent stored them (gzip) before the forks: they still replay.
+ * Process runtime, real mariadbd, the agent in this process.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { gzipSync, zstdDecompressSync } from 'node:zlib';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningAgent } from '../../../agent/main.js';
@@ -83,6 +86,28 @@ describe('agent: forks of a 3-node source before and after its failover (process
     expect(after).toBeGreaterThan(killedAt);
     await driver.waitFor(() => driver.db(SOURCE)?.status === 'active', 120_000, 'the source active again');
 
+    // The old primary's segments as an older agent archived them (gzip, `binlog+gzip`): both
+    // forks replay them, the second then the new primary's zstd ones after them.
+    const segDir = join(fx.stateDir, 'backups', String(SOURCE), 'binlog');
+    let rewritten = 0;
+    for (const seq of readdirSync(segDir)) {
+      const mPath = join(segDir, seq, 'manifest.json');
+      let m: Record<string, unknown>;
+      try {
+        m = JSON.parse(readFileSync(mPath, 'utf8'));
+      } catch {
+        continue;
+      }
+      if (m.node !== oldPrimary || m.format !== 'binlog+zstd') continue;
+      const gz = gzipSync(zstdDecompressSync(readFileSync(join(segDir, seq, String(m.file)))));
+      writeFileSync(join(segDir, seq, 'binlog.gz'), gz, { mode: 0o600 });
+      writeFileSync(`${mPath}.tmp`, JSON.stringify({ ...m, format: 'binlog+gzip', file: 'binlog.gz', sizeBytes: gz.length, sha256: createHash('sha256').update(gz).digest('hex') }), { mode: 0o600 });
+      renameSync(`${mPath}.tmp`, mPath);
+      rmSync(join(segDir, seq, String(m.file)));
+      rewritten++;
+    }
+    expect(rewritten).toBeGreaterThan(0);
+
     const forkOf = (id: number, T: number, k: number) => desiredDb({
       id, engineId: src.engineId, version: src.version, rootPassword: `Fork.Pass_${id}`,
       hostPrimary: `${fx.net}.${k}`, hostSecondary: `${fx.net}.${k + 1}`, allowList: ['0.0.0.0/0'], forkSource: SOURCE, forkRestoreMs: T,
@@ -120,8 +145,8 @@ describe('agent: forks of a 3-node source before and after its failover (process
     const dir = join(fx.stateDir, 'backups', String(SOURCE), 'binlog');
     const segs = readdirSync(dir).map((x) => JSON.parse(readFileSync(join(dir, x, 'manifest.json'), 'utf8')));
     const newPrimary = c.state!.primary;
-    expect(segs.some((m) => m.node === oldPrimary && m.closedMs < killedAt)).toBe(true);
-    expect(segs.some((m) => m.node === newPrimary && m.closedMs > after)).toBe(true);
+    expect(segs.some((m) => m.node === oldPrimary && m.closedMs < killedAt && m.format === 'binlog+gzip')).toBe(true);
+    expect(segs.some((m) => m.node === newPrimary && m.closedMs > after && m.format === 'binlog+zstd')).toBe(true);
     const forkBase = (id: number) => JSON.parse(readFileSync(join(fx.stateDir, 'databases', String(id), 'state.json'), 'utf8')).forkBase.backupId;
     const base = JSON.parse(readFileSync(join(fx.stateDir, 'backups', String(SOURCE), String(forkBase(53)), 'manifest.json'), 'utf8'));
     expect(base.finishedMs).toBeLessThan(killedAt);
