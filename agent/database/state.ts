@@ -25,7 +25,7 @@ export interface DbState {
    * read-only until the control plane names another member primary (the fence ends) or says the
    * switchover of this term was abandoned (it serves again); see Cluster.followFence.
    * On a 1-node database: fenced to move to another host (a drain): read-only until the control
-   * plane raises the term (the move abandoned), and its objects in the store are kept when it is
+   * plane says that move was abandoned (fence_lifted_term, Cluster.moveAbandoned), and its objects in the store are kept when it is
    * then removed here (they are the new host's now).
    */
   fencedTerm?: number;
