@@ -18,7 +18,7 @@ import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
 import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
-import { databaseDir, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
+import { databaseDir, followMoveFence, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
 export interface ControllerDeps {
   id: number;
@@ -159,14 +159,14 @@ export abstract class Cluster {
       changed = true;
     }
     if (this.spread && this.followMembers(s, d)) changed = true;
-    // A 1-node database fenced to move: a higher term from the control plane abandons the move.
-    if (!this.spread && s.fencedTerm !== undefined && Number(d.term) > s.fencedTerm) {
-      this.log.warn({ term: Number(d.term), fenced: s.fencedTerm }, 'the move to another host was abandoned: the node serves writes again');
-      s.fencedTerm = undefined;
-      changed = true;
-    }
+    // A 1-node database fenced to move: only the word that this very move was abandoned lifts it (said once per term).
+    const move = this.spread ? 'none' : followMoveFence(s, Number(d.term), Number(d.fenceLiftedTerm ?? 0));
+    if (move === 'lifted' || (move === 'kept' && this.keptMoveFence !== Number(d.term))) this.log.warn({ term: Number(d.term) }, move === 'lifted' ? 'the move to another host was abandoned: the node serves writes again' : 'a higher term without the word that the move was abandoned: the node stays read-only');
+    this.keptMoveFence = Number(d.term);
+    if (move === 'lifted') changed = true;
     if (changed) await this.save();
   }
+  private keptMoveFence = -1;
 
   private followMembers(s: DbState, d: DesiredDatabase__Output): boolean {
     let changed = false;
@@ -249,8 +249,8 @@ export abstract class Cluster {
 
   /**
    * FenceOp on a 1-node database, the first step of its move to another host (docs/multi-host.md,
-   * "Draining a host"): its node goes read-only and stays so (the plan neither promotes nor
-   * restarts it into writes) until it is removed here or a higher term abandons the move. Returns
+   * "Draining a host"): its node goes read-only and stays so (no promote, no restart into writes)
+   * until it is removed here or the control plane says the move was abandoned (followMoveFence). Returns
    * its GTID position once the commits in flight have finished; the caller then archives up to it.
    */
   protected async fenceToMove(s: DbState, term: number, member: number): Promise<string> {

@@ -25,7 +25,7 @@ export interface DbState {
    * read-only until the control plane names another member primary (the fence ends) or says the
    * switchover of this term was abandoned (it serves again); see Cluster.followFence.
    * On a 1-node database: fenced to move to another host (a drain): read-only until the control
-   * plane raises the term (the move abandoned), and its objects in the store are kept when it is
+   * plane says that move was abandoned (fence_lifted_term, followMoveFence below), and its objects in the store are kept when it is
    * then removed here (they are the new host's now).
    */
   fencedTerm?: number;
@@ -141,4 +141,20 @@ export async function updateState(db: StateHolder, change: Partial<DbState>): Pr
 export function applyState(db: Pick<StateHolder, 'state'>, change: Partial<DbState>): void {
   if (!db.state) throw new Error('the database was deleted');
   Object.assign(db.state, change);
+}
+
+/**
+ * A 1-node database fenced to move at `s.fencedTerm` follows a desired state of `term`: the fence
+ * is lifted ('lifted', `s.fencedTerm` cleared) only on the control plane's explicit word that this
+ * very move was abandoned (DesiredDatabase.fence_lifted_term, the fence's own term, with a higher
+ * term). A higher term alone keeps it ('kept'): the store may already hold the fence's position as
+ * the end of a rebuild on another host, and a write here past it would be a second, diverging copy
+ * of the database (docs/multi-host.md, "The move's fence"). 'none': no fence, or no higher term.
+ * Asked only for a database still sent here with its member on this agent (it stays on this host).
+ */
+export function followMoveFence(s: DbState, term: number, fenceLiftedTerm: number): 'lifted' | 'kept' | 'none' {
+  if (s.fencedTerm === undefined || term <= s.fencedTerm) return 'none';
+  if (fenceLiftedTerm !== s.fencedTerm) return 'kept';
+  s.fencedTerm = undefined;
+  return 'lifted';
 }

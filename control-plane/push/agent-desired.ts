@@ -38,7 +38,8 @@ function toDesired(d: DatabaseRecord, members: DesiredMember[], proxySources: st
     // Only a cluster spread over agents has a primary named by the control plane (0 = the agent decides).
     members, term: d.term, primaryMember: spread ? d.primaryMember : 0,
     primaryPosition: spread ? d.primaryPosition ?? '' : '',
-    fenceLiftedTerm: spread ? d.fenceLiftedTerm ?? 0 : 0,
+    // The word that a fence was abandoned: a spread cluster's switchover, or a 1-node database's move.
+    fenceLiftedTerm: spread || d.clusterSize === 1 ? d.fenceLiftedTerm ?? 0 : 0,
     binlogRetentionSeconds: d.engineConfig.binlog_retention_period ?? 0,
     forkSource: d.fork?.source ?? 0, forkRestoreMs: d.fork?.restoreTimeMs ?? 0,
     forkThroughSecond: d.fork?.throughSecond === true,

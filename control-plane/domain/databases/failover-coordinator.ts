@@ -123,7 +123,7 @@ export class FailoverCoordinator {
       const members: MemberView[] = await Promise.all(placements.map(async (m) => {
         const agent = await this.d.repo.agent(m.agentId);
         const node = reports.get(m.member);
-        return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node };
+        return { member: m.member, agentId: m.agentId, agentConnected: !!agent?.connected, agentSeenAt: agent?.lastSeen ?? null, node, seeding: m.seed !== undefined };
       }));
       const decision = decideFailover({ clusterSize: db.clusterSize, term: db.term, primaryMember: db.primaryMember, primaryPosition: db.primaryPosition ?? '', members, lostSince: this.lostSince.get(db.id) ?? null }, now);
       changed = (await this.apply(db.id, decision)) || changed;
@@ -169,6 +169,13 @@ export class FailoverCoordinator {
     return true;
   }
 
+  private async recordHeldBack(id: number, cause: string): Promise<void> {
+    const db = await this.d.repo.get(id);
+    if (!db) return;
+    const message = `No primary: ${cause}. The database stays degraded without a primary until a member that holds every acknowledged write can be promoted.`;
+    await this.d.events.record('database_degraded', databaseRef(db), { status: 'notification', message });
+  }
+
   private async apply(id: number, decision: FailoverDecision): Promise<boolean> {
     switch (decision.kind) {
       case 'healthy':
@@ -178,7 +185,12 @@ export class FailoverCoordinator {
       case 'waiting':
       case 'stuck':
         if (!this.lostSince.has(id)) this.log.warn({ database: id, cause: decision.cause }, 'database primary lost');
-        if (decision.kind === 'stuck' && !this.stuck.has(id)) this.log.error({ database: id, cause: decision.cause }, 'no replica can be promoted');
+        if (decision.kind === 'stuck' && !this.stuck.has(id)) {
+          this.log.error({ database: id, cause: decision.cause }, 'no replica can be promoted');
+          // Said to the customer too when a member was held back for its seeding: otherwise the
+          // database reads degraded with no word on why it has no primary.
+          if (decision.seeding) await this.recordHeldBack(id, decision.cause);
+        }
         if (decision.kind === 'stuck') this.stuck.add(id);
         this.lostSince.set(id, decision.lostSince);
         return false;

@@ -32,6 +32,12 @@ export interface MemberView {
   agentSeenAt: number | null;
   /** What the agent last said of this member; undefined when it has not reported it. */
   node?: { state: string; role: string; gtid: string };
+  /**
+   * Placed on a new host and not caught up yet (MemberPlacement.seed): it may hold a half-prepared
+   * base or still be applying its relay log, so the position it reports says nothing of which
+   * acknowledged rows it holds, and it is never promoted.
+   */
+  seeding?: boolean;
 }
 
 export interface FailoverInput {
@@ -52,8 +58,11 @@ export type FailoverDecision =
   | { kind: 'healthy' }
   /** The primary is lost but not for long enough yet. */
   | { kind: 'waiting'; lostSince: number; cause: string }
-  /** Lost for long enough, but no replica can take over (the cluster stays without a primary). */
-  | { kind: 'stuck'; lostSince: number; cause: string }
+  /**
+   * Lost for long enough, but no replica can take over (the cluster stays without a primary);
+   * `seeding`: running replicas held back only because they are still being seeded.
+   */
+  | { kind: 'stuck'; lostSince: number; cause: string; seeding?: number[] }
   /** `position`: the GTID position the member is promoted for (its agent promotes it only once its node holds it). */
   | { kind: 'promote'; member: number; agentId: string; term: number; position: string; cause: string };
 
@@ -95,7 +104,10 @@ export function gtidProgress(pos: string): number {
  * advanced running replica on a live agent is promoted (ties: lowest member index) with the
  * term raised by one, for the position it reported (its agent checks its node still holds it
  * before promoting). A replica that lacks the position the current primary was named for is
- * never promoted. No such replica on a live agent: stuck, never a guess.
+ * never promoted, nor one still being seeded on a new host, however far its reported position:
+ * a base restored at a position, or a relay log half applied, can report a position past rows it
+ * does not hold. No such replica on a live agent: stuck, never a guess (the cluster waits without
+ * a primary, and the cause names the members held back, rather than lose acknowledged rows).
  */
 export function decideFailover(input: FailoverInput, now: number): FailoverDecision {
   if (input.clusterSize < 2) return { kind: 'healthy' };
@@ -105,14 +117,18 @@ export function decideFailover(input: FailoverInput, now: number): FailoverDecis
   const lostSince = input.lostSince ?? now;
   const wait = primary?.node?.role === 'fenced' ? FENCE_ABANDONED_MS : FAILOVER_AFTER_MS;
   if (now - lostSince < wait) return { kind: 'waiting', lostSince, cause };
-  const candidates = input.members
-    .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica')
+  const replicas = input.members
+    .filter((m) => m.member !== input.primaryMember && agentAlive(m, now) && m.node?.state === 'running' && m.node.role === 'replica');
+  const seeding = replicas.filter((m) => m.seeding).map((m) => m.member);
+  const candidates = replicas.filter((m) => !m.seeding)
     .sort((a, b) => gtidProgress(b.node!.gtid) - gtidProgress(a.node!.gtid) || a.member - b.member);
   const floor = input.primaryPosition ?? '';
   const best = candidates.find((m) => gtidContains(m.node!.gtid, floor));
   if (!best) {
     const why = candidates.length === 0 ? 'no replica runs on a connected agent' : `no replica holds the position ${floor} the primary was named for`;
-    return { kind: 'stuck', lostSince, cause: `${cause}, and ${why}` };
+    const held = seeding.length === 0 ? ''
+      : `; member ${seeding.join(', ')} is still being seeded on a new host and is not promoted before it has caught up (it may lack acknowledged rows)`;
+    return { kind: 'stuck', lostSince, cause: `${cause}, and ${why}${held}`, ...(seeding.length > 0 ? { seeding } : {}) };
   }
   return { kind: 'promote', member: best.member, agentId: best.agentId, term: input.term + 1, position: best.node!.gtid, cause };
 }

@@ -79,8 +79,9 @@ export interface DatabaseRecord {
    */
   primaryPosition?: string;
   /**
-   * The term of the planned switchover's fence the control plane last abandoned (switchover.ts):
-   * the agent makes the fenced member writable again only for this explicit word. 0 or absent = none.
+   * The term of the fence the control plane last abandoned, a spread cluster's planned switchover
+   * (switchover.ts) or a 1-node database's move (single-move.ts): the agent makes the fenced node
+   * writable again only for this explicit word. 0 or absent = none.
    */
   fenceLiftedTerm?: number;
   /**

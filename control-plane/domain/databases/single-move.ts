@@ -60,8 +60,8 @@ export type SingleMoveDeps = SwitchoverDeps;
  *    CA and `hosts.primary`, and the data planes route to it once it reports. The old agent, no
  *    longer sent it, removes its node but keeps the objects (its agent knows it was fenced to move).
  *
- * A fence that fails or runs past MOVE_FENCE_DEADLINE_MS abandons the move: the term is raised,
- * which lifts the fence (the node is writable again where it was).
+ * A fence that fails or runs past MOVE_FENCE_DEADLINE_MS abandons the move: the term is raised
+ * and that fence's term named lifted, which lifts the fence (the node is writable again where it was).
  */
 export class SingleMove {
   private readonly log: Logger;
@@ -127,12 +127,16 @@ export class SingleMove {
     return { kind: 'moved', agentId: to, position, fencedMs };
   }
 
-  /** Lifts the fence: a higher term (the agent keeps a move's fence only for the term it was made in). */
+  /**
+   * Lifts the fence: a higher term that names this fence's term abandoned (fence_lifted_term), the
+   * one word the agent lifts a move's fence on (a higher term alone keeps it), and only while the
+   * database is still on `from` at the fence's term (nothing placed it elsewhere meanwhile).
+   */
   private async abandon(db: DatabaseRecord, found: number, from: string, reason: string): Promise<MoveOutcome> {
     const lifted = await this.d.repo.transaction(async () => {
       const now = await this.d.repo.get(db.id);
       if (!now || now.deleting || now.term !== found || now.agentId !== from) return false;
-      await this.d.repo.update(db.id, { term: found + 1, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
+      await this.d.repo.update(db.id, { term: found + 1, fenceLiftedTerm: found, updated: Math.floor(this.d.clock.now() / 1000) * 1000 });
       return true;
     });
     if (lifted) this.d.onChange();

@@ -39,8 +39,8 @@ export interface SwitchoverTarget {
 }
 
 /**
- * The member to switch a spread cluster's primary over to, pure: a running replica on an agent
- * that is up, reporting, not lost, not draining and not in `avoid`, the most advanced first
+ * The member to switch a spread cluster's primary over to, pure: a running replica, not being
+ * seeded, on an agent that is up, reporting, not lost, not draining and not in `avoid`, the most advanced first
  * (ties: lowest member). Undefined when none fits (the switchover is not started).
  */
 export function switchoverTarget(
@@ -49,7 +49,8 @@ export function switchoverTarget(
 ): SwitchoverTarget | undefined {
   const current = currentReports(placements, reports);
   const fit = placements.filter((m) => {
-    if (m.member === db.primaryMember || avoid.has(m.agentId)) return false;
+    // A member still being seeded on a new host may lack rows below the position it reports.
+    if (m.member === db.primaryMember || avoid.has(m.agentId) || m.seed !== undefined) return false;
     const a = agents.find((x) => x.id === m.agentId);
     if (!a || !a.connected || a.lostAt || a.drainingAt || a.lastSeen === null || now - a.lastSeen > AGENT_SILENT_MS) return false;
     const r = current.get(m.member);

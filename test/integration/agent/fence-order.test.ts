@@ -1,4 +1,4 @@
-// integration-lane: concurrent (one mariadbd of the process runtime in a temp root, on this file's own 127.79.35 block).
+// integration-lane: concurrent (two mariadbd of the process runtime in temp roots, on this file's own 127.79.35 block).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -155,6 +155,80 @@ describe('a planned switchover\'s fence and a reconcile round of the same databa
     // The control plane abandons the switchover of term 4: its member serves again, accounts synced.
     c.setDesired(desired({ engineId, allowList: ['203.0.113.0/24'], term: 8, fenceLiftedTerm: 4 } as Partial<DesiredDatabase__Output>));
     await rounds(async () => !(await node()).readOnly && c.report().nodes?.find((n) => n.member === 1)?.role === 'primary');
+    expect(c.state?.fencedTerm).toBeUndefined();
+    expect((await node()).readOnly).toBe(false);
+  }, 120_000);
+});
+
+/**
+ * A 1-node database fenced to move off a draining host (docs/multi-host.md, "The move's fence"),
+ * on a real server: a higher term alone, or the abandonment of another fence, leaves it
+ * read-only at the fenced position; only the control plane's word that this very move was
+ * abandoned (fence_lifted_term = the fence's term) makes it writable again. Its own mariadbd in
+ * this file's 127.79.35 block (pool .8/29), its own temp root.
+ */
+describe('a 1-node database fenced to move, on a real server', () => {
+  const root = mkdtempSync(join(tmpdir(), 'fulcrum-movefence-'));
+  const rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
+  const net = testNet('127.79', 35);
+  let c!: DatabaseController;
+
+  const desired = (over: Partial<DesiredDatabase__Output> = {}): DesiredDatabase__Output => ({
+    id: 8, label: 'movefence', engineId: '', version: '', image: '', binary: '',
+    type: { id: 'g6-nanode-1', memoryMb: 512, vcpus: 1, diskMb: 0 },
+    clusterSize: 1, replicationType: 'none', sslConnection: true, encrypted: false, allowList: [],
+    updates: { frequency: 'weekly', duration: 3, hourOfDay: 0, dayOfWeek: 0, weekOfMonth: 0 },
+    rootPassword: 'Move-fence-pw-1', state: 'running', hostPrimary: `${net}.202`, hostSecondary: `${net}.203`, port: 3306, generation: 1,
+    restartOptions: {}, dynamicOptions: {}, proxySources: [], term: 2, primaryMember: 0, primaryPosition: '', fenceLiftedTerm: 0,
+    members: [{ index: 1, agentId: 'a', local: true, address: '', serverId: 1 }],
+    ...over,
+  }) as unknown as DesiredDatabase__Output;
+  const node = async () => withAdmin(await c.adminTarget(1), async (x) => {
+    const r = (await q(x, 'SELECT @@read_only AS ro, @@gtid_binlog_pos AS pos'))[0]!;
+    return { readOnly: Number(r.ro) === 1, pos: String(r.pos) };
+  });
+  const rounds = async (done: () => Promise<boolean> = async () => false, max = 40) => {
+    for (let i = 0; i < max; i++) {
+      await c.tick();
+      if (await done()) return;
+    }
+  };
+
+  beforeAll(async () => {
+    const [engine] = await detectLocalCatalogue();
+    if (!engine) throw new Error('no local mariadbd found: this test needs mariadb-server installed');
+    c = new DatabaseController({
+      id: 8, agentId: 'a', agentKey: 'f0e0df', stateDir: join(root, 'state'), runtime: rt, runtimeKind: 'process', catalogue: [engine],
+      logger: silentLogger(), clock: systemClock, nodeAddressPool: `${net}.8/29`, takenAddresses: () => new Set(), onChange: () => undefined,
+      extras: { windowOpen: () => false, extraReport: () => ({}) },
+    });
+    c.setDesired(desired({ engineId: engine.id }));
+    await rounds(async () => !!c.state?.provisioned && !(await node()).readOnly);
+    expect(c.state?.provisioned).toBe(true);
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true }).catch(() => undefined);
+    rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+  }, 120_000);
+
+  it('stays read-only over a higher term and over another fence\'s abandonment; serves again on the abandonment of its own move', async () => {
+    const engineId = c.desired!.engineId;
+    await withAdmin(await c.adminTarget(1), (x) => x.query('CREATE DATABASE movefence'));
+    const position = await c.fence(2, 1);
+    expect(position).toMatch(/^0-1-\d+$/);
+    expect(await node()).toEqual({ readOnly: true, pos: position });
+    // A higher term without the word (a term raised for any other reason).
+    c.setDesired(desired({ engineId, term: 3 }));
+    await rounds(async () => false, 5);
+    expect([c.state?.fencedTerm, await node()]).toEqual([2, { readOnly: true, pos: position }]);
+    // The word names another fence (term 1's, which this agent never made).
+    c.setDesired(desired({ engineId, term: 4, fenceLiftedTerm: 1 } as Partial<DesiredDatabase__Output>));
+    await rounds(async () => false, 5);
+    expect([c.state?.fencedTerm, await node()]).toEqual([2, { readOnly: true, pos: position }]);
+    // The control plane abandons the move of term 2: the node serves writes again where it was.
+    c.setDesired(desired({ engineId, term: 5, fenceLiftedTerm: 2 } as Partial<DesiredDatabase__Output>));
+    await rounds(async () => !(await node()).readOnly);
     expect(c.state?.fencedTerm).toBeUndefined();
     expect((await node()).readOnly).toBe(false);
   }, 120_000);

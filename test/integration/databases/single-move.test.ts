@@ -69,13 +69,15 @@ describe('moving a 1-node database to another host (SQLite store, manual clock)'
     const s = await setup();
     const failed = await s.drive(s.move.run(s.row.id, 'a', 'b', 'a test'), () => ({ ok: false, error: 'the binlog archive round after the fence did not complete' }));
     expect(failed).toMatchObject({ kind: 'abandoned', reason: expect.stringMatching(/archive round after the fence did not complete/) });
-    expect(await s.repo.get(s.row.id)).toMatchObject({ term: 3, agentId: 'a', recovery: null });
+    // The term raised names that fence (term 2's) abandoned: the agent lifts a move's fence only for this word.
+    expect(await s.repo.get(s.row.id)).toMatchObject({ term: 3, fenceLiftedTerm: 2, agentId: 'a', recovery: null });
     expect((await s.repo.members(s.row.id)).map((m) => m.agentId)).toEqual(['a']);
+    expect(agentContent('a', await s.repo.list(), await s.repo.members(), []).databases.map((d) => [d.term, d.fenceLiftedTerm])).toEqual([[3, 2]]);
 
     const silent = await s.drive(s.move.run(s.row.id, 'a', 'b', 'a test'), () => undefined);
     expect(silent.kind).toBe('abandoned');
     expect(await s.repo.operation(s.seen[1]!.id)).toMatchObject({ state: 'failed', error: `did not answer within ${MOVE_FENCE_DEADLINE_MS / 1000} s` });
-    expect(await s.repo.get(s.row.id)).toMatchObject({ term: 4, agentId: 'a' });
+    expect(await s.repo.get(s.row.id)).toMatchObject({ term: 4, fenceLiftedTerm: 3, agentId: 'a' });
     expect((await s.messages()).filter((m) => m.startsWith('database_update/failed: Move to another host abandoned'))).toHaveLength(2);
   });
 

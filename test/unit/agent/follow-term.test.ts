@@ -83,4 +83,29 @@ describe('following the control plane\'s term', () => {
     await moved.followDesired();
     expect([moved.state!.primary, moved.state!.fencedTerm]).toEqual([3, undefined]);
   });
+
+  // A 1-node database fenced to move off a draining host: the store may already hold the fence's
+  // position as the end of a rebuild elsewhere, so only the control plane's word that this very
+  // move was abandoned makes the old node writable again (docs/multi-host.md, "Moving a 1-node
+  // database off a draining host"), never a higher term alone.
+  it('keeps a 1-node database fenced to move over a higher term, and over the abandonment of another fence; lifts it on the abandonment of that very move', async () => {
+    const { c, stateDir } = controller();
+    const one = (term: number, fenceLiftedTerm = 0): DesiredDatabase__Output => ({
+      id: 4, clusterSize: 1, term, primaryMember: 0, fenceLiftedTerm,
+      members: [{ index: 1, agentId: 'b', local: true, address: '' }],
+    }) as unknown as DesiredDatabase__Output;
+    c.state = { ...newDbState(4), addresses: [''], primary: 1, term: 3, provisioned: true, fencedTerm: 3 };
+    c.desired = one(3);
+    expect(c.movingOut).toBe(true);
+    c.desired = one(4);
+    await c.followDesired();
+    expect([c.state!.fencedTerm, c.movingOut]).toEqual([3, true]);
+    c.desired = one(5, 4);
+    await c.followDesired();
+    expect([c.state!.fencedTerm, c.movingOut]).toEqual([3, true]);
+    c.desired = one(6, 3);
+    await c.followDesired();
+    expect([c.state!.fencedTerm, c.movingOut]).toEqual([undefined, false]);
+    expect(loadDbState(stateDir, 4)?.fencedTerm).toBeUndefined();
+  });
 });

@@ -143,4 +143,38 @@ describe('the position a promotion is decided for', () => {
     const caught = cluster(clock, { 1: { agentConnected: false }, 2: { node: { state: 'running', role: 'replica', gtid: '0-2-11' } }, 3: { node: { state: 'running', role: 'replica', gtid: '0-1-9' } } });
     expect(at(clock, 1, '0-1-10', caught, lost)).toMatchObject({ kind: 'promote', member: 2, position: '0-2-11' });
   });
+
+  // A member re-placed on a new host is seeded (a base restored at a position, then replication)
+  // until its "caught up" event: the position it reports can equal or pass the other replica's
+  // while rows below it are still missing (docs/multi-host.md, "Failover candidates").
+  it('never promotes a member still being seeded, however far its reported position: the other replica, or stuck saying why, until it has caught up', () => {
+    const clock = new ManualClock();
+    // Member 3 restored from a base at seq 12 reports past member 2 (seq 9, lagging).
+    const ahead = (over: Partial<Record<number, Partial<MemberView>>> = {}) => cluster(clock, {
+      1: { agentConnected: false, agentSeenAt: clock.now() - 1000 },
+      3: { node: { state: 'running', role: 'replica', gtid: '0-1-12' }, seeding: true },
+      ...over,
+    });
+    const lost = clock.now();
+    expect(at(clock, 1, '', ahead(), lost).kind).toBe('waiting');
+    clock.advance(FAILOVER_AFTER_MS);
+    expect(at(clock, 1, '', ahead(), lost)).toMatchObject({ kind: 'promote', member: 2, position: '0-1-9' });
+
+    // Member 2 gone as well: the seeding member is the only running replica. Stuck, naming it,
+    // for as long as it seeds.
+    const alone = () => ahead({ 2: { agentConnected: false } });
+    expect(at(clock, 1, '', alone(), lost)).toMatchObject({
+      kind: 'stuck', seeding: [3], cause: expect.stringMatching(/no replica runs on a connected agent; member 3 is still being seeded on a new host and is not promoted before it has caught up/),
+    });
+    clock.advance(60_000);
+    expect(at(clock, 1, '', alone(), lost)).toMatchObject({ kind: 'stuck', seeding: [3] });
+    // Its mark cleared (it reported itself a replica as far as the primary was at its placement):
+    // a candidate like any other.
+    expect(at(clock, 1, '', ahead({ 2: { agentConnected: false }, 3: { node: { state: 'running', role: 'replica', gtid: '0-1-12' }, seeding: false } }), lost))
+      .toMatchObject({ kind: 'promote', member: 3, position: '0-1-12', term: 6 });
+    // A stuck decision without a seeding member names none.
+    const none = at(clock, 1, '', cluster(clock, { 1: { agentConnected: false }, 2: { agentConnected: false }, 3: { agentConnected: false } }), lost);
+    expect(none.kind).toBe('stuck');
+    expect(none).not.toHaveProperty('seeding');
+  });
 });

@@ -36,6 +36,12 @@ describe('planned switchover: the target', () => {
     // A report from an agent the member is not placed on does not count.
     expect(switchoverTarget(database(), p, [report(1, 'a'), report(2, 'x'), report(3, 'x')], agents, NOW)).toBeUndefined();
   });
+  it('never names a member still being seeded on a new host, however far the position it reports', () => {
+    const reports = [report(1, 'a'), report(2, 'b', { gtid: '0-1-9' }), report(3, 'c', { gtid: '0-1-12' })];
+    const seeding = placed(['a', 'b', 'c']).map((m) => (m.member === 3 ? { ...m, seed: { since: 1, gtid: 20 } } : m));
+    expect(switchoverTarget(database(), seeding, reports, agents, NOW)).toEqual({ member: 2, agentId: 'b' });
+    expect(switchoverTarget(database(), seeding, reports, [agent('a'), agent('b', { connected: false }), agent('c')], NOW)).toBeUndefined();
+  });
   it('names nobody once the cluster changed under it (a failover, a scale, a delete)', () => {
     const found = { term: 4, primary: 1 };
     const target = { member: 2, agentId: 'b' };
