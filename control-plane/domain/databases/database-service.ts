@@ -11,8 +11,9 @@ import type { RegionCatalogue } from '../regions.js';
 import type { AddressPools } from '../address-pools.js';
 import { parseEngineId, type EngineCatalogue } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
-import { refuseWhileDraining, spansAgents } from './placement.js';
+import { refuseSuspendWhileMoving, refuseWhileDraining, spansAgents } from './placement.js';
 import { needsRollingRestart } from './engine-config.js';
+import { startPatchRollout } from './patch-rollout.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
@@ -292,7 +293,17 @@ export class DatabaseService {
       // A patch moves the nodes to what the catalogue names now for the same engine version.
       const engine = this.d.engines.get(db.engineId);
       const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
-      await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...(moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {}) });
+      const build = moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {};
+      const members = await this.d.repo.members(id);
+      if (spansAgents(members)) {
+        // Spread over hosts, a patch is one more rolling change the control plane leads (rollout.ts).
+        await refuseWhileDraining(this.d.repo, members);
+        const event = await this.d.events.record('database_update', databaseRef(db), { username: actor.user.username, message: 'Patch requested' });
+        await startPatchRollout(this.d.repo, id, this.d.clock.now());
+        await this.d.repo.update(id, { status: 'updating', pendingEventId: event.id, secondEventId: null, updated: this.now(), ...build });
+        return;
+      }
+      await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...build });
       await this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
     });
     this.d.onChange();
@@ -327,6 +338,9 @@ export class DatabaseService {
     await this.d.repo.transaction(async () => {
       const db = await this.get(actor, id, 'read_write');
       requireStatus(db.status, rule);
+      // A resume is always taken: a member on a lost host is re-placed once the database runs again.
+      const members = await this.d.repo.members(id);
+      if (rule === 'suspend' && spansAgents(members)) await refuseSuspendWhileMoving(this.d.repo, members);
       const event = await this.d.events.record(action, databaseRef(db), { username: actor.user.username });
       await this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
     });
