@@ -36,8 +36,8 @@ export async function resume(db: ResumeContext): Promise<void> {
 /**
  * A member agent of a cluster spread over hosts (docs/multi-host.md, "Suspend and resume across
  * hosts") starts only its own members, all read-only (config-render.ts). The primary stays the
- * one the control plane names: a local primary is promoted by the next round's plan, with its
- * usual guards (planSpread: not while fenced, not without the position it was named for). A local
+ * one the control plane names: a local one is made writable here, as on one host, unless fenced
+ * (it held the position it was named for when it stopped). A local
  * replica is pointed at that primary as soon as it answers, which may be a while: its agent
  * resumes it at about the same time on another host. A replica attached here never goes through
  * the rejoin's failure count, so a primary slow to start does not get a replica rebuilt. If the
@@ -47,6 +47,9 @@ export async function resume(db: ResumeContext): Promise<void> {
 async function resumeSpread(db: ResumeContext): Promise<void> {
   const s = db.state;
   await Promise.all(db.nodeIndexes().map((k) => db.runtime.ensure(db.nodeSpec(k))));
+  // The named primary, when it is local, is writable again in the same action (no `failed` flap
+  // between the start and the next round), unless a planned switchover fenced it.
+  if (db.nodeIndexes().includes(s.primary) && s.fencedTerm === undefined) await withAdmin(await db.adminTarget(s.primary), (c) => promote(c, db.semiSync));
   await updateState(db, { suspended: false });
   const end = systemClock.now() + SPREAD_RESUME_WAIT_MS;
   for (const k of db.nodeIndexes().filter((i) => i !== s.primary)) {
