@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { FulcrumError } from '../../../lib/errors.js';
-import { wireTime, type Clock } from '../../../lib/clock.js';
+import type { Clock } from '../../../lib/clock.js';
 import { nextWindowStart } from '../../../lib/maintenance-window.js';
 import type { Notice } from '../account/account-service.js';
 import type { AddressRepository } from '../ports.js';
@@ -13,7 +13,7 @@ import { parseEngineId, type EngineCatalogue } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
 import { refuseSuspendWhileMoving, refuseWhileDraining, spansAgents } from './placement.js';
 import { needsRollingRestart } from './engine-config.js';
-import { startPatchRollout } from './patch-rollout.js';
+import { patchAcrossHosts, pendingUpdates, updatesWindow } from './patch-rollout.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
@@ -74,10 +74,7 @@ export class DatabaseService {
    * the window's next start. No deadline: nothing forces it before the window (docs/databases.md).
    */
   pendingUpdates(db: DatabaseRecord): { deadline: string | null; description: string; planned_for: string | null }[] {
-    if (!db.patchPending) return [];
-    const u = db.updates;
-    const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
-    return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
+    return pendingUpdates(db, this.d.clock.now());
   }
 
   /**
@@ -88,13 +85,12 @@ export class DatabaseService {
     const out: Notice[] = [];
     for (const db of await this.live()) {
       if (!db.patchPending) continue;
-      const u = db.updates;
-      const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
+      const start = nextWindowStart(updatesWindow(db.updates), this.d.clock.now());
       out.push({
         type: 'maintenance_scheduled', severity: 'minor', label: 'Database maintenance scheduled',
         message: `A new build of the database engine will be applied to ${db.label} with a rolling restart in its next maintenance window.`,
         entity: { kind: 'database', id: db.id, label: db.label, url: `/v4/databases/mysql/instances/${db.id}` },
-        when: start ?? null, until: start === undefined ? null : start + u.duration * 3_600_000,
+        when: start ?? null, until: start === undefined ? null : start + db.updates.duration * 3_600_000,
       });
     }
     return out;
@@ -292,17 +288,9 @@ export class DatabaseService {
       requireStatus(db.status, 'patch');
       // A patch moves the nodes to what the catalogue names now for the same engine version.
       const engine = this.d.engines.get(db.engineId);
-      const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
-      const build = moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {};
-      const members = await this.d.repo.members(id);
-      if (spansAgents(members)) {
-        // Spread over hosts, a patch is one more rolling change the control plane leads (rollout.ts).
-        await refuseWhileDraining(this.d.repo, members);
-        const event = await this.d.events.record('database_update', databaseRef(db), { username: actor.user.username, message: 'Patch requested' });
-        await startPatchRollout(this.d.repo, id, this.d.clock.now());
-        await this.d.repo.update(id, { status: 'updating', pendingEventId: event.id, secondEventId: null, updated: this.now(), ...build });
-        return;
-      }
+      const build = engine && (engine.image !== db.image || engine.binary !== db.binary) ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {};
+      // Spread over hosts, a patch is one more rolling change, which the control plane leads (rollout.ts).
+      if (await patchAcrossHosts(this.d, db, databaseRef(db), build, actor.user.username, this.d.clock.now())) return;
       await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...build });
       await this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
     });
@@ -338,9 +326,7 @@ export class DatabaseService {
     await this.d.repo.transaction(async () => {
       const db = await this.get(actor, id, 'read_write');
       requireStatus(db.status, rule);
-      // A resume is always taken: a member on a lost host is re-placed once the database runs again.
-      const members = await this.d.repo.members(id);
-      if (rule === 'suspend' && spansAgents(members)) await refuseSuspendWhileMoving(this.d.repo, members);
+      if (rule === 'suspend') await refuseSuspendWhileMoving(this.d.repo, id);
       const event = await this.d.events.record(action, databaseRef(db), { username: actor.user.username });
       await this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
     });

@@ -1,8 +1,25 @@
 import { randomUUID } from 'node:crypto';
-import { isInWindow } from '../../../lib/maintenance-window.js';
+import { wireTime } from '../../../lib/clock.js';
+import { isInWindow, nextWindowStart, type UpdatesWindow } from '../../../lib/maintenance-window.js';
+import type { EntityRef, EventService } from '../events/event-service.js';
 import type { DatabaseRepository } from './repository.js';
 import type { DatabaseRecord, MemberPlacement, OperationRecord } from './model.js';
-import { spansAgents } from './placement.js';
+import { refuseWhileDraining, spansAgents } from './placement.js';
+
+/** A database's `updates` as the window functions read them. */
+export function updatesWindow(u: DatabaseRecord['updates']): UpdatesWindow {
+  return { frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 };
+}
+
+/**
+ * `updates.pending`: a new engine build the agent holds for the maintenance window, planned for
+ * the window's next start. No deadline: nothing forces it before the window (docs/databases.md).
+ */
+export function pendingUpdates(db: Pick<DatabaseRecord, 'patchPending' | 'updates'>, now: number): { deadline: string | null; description: string; planned_for: string | null }[] {
+  if (!db.patchPending) return [];
+  const start = nextWindowStart(updatesWindow(db.updates), now);
+  return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
+}
 
 /**
  * A patch of a cluster spread over hosts (docs/multi-host.md, "Patch, suspend and resume across
@@ -25,6 +42,23 @@ export function windowPatchDue(
 ): boolean {
   if (db.deleting || !db.provisioned || db.runState !== 'running' || db.status !== 'active' || !db.patchPending) return false;
   if (!spansAgents(placements) || pending.some((op) => op.kind === 'rollout')) return false;
-  const u = db.updates;
-  return isInWindow({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, now);
+  return isInWindow(updatesWindow(db.updates), now);
+}
+
+/**
+ * POST .../patch of a database spread over hosts: refused (400) while a host holding a member
+ * drains, as a PUT that restarts the members is; else `database_update` "Patch requested", status
+ * `updating` until the rollout ends (it completes the event) and the database pointed at `build`.
+ * Returns false, doing nothing, for a database on one host (its agent patches it, PatchOp).
+ */
+export async function patchAcrossHosts(
+  d: { repo: DatabaseRepository; events: EventService }, db: DatabaseRecord, ref: EntityRef, build: Partial<DatabaseRecord>, username: string, now: number,
+): Promise<boolean> {
+  const members = await d.repo.members(db.id);
+  if (!spansAgents(members)) return false;
+  await refuseWhileDraining(d.repo, members);
+  const event = await d.events.record('database_update', ref, { username, message: 'Patch requested' });
+  await startPatchRollout(d.repo, db.id, now);
+  await d.repo.update(db.id, { ...build, status: 'updating', pendingEventId: event.id, secondEventId: null, updated: Math.floor(now / 1000) * 1000 });
+  return true;
 }

@@ -149,7 +149,9 @@ export async function refuseWhileDraining(repo: DatabaseRepository, members: rea
  * move half done (a member on a lost host cannot even be stopped). It can be suspended once the
  * member is re-placed and has caught up (docs/multi-host.md, "Patch, suspend and resume across hosts").
  */
-export async function refuseSuspendWhileMoving(repo: DatabaseRepository, members: readonly MemberPlacement[]): Promise<void> {
+export async function refuseSuspendWhileMoving(repo: DatabaseRepository, databaseId: number): Promise<void> {
+  const members = await repo.members(databaseId);
+  if (!spansAgents(members)) return;
   const agents = await repo.agents();
   const moving = [...new Set(members.filter((m) => {
     const a = agents.find((x) => x.id === m.agentId);
