@@ -84,6 +84,7 @@ describe('patch, suspend and resume of a database spread over hosts', () => {
     expect(s.status, JSON.stringify(s.body)).toBe(200);
     await until('the database suspended', async () => (await get()).status === 'suspended' || undefined, 120_000, 500);
     await until('no server of the database on any host', async () => (await Promise.all(agents.map(serverPids))).every((x) => x.length === 0) || undefined, 60_000, 500);
+    const suspendMs = Date.now() - suspendedAt;
     // Down for well past the failover delay: nothing is named primary, nothing restarts.
     const quietUntil = Date.now() + FAILOVER_AFTER_MS * 4;
     while (Date.now() < quietUntil) {
@@ -96,6 +97,7 @@ describe('patch, suspend and resume of a database spread over hosts', () => {
     expect((await events()).some((e) => e.action === 'database_suspend' && e.status === 'finished')).toBe(true);
 
     // The resume: the same primary, every row, the replicas replicating from it.
+    const resumedAt = Date.now();
     const r = await call('POST', `${MYSQL}/${a.id}/resume`);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect((await get()).status).toBe('resuming');
@@ -103,6 +105,8 @@ describe('patch, suspend and resume of a database spread over hosts', () => {
       const x = await get();
       return x.status === 'active' && Object.keys(x.members ?? {}).length === 3 ? x : undefined;
     }, 120_000, 500);
+    const resumeMs = Date.now() - resumedAt;
+    console.log(`[db-host-spread-ops] suspended with no server left in ${suspendMs} ms, active again ${resumeMs} ms after the resume`);
     expect(primaryOf(resumed)).toBe(primary);
     for (const h of agents) expect(await serverPids(h), h.name).toHaveLength(1);
     expect((await events()).filter((e) => e.action === 'database_failover' && Date.parse(`${e.created}Z`) >= suspendedAt - 1000).map((e) => e.message)).toEqual([]);
