@@ -5,16 +5,21 @@ import { Rollout, WINDOW_PATCH_GAP_MS } from '../../../control-plane/domain/data
 import { refuseSuspendWhileMoving } from '../../../control-plane/domain/databases/placement.js';
 import { RESUME_GRACE_MS, resumeGrace } from '../../../control-plane/domain/databases/resume-grace.js';
 import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
+import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
+import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
+import { createRegistry } from '../../../lib/metrics.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
 /**
- * The maintenance window's patch of a cluster spread over three agents (docs/multi-host.md, "Patch,
- * suspend and resume across hosts"), started by the lease holder's rollout round over the real
- * SQLite store with a ManualClock (2024-01-01 00:00 UTC, a Monday). The agents are played as in
- * rollout.test.ts: each answers the operations addressed to it and reports its member.
+ * The control plane's part of patch, suspend and resume of a cluster spread over three agents
+ * (docs/multi-host.md, "Patch, suspend and resume across hosts") over the real SQLite store with a
+ * ManualClock (2024-01-01 00:00 UTC, a Monday): the maintenance window's patch started by the lease
+ * holder's rollout round, the suspend's refusal, and the failover coordinator around a suspend and
+ * a resume. The agents are played as in rollout.test.ts: each answers the operations addressed to
+ * it and reports its member.
  */
-describe('maintenance window patch across hosts (SQLite store, manual clock)', () => {
+describe('patch, suspend and resume across hosts: the control plane (SQLite store, manual clock)', () => {
   const store = useSqliteStore('patch-rollout');
 
   async function setup(dayOfWeek: number) {
@@ -120,5 +125,40 @@ describe('maintenance window patch across hosts (SQLite store, manual clock)', (
     expect(resumeGrace({ status: 'resuming', updated: 1_000 }, 1_000 + RESUME_GRACE_MS - 1)).toBe(true);
     expect(resumeGrace({ status: 'resuming', updated: 1_000 }, 1_000 + RESUME_GRACE_MS)).toBe(false);
     expect(resumeGrace({ status: 'active', updated: 1_000 }, 1_000)).toBe(false);
+  });
+
+  it('promotes nothing while suspended nor in the resume grace; a primary still down after it is replaced by the usual rule', async () => {
+    const { clock, repo, events, row } = await setup(7);
+    const coord = new FailoverCoordinator({ repo, events, clock, logger: silentLogger(), registry: createRegistry('control-plane') });
+    /** The agents report: the primary's member stopped, the replicas as `replicas` says. */
+    const report = async (replicas: string) => {
+      for (const [k, agent] of [[1, 'a'], [2, 'b'], [3, 'c']] as const) {
+        await repo.upsertAgent({ id: agent, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
+        await coord.record(agent, [{ id: row.id, nodes: [{ member: k, state: k === 1 ? 'stopped' : replicas, role: k === 1 ? 'primary' : 'replica', gtid: `0-1-${10 + k}`, address: `10.0.0.${k}:3306` }] }]);
+      }
+    };
+    clock.advance(AGENT_SILENT_MS);
+    await repo.update(row.id, { runState: 'suspended', status: 'suspended', updated: clock.now() });
+    for (let t = 0; t < 4 * FAILOVER_AFTER_MS; t += 500) {
+      await report('stopped');
+      await coord.tick();
+      clock.advance(500);
+    }
+    expect((await repo.get(row.id))!).toMatchObject({ term: 4, primaryMember: 1 });
+    // Resumed: the replicas' hosts started theirs first; the primary's is slower.
+    await repo.update(row.id, { runState: 'running', status: 'resuming', updated: clock.now() });
+    for (let t = 0; t < RESUME_GRACE_MS - 1000; t += 500) {
+      await report('running');
+      await coord.tick();
+      clock.advance(500);
+    }
+    expect((await repo.get(row.id))!).toMatchObject({ term: 4, primaryMember: 1 });
+    // Past the grace, the primary that never started is lost: the most advanced replica takes over.
+    for (let t = 0; t < 1000 + 2 * FAILOVER_AFTER_MS; t += 500) {
+      await report('running');
+      await coord.tick();
+      clock.advance(500);
+    }
+    expect((await repo.get(row.id))!).toMatchObject({ term: 5, primaryMember: 3, agentId: 'c' });
   });
 });
