@@ -43,7 +43,7 @@ function coreHandlers(host: OperationsHost): OperationHandlers {
     },
     // A rolling change across hosts (docs/multi-host.md, "Rolling changes across hosts").
     restartMember: async (c, op) => {
-      await c.restartMember(op.restartMember?.member ?? 0);
+      await c.restartMember(op.restartMember?.member ?? 0, !!op.restartMember?.patch);
     },
     resetCredentials: async (c, op) => {
       const pw = op.resetCredentials?.newPassword ?? '';

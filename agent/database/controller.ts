@@ -177,14 +177,15 @@ export class DatabaseController extends Cluster {
    * RestartMemberOp, one member's step of a rolling change across hosts: restarts the local
    * replica `member` with the desired spec (rolling.ts, restartMember). It takes the lock as a
    * rolling restart, so the archive round stops first (day-two beforeAction) and no heal overlaps.
+   * `patch`: a patch's step, which restarts the member on the catalogue's build even when unchanged.
    */
-  async restartMember(member: number): Promise<boolean> {
+  async restartMember(member: number, patch = false): Promise<boolean> {
     // An old primary first rejoins through the plan (errant check, its position handed over).
     await untilReplicating(() => this.observer.details.find((n) => n.index === member), () => this.state?.primary !== member, member);
     return this.runExclusive('rolling', async () => {
       await this.followDesired();
       if (!this.state || !this.spread) throw new FulcrumError('conflict', 'only a member of a cluster spread over agents is restarted this way');
-      return restartMember(this.context, member);
+      return restartMember(this.context, member, patch);
     });
   }
 

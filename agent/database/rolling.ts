@@ -66,19 +66,22 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
  * the switchover; this agent only restarts its local replica `k` with the desired spec and engine
  * and returns once it replicates from the named primary again. A member that already runs the
  * desired spec and engine is left alone, so a rollout resumed after a failure skips it. Returns
- * whether it restarted the member.
+ * whether it restarted the member. A patch's step (`patch`) restarts it on the catalogue's build
+ * whatever it runs: the control plane's rollout keeps which members it restarted already.
  */
-export async function restartMember(db: RollingContext, k: number): Promise<boolean> {
+export async function restartMember(db: RollingContext, k: number, patch = false): Promise<boolean> {
   const s = db.state;
   if (!db.nodeIndexes().includes(k)) throw new FulcrumError('conflict', `member ${k} does not run on this agent`);
   // The primary is switched over first: restarting it would refuse writes for the whole restart.
   if (k === s.primary) throw new FulcrumError('conflict', `member ${k} is the primary; it is restarted only once another member is primary`);
   const upgrade = !!db.spec.version && db.spec.version !== s.running.version;
-  if (upgrade) await updateState(db, { running: db.resolveEngine() });
+  // A patch, like an upgrade, moves the member to the build the catalogue names now.
+  if (upgrade || patch) await updateState(db, { running: db.resolveEngine() });
   await db.ensureTls();
   const st = await db.runtime.inspect(db.nodeName(k));
-  if (!upgrade && st.state === 'running' && st.spec && sameSpec(st.spec, db.nodeSpec(k))) return false;
-  db.log.info({ node: k, upgrade }, 'restarting the member for a rolling change');
+  // A patch restarts even an unchanged spec (the control plane's rollout restarts each member once).
+  if (!upgrade && !patch && st.state === 'running' && st.spec && sameSpec(st.spec, db.nodeSpec(k))) return false;
+  db.log.info({ node: k, upgrade, patch }, 'restarting the member for a rolling change');
   await db.runtime.stop(db.nodeName(k));
   await db.runtime.ensure(db.nodeSpec(k));
   await upgradeTables(db, k);

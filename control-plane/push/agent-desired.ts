@@ -77,7 +77,7 @@ function toOperation(op: OperationRecord): Operation | undefined {
     case 'resetCredentials': return { ...base, resetCredentials: { newPassword: String(op.payload.new_password) } };
     case 'fence': return { ...base, fence: { term: Number(op.payload.term), member: Number(op.payload.member) } };
     case 'catchUp': return { ...base, catchUp: { member: Number(op.payload.member), position: String(op.payload.position), timeoutMs: Number(op.payload.timeout_ms) } };
-    case 'restartMember': return { ...base, restartMember: { member: Number(op.payload.member) } };
+    case 'restartMember': return { ...base, restartMember: { member: Number(op.payload.member), ...(op.payload.patch === true ? { patch: true } : {}) } };
     // The control plane's own record of a rollout (rollout.ts); no agent runs it.
     case 'rollout': return undefined;
   }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { FulcrumError } from '../../../lib/errors.js';
-import { wireTime, type Clock } from '../../../lib/clock.js';
+import type { Clock } from '../../../lib/clock.js';
 import { nextWindowStart } from '../../../lib/maintenance-window.js';
 import type { Notice } from '../account/account-service.js';
 import type { AddressRepository } from '../ports.js';
@@ -11,8 +11,9 @@ import type { RegionCatalogue } from '../regions.js';
 import type { AddressPools } from '../address-pools.js';
 import { parseEngineId, type EngineCatalogue } from './catalogue.js';
 import type { AgentRecord, BackupRecord, DatabaseRecord, MemberPlacement, OperationKind } from './model.js';
-import { refuseWhileDraining, spansAgents } from './placement.js';
+import { refuseSuspendWhileMoving, refuseWhileDraining, spansAgents } from './placement.js';
 import { needsRollingRestart } from './engine-config.js';
+import { patchAcrossHosts, pendingUpdates, updatesWindow } from './patch-rollout.js';
 import { requireStatus } from './status-rules.js';
 import { findType } from './types.js';
 import { withForkDefaults } from './fork-request.js';
@@ -73,10 +74,7 @@ export class DatabaseService {
    * the window's next start. No deadline: nothing forces it before the window (docs/databases.md).
    */
   pendingUpdates(db: DatabaseRecord): { deadline: string | null; description: string; planned_for: string | null }[] {
-    if (!db.patchPending) return [];
-    const u = db.updates;
-    const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
-    return [{ deadline: null, description: 'A new build of the database engine, applied with a rolling restart', planned_for: start === undefined ? null : wireTime(start) }];
+    return pendingUpdates(db, this.d.clock.now());
   }
 
   /**
@@ -87,13 +85,12 @@ export class DatabaseService {
     const out: Notice[] = [];
     for (const db of await this.live()) {
       if (!db.patchPending) continue;
-      const u = db.updates;
-      const start = nextWindowStart({ frequency: u.frequency, duration: u.duration, hourOfDay: u.hour_of_day, dayOfWeek: u.day_of_week ?? 0, weekOfMonth: u.week_of_month ?? 0 }, this.d.clock.now());
+      const start = nextWindowStart(updatesWindow(db.updates), this.d.clock.now());
       out.push({
         type: 'maintenance_scheduled', severity: 'minor', label: 'Database maintenance scheduled',
         message: `A new build of the database engine will be applied to ${db.label} with a rolling restart in its next maintenance window.`,
         entity: { kind: 'database', id: db.id, label: db.label, url: `/v4/databases/mysql/instances/${db.id}` },
-        when: start ?? null, until: start === undefined ? null : start + u.duration * 3_600_000,
+        when: start ?? null, until: start === undefined ? null : start + db.updates.duration * 3_600_000,
       });
     }
     return out;
@@ -291,8 +288,10 @@ export class DatabaseService {
       requireStatus(db.status, 'patch');
       // A patch moves the nodes to what the catalogue names now for the same engine version.
       const engine = this.d.engines.get(db.engineId);
-      const moved = engine && (engine.image !== db.image || engine.binary !== db.binary);
-      await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...(moved ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {}) });
+      const build = engine && (engine.image !== db.image || engine.binary !== db.binary) ? { image: engine.image, binary: engine.binary, generation: db.generation + 1 } : {};
+      // Spread over hosts, a patch is one more rolling change, which the control plane leads (rollout.ts).
+      if (await patchAcrossHosts(this.d, db, databaseRef(db), build, actor.user.username, this.d.clock.now())) return;
+      await this.d.repo.update(id, { status: 'updating', updated: this.now(), ...build });
       await this.operation(actor, db, 'patch', {}, 'database_update', 'Patch requested');
     });
     this.d.onChange();
@@ -327,6 +326,7 @@ export class DatabaseService {
     await this.d.repo.transaction(async () => {
       const db = await this.get(actor, id, 'read_write');
       requireStatus(db.status, rule);
+      if (rule === 'suspend') await refuseSuspendWhileMoving(this.d.repo, id);
       const event = await this.d.events.record(action, databaseRef(db), { username: actor.user.username });
       await this.d.repo.update(db.id, { runState: state, status, generation: db.generation + 1, pendingEventId: event.id, updated: this.now() });
     });

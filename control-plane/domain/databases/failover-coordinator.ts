@@ -8,6 +8,7 @@ import { AGENT_SILENT_MS, decideFailover, type FailoverDecision, type MemberView
 import { spansAgents } from './placement.js';
 import type { MemberPlacement, MemberReport } from './model.js';
 import { fromPlacedAgent } from './report-scope.js';
+import { resumeGrace } from './resume-grace.js';
 
 /** One node as an agent reports it (transport-neutral part of NodeObservation). */
 export interface ReportedNode {
@@ -115,6 +116,8 @@ export class FailoverCoordinator {
     const live = new Set<number>();
     for (const db of await this.d.repo.list()) {
       if (db.deleting || db.runState !== 'running' || !db.provisioned) continue;
+      // Suspended (above) or just resumed: its members are down on purpose, not lost.
+      if (resumeGrace(db, now)) continue;
       const placements = await this.d.repo.members(db.id);
       if (!spansAgents(placements)) continue;
       live.add(db.id);

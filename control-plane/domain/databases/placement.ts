@@ -141,3 +141,23 @@ export async function refuseWhileDraining(repo: DatabaseRepository, members: rea
     throw FulcrumError.conflict(`Your database has a member on a host being drained (agent ${draining.join(', agent ')}); a change that restarts its members can be made once the drain is done.`);
   }
 }
+
+/**
+ * Refuses (400) the suspend of a cluster spread over hosts while one of its members is being
+ * moved: placed nowhere, being seeded on a new host, on a lost host, or on a draining one. Host
+ * healing and the drain leave a suspended database alone, so suspending it then would freeze the
+ * move half done (a member on a lost host cannot even be stopped). It can be suspended once the
+ * member is re-placed and has caught up (docs/multi-host.md, "Patch, suspend and resume across hosts").
+ */
+export async function refuseSuspendWhileMoving(repo: DatabaseRepository, databaseId: number): Promise<void> {
+  const members = await repo.members(databaseId);
+  if (!spansAgents(members)) return;
+  const agents = await repo.agents();
+  const moving = [...new Set(members.filter((m) => {
+    const a = agents.find((x) => x.id === m.agentId);
+    return !a || a.drainingAt || (a.lostAt !== null && a.lostAt !== undefined) || m.seed !== undefined;
+  }).map((m) => m.agentId || 'none'))].sort();
+  if (moving.length > 0) {
+    throw FulcrumError.conflict(`Your database has a member being moved to another host (from agent ${moving.join(', agent ')}: lost, draining or seeding); it can be suspended once every member runs on a host again.`);
+  }
+}

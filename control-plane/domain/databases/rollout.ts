@@ -8,6 +8,7 @@ import { databaseRef } from './database-service.js';
 import { AGENT_SILENT_MS, gtidProgress } from './failover-decision.js';
 import { currentReports } from './failover-coordinator.js';
 import { hostState } from './host-rules.js';
+import { startPatchRollout, windowPatchDue } from './patch-rollout.js';
 import { switchoverTarget, type Switchover, type SwitchoverTarget } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport, OperationRecord } from './model.js';
 
@@ -30,6 +31,12 @@ export const ROLLOUT_RETRY_MS = 15_000;
  * flapping member nor a control-plane restart makes the retries endless.
  */
 export const ROLLOUT_ATTEMPTS = 3;
+/**
+ * The maintenance window's automatic patch of a spread cluster starts at most once in this long
+ * per database (the longest window): one that failed is not started again and again in the same
+ * window (a later window, or POST .../patch, tries again).
+ */
+export const WINDOW_PATCH_GAP_MS = 4 * 3_600_000;
 /** How often the store is read for a restart's result and the member's reports. */
 const POLL_MS = 50;
 
@@ -83,15 +90,23 @@ export interface RolloutDeps {
   onChange: () => void;
 }
 
-/** What a rollout keeps in its operation's payload: members restarted so far and failures so far. */
+/**
+ * What a rollout keeps in its operation's payload: members restarted so far and failures so far,
+ * and whether it is a patch (each member restarted on the catalogue's build even when its spec
+ * is unchanged).
+ */
 interface RolloutProgress {
   done: number[];
   failures: number;
+  patch?: boolean;
 }
 
 function progressOf(op: OperationRecord): RolloutProgress {
   const p = op.payload as Partial<RolloutProgress>;
-  return { done: Array.isArray(p.done) ? p.done.filter((m) => Number.isInteger(m)) : [], failures: typeof p.failures === 'number' ? p.failures : 0 };
+  return {
+    done: Array.isArray(p.done) ? p.done.filter((m) => Number.isInteger(m)) : [], failures: typeof p.failures === 'number' ? p.failures : 0,
+    ...(p.patch === true ? { patch: true } : {}),
+  };
 }
 
 /**
@@ -114,6 +129,8 @@ export class Rollout {
   /** Databases whose rollout stopped on a failure: not taken up again before this time (ms). */
   private readonly retryAt = new Map<number, number>();
   private readonly waits = new Map<number, string>();
+  /** When this process last started a database's automatic patch (ms). */
+  private readonly windowPatched = new Map<number, number>();
   private readonly steps?: Counter;
 
   constructor(private readonly d: RolloutDeps) {
@@ -133,6 +150,7 @@ export class Rollout {
    * background so that a long restart does not hold the other databases. Returns the steps started.
    */
   async tick(): Promise<Promise<void>[]> {
+    if (await this.startWindowPatches()) this.d.onChange();
     const started: Promise<void>[] = [];
     const ops = (await this.d.repo.pendingOperations()).filter((op) => op.kind === 'rollout');
     for (const op of ops) {
@@ -140,6 +158,33 @@ export class Rollout {
       if ((this.retryAt.get(op.databaseId) ?? 0) > this.d.clock.now()) continue;
       this.running.add(op.databaseId);
       started.push(this.step(op).catch((err: unknown) => this.stopped(op, `an internal error: ${(err as Error).message}`)).finally(() => this.running.delete(op.databaseId)));
+    }
+    return started;
+  }
+
+  /**
+   * The maintenance window's patch of spread clusters (patch-rollout.ts, windowPatchDue): a
+   * rollout marked `patch`, with status `updating` and a database_update event it completes, as
+   * POST .../patch starts. Returns whether any started.
+   */
+  private async startWindowPatches(): Promise<boolean> {
+    const now = this.d.clock.now();
+    let started = false;
+    for (const db of await this.d.repo.list()) {
+      if (now - (this.windowPatched.get(db.id) ?? -Infinity) < WINDOW_PATCH_GAP_MS) continue;
+      if (!db.patchPending || db.status !== 'active') continue;
+      const began = await this.d.repo.transaction(async () => {
+        const x = await this.d.repo.get(db.id);
+        if (!x || !windowPatchDue(x, await this.d.repo.members(x.id), await this.d.repo.pendingOperations(x.id), now)) return false;
+        const event = await this.d.events.record('database_update', databaseRef(x), { message: 'Patch applied in the maintenance window' });
+        await startPatchRollout(this.d.repo, x.id, now);
+        await this.d.repo.update(x.id, { status: 'updating', pendingEventId: event.id, secondEventId: null, updated: Math.floor(now / 1000) * 1000 });
+        return true;
+      });
+      if (!began) continue;
+      this.windowPatched.set(db.id, now);
+      this.log.info({ database: db.id }, 'maintenance window patch started');
+      started = true;
     }
     return started;
   }
@@ -170,7 +215,8 @@ export class Rollout {
   private async restart(db: DatabaseRecord, rollout: OperationRecord, member: number, agentId: string, done: Set<number>): Promise<void> {
     const started = this.d.clock.now();
     const id = randomUUID();
-    await this.d.repo.createOperation({ id, databaseId: db.id, kind: 'restartMember', payload: { agent: agentId, member }, eventId: null, state: 'pending', error: null, created: started });
+    const patch = progressOf(rollout).patch === true;
+    await this.d.repo.createOperation({ id, databaseId: db.id, kind: 'restartMember', payload: { agent: agentId, member, ...(patch ? { patch } : {}) }, eventId: null, state: 'pending', error: null, created: started });
     this.d.onChange();
     this.log.info({ database: db.id, member, agent: agentId, rollout: rollout.id }, 'rollout restarts a member');
     const op = await this.answer(id, started + RESTART_DEADLINE_MS);
