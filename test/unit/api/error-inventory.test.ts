@@ -305,6 +305,7 @@ describe('API error inventory', () => {
       'Username must be 3-32 letters, digits, dashes or underscores, starting and ending with a letter or digit',
       'You cannot delete yourself',
       'You cannot restrict yourself',
+      "Your database has a member being moved to another host (from agent ${moving.join(', agent ')}: lost, draining or seeding); it can be suspended once every member runs on a host again.",
       "Your database has a member on a host being drained (agent ${draining.join(', agent ')}); a change that restarts its members can be made once the drain is done.",
       'Your database is ${status}; it can be ${verbs[op]} only when it is ${list}.',
       'Your database is provisioning; please wait until provisioning is complete to perform this operation.',
