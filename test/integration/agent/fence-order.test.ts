@@ -13,6 +13,22 @@ import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js'
 import { makeClusterSecrets } from '../../../control-plane/domain/databases/cluster-secrets.js';
 import { testNet } from './control-plane-driver.js';
 
+/** Node 1's read_only and binlog position, read as the agent's admin. */
+async function nodeState(c: DatabaseController): Promise<{ readOnly: boolean; pos: string }> {
+  return withAdmin(await c.adminTarget(1), async (x) => {
+    const r = (await q(x, 'SELECT @@read_only AS ro, @@gtid_binlog_pos AS pos'))[0]!;
+    return { readOnly: Number(r.ro) === 1, pos: String(r.pos) };
+  });
+}
+
+/** Rounds until the database has nothing left to do, or `done` holds (each round plans afresh). */
+async function tickUntil(c: DatabaseController, done: () => Promise<boolean> = async () => false, max = 40): Promise<void> {
+  for (let i = 0; i < max; i++) {
+    await c.tick();
+    if (await done()) return;
+  }
+}
+
 /**
  * Why this file exists: in a full-suite run (db-host-rolling), agent ag1 fenced its primary for a
  * planned switchover at 0-1-22, and 5 ms later a round's action made it writable again; a client
@@ -52,17 +68,8 @@ describe('a planned switchover\'s fence and a reconcile round of the same databa
     ...over,
   }) as unknown as DesiredDatabase__Output;
 
-  const node = async () => withAdmin(await c.adminTarget(1), async (x) => {
-    const r = (await q(x, 'SELECT @@read_only AS ro, @@gtid_binlog_pos AS pos'))[0]!;
-    return { readOnly: Number(r.ro) === 1, pos: String(r.pos) };
-  });
-  /** Rounds until the database has nothing left to do, or `done` holds (each round plans afresh). */
-  const rounds = async (done: () => Promise<boolean> = async () => false, max = 40) => {
-    for (let i = 0; i < max; i++) {
-      await c.tick();
-      if (await done()) return;
-    }
-  };
+  const node = () => nodeState(c);
+  const rounds = (done?: () => Promise<boolean>, max?: number) => tickUntil(c, done, max);
 
   beforeAll(async () => {
     const [engine] = await detectLocalCatalogue();
@@ -183,16 +190,8 @@ describe('a 1-node database fenced to move, on a real server', () => {
     members: [{ index: 1, agentId: 'a', local: true, address: '', serverId: 1 }],
     ...over,
   }) as unknown as DesiredDatabase__Output;
-  const node = async () => withAdmin(await c.adminTarget(1), async (x) => {
-    const r = (await q(x, 'SELECT @@read_only AS ro, @@gtid_binlog_pos AS pos'))[0]!;
-    return { readOnly: Number(r.ro) === 1, pos: String(r.pos) };
-  });
-  const rounds = async (done: () => Promise<boolean> = async () => false, max = 40) => {
-    for (let i = 0; i < max; i++) {
-      await c.tick();
-      if (await done()) return;
-    }
-  };
+  const node = () => nodeState(c);
+  const rounds = (done?: () => Promise<boolean>, max?: number) => tickUntil(c, done, max);
 
   beforeAll(async () => {
     const [engine] = await detectLocalCatalogue();
