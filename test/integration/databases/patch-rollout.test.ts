@@ -4,12 +4,12 @@ import { Switchover } from '../../../control-plane/domain/databases/switchover.j
 import { Rollout, WINDOW_PATCH_GAP_MS } from '../../../control-plane/domain/databases/rollout.js';
 import { refuseSuspendWhileMoving } from '../../../control-plane/domain/databases/placement.js';
 import { RESUME_GRACE_MS, resumeGrace } from '../../../control-plane/domain/databases/resume-grace.js';
-import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
 import { createRegistry } from '../../../lib/metrics.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 import { useSqliteStore } from '../../helpers/sqlite-store.js';
+import { playSpreadAgents } from './spread-agents.js';
 
 /**
  * The control plane's part of patch, suspend and resume of a cluster spread over three agents
@@ -23,50 +23,20 @@ describe('patch, suspend and resume across hosts: the control plane (SQLite stor
   const store = useSqliteStore('patch-rollout');
 
   async function setup(dayOfWeek: number) {
-    const { clock, repo, events } = store.open();
+    const opened = store.open();
+    const { clock, repo, events } = opened;
     const row = await repo.create(databaseRecord({
       label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'active', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
       provisioned: true, convergedGeneration: 1, agentId: 'a', term: 4, patchPending: true,
       updates: { frequency: 'weekly', duration: 3, hour_of_day: 0, day_of_week: dayOfWeek, week_of_month: null },
     }));
     await repo.setMembers(row.id, ['a', 'b', 'c']);
-    const agentOf: Record<number, string> = { 1: 'a', 2: 'b', 3: 'c' };
-    const report = async (k: number, role: string) => repo.putMemberReport({ databaseId: row.id, member: k, agentId: agentOf[k]!, state: 'running', role, gtid: '0-1-10', address: `10.0.0.${k}:3306`, reported: clock.now() });
-    const reporting = async () => {
-      for (const id of ['a', 'b', 'c']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
-    };
-    await reporting();
-    for (const k of [1, 2, 3]) await report(k, k === 1 ? 'primary' : 'replica');
     const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => undefined });
     const rollout = new Rollout({ repo, events, clock, logger: silentLogger(), switchover, onChange: () => undefined });
-    const seen: OperationRecord[] = [];
+    const agents = await playSpreadAgents(opened, row.id, () => rollout.tick());
+    const { seen } = agents;
     /** The lease holder's rounds while the agents answer every operation, until `until` holds. */
-    async function rounds(turns: number, until: () => Promise<boolean>): Promise<void> {
-      for (let turn = 0; turn < turns; turn++) {
-        if (await until()) return;
-        await reporting();
-        void Promise.all(await rollout.tick());
-        for (const op of await repo.pendingOperations(row.id)) {
-          if (op.kind === 'rollout' || seen.some((s) => s.id === op.id)) continue;
-          seen.push(op);
-          if (op.kind === 'fence') {
-            await report(Number(op.payload.member), 'fenced');
-            await repo.finishOperation(op.id, 'done', null, '0-1-10');
-          } else {
-            await repo.finishOperation(op.id, 'done', null);
-          }
-        }
-        const now = (await repo.get(row.id))!;
-        for (const k of [1, 2, 3]) {
-          const mine = (await repo.memberReports(row.id)).find((r) => r.member === k)!;
-          const role = k === now.primaryMember ? 'primary' : 'replica';
-          if (mine.role !== role) await report(k, role);
-        }
-        await new Promise((r) => setImmediate(r));
-        clock.advance(50);
-      }
-      throw new Error(`the rollout did not get there: ${JSON.stringify(seen.map((o) => [o.kind, o.payload]))} ${JSON.stringify(await repo.get(row.id))}`);
-    }
+    const rounds = (turns: number, until: () => Promise<boolean>) => agents.rounds(turns, () => true, until);
     const rollouts = async () => (await repo.pendingOperations(row.id)).filter((op) => op.kind === 'rollout');
     return { clock, repo, events, row, rollout, rounds, seen, rollouts };
   }

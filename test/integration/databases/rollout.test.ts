@@ -3,11 +3,11 @@ import { silentLogger } from '../../../lib/logger.js';
 import { eventToWire } from '../../../control-plane/domain/events/event-service.js';
 import { Switchover } from '../../../control-plane/domain/databases/switchover.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_RETRY_MS, Rollout } from '../../../control-plane/domain/databases/rollout.js';
-import type { OperationRecord } from '../../../control-plane/domain/databases/model.js';
 import { DatabaseObserver } from '../../../control-plane/domain/databases/observer.js';
 import type { DatabaseService } from '../../../control-plane/domain/databases/database-service.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 import { useSqliteStore } from '../../helpers/sqlite-store.js';
+import { playSpreadAgents } from './spread-agents.js';
 
 /**
  * A rolling change of a cluster spread over three agents, run by the lease holder's rollout over
@@ -18,20 +18,14 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
   const store = useSqliteStore('rollout');
 
   async function setup() {
-    const { clock, repo, events } = store.open();
+    const opened = store.open();
+    const { clock, repo, events } = opened;
     const resize = await events.record('database_resize', { id: 0, type: 'database', label: 'spread', url: '' });
     const row = await repo.create(databaseRecord({
       label: 'spread', clusterSize: 3, replicationType: 'semi_synch', status: 'resizing', hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2',
       provisioned: true, convergedGeneration: 1, agentId: 'a', term: 4, pendingEventId: resize.id,
     }));
     await repo.setMembers(row.id, ['a', 'b', 'c']);
-    const agentOf: Record<number, string> = { 1: 'a', 2: 'b', 3: 'c' };
-    const report = async (k: number, role: string, gtid = 10) => repo.putMemberReport({ databaseId: row.id, member: k, agentId: agentOf[k]!, state: 'running', role, gtid: `0-1-${gtid}`, address: `10.0.0.${k}:3306`, reported: clock.now() });
-    const reporting = async () => {
-      for (const id of ['a', 'b', 'c']) await repo.upsertAgent({ id, region: 'us-east', runtime: 'process', membersAcrossHosts: true, connected: true, replica: '', lastSeen: clock.now(), appliedVersion: 1, engines: [] });
-    };
-    await reporting();
-    for (const k of [1, 2, 3]) await report(k, k === 1 ? 'primary' : 'replica');
     await repo.createOperation({ id: 'rollout-1', databaseId: row.id, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: clock.now() });
     const switchover = new Switchover({ repo, events, clock, logger: silentLogger(), onChange: () => undefined });
     const newRollout = () => new Rollout({ repo, events, clock, logger: silentLogger(), switchover, onChange: () => undefined });
@@ -40,44 +34,7 @@ describe('rolling change across hosts (SQLite store, manual clock)', () => {
     const restartControlPlane = () => {
       rollout = newRollout();
     };
-    const seen: OperationRecord[] = [];
-    /**
-     * The lease holder's rounds while the agents answer: each new operation is seen once and
-     * answered by `answer` (false: it fails), the clock moving 50 ms a turn, for at most `turns`.
-     */
-    async function rounds(turns: number, answer: (op: OperationRecord) => boolean, until: () => Promise<boolean>): Promise<void> {
-      for (let turn = 0; turn < turns; turn++) {
-        if (await until()) return;
-        await reporting();
-        void Promise.all(await rollout.tick());
-        for (const op of await repo.pendingOperations(row.id)) {
-          if (op.kind === 'rollout' || seen.some((s) => s.id === op.id)) continue;
-          seen.push(op);
-          const ok = answer(op);
-          const member = Number(op.payload.member);
-          if (!ok) {
-            await repo.finishOperation(op.id, 'failed', 'mariadb-upgrade failed on node 2');
-            continue;
-          }
-          if (op.kind === 'fence') {
-            await report(member, 'fenced');
-            await repo.finishOperation(op.id, 'done', null, '0-1-10');
-          } else {
-            await repo.finishOperation(op.id, 'done', null);
-          }
-        }
-        // The agents follow the named primary: it promotes, the old one rejoins as a replica.
-        const now = (await repo.get(row.id))!;
-        for (const k of [1, 2, 3]) {
-          const mine = (await repo.memberReports(row.id)).find((r) => r.member === k)!;
-          const role = k === now.primaryMember ? 'primary' : 'replica';
-          if (mine.role !== role) await report(k, role);
-        }
-        await new Promise((r) => setImmediate(r));
-        clock.advance(50);
-      }
-      throw new Error('the rollout did not get there');
-    }
+    const { seen, rounds } = await playSpreadAgents(opened, row.id, () => rollout.tick(), 'mariadb-upgrade failed on node 2');
     const messages = async () => (await events.list()).map((e) => `${e.action}/${e.status}: ${e.message}`);
     const observer = new DatabaseObserver({ repo, events, service: {} as DatabaseService, clock, logger: silentLogger() });
     /** The reporting agent says the database is active and converged, as a spread member's agent does at once. */
