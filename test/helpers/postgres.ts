@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { repoRoot } from './lab.js';
+import { freePort } from './tcp.js';
 
 /** A private PostgreSQL cluster for one test file: its own folder, port and superuser. */
 export interface PgCluster {
@@ -28,17 +28,6 @@ function binDir(): string {
   }
   if (!v) throw new Error('PostgreSQL is not installed and scripts/install-system-deps.sh did not install it');
   return join(base, v, 'bin');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
 }
 
 /** Runs a PostgreSQL tool as the postgres user when we are root (initdb refuses root). */

@@ -1,6 +1,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:net';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { freePort } from './tcp.js';
 
 /**
  * Real UDP peers for the data plane's UDP tests: echo backends that answer with their own name,
@@ -59,19 +60,13 @@ export function startTcpPort(ip: string, port: number): Promise<{ close(): Promi
   });
 }
 
-/** A free port number on both `ips` for TCP (bind 0 on the first, then check the others). */
+/** A free port number on all of `ips` for TCP (freePort on the first, then check the others). */
 export async function commonTcpPort(ips: string[]): Promise<number> {
   for (let attempt = 0; attempt < 20; attempt++) {
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer();
-      probe.listen(0, ips[0], () => {
-        const p = (probe.address() as { port: number }).port;
-        probe.close(() => resolve(p));
-      });
-    });
+    const port = await freePort(ips[0]);
     const held: { close(): Promise<void> }[] = [];
     try {
-      for (const ip of ips) held.push(await startTcpPort(ip, port));
+      for (const ip of ips.slice(1)) held.push(await startTcpPort(ip, port));
       return port;
     } catch {
       // Taken on one of them: try another.

@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SnapshotInput } from '../../dataplane/config/validate.js';
 import { waitFor } from '../helpers/backends.js';
+import { freePort } from '../helpers/tcp.js';
 
 /**
  * A real data plane process (`node bin/fulcrum.js dataplane`, from the sources) serving a
@@ -28,15 +28,6 @@ export interface DataplaneProcess {
   stop(): Promise<void>;
 }
 
-async function deadPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 export interface Inside {
   run(cmd: string, args: string[]): [string, string[]];
   text(url: string): Promise<string>;
@@ -49,7 +40,7 @@ export async function startDataplaneProcess(snapshot: SnapshotInput, opts: { nof
   const args = [
     join(process.cwd(), 'bin', 'fulcrum.js'), 'dataplane', '--id', id, '--state', stateDir,
     // Nobody listens there: plain gRPC, explicitly, as no certificate could be checked anyway.
-    '--control-plane', `127.0.0.1:${await deadPort()}`, '--insecure-grpc', '--metrics-port', '0',
+    '--control-plane', `127.0.0.1:${await freePort()}`, '--insecure-grpc', '--metrics-port', '0',
     ...(opts.nofile ? ['--nofile', String(opts.nofile)] : []),
     // One process unless the caller asks for workers: these tests count per process.
     ...(opts.flags?.includes('--workers') ? [] : ['--workers', '1']), ...(opts.flags ?? []),
