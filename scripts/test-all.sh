@@ -11,16 +11,23 @@ cd "$(dirname "$0")/.."
 # background from here on, while the packages install and the other projects run; the e2e tests
 # wait for that build (or make it themselves if it failed), and it is cached in ~/.cache/fulcrum.
 go_log="$(mktemp)"
-npx node test/helpers/go-clients.ts > "$go_log" 2>&1 &
+# tsx, not node: the helper imports its neighbours by their .js names, which only a TypeScript
+# loader maps to the .ts files (plain node failed here unnoticed, and linodego.test.ts built it).
+npx tsx test/helpers/go-clients.ts > "$go_log" 2>&1 &
 go_build=$!
 bash scripts/install-system-deps.sh
 bash scripts/start-dockerd.sh
-if [ -f scripts/build-mysql-image.sh ]; then
+# The MariaDB images build in the background (debootstrap mostly waits on the network and the
+# disk) while the build, the lint and the unit project use the CPU; the integration project is the
+# first to need them and waits for them below.
+images_log="$(mktemp)"
+(
   bash scripts/build-mysql-image.sh
   # The upgrade target of test/e2e/databases/upgrade.test.ts and test/e2e/db-host-rolling.test.ts
   # (MariaDB 11.8 from Debian trixie).
   bash scripts/build-mysql-image.sh --suite trixie
-fi
+) > "$images_log" 2>&1 &
+images=$!
 
 npm run --silent build
 npx eslint .
@@ -33,6 +40,13 @@ serial_project() {
   npx vitest run --project "$1" --reporter=default --reporter=json --outputFile.json="$results/$1.json" || status=1
 }
 serial_project unit
+images_status=0
+wait "$images" || images_status=$?
+cat "$images_log"
+if [ "$images_status" -ne 0 ]; then
+  echo "building the MariaDB images failed (exit $images_status)" >&2
+  exit 1
+fi
 echo "== vitest project: integration (serial and concurrent lanes side by side)"
 bash scripts/test-e2e.sh "$results" integration || status=1
 # Files marked `// integration-lane: alone` measure something a neighbour's CPU changes: after the
