@@ -240,6 +240,10 @@ use = egg:swift#dlo
       await stopProcs([proxy]);
     },
     async resume() {
+      // Only a stopped proxy is started again: tests resume in a finally or afterAll as well as in
+      // the test body, and a second proxy started beside a running one (Swift binds its port with
+      // SO_REUSEPORT) was left running for ever, since stop() knows only the newest.
+      if (proxy.exitCode === null && proxy.signalCode === null) return;
       proxy = startOne('proxy');
       await waitFor('Swift proxy (resumed)', async () => (await https(`${endpoint}/healthcheck`, ca.cert)) === 200, all(), logs);
     },
