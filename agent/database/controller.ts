@@ -15,6 +15,7 @@ import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
+import { acknowledge } from './seed-ack.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
@@ -152,8 +153,7 @@ export class DatabaseController extends Cluster {
    * FenceOp, the first step of a planned switchover (docs/multi-host.md, "Planned switchover"):
    * the local primary `member` goes read-only while the cluster is still at `term` and stays so
    * (nothing promotes it back or writes there) until the control plane names another member or
-   * abandons this fence (Cluster.followFence). Returns its GTID position
-   * once the commits in flight have finished.
+   * abandons this fence (Cluster.followFence). Returns its GTID position once the commits in flight have finished.
    */
   async fence(term: number, member: number): Promise<string> {
     return this.runExclusive('switchover', async () => {
@@ -348,6 +348,7 @@ export class DatabaseController extends Cluster {
           await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES, (k) => this.extras?.seedMember?.(this, k));
           this.rejoinFailures.delete(a.index);
           return;
+        case 'acknowledge': return await acknowledge(this.context, a.index);
         case 'rolling':
           await rolling(this.context, a.reason);
           if (a.reason === 'patch') this.settlePatch();
