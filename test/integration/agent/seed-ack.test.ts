@@ -18,7 +18,6 @@ type AgentId = (typeof AGENTS)[number];
 
 /** Rounds of one agent's controller until `done` holds; throws when it never does. */
 async function tickUntil(c: DatabaseController, done: () => Promise<boolean>, what: string, max = 200): Promise<void> {
-  console.log(new Date().toISOString(), 'waiting:', what);
   for (let i = 0; i < max; i++) {
     await c.tick();
     if (await done().catch(() => false)) return;
@@ -149,8 +148,12 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
     await sql('c', 3, 'CHANGE MASTER TO MASTER_DELAY=0');
     await sql('c', 3, 'START SLAVE');
     await tickUntil(ctl.c, async () => ctl.c.state?.seeding === undefined && await acking(3) === 1 && await clients() === 1, 'member 3 acknowledging');
+    // MariaDB does not count the member's reconnection as acknowledging what it had received before
+    // (the waiting write): the acknowledgement of the next write releases both.
+    await sql('a', 1, "INSERT INTO seedack.t (v) VALUES ('the next write')");
     await write;
-    expect(await rows(3)).toBe(3);
+    expect(committed).toBe(true);
+    expect(await rows(3)).toBe(4);
     // Member 2 back: both replicas acknowledge.
     await tickUntil(ctl.b, async () => await replicating(2) && await clients() === 2, 'member 2 back');
     expect([await acking(2), await acking(3)]).toEqual([1, 1]);
