@@ -84,10 +84,7 @@ export class DatabaseController extends Cluster {
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
-  /**
-   * Whether there is something true to report: a database not provisioned yet has no servers to
-   * look at; one that is has been inspected by this run (the details list every node, missing ones too).
-   */
+  /** Something true to report: not provisioned yet (no servers), or inspected by this run (every node listed, missing ones too). */
   get inspected(): boolean {
     return !this.state?.provisioned || this.observer.details.length > 0;
   }
