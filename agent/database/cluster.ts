@@ -222,7 +222,7 @@ export abstract class Cluster {
     return {
       local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
       fenced: s?.fencedTerm !== undefined,
-      promotionPosition: this.promotionPosition(),
+      promotionPosition: this.promotionPosition(), seeding: s?.seeding,
     };
   }
 

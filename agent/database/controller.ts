@@ -15,6 +15,7 @@ import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
+import { acknowledge } from './seed-ack.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
@@ -83,10 +84,7 @@ export class DatabaseController extends Cluster {
     this.disk = new DiskUsage(deps.clock, this.log, (msg) => this.emit('database_low_disk_space', msg, 'notification'));
   }
 
-  /**
-   * Whether there is something true to report: a database not provisioned yet has no servers to
-   * look at; one that is has been inspected by this run (the details list every node, missing ones too).
-   */
+  /** Something true to report: not provisioned yet (no servers), or inspected by this run (every node listed, missing ones too). */
   get inspected(): boolean {
     return !this.state?.provisioned || this.observer.details.length > 0;
   }
@@ -152,8 +150,7 @@ export class DatabaseController extends Cluster {
    * FenceOp, the first step of a planned switchover (docs/multi-host.md, "Planned switchover"):
    * the local primary `member` goes read-only while the cluster is still at `term` and stays so
    * (nothing promotes it back or writes there) until the control plane names another member or
-   * abandons this fence (Cluster.followFence). Returns its GTID position
-   * once the commits in flight have finished.
+   * abandons this fence (Cluster.followFence). Returns its GTID position once the commits in flight have finished.
    */
   async fence(term: number, member: number): Promise<string> {
     return this.runExclusive('switchover', async () => {
@@ -348,6 +345,7 @@ export class DatabaseController extends Cluster {
           await rejoin(this.context, a.index, a.rebuild || (this.rejoinFailures.get(a.index) ?? 0) >= REBUILD_AFTER_FAILURES, (k) => this.extras?.seedMember?.(this, k));
           this.rejoinFailures.delete(a.index);
           return;
+        case 'acknowledge': return await acknowledge(this.context, a.index);
         case 'rolling':
           await rolling(this.context, a.reason);
           if (a.reason === 'patch') this.settlePatch();

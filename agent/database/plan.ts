@@ -77,6 +77,8 @@ export interface SpreadObs {
    * none sent, an older control plane). A local primary is promoted only once it holds it.
    */
   promotionPosition?: string;
+  /** Local members being seeded, acknowledging no semi-sync write until they have applied `until` (seed-ack.ts). */
+  seeding?: { node: number; until: string }[];
 }
 
 export interface DesiredObs {
@@ -93,6 +95,7 @@ export type Action =
   | { kind: 'failover' }
   | { kind: 'promote-primary' }
   | { kind: 'rejoin'; index: number; rebuild: boolean }
+  | { kind: 'acknowledge'; index: number }
   | { kind: 'rolling'; reason: 'resize' | 'patch' }
   | { kind: 'scale'; to: number }
   | { kind: 'sync-accounts' }
@@ -164,8 +167,9 @@ export function plan(desired: DesiredObs | undefined, o: DbObs): Action[] {
  * is read-only or lacks its semi-sync master side is promoted, and every other local member is
  * made a replica of the named primary once that primary's address is known: a member still
  * writable (an old primary) or not replicating from it rejoins, after the errant check
- * (rejoin.ts). A primary fenced for a planned switchover stays read-only. Rolling restarts are not
- * run across hosts (see docs).
+ * (rejoin.ts); a member being seeded turns its semi-sync acknowledgements on once it has caught up.
+ * A primary fenced for a planned switchover stays read-only. Rolling restarts are not run across
+ * hosts (see docs).
  */
 export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   const actions: Action[] = [];
@@ -186,6 +190,7 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
     const rebuild = o.rebuild.includes(k) || !n || n.state === 'missing';
     if (rebuild || n.state !== 'running' || !n.reachable || !n.replicating || !n.readOnly) actions.push({ kind: 'rejoin', index: k, rebuild });
   }
+  for (const k of caughtUp(sp.seeding ?? [], o.primary, sp.local, o.nodes)) actions.push({ kind: 'acknowledge', index: k });
   if (actions.length > 0) return actions;
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
   // A fenced primary writes nothing, root's account changes included: they would be transactions
@@ -193,6 +198,20 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
   if (primaryLocal && !sp.fenced && !o.accountsCurrent) actions.push({ kind: 'sync-accounts' });
   if (!o.proxiesCurrent) actions.push({ kind: 'sync-proxies' });
   return actions;
+}
+
+/**
+ * The seeding members to turn acknowledging now (seed-ack.ts): each local one replicating from the
+ * primary that has applied its `until`, and any entry for a member that is primary (named before
+ * the agent saw it caught up) or no longer runs here (dropped; nothing to turn on).
+ */
+export function caughtUp(seeding: readonly { node: number; until: string }[], primary: number, local: readonly number[],
+  nodes: readonly NodeObs[]): number[] {
+  return seeding.filter((e) => {
+    if (e.node === primary || !local.includes(e.node)) return true;
+    const n = nodes.find((x) => x.index === e.node);
+    return !!n && n.state === 'running' && n.reachable && n.replicating && gtidContains(n.gtid ?? '', e.until);
+  }).map((e) => e.node);
 }
 
 /**

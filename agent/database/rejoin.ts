@@ -12,6 +12,7 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext, MemberSeed } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
 import { namedPrimaryAhead } from './plan.js';
+import { acknowledges, holdAcks } from './seed-ack.js';
 import { NODE_PORT, updateState } from './state.js';
 
 /**
@@ -21,9 +22,9 @@ import { NODE_PORT, updateState } from './state.js';
  * on one host when the primary has purged the binlog, from a dump (docs/agent.md §7, §8).
  */
 
-export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
+export type AttachContext = Pick<ClusterContext, 'state' | 'semiSync' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
+  'log' | 'nodeIndexes' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
 
 /**
  * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
@@ -68,6 +69,8 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
   // runs on a data directory that has applied nothing: it is seeded as a rebuilt one is, without
   // the wipe (there is nothing to wipe).
   const fresh = db.spread && !rebuild && (await db.runtime.inspect(name)).state === 'running' && await appliedNothing(db, k);
+  // Saved before anything of its seeding: it acknowledges no write until it has caught up.
+  if (rebuild || fresh) await holdAcks(db, k);
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
@@ -187,13 +190,15 @@ async function keepErrant(db: RejoinContext, k: number): Promise<void> {
 
 /**
  * Points node k at the current primary and waits until both replication threads run. Fails
- * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs.
+ * at once (BinlogPurgedError) when the primary no longer has the binlog the node needs. Under
+ * semi_synch a node being seeded starts with its acknowledgements off, any other with them on.
  */
 export async function attach(db: AttachContext, k: number, demote = false): Promise<void> {
   const s = db.state;
   const t = await db.adminTarget(k);
   const target = gtidSeq(await db.primaryBinlogState());
-  await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword, demote }));
+  const acknowledge = db.semiSync ? acknowledges(s, k) : undefined;
+  await withAdmin(t, (c) => configureReplica(c, { primaryHost: db.primaryAddress(), primaryPort: NODE_PORT, password: s.replPassword, demote, acknowledge }));
   // Both threads show "Yes" for a moment before the primary answers a request for purged
   // binlog with error 1236, so a node counts as attached once it has caught up with the
   // primary's position at attach time, or has kept replicating without error for 2 s.

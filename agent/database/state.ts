@@ -37,6 +37,12 @@ export interface DbState {
   accountsKey: string;
   /** Nodes that were primary before a failover and must be rebuilt before they rejoin. */
   rebuild: number[];
+  /**
+   * Members of a semi_synch spread cluster being seeded here: each acknowledges no semi-sync write
+   * (rpl_semi_sync_slave_enabled=OFF) until it has applied `until`, the primary's gtid_binlog_state
+   * when its seeding began (seed-ack.ts).
+   */
+  seeding?: { node: number; until: string }[];
   /** Why a member could not be seeded, as last reported in a failed event (once per reason, not per retry; rejoin.ts). */
   unseeded?: string;
   /**

@@ -48,11 +48,13 @@ export function gtidSeq(pos: string): number {
  * has its own binlog history (an old primary): MASTER_DEMOTE_TO_SLAVE makes its current
  * position the starting point instead of failing with error 1236 (docs/agent.md §7).
  * TLS: the replica verifies the primary against the cluster CA it uses for itself (@@ssl_ca);
- * the server certificate names every node address.
+ * the server certificate names every node address. `acknowledge` (semi_synch) sets
+ * rpl_semi_sync_slave_enabled before the IO thread starts, the moment MariaDB reads it: a member
+ * being seeded acknowledges nothing (agent/database/seed-ack.ts).
  */
 export async function configureReplica(
   c: AdminConnection,
-  opts: { primaryHost: string; primaryPort: number; password: string; demote?: boolean },
+  opts: { primaryHost: string; primaryPort: number; password: string; demote?: boolean; acknowledge?: boolean },
 ): Promise<void> {
   await c.query('SET GLOBAL read_only=ON');
   await c.query('SET GLOBAL rpl_semi_sync_master_enabled=OFF');
@@ -68,6 +70,7 @@ export async function configureReplica(
     params.push(ca);
   }
   await c.query(`CHANGE MASTER TO ${parts.join(', ')}`, params);
+  if (opts.acknowledge !== undefined) await c.query(`SET GLOBAL rpl_semi_sync_slave_enabled=${opts.acknowledge ? 'ON' : 'OFF'}`);
   await c.query('START SLAVE');
 }
 

@@ -145,6 +145,22 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     const named = obs({ primary: 2, nodes: [node(1, { readOnly: true, replicating: false })], spread: { local: [1], primaryKnown: true, semiSyncWanted: true, fenced: false } });
     expect(plan(running3, named)).toEqual([{ kind: 'rejoin', index: 1, rebuild: false }]);
   });
+  it('turns a seeding member acknowledging only once it replicates and has applied the primary\'s position at its seeding', () => {
+    const seeding = (n: NodeObs, entries = [{ node: 3, until: '0-1-40,0-2-12' }], local = [3]) =>
+      obs({ nodes: [n], spread: { local, primaryKnown: true, semiSyncWanted: true, seeding: entries } });
+    // Behind in the domain, or at the sequence number but not replicating: it stays silent.
+    expect(plan(running3, seeding(node(3, { gtid: '0-2-39' })))).toEqual([]);
+    expect(plan(running3, seeding(node(3)))).toEqual([]);
+    expect(plan(running3, seeding(node(3, { gtid: '0-2-40', replicating: false })))[0]).toEqual({ kind: 'rejoin', index: 3, rebuild: false });
+    expect(plan(running3, seeding(node(3, { gtid: '0-2-40', reachable: false })))).toEqual([{ kind: 'rejoin', index: 3, rebuild: false }]);
+    // Caught up (gtid_current_pos names the last server; the sequence number counts).
+    expect(plan(running3, seeding(node(3, { gtid: '0-2-40' })))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+    expect(plan(running3, seeding(node(3, { gtid: '0-1-41' })))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+    // Named primary before it was seen caught up, or no longer run here: the entry is dropped.
+    expect(plan(running3, obs({ primary: 3, nodes: [node(3, { readOnly: false, replicating: false, semiSyncMaster: true, gtid: '0-2-1' })], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, seeding: [{ node: 3, until: '0-1-40' }] } })))
+      .toEqual([{ kind: 'acknowledge', index: 3 }]);
+    expect(plan(running3, seeding(node(2, { gtid: '0-1-1' }), [{ node: 3, until: '0-1-40' }], [2]))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+  });
   it('waits while the primary\'s address is not known, and leaves accounts to the primary\'s agent', () => {
     expect(plan(running3, spread([3], { nodes: [node(3, { replicating: false })], accountsCurrent: false }, false))).toEqual([]);
     expect(plan(running3, spread([1], { nodes: [node(1, { semiSyncMaster: true })], accountsCurrent: false }))).toEqual([{ kind: 'sync-accounts' }]);

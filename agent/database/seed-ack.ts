@@ -1,0 +1,64 @@
+import { gtidContains } from '../../lib/gtid.js';
+import { q, withAdmin } from '../mysql/admin.js';
+import { replicaStatus } from '../mysql/replication.js';
+import type { ClusterContext } from './context.js';
+import { updateState, type DbState } from './state.js';
+
+/**
+ * A member of a semi_synch cluster spread over agents that is being seeded here (just placed,
+ * with nothing applied, or rebuilt) acknowledges no write before it has caught up
+ * (docs/multi-host.md, "Failover candidates"). The control plane never promotes a seeding
+ * member, so a write acknowledged by it alone, while the other replica's IO thread lags, would be
+ * lost by the failover that promotes that other replica. Its rpl_semi_sync_slave_enabled is set
+ * OFF before its replication starts (attach, rejoin.ts: also after a node restart, whose config
+ * file says ON) and ON again, with its IO thread restarted (which is when MariaDB reads it), once
+ * it has applied what the primary had logged when its seeding began. That position is at or past
+ * the one the control plane recorded at the placement (the seed mark, cleared when the member
+ * reports that far), so the member acknowledges no earlier than it becomes a failover candidate.
+ */
+
+export type SeedAckContext = Pick<ClusterContext, 'state' | 'semiSync' | 'spread' | 'nodeIndexes' | 'adminTarget' | 'primaryBinlogState' | 'save' | 'log'>;
+
+/** Whether node k acknowledges semi-sync writes when it replicates (not while it is being seeded). */
+export function acknowledges(s: Pick<DbState, 'seeding'>, k: number): boolean {
+  return !s.seeding?.some((e) => e.node === k);
+}
+
+/**
+ * Records, before its seeding begins, that node k acknowledges nothing until it has applied the
+ * primary's current GTID state. A node seeded again (its agent restarted mid-seed, a new
+ * placement of the same member) gets the newer position: never earlier than the control plane's.
+ * Saved, so a restarted agent keeps it off. No-op outside semi_synch spread clusters.
+ */
+export async function holdAcks(db: SeedAckContext, k: number): Promise<void> {
+  if (!db.spread || !db.semiSync) return;
+  const until = await db.primaryBinlogState();
+  const local = db.nodeIndexes();
+  const kept = (db.state.seeding ?? []).filter((e) => e.node !== k && local.includes(e.node));
+  await updateState(db, { seeding: [...kept, { node: k, until }] });
+  db.log.info({ node: k, until }, 'seeding member: it acknowledges no semi-sync write until it has applied the primary\'s position');
+}
+
+/**
+ * Turns node k's acknowledgements on: rpl_semi_sync_slave_enabled=ON and, when it replicates, its
+ * IO thread restarted (the primary counts it in Rpl_semi_sync_master_clients from then on); then
+ * the entry is dropped. Checked again on the server first: the plan's observation may be old.
+ */
+export async function acknowledge(db: SeedAckContext, k: number): Promise<void> {
+  const e = db.state.seeding?.find((x) => x.node === k);
+  if (!e) return;
+  if (k !== db.state.primary && db.nodeIndexes().includes(k)) {
+    await withAdmin(await db.adminTarget(k), async (c) => {
+      const pos = String((await q(c, 'SELECT @@gtid_current_pos AS p'))[0]?.p ?? '');
+      if (!gtidContains(pos, e.until)) throw new Error(`node ${k} has applied ${pos || 'nothing'}, not yet ${e.until}`);
+      await c.query('SET GLOBAL rpl_semi_sync_slave_enabled=ON');
+      if (await replicaStatus(c)) {
+        await c.query('STOP SLAVE IO_THREAD');
+        await c.query('START SLAVE IO_THREAD');
+      }
+    });
+    db.log.info({ node: k, until: e.until }, 'seeded member caught up: it acknowledges semi-sync writes');
+  }
+  const left = (db.state.seeding ?? []).filter((x) => x.node !== k);
+  await updateState(db, { seeding: left.length > 0 ? left : undefined });
+}
