@@ -11,6 +11,7 @@ import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaSt
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext, MemberSeed } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
+import { seedAfterPurge, seedFromPrimaryCopy, type CopySeed } from './dump-seed.js';
 import { namedPrimaryAhead } from './plan.js';
 import { NODE_PORT, updateState } from './state.js';
 
@@ -23,7 +24,7 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
+  'log' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly' | 'remotePrimary'>;
 
 /**
  * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
@@ -105,43 +106,83 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
     await secureRoot(t.socketPath, s.adminPassword);
     await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
   }
-  let seeded = false;
+  let seeded: 'dump' | CopySeed | undefined;
   try {
     // A member of a spread cluster may have been primary (its own transactions are all on the new
     // primary, or it would be rebuilding): its whole position becomes where it replicates from.
     await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
     if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
-    if (db.spread) {
-      const why = based
-        ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
-        : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
-      if (s.unseeded !== why) {
-        db.emit('database_update', why, 'failed');
-        await updateState(db, { unseeded: why });
-      }
-      // Its data is the base's now: the next try starts over (the archive takes a newer base once the
-      // primary's binlog begins after this one, archiver.ts keepPhysicalRecent).
-      if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
-      throw new SeedUnavailableError(why, { cause: err });
+    if (based) {
+      // The base's data is kept for nothing: the next try starts over from a newer base, which the
+      // archive takes once the primary's binlog begins after this one (archiver.ts
+      // keepPhysicalRecent), or, if there is none by then, from a copy of the primary.
+      if (!s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
+      await unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`, err);
     }
-    db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
-    await seedReplica({
-      runtime: db.runtime,
-      source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
-      target: { name, admin: t },
-      adminPassword: s.adminPassword,
-      allowList: db.spec.allowList,
-      linrootPassword: db.linrootPassword(),
-    });
+    const next = seedAfterPurge({ spread: db.spread, primary: db.remotePrimary() });
+    if (next.way === 'none') await unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${next.why}`, err);
+    if (next.way === 'copy') {
+      db.log.info({ node: k, noBase }, 'the primary no longer has the binlog the member needs; seeding it with a copy of the primary');
+      seeded = await copyPrimary(db, k, err);
+    } else {
+      db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
+      await seedReplica({
+        runtime: db.runtime,
+        source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
+        target: { name, admin: t },
+        adminPassword: s.adminPassword,
+        allowList: db.spec.allowList,
+        linrootPassword: db.linrootPassword(),
+      });
+      seeded = 'dump';
+    }
     await attach(db, k);
-    seeded = true;
   }
   await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
   await db.refresh();
-  const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
+  const how = seeded === 'dump' ? ' from a dump of the primary'
+    : seeded ? ` from a consistent copy of the primary over TLS (at ${seeded.gtid}, ${(seeded.ms / 1000).toFixed(1)} s)`
+      : based ? ` from physical base ${based.backupId} in the object store` : '';
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
-  else if (based) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+  else if (how) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+}
+
+/**
+ * Seeds member k, wiped or just made (attaching it applied nothing: the primary refused at once),
+ * with a consistent copy of the primary on another host (dump-seed.ts). A copy that fails leaves
+ * the node wiped (no half-loaded data stays) and fails the rejoin, which the plan retries; the
+ * reason is reported once, as the other ways' are.
+ */
+async function copyPrimary(db: RejoinContext, k: number, purged: unknown): Promise<CopySeed> {
+  const s = db.state;
+  const name = db.nodeName(k);
+  const wipe = async () => {
+    await db.runtime.remove(name, { withData: true });
+    await db.runtime.ensure(db.nodeSpec(k));
+    const t = await db.adminTarget(k);
+    await secureRoot(t.socketPath, s.adminPassword);
+    await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+  };
+  try {
+    return await seedFromPrimaryCopy({
+      runtime: db.runtime, name, admin: await db.adminTarget(k), primary: db.remotePrimary()!,
+      adminPassword: s.adminPassword, allowList: db.spec.allowList, linrootPassword: db.linrootPassword(),
+    });
+  } catch (err) {
+    db.log.warn({ err, node: k }, 'seeding the member with a copy of the primary failed; the node is wiped and the rejoin retried');
+    await wipe().catch((e: unknown) => db.log.warn({ err: e, node: k }, 'wiping the node after a failed copy failed'));
+    return unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, no physical base could be used, and copying the primary failed (${(err as Error).message})`, purged);
+  }
+}
+
+/** Reports why member k cannot be seeded now (once per reason: DbState.unseeded) and fails the rejoin. */
+async function unseedable(db: RejoinContext, k: number, why: string, cause: unknown): Promise<never> {
+  if (db.state.unseeded !== why) {
+    db.emit('database_update', why, 'failed');
+    await updateState(db, { unseeded: why });
+  }
+  throw new SeedUnavailableError(why, { cause });
 }
 
 /**

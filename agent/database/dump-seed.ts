@@ -1,0 +1,109 @@
+import { PassThrough } from 'node:stream';
+import mysql from 'mysql2/promise';
+import { REPL_USER, syncAdminAccounts } from '../mysql/accounts.js';
+import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
+import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
+import type { RemoteMember } from '../mysql/remote.js';
+import type { ContainerRuntime } from '../runtime/container-runtime.js';
+
+/**
+ * How a rebuilt or new member is seeded once attaching it showed that the primary no longer has
+ * its binlog from the position the member needs (a wiped member: from the first GTID; one seeded
+ * from a base: from the base's). Tried before, in rejoin(): the store's newest physical base
+ * (files; only what came after it is replicated), then the primary's binlog (nothing to copy).
+ * What is left: one host, a dump of the primary over its socket; across hosts, a consistent copy
+ * of the primary over TLS (seedFromPrimaryCopy), which needs the primary's address; without it the
+ * member cannot be seeded yet (the rejoin is retried).
+ */
+export function seedAfterPurge(o: { spread: boolean; primary: RemoteMember | undefined }): { way: 'dump' | 'copy' } | { way: 'none'; why: string } {
+  if (!o.spread) return { way: 'dump' };
+  if (!o.primary) return { way: 'none', why: 'the primary\'s address on another host is not known yet, so it cannot be copied' };
+  return { way: 'copy' };
+}
+
+export interface CopySeed {
+  /** The primary's GTID position the copy is consistent with (where replication starts). */
+  gtid: string;
+  ms: number;
+}
+
+/**
+ * Seeds member k (running on its own empty data, wiped or just made) with a consistent copy of the
+ * primary on another host, when neither a base in a shared store nor the primary's binlog can.
+ * No new listener: the member's own mariadb-dump dials the primary's MariaDB as the replication
+ * account over TLS verified against the cluster CA (the member's @@ssl_ca) and the address
+ * dialled, as replication does. `--single-transaction` takes one InnoDB snapshot with `START
+ * TRANSACTION WITH CONSISTENT SNAPSHOT`, and with `--master-data --gtid` the dump reads the
+ * snapshot's binlog position (Binlog_snapshot_file/position, BINLOG_GTID_POS) instead of taking a
+ * global read lock, so the primary keeps serving writes while it is copied. The dump is piped
+ * into the member's `mariadb` client (bounded memory: the pipe's buffers, never the whole dump),
+ * loaded with the binlog off, preceded by the customer's accounts read from the primary. Then
+ * linroot is made from the desired state, the member's binlog is started at the copy's position
+ * (RESET MASTER, gtid_binlog_state, as a base seed does: a member later seeded from it by replay
+ * is told the history before is not there) and gtid_slave_pos is that position, so the caller's
+ * attach (MASTER_USE_GTID=slave_pos) streams what the primary wrote since. Throws on any failure;
+ * the caller wipes the node before the next try.
+ */
+export async function seedFromPrimaryCopy(o: {
+  runtime: ContainerRuntime;
+  name: string;
+  admin: AdminTarget;
+  primary: RemoteMember;
+  adminPassword: string;
+  allowList: string[];
+  linrootPassword: string;
+}): Promise<CopySeed> {
+  const started = Date.now();
+  const p = o.primary;
+  const c = await mysql.createConnection({
+    host: p.host, port: p.port, user: REPL_USER, password: p.password, connectTimeout: 5000,
+    ssl: { ca: p.caPem, rejectUnauthorized: true },
+  });
+  let schemas: string[];
+  let accounts: string;
+  try {
+    schemas = await customerSchemas(c);
+    // Read before the snapshot: an account made while the copy runs replicates afterwards as its
+    // CREATE USER (copied after the snapshot, it would make that statement fail on the member).
+    accounts = await customerAccountsSql(c);
+  } finally {
+    await c.end().catch(() => c.destroy());
+  }
+  const ca = await withAdmin(o.admin, async (x) => {
+    await x.query('STOP SLAVE');
+    await x.query('RESET SLAVE ALL');
+    return String((await q(x, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? '');
+  });
+  if (!ca) throw new Error('the member has no cluster CA to verify the primary with');
+  // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
+  const what = schemas.length > 0
+    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...schemas]
+    : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
+  const dump = new PassThrough();
+  const feed = new PassThrough();
+  feed.write('SET SESSION sql_log_bin=0;\n');
+  feed.write(accounts);
+  dump.pipe(feed);
+  const dumping = o.runtime.exec(o.name, [
+    'mariadb-dump', '--protocol=TCP', `--host=${p.host}`, `--port=${p.port}`, `--user=${REPL_USER}`,
+    '--ssl', `--ssl-ca=${ca}`, '--ssl-verify-server-cert',
+    '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what,
+  ], { stdout: dump, env: { MYSQL_PWD: p.password } });
+  const load = await o.runtime.exec(o.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
+  // A load that stopped early must not leave the dump blocked on a full pipe.
+  if (load.exitCode !== 0) dump.destroy();
+  const out = await dumping;
+  if (load.exitCode !== 0) throw new Error(`loading the copy of the primary failed: ${clientError(load.stderr)}`);
+  if (out.exitCode !== 0) throw new Error(`copying the primary failed: ${clientError(out.stderr)}`);
+  const gtid = await withAdmin(o.admin, async (x) => {
+    await x.query('SET SESSION sql_log_bin=0');
+    await syncAdminAccounts(x, o.allowList, o.linrootPassword);
+    const pos = String((await q(x, 'SELECT @@gtid_slave_pos AS p'))[0]?.p ?? '');
+    if (!pos) throw new Error('the copy of the primary carried no GTID position');
+    await x.query('RESET MASTER');
+    await x.query('SET GLOBAL gtid_binlog_state = ?', [pos]);
+    await x.query('SET GLOBAL gtid_slave_pos = ?', [pos]);
+    return pos;
+  });
+  return { gtid, ms: Date.now() - started };
+}
