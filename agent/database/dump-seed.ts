@@ -11,13 +11,17 @@ import type { ContainerRuntime } from '../runtime/container-runtime.js';
  * its binlog from the position the member needs (a wiped member: from the first GTID; one seeded
  * from a base: from the base's). Tried before, in rejoin(): the store's newest physical base
  * (files; only what came after it is replicated), then the primary's binlog (nothing to copy).
- * What is left: one host, a dump of the primary over its socket; across hosts, a consistent copy
- * of the primary over TLS (seedFromPrimaryCopy), which needs the primary's address; without it the
- * member cannot be seeded yet (the rejoin is retried).
+ * What is left: on one host, a dump of the primary over its socket; across hosts, a consistent
+ * copy of the primary over TLS (seedFromPrimaryCopy), which needs the primary's address. A member
+ * that was seeded from a base too old for the primary's binlog waits for a newer one instead
+ * (the archive takes one once the binlog begins after the old base, archiver.ts
+ * keepPhysicalRecent): a base is copied as files, the copy reads and loads every row. `none`
+ * says why the member cannot be seeded yet; the rejoin is retried.
  */
-export function seedAfterPurge(o: { spread: boolean; primary: RemoteMember | undefined }): { way: 'dump' | 'copy' } | { way: 'none'; why: string } {
+export function seedAfterPurge(o: { spread: boolean; primary: RemoteMember | undefined; base?: { backupId: number; snapshotGtid: string } }): { way: 'dump' | 'copy' } | { way: 'none'; why: string } {
   if (!o.spread) return { way: 'dump' };
-  if (!o.primary) return { way: 'none', why: 'the primary\'s address on another host is not known yet, so it cannot be copied' };
+  if (o.base) return { way: 'none', why: `the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${o.base.backupId}, ${o.base.snapshotGtid}); a newer base is needed` };
+  if (!o.primary) return { way: 'none', why: 'the primary on another host no longer has its whole binlog, and its address is not known yet, so it cannot be copied' };
   return { way: 'copy' };
 }
 

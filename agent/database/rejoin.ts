@@ -113,15 +113,12 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
     await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
     if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
-    if (based) {
-      // The base's data is kept for nothing: the next try starts over from a newer base, which the
-      // archive takes once the primary's binlog begins after this one (archiver.ts
-      // keepPhysicalRecent), or, if there is none by then, from a copy of the primary.
-      if (!s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
-      await unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`, err);
+    const next = seedAfterPurge({ spread: db.spread, primary: db.remotePrimary(), ...(based ? { base: based } : {}) });
+    if (next.way === 'none') {
+      // A base's data is of no use now: the next try starts over (from a newer base).
+      if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
+      await unseedable(db, k, `node ${k} cannot be seeded: ${next.why}`, err);
     }
-    const next = seedAfterPurge({ spread: db.spread, primary: db.remotePrimary() });
-    if (next.way === 'none') await unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${next.why}`, err);
     if (next.way === 'copy') {
       db.log.info({ node: k, noBase }, 'the primary no longer has the binlog the member needs; seeding it with a copy of the primary');
       seeded = await copyPrimary(db, k, err);

@@ -45,7 +45,7 @@ describe('a spread member re-placed after a host loss, no shared store, the prim
 
     // A bulk table (about 60 MB), so that the copy runs for a while under the write loop.
     const bulk = await client.sql('CREATE TABLE fh.big (id INT PRIMARY KEY, pad VARCHAR(1000) NOT NULL)',
-      `INSERT INTO fh.big SELECT seq, REPEAT(MD5(seq), 31) FROM seq_1_to_${BULK_ROWS}`, 'SELECT COUNT(*) AS n FROM fh.big');
+      `INSERT INTO fh.big SELECT seq, REPEAT(MD5(seq), 31) FROM fh.seq_1_to_${BULK_ROWS}`, 'SELECT COUNT(*) AS n FROM fh.big');
     expect(Number(bulk?.[0]?.n)).toBe(BULK_ROWS);
     await until('rows written', () => attempts(loop).filter((a) => a.ok).length >= 20, 120_000, 200);
 
