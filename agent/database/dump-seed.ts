@@ -31,32 +31,46 @@ export interface CopySeed {
   ms: number;
 }
 
+interface SeedNode {
+  name: string;
+  admin: AdminTarget;
+}
+
+/** What a seed needs to make the member serve as its peers do once the data is loaded. */
+interface SeedAccounts {
+  adminPassword: string;
+  allowList: string[];
+  linrootPassword: string;
+}
+
+/**
+ * Seeds a fresh node on this host from a consistent dump of `source`, the primary on the same
+ * host, over its socket (the dump runs in the primary's node). See loadConsistentDump.
+ */
+export async function seedFromLocalDump(o: SeedAccounts & { runtime: ContainerRuntime; source: SeedNode; target: SeedNode }): Promise<CopySeed> {
+  const started = Date.now();
+  const { schemas, accounts } = await withAdmin(o.source.admin, async (c) => ({
+    schemas: await customerSchemas(c),
+    accounts: await customerAccountsSql(c),
+  }));
+  const gtid = await loadConsistentDump({
+    ...o, target: o.target, schemas, accounts,
+    dump: { name: o.source.name, args: ['--user=root'], env: { MYSQL_PWD: o.adminPassword } },
+  });
+  return { gtid, ms: Date.now() - started };
+}
+
 /**
  * Seeds member k (running on its own empty data, wiped or just made) with a consistent copy of the
  * primary on another host, when neither a base in a shared store nor the primary's binlog can.
  * No new listener: the member's own mariadb-dump dials the primary's MariaDB as the replication
  * account over TLS verified against the cluster CA (the member's @@ssl_ca) and the address
- * dialled, as replication does. `--single-transaction` takes one InnoDB snapshot with `START
- * TRANSACTION WITH CONSISTENT SNAPSHOT`, and with `--master-data --gtid` the dump reads the
- * snapshot's binlog position (Binlog_snapshot_file/position, BINLOG_GTID_POS) instead of taking a
- * global read lock, so the primary keeps serving writes while it is copied. The dump is piped
- * into the member's `mariadb` client (bounded memory: the pipe's buffers, never the whole dump),
- * loaded with the binlog off, preceded by the customer's accounts read from the primary. Then
- * linroot is made from the desired state, the member's binlog is started at the copy's position
- * (RESET MASTER, gtid_binlog_state, as a base seed does: a member later seeded from it by replay
- * is told the history before is not there) and gtid_slave_pos is that position, so the caller's
- * attach (MASTER_USE_GTID=slave_pos) streams what the primary wrote since. Throws on any failure;
- * the caller wipes the node before the next try.
+ * dialled, as replication does (the agent's admin account, root, is local to each node and never
+ * reachable from another host). The customer's accounts are read first, over the same TLS, by
+ * the agent. See loadConsistentDump. Throws on any failure; the caller wipes the node before the
+ * next try.
  */
-export async function seedFromPrimaryCopy(o: {
-  runtime: ContainerRuntime;
-  name: string;
-  admin: AdminTarget;
-  primary: RemoteMember;
-  adminPassword: string;
-  allowList: string[];
-  linrootPassword: string;
-}): Promise<CopySeed> {
+export async function seedFromPrimaryCopy(o: SeedAccounts & { runtime: ContainerRuntime; target: SeedNode; primary: RemoteMember }): Promise<CopySeed> {
   const started = Date.now();
   const p = o.primary;
   const c = await mysql.createConnection({
@@ -67,47 +81,73 @@ export async function seedFromPrimaryCopy(o: {
   let accounts: string;
   try {
     schemas = await customerSchemas(c);
-    // Read before the snapshot: an account made while the copy runs replicates afterwards as its
-    // CREATE USER (copied after the snapshot, it would make that statement fail on the member).
     accounts = await customerAccountsSql(c);
   } finally {
     await c.end().catch(() => c.destroy());
   }
-  const ca = await withAdmin(o.admin, async (x) => {
+  const ca = await withAdmin(o.target.admin, async (x) => String((await q(x, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? ''));
+  if (!ca) throw new Error('the member has no cluster CA to verify the primary with');
+  const gtid = await loadConsistentDump({
+    ...o, schemas, accounts,
+    dump: {
+      name: o.target.name,
+      args: ['--protocol=TCP', `--host=${p.host}`, `--port=${p.port}`, `--user=${REPL_USER}`, '--ssl', `--ssl-ca=${ca}`, '--ssl-verify-server-cert'],
+      env: { MYSQL_PWD: p.password },
+    },
+  });
+  return { gtid, ms: Date.now() - started };
+}
+
+/**
+ * The loading both dump seeds share. The customer's accounts (read before the snapshot: an
+ * account made while the dump runs replicates afterwards as its CREATE USER, which a copy taken
+ * after the snapshot would make fail on the member) are fed first, then mariadb-dump's output.
+ * `--single-transaction` takes one InnoDB snapshot (START TRANSACTION WITH CONSISTENT SNAPSHOT)
+ * and with `--master-data=1 --gtid` the dump reads that snapshot's binlog position
+ * (Binlog_snapshot_file/position, BINLOG_GTID_POS) instead of taking a global read lock, so the
+ * source keeps serving writes while it is read; the dump ends with `SET GLOBAL gtid_slave_pos`
+ * at that position. The dump is piped into the target's `mariadb` client with the binlog off:
+ * memory stays at the pipe's buffers (`--quick`: rows are streamed, never a whole table held),
+ * whatever the size. Then linroot is made from the desired state, and the target's binlog starts
+ * at the copy's position (RESET MASTER, gtid_binlog_state, as a base seed does), so a member later
+ * seeded by replaying the target's binlog is told the history before it is not there. Returns
+ * that position; the caller's attach (MASTER_USE_GTID=slave_pos) streams what came after.
+ */
+async function loadConsistentDump(o: SeedAccounts & {
+  runtime: ContainerRuntime;
+  target: SeedNode;
+  schemas: string[];
+  accounts: string;
+  dump: { name: string; args: string[]; env: Record<string, string> };
+}): Promise<string> {
+  await withAdmin(o.target.admin, async (x) => {
     await x.query('STOP SLAVE');
     await x.query('RESET SLAVE ALL');
-    return String((await q(x, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? '');
   });
-  if (!ca) throw new Error('the member has no cluster CA to verify the primary with');
   // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
-  const what = schemas.length > 0
-    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...schemas]
+  const what = o.schemas.length > 0
+    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...o.schemas]
     : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
   const dump = new PassThrough();
   const feed = new PassThrough();
   feed.write('SET SESSION sql_log_bin=0;\n');
-  feed.write(accounts);
+  feed.write(o.accounts);
   dump.pipe(feed);
-  const dumping = o.runtime.exec(o.name, [
-    'mariadb-dump', '--protocol=TCP', `--host=${p.host}`, `--port=${p.port}`, `--user=${REPL_USER}`,
-    '--ssl', `--ssl-ca=${ca}`, '--ssl-verify-server-cert',
-    '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what,
-  ], { stdout: dump, env: { MYSQL_PWD: p.password } });
-  const load = await o.runtime.exec(o.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
+  const dumping = o.runtime.exec(o.dump.name, ['mariadb-dump', ...o.dump.args, '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what], { stdout: dump, env: o.dump.env });
+  const load = await o.runtime.exec(o.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
   // A load that stopped early must not leave the dump blocked on a full pipe.
   if (load.exitCode !== 0) dump.destroy();
   const out = await dumping;
-  if (load.exitCode !== 0) throw new Error(`loading the copy of the primary failed: ${clientError(load.stderr)}`);
-  if (out.exitCode !== 0) throw new Error(`copying the primary failed: ${clientError(out.stderr)}`);
-  const gtid = await withAdmin(o.admin, async (x) => {
+  if (load.exitCode !== 0) throw new Error(`loading the dump failed: ${clientError(load.stderr)}`);
+  if (out.exitCode !== 0) throw new Error(`dumping the primary failed: ${clientError(out.stderr)}`);
+  return withAdmin(o.target.admin, async (x) => {
     await x.query('SET SESSION sql_log_bin=0');
     await syncAdminAccounts(x, o.allowList, o.linrootPassword);
     const pos = String((await q(x, 'SELECT @@gtid_slave_pos AS p'))[0]?.p ?? '');
-    if (!pos) throw new Error('the copy of the primary carried no GTID position');
+    if (!pos) throw new Error('the dump carried no GTID position');
     await x.query('RESET MASTER');
     await x.query('SET GLOBAL gtid_binlog_state = ?', [pos]);
     await x.query('SET GLOBAL gtid_slave_pos = ?', [pos]);
     return pos;
   });
-  return { gtid, ms: Date.now() - started };
 }

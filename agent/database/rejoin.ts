@@ -1,17 +1,15 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { systemClock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
-import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
-import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
-import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
+import { ensureReplicationUser } from '../mysql/accounts.js';
+import { q, secureRoot, withAdmin } from '../mysql/admin.js';
+import { clientError } from '../mysql/customer-data.js';
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
-import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext, MemberSeed } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
-import { seedAfterPurge, seedFromPrimaryCopy, type CopySeed } from './dump-seed.js';
+import { seedAfterPurge, seedFromLocalDump, seedFromPrimaryCopy, type CopySeed } from './dump-seed.js';
 import { namedPrimaryAhead } from './plan.js';
 import { NODE_PORT, updateState } from './state.js';
 
@@ -72,7 +70,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
-    // binlog holds the whole history; seedReplica covers the case where it does not.
+    // binlog holds the whole history; dump-seed.ts covers the case where it does not.
     await db.runtime.remove(name, { withData: true });
   }
   await db.runtime.ensure(db.nodeSpec(k));
@@ -124,7 +122,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
       seeded = await copyPrimary(db, k, err);
     } else {
       db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
-      await seedReplica({
+      await seedFromLocalDump({
         runtime: db.runtime,
         source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
         target: { name, admin: t },
@@ -163,7 +161,7 @@ async function copyPrimary(db: RejoinContext, k: number, purged: unknown): Promi
   };
   try {
     return await seedFromPrimaryCopy({
-      runtime: db.runtime, name, admin: await db.adminTarget(k), primary: db.remotePrimary()!,
+      runtime: db.runtime, target: { name, admin: await db.adminTarget(k) }, primary: db.remotePrimary()!,
       adminPassword: s.adminPassword, allowList: db.spec.allowList, linrootPassword: db.linrootPassword(),
     });
   } catch (err) {
@@ -251,55 +249,4 @@ export async function attach(db: AttachContext, k: number, demote = false): Prom
     if (systemClock.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
     await systemClock.sleep(50);
   }
-}
-
-interface SeedNode {
-  name: string;
-  admin: AdminTarget;
-}
-
-/**
- * Seeds a fresh node from a consistent dump of `source` when the source's binlog no longer
- * starts at the first GTID (purged), so replaying it cannot rebuild the node. The dump carries
- * its GTID position (`--master-data=1 --gtid` sets gtid_slave_pos), everything is loaded with
- * the binlog off (the node must not invent GTIDs of its own), and linroot is re-created from the
- * desired state. The caller then points the node at the primary with MASTER_USE_GTID=slave_pos.
- */
-async function seedReplica(opts: {
-  runtime: ContainerRuntime;
-  source: SeedNode;
-  target: SeedNode;
-  adminPassword: string;
-  allowList: string[];
-  linrootPassword: string;
-}): Promise<void> {
-  const { schemas, accounts } = await withAdmin(opts.source.admin, async (c) => ({
-    schemas: await customerSchemas(c),
-    accounts: await customerAccountsSql(c),
-  }));
-  await withAdmin(opts.target.admin, async (c) => {
-    await c.query('STOP SLAVE');
-    await c.query('RESET SLAVE ALL');
-  });
-  // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
-  const what = schemas.length > 0
-    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...schemas]
-    : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
-  const dump = new PassThrough();
-  const feed = new PassThrough();
-  feed.write('SET SESSION sql_log_bin=0;\n');
-  feed.write(accounts);
-  dump.pipe(feed);
-  const env = { MYSQL_PWD: opts.adminPassword };
-  const dumping = opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env });
-  const load = await opts.runtime.exec(opts.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env });
-  // A load that stopped early must not leave the dump blocked on a full pipe.
-  if (load.exitCode !== 0) dump.destroy();
-  const out = await dumping;
-  if (load.exitCode !== 0) throw new Error(`seeding load failed: ${clientError(load.stderr)}`);
-  if (out.exitCode !== 0) throw new Error(`seeding dump failed: ${clientError(out.stderr)}`);
-  await withAdmin(opts.target.admin, async (c) => {
-    await c.query('SET SESSION sql_log_bin=0');
-    await syncAdminAccounts(c, opts.allowList, opts.linrootPassword);
-  });
 }
