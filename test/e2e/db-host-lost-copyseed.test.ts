@@ -73,9 +73,20 @@ describe('a spread member re-placed after a host loss, no shared store, the prim
     expect(declared.status, JSON.stringify(declared.body)).toBe(200);
     type Event = { action: string; message: string | null; status: string | null; entity: { id: number } | null };
     const events = async () => ((await call('GET', '/v4/account/events?page_size=100')).body.data as Event[]).filter((e) => e.entity?.id === id);
-    const seeded = await until('the new member seeded with a copy of the primary', async () => (await events())
-      .find((e) => /(rebuilt|seeded) from a consistent copy of the primary over TLS/.test(e.message ?? '')), 600_000, 1000);
-    const writesDuringCopy = attempts(loop).filter((a) => a.ok && a.start > cutAt).length;
+    // Code that cannot copy the primary says so at once: a failed event that names no failed copy
+    // (a copy that failed midway is retried) ends the wait with the agent's reason.
+    const outcome = await until('the new member seeded with a copy of the primary', async () => {
+      const mine = await events();
+      const seeded = mine.find((e) => /(rebuilt|seeded) from a consistent copy of the primary over TLS/.test(e.message ?? ''));
+      if (seeded) return { seeded };
+      const why = mine.find((e) => /cannot be seeded/.test(e.message ?? '') && !/copying the primary failed/.test(e.message ?? ''));
+      return why ? { why: why.message } : undefined;
+    }, 600_000, 1000);
+    if (!('seeded' in outcome)) throw new Error(`the new member was not seeded: ${outcome.why}`);
+    const seeded = outcome.seeded!;
+    // Writes acknowledged between the cut and the seeded event: the copy ran in that time.
+    const seenAt = Date.now();
+    const writesDuringCopy = attempts(loop).filter((a) => a.ok && a.start > cutAt && a.end < seenAt).length;
     const healed = await until('active with three members on three other hosts', async () => {
       const r = await call('GET', `${MYSQL}/${id}`);
       const m = Object.keys(r.body.members ?? {});
