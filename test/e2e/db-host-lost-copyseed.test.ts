@@ -112,11 +112,14 @@ describe('a spread member re-placed after a host loss, no shared store, the prim
       return r && Number(r.n) === Number(want.n) ? r : undefined;
     }, 120_000, 1000);
     expect(got).toEqual(want);
-    expect(healed.members[newMember]).toBe('failover');
+    // On a loaded machine the primary's agent may miss its heartbeats and the control plane fail
+    // over; the new member may then be the one promoted, once it has caught up (it holds every row).
+    expect(['failover', 'primary']).toContain(healed.members[newMember]);
     expect(Object.values(healed.members).filter((r) => r === 'primary')).toHaveLength(1);
     // Customer access works on the new member as on its peers (linroot made from the desired state).
     expect((await direct.sql('SELECT 1 AS one'))?.[0]?.one).toBe(1);
     const failedWays = (await events()).filter((e) => /cannot be seeded/.test(e.message ?? ''));
-    console.log(`[db-host-lost-copyseed] ${stored.size} acknowledged rows (${acked.length} acks, ${writesDuringCopy} after the cut) + ${BULK_ROWS} bulk rows; ${seeded.message}; active with three members ${healedMs} ms after the cut; failed seed events: ${failedWays.map((e) => e.message).join(' | ') || 'none'}`);
+    const roles = Object.entries(healed.members).map(([m, r]) => `${hostOf(m)!.name}=${String(r)}`).join(' ');
+    console.log(`[db-host-lost-copyseed] roles ${roles}; ${stored.size} acknowledged rows (${acked.length} acks, ${writesDuringCopy} after the cut) + ${BULK_ROWS} bulk rows; ${seeded.message}; active with three members ${healedMs} ms after the cut; failed seed events: ${failedWays.map((e) => e.message).join(' | ') || 'none'}`);
   }, 1_200_000);
 });
