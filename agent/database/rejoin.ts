@@ -1,16 +1,15 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { systemClock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
-import { ensureReplicationUser, syncAdminAccounts } from '../mysql/accounts.js';
-import { q, secureRoot, withAdmin, type AdminTarget } from '../mysql/admin.js';
-import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
+import { ensureReplicationUser } from '../mysql/accounts.js';
+import { q, secureRoot, withAdmin } from '../mysql/admin.js';
+import { clientError } from '../mysql/customer-data.js';
 import { BinlogPurgedError, configureReplica, gtidCurrentPos, gtidSeq, replicaStatus } from '../mysql/replication.js';
-import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { ClusterContext, MemberSeed } from './context.js';
 import { divergedFromPrimary } from './diverged.js';
+import { seedAfterPurge, seedFromLocalDump, seedFromPrimaryCopy, type CopySeed } from './dump-seed.js';
 import { namedPrimaryAhead } from './plan.js';
 import { acknowledges, holdAcks } from './seed-ack.js';
 import { NODE_PORT, updateState } from './state.js';
@@ -24,7 +23,7 @@ import { NODE_PORT, updateState } from './state.js';
 
 export type AttachContext = Pick<ClusterContext, 'state' | 'semiSync' | 'adminTarget' | 'primaryAddress' | 'primaryBinlogState'>;
 export type RejoinContext = AttachContext & Pick<ClusterContext,
-  'log' | 'nodeIndexes' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly'>;
+  'log' | 'nodeIndexes' | 'runtime' | 'spec' | 'dir' | 'nodeName' | 'nodeSpec' | 'ensureTls' | 'linrootPassword' | 'save' | 'refresh' | 'emit' | 'spread' | 'primaryReadOnly' | 'remotePrimary'>;
 
 /**
  * A rebuilt member that no way of seeding can bring back now: reported as a failed event (once
@@ -74,7 +73,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
   if (rebuild && s.errant?.node === k) await keepErrant(db, k);
   if (rebuild) {
     // Replaying the primary's binlog from the first GTID rebuilds the node exactly while the
-    // binlog holds the whole history; seedReplica covers the case where it does not.
+    // binlog holds the whole history; dump-seed.ts covers the case where it does not.
     await db.runtime.remove(name, { withData: true });
   }
   await db.runtime.ensure(db.nodeSpec(k));
@@ -108,43 +107,80 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
     await secureRoot(t.socketPath, s.adminPassword);
     await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
   }
-  let seeded = false;
+  let seeded: 'dump' | CopySeed | undefined;
   try {
     // A member of a spread cluster may have been primary (its own transactions are all on the new
     // primary, or it would be rebuilding): its whole position becomes where it replicates from.
     await attach(db, k, db.spread && !rebuild && !based);
   } catch (err) {
     if (!((rebuild || fresh) && err instanceof BinlogPurgedError)) throw err;
-    if (db.spread) {
-      const why = based
-        ? `node ${k} cannot be seeded: the primary on another host no longer has its binlog from the position of the newest physical base in the store (backup ${based.backupId}, ${based.snapshotGtid}); a newer base is needed`
-        : `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, and ${noBase || 'no physical base of the database in a shared object store could be used'}`;
-      if (s.unseeded !== why) {
-        db.emit('database_update', why, 'failed');
-        await updateState(db, { unseeded: why });
-      }
-      // Its data is the base's now: the next try starts over (the archive takes a newer base once the
-      // primary's binlog begins after this one, archiver.ts keepPhysicalRecent).
+    const next = seedAfterPurge({ spread: db.spread, primary: db.remotePrimary(), ...(based ? { base: based } : {}) });
+    if (next.way === 'none') {
+      // A base's data is of no use now: the next try starts over (from a newer base).
       if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
-      throw new SeedUnavailableError(why, { cause: err });
+      await unseedable(db, k, `node ${k} cannot be seeded: ${next.why}`, err);
     }
-    db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
-    await seedReplica({
-      runtime: db.runtime,
-      source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
-      target: { name, admin: t },
-      adminPassword: s.adminPassword,
-      allowList: db.spec.allowList,
-      linrootPassword: db.linrootPassword(),
-    });
+    if (next.way === 'copy') {
+      db.log.info({ node: k, noBase }, 'the primary no longer has the binlog the member needs; seeding it with a copy of the primary');
+      seeded = await copyPrimary(db, k, err);
+    } else {
+      db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
+      await seedFromLocalDump({
+        runtime: db.runtime,
+        source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
+        target: { name, admin: t },
+        adminPassword: s.adminPassword,
+        allowList: db.spec.allowList,
+        linrootPassword: db.linrootPassword(),
+      });
+      seeded = 'dump';
+    }
     await attach(db, k);
-    seeded = true;
   }
   await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
   await db.refresh();
-  const how = based ? ` from physical base ${based.backupId} in the object store` : seeded ? ' from a dump of the primary' : '';
+  const how = seeded === 'dump' ? ' from a dump of the primary'
+    : seeded ? ` from a consistent copy of the primary over TLS (at ${seeded.gtid}, ${(seeded.ms / 1000).toFixed(1)} s)`
+      : based ? ` from physical base ${based.backupId} in the object store` : '';
   if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
-  else if (based) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+  else if (how) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+}
+
+/**
+ * Seeds member k, wiped or just made (attaching it applied nothing: the primary refused at once),
+ * with a consistent copy of the primary on another host (dump-seed.ts). A copy that fails leaves
+ * the node wiped (no half-loaded data stays) and fails the rejoin, which the plan retries; the
+ * reason is reported once, as the other ways' are.
+ */
+async function copyPrimary(db: RejoinContext, k: number, purged: unknown): Promise<CopySeed> {
+  const s = db.state;
+  const name = db.nodeName(k);
+  const wipe = async () => {
+    await db.runtime.remove(name, { withData: true });
+    await db.runtime.ensure(db.nodeSpec(k));
+    const t = await db.adminTarget(k);
+    await secureRoot(t.socketPath, s.adminPassword);
+    await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
+  };
+  try {
+    return await seedFromPrimaryCopy({
+      runtime: db.runtime, target: { name, admin: await db.adminTarget(k) }, primary: db.remotePrimary()!,
+      adminPassword: s.adminPassword, allowList: db.spec.allowList, linrootPassword: db.linrootPassword(),
+    });
+  } catch (err) {
+    db.log.warn({ err, node: k }, 'seeding the member with a copy of the primary failed; the node is wiped and the rejoin retried');
+    await wipe().catch((e: unknown) => db.log.warn({ err: e, node: k }, 'wiping the node after a failed copy failed'));
+    return unseedable(db, k, `node ${k} cannot be seeded: the primary on another host no longer has its whole binlog, no physical base could be used, and copying the primary failed (${(err as Error).message})`, purged);
+  }
+}
+
+/** Reports why member k cannot be seeded now (once per reason: DbState.unseeded) and fails the rejoin. */
+async function unseedable(db: RejoinContext, k: number, why: string, cause: unknown): Promise<never> {
+  if (db.state.unseeded !== why) {
+    db.emit('database_update', why, 'failed');
+    await updateState(db, { unseeded: why });
+  }
+  throw new SeedUnavailableError(why, { cause });
 }
 
 /**
@@ -218,55 +254,4 @@ export async function attach(db: AttachContext, k: number, demote = false): Prom
     if (systemClock.now() > end) throw new Error(`node ${k} does not replicate: ${rs?.lastError || 'replication threads not running'}`);
     await systemClock.sleep(50);
   }
-}
-
-interface SeedNode {
-  name: string;
-  admin: AdminTarget;
-}
-
-/**
- * Seeds a fresh node from a consistent dump of `source` when the source's binlog no longer
- * starts at the first GTID (purged), so replaying it cannot rebuild the node. The dump carries
- * its GTID position (`--master-data=1 --gtid` sets gtid_slave_pos), everything is loaded with
- * the binlog off (the node must not invent GTIDs of its own), and linroot is re-created from the
- * desired state. The caller then points the node at the primary with MASTER_USE_GTID=slave_pos.
- */
-async function seedReplica(opts: {
-  runtime: ContainerRuntime;
-  source: SeedNode;
-  target: SeedNode;
-  adminPassword: string;
-  allowList: string[];
-  linrootPassword: string;
-}): Promise<void> {
-  const { schemas, accounts } = await withAdmin(opts.source.admin, async (c) => ({
-    schemas: await customerSchemas(c),
-    accounts: await customerAccountsSql(c),
-  }));
-  await withAdmin(opts.target.admin, async (c) => {
-    await c.query('STOP SLAVE');
-    await c.query('RESET SLAVE ALL');
-  });
-  // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
-  const what = schemas.length > 0
-    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...schemas]
-    : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
-  const dump = new PassThrough();
-  const feed = new PassThrough();
-  feed.write('SET SESSION sql_log_bin=0;\n');
-  feed.write(accounts);
-  dump.pipe(feed);
-  const env = { MYSQL_PWD: opts.adminPassword };
-  const dumping = opts.runtime.exec(opts.source.name, ['mariadb-dump', '--user=root', '--single-transaction', '--master-data=1', '--gtid', ...what], { stdout: dump, env });
-  const load = await opts.runtime.exec(opts.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env });
-  // A load that stopped early must not leave the dump blocked on a full pipe.
-  if (load.exitCode !== 0) dump.destroy();
-  const out = await dumping;
-  if (load.exitCode !== 0) throw new Error(`seeding load failed: ${clientError(load.stderr)}`);
-  if (out.exitCode !== 0) throw new Error(`seeding dump failed: ${clientError(out.stderr)}`);
-  await withAdmin(opts.target.admin, async (c) => {
-    await c.query('SET SESSION sql_log_bin=0');
-    await syncAdminAccounts(c, opts.allowList, opts.linrootPassword);
-  });
 }

@@ -25,7 +25,16 @@ export const ADMIN_SCHEMA_PRIVILEGES = [
 export const ADMIN_GLOBAL_PRIVILEGES = 'CREATE USER, SHOW DATABASES, PROCESS, RELOAD';
 /** Bumped whenever the grants above change, so existing accounts are re-granted (state.accountsKey). */
 export const ADMIN_GRANTS_VERSION = 3;
-const REPL_PRIVILEGES = 'REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR';
+/**
+ * The replication account's privileges. Besides replicating, it reads everything: a member new on
+ * another host whose primary has purged its binlog is seeded with a consistent copy of the
+ * primary taken over TLS as this account (agent/database/dump-seed.ts). Reading adds no power
+ * over the data it holds already (REPLICATION SLAVE streams every row the binlog still has, and a
+ * replay from the first GTID rebuilds the whole database); SHOW VIEW, TRIGGER and EVENT are what
+ * mariadb-dump needs to read views, triggers and events, and are the only ones here that could
+ * also create schema objects (docs/security/mysql.md).
+ */
+export const REPL_PRIVILEGES = 'SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR';
 
 /**
  * The MariaDB account host for one allow_list entry. MariaDB 10.11 does not accept `/24` in
@@ -173,5 +182,6 @@ export async function replicationUserIntact(c: AdminConnection, password: string
   const r = rows[0];
   if (!r || Number(r.pw) !== 1 || String(r.locked) === 'true') return false;
   const grants = (await q(c, "SHOW GRANTS FOR ?@'%'", [REPL_USER])).map((g) => String(Object.values(g)[0]));
-  return grants.some((g) => g.includes('REPLICATION SLAVE ADMIN') && g.includes('BINLOG MONITOR'));
+  // An account made before it could read (no SELECT) is re-granted too.
+  return grants.some((g) => g.startsWith('GRANT SELECT,') && g.includes('SHOW VIEW') && g.includes('REPLICATION SLAVE ADMIN') && g.includes('BINLOG MONITOR'));
 }

@@ -1,4 +1,4 @@
-import { REPL_USER } from './accounts.js';
+import { REPL_PRIVILEGES, REPL_USER } from './accounts.js';
 
 /**
  * Global privilege bits (mysql.global_priv `access`, MariaDB 10.11) an account other than the
@@ -51,7 +51,7 @@ export function renderInitSql(p: { adminPassword: string; replPassword: string }
     "GRANT ALL PRIVILEGES ON *.* TO 'root'@'localhost' WITH GRANT OPTION;",
     `CREATE USER IF NOT EXISTS '${REPL_USER}'@'%' IDENTIFIED BY ${repl};`,
     `ALTER USER '${REPL_USER}'@'%' IDENTIFIED BY ${repl} REQUIRE SSL ACCOUNT UNLOCK;`,
-    `GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, REPLICA MONITOR, BINLOG MONITOR ON *.* TO '${REPL_USER}'@'%';`,
+    `GRANT ${REPL_PRIVILEGES} ON *.* TO '${REPL_USER}'@'%';`,
     '',
   ].join('\n');
 }
