@@ -20,7 +20,7 @@ const WORKER_METRICS = new Set([
   'fulcrum_dataplane_http_requests_total', 'fulcrum_dataplane_connections_refused_total', 'fulcrum_dataplane_open_connections',
   'fulcrum_dataplane_database_connections_total', 'fulcrum_dataplane_database_active_connections',
   'fulcrum_dataplane_database_refused_total', 'fulcrum_dataplane_database_member_errors_total',
-  'fulcrum_dataplane_udp_relay_dropped_total',
+  'fulcrum_dataplane_udp_relay_dropped_total', 'fulcrum_dataplane_udp_send_errors_total',
 ]);
 const METRICS_TIMEOUT_MS = 5000;
 const TIMED_OUT = 'worker did not answer';
