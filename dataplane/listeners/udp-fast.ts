@@ -92,7 +92,7 @@ function onSent(err: Error | null): void {
 function sendOn(handle: NativeUdp, buffer: Buffer, port: number, address: string | null): void {
   const list = [buffer];
   const r = address === null ? handle.send(req!, list, 1, false) : handle.send(req!, list, 1, port, address, false);
-
+  if (r < 0) countSendError(getSystemErrorName(r));
   // r > 0: the kernel took it (its length + 1) and the request was never wrapped. r === 0: it
   // was queued, wrapped in a native send request, which must keep the buffer alive until it
   // completes. r < 0: an error, as a send without a callback drops. After 0 (and an error, to be
@@ -151,6 +151,6 @@ export class FastUdp {
   /** To `address` (an IP literal) and `port`, on an unconnected socket. */
   sendTo(buffer: Buffer, port: number, address: string): void {
     if (this.handle !== null) sendOn(this.handle, buffer, port, address);
-    else this.socket.send(buffer, port, address);
+    else this.socket.send(buffer, port, address, onSent);
   }
 }
