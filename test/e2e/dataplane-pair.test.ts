@@ -10,7 +10,8 @@ import { createHosts, leftovers, watch, type Host, type HostNet, type HostProces
 // NodeBalancer's address held through keepalived by one of them. During a client loop that opens
 // a new connection per request, the holder's process is SIGKILLed, then (second case) the new
 // holder's link is cut, then (third) the holder's data plane is wedged by SIGSTOP: each time new
-// connections succeed again through the other data plane within 5 s. Everything runs as real processes on network-namespace hosts and is removed after.
+// connections succeed again through the other data plane within 5 s. Everything runs as real
+// processes on network-namespace hosts and is removed after.
 
 const PREFIX = 'fhpair';
 const POOL = '198.18.100.0/24';
@@ -231,7 +232,7 @@ describe('data planes in pairs (keepalived)', () => {
     expect(await holds(wedged, vip)).toBe(false);
     // The wedged data plane still exists: its keepalived is not stopped, only out of the election.
     expect(await processesIn(wedged)).toContain('keepalived');
-    const wedgedStates = states(peer).length;
+    const peerStates = states(peer).length;
     for (const pid of frozen) process.kill(pid, 'SIGCONT');
     // Its liveness check passes again: its keepalived leaves FAULT for BACKUP (logged once the
     // data plane reads keepalived's output again) and does not take the address back.
@@ -239,7 +240,7 @@ describe('data planes in pairs (keepalived)', () => {
     const resumedAt = Date.now();
     await until('traffic flows after the SIGCONT', () => probes(loop).some((p) => p.start > resumedAt && p.ok), 20_000, 100);
     expect([await holds(wedged, vip), await holds(peer, vip)]).toEqual([false, true]);
-    expect(states(peer).length).toBe(wedgedStates);
+    expect(states(peer).length).toBe(peerStates);
     // Its workers were not taken for wedged on its return (the primary was stopped with them).
     expect(dataplaneProcesses(dps[wedged.name]!).sort()).toEqual([...frozen].sort());
 
