@@ -224,16 +224,21 @@ describe('data planes in pairs (keepalived)', () => {
     const stoppedAt = Date.now();
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
     const stopDone = Date.now();
-    await until(`${peer.name} holds the address`, () => holds(peer, vip), 20_000, 50);
-    const movedMs = Date.now() - stoppedAt;
-    const gap3 = await recovery(`SIGSTOP of the data plane on ${wedged.name}`, stoppedAt, stopDone);
-    console.log(`[dataplane-pair] SIGSTOP of the data plane on ${wedged.name}: ${peer.name} held the address after ${movedMs} ms (takeover)`);
-    expect(gap3).toBeLessThan(5_000);
-    expect(await holds(wedged, vip)).toBe(false);
-    // The wedged data plane still exists: its keepalived is not stopped, only out of the election.
-    expect(await processesIn(wedged)).toContain('keepalived');
-    const peerStates = states(peer).length;
-    for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    let peerStates: number;
+    try {
+      await until(`${peer.name} holds the address`, () => holds(peer, vip), 20_000, 50);
+      const movedMs = Date.now() - stoppedAt;
+      const gap3 = await recovery(`SIGSTOP of the data plane on ${wedged.name}`, stoppedAt, stopDone);
+      console.log(`[dataplane-pair] SIGSTOP of the data plane on ${wedged.name}: ${peer.name} held the address after ${movedMs} ms (takeover)`);
+      expect(gap3).toBeLessThan(5_000);
+      expect(await holds(wedged, vip)).toBe(false);
+      // The wedged data plane still exists: its keepalived is not stopped, only out of the election.
+      expect(await processesIn(wedged)).toContain('keepalived');
+      peerStates = states(peer).length;
+    } finally {
+      // Also when the takeover failed: a stopped process would hold the teardown for ever.
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
     // Its liveness check passes again: its keepalived leaves FAULT for BACKUP (logged once the
     // data plane reads keepalived's output again) and does not take the address back.
     await until(`the data plane on ${wedged.name} is back in BACKUP`, () => states(wedged).at(-1) === 'BACKUP' && states(wedged).includes('FAULT'), 30_000, 100);
