@@ -18,6 +18,7 @@ import { Keepalived, ensureNonlocalBind } from './vrrp/keepalived.js';
 import type { VrrpSettings } from './vrrp/keepalived-config.js';
 import { controlPlaneAddresses, type ControlPlaneTarget } from '../lib/control-plane-client.js';
 import { WorkerPool } from './workers/pool.js';
+import type { HeartbeatSettings } from './workers/heartbeat.js';
 import { TICKET_ROTATE_MS, TicketKeys } from './runtime/ticket-keys.js';
 
 export { createProxyEngine } from './engine.js';
@@ -66,6 +67,8 @@ export interface DataplaneOptions {
   drainMs?: number;
   /** How long a worker may take to apply a snapshot before it is replaced (default 60 s). */
   workerApplyTimeoutMs?: number;
+  /** How often workers are pinged and after how many missed intervals one is replaced (default 1 s x 5). */
+  workerHeartbeat?: HeartbeatSettings;
   /**
    * One listening socket per port on the wildcard address instead of one per NodeBalancer
    * address (docs/dataplane.md, "Wildcard listeners"): only when the data plane owns its ports
@@ -115,6 +118,7 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
   logger.info({ limit: fds.limit, raised: fds.raised }, 'open-file limit');
   const limits = { ...opts.limits, fdLimit: fds.limit };
   const multi = (opts.workers ?? 1) > 1;
+  const replaced = new Counter({ name: 'fulcrum_dataplane_worker_replacements_total', help: 'Workers replaced: exited (crash, kill), unresponsive (missed the heartbeat), apply_timeout (hung in an apply)', labelNames: ['reason'], registers: [registry] });
   // With workers, this process's engine binds nothing: it validates, checks health once for the
   // data plane and decides node status; the workers carry the traffic.
   // One TLS ticket secret for the data plane, rotated here and handed to the workers (never to disk).
@@ -129,13 +133,16 @@ export async function startDataplane(opts: DataplaneOptions): Promise<Dataplane>
       count: opts.workers!, distribution: opts.distribution ?? 'kernel', checker: engine, registry, logger: logger.child({ component: 'workers' }),
       clock: opts.clock ?? systemClock, drainMs: opts.drainMs ?? 30_000, applyTimeoutMs: opts.workerApplyTimeoutMs ?? 60_000, tickets,
       settings: { limits: limits as Record<string, number | undefined>, endpointSource: opts.endpointSource, countersMs: 1000, wildcard },
+      heartbeat: opts.workerHeartbeat, onReplace: (reason) => replaced.inc({ reason }),
     })
     : undefined;
   const apply = (snap: Parameters<typeof engine.apply>[0]) => (pool ? pool.apply(snap) : engine.apply(snap));
   await pool?.start();
   const store = new SnapshotStore(opts.stateDir, id);
   // Pair mode: listeners bind addresses a peer may hold (nonlocal bind), checked before anything.
-  const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }) }) : undefined;
+  // A single process serves if its event loop answers at all; with workers, one must answer too.
+  const serving = pool ? () => pool.serving() : () => true;
+  const vrrp = opts.vrrp ? new Keepalived({ ...opts.vrrp, name: id, stateDir: opts.stateDir, logger: logger.child({ component: 'vrrp' }), serving }) : undefined;
   if (vrrp) ensureNonlocalBind(logger);
 
   try {

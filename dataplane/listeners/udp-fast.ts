@@ -1,4 +1,5 @@
 import type { RemoteInfo, Socket } from 'node:dgram';
+import { getSystemErrorName } from 'node:util';
 
 /**
  * The per-datagram path of a `dgram.Socket`, past node:dgram's JavaScript layer, straight onto
@@ -20,9 +21,10 @@ import type { RemoteInfo, Socket } from 'node:dgram';
  * `process.binding('udp_wrap')`. When any of them is missing, the socket is used through the
  * public API as before: slower, never wrong.
  *
- * Behaviour is the public API's: a send's error is dropped as `socket.send` without a callback
- * drops it, and a read error still reaches the socket's `'error'` event through node:dgram's own
- * handler.
+ * Behaviour is the public API's, but for send errors: on both paths a refused send is counted
+ * and its datagram dropped, never emitted as the socket's `'error'` (which without a listener
+ * would throw into the event loop); a read error still reaches `'error'` through node:dgram's
+ * own handler.
  */
 
 type OnMessage = (nread: number, handle: NativeUdp, buffer: Buffer, rinfo: RemoteInfo) => void;
@@ -56,10 +58,41 @@ export function nativeHandle(socket: Socket): NativeUdp | null {
   return handle as NativeUdp;
 }
 
-/** Sends one buffer on a native handle; the error, if any, is dropped as the public API does. */
+/**
+ * Sends the kernel refused on this process's JavaScript udp path, by error code. A refused send
+ * loses its datagram, as UDP may; it is counted (`fulcrum_dataplane_udp_send_errors_total`),
+ * never thrown or emitted. The codes are a fixed set, so a peer cannot grow the label set.
+ */
+const sendErrors = new Map<string, number>();
+const SEND_ERROR_CODES = new Set(['EAGAIN', 'ENOBUFS', 'EMSGSIZE', 'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EPERM', 'EACCES', 'EINVAL']);
+
+function countSendError(code: string | undefined): void {
+  const key = code !== undefined && SEND_ERROR_CODES.has(code) ? code : 'other';
+  sendErrors.set(key, (sendErrors.get(key) ?? 0) + 1);
+}
+
+/** Sends refused so far in this process, by code (scraped by telemetry/metrics.ts). */
+export function udpSendErrors(): ReadonlyMap<string, number> {
+  return sendErrors;
+}
+
+/**
+ * The public API's send callback: with one, node:dgram hands a send's error to it instead of
+ * emitting 'error' on the socket. One function for every send, so no closure per datagram.
+ */
+function onSent(err: Error | null): void {
+  if (err) countSendError((err as NodeJS.ErrnoException).code);
+}
+
+/**
+ * Sends one buffer on a native handle; an error is counted. Only a send refused at once is seen:
+ * one libuv had to queue (the socket's buffer full) and that fails later is dropped uncounted, as
+ * a send without a callback is, which keeps the request object free of a completion per datagram.
+ */
 function sendOn(handle: NativeUdp, buffer: Buffer, port: number, address: string | null): void {
   const list = [buffer];
   const r = address === null ? handle.send(req!, list, 1, false) : handle.send(req!, list, 1, port, address, false);
+  if (r < 0) countSendError(getSystemErrorName(r));
   // r > 0: the kernel took it (its length + 1) and the request was never wrapped. r === 0: it
   // was queued, wrapped in a native send request, which must keep the buffer alive until it
   // completes. r < 0: an error, as a send without a callback drops. After 0 (and an error, to be
@@ -112,12 +145,12 @@ export class FastUdp {
   /** To the connected peer. */
   send(buffer: Buffer): void {
     if (this.handle !== null) sendOn(this.handle, buffer, 0, null);
-    else this.socket.send(buffer);
+    else this.socket.send(buffer, onSent);
   }
 
   /** To `address` (an IP literal) and `port`, on an unconnected socket. */
   sendTo(buffer: Buffer, port: number, address: string): void {
     if (this.handle !== null) sendOn(this.handle, buffer, port, address);
-    else this.socket.send(buffer, port, address);
+    else this.socket.send(buffer, port, address, onSent);
   }
 }

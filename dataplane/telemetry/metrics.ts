@@ -4,6 +4,7 @@ import type { NodeStatus } from '../runtime/node-state.js';
 import type { TrafficCounters } from '../runtime/traffic-counters.js';
 import { bodyMatcher } from '../health/body-match.js';
 import { udpRelay } from '../native/udp-relay.js';
+import { udpSendErrors } from '../listeners/udp-fast.js';
 
 /** What a scrape reads of one config being served. */
 export interface ConfigMetricsView {
@@ -49,6 +50,7 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
   const open = new Gauge({ name: 'fulcrum_dataplane_open_connections', help: 'Client connections open now over every NodeBalancer', registers: [registry] });
   // The native udp relay drops where node:dgram would have queued (docs/dataplane.md "UDP: the
   // native datagram path"): counted in C per process, across every relay this process has had.
+  const udpSendFailed = new Counter({ name: 'fulcrum_dataplane_udp_send_errors_total', help: 'Datagrams the JavaScript udp path could not send (the kernel refused the send; the datagram is dropped), by error code', labelNames: ['code'], registers: [registry] });
   const udpDropped = new Counter({ name: 'fulcrum_dataplane_udp_relay_dropped_total', help: 'Datagrams the native udp relay dropped: send_failed (the kernel refused a send: EAGAIN, a full send buffer, or another error), truncated (a read larger than its buffer)', labelNames: ['reason'], registers: [registry] });
 
   // prom-client calls every metric's collect synchronously at the start of a scrape; the first
@@ -98,6 +100,8 @@ export function registerDataplaneMetrics(registry: Registry, source: MetricsSour
     const [sendFailed, truncated] = udpDrops();
     udpDropped.inc({ reason: 'send_failed' }, sendFailed);
     udpDropped.inc({ reason: 'truncated' }, truncated);
+    udpSendFailed.reset();
+    for (const [code, n] of udpSendErrors()) udpSendFailed.inc({ code }, n);
   };
-  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts, matchDropped, quarantines, quarantined, udpDropped] as Array<{ collect?: () => void }>) m.collect = refresh;
+  for (const m of [conns, active, bytes, requests, nodeUp, version, refused, open, matchTimeouts, matchDropped, quarantines, quarantined, udpDropped, udpSendFailed] as Array<{ collect?: () => void }>) m.collect = refresh;
 }

@@ -28,6 +28,20 @@ export interface RenderInput extends VrrpSettings {
   scriptUser: string;
 }
 
+/**
+ * The liveness check's timing (docs/multi-host.md, "When the data plane itself fails"). The
+ * script runs every second; the data plane must answer within ALIVE_ANSWER_S (curl's
+ * --max-time, which also covers starting curl), and FALL failed runs in a row take the
+ * addresses away. A wedged holder is noticed after at most one interval plus FALL runs:
+ * 1 + 1 + 0.8 = 2.8 s at worst, then its priority-0 advert hands the addresses over at once.
+ * A live data plane at a load average of 15 answers in milliseconds to tens of milliseconds
+ * (the answer is one event-loop turn); it would have to miss 0.8 s twice in a row, a second
+ * apart, to lose them. keepalived's own timeout is a backstop above curl's.
+ */
+export const ALIVE_ANSWER_S = 0.8;
+export const ALIVE_FALL = 2;
+const ALIVE_SCRIPT_TIMEOUT_S = 2;
+
 /** Throws an Error naming the setting when one is out of range (refused at start). */
 export function validateVrrpSettings(s: VrrpSettings): void {
   if (!/^[A-Za-z0-9._-]{1,15}$/.test(s.iface)) throw new Error(`--vrrp-interface ${JSON.stringify(s.iface)} is not an interface name`);
@@ -67,8 +81,8 @@ export function renderKeepalivedConfig(r: RenderInput): string {
     'vrrp_script fulcrum_dataplane_alive {',
     `  script "${r.checkScript}"`,
     '  interval 1',
-    '  timeout 1',
-    '  fall 1',
+    `  timeout ${ALIVE_SCRIPT_TIMEOUT_S}`,
+    `  fall ${ALIVE_FALL}`,
     '  rise 1',
     '}',
     'vrrp_instance fulcrum {',

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../lib/logger.js';
 import { runsWith } from '../../lib/processes.js';
-import { renderKeepalivedConfig, validateVrrpSettings, type VrrpSettings } from './keepalived-config.js';
+import { renderKeepalivedConfig, validateVrrpSettings, ALIVE_ANSWER_S, type VrrpSettings } from './keepalived-config.js';
+import { AliveServer } from './alive-server.js';
 
 /**
  * Runs the data plane's own keepalived (docs/multi-host.md): started with the data plane, given
@@ -18,6 +19,10 @@ export interface KeepalivedOptions extends VrrpSettings {
   logger: Logger;
   /** The keepalived binary (default: keepalived on PATH). */
   binary?: string;
+  /** The curl binary the liveness script asks with (default: curl on PATH). */
+  curl?: string;
+  /** Whether traffic is served now (alive-server.ts); the event loop answering is the rest. */
+  serving: () => boolean;
 }
 
 const NONLOCAL_BIND = '/proc/sys/net/ipv4/ip_nonlocal_bind';
@@ -70,11 +75,31 @@ async function waitGone(pid: number, ms: number): Promise<boolean> {
   return !isAlive(pid);
 }
 
+/** An executable's absolute path on PATH (keepalived runs the script with a minimal environment). */
+function onPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '/usr/bin:/bin').split(':')) {
+    if (dir === '') continue;
+    const full = join(dir, name);
+    try {
+      accessSync(full, constants.X_OK);
+      return full;
+    } catch {
+      // Not in this folder.
+    }
+  }
+  return undefined;
+}
+
+/** A Unix socket's path must fit sockaddr_un (108 bytes with its NUL). */
+const MAX_SOCKET_PATH = 107;
+
 export class Keepalived {
   private readonly dir: string;
   private readonly conf: string;
   private readonly pidFile: string;
   private readonly script: string;
+  private readonly socket: string;
+  private readonly alive: AliveServer;
   private child: ChildProcess | undefined;
   private addresses: readonly string[] = [];
   private written = '';
@@ -87,29 +112,45 @@ export class Keepalived {
     this.conf = join(this.dir, 'keepalived.conf');
     this.pidFile = join(this.dir, 'keepalived.pid');
     this.script = join(this.dir, 'dataplane-alive.sh');
+    this.socket = join(this.dir, 'alive.sock');
+    this.alive = new AliveServer({ path: this.socket, serving: o.serving, logger: o.logger });
   }
 
   /** Stops a keepalived an earlier run of this data plane left, then starts ours. */
   async start(addresses: readonly string[]): Promise<void> {
+    const curl = this.o.curl ?? onPath('curl');
+    if (curl === undefined) throw new Error('pair mode (--vrrp-interface) needs curl for its liveness check: install the curl package (docs/multi-host.md)');
+    if (Buffer.byteLength(this.socket) > MAX_SOCKET_PATH) throw new Error(`--state is too long for pair mode: ${this.socket} must fit in ${MAX_SOCKET_PATH} bytes (a Unix socket's limit)`);
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    chmodSync(this.dir, 0o700);
     await this.stopLeftover();
+    await this.alive.start();
     this.addresses = addresses;
     // Quoted for sh; state folders are the operator's paths, never a client's.
     const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
     writeFileSync(this.script, [
       '#!/bin/sh',
       '# Written by the Fulcrum data plane (docs/multi-host.md): succeeds while the data plane that',
-      '# started this keepalived runs; once it is gone, stops keepalived, which gives up the addresses.',
+      '# started this keepalived runs and answers that it serves; once it is gone, stops keepalived,',
+      '# which gives up the addresses. A data plane that exists but does not answer in time only',
+      '# fails the check (keepalived gives the addresses up and takes them again once it answers).',
       // The start time tells this process from a later one that reuses its pid.
       `started=$(sed 's/.*) //' /proc/${process.pid}/stat 2>/dev/null | cut -d' ' -f20)`,
-      `[ "$started" = "${startTime(process.pid)}" ] && exit 0`,
-      `kill -TERM "$(cat ${q(this.pidFile)})" 2>/dev/null`,
-      'exit 1',
+      `if [ "$started" != "${startTime(process.pid)}" ]; then`,
+      `  kill -TERM "$(cat ${q(this.pidFile)})" 2>/dev/null`,
+      '  exit 1',
+      'fi',
+      `exec ${q(curl)} --fail --silent --output /dev/null --max-time ${ALIVE_ANSWER_S} --unix-socket ${q(this.socket)} http://dataplane/alive`,
       '',
     ].join('\n'), { mode: 0o700 });
     chmodSync(this.script, 0o700);
     this.writeConfig();
-    await this.spawn();
+    try {
+      await this.spawn();
+    } catch (err) {
+      await this.alive.stop();
+      throw err;
+    }
   }
 
   /** The served addresses changed: rewrite the file and have keepalived reload it. */
@@ -125,12 +166,15 @@ export class Keepalived {
     this.stopping = true;
     clearTimeout(this.restartTimer);
     const child = this.child;
-    if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
-    await exited;
-    clearTimeout(t);
+    if (child?.pid && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(t);
+    }
+    // After keepalived: while it runs, a vanished socket would only fail its check.
+    await this.alive.stop();
   }
 
   private writeConfig(): boolean {

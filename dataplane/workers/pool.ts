@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import { withDataplaneHeapFlags } from '../../lib/node-flags.js';
-import type { Clock } from '../../lib/clock.js';
+import type { Clock, Timer } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { PreparedSnapshot, ProxyEngine } from '../engine.js';
@@ -10,7 +10,8 @@ import type { SnapshotInput } from '../config/validate.js';
 import type { CounterDelta, HealthEvent, TelemetrySource } from '../telemetry/telemetry-source.js';
 import type { TicketKeys } from '../runtime/ticket-keys.js';
 import { SharedState } from './shared-state.js';
-import { UdpGroups } from './udp-group.js';
+import { UdpGroups, udpPorts } from './udp-group.js';
+import { DEFAULT_HEARTBEAT, HeartbeatWatch, type HeartbeatSettings, type ReplaceReason } from './heartbeat.js';
 import { WORKER_SETTINGS_ENV, type FromWorker, type NodeVerdict, type ToWorker, type WorkerSettings } from './protocol.js';
 
 /** Metrics only workers carry (traffic); every other series is the primary's own. */
@@ -19,7 +20,7 @@ const WORKER_METRICS = new Set([
   'fulcrum_dataplane_http_requests_total', 'fulcrum_dataplane_connections_refused_total', 'fulcrum_dataplane_open_connections',
   'fulcrum_dataplane_database_connections_total', 'fulcrum_dataplane_database_active_connections',
   'fulcrum_dataplane_database_refused_total', 'fulcrum_dataplane_database_member_errors_total',
-  'fulcrum_dataplane_udp_relay_dropped_total',
+  'fulcrum_dataplane_udp_relay_dropped_total', 'fulcrum_dataplane_udp_send_errors_total',
 ]);
 const METRICS_TIMEOUT_MS = 5000;
 const TIMED_OUT = 'worker did not answer';
@@ -52,6 +53,10 @@ export interface WorkerPoolOptions {
    * killed and replaced, and the answer to the control plane does not wait for it.
    */
   applyTimeoutMs: number;
+  /** How often workers are pinged and how many missed intervals make one wedged (default 1 s x 5). */
+  heartbeat?: HeartbeatSettings;
+  /** A worker of the serving generation is being replaced, and why (the primary's metric). */
+  onReplace?: (reason: ReplaceReason) => void;
 }
 
 interface Member {
@@ -63,6 +68,8 @@ interface Member {
   hello: boolean;
   draining: boolean;
   started: number;
+  /** Set when the primary killed it: what the replacement is counted as. */
+  killedFor?: ReplaceReason;
   settle: { resolve: () => void; reject: (e: Error) => void };
 }
 
@@ -90,6 +97,8 @@ export class WorkerPool implements TelemetrySource {
   private chain: Promise<unknown> = Promise.resolve();
   private verdicts: NodeVerdict[] = [];
   private closing = false;
+  private readonly beats: HeartbeatWatch<number>;
+  private beatTimer: Timer | undefined;
 
   constructor(private readonly o: WorkerPoolOptions) {
     cluster.schedulingPolicy = o.distribution === 'rr' ? cluster.SCHED_RR : cluster.SCHED_NONE;
@@ -100,6 +109,7 @@ export class WorkerPool implements TelemetrySource {
     });
     cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal));
     this.udp = new UdpGroups(o.count);
+    this.beats = new HeartbeatWatch(o.clock, o.heartbeat ?? DEFAULT_HEARTBEAT);
     this.shared = new SharedState(o.clock, (configId, nodeId) => {
       const status = o.checker.config(configId)?.nodes.get(nodeId)?.status;
       return status !== undefined && status !== 'DOWN';
@@ -117,6 +127,13 @@ export class WorkerPool implements TelemetrySource {
   /** Forks the workers and waits until each is ready. */
   async start(): Promise<void> {
     await Promise.all(Array.from({ length: this.o.count }, (_, slot) => this.fork(slot, this.generation)));
+    this.beatTimer = this.o.clock.setInterval(() => this.heartbeat(), (this.o.heartbeat ?? DEFAULT_HEARTBEAT).intervalMs);
+  }
+
+  /** Whether traffic is carried: some ready worker that is not draining answered lately (pair mode's liveness). */
+  serving(): boolean {
+    for (const m of this.members.values()) if (m.ready && !m.draining && this.beats.answering(m.worker.id)) return true;
+    return false;
   }
 
   /** Forwards a snapshot to every worker; resolves when all applied it, throws (NACK) when one refused it. */
@@ -174,6 +191,7 @@ export class WorkerPool implements TelemetrySource {
 
   async close(): Promise<void> {
     this.closing = true;
+    this.beatTimer?.cancel();
     const exits = [...this.members.values()].map((m) => new Promise<void>((resolve) => {
       if (m.worker.isDead()) return resolve();
       m.worker.once('exit', () => resolve());
@@ -197,7 +215,11 @@ export class WorkerPool implements TelemetrySource {
   }
 
   private onMessage(m: Member, msg: FromWorker): void {
+    // Any message shows the worker's event loop runs, the pong being only the one it must send.
+    this.beats.heard(m.worker.id);
     switch (msg.t) {
+      case 'pong':
+        return;
       case 'ready':
         m.hello = true;
         this.chain = this.chain.then(() => this.initialize(m));
@@ -290,6 +312,7 @@ export class WorkerPool implements TelemetrySource {
     return Promise.allSettled(targets.map((m, k) => this.request(m, { t: 'commit', seq: seqs[k]!, prepared: head }, this.o.applyTimeoutMs).catch((err: Error) => {
       if (err.message === TIMED_OUT && !m.worker.isDead()) {
         this.o.logger.error({ slot: m.slot, pid: m.worker.process.pid, version: p.version, timeoutMs: this.o.applyTimeoutMs }, 'worker did not apply the snapshot in time; replacing it');
+        m.killedFor = 'apply_timeout';
         m.worker.process.kill('SIGKILL');
       }
       throw err;
@@ -328,6 +351,18 @@ export class WorkerPool implements TelemetrySource {
     });
   }
 
+  /** Kills (SIGKILL: a stopped process acts on nothing softer) the silent workers, which onExit replaces; pings the rest. */
+  private heartbeat(): void {
+    for (const { key, silentMs } of this.beats.tick()) {
+      const m = this.members.get(key);
+      if (m === undefined || m.worker.isDead()) continue;
+      this.o.logger.error({ slot: m.slot, pid: m.worker.process.pid, generation: m.generation, silentMs }, 'worker stopped answering; killing it and starting a replacement');
+      m.killedFor = 'unresponsive';
+      m.worker.process.kill('SIGKILL');
+    }
+    for (const m of this.members.values()) if (m.hello) this.send(m, { t: 'ping' });
+  }
+
   private send(m: Member, msg: ToWorker): void {
     if (m.worker.isConnected()) m.worker.send(msg);
   }
@@ -342,6 +377,7 @@ export class WorkerPool implements TelemetrySource {
     const m = this.members.get(w.id);
     if (m === undefined) return;
     this.members.delete(w.id);
+    this.beats.forget(w.id);
     for (const [seq, p] of this.pending) {
       if (p.member !== m) continue;
       this.pending.delete(seq);
@@ -350,7 +386,8 @@ export class WorkerPool implements TelemetrySource {
     if (!m.ready) m.settle.reject(new Error(`worker exited before it was ready (code ${code}, signal ${signal})`));
     if (this.closing || m.draining || m.generation !== this.generation) return;
     // Only this worker's connections are lost; the others and the listening sockets are untouched.
-    this.o.logger.warn({ slot: m.slot, pid: w.process.pid, code, signal }, 'worker died; starting a replacement');
+    this.o.logger.warn({ slot: m.slot, pid: w.process.pid, code, signal, reason: m.killedFor ?? 'exited' }, 'worker died; starting a replacement');
+    this.o.onReplace?.(m.killedFor ?? 'exited');
     const delay = this.o.clock.now() - m.started < QUICK_DEATH_MS ? QUICK_DEATH_MS : 0;
     setTimeout(() => {
       if (this.closing || m.generation !== this.generation) return;
@@ -358,17 +395,3 @@ export class WorkerPool implements TelemetrySource {
     }, delay);
   }
 }
-
-/** The udp ports a state serves (UdpGroups keys); only walked while some udp port is held. */
-function udpPorts(state: PreparedSnapshot): Set<string> {
-  const out = new Set<string>();
-  for (const nb of state.nodebalancers) {
-    for (const c of nb.configs) {
-      if (c.protocol !== 'udp') continue;
-      out.add(UdpGroups.key(c.ip, c.port));
-      if (c.listenKey6 !== '') out.add(UdpGroups.key(c.ip6, c.port));
-    }
-  }
-  return out;
-}
-

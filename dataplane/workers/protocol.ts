@@ -45,6 +45,8 @@ export type ToWorker =
   | { t: 'health'; events: NodeVerdict[] }
   | { t: 'metrics'; seq: number }
   | { t: 'drain'; deadlineMs: number }
+  /** The heartbeat (workers/heartbeat.ts): answered with a pong at once. */
+  | { t: 'ping' }
   /** The data plane's TLS ticket secret (docs/dataplane.md, "TLS resumption"). */
   | { t: 'tickets'; secret: Uint8Array }
   /** This worker's socket of a udp port's reuseport group (sent with the message), or why there is none. */
@@ -53,6 +55,7 @@ export type ToWorker =
 
 export type FromWorker =
   | { t: 'ready' }
+  | { t: 'pong' }
   | { t: 'applied'; seq: number; error?: string }
   | { t: 'passive'; configId: number; nodeId: number; reason: string }
   | { t: 'counters'; deltas: CounterDelta[] }

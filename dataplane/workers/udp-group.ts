@@ -1,5 +1,6 @@
 import * as dgram from 'node:dgram';
 import { getSystemErrorName } from 'node:util';
+import type { PreparedSnapshot } from '../engine.js';
 
 /**
  * libuv's UV_UDP_REUSEPORT (uv.h: 64), which Node does not export: SO_REUSEPORT on the socket.
@@ -91,4 +92,17 @@ export class UdpGroups {
 
 function close(h: UdpHandle): void {
   (h as { close(): void }).close();
+}
+
+/** The udp ports a state serves (UdpGroups keys); only walked while some udp port is held. */
+export function udpPorts(state: PreparedSnapshot): Set<string> {
+  const out = new Set<string>();
+  for (const nb of state.nodebalancers) {
+    for (const c of nb.configs) {
+      if (c.protocol !== 'udp') continue;
+      out.add(UdpGroups.key(c.ip, c.port));
+      if (c.listenKey6 !== '') out.add(UdpGroups.key(c.ip6, c.port));
+    }
+  }
+  return out;
 }

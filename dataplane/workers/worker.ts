@@ -62,6 +62,10 @@ export function runDataplaneWorker(): void {
   const parts = new Map<number, NodeBalancerSpec[]>();
   process.on('message', (m: ToWorker, handle?: UdpHandle) => {
     switch (m.t) {
+      case 'ping':
+        // Answered from this event loop: a worker whose loop is stuck does not answer and is replaced.
+        send({ t: 'pong' });
+        return;
       case 'part': {
         const got = parts.get(m.seq);
         if (got === undefined) parts.set(m.seq, [...m.nodebalancers]);

@@ -9,8 +9,9 @@ import { createHosts, leftovers, watch, type Host, type HostNet, type HostProces
 // Data planes in pairs (docs/multi-host.md): two data planes of one region on two hosts, the
 // NodeBalancer's address held through keepalived by one of them. During a client loop that opens
 // a new connection per request, the holder's process is SIGKILLed, then (second case) the new
-// holder's link is cut: each time new connections succeed again through the other data plane
-// within 5 s. Everything runs as real processes on network-namespace hosts and is removed after.
+// holder's link is cut, then (third) the holder's data plane is wedged by SIGSTOP: each time new
+// connections succeed again through the other data plane within 5 s. Everything runs as real
+// processes on network-namespace hosts and is removed after.
 
 const PREFIX = 'fhpair';
 const POOL = '198.18.100.0/24';
@@ -43,6 +44,20 @@ require('http').createServer((req, res) => res.end('hello from ' + name)).listen
 
 function probes(p: HostProcess): Probe[] {
   return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Probe);
+}
+
+/** A data plane's own processes: its primary and its workers, not the keepalived it started. */
+function dataplaneProcesses(p: HostProcess): number[] {
+  const primary = p.proc.pid!;
+  const children = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const comm = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      return '';
+    }
+  };
+  return [primary, ...children.filter((c) => comm(c) !== 'keepalived' && comm(c) !== '')];
 }
 
 async function holds(h: Host, ip: string): Promise<boolean> {
@@ -198,6 +213,42 @@ describe('data planes in pairs (keepalived)', () => {
     expect(await holds(holder, vip)).toBe(true);
     const okAfter = Date.now();
     await until('traffic still flows', () => probes(loop).some((p) => p.start > okAfter && p.ok), 20_000, 100);
+
+    // Case 3: the holder's data plane is wedged (SIGSTOP of its primary and workers; its
+    // keepalived runs on and its process exists). The liveness check stops getting answers, so
+    // keepalived gives the address up and the peer takes it; on SIGCONT the wedged one stands by.
+    const wedged = holder;
+    const peer = other;
+    const frozen = dataplaneProcesses(dps[wedged.name]!);
+    expect(frozen.length).toBeGreaterThanOrEqual(2);
+    const stoppedAt = Date.now();
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    const stopDone = Date.now();
+    let peerStates: number;
+    try {
+      await until(`${peer.name} holds the address`, () => holds(peer, vip), 20_000, 50);
+      const movedMs = Date.now() - stoppedAt;
+      const gap3 = await recovery(`SIGSTOP of the data plane on ${wedged.name}`, stoppedAt, stopDone);
+      console.log(`[dataplane-pair] SIGSTOP of the data plane on ${wedged.name}: ${peer.name} held the address after ${movedMs} ms (takeover)`);
+      expect(gap3).toBeLessThan(5_000);
+      expect(await holds(wedged, vip)).toBe(false);
+      // The wedged data plane still exists: its keepalived is not stopped, only out of the election.
+      expect(await processesIn(wedged)).toContain('keepalived');
+      peerStates = states(peer).length;
+    } finally {
+      // Also when the takeover failed: a stopped process would hold the teardown for ever.
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    // Its liveness check passes again: its keepalived leaves FAULT for BACKUP (logged once the
+    // data plane reads keepalived's output again) and does not take the address back.
+    await until(`the data plane on ${wedged.name} is back in BACKUP`, () => states(wedged).at(-1) === 'BACKUP' && states(wedged).includes('FAULT'), 30_000, 100);
+    const resumedAt = Date.now();
+    await until('traffic flows after the SIGCONT', () => probes(loop).some((p) => p.start > resumedAt && p.ok), 20_000, 100);
+    expect([await holds(wedged, vip), await holds(peer, vip)]).toEqual([false, true]);
+    expect(states(peer).length).toBe(peerStates);
+    // Its workers were not taken for wedged on its return (the primary was stopped with them).
+    expect(dataplaneProcesses(dps[wedged.name]!).sort()).toEqual([...frozen].sort());
+
     for (const h of [dpa, dpb]) console.log(`[dataplane-pair] ${h.name} states (this process): ${states(h).join(' -> ')}`);
     await loop.kill();
 

@@ -44,7 +44,7 @@ describe('nonlocal bind in pair mode', () => {
   it('refuses to start without keepalived, naming the package', async () => {
     const d = mkdtempSync(join(tmpdir(), 'fulcrum-nokeepalived-'));
     dirs.push(d);
-    const k = new Keepalived({ iface: 'eth0', peers: ['198.19.1.11'], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), binary: join(d, 'no-such-keepalived') });
+    const k = new Keepalived({ iface: 'eth0', peers: ['198.19.1.11'], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), serving: () => true, binary: join(d, 'no-such-keepalived') });
     await expect(k.start(['198.18.100.2'])).rejects.toThrow('needs keepalived: install the keepalived package');
     await k.stop();
     // What it would have run is written, private.
@@ -62,7 +62,7 @@ describe('nonlocal bind in pair mode', () => {
       await new Promise((r) => p.once('spawn', r));
       return p;
     };
-    const settings = { iface: 'eth0', peers: [], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), binary: join(d, 'none') };
+    const settings = { iface: 'eth0', peers: [], priority: 100, routerId: 51, name: 'dp', stateDir: d, logger: silentLogger(), serving: () => true, binary: join(d, 'none') };
     const exited = (p: ReturnType<typeof spawn>) => new Promise((r) => (p.exitCode !== null || p.signalCode !== null ? r(null) : p.once('exit', r)));
 
     // A process that is not this data plane's keepalived: left alone.

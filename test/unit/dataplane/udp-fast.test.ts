@@ -3,7 +3,7 @@ import * as dgram from 'node:dgram';
 import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FastUdp, fastPathAvailable } from '../../../dataplane/listeners/udp-fast.js';
+import { FastUdp, fastPathAvailable, udpSendErrors } from '../../../dataplane/listeners/udp-fast.js';
 import { waitFor } from '../../helpers/backends.js';
 
 /**
@@ -97,6 +97,36 @@ describe('FastUdp', () => {
     handle.onmessage(-111, handle);
     expect(errors.map((e) => e.syscall)).toEqual(['recvmsg']);
     expect(errors[0]!.code).toBe('ECONNREFUSED');
+  });
+
+  it('counts a send the kernel refuses, on the fast path and through node:dgram, and never emits it as an error', async () => {
+    const count = () => udpSendErrors().get('EMSGSIZE') ?? 0;
+    // Larger than any IPv4 datagram: sendmsg refuses it with EMSGSIZE at once.
+    const huge = Buffer.alloc(70_000);
+    const peer = socket();
+    const peerPort = await bind(peer);
+    // No 'error' listener on either socket: an emitted error would throw into the event loop.
+    const slow = socket();
+    const before = count();
+    // Not bound yet, so this send goes through node:dgram (which binds first, then sends).
+    const viaDgram = new FastUdp(slow, () => undefined);
+    expect(viaDgram.fast).toBe(false);
+    viaDgram.sendTo(huge, peerPort, ip);
+    await waitFor(() => count() === before + 1, 30_000);
+
+    const fast = socket();
+    const io = new FastUdp(fast, () => undefined);
+    await bind(fast);
+    expect(io.fast).toBe(true);
+    io.sendTo(huge, peerPort, ip);
+    expect(count()).toBe(before + 2);
+    // The socket still works afterwards.
+    const heard: string[] = [];
+    peer.on('message', (m) => heard.push(m.toString()));
+    io.sendTo(Buffer.from('after the refusal'), peerPort, ip);
+    await waitFor(() => heard.length === 1, 30_000);
+    expect(heard).toEqual(['after the refusal']);
+    expect([...udpSendErrors().keys()].every((k) => k === 'other' || /^E[A-Z]+$/.test(k))).toBe(true);
   });
 
   it('queues a send the kernel could not take at once, with its buffer kept alive, and takes a fresh request after it', async () => {
