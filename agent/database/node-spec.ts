@@ -4,6 +4,7 @@ import { renderNodeConfig } from '../mysql/config-render.js';
 import { renderInitSql } from '../mysql/init-sql.js';
 import type { ClusterTls } from '../mysql/tls.js';
 import { LABEL_AGENT, LABEL_DATABASE, LABEL_MANAGED, LABEL_NODE, type NodeSpec } from '../runtime/container-runtime.js';
+import { proxyNetworks } from './endpoints.js';
 import { NODE_PORT, type DbState } from './state.js';
 
 /**
@@ -61,6 +62,7 @@ export function buildNodeSpec(i: NodeSpecInput, k: number): NodeSpec {
       ssl: d.sslConnection,
       encrypted: d.encrypted,
       options: d.restartOptions,
+      proxyNetworks: proxyNetworks(d.proxySources ?? []),
     }),
     files,
     host: s.addresses[k - 1]!,

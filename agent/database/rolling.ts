@@ -31,6 +31,11 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
     await db.runtime.stop(db.nodeName(k));
     await db.runtime.ensure(db.nodeSpec(k));
     await upgradeTables(db, k);
+    // A member starts accepting PROXY headers from its Unix socket only (database/endpoints.ts):
+    // until the data planes' addresses are set again it refuses every client they bring, and it
+    // stays in the endpoints' targets while it restarts. So they are set at once, not when the
+    // whole rolling restart is over.
+    await db.refresh();
   };
   const p = s.primary;
   const nodes = db.nodeIndexes();

@@ -25,6 +25,11 @@ export interface NodeConfigInput {
   encrypted: boolean;
   /** The database's engine_config variables that need a restart (docs/databases.md), name -> value. */
   options?: Record<string, string>;
+  /**
+   * proxy_protocol_networks at start (agent/database/endpoints.ts): the Unix socket and the data
+   * planes' addresses. Default `localhost`. The runtimes' spec comparison ignores this line.
+   */
+  proxyNetworks?: string;
 }
 
 const OPTION_NAME = /^[a-z][a-z0-9_]*$/;
@@ -71,13 +76,16 @@ export function renderNodeConfig(c: NodeConfigInput): string {
     // Tenant confinement (docs/security/mysql.md): no file reads or writes through SQL (the
     // directory is empty and not writable by the server's user), no client-side file loading,
     // and PROXY headers only over the Unix socket, whose directory only the agent and the
-    // server's own user can enter, so no other local user can claim a client address.
+    // server's own user can enter, so no other local user can claim a client address, and from
+    // the data planes' addresses.
     'secure_file_priv={{RUN_DIR}}/no-files',
     'local_infile=OFF',
     // linroot has no SUPER; without this, binary logging refuses its triggers and functions
     // (the managed services' usual setting: the check is about replay determinism, not privilege).
     'log_bin_trust_function_creators=ON',
-    'proxy_protocol_networks=localhost',
+    // Written at every (re)start, so a member that comes back serves the data planes' PROXY
+    // headers from its first connection; later changes are applied with SET GLOBAL, no restart.
+    `proxy_protocol_networks=${c.proxyNetworks ?? 'localhost'}`,
     // Runs before the first connection is accepted, on every start: root has its password
     // from the first start on, and the system accounts are repaired (agent/mysql/init-sql.ts).
     'init_file={{CONF_DIR}}/init.sql',

@@ -190,10 +190,20 @@ export function substitutePaths(
 
 /** True when two specs would run the same server (the idempotence test of `ensure`). */
 export function sameSpec(a: NodeSpec, b: NodeSpec): boolean {
-  return JSON.stringify(normalise(a)) === JSON.stringify(normalise(b));
+  return JSON.stringify(comparableSpec(a)) === JSON.stringify(comparableSpec(b));
 }
 
-function normalise(s: NodeSpec): unknown {
+const PROXY_NETWORKS_LINE = /^proxy_protocol_networks=.*$/m;
+
+/**
+ * What of a spec decides whether a node must be re-created (sameSpec, the docker runtime's spec
+ * hash). The proxy_protocol_networks line is read as `localhost`, the value every spec had before
+ * the data planes' addresses were written into it: a data plane joining or leaving is applied to
+ * running members with SET GLOBAL (agent/database/endpoints.ts), never by a restart, and nodes
+ * created before keep their hash.
+ */
+export function comparableSpec(s: NodeSpec): NodeSpec {
   const sortObj = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).sort(([x], [y]) => x.localeCompare(y)));
-  return { ...s, labels: sortObj(s.labels), files: sortObj(s.files), engine: { ...s.engine } };
+  const config = s.config.replace(PROXY_NETWORKS_LINE, 'proxy_protocol_networks=localhost');
+  return { ...s, config, labels: sortObj(s.labels), files: sortObj(s.files), engine: { ...s.engine } };
 }

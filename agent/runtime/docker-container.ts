@@ -4,7 +4,7 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import { FulcrumError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
-import type { NodeSpec } from './container-runtime.js';
+import { comparableSpec, type NodeSpec } from './container-runtime.js';
 import { frameAt } from './docker-frames.js';
 
 /** Where the node's host directories appear inside its container. */
@@ -151,9 +151,7 @@ export async function buildTemplate(docker: Docker, image: string, dir: string, 
 
 /** A short digest of the spec in a canonical order (labels and files sorted), for the container label. */
 export function specHash(spec: NodeSpec): string {
-  const sorted = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
-  const norm = { ...spec, labels: sorted(spec.labels), files: sorted(spec.files), engine: { ...spec.engine } };
-  return createHash('sha256').update(JSON.stringify(norm)).digest('hex').slice(0, 32);
+  return createHash('sha256').update(JSON.stringify(comparableSpec(spec))).digest('hex').slice(0, 32);
 }
 
 export function dockerError(what: string, e: unknown): FulcrumError {

@@ -20,6 +20,10 @@ import type { DbEndpointSpec, EndpointTargetSpec } from '../config/endpoint-mode
  */
 export const DB_ENDPOINT_LIMITS = {
   perClient: 200, total: 400, idleTimeoutMs: 3_600_000, connectTimeoutMs: 5_000, primaryWaitMs: 3_000,
+  /** How long a client is dialled again while no member has served it (see DbEndpoint.forward). */
+  memberWaitMs: 3_000,
+  /** The pause after every target of the spec failed a client once. */
+  retryPauseMs: 100,
   /** `perClient` counts a client key (lib/client-key.ts): an IPv6 client by this prefix. */
   clientIpv6Prefix: DEFAULT_CLIENT_IPV6_PREFIX,
 };
@@ -41,6 +45,8 @@ interface Live {
   upstream: Socket;
   target: EndpointTargetSpec;
   source: string;
+  /** The member has spoken to the client: the session is its from now on. */
+  served: boolean;
 }
 
 const targetKey = (t: EndpointTargetSpec) => `${t.host}:${t.port}`;
@@ -113,7 +119,12 @@ export class DbEndpoint {
     const targetsChanged = prev.targets.map(targetKey).join(',') !== next.targets.map(targetKey).join(',');
     if (targetsChanged) this.log.info({ endpoint: next.listenKey, targets: [...keep] }, 'database endpoint targets changed');
     for (const e of this.live) {
-      if (!keep.has(targetKey(e.target)) || !this.allowed(e.source)) this.cut(e);
+      if (!this.allowed(e.source)) this.cut(e);
+      // A client whose member has not spoken yet is dialled again, to the new targets.
+      else if (!keep.has(targetKey(e.target))) {
+        if (e.served) this.cut(e);
+        else e.upstream?.destroy();
+      }
     }
     for (const [client, w] of this.waiting) {
       if (!this.allowed(w.source)) client.destroy();
@@ -169,9 +180,16 @@ export class DbEndpoint {
     });
   }
 
-  /** Proxies an admitted client to a target of the current spec. */
+  /**
+   * Proxies an admitted client to a target of the current spec. Until the member has spoken to
+   * the client (a MySQL server speaks first: its handshake) and while none of the client's bytes
+   * went to a member, the client is not lost when the member fails it: it is dialled again, to
+   * the next target of the newest spec, for up to `memberWaitMs`. That covers a member that is
+   * restarting (refused, accepted then closed, or its refusal packet), and a snapshot that names
+   * the member serving now arriving a moment after the client (docs/databases.md, "What the data
+   * plane does with a connection").
+   */
   private forward(client: Socket, source: string): void {
-    const spec = this.spec;
     this.stats.accepted++;
     this.stats.open++;
     client.once('close', () => this.stats.open--);
@@ -181,46 +199,93 @@ export class DbEndpoint {
       client.setTimeout(this.limits.idleTimeoutMs);
       client.once('timeout', () => client.destroy());
     }
-    const n = spec.targets.length;
-    const first = this.rr++ % n;
-    const entry: Live = { client, upstream: undefined as unknown as Socket, target: spec.targets[first]!, source };
+    const entry: Live = { client, upstream: undefined as unknown as Socket, target: this.spec.targets[0]!, source, served: false };
     this.live.add(entry);
     client.setNoDelay(true);
     const done = () => {
       this.live.delete(entry);
       client.destroy();
-      entry.upstream.destroy();
+      entry.upstream?.destroy();
     };
     client.on('error', done);
     client.on('close', done);
-    // The server speaks first, so nothing of the client's is lost if a member refuses: a client
-    // of hosts.secondary tries the next replica (a stopped one refuses at once).
-    const dial = (attempt: number): void => {
-      const target = spec.targets[(first + attempt) % n]!;
+    // Real time: the wait is for a server to start or a snapshot to arrive, on no clock of ours.
+    const deadline = Date.now() + this.limits.memberWaitMs;
+    const first = this.rr++;
+    let attempt = 0;
+    /** The client's bytes went to a member (a dial that never connected consumed none). */
+    let consumed = false;
+    /** The ERR packet of the last member that refused the client before its handshake. */
+    let refusal: Buffer | undefined;
+    const mayRetry = () => !entry.served && !consumed && this.live.has(entry) && !client.destroyed && Date.now() < deadline;
+    // The wait is over: the client gets the last refusal as the member sent it, else is closed.
+    const giveUp = () => {
+      if (!refusal || entry.served || consumed || client.destroyed) return done();
+      this.live.delete(entry);
+      client.end(refusal);
+    };
+    const again = () => {
+      if (!mayRetry()) return giveUp();
+      // A whole round of targets failed: give the member (or the snapshot) a moment.
+      const n = this.spec.targets.length;
+      const pause = n === 0 || attempt % n === 0 ? this.limits.retryPauseMs : 0;
+      if (pause === 0) return dial();
+      setTimeout(() => (mayRetry() ? dial() : giveUp()), pause).unref();
+    };
+    const dial = (): void => {
+      const spec = this.spec;
+      const n = spec.targets.length;
+      if (n === 0) {
+        attempt = 0;
+        return again();
+      }
+      const target = spec.targets[(first + attempt++) % n]!;
       const upstream = connect({ host: target.host, port: target.port, localAddress: this.sourceAddress, noDelay: true });
       entry.upstream = upstream;
       entry.target = target;
-      let connected = false;
+      let detach: (() => void) | undefined;
       // A member whose host is gone would hold the client for the kernel's SYN timeout (minutes).
       upstream.setTimeout(this.limits.connectTimeoutMs, () => upstream.destroy(new Error('connect timeout')));
       upstream.once('connect', () => {
-        connected = true;
         upstream.setTimeout(0);
         upstream.write(proxyV1({ srcIp: source, srcPort: client.remotePort ?? 0, dstIp: spec.address, dstPort: spec.port }));
-        if (spec.requireTls) requireTlsGate(client, upstream);
-        else client.pipe(upstream);
-        upstream.pipe(client);
-        upstream.on('close', done);
+        if (spec.requireTls) detach = requireTlsGate(client, upstream);
+        else {
+          client.pipe(upstream);
+          detach = () => client.unpipe(upstream);
+        }
+        upstream.once('data', (chunk: Buffer) => {
+          // The member refused before the handshake (shutting down, the PROXY header not
+          // accepted yet, too many connections): another attempt may be served. The last one's
+          // refusal reaches the client as the server sent it.
+          if (isErrorPacket(chunk) && client.bytesRead === 0 && mayRetry()) {
+            refusal = chunk;
+            return void upstream.destroy();
+          }
+          entry.served = true;
+          client.write(chunk);
+          upstream.pipe(client);
+        });
       });
       upstream.on('error', (err) => {
         this.stats.upstreamErrors++;
         this.log.debug({ err, endpoint: spec.listenKey, target: targetKey(target) }, 'member connection failed');
-        if (!connected && attempt + 1 < n && this.live.has(entry)) dial(attempt + 1);
-        else done();
+      });
+      upstream.on('close', () => {
+        if (entry.upstream !== upstream) return;
+        detach?.();
+        if (detach && client.bytesRead > 0) consumed = true;
+        client.pause();
+        again();
       });
     };
-    dial(0);
+    dial();
   }
+}
+
+/** An ERR packet (0xff) as the first packet a member sends: it refused the connection. */
+function isErrorPacket(chunk: Buffer): boolean {
+  return chunk.length >= 5 && chunk[4] === 0xff;
 }
 
 /** CLIENT_SSL in the capability flags of a MySQL/MariaDB handshake response. */
@@ -230,9 +295,10 @@ const CLIENT_SSL = 0x800;
  * ssl_connection at the endpoint, in front of the server's own require_secure_transport: the
  * client's first packet (the handshake response, or the SSL request that precedes TLS) must
  * carry CLIENT_SSL. A client that does not is answered with the server's own error for it and
- * disconnected; nothing it sent reaches the member.
+ * disconnected; nothing it sent reaches the member. Returns what takes the gate (or the pipe it
+ * became) off the client.
  */
-function requireTlsGate(client: Socket, upstream: Socket): void {
+function requireTlsGate(client: Socket, upstream: Socket): () => void {
   let head = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     head = Buffer.concat([head, chunk]);
@@ -250,4 +316,10 @@ function requireTlsGate(client: Socket, upstream: Socket): void {
     client.end(Buffer.concat([header, body]));
   };
   client.on('data', onData);
+  // A client paused after an earlier attempt: a 'data' listener alone does not restart it.
+  client.resume();
+  return () => {
+    client.off('data', onData);
+    client.unpipe(upstream);
+  };
 }
