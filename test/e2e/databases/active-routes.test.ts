@@ -10,6 +10,15 @@ import { MYSQL, connectFrom, startDbLab, waitStatus, type DbLab } from './db-lab
  * handshake and answer a query, through hosts.primary and hosts.secondary alike. Probes run
  * through both endpoints the whole time a resize restarts every member; each records the status
  * the API had last answered before the probe began.
+ *
+ * The same probes show that a member that restarts accepts the data plane's PROXY headers from
+ * its first connection (docs/databases.md, "Who may send PROXY headers to a member"). Before, it
+ * came back with the option file's `localhost` only and answered every client the data plane
+ * sent it "Proxy header is not accepted" (or, after a TLS request, bytes the client read as a
+ * broken TLS record) until the agent's next SET GLOBAL: 47 to 126 such refusals through
+ * hosts.secondary in each of eight resizes measured. The data plane cannot send such a client
+ * elsewhere: the server greets it before it reads the header. Other refusals while members
+ * restart (a stopped member, the switchover) are not counted against it.
  */
 describe('active means both endpoints serve (process runtime)', () => {
   let lab: DbLab;
@@ -99,6 +108,10 @@ describe('active means both endpoints serve (process runtime)', () => {
     expect(new Set(after.map((p) => p.endpoint)).size).toBe(db.hosts.secondary ? 2 : 1);
     expect(after.length).toBeGreaterThan(5);
     expect(summary(after.filter((p) => p.error))).toEqual([]);
+    // Every member did restart (the resize's limits are in each one's spec), and none of them
+    // refused a client for its PROXY header on the way.
+    expect((await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`)).map((n) => n.memoryMb)).toEqual(Array(db.hosts.secondary ? 3 : 1).fill(2048));
+    if (db.hosts.secondary) expect(probes.filter((p) => /Proxy header is not accepted|wrong version number/.test(p.error ?? '')).map((p) => p.error)).toEqual([]);
     console.log(`${label}: ${probes.filter((p) => p.status !== 'active' && p.error).length} of ${probes.filter((p) => p.status !== 'active').length} probes refused while resizing, ${after.length} after active`,
       [...new Set(summary(probes.filter((p) => p.status !== 'active' && p.error)))]);
   }, 300_000);
