@@ -9,7 +9,7 @@
  *     segments, then a physical base, whatever binlog followed the base taken during the load) and a
  *     logical dump (a snapshot through the REST API), each with its MB/s, the CPU seconds of the
  *     whole process tree per GB and the peak RSS of this Node process meanwhile (the agents'
- *     streams, gzip and encryption run in it; so do the control plane and the other agent);
+ *     streams, zstd and encryption run in it; so do the control plane and the other agent);
  *  b) fork from the store: agent A stopped and its nodes removed, a fork to a second of the
  *     source's binlog tail goes to agent B (it never ran the source) and is built from the
  *     physical base (its accounts reset offline, agent/binlog/physical-seed.ts) and the archived
@@ -213,7 +213,7 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     cpu = treeCpuSeconds() - cpu0;
     const dumpWallS = (Date.now() - t0) / 1000;
     const dumpS = (dump.finishedMs - dump.createdMs) / 1000;
-    figure({ what: 'logical dump uploaded (mariadb-dump, gzip, encrypt, multipart upload)', seconds: dumpS, mbPerS: mb / dumpS, storedMb: dump.sizeBytes / 1048576, cpuPerGb: cpu / gb, peakRssMb: rss.stop(), note: `${dumpWallS.toFixed(1)} s from the API call to listed` });
+    figure({ what: 'logical dump uploaded (mariadb-dump, zstd, encrypt, multipart upload)', seconds: dumpS, mbPerS: mb / dumpS, storedMb: dump.sizeBytes / 1048576, cpuPerGb: cpu / gb, peakRssMb: rss.stop(), note: `${dumpWallS.toFixed(1)} s from the API call to listed` });
     await until(async () => ((await get(src.id)).status === 'active' ? true : undefined), 120_000, 'source active after its snapshot');
 
     // The binlog tail the fork stops in: small writes for 4 s, the fork's second in their middle.
