@@ -110,8 +110,9 @@ describe('active means both endpoints serve (process runtime)', () => {
     expect(summary(after.filter((p) => p.error))).toEqual([]);
     // Every member did restart (the resize's limits are in each one's spec), and none of them
     // refused a client for its PROXY header on the way.
-    expect((await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`)).map((n) => n.memoryMb)).toEqual(Array(db.hosts.secondary ? 3 : 1).fill(2048));
-    if (db.hosts.secondary) expect(probes.filter((p) => /Proxy header is not accepted|wrong version number/.test(p.error ?? '')).map((p) => p.error)).toEqual([]);
+    const members = Number(shape.cluster_size ?? 1);
+    expect((await lab.nodes()).filter((n) => n.name.includes(`-db${db.id}-`)).map((n) => n.memoryMb)).toEqual(Array(members).fill(2048));
+    if (members === 3) expect(probes.filter((p) => /Proxy header is not accepted|wrong version number/.test(p.error ?? '')).map((p) => p.error)).toEqual([]);
     console.log(`${label}: ${probes.filter((p) => p.status !== 'active' && p.error).length} of ${probes.filter((p) => p.status !== 'active').length} probes refused while resizing, ${after.length} after active`,
       [...new Set(summary(probes.filter((p) => p.status !== 'active' && p.error)))]);
   }, 300_000);
