@@ -1,8 +1,6 @@
 // e2e-lane: concurrent (its own netns prefix and subnet (helpers/hosts.ts), pools inside its namespaces).
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import mysql from 'mysql2/promise';
+import { purgePrimaryBinlog } from '../helpers/binlog-purge.js';
 import { until } from '../helpers/lab.js';
 import { MYSQL, attempts, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
 
@@ -50,20 +48,7 @@ describe('a spread member re-placed after a host loss, no shared store, the prim
     await until('rows written', () => attempts(loop).filter((a) => a.ok).length >= 20, 120_000, 200);
 
     // The primary's binlog no longer starts at the first GTID: replaying it cannot seed a member.
-    const node = readdirSync(join(dir, primaryHost.name, 'runtime', 'nodes')).find((n) => n.includes(`-db${id}-n`))!;
-    const admin = await mysql.createConnection({
-      socketPath: join(dir, primaryHost.name, 'runtime', 'nodes', node, 'run', 'mysqld.sock'), user: 'root',
-      password: (JSON.parse(readFileSync(join(dir, primaryHost.name, 'databases', String(id), 'state.json'), 'utf8')) as { adminPassword: string }).adminPassword,
-    });
-    try {
-      await admin.query('FLUSH BINARY LOGS');
-      const [logs] = await admin.query('SHOW BINARY LOGS') as unknown as [{ Log_name: string }[]];
-      await admin.query(`PURGE BINARY LOGS TO '${logs.at(-1)!.Log_name}'`);
-      const [[first]] = await admin.query('SELECT BINLOG_GTID_POS(?, 4) AS pos', [logs.at(-1)!.Log_name]) as unknown as [{ pos: string }[]];
-      expect(first!.pos).toMatch(/^0-\d+-\d+/);
-    } finally {
-      await admin.end();
-    }
+    expect(await purgePrimaryBinlog(dir, primaryHost.name, id)).toMatch(/^0-\d+-\d+/);
 
     // A replica's host is cut off and declared lost, with the write loop still running: its member
     // goes to the spare host, which has no base to start from and cannot replay the binlog.
