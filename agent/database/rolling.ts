@@ -31,10 +31,10 @@ export async function rolling(db: RollingContext, reason: 'resize' | 'patch'): P
     await db.runtime.stop(db.nodeName(k));
     await db.runtime.ensure(db.nodeSpec(k));
     await upgradeTables(db, k);
-    // A member starts accepting PROXY headers from its Unix socket only (database/endpoints.ts):
-    // until the data planes' addresses are set again it refuses every client they bring, and it
-    // stays in the endpoints' targets while it restarts. So they are set at once, not when the
-    // whole rolling restart is over.
+    // Observed again at once, so the next report carries the restarted member's state rather than
+    // the one seen before its restart. The data planes' addresses for PROXY headers are in its
+    // option file from the start (node-spec.ts); the SET GLOBAL that refresh() also runs only
+    // repeats them here (before they were in the file, this call was what ended the refusals).
     await db.refresh();
   };
   const p = s.primary;
