@@ -1,7 +1,8 @@
 import { PassThrough } from 'node:stream';
 import mysql from 'mysql2/promise';
 import { REPL_USER, syncAdminAccounts } from '../mysql/accounts.js';
-import { q, withAdmin, type AdminTarget } from '../mysql/admin.js';
+import { accountChangesBetween, binlogEnd, dumpSnapshotPoint } from '../mysql/account-changes.js';
+import { q, withAdmin, type AdminConnection, type AdminTarget } from '../mysql/admin.js';
 import { clientError, customerAccountsSql, customerSchemas, SQL_CLIENT } from '../mysql/customer-data.js';
 import type { RemoteMember } from '../mysql/remote.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
@@ -29,6 +30,8 @@ export interface CopySeed {
   /** The primary's GTID position the copy is consistent with (where replication starts). */
   gtid: string;
   ms: number;
+  /** Tables in an engine other than InnoDB (`schema.table (ENGINE)`): copied outside the snapshot. */
+  outside: string[];
 }
 
 interface SeedNode {
@@ -43,21 +46,21 @@ interface SeedAccounts {
   linrootPassword: string;
 }
 
+/** Runs `fn` on a new session to the source, closed after. */
+type SourceSession = <T>(fn: (c: AdminConnection) => Promise<T>) => Promise<T>;
+
 /**
  * Seeds a fresh node on this host from a consistent dump of `source`, the primary on the same
  * host, over its socket (the dump runs in the primary's node). See loadConsistentDump.
  */
 export async function seedFromLocalDump(o: SeedAccounts & { runtime: ContainerRuntime; source: SeedNode; target: SeedNode }): Promise<CopySeed> {
   const started = Date.now();
-  const { schemas, accounts } = await withAdmin(o.source.admin, async (c) => ({
-    schemas: await customerSchemas(c),
-    accounts: await customerAccountsSql(c),
-  }));
-  const gtid = await loadConsistentDump({
-    ...o, target: o.target, schemas, accounts,
+  const r = await loadConsistentDump({
+    ...o, target: o.target,
+    source: (fn) => withAdmin(o.source.admin, fn),
     dump: { name: o.source.name, args: ['--user=root'], env: { MYSQL_PWD: o.adminPassword } },
   });
-  return { gtid, ms: Date.now() - started };
+  return { ...r, ms: Date.now() - started };
 }
 
 /**
@@ -66,88 +69,181 @@ export async function seedFromLocalDump(o: SeedAccounts & { runtime: ContainerRu
  * No new listener: the member's own mariadb-dump dials the primary's MariaDB as the replication
  * account over TLS verified against the cluster CA (the member's @@ssl_ca) and the address
  * dialled, as replication does (the agent's admin account, root, is local to each node and never
- * reachable from another host). The customer's accounts are read first, over the same TLS, by
- * the agent. See loadConsistentDump. Throws on any failure; the caller wipes the node before the
+ * reachable from another host). The customer's accounts are read over the same TLS, by the
+ * agent. See loadConsistentDump. Throws on any failure; the caller wipes the node before the
  * next try.
  */
 export async function seedFromPrimaryCopy(o: SeedAccounts & { runtime: ContainerRuntime; target: SeedNode; primary: RemoteMember }): Promise<CopySeed> {
   const started = Date.now();
   const p = o.primary;
-  const c = await mysql.createConnection({
-    host: p.host, port: p.port, user: REPL_USER, password: p.password, connectTimeout: 5000,
-    ssl: { ca: p.caPem, rejectUnauthorized: true },
-  });
-  let schemas: string[];
-  let accounts: string;
-  try {
-    schemas = await customerSchemas(c);
-    accounts = await customerAccountsSql(c);
-  } finally {
-    await c.end().catch(() => c.destroy());
-  }
+  const source: SourceSession = async (fn) => {
+    const c = await mysql.createConnection({
+      host: p.host, port: p.port, user: REPL_USER, password: p.password, connectTimeout: 5000,
+      ssl: { ca: p.caPem, rejectUnauthorized: true },
+    });
+    try {
+      return await fn(c);
+    } finally {
+      await c.end().catch(() => c.destroy());
+    }
+  };
   const ca = await withAdmin(o.target.admin, async (x) => String((await q(x, 'SELECT @@ssl_ca AS ca'))[0]?.ca ?? ''));
   if (!ca) throw new Error('the member has no cluster CA to verify the primary with');
-  const gtid = await loadConsistentDump({
-    ...o, schemas, accounts,
+  const r = await loadConsistentDump({
+    ...o, source,
     dump: {
       name: o.target.name,
       args: ['--protocol=TCP', `--host=${p.host}`, `--port=${p.port}`, `--user=${REPL_USER}`, '--ssl', `--ssl-ca=${ca}`, '--ssl-verify-server-cert'],
       env: { MYSQL_PWD: p.password },
     },
   });
-  return { gtid, ms: Date.now() - started };
+  return { ...r, ms: Date.now() - started };
 }
 
+/** How many times in a row a copy starts over because the accounts changed under it. */
+export const ACCOUNT_TRIES = 5;
+/** How much of the dump's start is read for its binlog position (it is in the first few KB). */
+const HEAD_MAX = 1 << 20;
+
 /**
- * The loading both dump seeds share. The customer's accounts (read before the snapshot: an
- * account made while the dump runs replicates afterwards as its CREATE USER, which a copy taken
- * after the snapshot would make fail on the member) are fed first, then mariadb-dump's output.
+ * The loading both dump seeds share. The customer's accounts are read before the snapshot: an
+ * account made while the dump runs replicates afterwards as its CREATE USER, which would fail on
+ * a member whose copy already had it. The privilege tables are not transactional, so an account
+ * statement binlogged between that read and the snapshot would leave the member with accounts
+ * of another moment than its data (one missing, an old password, one dropped since) for good.
+ * So the source's binlog end is noted before the read, mariadb-dump's snapshot position is read
+ * from the top of its output, and the binlog between the two is searched for account changes
+ * (account-changes.ts): if there is one, nothing has been loaded yet; the dump is stopped, and
+ * the accounts are read again and a new dump started, ACCOUNT_TRIES times at most (then the copy
+ * fails and is retried later as any failed copy is). Why that is exact: docs/multi-host.md, "How
+ * a new member is seeded".
  * `--single-transaction` takes one InnoDB snapshot (START TRANSACTION WITH CONSISTENT SNAPSHOT)
  * and with `--master-data=1 --gtid` the dump reads that snapshot's binlog position
  * (Binlog_snapshot_file/position, BINLOG_GTID_POS) instead of taking a global read lock, so the
  * source keeps serving writes while it is read; the dump ends with `SET GLOBAL gtid_slave_pos`
- * at that position. The dump is piped into the target's `mariadb` client with the binlog off:
- * memory stays at the pipe's buffers (`--quick`: rows are streamed, never a whole table held),
- * whatever the size. Then linroot is made from the desired state, and the target's binlog starts
- * at the copy's position (RESET MASTER, gtid_binlog_state, as a base seed does), so a member later
- * seeded by replaying the target's binlog is told the history before it is not there. Returns
- * that position; the caller's attach (MASTER_USE_GTID=slave_pos) streams what came after.
+ * at that position (a load cut short leaves the member without a position). The accounts and
+ * the dump are piped into the target's `mariadb` client with the binlog off: memory stays at the
+ * pipe's buffers (`--quick`: rows are streamed, never a whole table held), whatever the size.
+ * Then linroot is made from the desired state, and the target's binlog starts at the copy's
+ * position (RESET MASTER, gtid_binlog_state, as a base seed does), so a member later seeded by
+ * replaying the target's binlog is told the history before it is not there. The caller's attach
+ * (MASTER_USE_GTID=slave_pos) streams what came after. A target that already holds customer
+ * schemas (a copy that did not finish) is refused: loading over it would keep what the source
+ * dropped since.
  */
 async function loadConsistentDump(o: SeedAccounts & {
   runtime: ContainerRuntime;
   target: SeedNode;
-  schemas: string[];
-  accounts: string;
+  source: SourceSession;
   dump: { name: string; args: string[]; env: Record<string, string> };
-}): Promise<string> {
+}): Promise<Omit<CopySeed, 'ms'>> {
   await withAdmin(o.target.admin, async (x) => {
+    const left = await customerSchemas(x);
+    if (left.length > 0) throw new Error(`the member already holds ${left.length} schema(s), left by a copy that did not finish: it is wiped before it is copied again`);
     await x.query('STOP SLAVE');
     await x.query('RESET SLAVE ALL');
   });
-  // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
-  const what = o.schemas.length > 0
-    ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...o.schemas]
-    : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
-  const dump = new PassThrough();
-  const feed = new PassThrough();
-  feed.write('SET SESSION sql_log_bin=0;\n');
-  feed.write(o.accounts);
-  dump.pipe(feed);
-  const dumping = o.runtime.exec(o.dump.name, ['mariadb-dump', ...o.dump.args, '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what], { stdout: dump, env: o.dump.env });
-  const load = await o.runtime.exec(o.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
-  // A load that stopped early must not leave the dump blocked on a full pipe.
-  if (load.exitCode !== 0) dump.destroy();
-  const out = await dumping;
-  if (load.exitCode !== 0) throw new Error(`loading the dump failed: ${clientError(load.stderr)}`);
-  if (out.exitCode !== 0) throw new Error(`dumping the primary failed: ${clientError(out.stderr)}`);
-  return withAdmin(o.target.admin, async (x) => {
-    await x.query('SET SESSION sql_log_bin=0');
-    await syncAdminAccounts(x, o.allowList, o.linrootPassword);
-    const pos = String((await q(x, 'SELECT @@gtid_slave_pos AS p'))[0]?.p ?? '');
-    if (!pos) throw new Error('the dump carried no GTID position');
-    await x.query('RESET MASTER');
-    await x.query('SET GLOBAL gtid_binlog_state = ?', [pos]);
-    await x.query('SET GLOBAL gtid_slave_pos = ?', [pos]);
-    return pos;
+  for (let attempt = 1; ; attempt++) {
+    const read = await o.source(async (c) => ({
+      from: await binlogEnd(c),
+      schemas: await customerSchemas(c),
+      accounts: await customerAccountsSql(c),
+      outside: await outsideSnapshot(c),
+    }));
+    if (!read.from) throw new Error('the primary has no binlog');
+    // Customer schema names go after `--` so that none is read as an option (docs/security/secrets.md).
+    const what = read.schemas.length > 0
+      ? ['--routines', '--triggers', '--events', '--hex-blob', '--databases', '--', ...read.schemas]
+      : ['--no-create-db', '--no-create-info', '--no-data', '--skip-triggers', '--databases', 'mysql'];
+    const dump = new PassThrough();
+    const stop = new AbortController();
+    const dumping = o.runtime.exec(o.dump.name, ['mariadb-dump', ...o.dump.args, '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what], { stdout: dump, env: o.dump.env, signal: stop.signal });
+    // Stops a dump nothing reads: its output is let through to nowhere so that it ends.
+    const cancel = async () => {
+      dump.resume();
+      stop.abort();
+      return dumping;
+    };
+    const head = await readHead(dump);
+    const at = dumpSnapshotPoint(head.toString('latin1'));
+    if (!at) {
+      const out = await cancel();
+      throw new Error(`dumping the primary failed: ${out.exitCode !== 0 && !/cancelled/.test(out.stderr) ? clientError(out.stderr) : 'its output named no binlog position'}`);
+    }
+    let changed: string[];
+    try {
+      changed = await o.source((c) => accountChangesBetween(c, read.from!, at));
+    } catch (err) {
+      await cancel();
+      throw err;
+    }
+    if (changed.length > 0) {
+      await cancel();
+      if (attempt >= ACCOUNT_TRIES) {
+        throw new Error(`the customer's accounts changed on the primary between the copy's reading of them and its snapshot, ${attempt} times in a row (last at ${changed.slice(0, 3).join(', ')})`);
+      }
+      continue;
+    }
+    const feed = new PassThrough();
+    feed.write('SET SESSION sql_log_bin=0;\n');
+    feed.write(read.accounts);
+    feed.write(head);
+    dump.pipe(feed);
+    const load = await o.runtime.exec(o.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
+    // A load that stopped early must not leave the dump blocked on a full pipe.
+    if (load.exitCode !== 0) dump.destroy();
+    const out = await dumping;
+    if (load.exitCode !== 0) throw new Error(`loading the dump failed: ${clientError(load.stderr)}`);
+    if (out.exitCode !== 0) throw new Error(`dumping the primary failed: ${clientError(out.stderr)}`);
+    const gtid = await withAdmin(o.target.admin, async (x) => {
+      await x.query('SET SESSION sql_log_bin=0');
+      await syncAdminAccounts(x, o.allowList, o.linrootPassword);
+      const pos = String((await q(x, 'SELECT @@gtid_slave_pos AS p'))[0]?.p ?? '');
+      if (!pos) throw new Error('the dump carried no GTID position');
+      await x.query('RESET MASTER');
+      await x.query('SET GLOBAL gtid_binlog_state = ?', [pos]);
+      await x.query('SET GLOBAL gtid_slave_pos = ?', [pos]);
+      return pos;
+    });
+    return { gtid, outside: read.outside };
+  }
+}
+
+/**
+ * The first bytes of a dump, up to and with the line naming its binlog position (or HEAD_MAX,
+ * or its end); the stream is left paused after them, so nothing is lost to whoever reads on.
+ */
+function readHead(s: PassThrough): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      s.off('data', onData);
+      s.off('end', done);
+      s.off('error', done);
+      s.pause();
+      resolve(Buffer.concat(chunks));
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= HEAD_MAX || dumpSnapshotPoint(Buffer.concat(chunks).toString('latin1'))) done();
+    };
+    s.on('data', onData);
+    s.once('end', done);
+    s.once('error', done);
   });
+}
+
+/**
+ * The customer's tables in an engine other than InnoDB (MyISAM, Aria...): mariadb-dump's snapshot
+ * covers InnoDB only, so these are read as they are when the dump reaches them, and may hold
+ * writes from after the copy's position (applied twice on the member) or lack some from before.
+ */
+async function outsideSnapshot(c: AdminConnection): Promise<string[]> {
+  const rows = await q(c, `SELECT TABLE_SCHEMA AS s, TABLE_NAME AS t, ENGINE AS e FROM information_schema.TABLES
+    WHERE TABLE_TYPE = 'BASE TABLE' AND ENGINE IS NOT NULL AND ENGINE <> 'InnoDB'
+      AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')
+    ORDER BY TABLE_SCHEMA, TABLE_NAME`);
+  return rows.map((r) => `${String(r.s)}.${String(r.t)} (${String(r.e)})`);
 }

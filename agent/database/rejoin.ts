@@ -107,7 +107,7 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
     await secureRoot(t.socketPath, s.adminPassword);
     await withAdmin(t, (c) => ensureReplicationUser(c, s.replPassword, true));
   }
-  let seeded: 'dump' | CopySeed | undefined;
+  let seeded: (CopySeed & { local?: boolean }) | undefined;
   try {
     // A member of a spread cluster may have been primary (its own transactions are all on the new
     // primary, or it would be rebuilding): its whole position becomes where it replicates from.
@@ -120,12 +120,16 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
       if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
       await unseedable(db, k, `node ${k} cannot be seeded: ${next.why}`, err);
     }
+    // From the first byte loaded until it has caught up, the node holds a copy that may not be
+    // whole: marked for a rebuild (saved), so that whatever stops the copy (the agent killed, a
+    // wipe that failed) the next try wipes it first instead of loading over or attaching it.
+    if (!s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
     if (next.way === 'copy') {
       db.log.info({ node: k, noBase }, 'the primary no longer has the binlog the member needs; seeding it with a copy of the primary');
       seeded = await copyPrimary(db, k, err);
     } else {
       db.log.info({ node: k }, 'primary binlog purged; seeding the node from a dump');
-      await seedFromLocalDump({
+      const dumped = await seedFromLocalDump({
         runtime: db.runtime,
         source: { name: db.nodeName(s.primary), admin: await db.adminTarget(s.primary) },
         target: { name, admin: t },
@@ -133,17 +137,29 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
         allowList: db.spec.allowList,
         linrootPassword: db.linrootPassword(),
       });
-      seeded = 'dump';
+      seeded = { ...dumped, local: true };
     }
     await attach(db, k);
   }
   await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
   await db.refresh();
-  const how = seeded === 'dump' ? ' from a dump of the primary'
+  const how = seeded?.local ? ' from a dump of the primary'
     : seeded ? ` from a consistent copy of the primary over TLS (at ${seeded.gtid}, ${(seeded.ms / 1000).toFixed(1)} s)`
       : based ? ` from physical base ${based.backupId} in the object store` : '';
-  if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica`);
-  else if (how) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica`);
+  const outside = seeded?.outside.length ? `; ${outsideNote(seeded.outside)}` : '';
+  if (rebuild) db.emit('database_update', `node ${k} rebuilt${how} and rejoined as a replica${outside}`);
+  else if (how) db.emit('database_update', `node ${k} seeded${how} and rejoined as a replica${outside}`);
+}
+
+/**
+ * Said with a dump seed's event: tables outside InnoDB were copied as they were when the dump
+ * read them, not at the copy's position (the snapshot covers InnoDB only), so they may differ
+ * from the primary's.
+ */
+export function outsideNote(tables: string[]): string {
+  const named = tables.slice(0, 3).join(', ');
+  const more = tables.length > 3 ? ` and ${tables.length - 3} more` : '';
+  return `${tables.length} table(s) not in InnoDB (${named}${more}) were copied outside the snapshot and may differ from the primary's; converting them to InnoDB avoids that`;
 }
 
 /**
