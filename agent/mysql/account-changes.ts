@@ -26,7 +26,8 @@ export async function binlogEnd(c: AdminConnection): Promise<BinlogPoint | undef
  * `-- CHANGE MASTER TO MASTER_LOG_FILE='db1-n1-bin.000003', MASTER_LOG_POS=385;`.
  */
 export function dumpSnapshotPoint(head: string): BinlogPoint | undefined {
-  const m = /CHANGE MASTER TO MASTER_LOG_FILE='([^'\n]+)',\s*MASTER_LOG_POS=(\d+)/.exec(head);
+  // Up to its `;`: read from a stream, the number may have arrived only in part.
+  const m = /CHANGE MASTER TO MASTER_LOG_FILE='([^'\n]+)',\s*MASTER_LOG_POS=(\d+);/.exec(head);
   return m ? { file: m[1]!, pos: Number(m[2]) } : undefined;
 }
 
