@@ -73,7 +73,7 @@ export async function seedFromLocalDump(o: SeedAccounts & { runtime: ContainerRu
  * agent. See loadConsistentDump. Throws on any failure; the caller wipes the node before the
  * next try.
  */
-export async function seedFromPrimaryCopy(o: SeedAccounts & { runtime: ContainerRuntime; target: SeedNode; primary: RemoteMember }): Promise<CopySeed> {
+export async function seedFromPrimaryCopy(o: SeedAccounts & { runtime: ContainerRuntime; target: SeedNode; primary: RemoteMember; stallMs?: number }): Promise<CopySeed> {
   const started = Date.now();
   const p = o.primary;
   const source: SourceSession = async (fn) => {
@@ -102,6 +102,8 @@ export async function seedFromPrimaryCopy(o: SeedAccounts & { runtime: Container
 
 /** How many times in a row a copy starts over because the accounts changed under it. */
 export const ACCOUNT_TRIES = 5;
+/** How long a dump may send nothing while the member's load waits for it (see watchStall). */
+const STALL_MS = 120_000;
 /** How much of the dump's start is read for its binlog position (it is in the first few KB). */
 const HEAD_MAX = 1 << 20;
 
@@ -136,6 +138,7 @@ async function loadConsistentDump(o: SeedAccounts & {
   target: SeedNode;
   source: SourceSession;
   dump: { name: string; args: string[]; env: Record<string, string> };
+  stallMs?: number;
 }): Promise<Omit<CopySeed, 'ms'>> {
   await withAdmin(o.target.admin, async (x) => {
     const left = await customerSchemas(x);
@@ -185,14 +188,23 @@ async function loadConsistentDump(o: SeedAccounts & {
       continue;
     }
     const feed = new PassThrough();
+    // Its failure is the load's to report (through the runtime), never an unhandled error here.
+    feed.on('error', () => undefined);
     feed.write('SET SESSION sql_log_bin=0;\n');
     feed.write(read.accounts);
     feed.write(head);
     dump.pipe(feed);
+    const stalled = watchStall(dump, feed, o.stallMs ?? STALL_MS, () => {
+      // Both programs are stopped: the load must not take the dump's end for a whole one.
+      feed.destroy(new Error('the dump stalled'));
+      stop.abort();
+    });
     const load = await o.runtime.exec(o.target.name, [...SQL_CLIENT, '--user=root', '--binary-mode'], { stdin: feed, env: { MYSQL_PWD: o.adminPassword } });
     // A load that stopped early must not leave the dump blocked on a full pipe.
     if (load.exitCode !== 0) dump.destroy();
     const out = await dumping;
+    stalled.stop();
+    if (stalled.fired) throw new Error(`dumping the primary failed: it sent nothing for ${Math.round((o.stallMs ?? STALL_MS) / 1000)} s while the member waited (the primary or the link to it is gone)`);
     if (load.exitCode !== 0) throw new Error(`loading the dump failed: ${clientError(load.stderr)}`);
     if (out.exitCode !== 0) throw new Error(`dumping the primary failed: ${clientError(out.stderr)}`);
     const gtid = await withAdmin(o.target.admin, async (x) => {
@@ -207,6 +219,31 @@ async function loadConsistentDump(o: SeedAccounts & {
     });
     return { gtid, outside: read.outside };
   }
+}
+
+/**
+ * Stops a dump that sends nothing while the load waits for it, after `ms`: mariadb-dump has no
+ * read timeout, so a primary whose host or link is gone (no FIN, no RST) would hold the copy,
+ * and the database's action lock, until TCP keepalive gives up hours later. Bytes queued in
+ * either stream mean the load is the slow side (a long statement), which is no stall.
+ */
+function watchStall(dump: PassThrough, feed: PassThrough, ms: number, fire: () => void): { fired: boolean; stop: () => void } {
+  const w = { fired: false, stop: () => clearInterval(timer) };
+  let moved = 0;
+  let seen = -1;
+  let quietSince = Date.now();
+  dump.on('data', (c: Buffer) => (moved += c.length));
+  const timer = setInterval(() => {
+    if (moved !== seen || dump.readableLength > 0 || feed.readableLength > 0) {
+      seen = moved;
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince >= ms) {
+      w.fired = true;
+      w.stop();
+      fire();
+    }
+  }, Math.max(50, Math.min(1000, ms / 4)));
+  return w;
 }
 
 /**

@@ -208,6 +208,41 @@ describe('dump seeds against real servers', () => {
     await rt.remove(t.name, { withData: true });
   }, 300_000);
 
+  it('a copy whose source stops answering midway (a cut link: no FIN, no RST) fails once it sent nothing for the stall time', async () => {
+    const t = await node('fcopyseed-t6', 2);
+    const pid = Number((await rt.inspect(src.name)).ref);
+    expect(pid).toBeGreaterThan(0);
+    let sent = 0;
+    let frozen = false;
+    const runtime = Object.create(rt) as ContainerRuntime;
+    runtime.exec = async (name, argv, io) => {
+      if (argv[0] !== 'mariadb-dump' || !io?.stdout) return rt.exec(name, argv, io);
+      const tap = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          sent += chunk.length;
+          if (sent > 2_000_000 && !frozen) {
+            frozen = true;
+            process.kill(pid, 'SIGSTOP');
+          }
+          done(null, chunk);
+        },
+      });
+      tap.pipe(io.stdout);
+      return rt.exec(name, argv, { ...io, stdout: tap });
+    };
+    const started = Date.now();
+    try {
+      await expect(seedFromPrimaryCopy({ ...seedArgs, runtime, target: { name: t.name, admin: t.admin }, primary: primary(), stallMs: 3000 }))
+        .rejects.toThrow(/dumping the primary failed: it sent nothing for 3 s while the member waited/);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect(frozen).toBe(true);
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect((await sql(t, 'SELECT @@gtid_slave_pos AS s'))[0].s).toBe('');
+    await rt.remove(t.name, { withData: true });
+  }, 240_000);
+
   it('names the tables outside InnoDB, which the snapshot does not cover', async () => {
     await sql(src, 'CREATE TABLE app.m (id INT PRIMARY KEY) ENGINE=MyISAM', 'INSERT INTO app.m VALUES (1)');
     const t = await node('fcopyseed-t5', 2);
