@@ -26,8 +26,11 @@ export async function binlogEnd(c: AdminConnection): Promise<BinlogPoint | undef
  * `-- CHANGE MASTER TO MASTER_LOG_FILE='db1-n1-bin.000003', MASTER_LOG_POS=385;`.
  */
 export function dumpSnapshotPoint(head: string): BinlogPoint | undefined {
-  // Up to its `;`: read from a stream, the number may have arrived only in part.
-  const m = /CHANGE MASTER TO MASTER_LOG_FILE='([^'\n]+)',\s*MASTER_LOG_POS=(\d+);/.exec(head);
+  // Only before the first schema's data (no customer text comes before it; customer strings
+  // cannot start a line anyway, their newlines are escaped), and up to its `;`: read from a
+  // stream, the number may have arrived only in part.
+  const before = head.split(/^-- Current Database: /m)[0]!;
+  const m = /^(?:-- )?CHANGE MASTER TO MASTER_LOG_FILE='([^'\n]+)', MASTER_LOG_POS=(\d+);$/m.exec(before);
   return m ? { file: m[1]!, pos: Number(m[2]) } : undefined;
 }
 

@@ -59,6 +59,9 @@ describe('dumpSnapshotPoint', () => {
     expect(dumpSnapshotPoint("-- CHANGE MASTER TO MASTER_LOG_FILE='db1-n1-bin.000003', MASTER_LOG_")).toBeUndefined();
     expect(dumpSnapshotPoint('-- MariaDB dump 10.19\n')).toBeUndefined();
     expect(dumpSnapshotPoint("-- CHANGE MASTER TO MASTER_LOG_FILE='db1-n1-bin.000003', MASTER_LOG_POS=18")).toBeUndefined();
+    // Nothing after the first schema's start counts, nor a line that only contains the text.
+    expect(dumpSnapshotPoint("--\n-- Current Database: `app`\n--\n-- CHANGE MASTER TO MASTER_LOG_FILE='x.000001', MASTER_LOG_POS=4;\n")).toBeUndefined();
+    expect(dumpSnapshotPoint("INSERT INTO t VALUES ('CHANGE MASTER TO MASTER_LOG_FILE=\\'x.000001\\', MASTER_LOG_POS=4;');\n")).toBeUndefined();
   });
 });
 
