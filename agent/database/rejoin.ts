@@ -120,10 +120,12 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
       if (based && !s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
       await unseedable(db, k, `node ${k} cannot be seeded: ${next.why}`, err);
     }
-    // From the first byte loaded until it has caught up, the node holds a copy that may not be
-    // whole: marked for a rebuild (saved), so that whatever stops the copy (the agent killed, a
-    // wipe that failed) the next try wipes it first instead of loading over or attaching it.
-    if (!s.rebuild.includes(k)) await updateState(db, { rebuild: [...s.rebuild, k] });
+    // From the first byte loaded until the load has ended whole, the node holds a copy that may
+    // not be: marked for a rebuild (saved), so that whatever stops the copy (the agent killed, a
+    // wipe that failed) the next try wipes it first instead of loading over or attaching it. A
+    // mark it had already (an old primary) stays until it replicates, as before.
+    const marked = !s.rebuild.includes(k);
+    if (marked) await updateState(db, { rebuild: [...s.rebuild, k] });
     if (next.way === 'copy') {
       db.log.info({ node: k, noBase }, 'the primary no longer has the binlog the member needs; seeding it with a copy of the primary');
       seeded = await copyPrimary(db, k, err);
@@ -139,6 +141,8 @@ export async function rejoin(db: RejoinContext, k: number, rebuild: boolean, see
       });
       seeded = { ...dumped, local: true };
     }
+    // Whole now, at its GTID position: an attach that fails is retried on this copy.
+    if (marked) await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k) });
     await attach(db, k);
   }
   await updateState(db, { rebuild: s.rebuild.filter((i) => i !== k), unseeded: undefined });
