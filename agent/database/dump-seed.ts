@@ -167,11 +167,14 @@ async function loadConsistentDump(o: SeedAccounts & {
       stop.abort();
       return dumping;
     };
-    const head = await readHead(dump);
+    const stallMs = o.stallMs ?? STALL_MS;
+    const head = await readHead(dump, stallMs);
     const at = dumpSnapshotPoint(head.toString('latin1'));
     if (!at) {
       const out = await cancel();
-      throw new Error(`dumping the primary failed: ${out.exitCode !== 0 && !/cancelled/.test(out.stderr) ? clientError(out.stderr) : 'its output named no binlog position'}`);
+      const why = out.exitCode !== 0 && !/cancelled/.test(out.stderr) ? clientError(out.stderr)
+        : head.length === 0 ? `it sent nothing for ${Math.round(stallMs / 1000)} s` : 'its output named no binlog position';
+      throw new Error(`dumping the primary failed: ${why}`);
     }
     let changed: string[];
     try {
@@ -194,7 +197,7 @@ async function loadConsistentDump(o: SeedAccounts & {
     feed.write(read.accounts);
     feed.write(head);
     dump.pipe(feed);
-    const stalled = watchStall(dump, feed, o.stallMs ?? STALL_MS, () => {
+    const stalled = watchStall(dump, feed, stallMs, () => {
       // Both programs are stopped: the load must not take the dump's end for a whole one.
       feed.destroy(new Error('the dump stalled'));
       stop.abort();
@@ -204,7 +207,7 @@ async function loadConsistentDump(o: SeedAccounts & {
     if (load.exitCode !== 0) dump.destroy();
     const out = await dumping;
     stalled.stop();
-    if (stalled.fired) throw new Error(`dumping the primary failed: it sent nothing for ${Math.round((o.stallMs ?? STALL_MS) / 1000)} s while the member waited (the primary or the link to it is gone)`);
+    if (stalled.fired) throw new Error(`dumping the primary failed: it sent nothing for ${Math.round(stallMs / 1000)} s while the member waited (the primary or the link to it is gone)`);
     if (load.exitCode !== 0) throw new Error(`loading the dump failed: ${clientError(load.stderr)}`);
     if (out.exitCode !== 0) throw new Error(`dumping the primary failed: ${clientError(out.stderr)}`);
     const gtid = await withAdmin(o.target.admin, async (x) => {
@@ -248,13 +251,16 @@ function watchStall(dump: PassThrough, feed: PassThrough, ms: number, fire: () =
 
 /**
  * The first bytes of a dump, up to and with the line naming its binlog position (or HEAD_MAX,
- * or its end); the stream is left paused after them, so nothing is lost to whoever reads on.
+ * its end, or what came within `ms` when it stopped sending); the stream is left paused after
+ * them, so nothing is lost to whoever reads on.
  */
-function readHead(s: PassThrough): Promise<Buffer> {
+function readHead(s: PassThrough, ms: number): Promise<Buffer> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const timer = setTimeout(() => done(), ms);
     const done = () => {
+      clearTimeout(timer);
       s.off('data', onData);
       s.off('end', done);
       s.off('error', done);
@@ -264,6 +270,7 @@ function readHead(s: PassThrough): Promise<Buffer> {
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       size += chunk.length;
+      timer.refresh();
       if (size >= HEAD_MAX || dumpSnapshotPoint(Buffer.concat(chunks).toString('latin1'))) done();
     };
     s.on('data', onData);

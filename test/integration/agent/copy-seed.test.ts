@@ -243,6 +243,22 @@ describe('dump seeds against real servers', () => {
     await rt.remove(t.name, { withData: true });
   }, 240_000);
 
+  it('a copy whose source stops answering before the dump has begun fails after the stall time too', async () => {
+    const t = await node('fcopyseed-t7', 2);
+    const pid = Number((await rt.inspect(src.name)).ref);
+    const runtime = beforeDump(async () => {
+      process.kill(pid, 'SIGSTOP');
+    });
+    try {
+      await expect(seedFromPrimaryCopy({ ...seedArgs, runtime, target: { name: t.name, admin: t.admin }, primary: primary(), stallMs: 3000 }))
+        .rejects.toThrow(/dumping the primary failed: it sent nothing for 3 s/);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect(await sql(t, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'app'")).toEqual([]);
+    await rt.remove(t.name, { withData: true });
+  }, 240_000);
+
   it('names the tables outside InnoDB, which the snapshot does not cover', async () => {
     await sql(src, 'CREATE TABLE app.m (id INT PRIMARY KEY) ENGINE=MyISAM', 'INSERT INTO app.m VALUES (1)');
     const t = await node('fcopyseed-t5', 2);
