@@ -79,6 +79,11 @@ export interface SpreadObs {
   promotionPosition?: string;
   /** Local members being seeded, acknowledging no semi-sync write until they have applied `until` (seed-ack.ts). */
   seeding?: { node: number; until: string }[];
+  /**
+   * Local members the control plane still marks seeding (DesiredMember.seeding): not failover
+   * candidates there, so they acknowledge nothing yet however far they have applied.
+   */
+  marked?: number[];
 }
 
 export interface DesiredObs {
@@ -190,7 +195,7 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
     const rebuild = o.rebuild.includes(k) || !n || n.state === 'missing';
     if (rebuild || n.state !== 'running' || !n.reachable || !n.replicating || !n.readOnly) actions.push({ kind: 'rejoin', index: k, rebuild });
   }
-  for (const k of caughtUp(sp.seeding ?? [], o.primary, sp.local, o.nodes)) actions.push({ kind: 'acknowledge', index: k });
+  for (const k of caughtUp(sp.seeding ?? [], o.primary, sp.local, o.nodes, sp.marked)) actions.push({ kind: 'acknowledge', index: k });
   if (actions.length > 0) return actions;
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
   // A fenced primary writes nothing, root's account changes included: they would be transactions
@@ -202,16 +207,28 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
 
 /**
  * The seeding members to turn acknowledging now (seed-ack.ts): each local one replicating from the
- * primary that has applied its `until`, and any entry for a member that is primary (named before
+ * primary that has applied its `until` and that the control plane no longer marks seeding
+ * (`marked`: it counts the member a failover candidate first, so no write is ever acknowledged
+ * by a member it would not promote), and any entry for a member that is primary (named before
  * the agent saw it caught up) or no longer runs here (dropped; nothing to turn on).
  */
 export function caughtUp(seeding: readonly { node: number; until: string }[], primary: number, local: readonly number[],
-  nodes: readonly NodeObs[]): number[] {
+  nodes: readonly NodeObs[], marked: readonly number[] = []): number[] {
   return seeding.filter((e) => {
     if (e.node === primary || !local.includes(e.node)) return true;
+    if (marked.includes(e.node)) return false;
     const n = nodes.find((x) => x.index === e.node);
     return !!n && n.state === 'running' && n.reachable && n.replicating && gtidContains(n.gtid ?? '', e.until);
   }).map((e) => e.node);
+}
+
+/**
+ * The local members the desired state marks seeding (DesiredMember.seeding, the control plane's
+ * mark). None from an older control plane, which never sends the mark: acknowledgements then turn
+ * on once the member has caught up, as before that field.
+ */
+export function markedSeeding(d: { members?: readonly { index: number; local: boolean; seeding?: boolean }[] } | undefined): number[] {
+  return (d?.members ?? []).filter((m) => m.local && m.seeding === true).map((m) => m.index);
 }
 
 /**
