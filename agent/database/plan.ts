@@ -101,6 +101,7 @@ export type Action =
   | { kind: 'promote-primary' }
   | { kind: 'rejoin'; index: number; rebuild: boolean }
   | { kind: 'acknowledge'; index: number }
+  | { kind: 'hold-acks'; index: number }
   | { kind: 'rolling'; reason: 'resize' | 'patch' }
   | { kind: 'scale'; to: number }
   | { kind: 'sync-accounts' }
@@ -189,6 +190,9 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
     if (promotionHeldBack(sp, p)) return o.proxiesCurrent ? [] : [{ kind: 'sync-proxies' }];
     if (!sp.fenced && (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false))) actions.push({ kind: 'promote-primary' });
   }
+  // Marked seeding, replicating with no entry of its own (it turned acknowledging under an agent
+  // that did not read the mark): silenced.
+  for (const k of unheld(sp, o.primary, o.nodes)) actions.push({ kind: 'hold-acks', index: k });
   for (const k of sp.local) {
     if (k === o.primary || !sp.primaryKnown) continue;
     const n = o.nodes.find((x) => x.index === k);
@@ -220,6 +224,20 @@ export function caughtUp(seeding: readonly { node: number; until: string }[], pr
     const n = nodes.find((x) => x.index === e.node);
     return !!n && n.state === 'running' && n.reachable && n.replicating && gtidContains(n.gtid ?? '', e.until);
   }).map((e) => e.node);
+}
+
+/**
+ * The local replicas of a semi_synch cluster the control plane marks seeding that replicate with
+ * no seeding entry here, so nothing keeps them from acknowledging: each gets one (seed-ack.ts,
+ * holdAgain). A member not replicating is left to its rejoin, which seeds a new one silent.
+ */
+export function unheld(sp: SpreadObs, primary: number, nodes: readonly NodeObs[]): number[] {
+  if (!sp.semiSyncWanted || !sp.primaryKnown) return [];
+  return (sp.marked ?? []).filter((k) => {
+    const n = nodes.find((x) => x.index === k);
+    return k !== primary && sp.local.includes(k) && !sp.seeding?.some((e) => e.node === k)
+      && !!n && n.state === 'running' && n.reachable && n.replicating;
+  });
 }
 
 /**

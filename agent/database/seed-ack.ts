@@ -68,3 +68,25 @@ export async function acknowledge(db: SeedAckContext, k: number): Promise<void> 
   const left = (db.state.seeding ?? []).filter((x) => x.node !== k);
   await updateState(db, { seeding: left.length > 0 ? left : undefined });
 }
+
+/**
+ * Node k is marked seeding by the control plane but has no entry here (an agent that did not
+ * read the mark turned it acknowledging before it was upgraded): it gets an entry (holdAcks),
+ * then rpl_semi_sync_slave_enabled=OFF and, when it replicates, its IO thread restarted, so the
+ * primary stops counting it. From then on it is any seeding member: on again once caught up and
+ * unmarked. A node that does not answer keeps the entry, and its rejoin starts it silent.
+ */
+export async function holdAgain(db: SeedAckContext, k: number): Promise<void> {
+  if (db.state.seeding?.some((e) => e.node === k) || !markedSeeding(db.spec).includes(k) || k === db.state.primary) return;
+  await holdAcks(db, k);
+  // No entry made (not a semi_synch spread cluster): turned off, nothing would turn it on again.
+  if (!db.state.seeding?.some((e) => e.node === k)) return;
+  await withAdmin(await db.adminTarget(k), async (c) => {
+    await c.query('SET GLOBAL rpl_semi_sync_slave_enabled=OFF');
+    if (await replicaStatus(c)) {
+      await c.query('STOP SLAVE IO_THREAD');
+      await c.query('START SLAVE IO_THREAD');
+    }
+  });
+  db.log.warn({ node: k }, 'member marked seeding by the control plane was acknowledging: it acknowledges nothing until it is unmarked and caught up');
+}

@@ -406,5 +406,14 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
     // Member 2 back: both replicas acknowledge.
     await roundsUntil(ctl.b, async () => await replicating(2) && await clients() === 2, 'member 2 back');
     expect([await acking(2), await acking(3)]).toEqual([1, 1]);
+
+    // Marked seeding while it acknowledges with no entry of its own (what an agent that did not
+    // read the mark leaves behind): silenced, and on again once unmarked.
+    marked.add(3);
+    ctl.c.setDesired(desired('c'));
+    await roundsUntil(ctl.c, async () => !!ctl.c.state?.seeding?.length && await acking(3) === 0 && await clients() === 1, 'member 3 silenced by the mark');
+    marked.delete(3);
+    ctl.c.setDesired(desired('c'));
+    await roundsUntil(ctl.c, async () => ctl.c.state?.seeding === undefined && await acking(3) === 1 && await clients() === 2, 'member 3 acknowledging again');
   }, 300_000);
 });

@@ -177,6 +177,20 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     // Named primary while marked: the entry is dropped all the same (a primary acknowledges nothing).
     expect(plan(running3, marked(node(3, { readOnly: false, replicating: false, semiSyncMaster: true, gtid: '0-1-40' }), [3], 3))).toEqual([{ kind: 'acknowledge', index: 3 }]);
   });
+  it('silences a marked member that replicates with no seeding entry, before anything else of its own', () => {
+    const held = (n: NodeObs, over: Record<string, unknown> = {}) =>
+      obs({ nodes: [n], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, marked: [3], ...over } });
+    expect(plan(running3, held(node(3)))).toEqual([{ kind: 'hold-acks', index: 3 }]);
+    // Its entry exists, it is unmarked, not replicating (its rejoin seeds it silent), the
+    // primary, the primary's address unknown, or no semi-sync: nothing to silence.
+    expect(plan(running3, held(node(3), { seeding: [{ node: 3, until: '0-1-40' }] }))).toEqual([]);
+    expect(plan(running3, held(node(3), { marked: [] }))).toEqual([]);
+    expect(plan(running3, held(node(3, { replicating: false })))).toEqual([{ kind: 'rejoin', index: 3, rebuild: false }]);
+    expect(plan(running3, held(node(3, { state: 'missing' })))).toEqual([{ kind: 'rejoin', index: 3, rebuild: true }]);
+    expect(plan(running3, held(node(3), { primaryKnown: false }))).toEqual([]);
+    expect(plan(running3, held(node(3), { semiSyncWanted: false }))).toEqual([]);
+    expect(plan(running3, obs({ primary: 3, nodes: [node(3, { readOnly: false, replicating: false, semiSyncMaster: true })], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, marked: [3] } }))).toEqual([]);
+  });
   it('reads the control plane\'s seeding mark of the local members only', () => {
     const member = (index: number, local: boolean, seeding?: boolean) => ({ index, local, ...(seeding === undefined ? {} : { seeding }) });
     expect(markedSeeding({ members: [member(1, false, true), member(2, true, false), member(3, true, true)] })).toEqual([3]);
