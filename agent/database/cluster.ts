@@ -17,7 +17,7 @@ import { syncAccounts } from './accounts.js';
 import type { ClusterContext } from './context.js';
 import { fencePrimary } from './failover.js';
 import { buildNodeSpec, nodeName } from './node-spec.js';
-import { promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
+import { markedSeeding, promotionHeldBack, type DbObs, type SpreadObs } from './plan.js';
 import { databaseDir, followMoveFence, loadDbState, NODE_PORT, saveDbState, type DbState } from './state.js';
 
 export interface ControllerDeps {
@@ -222,7 +222,7 @@ export abstract class Cluster {
     return {
       local: this.nodeIndexes(), primaryKnown: !!s?.addresses[(s?.primary ?? 1) - 1], semiSyncWanted: this.semiSync,
       fenced: s?.fencedTerm !== undefined,
-      promotionPosition: this.promotionPosition(), seeding: s?.seeding,
+      promotionPosition: this.promotionPosition(), seeding: s?.seeding, marked: markedSeeding(this.desired ?? s?.desired),
     };
   }
 

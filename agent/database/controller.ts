@@ -15,7 +15,7 @@ import { remove } from './remove.js';
 import { reportDatabase } from './report.js';
 import { restartMember, rolling, untilReplicating } from './rolling.js';
 import { scale } from './scale.js';
-import { acknowledge } from './seed-ack.js';
+import { acknowledge, holdAgain } from './seed-ack.js';
 import { newDbState } from './state.js';
 import { resume, suspend } from './suspend.js';
 import { DynamicVariables } from './variables.js';
@@ -346,6 +346,7 @@ export class DatabaseController extends Cluster {
           this.rejoinFailures.delete(a.index);
           return;
         case 'acknowledge': return await acknowledge(this.context, a.index);
+        case 'hold-acks': return await holdAgain(this.context, a.index);
         case 'rolling':
           await rolling(this.context, a.reason);
           if (a.reason === 'patch') this.settlePatch();

@@ -79,6 +79,11 @@ export interface SpreadObs {
   promotionPosition?: string;
   /** Local members being seeded, acknowledging no semi-sync write until they have applied `until` (seed-ack.ts). */
   seeding?: { node: number; until: string }[];
+  /**
+   * Local members the control plane still marks seeding (DesiredMember.seeding): not failover
+   * candidates there, so they acknowledge nothing yet however far they have applied.
+   */
+  marked?: number[];
 }
 
 export interface DesiredObs {
@@ -96,6 +101,7 @@ export type Action =
   | { kind: 'promote-primary' }
   | { kind: 'rejoin'; index: number; rebuild: boolean }
   | { kind: 'acknowledge'; index: number }
+  | { kind: 'hold-acks'; index: number }
   | { kind: 'rolling'; reason: 'resize' | 'patch' }
   | { kind: 'scale'; to: number }
   | { kind: 'sync-accounts' }
@@ -184,13 +190,16 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
     if (promotionHeldBack(sp, p)) return o.proxiesCurrent ? [] : [{ kind: 'sync-proxies' }];
     if (!sp.fenced && (p.readOnly || (sp.semiSyncWanted && p.semiSyncMaster === false))) actions.push({ kind: 'promote-primary' });
   }
+  // Marked seeding, replicating with no entry of its own (it turned acknowledging under an agent
+  // that did not read the mark): silenced.
+  for (const k of unheld(sp, o.primary, o.nodes)) actions.push({ kind: 'hold-acks', index: k });
   for (const k of sp.local) {
     if (k === o.primary || !sp.primaryKnown) continue;
     const n = o.nodes.find((x) => x.index === k);
     const rebuild = o.rebuild.includes(k) || !n || n.state === 'missing';
     if (rebuild || n.state !== 'running' || !n.reachable || !n.replicating || !n.readOnly) actions.push({ kind: 'rejoin', index: k, rebuild });
   }
-  for (const k of caughtUp(sp.seeding ?? [], o.primary, sp.local, o.nodes)) actions.push({ kind: 'acknowledge', index: k });
+  for (const k of caughtUp(sp.seeding ?? [], o.primary, sp.local, o.nodes, sp.marked)) actions.push({ kind: 'acknowledge', index: k });
   if (actions.length > 0) return actions;
   if (o.variablesCurrent === false) actions.push({ kind: 'sync-variables' });
   // A fenced primary writes nothing, root's account changes included: they would be transactions
@@ -202,16 +211,42 @@ export function planSpread(o: DbObs, sp: SpreadObs): Action[] {
 
 /**
  * The seeding members to turn acknowledging now (seed-ack.ts): each local one replicating from the
- * primary that has applied its `until`, and any entry for a member that is primary (named before
+ * primary that has applied its `until` and that the control plane no longer marks seeding
+ * (`marked`: it counts the member a failover candidate first, so no write is ever acknowledged
+ * by a member it would not promote), and any entry for a member that is primary (named before
  * the agent saw it caught up) or no longer runs here (dropped; nothing to turn on).
  */
 export function caughtUp(seeding: readonly { node: number; until: string }[], primary: number, local: readonly number[],
-  nodes: readonly NodeObs[]): number[] {
+  nodes: readonly NodeObs[], marked: readonly number[] = []): number[] {
   return seeding.filter((e) => {
     if (e.node === primary || !local.includes(e.node)) return true;
+    if (marked.includes(e.node)) return false;
     const n = nodes.find((x) => x.index === e.node);
     return !!n && n.state === 'running' && n.reachable && n.replicating && gtidContains(n.gtid ?? '', e.until);
   }).map((e) => e.node);
+}
+
+/**
+ * The local replicas of a semi_synch cluster the control plane marks seeding that replicate with
+ * no seeding entry here, so nothing keeps them from acknowledging: each gets one (seed-ack.ts,
+ * holdAgain). A member not replicating is left to its rejoin, which seeds a new one silent.
+ */
+export function unheld(sp: SpreadObs, primary: number, nodes: readonly NodeObs[]): number[] {
+  if (!sp.semiSyncWanted || !sp.primaryKnown) return [];
+  return (sp.marked ?? []).filter((k) => {
+    const n = nodes.find((x) => x.index === k);
+    return k !== primary && sp.local.includes(k) && !sp.seeding?.some((e) => e.node === k)
+      && !!n && n.state === 'running' && n.reachable && n.replicating;
+  });
+}
+
+/**
+ * The local members the desired state marks seeding (DesiredMember.seeding, the control plane's
+ * mark). None from an older control plane, which never sends the mark: acknowledgements then turn
+ * on once the member has caught up, as before that field.
+ */
+export function markedSeeding(d: { members?: readonly { index: number; local: boolean; seeding?: boolean }[] } | undefined): number[] {
+  return (d?.members ?? []).filter((m) => m.local && m.seeding === true).map((m) => m.index);
 }
 
 /**

@@ -8,11 +8,16 @@ import { serverOptions } from '../domain/databases/engine-config.js';
 
 /**
  * The members of a database as `agentId` sees them. A database without placements (placed by an
- * older control plane) runs every member on its one agent.
+ * older control plane) runs every member on its one agent. A member with the seeding mark carries
+ * it (`seeding`): its agent keeps its semi-sync acknowledgements off until the mark is cleared
+ * (docs/multi-host.md, "Failover candidates"); sent only when set, so other members read as before.
  */
 function membersFor(d: DatabaseRecord, placements: MemberPlacement[], agentId: string, addressOf: MemberAddress): DesiredMember[] {
   const list: MemberPlacement[] = placements.length > 0 ? placements : Array.from({ length: d.clusterSize }, (_, k) => ({ databaseId: d.id, member: k + 1, agentId: d.agentId ?? agentId }));
-  return list.map((m) => ({ index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: addressOf(d.id, m.member), serverId: m.serverId ?? m.member }));
+  return list.map((m) => ({
+    index: m.member, agentId: m.agentId, local: m.agentId === agentId, address: addressOf(d.id, m.member), serverId: m.serverId ?? m.member,
+    ...(m.seed !== undefined ? { seeding: true } : {}),
+  }));
 }
 
 /** address:port of a member as its agent last reported it ('' when not yet). */

@@ -78,7 +78,20 @@ describe('a database host lost for good', () => {
       const on = new Set(m.map((x) => hostOf(x)?.name));
       return r.body.status === 'active' && m.length === 3 && on.size === 3 && !on.has(lost.name) && on.has(spare.name) ? r.body : undefined;
     }, 600_000, 1000);
-    console.log(`[db-host-lost] active with three members on ${Object.keys(healed.members).map((m) => hostOf(m)!.name).join(', ')} ${Date.now() - cutAt} ms after the cut`);
+    const activeAt = Date.now();
+    console.log(`[db-host-lost] active with three members on ${Object.keys(healed.members).map((m) => hostOf(m)!.name).join(', ')} ${activeAt - cutAt} ms after the cut`);
+    // The new member acknowledges semi-sync writes once the control plane has cleared its seeding
+    // mark (the "caught up" event, stored before the status says active) and its agent was sent
+    // the member unmarked: the primary counts both replicas again.
+    const newMember = Object.keys(healed.members).find((m) => hostOf(m) === spare)!;
+    const direct = await mysqlClient(call, cl, id, newMember);
+    const onPrimary = await mysqlClient(call, cl, id, Object.keys(healed.members).find((m) => healed.members[m] === 'primary')!);
+    await until('the new member acknowledging, counted by the primary', async () => {
+      const [on] = (await direct.sql('SELECT @@rpl_semi_sync_slave_enabled AS v')) ?? [];
+      const [clients] = (await onPrimary.sql("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")) ?? [];
+      return (Number(on?.v) === 1 && Number(clients?.Value) === 2) || undefined;
+    }, 120_000, 250);
+    console.log(`[db-host-lost] the new member acknowledges, both replicas counted, ${Date.now() - activeAt} ms after active was read`);
     watching = false;
     await watcher;
     console.log(`[db-host-lost] from the declaration: ${said.filter((x) => x.status === 'degraded').length} reads degraded, then ${said.filter((x) => x.status === 'active').length} active; first active with the caught-up event stored: ${said.find((x) => x.status === 'active')?.caughtUp ?? 'none'}`);
@@ -97,8 +110,6 @@ describe('a database host lost for good', () => {
     expect(missing).toEqual([]);
     const events = await call('GET', '/v4/account/events?page_size=100');
     const mine = (events.body.data as { action: string; message: string | null; entity: { id: number } | null }[]).filter((e) => e.entity?.id === id);
-    const newMember = Object.keys(healed.members).find((m) => hostOf(m) === spare)!;
-    const direct = await mysqlClient(call, cl, id, newMember);
     await until(`every row on the new member ${newMember}`, async () => (await direct.sql('SELECT COUNT(*) AS n FROM fh.t'))?.[0]?.n === stored.size, 120_000, 1000);
     const seeded = await until('the caught-up event', async () => ((await call('GET', '/v4/account/events?page_size=100')).body.data as { action: string; message: string | null; entity: { id: number } | null }[])
       .find((e) => e.entity?.id === id && e.action === 'database_update' && /caught up/.test(e.message ?? '')), 120_000, 1000);

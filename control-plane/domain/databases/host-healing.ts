@@ -149,7 +149,7 @@ export class HostHealing {
   /**
    * The lease holder's round: hosts silent past --host-lost-after are declared lost, a lost host
    * that joined again (a new join token cleared its removal) is up again with nothing on it, and
-   * homeless members are placed. True when placements changed (push to the agents).
+   * homeless members are placed. True when placements or seeding marks changed (push to the agents).
    */
   async tick(): Promise<boolean> {
     const now = this.d.clock.now();
@@ -172,7 +172,8 @@ export class HostHealing {
     }
     changed = (await this.replace(now)) || changed;
     changed = (await this.recover(now)) || changed;
-    await this.watchSeeding(now);
+    // A cleared mark changes the member's desired state: its agent turns acknowledgements on then.
+    changed = (await this.watchSeeding(now)) || changed;
     return changed;
   }
 
@@ -323,9 +324,12 @@ export class HostHealing {
   /**
    * A re-placed member that reports itself a replica at least as far as the primary was (caughtUp)
    * is healed: its mark is cleared and the "caught up" event recorded in one transaction, so the
-   * database reads `active` (observer.ts, clusterIncomplete) only once that event exists.
+   * database reads `active` (observer.ts, clusterIncomplete) only once that event exists. True
+   * when a mark was cleared: the agents are sent the member unmarked, and only then does its
+   * agent let it acknowledge semi-sync writes (it is a failover candidate from this moment on).
    */
-  private async watchSeeding(now: number): Promise<void> {
+  private async watchSeeding(now: number): Promise<boolean> {
+    let cleared = false;
     const seeding = (await this.d.repo.members()).filter((m) => m.seed !== undefined);
     for (const m of seeding) {
       const seed = m.seed!;
@@ -347,7 +351,9 @@ export class HostHealing {
         return true;
       });
       if (ended) this.log.info({ database: db.id, member: m.member, agent: m.agentId, ms: now - seed.since }, 're-placed member caught up');
+      cleared ||= ended;
     }
+    return cleared;
   }
 
   private view(a: AgentRecord): HostView {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../lib/clock.js';
+import { gtidContains } from '../../../lib/gtid.js';
 import { silentLogger } from '../../../lib/logger.js';
 import type { DesiredDatabase__Output } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import { detectLocalCatalogue, type CatalogueEntry } from '../../../agent/catalogue.js';
@@ -255,8 +256,10 @@ async function roundsUntil(c: DatabaseController, done: () => Promise<boolean>, 
  * Member 3 is seeded with its SQL thread held an hour behind (MASTER_DELAY, set by the test's
  * stand-in for the store's physical base, which this agent has not): its IO thread receives the
  * primary's writes while it applies none, the case where its acknowledgement alone would let a
- * write commit that the promoted member 2 could lack. Addresses: this file's 127.79.35 block
- * (pools .96/29, .104/29, .112/29; endpoints .220-.221).
+ * write commit that the promoted member 2 could lack. Its desired state carries the control
+ * plane's seeding mark (DesiredMember.seeding) until the test clears it: a member that has caught
+ * up still acknowledges nothing while the control plane would not promote it. Addresses: this
+ * file's 127.79.35 block (pools .96/29, .104/29, .112/29; endpoints .220-.221).
  */
 describe('a member being seeded acknowledges no semi-sync write (three agents, real MariaDB)', () => {
   const root = mkdtempSync(join(tmpdir(), 'fulcrum-seedack-'));
@@ -268,6 +271,8 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
   let engine!: CatalogueEntry;
   /** Member 1's address once its agent has allocated it. */
   let primaryAddress = '';
+  /** Members the control plane's seeding mark is on (DesiredMember.seeding). */
+  const marked = new Set<number>();
 
   const desired = (agent: AgentId): DesiredDatabase__Output => ({
     id: 9, label: 'seedack', engineId: engine.id, version: '', image: '', binary: '',
@@ -276,7 +281,7 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
     updates: { frequency: 'weekly', duration: 3, hourOfDay: 0, dayOfWeek: 0, weekOfMonth: 0 },
     rootPassword: 'Seed-ack-pw-1', state: 'running', hostPrimary: `${net}.220`, hostSecondary: `${net}.221`, port: 3306, generation: 1,
     restartOptions: {}, dynamicOptions: {}, proxySources: [], term: 2, primaryMember: 1, primaryPosition: '', fenceLiftedTerm: 0,
-    members: AGENTS.map((id, i) => ({ index: i + 1, agentId: id, local: id === agent, address: i === 0 && agent !== 'a' ? `${primaryAddress}:3306` : '', serverId: i + 1 })),
+    members: AGENTS.map((id, i) => ({ index: i + 1, agentId: id, local: id === agent, address: i === 0 && agent !== 'a' ? `${primaryAddress}:3306` : '', serverId: i + 1, seeding: marked.has(i + 1) })),
     clusterCaPem: secrets.caCertPem, clusterCaKeyPem: secrets.caKeyPem, replicationPassword: secrets.replPassword,
   }) as unknown as DesiredDatabase__Output;
 
@@ -328,7 +333,9 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
     rmSync(root, { recursive: true, force: true, maxRetries: 3 });
   }, 120_000);
 
-  it('keeps a seeding member silent over an agent and a node restart, and counts it once it has caught up', async () => {
+  it('keeps a seeding member silent over an agent and a node restart, and while the control plane still marks it, and counts it once it has caught up and the mark is cleared', async () => {
+    // Placed by the control plane with its seeding mark, as a re-placed member is.
+    marked.add(3);
     ctl.c = controller('c', holdBehind);
     await roundsUntil(ctl.c, async () => !!ctl.c.state?.seeding?.length && await replicating(3), 'member 3 replicating while seeded');
     expect(ctl.c.state!.seeding).toEqual([{ node: 3, until: expect.stringMatching(/^0-1-\d+$/) }]);
@@ -363,19 +370,50 @@ describe('a member being seeded acknowledges no semi-sync write (three agents, r
     await roundsUntil(ctl.c, async () => Number(await withAdmin(await ctl.a.adminTarget(1), (x) => globalStatus(x, 'Rpl_semi_sync_master_wait_sessions'))) >= 1, 'the write waiting');
     expect(committed).toBe(false);
 
-    // The member catches up (its SQL thread no longer held back): it turns acknowledging, the write commits.
+    // The member catches up (its SQL thread no longer held back), but the control plane's mark is
+    // still on it (it has not seen the member's report yet): the member stays silent, the write waits.
     await sql('c', 3, 'STOP SLAVE');
     await sql('c', 3, 'CHANGE MASTER TO MASTER_DELAY=0');
     await sql('c', 3, 'START SLAVE');
+    // Caught up: replicating, and holding the position its entry waits for (a round that saw the
+    // IO thread reconnecting may have seeded it again, with a newer one).
+    const caughtUp = async () => {
+      const e = ctl.c.state?.seeding?.find((x) => x.node === 3);
+      return !!e && gtidContains(String((await sql('c', 3, 'SELECT @@gtid_current_pos AS p'))[0]!.p), e.until) && await replicating(3);
+    };
+    await roundsUntil(ctl.c, caughtUp, 'member 3 caught up');
+    for (let i = 0; i < 10; i++) {
+      await ctl.c.tick();
+      await systemClock.sleep(100);
+    }
+    expect(ctl.c.state!.seeding).toEqual([{ node: 3, until: expect.stringMatching(/^0-1-\d+$/) }]);
+    expect(await caughtUp()).toBe(true);
+    expect(await acking(3)).toBe(0);
+    expect(await clients()).toBe(0);
+    expect(committed).toBe(false);
+    // The control plane clears its mark: the member turns acknowledging, the write commits.
+    marked.delete(3);
+    ctl.c.setDesired(desired('c'));
     await roundsUntil(ctl.c, async () => ctl.c.state?.seeding === undefined && await acking(3) === 1 && await clients() === 1, 'member 3 acknowledging');
     // MariaDB does not count the member's reconnection as acknowledging what it had received before
     // (the waiting write): the acknowledgement of the next write releases both.
     await sql('a', 1, "INSERT INTO seedack.t (v) VALUES ('the next write')");
     await write;
     expect(committed).toBe(true);
+    // Acknowledged means received (in its relay log), not applied yet: waited for.
+    await roundsUntil(ctl.c, async () => await rows(3) === 4, 'member 3 applied the four rows');
     expect(await rows(3)).toBe(4);
     // Member 2 back: both replicas acknowledge.
     await roundsUntil(ctl.b, async () => await replicating(2) && await clients() === 2, 'member 2 back');
     expect([await acking(2), await acking(3)]).toEqual([1, 1]);
+
+    // Marked seeding while it acknowledges with no entry of its own (what an agent that did not
+    // read the mark leaves behind): silenced, and on again once unmarked.
+    marked.add(3);
+    ctl.c.setDesired(desired('c'));
+    await roundsUntil(ctl.c, async () => !!ctl.c.state?.seeding?.length && await acking(3) === 0 && await clients() === 1, 'member 3 silenced by the mark');
+    marked.delete(3);
+    ctl.c.setDesired(desired('c'));
+    await roundsUntil(ctl.c, async () => ctl.c.state?.seeding === undefined && await acking(3) === 1 && await clients() === 2, 'member 3 acknowledging again');
   }, 300_000);
 });

@@ -4,6 +4,7 @@ import { silentLogger } from '../../../lib/logger.js';
 import { HostHealing } from '../../../control-plane/domain/databases/host-healing.js';
 import { FailoverCoordinator } from '../../../control-plane/domain/databases/failover-coordinator.js';
 import { AGENT_SILENT_MS, FAILOVER_AFTER_MS } from '../../../control-plane/domain/databases/failover-decision.js';
+import { agentContent } from '../../../control-plane/push/agent-desired.js';
 import { databaseRecord } from '../../helpers/database-record.js';
 import { useSqliteStore } from '../../helpers/sqlite-store.js';
 
@@ -65,6 +66,21 @@ describe('a primary lost while a member is being seeded (SQLite store, manual cl
     const noPrimaryEvents = async () => (await events.list()).filter((e) => e.entity?.id === row.id && e.action === 'database_degraded' && /^No primary/.test(e.message ?? '')).map((e) => e.message);
     return { repo, row, healing, report, cut, step, noPrimaryEvents };
   }
+
+  it('sends the mark to the member\'s agent until the healing round clears it, and that round asks for a push', async () => {
+    const { repo, row, healing, report } = await setup();
+    const sent = async () => agentContent('d', [(await repo.get(row.id))!], await repo.members(row.id), []).databases[0]!.members!.find((m) => m.index === 3)!;
+    expect(await sent()).toMatchObject({ local: true, seeding: true });
+    // Behind its mark: nothing changes, nothing to push.
+    await report(3, 'd', 'replica', '0-1-39');
+    expect(await healing.tick()).toBe(false);
+    expect((await sent()).seeding).toBe(true);
+    // Caught up: the mark is cleared and the round says so (the agents are sent the member unmarked).
+    await report(3, 'd', 'replica', '0-1-40');
+    expect(await healing.tick()).toBe(true);
+    expect((await sent()).seeding).toBeUndefined();
+    expect(await healing.tick()).toBe(false);
+  });
 
   it('names the caught-up replica, not the seeding member that reports a position past it', async () => {
     const { row, cut, step } = await setup();

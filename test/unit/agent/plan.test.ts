@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FAILOVER_AFTER, FAILOVER_AFTER_UNREACHABLE, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/database/plan.js';
+import { FAILOVER_AFTER, FAILOVER_AFTER_UNREACHABLE, markedSeeding, observedStatus, plan, type DbObs, type NodeObs } from '../../../agent/database/plan.js';
 
 const node = (index: number, over: Partial<NodeObs> = {}): NodeObs => ({
   index, state: 'running', specCurrent: true, reachable: true, readOnly: index !== 1, replicating: index !== 1, ...over,
@@ -160,6 +160,43 @@ describe('plan of a cluster spread over agents (only local members are seen)', (
     expect(plan(running3, obs({ primary: 3, nodes: [node(3, { readOnly: false, replicating: false, semiSyncMaster: true, gtid: '0-2-1' })], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, seeding: [{ node: 3, until: '0-1-40' }] } })))
       .toEqual([{ kind: 'acknowledge', index: 3 }]);
     expect(plan(running3, seeding(node(2, { gtid: '0-1-1' }), [{ node: 3, until: '0-1-40' }], [2]))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+  });
+  it('keeps a caught-up seeding member silent while the control plane still marks it seeding', () => {
+    const marked = (n: NodeObs, m: number[] | undefined, primary = 1) =>
+      obs({ primary, nodes: [n], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, seeding: [{ node: 3, until: '0-1-40' }], ...(m ? { marked: m } : {}) } });
+    const caught = node(3, { gtid: '0-1-40' });
+    // Marked: nothing, however far it has applied; the mark cleared (or never sent): on.
+    expect(plan(running3, marked(caught, [3]))).toEqual([]);
+    expect(plan(running3, marked(node(3, { gtid: '0-1-99' }), [3]))).toEqual([]);
+    expect(plan(running3, marked(caught, []))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+    expect(plan(running3, marked(caught, undefined))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+    // A mark on another member holds only that one.
+    expect(plan(running3, marked(caught, [2]))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+    // Cleared but behind: it waits for its own position, as before the mark.
+    expect(plan(running3, marked(node(3, { gtid: '0-1-39' }), []))).toEqual([]);
+    // Named primary while marked: the entry is dropped all the same (a primary acknowledges nothing).
+    expect(plan(running3, marked(node(3, { readOnly: false, replicating: false, semiSyncMaster: true, gtid: '0-1-40' }), [3], 3))).toEqual([{ kind: 'acknowledge', index: 3 }]);
+  });
+  it('silences a marked member that replicates with no seeding entry, before anything else of its own', () => {
+    const held = (n: NodeObs, over: Record<string, unknown> = {}) =>
+      obs({ nodes: [n], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, marked: [3], ...over } });
+    expect(plan(running3, held(node(3)))).toEqual([{ kind: 'hold-acks', index: 3 }]);
+    // Its entry exists, it is unmarked, not replicating (its rejoin seeds it silent), the
+    // primary, the primary's address unknown, or no semi-sync: nothing to silence.
+    expect(plan(running3, held(node(3), { seeding: [{ node: 3, until: '0-1-40' }] }))).toEqual([]);
+    expect(plan(running3, held(node(3), { marked: [] }))).toEqual([]);
+    expect(plan(running3, held(node(3, { replicating: false })))).toEqual([{ kind: 'rejoin', index: 3, rebuild: false }]);
+    expect(plan(running3, held(node(3, { state: 'missing' })))).toEqual([{ kind: 'rejoin', index: 3, rebuild: true }]);
+    expect(plan(running3, held(node(3), { primaryKnown: false }))).toEqual([]);
+    expect(plan(running3, held(node(3), { semiSyncWanted: false }))).toEqual([]);
+    expect(plan(running3, obs({ primary: 3, nodes: [node(3, { readOnly: false, replicating: false, semiSyncMaster: true })], spread: { local: [3], primaryKnown: true, semiSyncWanted: true, marked: [3] } }))).toEqual([]);
+  });
+  it('reads the control plane\'s seeding mark of the local members only', () => {
+    const member = (index: number, local: boolean, seeding?: boolean) => ({ index, local, ...(seeding === undefined ? {} : { seeding }) });
+    expect(markedSeeding({ members: [member(1, false, true), member(2, true, false), member(3, true, true)] })).toEqual([3]);
+    // An older control plane sends no mark; a desired state of a database not spread has no members.
+    expect(markedSeeding({ members: [member(1, false), member(3, true)] })).toEqual([]);
+    expect(markedSeeding(undefined)).toEqual([]);
   });
   it('waits while the primary\'s address is not known, and leaves accounts to the primary\'s agent', () => {
     expect(plan(running3, spread([3], { nodes: [node(3, { replicating: false })], accountsCurrent: false }, false))).toEqual([]);

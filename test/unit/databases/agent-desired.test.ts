@@ -33,6 +33,17 @@ describe('the desired state of a spread cluster', () => {
     expect(d!.members!.map((m) => [m.index, m.serverId])).toEqual([[1, 1], [2, 4], [3, 3]]);
   });
 
+  it('carries the control plane\'s seeding mark on the marked member only, to every agent of the cluster', () => {
+    const seeding = spread.map((m) => (m.member === 3 ? { ...m, agentId: 'd', seed: { since: 1, gtid: 40 } } : m));
+    for (const agent of ['a', 'b', 'd']) {
+      const [d] = agentContent(agent, [db()], seeding, [], () => [], addressOf).databases;
+      expect(d!.members!.map((m) => [m.index, m.seeding === true])).toEqual([[1, false], [2, false], [3, true]]);
+    }
+    // The mark cleared: the member is sent as any other (no field at all).
+    const [d] = agentContent('d', [db()], spread.map((m) => (m.member === 3 ? { ...m, agentId: 'd' } : m)), [], () => [], addressOf).databases;
+    expect(d!.members!.some((m) => 'seeding' in m)).toBe(false);
+  });
+
   it('sends the database\'s backup key to each member agent and to no other', () => {
     const key = Buffer.alloc(32, 3).toString('base64');
     for (const agent of ['a', 'b', 'c']) expect(agentContent(agent, [db({ backupKey: key })], spread, []).databases[0]!.backupKey).toBe(key);
