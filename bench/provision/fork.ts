@@ -143,7 +143,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
   });
   const cp = (started.cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-fork-${runtime}`, region: '*' })).token;
-  const agent = started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: createLogger('agent', { level: verbose ? 'info' : 'warn', destination: pino.multistream(logStreams) }) });
+  started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: createLogger('agent', { level: verbose ? 'info' : 'warn', destination: pino.multistream(logStreams) }) });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const get = (id: number) => api('GET', `/databases/mysql/instances/${id}`);
   const waitActive = (id: number, ms: number) => until(async () => {

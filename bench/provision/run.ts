@@ -90,7 +90,7 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
   });
   const cp = (started.cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-${runtime}`, region: '*' })).token;
-  const agent = (started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() }));
+  started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const samples: Sample[] = [];
   try {
