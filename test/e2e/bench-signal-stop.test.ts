@@ -36,6 +36,12 @@ function leftIn(tmp: string, keep = (_name: string) => false): string[] {
   return readdirSync(tmp).filter((n) => n !== TSX_CACHE && !keep(n));
 }
 
+/** Docker containers of an agent whose state is under `tmp` (the runtime labels each with its root). */
+async function containersUnder(tmp: string): Promise<string[]> {
+  const { stdout } = await sh('docker', ['ps', '-a', '--filter', 'label=fulcrum.runtime=docker', '--format', '{{.Names}} {{.Label "fulcrum.runtime-root"}}']);
+  return stdout.split('\n').filter((l) => l.split(' ')[1]?.startsWith(`${tmp}/`)).map((l) => l.split(' ')[0]!);
+}
+
 interface Bench { proc: ChildProcess; output(): string; exited: Promise<number | null> }
 
 /** `bench/provision/run.ts <args>` from the sources, its temp folders under `tmp`. */
@@ -102,6 +108,29 @@ describe('a bench stopped by SIGTERM', () => {
       expect(code, bench.output()).toBe(143);
     } finally {
       await sweep(bench, tmp);
+    }
+  }, 180_000);
+
+  it('provision part on docker: the agent\'s containers and the temp folders are gone', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'fulcrum-bss-'));
+    const bench = provisionBench(tmp, ['--only', 'provision', '--runtimes', 'docker', '--rounds', '1']);
+    try {
+      // A container is dockerd's child, in no process group of the bench's.
+      const made = await until('a container of the bench', async () => {
+        if (bench.proc.exitCode !== null) throw new Error(`the bench exited: ${bench.output()}`);
+        const found = await containersUnder(tmp);
+        return found.length > 0 ? found : undefined;
+      }, 120_000, 250);
+      const t0 = Date.now();
+      bench.proc.kill('SIGTERM');
+      const code = await bench.exited;
+      console.log(`provision part on docker: stopped ${((Date.now() - t0) / 1000).toFixed(1)} s after SIGTERM`);
+      expect(await containersUnder(tmp), `the bench had made ${made.join(', ')}`).toEqual([]);
+      expect(leftIn(tmp)).toEqual([]);
+      expect(code, bench.output()).toBe(143);
+    } finally {
+      await sweep(bench, tmp);
+      for (const c of await containersUnder(tmp).catch(() => [])) await sh('docker', ['rm', '-f', '-v', c], true);
     }
   }, 180_000);
 
