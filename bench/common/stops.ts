@@ -44,9 +44,9 @@ export function stopping(): boolean {
   return exiting !== undefined;
 }
 
-/** What is still registered (for a test and for the bench's last message). */
+/** What is still registered, newest first (the order they run in), for the bench's last message. */
 export function registeredStops(): string[] {
-  return [...pending].map((s) => s.what);
+  return [...pending].reverse().map((s) => s.what);
 }
 
 /** Runs every registered stop, newest first, until none is left; the ones that failed. */
