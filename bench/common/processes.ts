@@ -7,6 +7,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { stopAndExit, stopOnSignals, stopping } from './stops.js';
 
 const children = new Set<ChildProcess>();
 
@@ -48,14 +49,15 @@ export async function stopAll(): Promise<void> {
   await Promise.all([...children].map((c) => stopChild(c)));
 }
 
-/** Stops tracked children if the bench is interrupted. */
-export function stopChildrenOnSignal(cleanup: () => Promise<void> = async () => {}): void {
-  const handler = (sig: string) => {
-    process.stderr.write(`\n${sig}: stopping benchmark processes\n`);
-    Promise.all([cleanup(), stopAll()]).finally(() => process.exit(130));
-  };
-  process.once('SIGINT', () => handler('SIGINT'));
-  process.once('SIGTERM', () => handler('SIGTERM'));
+/**
+ * Stops the bench on SIGINT/SIGTERM (or an uncaught error): what it registered with onStop
+ * (stops.ts), then `cleanup`, then its tracked children; bounded, and a second signal exits at once.
+ */
+export function stopChildrenOnSignal(cleanup: () => Promise<void> = async () => {}, label = 'bench'): void {
+  stopOnSignals(label, async () => {
+    await cleanup().catch(() => undefined);
+    await stopAll();
+  });
 }
 
 /** Set in the bench process that superviseInOwnGroup starts, so that it runs the bench itself. */
@@ -97,16 +99,20 @@ export function superviseInOwnGroup(label: string, graceMs = 10_000): boolean {
 /**
  * A bench's entry: `main` runs in a process group of its own (superviseInOwnGroup), so that
  * whatever it started is stopped even if it dies without running its finally blocks (an abort in
- * native code, SIGKILL); a failure stops the children it knows of first and exits 1.
+ * native code, SIGKILL). A signal, a failure and the end of `main` all leave through stopAndExit
+ * (stops.ts): what the bench registered with onStop, then the children it knows of. `main` may
+ * return the exit code (0 when it returns nothing).
  */
-export function runBench(label: string, main: () => Promise<void>): void {
+export function runBench(label: string, main: () => Promise<number | void>): void {
   if (!superviseInOwnGroup(label)) return;
+  stopOnSignals(label, stopAll);
   main().then(
-    () => process.exit(0),
-    async (err: Error) => {
-      await stopAll();
+    (code) => stopAndExit(label, code ?? 0, stopAll),
+    (err: Error) => {
+      // After a signal the bench's own code fails as what it uses is torn down: that exit stands.
+      if (stopping()) return;
       process.stderr.write(`${label} failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
+      return stopAndExit(label, 1, stopAll);
     },
   );
 }

@@ -18,7 +18,8 @@ import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseFlags } from '../../lib/args.js';
-import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, stopChildrenOnSignal, runBench, treeCpuTimes } from '../common/processes.js';
+import { cpuTimes as processCpuTimes, ensureTools, run, stopAll, runBench, treeCpuTimes } from '../common/processes.js';
+import { onStop } from '../common/stops.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { BACKENDS, BACKEND_PORT, HAPROXY_IP, PORTS, RELAY_IP, makeCert, startHaproxy, startNginx, waitForPort } from './servers.js';
@@ -65,8 +66,13 @@ async function main(): Promise<void> {
 
   const tools = ensureTools({ haproxy: 'haproxy', nginx: 'nginx', wrk: 'wrk', openssl: 'openssl' });
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-bench-dp-'));
-  let cleanupCp: () => Promise<void> = async () => {};
-  stopChildrenOnSignal(() => cleanupCp());
+  // Stopped newest first, by the finally below or by a signal (stops.ts): the control plane, the
+  // processes (nginx, HAProxy, the relay, the data plane), then the folder unless it is kept.
+  onStop(`the folder ${dir}`, async () => {
+    if (!f.keep && !f.profile) rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  });
+  const stopProcesses = onStop('the benchmark\'s processes', stopAll);
+  let stopCp: () => Promise<void> = async () => {};
   const versions = await toolVersions(tools);
   printMachine(versions, durationS, rounds, connections, workers);
 
@@ -87,7 +93,7 @@ async function main(): Promise<void> {
     if (relay !== null) for (const port of Object.values(PORTS)) await waitForPort(RELAY_IP, port, () => relay.proc.exitCode !== null ? 'the bare relay exited (relay.log)' : undefined);
 
     const { cp, api } = await startBenchControlPlane(join(dir, 'control-plane'), '127.177.0.0/16');
-    cleanupCp = () => cp.close();
+    stopCp = onStop('the control plane', () => cp.close());
     const dp = await startDataplaneProcess({
       id: 'bench-dataplane', cp, grpcAddress: cp.grpcAddress, stateDir: join(dir, 'dataplane'), logDir: dir, flags: ['--workers', String(workers), ...(f.distribution ? ['--distribution', f.distribution as string] : [])],
       nodeFlags: [...(f.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(f['perf-map'] ? ['--perf-basic-prof'] : [])],
@@ -137,8 +143,8 @@ async function main(): Promise<void> {
     }
     await dp.stop();
   } finally {
-    await cleanupCp();
-    await stopAll();
+    await stopCp();
+    await stopProcesses();
   }
 
   if (list.length > 0) report(list, samples, workers);
@@ -153,8 +159,8 @@ async function main(): Promise<void> {
       process.stdout.write(summarizeProfile(join(profileDir, file), 30) + '\n');
     }
   }
+  // The folder goes with runBench's end (the stop registered above).
   if (f.keep || f.profile) process.stdout.write(`\nlogs, configs and profiles kept in ${dir}\n`);
-  else rmSync(dir, { recursive: true, force: true });
 }
 
 async function measure(s: Scenario, t: Target, round: number, wrk: string, script: string, ip: string, pid: number, durationS: number): Promise<Sample> {

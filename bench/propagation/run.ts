@@ -21,7 +21,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { parseFlags } from '../../lib/args.js';
-import { runBench, stopAll, stopChildrenOnSignal, treeMemoryMb, waitFor } from '../common/processes.js';
+import { runBench, stopAll, treeMemoryMb, waitFor } from '../common/processes.js';
+import { onStop } from '../common/stops.js';
 import { startBenchControlPlane, startDataplaneProcess, waitForApplied, type Api } from '../common/fulcrum.js';
 import { fmt, percentile, table } from '../common/stats.js';
 import type { ControlPlane } from '../../control-plane/main.js';
@@ -84,7 +85,13 @@ async function main(): Promise<void> {
   if (nbCount < 1 || nbCount > 60_000) throw new Error('--nodebalancers must be between 1 and 60000 (the bench pool is 127.178.0.0/16)');
   const dir = mkdtempSync(join(tmpdir(), 'fulcrum-bench-prop-'));
   const cleanups: (() => Promise<void>)[] = [];
-  stopChildrenOnSignal(async () => { for (const c of cleanups.reverse()) await c().catch(() => undefined); });
+  // The finally below and a signal (stops.ts) run this same stop, once.
+  const stopBench = onStop(`the name servers, control plane, data plane and ${dir}`, async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    await stopAll();
+    if (f.keep) process.stdout.write(`logs kept in ${dir}\n`);
+    else rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  });
   process.stdout.write(`fulcrum propagation bench\nmachine: ${cpus().length} x ${cpus()[0]?.model ?? 'unknown'}; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}; node ${process.version}\n`);
   process.stdout.write(`listeners: ${listenerMode} (ports probe ${PORTS.probe}, http ${PORTS.http}, tcp ${PORTS.tcp}); seeding: ${seed}\n\n`);
 
@@ -195,10 +202,7 @@ async function main(): Promise<void> {
     if (shortfalls.length === 0) process.stdout.write('all propagation targets met in this run\n');
     else process.stdout.write(`SHORTFALL (targets not met in this run):\n${shortfalls.map((s) => `  - ${s}`).join('\n')}\n`);
   } finally {
-    for (const c of cleanups.reverse()) await c().catch(() => undefined);
-    await stopAll();
-    if (f.keep) process.stdout.write(`logs kept in ${dir}\n`);
-    else rmSync(dir, { recursive: true, force: true });
+    await stopBench();
   }
 }
 

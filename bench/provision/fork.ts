@@ -16,10 +16,11 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { pino } from 'pino';
-import { startControlPlane } from '../../control-plane/main.js';
-import { startAgent } from '../../agent/main.js';
+import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
+import { startAgent, type RunningAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
 import { apiClient } from '../common/fulcrum.js';
+import { onStop } from '../common/stops.js';
 import { bytesAfter, PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
 import { gtidLe } from '../../agent/binlog/chain.js';
 
@@ -123,9 +124,26 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
   if (verbose) logStreams.push({ level: 'info', stream: pino.destination(2) });
   console.log(`bench/provision fork: the agent's warnings go to ${agentLog}`);
   const octet = 100 + Math.floor(Math.random() * 150);
-  const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
+  let started: { cp?: ControlPlane; agent?: RunningAgent } = {};
+  // The finally below and a signal (bench/common/stops.ts) run this same stop, once: the agent's
+  // mariadbd processes (sessions of their own) or containers outlive the bench otherwise.
+  const stop = onStop(`the ${runtime} agent's nodes, the control plane and their folders (fork part)`, async () => {
+    const { cp, agent } = started;
+    started = {};
+    if (agent) {
+      await agent.close();
+      for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
+    }
+    await cp?.close();
+    rmSync(cpDir, { recursive: true, force: true, maxRetries: 3 });
+    rmSync(agentDir, { recursive: true, force: true, maxRetries: 3 });
+    // Kept only when there is something to read.
+    if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(logDir, { recursive: true, force: true });
+    else console.log(`bench/provision fork: the agent logged warnings: ${agentLog}`);
+  });
+  const cp = (started.cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-fork-${runtime}`, region: '*' })).token;
-  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: createLogger('agent', { level: verbose ? 'info' : 'warn', destination: pino.multistream(logStreams) }) });
+  started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: createLogger('agent', { level: verbose ? 'info' : 'warn', destination: pino.multistream(logStreams) }) });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const get = (id: number) => api('GET', `/databases/mysql/instances/${id}`);
   const waitActive = (id: number, ms: number) => until(async () => {
@@ -191,15 +209,7 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
       await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 120_000, 'deleted');
     }
   } finally {
-    await agent.close();
-    const rt = agent.runtime;
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await cp.close();
-    rmSync(cpDir, { recursive: true, force: true });
-    rmSync(agentDir, { recursive: true, force: true });
-    // Kept only when there is something to read.
-    if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(logDir, { recursive: true, force: true });
-    else console.log(`bench/provision fork: the agent logged warnings: ${agentLog}`);
+    await stop();
   }
   return out;
 }

@@ -36,7 +36,10 @@ import { join } from 'node:path';
 import { createS3Stores, loadStoreCredentials, parseStoreUrl } from '../../agent/backup/s3-store.js';
 import { gtidLe } from '../../agent/binlog/chain.js';
 import { until } from '../../test/helpers/lab.js';
-import { MYSQL, attempts, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../../test/helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../../test/helpers/fleet-hosts.js';
+import { attempts, mysqlClient } from '../../test/helpers/fleet-clients.js';
+import { cleanHosts } from '../../test/helpers/hosts.js';
+import { onStop } from '../common/stops.js';
 import { loadSql, TABLE_SUM } from './fork.js';
 import { treeCpuSeconds } from './store.js';
 
@@ -99,7 +102,19 @@ function logLines(out: string): LogLine[] {
 }
 
 async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f: ReplaceFigure) => void): Promise<void> {
-  const f: HostsFleet = await startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS, store: { archiveS: ARCHIVE_S } });
+  const starting = startHostsFleet({ prefix: PREFIX, subnet: SUBNET, nbPool: NB_POOL, dbPool: DB_POOL, nodePools: NODE_POOLS, store: { archiveS: ARCHIVE_S } });
+  let up: HostsFleet | undefined;
+  // The finally below and a signal (bench/common/stops.ts) run this same stop, once. The hosts'
+  // namespaces, veths, bridge and FORWARD rule, the mariadbd processes in them (sessions of their
+  // own), the object store and the folder are not the bench's process group's to stop.
+  const stop = onStop(`the re-placement fleet (netns ${PREFIX}-*, its object store and folder)`, async () => {
+    if (up) return keepOutputAndClose(up, mb);
+    // A signal while the fleet starts: its hosts go first, which fails the start at its next
+    // step, and the start then stops what it had started (startHostsFleet's own catch).
+    await cleanHosts(PREFIX);
+    await starting.then((f) => f.close(), () => undefined);
+  });
+  const f: HostsFleet = (up = await starting);
   const { call, procs } = f.fleet;
   try {
     const { id, db, oldPrimary, loop } = await spreadUnderWrites(f, `bench-replace-${mb}`);
@@ -223,18 +238,24 @@ async function measureOne(mb: number, lose: 'primary' | 'replica', onFigure: (f:
     await loop.kill();
     if (!rowsOk) throw new Error(`the new member's rows differ from the primary's (${got.n}/${got.sum} against ${want.n}/${want.sum})`);
   } finally {
-    // Every process's output (its last MB) outlives the run: where a phase's time went is there.
-    const logDir = mkdtempSync(join(tmpdir(), 'bench-replace-log-'));
-    writeFileSync(join(logDir, 'cp.log'), f.fleet.cp.output());
-    for (const [name, p] of Object.entries(procs)) writeFileSync(join(logDir, `${name}.log`), p.output());
-    // And each server's error log (runtime/nodes/NAME/error.log under each agent host's folder).
-    for (const h of f.agents) {
-      const nodes = join(f.dir, h.name, 'runtime', 'nodes');
-      for (const n of existsSync(nodes) ? readdirSync(nodes) : []) {
-        if (existsSync(join(nodes, n, 'error.log'))) copyFileSync(join(nodes, n, 'error.log'), join(logDir, `${h.name}-${n}-error.log`));
-      }
-    }
-    console.log(`bench/provision replace (${mb} MB): the fleet's output is kept in ${logDir}`);
-    await f.close();
+    await stop();
   }
+}
+
+/** Keeps every process's output and the servers' error logs in a folder of their own, then stops the fleet. */
+async function keepOutputAndClose(f: HostsFleet, mb: number): Promise<void> {
+  const { procs } = f.fleet;
+  // Every process's output (its last MB) outlives the run: where a phase's time went is there.
+  const logDir = mkdtempSync(join(tmpdir(), 'bench-replace-log-'));
+  writeFileSync(join(logDir, 'cp.log'), f.fleet.cp.output());
+  for (const [name, p] of Object.entries(procs)) writeFileSync(join(logDir, `${name}.log`), p.output());
+  // And each server's error log (runtime/nodes/NAME/error.log under each agent host's folder).
+  for (const h of f.agents) {
+    const nodes = join(f.dir, h.name, 'runtime', 'nodes');
+    for (const n of existsSync(nodes) ? readdirSync(nodes) : []) {
+      if (existsSync(join(nodes, n, 'error.log'))) copyFileSync(join(nodes, n, 'error.log'), join(logDir, `${h.name}-${n}-error.log`));
+    }
+  }
+  console.log(`bench/provision replace (${mb} MB): the fleet's output is kept in ${logDir}`);
+  await f.close();
 }

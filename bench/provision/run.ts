@@ -22,8 +22,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
-import { startControlPlane } from '../../control-plane/main.js';
-import { startAgent } from '../../agent/main.js';
+import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
+import { startAgent, type RunningAgent } from '../../agent/main.js';
 import { silentLogger } from '../../lib/logger.js';
 import { apiClient, repoRoot } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
@@ -31,6 +31,8 @@ import { measureForks, type ForkSample } from './fork.js';
 import { measureStore, type StoreFigure } from './store.js';
 import { measureReplace, type ReplaceFigure } from './replace.js';
 import { measureCodec, type CodecFigure } from './store-codec.js';
+import { runBench } from '../common/processes.js';
+import { onStop, stopping } from '../common/stops.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: string) => {
@@ -72,9 +74,23 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
   const cpDir = mkdtempSync(join(tmpdir(), 'bench-provision-cp-'));
   const agentDir = mkdtempSync(join(tmpdir(), 'bench-provision-agent-'));
   const octet = 100 + Math.floor(Math.random() * 150);
-  const cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
+  let started: { cp?: ControlPlane; agent?: RunningAgent } = {};
+  // The finally below and a signal (bench/common/stops.ts) run this same stop, once: the agent's
+  // mariadbd processes (sessions of their own) or containers outlive the bench otherwise.
+  const stop = onStop(`the ${runtime} agent's nodes, the control plane and their folders`, async () => {
+    const { cp, agent } = started;
+    started = {};
+    if (agent) {
+      await agent.close();
+      for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
+    }
+    await cp?.close();
+    rmSync(cpDir, { recursive: true, force: true, maxRetries: 3 });
+    rmSync(agentDir, { recursive: true, force: true, maxRetries: 3 });
+  });
+  const cp = (started.cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-${runtime}`, region: '*' })).token;
-  const agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
+  started.agent = await startAgent({ join: joinToken, controlPlane: cp.grpcAddress, stateDir: agentDir, runtime, nodeAddressPool: `127.79.${octet}.0/24`, logger: silentLogger() });
   const api = apiClient(cp.apiUrl, cp.adminToken);
   const samples: Sample[] = [];
   try {
@@ -108,97 +124,98 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
       await until(async () => ((await api('GET', '/databases/mysql/instances')).results === 0 ? true : undefined), 60_000, 'deleted');
     }
   } finally {
-    await agent.close();
-    const rt = agent.runtime;
-    for (const n of await rt.list({})) await rt.remove(n.name, { withData: true });
-    await cp.close();
-    rmSync(cpDir, { recursive: true, force: true });
-    rmSync(agentDir, { recursive: true, force: true });
+    await stop();
   }
   return samples;
 }
 
-const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
-for (const runtime of only === 'fork' || only === 'store' || only === 'replace' || only === 'codec' ? [] : runtimes) {
-  if (runtime === 'docker' && !dockerReady()) {
-    rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
-    continue;
-  }
-  for (const size of [1, 3] as const) {
-    try {
-      const s = await measure(runtime, size);
-      const act = median(s.map((x) => x.active));
-      const goal = size === 1 ? 10 : 30;
-      rows.push([runtime, String(size), String(s.length), fmt(act, 2), fmt(median(s.map((x) => x.query)), 2), `< ${goal} s`,
-        act < goal ? 'met' : `short by ${fmt(act - goal, 2)} s`]);
-    } catch (err) {
-      rows.push([runtime, String(size), '0', '-', '-', '-', `error: ${(err as Error).message}`]);
+async function main(): Promise<number> {
+  // After a signal the parts below start nothing new (stopping()): the bench is on its way out.
+  const rows: string[][] = [['runtime', 'nodes', 'rounds', 'active s (median)', 'first query s (median)', 'goal', 'verdict']];
+  for (const runtime of only === 'fork' || only === 'store' || only === 'replace' || only === 'codec' ? [] : runtimes) {
+    if (runtime === 'docker' && !dockerReady()) {
+      rows.push(['docker', '-', '0', '-', '-', '-', 'dockerd or the lab image unavailable']);
+      continue;
+    }
+    for (const size of [1, 3] as const) {
+      if (stopping()) break;
+      try {
+        const s = await measure(runtime, size);
+        const act = median(s.map((x) => x.active));
+        const goal = size === 1 ? 10 : 30;
+        rows.push([runtime, String(size), String(s.length), fmt(act, 2), fmt(median(s.map((x) => x.query)), 2), `< ${goal} s`,
+          act < goal ? 'met' : `short by ${fmt(act - goal, 2)} s`]);
+      } catch (err) {
+        rows.push([runtime, String(size), '0', '-', '-', '-', `error: ${(err as Error).message}`]);
+      }
     }
   }
-}
-if (only === '' || only === 'provision') console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
-let forkFailed = false;
-if ((only === '' || only === 'fork') && forkSizes.length > 0) {
-  const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'base', 'base MB', 'data/base', 'fork active s', 'load avg', 'rows in fork / expected', 'goal (1 GB)', 'verdict']];
-  const row = (s: ForkSample) => [runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), s.base, fmt(s.baseMb, 1), `${fmt(s.mb / Math.max(s.baseMb, 0.001), 1)}x`, fmt(s.forkS, 2), fmt(s.load1, 1), `${s.forkRows} / ${s.expectedRows}`,
-    s.mb >= 1024 ? '< 60 s' : '-',
-    s.forkRows !== s.expectedRows ? 'FAILED: rows differ' : s.base !== 'physical' ? `FAILED: ${s.base} base, physical expected` : s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-'];
-  try {
-    // Rows as forks finish, so a failure later still shows the figures before it.
-    await measureForks(runtimes[0] ?? 'process', forkSizes, (s) => f.push(row(s)));
-  } catch (err) {
-    forkFailed = true;
-    f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
+  if (only === '' || only === 'provision') console.log(`\nbench/provision (hosted service: 15-30 minutes)\n${table(rows)}\n`);
+  let forkFailed = false;
+  if (!stopping() && (only === '' || only === 'fork') && forkSizes.length > 0) {
+    const f: string[][] = [['runtime', 'data MB', 'rows', 'tail rows', 'load s', 'base', 'base MB', 'data/base', 'fork active s', 'load avg', 'rows in fork / expected', 'goal (1 GB)', 'verdict']];
+    const row = (s: ForkSample) => [runtimes[0] ?? 'process', String(s.mb), String(s.rows), String(s.tailRows), fmt(s.loadS, 1), s.base, fmt(s.baseMb, 1), `${fmt(s.mb / Math.max(s.baseMb, 0.001), 1)}x`, fmt(s.forkS, 2), fmt(s.load1, 1), `${s.forkRows} / ${s.expectedRows}`,
+      s.mb >= 1024 ? '< 60 s' : '-',
+      s.forkRows !== s.expectedRows ? 'FAILED: rows differ' : s.base !== 'physical' ? `FAILED: ${s.base} base, physical expected` : s.mb >= 1024 ? (s.forkS < 60 ? 'met' : `short by ${fmt(s.forkS - 60, 1)} s`) : '-'];
+    try {
+      // Rows as forks finish, so a failure later still shows the figures before it.
+      await measureForks(runtimes[0] ?? 'process', forkSizes, (s) => f.push(row(s)));
+    } catch (err) {
+      forkFailed = true;
+      f.push([runtimes[0] ?? 'process', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', `error: ${(err as Error).message}`]);
+    }
+    console.log(`\nbench/provision: fork to a point in time against data size\n${table(f)}\n`);
+    if (forkFailed) console.error('bench/provision: FAILED: a fork did not run as measured (see the error above and the agent\'s warnings file)');
   }
-  console.log(`\nbench/provision: fork to a point in time against data size\n${table(f)}\n`);
-  if (forkFailed) console.error('bench/provision: FAILED: a fork did not run as measured (see the error above and the agent\'s warnings file)');
-}
-let storeFailed = false;
-if ((only === '' || only === 'store') && storeSizes.length > 0) {
-  const t: string[][] = [['data MB', 'what', 's', 'data MB/s', 'stored MB', 'CPU s/GB', 'peak RSS MB', 'load avg', 'target', 'verdict', 'note']];
-  const row = (f: StoreFigure) => [String(f.mb), f.what, fmt(f.seconds, 1), fmt(f.mbPerS ?? NaN, 1), fmt(f.storedMb ?? NaN, 1), fmt(f.cpuPerGb ?? NaN, 0), fmt(f.peakRssMb ?? NaN, 0), fmt(f.load1, 1),
-    f.targetS ? `< ${f.targetS} s` : '-', f.targetS ? (f.seconds < f.targetS ? 'met' : `not met (by ${fmt(f.seconds - f.targetS, 1)} s)`) : '-', f.note];
-  try {
-    await measureStore(storeSizes, (f) => {
-      t.push(row(f));
-      console.log(`store ${f.mb} MB: ${f.what}: ${f.seconds.toFixed(1)} s; ${f.note}`);
-    });
-  } catch (err) {
-    storeFailed = true;
-    t.push(['-', 'error (below)', '-', '-', '-', '-', '-', '-', '-', '-', '-']);
-    console.error(`bench/provision store: ${(err as Error).message}`);
+  let storeFailed = false;
+  if (!stopping() && (only === '' || only === 'store') && storeSizes.length > 0) {
+    const t: string[][] = [['data MB', 'what', 's', 'data MB/s', 'stored MB', 'CPU s/GB', 'peak RSS MB', 'load avg', 'target', 'verdict', 'note']];
+    const row = (f: StoreFigure) => [String(f.mb), f.what, fmt(f.seconds, 1), fmt(f.mbPerS ?? NaN, 1), fmt(f.storedMb ?? NaN, 1), fmt(f.cpuPerGb ?? NaN, 0), fmt(f.peakRssMb ?? NaN, 0), fmt(f.load1, 1),
+      f.targetS ? `< ${f.targetS} s` : '-', f.targetS ? (f.seconds < f.targetS ? 'met' : `not met (by ${fmt(f.seconds - f.targetS, 1)} s)`) : '-', f.note];
+    try {
+      await measureStore(storeSizes, (f) => {
+        t.push(row(f));
+        console.log(`store ${f.mb} MB: ${f.what}: ${f.seconds.toFixed(1)} s; ${f.note}`);
+      });
+    } catch (err) {
+      storeFailed = true;
+      t.push(['-', 'error (below)', '-', '-', '-', '-', '-', '-', '-', '-', '-']);
+      console.error(`bench/provision store: ${(err as Error).message}`);
+    }
+    console.log(`\nbench/provision: the object store (Swift + s3api over TLS), process runtime\n${table(t)}\n`);
+    if (storeFailed) console.error('bench/provision: FAILED: the object-store part did not run as measured (see the error above and the agents\' warnings file)');
   }
-  console.log(`\nbench/provision: the object store (Swift + s3api over TLS), process runtime\n${table(t)}\n`);
-  if (storeFailed) console.error('bench/provision: FAILED: the object-store part did not run as measured (see the error above and the agents\' warnings file)');
-}
-let replaceFailed = false;
-if ((only === '' || only === 'replace') && replaceSizes.length > 0) {
-  const t: string[][] = [['data MB', 'host lost', 'placed s', 'node created s', 'replicating s', 'caught up s', 'API active s', 'whole s', 'seed MB/s', 'CPU s per agent host', 'load avg', 'target (1 GB)', 'verdict', 'note']];
-  const s1 = (n?: number) => (n === undefined ? 'not seen' : fmt(n, 1));
-  const row = (f: ReplaceFigure) => [String(f.mb), f.lost, s1(f.placed), s1(f.created), s1(f.replicating), s1(f.caughtUp), s1(f.active), fmt(f.whole, 1), fmt(f.seedMbPerS ?? NaN, 1),
-    Object.entries(f.cpu).map(([h, c]) => `${h} ${fmt(c, 0)}`).join(', '), fmt(f.load1, 1), f.mb >= 1024 ? '< 60 s' : '-',
-    f.mb >= 1024 ? (f.caughtUp !== undefined && f.caughtUp < 60 ? 'met' : `not met${f.caughtUp !== undefined ? ` (by ${fmt(f.caughtUp - 60, 1)} s)` : ''}`) : '-', f.note];
-  try {
-    await measureReplace(replaceSizes, replaceLose, (f) => {
-      t.push(row(f));
-      console.log(`replace ${f.mb} MB: caught up ${s1(f.caughtUp)} s, whole ${fmt(f.whole, 1)} s after the declaration; ${f.note}`);
-    });
-  } catch (err) {
-    replaceFailed = true;
-    t.push(['-', replaceLose, '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', 'error (below)', '-']);
-    console.error(`bench/provision replace: ${(err as Error).message}`);
+  let replaceFailed = false;
+  if (!stopping() && (only === '' || only === 'replace') && replaceSizes.length > 0) {
+    const t: string[][] = [['data MB', 'host lost', 'placed s', 'node created s', 'replicating s', 'caught up s', 'API active s', 'whole s', 'seed MB/s', 'CPU s per agent host', 'load avg', 'target (1 GB)', 'verdict', 'note']];
+    const s1 = (n?: number) => (n === undefined ? 'not seen' : fmt(n, 1));
+    const row = (f: ReplaceFigure) => [String(f.mb), f.lost, s1(f.placed), s1(f.created), s1(f.replicating), s1(f.caughtUp), s1(f.active), fmt(f.whole, 1), fmt(f.seedMbPerS ?? NaN, 1),
+      Object.entries(f.cpu).map(([h, c]) => `${h} ${fmt(c, 0)}`).join(', '), fmt(f.load1, 1), f.mb >= 1024 ? '< 60 s' : '-',
+      f.mb >= 1024 ? (f.caughtUp !== undefined && f.caughtUp < 60 ? 'met' : `not met${f.caughtUp !== undefined ? ` (by ${fmt(f.caughtUp - 60, 1)} s)` : ''}`) : '-', f.note];
+    try {
+      await measureReplace(replaceSizes, replaceLose, (f) => {
+        t.push(row(f));
+        console.log(`replace ${f.mb} MB: caught up ${s1(f.caughtUp)} s, whole ${fmt(f.whole, 1)} s after the declaration; ${f.note}`);
+      });
+    } catch (err) {
+      replaceFailed = true;
+      t.push(['-', replaceLose, '-', '-', '-', '-', '-', '-', '-', '-', '-', '-', 'error (below)', '-']);
+      console.error(`bench/provision replace: ${(err as Error).message}`);
+    }
+    console.log(`\nbench/provision: re-placement of a 3-node member after its host is declared lost (netns hosts, process runtime); seconds after the declaration\n${table(t)}\n`);
+    if (replaceFailed) console.error('bench/provision: FAILED: the re-placement part did not run as measured (see the error and the fleet\'s output above)');
   }
-  console.log(`\nbench/provision: re-placement of a 3-node member after its host is declared lost (netns hosts, process runtime); seconds after the declaration\n${table(t)}\n`);
-  if (replaceFailed) console.error('bench/provision: FAILED: the re-placement part did not run as measured (see the error and the fleet\'s output above)');
-}
-if (only === 'codec') {
-  const t: string[][] = [['stream', 'what', 'data MB', 'stored MB', 's', 'data MB/s', 'CPU s/GB', 'load avg']];
-  for (const mb of codecSizes) {
-    await measureCodec(mb, (f: CodecFigure) => {
-      t.push([f.stream, f.what, String(f.plainMb), fmt(f.storedMb, 1), fmt(f.seconds, 1), fmt((f.plainMb * 1.048576) / f.seconds, 0), fmt(f.cpuPerGb, 2), fmt(f.load1, 1)]);
-      console.log(`codec ${f.stream}: ${f.what}: ${f.seconds.toFixed(1)} s`);
-    });
+  if (!stopping() && only === 'codec') {
+    const t: string[][] = [['stream', 'what', 'data MB', 'stored MB', 's', 'data MB/s', 'CPU s/GB', 'load avg']];
+    for (const mb of codecSizes) {
+      await measureCodec(mb, (f: CodecFigure) => {
+        t.push([f.stream, f.what, String(f.plainMb), fmt(f.storedMb, 1), fmt(f.seconds, 1), fmt((f.plainMb * 1.048576) / f.seconds, 0), fmt(f.cpuPerGb, 2), fmt(f.load1, 1)]);
+        console.log(`codec ${f.stream}: ${f.what}: ${f.seconds.toFixed(1)} s`);
+      });
+    }
+    console.log(`\nbench/provision: the store's CPU per byte (compress + encrypt + SHA-256; SHA-256 + decrypt + decompress), ${new Date().toISOString()}\n${table(t)}\n`);
   }
-  console.log(`\nbench/provision: the store's CPU per byte (compress + encrypt + SHA-256; SHA-256 + decrypt + decompress), ${new Date().toISOString()}\n${table(t)}\n`);
+  return forkFailed || storeFailed || replaceFailed ? 1 : 0;
 }
-process.exit(forkFailed || storeFailed || replaceFailed ? 1 : 0);
+
+runBench('bench:provision', main);

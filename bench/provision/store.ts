@@ -28,13 +28,14 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { pino } from 'pino';
-import { startControlPlane } from '../../control-plane/main.js';
+import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
 import { startAgent, type RunningAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
 import { createS3Stores, loadStoreCredentials, parseStoreUrl, type S3StoreConfig } from '../../agent/backup/s3-store.js';
 import { gtidLe } from '../../agent/binlog/chain.js';
 import { startObjectStore } from '../../test/helpers/object-store.js';
 import { apiClient } from '../common/fulcrum.js';
+import { onStop } from '../common/stops.js';
 import { loadSql, ROW_SQL, TABLE_SUM } from './fork.js';
 
 /** One printed figure: what, how much, the target it is held to ('-' when none). */
@@ -148,9 +149,24 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
     credentials: loadStoreCredentials(store.credentialsFile),
   };
   const reader = createS3Stores(cfg);
-  const cp = await startControlPlane({ stateDir: dirs.cp, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() });
-  const api = apiClient(cp.apiUrl, cp.adminToken);
   const agents: RunningAgent[] = [];
+  let started: ControlPlane | undefined;
+  // The finally below and a signal (bench/common/stops.ts) run this same stop, once: the agents'
+  // mariadbd processes run in sessions of their own and outlive the bench otherwise.
+  const stop = onStop(`the object store, control plane and agents of the ${mb} MB store run`, async () => {
+    for (const a of agents) {
+      await a.close();
+      for (const n of await a.runtime.list({})) await a.runtime.remove(n.name, { withData: true });
+    }
+    await started?.close();
+    reader.close();
+    await store.stop();
+    for (const d of [dirs.cp, dirs.a, dirs.b]) rmSync(d, { recursive: true, force: true, maxRetries: 3 });
+    if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(dirs.log, { recursive: true, force: true });
+    else console.log(`bench/provision store: the agents' log is kept: ${agentLog}`);
+  });
+  const cp = (started = await startControlPlane({ stateDir: dirs.cp, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
+  const api = apiClient(cp.apiUrl, cp.adminToken);
   const start = async (id: string, stateDir: string, pool: string) => {
     const join = (await cp.context.fleet.createJoinToken({ role: 'agent', id, region: 'us-east' })).token;
     const a = await startAgent({ join, controlPlane: cp.grpcAddress, stateDir, runtime: 'process', nodeAddressPool: pool, logger, binlogArchiveMs: 5000, backupStore: cfg });
@@ -272,15 +288,6 @@ async function measureOne(mb: number, onFigure: (f: StoreFigure) => void): Promi
       note: `${recBase?.kind ?? '?'} base ${recBase?.backupId ?? '?'}; ${now.n} of ${all.n} rows, checksum ${recOk ? 'matches' : 'DIFFERS'}` });
     if (!forkOk || !recOk) throw new Error(`rows differ (fork ${forkOk ? 'ok' : 'differs'}, recovery ${recOk ? 'ok' : 'differs'})`);
   } finally {
-    for (const a of agents) {
-      await a.close();
-      for (const n of await a.runtime.list({})) await a.runtime.remove(n.name, { withData: true });
-    }
-    await cp.close();
-    reader.close();
-    await store.stop();
-    for (const d of [dirs.cp, dirs.a, dirs.b]) rmSync(d, { recursive: true, force: true });
-    if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(dirs.log, { recursive: true, force: true });
-    else console.log(`bench/provision store: the agents' log is kept: ${agentLog}`);
+    await stop();
   }
 }

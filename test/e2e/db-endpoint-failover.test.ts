@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { createHosts, leftovers, type Host, type HostNet } from '../helpers/hosts.js';
-import { MYSQL, attempts, engineOf, holderOf, holds, listensOn, mysqlClient, processesIn, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, engineOf, holderOf, holds, listensOn, processesIn, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
+import { attempts, mysqlClient } from '../helpers/fleet-clients.js';
 
 // Database endpoints that outlive a host (docs/multi-host.md, "Database endpoints in a pair"):
 // hosts.primary is served by a pair of data planes, its address held through keepalived. On

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, lostRows, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, lostRows } from '../helpers/fleet-clients.js';
 
 // A database host cut off the network (docs/databases.md, "Clusters across hosts"): a 3-node
 // semi_synch cluster spread over three agent hosts, written from a client host through

@@ -4,7 +4,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, fulcrumCli, longestPause, lostRows, singleUnderWrites, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, fulcrumCli, singleUnderWrites, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, longestPause, lostRows } from '../helpers/fleet-clients.js';
 
 // Draining an agent host (docs/multi-host.md, "Draining a host"): four agent hosts on one real
 // object store (Swift + s3api over TLS), a data plane pair serving each database's hosts.primary,

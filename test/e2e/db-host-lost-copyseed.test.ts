@@ -2,7 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { purgePrimaryBinlog } from '../helpers/binlog-purge.js';
 import { until } from '../helpers/lab.js';
-import { MYSQL, attempts, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, lostRows, mysqlClient } from '../helpers/fleet-clients.js';
 
 // A member of a spread cluster re-placed after its host is lost, on agents whose backups go to
 // local folders (the default: no shared store, so no physical base), when the primary has purged

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { createS3Stores, loadStoreCredentials, parseStoreUrl } from '../../agent/backup/s3-store.js';
 import { purgePrimaryBinlog } from '../helpers/binlog-purge.js';
 import { until } from '../helpers/lab.js';
-import { MYSQL, attempts, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, mysqlClient } from '../helpers/fleet-clients.js';
 
 // A member of a spread cluster re-placed after its host is lost, when the primary no longer has
 // its whole binlog (docs/multi-host.md, "A lost host"): four agent hosts share one real object

@@ -5,7 +5,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot, until } from '../helpers/lab.js';
 import { leftovers, sh } from '../helpers/hosts.js';
-import { MYSQL, attempts, listensOn, mysqlClient, singleUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, listensOn, singleUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, mysqlClient } from '../helpers/fleet-clients.js';
 
 // A 1-node database whose host is destroyed (docs/multi-host.md, "A 1-node database on a lost
 // host"): two agent hosts share one real object store (Swift + s3api over TLS, on the bridge's

@@ -4,7 +4,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { leftovers } from '../helpers/hosts.js';
-import { MYSQL, attempts, fulcrumCli, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, fulcrumCli, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, lostRows, mysqlClient } from '../helpers/fleet-clients.js';
 
 // A database host lost for good (docs/multi-host.md, "A lost host"): a 3-node semi_synch cluster
 // on three of four agent hosts, written from a client host through hosts.primary (a data plane

@@ -7,7 +7,8 @@ import { until } from '../helpers/lab.js';
 import { leftovers, type Host } from '../helpers/hosts.js';
 import { engineOfSeries } from '../helpers/engines.js';
 import { engineFromImage, ensureSeriesImage, type ImageEngine } from '../helpers/image-engine.js';
-import { MYSQL, attempts, lostRows, spreadUnderWrites, startHostsFleet, type Attempt, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, lostRows, type Attempt } from '../helpers/fleet-clients.js';
 
 // Rolling changes across hosts (docs/multi-host.md, "Rolling changes across hosts"): a 3-node
 // semi_synch database spread over three agent hosts, written from a client host through its

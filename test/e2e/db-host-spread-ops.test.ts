@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { FAILOVER_AFTER_MS } from '../../control-plane/domain/databases/failover-decision.js';
 import { until } from '../helpers/lab.js';
 import { leftovers, type Host } from '../helpers/hosts.js';
-import { MYSQL, attempts, longestPause, lostRows, mysqlClient, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, spreadUnderWrites, startHostsFleet, type HostsFleet } from '../helpers/fleet-hosts.js';
+import { attempts, longestPause, lostRows, mysqlClient } from '../helpers/fleet-clients.js';
 
 // A patch, a suspend and a resume of a 3-node semi_synch database spread over three agent hosts
 // (docs/multi-host.md, "Patch, suspend and resume across hosts"), written from a client host

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
 import { createHosts, leftovers, watch, type Host, type HostNet } from '../helpers/hosts.js';
-import { MYSQL, engineOf, holderOf, listensOn, mysqlClient, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
+import { MYSQL, engineOf, holderOf, listensOn, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
+import { mysqlClient } from '../helpers/fleet-clients.js';
 
 // The whole fleet across hosts (docs/multi-host.md): eight network-namespace hosts (control
 // plane; two data planes in pair mode; three process-runtime agents, each with its members'
