@@ -51,15 +51,17 @@ export class ActivationGate {
   async mayActivate(db: RoutedDatabase): Promise<boolean> {
     if (!this.d.routes) return true;
     const { waiting, refusing } = await this.d.routes.pending(db);
-    if (refusing.length > 0) this.log.warn({ database: db.id, dataplanes: refusing }, 'not waiting for data planes that refused their last snapshot');
     const now = this.d.clock.now();
+    const first = this.since.get(db.id);
+    // Said once per wait, not at every report or poll of it.
+    if (refusing.length > 0 && (first === undefined || waiting.length === 0)) {
+      this.log.warn({ database: db.id, dataplanes: refusing }, 'not waiting for data planes that refused their last snapshot');
+    }
     if (waiting.length === 0) {
-      const first = this.since.get(db.id);
       if (first !== undefined) this.log.info({ database: db.id, waitedMs: now - first }, 'the data planes applied the routes of a database');
       this.since.delete(db.id);
       return true;
     }
-    const first = this.since.get(db.id);
     if (first === undefined) {
       this.since.set(db.id, now);
       this.log.info({ database: db.id, dataplanes: waiting }, 'a database waits for the data planes to apply its routes');
