@@ -166,7 +166,9 @@ export class DatabaseObserver {
         if (['backing_up', 'restoring', 'updating'].includes(db.status)) {
           const next = settle(obs?.status);
           // Active only once the data planes route to it; until then its next report settles it.
+          // A restore's end opens its routes either way: a data-plane round must follow.
           if (next !== 'active' || await this.mayActivate(db, db.members)) patch.status = next;
+          else served.changed = true;
         }
         break;
       case 'resetCredentials':
@@ -235,6 +237,8 @@ export class DatabaseObserver {
     if (t.status === 'active' && db.status !== 'active' && !(await this.mayActivate(db, patch.members ?? db.members))) {
       t = { status: db.status };
       this.held.set(db.id, { agentId, view: o, atMs: fresh });
+      // A round records the routes' version (push/route-acks.ts) even when nothing else changed.
+      served.changed = true;
       if (this.held.size > HELD_MAX) this.held.delete(this.held.keys().next().value!);
     }
     if (t.status !== db.status) {
