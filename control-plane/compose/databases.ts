@@ -10,6 +10,7 @@ import { HostHealing, type HostView } from '../domain/databases/host-healing.js'
 import { HostDrain, type DrainView } from '../domain/databases/host-drain.js';
 import { Rollout } from '../domain/databases/rollout.js';
 import { EndpointServing } from '../domain/databases/endpoint-serving.js';
+import { ActivationGate } from '../domain/databases/activation-gate.js';
 import { Switchover } from '../domain/databases/switchover.js';
 import { SingleMove } from '../domain/databases/single-move.js';
 import { HostOverview } from '../domain/databases/host-overview.js';
@@ -60,7 +61,10 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
       ctx.replicas.publish('database');
     },
   });
-  const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger });
+  // `active` waits for the data planes to route to the database (docs/databases.md, "When a
+  // database is active"); the observer and the rollout, which write it, ask the gate first.
+  const gate = new ActivationGate({ routes: dataplanes.routes, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
+  const observer = new DatabaseObserver({ repo, events: ctx.events, service, clock: ctx.clock, logger: ctx.logger, gate });
   const failover = new FailoverCoordinator({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry });
   // Every agent reports every few seconds: the domain says what a report changed, and only a
   // changed status or members (what the endpoints are made of) starts a data-plane round.
@@ -72,7 +76,8 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
     onStoredChanged: () => ctx.replicas.publish('database'),
     onReported: readReported,
   });
-  const endpoints = async () => buildDatabaseEndpoints(await repo.list());
+  const endpoints = async () => buildDatabaseEndpoints(await repo.list(), new Set((await repo.pendingOperations())
+    .filter((op) => op.kind === 'restore').map((op) => op.databaseId)));
   const agents = new AgentPushServer({
     agents: reports, ledger: new VersionLedger(ctx.kv, 'agent_desired_version'), clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, peers: ctx.peers,
     streams: ctx.hostStreams, replica: ctx.replicas.id, proxySources: (region) => dataplanes.sources.forRegion(region),
@@ -96,7 +101,11 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   dataplanes.serveDatabaseEndpoints(endpoints, () => {
     agents.notifyChanged();
     ctx.replicas.publish('database');
-  }, (dataplane, error) => serving.answered(dataplane, error));
+  }, async (dataplane, error) => {
+    await serving.answered(dataplane, error);
+    // An ACK may complete a database's routes, a NACK takes that data plane out of the wait.
+    await reports.dataplaneAnswered();
+  });
   ctx.replicas.onRevived(() => void agents.reassert().catch((err) => ctx.logger.error({ err }, 'agents could not be recorded again')));
   agents.register(ctx.grpcServer);
   ctx.closers.push(() => agents.close());
@@ -155,7 +164,7 @@ export async function composeDatabases(ctx: ControlPlaneContext, dataplanes: Con
   const drain = new HostDrain({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, healing, switchover, move });
   // Rolling changes of spread clusters: member by member, with the drain's switchover
   // (docs/multi-host.md, "Rolling changes across hosts"); each step runs in the background.
-  const rollout = new Rollout({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, switchover, onChange: placementsChanged });
+  const rollout = new Rollout({ repo, events: ctx.events, clock: ctx.clock, logger: ctx.logger, registry: ctx.registry, switchover, gate, onChange: placementsChanged });
   const healingTick = every(ctx, HEALING_TICK_MS, 'host healing round failed', async () => {
     if (!ctx.replicas.leaseHeld()) return;
     if (await healing.tick()) placementsChanged();

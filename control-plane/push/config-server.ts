@@ -14,6 +14,7 @@ import type { DataplaneSources } from './dataplane-sources.js';
 import { SnapshotCache, type Subscriber } from './snapshot-cache.js';
 import { refuse, resolveClaim, type PeerAuth } from './peer-auth.js';
 import type { PeerStreams } from './peer-streams.js';
+import { RouteAcks } from './route-acks.js';
 
 export interface ConfigServerDeps {
   /** What the push keeps in the store (push/config-store.ts). */
@@ -42,6 +43,8 @@ export class ConfigPushServer {
   private readonly resources: NodeBalancerResources;
   /** Where each data plane dials database members from (the members' PROXY header senders). */
   readonly sources: DataplaneSources;
+  /** Which data planes have applied each database's routes (docs/databases.md, "When a database is active"). */
+  readonly routes: RouteAcks;
   private endpoints: () => Promise<RegionalEndpoint[]> = async () => [];
   private sourcesChanged: () => void = () => undefined;
   private onAnswer: (dataplane: string, error: string | undefined) => Promise<void> = async () => undefined;
@@ -54,12 +57,13 @@ export class ConfigPushServer {
     this.log = d.logger.child({ component: 'config-push' });
     this.sources = d.store.sources(() => this.sourcesChanged());
     this.resources = d.store.resources;
+    const routes = (this.routes = new RouteAcks(d.store.status));
     const rounds = new Histogram({
       name: 'fulcrum_config_push_round_seconds', help: 'Time of one config push round: rebuild what changed, version, serialise and send to every data plane',
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [d.registry],
     });
     this.cache = new SnapshotCache({
-      source: configSource(this.resources, d.store.ledger, () => this.endpoints()), status: d.store.status, clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
+      source: configSource(this.resources, d.store.ledger, () => this.endpoints(), (eps, version) => routes.record(eps, version)), status: d.store.status, clock: d.clock, coalesceMs: d.coalesceMs, replica: d.replica,
       onError: (err) => this.log.error({ err }, 'config push round failed'),
       onRound: (ms) => rounds.observe(ms / 1000),
     });

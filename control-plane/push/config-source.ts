@@ -39,9 +39,11 @@ interface Held {
  * any region) and is looked up from the running digest, so a round's cost follows the change.
  * A full snapshot lists what the data plane's region serves; a delta lists the NodeBalancers
  * that differ from what it holds, looking only at those changed since its last send.
+ * `onRound` hears which endpoints each round's version holds (route-acks.ts).
  */
 export function configSource(
   resources: NodeBalancerResources, ledger: VersionLedger, endpoints: () => Promise<RegionalEndpoint[]>,
+  onRound?: (endpoints: readonly RegionalEndpoint[], version: number) => void,
 ): SnapshotSource<ConfigRound, ConfigContent> {
   const held = new WeakMap<Subscriber<ConfigContent>, Held>();
   const holding = (sub: Subscriber<ConfigContent>): Held => {
@@ -59,6 +61,7 @@ export function configSource(
       const eps = await endpoints();
       const version = await ledger.versionFor('config_hash', contentHash([resources.digest('*'), endpointsHash(eps.map((e) => [e.region, e.ep]))]));
       resources.stamp(changed, version);
+      onRound?.(eps, version);
       for (const sub of subscribers) for (const id of changed) holding(sub).dirty.add(id);
       return { changed, endpoints: eps, version };
     },

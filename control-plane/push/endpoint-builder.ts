@@ -8,16 +8,16 @@ export interface RegionalEndpoint {
 }
 
 /** What one database's endpoints are made of. */
-export type EndpointSource = Pick<DatabaseRecord, 'id' | 'hostPrimary' | 'hostSecondary' | 'port' | 'allowList' | 'sslConnection' | 'members' | 'status'>;
+export type EndpointSource = Pick<DatabaseRecord, 'id' | 'hostPrimary' | 'hostSecondary' | 'port' | 'allowList' | 'sslConnection' | 'members'>;
 
 /**
  * One database's endpoints in the data planes' proto shape (docs/databases.md, "Database
  * endpoints"): hosts.primary leads to the primary, hosts.secondary to the replicas, each with
- * the database's allow_list and TLS rule.
+ * the database's allow_list and TLS rule; no member while a restore runs (`restoring`).
  */
-export function endpointsOf(d: EndpointSource): DatabaseEndpoint[] {
+export function endpointsOf(d: EndpointSource, restoring = false): DatabaseEndpoint[] {
   if (!d.hostPrimary) return [];
-  const routes = endpointRoutes(d);
+  const routes = endpointRoutes(d, restoring);
   const base = { databaseId: d.id, port: d.port, allowList: [...d.allowList], requireTls: d.sslConnection };
   const out: DatabaseEndpoint[] = [{ ...base, role: 'primary', address: d.hostPrimary, targets: routes.primary ? [routes.primary] : [] }];
   if (d.hostSecondary) out.push({ ...base, role: 'secondary', address: d.hostSecondary, targets: routes.secondaries });
@@ -26,11 +26,12 @@ export function endpointsOf(d: EndpointSource): DatabaseEndpoint[] {
 
 /**
  * Every live database's endpoints with their region. A database being deleted has none, so its
- * addresses are released on every data plane.
+ * addresses are released on every data plane. `restoring`: the databases a restore operation is
+ * pending for.
  */
-export function buildDatabaseEndpoints(dbs: DatabaseRecord[]): RegionalEndpoint[] {
+export function buildDatabaseEndpoints(dbs: DatabaseRecord[], restoring: ReadonlySet<number> = new Set()): RegionalEndpoint[] {
   return [...dbs]
     .sort((a, b) => a.id - b.id)
     .filter((d) => !d.deleting)
-    .flatMap((d) => endpointsOf(d).map((ep) => ({ region: d.region, ep })));
+    .flatMap((d) => endpointsOf(d, restoring.has(d.id)).map((ep) => ({ region: d.region, ep })));
 }

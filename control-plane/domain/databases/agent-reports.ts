@@ -138,6 +138,17 @@ export class AgentReports {
     await this.d.onReported?.();
   }
 
+  /**
+   * A data plane answered a snapshot: databases waiting for their routes may read `active` now
+   * (observer.ts `recheck`); what that changed is said through the hooks, as for a report.
+   */
+  async dataplaneAnswered(): Promise<void> {
+    const outcome = await this.d.observer.recheck();
+    if (outcome.desired) this.d.onDesiredChanged?.();
+    if (outcome.served) this.d.onServedChanged?.();
+    if (outcome.desired) this.d.onStoredChanged?.();
+  }
+
   /** The runtime and engines an agent reports; a report without them keeps what was known. */
   private async recordInventory(id: string, r: AgentReportView): Promise<void> {
     const prev = await this.d.repo.agent(id);

@@ -20,10 +20,12 @@ export interface EndpointRoutes {
  * The one place that decides which member is the primary and where it listens; the data
  * planes' snapshot (push/endpoint-builder.ts) follows it. Today it reads what the database's
  * agent last reported (`members`: address -> "primary" | "failover"). While a restore rewrites
- * the data, no client is let through (as the agent's own proxy did before).
+ * the data (`restoring`: its operation is pending), no client is let through (as the agent's own
+ * proxy did before). The routes open when the restore ends, while the status still reads
+ * `restoring`: it reads `active` once the data planes route there (activation-gate.ts).
  */
-export function endpointRoutes(db: Pick<DatabaseRecord, 'members' | 'status'>): EndpointRoutes {
-  if (db.status === 'restoring') return { secondaries: [] };
+export function endpointRoutes(db: Pick<DatabaseRecord, 'members'>, restoring = false): EndpointRoutes {
+  if (restoring) return { secondaries: [] };
   const entries = Object.entries(db.members).sort(([a], [b]) => a.localeCompare(b));
   const at = (host: string): MemberAddress => ({ host, port: MEMBER_PORT });
   const primary = entries.find(([, role]) => role === 'primary')?.[0];

@@ -9,9 +9,18 @@ import { clusterIncomplete, hostState } from './host-healing.js';
 import { spansAgents } from './placement.js';
 import { IgnoredReports, reportScope } from './report-scope.js';
 import { fencePosition } from './switchover.js';
+import type { ActivationGate } from './activation-gate.js';
 
 /** Actions only the control plane records (it starts that work and completes its event). */
 const controlPlaneActions = new Set(['database_create', 'database_delete', 'database_credentials_reset', 'database_backup_restore', 'database_backup_delete']);
+/**
+ * A held observation is replayed (when a data plane answers) only this long after its report:
+ * an older one may no longer be what the agent sees, and its next heartbeat decides instead.
+ */
+const HELD_FRESH_MS = 10_000;
+/** Most observations held for replay (one per database waiting for its routes). */
+const HELD_MAX = 10_000;
+
 /** Actions the agent may start on its own (auto backups, window patches, rebuilds). */
 const agentOrOwnActions = new Set(['database_backup_create', 'database_update']);
 
@@ -63,9 +72,18 @@ export interface ReportOutcome {
 
 export class DatabaseObserver {
   private readonly ignored: IgnoredReports;
+  /**
+   * Databases whose agent reported them ready while the data planes had not applied their
+   * routes: the last observation, replayed by `recheck` when a data plane answers.
+   */
+  private readonly held = new Map<number, { agentId: string; view: ObservedDatabaseView; atMs: number }>();
 
   constructor(
-    private readonly d: { repo: DatabaseRepository; events: EventService; service: DatabaseService; clock: Clock; logger: Logger },
+    private readonly d: {
+      repo: DatabaseRepository; events: EventService; service: DatabaseService; clock: Clock; logger: Logger;
+      /** Says when a database may read `active` (activation-gate.ts); without it, at once. */
+      gate?: ActivationGate;
+    },
   ) {
     this.ignored = new IgnoredReports(d.logger.child({ component: 'database-observer' }));
   }
@@ -91,6 +109,30 @@ export class DatabaseObserver {
       }
       return { desired: changed, served: served.changed };
     });
+  }
+
+  /**
+   * Replays the observations held for want of applied routes (a data plane answered, so they
+   * may be applied now), as their agents' next reports would; older ones wait for those reports.
+   */
+  recheck(): Promise<ReportOutcome> {
+    return this.d.repo.transaction(async () => {
+      const served = { changed: false };
+      let changed = false;
+      for (const [id, h] of [...this.held]) {
+        if (this.d.clock.now() - h.atMs > HELD_FRESH_MS) {
+          this.held.delete(id);
+          continue;
+        }
+        changed = (await this.observe(h.agentId, h.view, served)) || changed;
+      }
+      return { desired: changed, served: served.changed };
+    });
+  }
+
+  /** Whether `db` may go from another status to `active` now (its routes applied). */
+  private mayActivate(db: DatabaseRecord, members: Record<string, string>): Promise<boolean> {
+    return this.d.gate?.mayActivate({ ...db, members }) ?? Promise.resolve(true);
   }
 
   private async result(agentId: string, r: OperationResultView, observed: Map<number, ObservedDatabaseView>, served: { changed: boolean }): Promise<boolean> {
@@ -121,7 +163,13 @@ export class DatabaseObserver {
       case 'snapshot':
       case 'restore':
       case 'patch':
-        if (['backing_up', 'restoring', 'updating'].includes(db.status)) patch.status = settle(obs?.status);
+        if (['backing_up', 'restoring', 'updating'].includes(db.status)) {
+          const next = settle(obs?.status);
+          // Active only once the data planes route to it; until then its next report settles it.
+          // A restore's end opens its routes either way: a data-plane round must follow.
+          if (next !== 'active' || await this.mayActivate(db, db.members)) patch.status = next;
+          else served.changed = true;
+        }
         break;
       case 'resetCredentials':
         if (r.ok && db.nextPassword) Object.assign(patch, { rootPassword: db.nextPassword, nextPassword: null });
@@ -177,8 +225,22 @@ export class DatabaseObserver {
         if (!error && seeding.length > 0) error = `Member ${seeding.join(', ')} is being seeded on a new host: until it has caught up with the primary, the other members alone hold the data.`;
       }
     }
-    const t = nextStatus(db, { ...o, status, error }, opPending);
+    let t = nextStatus(db, { ...o, status, error }, opPending);
     const patch: Partial<DatabaseRecord> = {};
+    // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
+    if (!spansAgents(placements) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
+    // `active` means a client is served (docs/databases.md, "When a database is active"): the
+    // status stays as it was until the data planes apply the routes it will have, and this
+    // observation is kept to be replayed when one of them answers.
+    const fresh = this.held.get(db.id)?.view === o ? this.held.get(db.id)!.atMs : this.d.clock.now();
+    this.held.delete(db.id);
+    if (t.status === 'active' && db.status !== 'active' && !(await this.mayActivate(db, patch.members ?? db.members))) {
+      t = { status: db.status };
+      this.held.set(db.id, { agentId, view: o, atMs: fresh });
+      // A round records the routes' version (push/route-acks.ts) even when nothing else changed.
+      served.changed = true;
+      if (this.held.size > HELD_MAX) this.held.delete(this.held.keys().next().value!);
+    }
     if (t.status !== db.status) {
       patch.status = t.status;
       patch.updated = this.now();
@@ -197,8 +259,6 @@ export class DatabaseObserver {
       // The real service fills in a maintenance day once the database is up; ours is Sunday.
       if (db.updates.day_of_week === null) patch.updates = { ...db.updates, day_of_week: 7 };
     }
-    // A cluster spread over agents has its members assembled by the failover coordinator (one agent sees only its own).
-    if (!spansAgents(placements) && JSON.stringify(o.members) !== JSON.stringify(db.members)) patch.members = o.members;
     if (o.caCertPem && o.caCertPem !== db.caCert) patch.caCert = o.caCertPem;
     if (o.usedDiskMb !== db.usedDiskMb && (o.usedDiskMb > 0 || db.usedDiskMb !== null)) patch.usedDiskMb = o.usedDiskMb;
     if (!!o.patchPending !== db.patchPending) patch.patchPending = !!o.patchPending;

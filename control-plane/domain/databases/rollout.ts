@@ -11,6 +11,7 @@ import { hostState } from './host-rules.js';
 import { startPatchRollout, windowPatchDue } from './patch-rollout.js';
 import { switchoverTarget, type Switchover, type SwitchoverTarget } from './switchover.js';
 import type { AgentRecord, DatabaseRecord, MemberPlacement, MemberReport, OperationRecord } from './model.js';
+import type { ActivationGate } from './activation-gate.js';
 
 /**
  * How long one member's restart may take, from the operation stored to its agent's answer: a
@@ -86,6 +87,8 @@ export interface RolloutDeps {
   logger: Logger;
   switchover: Switchover;
   registry?: Registry;
+  /** Says when the database may read `active` again (activation-gate.ts); without it, at once. */
+  gate?: ActivationGate;
   /** The store changed (an operation, a status): push to the agents and data planes. */
   onChange: () => void;
 }
@@ -268,6 +271,13 @@ export class Rollout {
 
   /** Every member runs the new spec: the rollout and the update's events end, the database is active. */
   private async finish(db: DatabaseRecord, op: OperationRecord): Promise<void> {
+    // The switchover moved hosts.primary: `active` waits until the data planes route there (the
+    // gate bounds the wait).
+    for (;;) {
+      const now = await this.d.repo.get(db.id);
+      if (!now || now.deleting || !this.d.gate || (await this.d.gate.mayActivate(now))) break;
+      await this.d.clock.sleep(POLL_MS);
+    }
     await this.d.repo.transaction(async () => {
       const now = await this.d.repo.get(db.id);
       await this.d.repo.finishOperation(op.id, 'done', null);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { startControlPlane, type ControlPlane } from '../../../control-plane/main.js';
-import { startDataplane, type Dataplane } from '../../../dataplane/main.js';
+import { startDataplane, type Dataplane, type DataplaneOptions } from '../../../dataplane/main.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { createDockerRuntime } from '../../../agent/runtime/docker-runtime.js';
@@ -52,7 +52,15 @@ const OUTPUT_KEPT = 400_000;
  */
 export const ownOctet = (): Promise<OctetClaim> => claimOctet(100, 249);
 
-export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process'): Promise<DbLab> {
+/**
+ * `dataplane`: options for the data plane (its workers, for one: `workers` > 1 forks worker
+ * processes of `fulcrum dataplane`, which a test may stop; this process stays their primary).
+ */
+export interface DbLabOptions {
+  dataplane?: Pick<DataplaneOptions, 'workers' | 'workerApplyTimeoutMs' | 'workerHeartbeat'>;
+}
+
+export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'process', opts: DbLabOptions = {}): Promise<DbLab> {
   const stateDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-cp-`));
   const agentDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-agent-`));
   const dpDir = mkdtempSync(join(tmpdir(), `fulcrum-${name}-dp-`));
@@ -68,7 +76,7 @@ export async function startDbLab(name: string, runtimeKind: RuntimeKind = 'proce
   const agentId = `e2e-${name}-${octet}`;
   await enrolHost(cp, dpDir, 'dataplane', `${agentId}-dp`, 'us-east');
   const dataplane = await startDataplane({
-    controlPlane: cp.grpcAddress, stateDir: dpDir, logger: silentLogger(), endpointSource: `127.76.${octet}.1`, telemetryIntervalMs: 500,
+    controlPlane: cp.grpcAddress, stateDir: dpDir, logger: silentLogger(), endpointSource: `127.76.${octet}.1`, telemetryIntervalMs: 500, ...opts.dataplane,
   });
   let child: ChildProcess | undefined;
   let out = '';

@@ -8,7 +8,6 @@ import { createProxyEngine, type ProxyEngine } from '../../../dataplane/engine.j
 import type { SnapshotInput } from '../../../dataplane/config/validate.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { endpointsOf } from '../../../control-plane/push/endpoint-builder.js';
-import type { DatabaseStatus } from '../../../control-plane/domain/databases/model.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 import type { ObservedDatabase__Output } from '../../../proto/gen/fulcrum/v1/ObservedDatabase.js';
 
@@ -31,8 +30,8 @@ export class DriverDataplane {
       const o = reported(id);
       return endpointsOf({
         id, hostPrimary: d.hostPrimary ?? '', hostSecondary: d.hostSecondary ?? '', port: d.port ?? 3306, allowList: d.allowList ?? [],
-        sslConnection: !!d.sslConnection, members: o?.members ?? {}, status: (o?.status ?? 'provisioning') as DatabaseStatus,
-      });
+        sslConnection: !!d.sslConnection, members: o?.members ?? {},
+      }, o?.status === 'restoring');
     });
     const key = JSON.stringify(eps);
     if (key === this.applied) return;

@@ -7,20 +7,20 @@ import { proxyNetworks, sameNetworks } from '../../../agent/database/endpoints.j
 
 describe('endpointRoutes (which member is the primary and where it listens)', () => {
   it('routes hosts.primary to the reported primary and hosts.secondary to the replicas', () => {
-    const r = endpointRoutes({ status: 'active', members: { '10.0.0.3': 'failover', '10.0.0.1': 'primary', '10.0.0.2': 'failover' } });
+    const r = endpointRoutes({ members: { '10.0.0.3': 'failover', '10.0.0.1': 'primary', '10.0.0.2': 'failover' } });
     expect(r.primary).toEqual({ host: '10.0.0.1', port: 3306 });
     expect(r.secondaries).toEqual([{ host: '10.0.0.2', port: 3306 }, { host: '10.0.0.3', port: 3306 }]);
   });
   it('without replicas hosts.secondary leads to the primary; without a primary nothing is routed', () => {
-    expect(endpointRoutes({ status: 'active', members: { '10.0.0.1': 'primary' } }).secondaries).toEqual([{ host: '10.0.0.1', port: 3306 }]);
-    expect(endpointRoutes({ status: 'provisioning', members: {} })).toEqual({ secondaries: [] });
-    expect(endpointRoutes({ status: 'degraded', members: { '10.0.0.2': 'failover' } })).toEqual({ secondaries: [] });
+    expect(endpointRoutes({ members: { '10.0.0.1': 'primary' } }).secondaries).toEqual([{ host: '10.0.0.1', port: 3306 }]);
+    expect(endpointRoutes({ members: {} })).toEqual({ secondaries: [] });
+    expect(endpointRoutes({ members: { '10.0.0.2': 'failover' } })).toEqual({ secondaries: [] });
   });
   it('routes nobody while a restore rewrites the data', () => {
-    expect(endpointRoutes({ status: 'restoring', members: { '10.0.0.1': 'primary' } })).toEqual({ secondaries: [] });
+    expect(endpointRoutes({ members: { '10.0.0.1': 'primary' } }, true)).toEqual({ secondaries: [] });
   });
   it('builds both endpoints with the allow_list and the TLS rule', () => {
-    const eps = endpointsOf({ id: 7, hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, allowList: ['10.0.0.0/8'], sslConnection: true, status: 'active', members: { '127.79.0.1': 'primary' } });
+    const eps = endpointsOf({ id: 7, hostPrimary: '127.78.0.1', hostSecondary: '127.78.0.2', port: 3306, allowList: ['10.0.0.0/8'], sslConnection: true, members: { '127.79.0.1': 'primary' } });
     expect(eps).toEqual([
       { databaseId: 7, role: 'primary', address: '127.78.0.1', port: 3306, allowList: ['10.0.0.0/8'], requireTls: true, targets: [{ host: '127.79.0.1', port: 3306 }] },
       { databaseId: 7, role: 'secondary', address: '127.78.0.2', port: 3306, allowList: ['10.0.0.0/8'], requireTls: true, targets: [{ host: '127.79.0.1', port: 3306 }] },
