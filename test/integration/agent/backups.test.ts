@@ -3,7 +3,7 @@
  * Issue 8, agent side, 1 node: snapshot then restore (rows after the snapshot gone, rows and
  * accounts before it back, linroot keeps its current password), a corrupted backup refused
  * with the data kept, the 3-snapshot limit, and auto backups at 00:00 UTC of an injected clock
- * keeping the newest 7.
+ * keeping the newest 7; accounts and a schema changed between a backup's reads and its snapshot.
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
