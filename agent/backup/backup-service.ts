@@ -4,17 +4,14 @@ import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/logger.js';
 import type { BackupInfo } from '../../proto/gen/fulcrum/v1/BackupInfo.js';
 import type { DatabaseController } from '../database/controller.js';
-import { clientError, customerAccountsSql, customerSchemas } from '../mysql/customer-data.js';
 import { gtidCurrentPos, waitForGtid } from '../mysql/replication.js';
 import { withAdmin } from '../mysql/admin.js';
 import type { ContainerRuntime } from '../runtime/container-runtime.js';
 import type { BackupManifest, BackupStorage } from './backup-storage.js';
 import { assertLoadable, loadBackup } from './load-backup.js';
-import { BACKUP_CIPHER, FRAME_BYTES } from './backup-crypto.js';
-import { formatOf, STORE_ZSTD_LEVEL } from './store-codec.js';
 import { databaseKey } from './backup-key.js';
 import { takePhysical } from './physical-backup.js';
-import { sealedWriter } from './sealed-writer.js';
+import { writeDump } from './dump-backup.js';
 import { snapshotGtidTap } from './snapshot-gtid.js';
 import { applyState, updateState } from '../database/state.js';
 
@@ -23,8 +20,6 @@ export type BackupDatabase = Pick<DatabaseController,
   'id' | 'state' | 'desired' | 'clusterSize' | 'healthyReplicas' | 'nodeName' | 'adminTarget' | 'save' | 'emit'
   | 'syncAccounts' | 'runExclusive' | 'observe' | 'syncEndpoints' | 'deleted'>;
 
-const DUMP_FILE = 'dump.sql.zst';
-const ENCRYPTED_FILE = 'dump.sql.zst.aes';
 /** Backup id reserved for a restore's safety copy (customer backups count from 1). */
 const SAFETY_ID = 0;
 /** Hidden base backups (agent/binlog) take ids from here on. */
@@ -82,69 +77,14 @@ export function createBackupService(opts: { storage: BackupStorage; runtime: Con
    */
   const encryptsFor = (c: BackupDatabase) => opts.encryptAll === true || c.desired?.encrypted === true;
 
-  async function usersSql(c: BackupDatabase, node: number): Promise<string> {
-    return withAdmin(await c.adminTarget(node), (x) => customerAccountsSql(x));
-  }
-
-  /**
-   * Writes backup `id` of database c from `node`: accounts then mariadb-dump, gzip, encrypted
-   * when the database is `encrypted`, hashed as stored, manifest last.
-   */
+  /** Writes backup `id` of database c from `node` (dump-backup.ts) and lists it. */
   async function dump(c: BackupDatabase, id: number, node: number, meta: Pick<BackupManifest, 'label' | 'type' | 'createdMs'>, signal?: AbortSignal): Promise<BackupManifest> {
-    const s = c.state!;
     const started = Date.now();
-    try {
-      const admin = await c.adminTarget(node);
-      const { gtid, databases } = await withAdmin(admin, async (x) => ({
-        gtid: await gtidCurrentPos(x),
-        databases: await customerSchemas(x),
-      }));
-      const encrypted = encryptsFor(c);
-      const file = encrypted ? ENCRYPTED_FILE : DUMP_FILE;
-      signal?.throwIfAborted();
-      const sealed = sealedWriter(await opts.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await databaseKey(c) } : {}) });
-      const input = sealed.input;
-      input.write(await usersSql(c, node));
-      const snapshot = snapshotGtidTap();
-      snapshot.tap.pipe(input);
-      let snapshotGtid = gtid;
-      if (databases.length > 0) {
-        // Schema names are the customer's: after `--` a name such as `--result-file=/path` is a
-        // name, never an option (docs/security/secrets.md).
-        const res = await opts.runtime.exec(
-          c.nodeName(node),
-          ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
-            '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
-          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal },
-        );
-        signal?.throwIfAborted();
-        if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
-      } else {
-        input.end();
-      }
-      const { sizeBytes: size, sha256 } = await sealed.done;
-      if (databases.length > 0) {
-        // Read once every byte has gone through the tap: when the tool exits, its last output
-        // (where the position is) can still wait in the tap's buffer behind a slower compressor.
-        snapshotGtid = snapshot.gtid() ?? '';
-        if (!snapshotGtid) throw new Error('mariadb-dump printed no GTID position');
-      }
-      const manifest: BackupManifest = {
-        id, databaseId: c.id, ...meta, target: node === s.primary ? 'primary' : 'secondary',
-        finishedMs: meta.createdMs + (Date.now() - started), engineVersion: s.running.version, gtidPos: gtid, snapshotGtid,
-        format: formatOf('mariadb-dump', 'zstd', encrypted),
-        ...(encrypted ? { encryption: { scheme: BACKUP_CIPHER, frameBytes: FRAME_BYTES } } : {}),
-        file, sizeBytes: size, sha256, databases,
-      };
-      signal?.throwIfAborted();
-      await opts.storage.commit(manifest);
-      log.info({ database: c.id, backup: id, type: meta.type, bytes: size, encrypted, ms: Date.now() - started, node }, 'backup taken');
-      await refresh(c.id);
-      return manifest;
-    } catch (err) {
-      await opts.storage.remove(c.id, id).catch(() => undefined);
-      throw err;
-    }
+    const encrypted = encryptsFor(c);
+    const manifest = await writeDump({ storage: opts.storage, runtime: opts.runtime }, c, id, node, encrypted, meta, signal);
+    log.info({ database: c.id, backup: id, type: meta.type, bytes: manifest.sizeBytes, encrypted, ms: Date.now() - started, node }, 'backup taken');
+    await refresh(c.id);
+    return manifest;
   }
 
   async function take(c: BackupDatabase, o: TakeOptions): Promise<BackupManifest> {

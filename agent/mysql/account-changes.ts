@@ -79,7 +79,7 @@ export async function accountChangesBetween(c: AdminConnection, from: BinlogPoin
   const logs = (await q(c, 'SHOW BINARY LOGS')).map((r) => String(r.Log_name));
   const first = logs.indexOf(from.file);
   const last = logs.indexOf(to.file);
-  if (first < 0 || last < first) throw new Error(`the primary's binlog no longer holds ${from.file} to ${to.file}`);
+  if (first < 0 || last < first) throw new Error(`the source's binlog no longer holds ${from.file} to ${to.file}`);
   const found: string[] = [];
   for (let i = first; i <= last; i++) {
     const file = logs[i]!;

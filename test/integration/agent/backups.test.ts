@@ -3,14 +3,18 @@
  * Issue 8, agent side, 1 node: snapshot then restore (rows after the snapshot gone, rows and
  * accounts before it back, linroot keeps its current password), a corrupted backup refused
  * with the data kept, the 3-snapshot limit, and auto backups at 00:00 UTC of an injected clock
- * keeping the newest 7.
+ * keeping the newest 7; accounts and a schema changed between a backup's reads and its snapshot.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../lib/clock.js';
 import { detectLocalCatalogue } from '../../../agent/catalogue.js';
+import { BACKUP_ACCOUNT_TRIES } from '../../../agent/backup/dump-backup.js';
 import { createAgentFixture, type AgentFixture } from './agent-fixture.js';
+import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
+import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
+import { silentLogger } from '../../../lib/logger.js';
 import { connectFrom, craftBackup, desiredDb, halfBrokenDump, runOperation, testNet, type Driver } from './control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
@@ -21,9 +25,21 @@ describe('agent: backups and restore (1 node)', () => {
   let db: DesiredDatabase;
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
   const net = testNet('127.78', 24);
+  /** Run each time a backup is about to start mariadb-dump (its reads are done, its snapshot not yet taken). */
+  let beforeDump: (() => Promise<void>) | undefined;
+  /** The agent's process runtime, with an exec that calls beforeDump first. */
+  const hooked = (stateDir: string): ContainerRuntime => {
+    const rt = createProcessRuntime({ root: join(stateDir, 'runtime'), logger: silentLogger() });
+    const w = Object.create(rt) as ContainerRuntime;
+    w.exec = async (name, argv, io) => {
+      if (argv[0] === 'mariadb-dump' && argv.includes('--master-data=2')) await beforeDump?.();
+      return rt.exec(name, argv, io);
+    };
+    return w;
+  };
 
   beforeAll(async () => {
-    fx = await createAgentFixture({ id: 'agent-backups', slot: 24, clock, reconcileIntervalMs: 300 });
+    fx = await createAgentFixture({ id: 'agent-backups', slot: 24, clock, reconcileIntervalMs: 300, extra: () => ({ runtime: hooked(fx.stateDir) }) });
     ({ driver, stateDir } = fx);
     await fx.startAgent();
     const [engine] = await detectLocalCatalogue();
@@ -276,5 +292,66 @@ describe('agent: backups and restore (1 node)', () => {
     } finally {
       await fx.agent!.runtime.exec(c.nodeName(c.state!.primary), ['mariadb', '--user=root', '-e', 'SET GLOBAL local_infile=0'], { env: { MYSQL_PWD: c.state!.adminPassword } });
     }
+  });
+
+  it('accounts and a schema changed between the backup\'s reads and its snapshot are restored as they were at the snapshot', async () => {
+    for (const b of driver.db(11)!.backups.filter((x) => x.type === 'snapshot')) expect(await op({ deleteBackup: { backupId: b.id } })).toMatchObject({ ok: true });
+    const run = async (...stmts: string[]) => {
+      const w = await connect();
+      for (const st of stmts) await w.query(st);
+      await w.end();
+    };
+    await run("CREATE USER 'early'@'%' IDENTIFIED BY 'Early.Pass_1'", "GRANT SELECT ON app.* TO 'early'@'%'", "CREATE USER 'gone'@'%' IDENTIFIED BY 'Gone.Pass_1'");
+    let dumps = 0;
+    beforeDump = async () => {
+      if (dumps++ > 0) return;
+      await run("CREATE USER 'late'@'%' IDENTIFIED BY 'Late.Pass_1'", "GRANT SELECT ON app.* TO 'late'@'%'", "ALTER USER 'early'@'%' IDENTIFIED BY 'Early.Pass_2'",
+        "DROP USER 'gone'@'%'", 'CREATE DATABASE late_db', 'CREATE TABLE late_db.t (id INT PRIMARY KEY)', 'INSERT INTO late_db.t VALUES (7)');
+    };
+    let r: Awaited<ReturnType<typeof op>>;
+    try {
+      r = await op({ snapshot: { label: 'accounts_window', target: 'primary' } });
+    } finally {
+      beforeDump = undefined;
+    }
+    expect(r).toMatchObject({ ok: true, error: '' });
+    await run("DROP USER 'late'@'%'", "ALTER USER 'early'@'%' IDENTIFIED BY 'Early.Pass_3'", 'DROP DATABASE late_db');
+    expect(await op({ restore: { backupId: r.backupId } })).toMatchObject({ ok: true, error: '' });
+    // The accounts of the snapshot's moment: the password changed before it, the account created
+    // before it (with its grant), and not the account dropped before it; the schema created before it.
+    for (const [user, password] of [['early', 'Early.Pass_2'], ['late', 'Late.Pass_1']]) {
+      const u = await connect(user, password);
+      expect(((await u.query('SELECT COUNT(*) AS n FROM app.t'))[0] as any[]).length).toBe(1);
+      await u.end();
+    }
+    await expect(connect('gone', 'Gone.Pass_1')).rejects.toThrow(/Access denied/);
+    const w = await connect();
+    expect(((await w.query('SELECT id FROM late_db.t'))[0] as any[]).map((x) => x.id)).toEqual([7]);
+    await w.end();
+    // The first dump was thrown away: its snapshot came after statements the reads had not seen.
+    expect(dumps).toBe(2);
+  });
+
+  it('a backup whose accounts change at every try fails with the positions, no statement text, and leaves nothing in the store', async () => {
+    const stored = readdirSync(join(stateDir, 'backups', '11')).sort();
+    let dumps = 0;
+    beforeDump = async () => {
+      dumps++;
+      const w = await connect();
+      await w.query("ALTER USER 'early'@'%' IDENTIFIED BY 'Early.Pass_4'");
+      await w.end();
+    };
+    let r: Awaited<ReturnType<typeof op>>;
+    try {
+      r = await op({ snapshot: { label: 'always_changing', target: 'primary' } });
+    } finally {
+      beforeDump = undefined;
+    }
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(/the customer's accounts or schemas changed on node \d between the backup's reading of them and its snapshot, 3 times in a row \(last at [^ ]+:\d+\)/);
+    expect(r.error).not.toMatch(/ALTER|Early/);
+    expect(dumps).toBe(BACKUP_ACCOUNT_TRIES);
+    expect(readdirSync(join(stateDir, 'backups', '11')).sort()).toEqual(stored);
+    expect(driver.db(11)!.backups.some((b) => b.label === 'always_changing')).toBe(false);
   });
 });

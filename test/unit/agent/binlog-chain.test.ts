@@ -105,4 +105,17 @@ describe('fork replay helpers', () => {
     for await (const _ of Readable.from([Buffer.from(dump.slice(0, 70)), Buffer.from(dump.slice(70))]).pipe(tap)) void _;
     expect(gtid()).toBe('0-1-42');
   });
+
+  it('keeps the binlog position of the dump\'s header only once its line is whole, and none that comes after the first schema', async () => {
+    const head = "-- MariaDB dump\n--\n-- Position to start replication or point-in-time recovery from\n--\n\n-- CHANGE MASTER TO MASTER_LOG_FILE='db1-n2-bin.000004', MASTER_LOG_POS=1234;\n\n";
+    const read = async (chunks: string[]) => {
+      const t = snapshotGtidTap();
+      for await (const _ of Readable.from(chunks.map((x) => Buffer.from(x))).pipe(t.tap)) void _;
+      return t.point();
+    };
+    const cut = head.indexOf('1234') + 2;
+    expect(await read([head.slice(0, cut), head.slice(cut)])).toEqual({ file: 'db1-n2-bin.000004', pos: 1234 });
+    // A customer line after the first schema's header is never read as the position.
+    expect(await read(["-- MariaDB dump\n--\n-- Current Database: `app`\n--\n", "-- CHANGE MASTER TO MASTER_LOG_FILE='x', MASTER_LOG_POS=1;\n"])).toBeUndefined();
+  });
 });
