@@ -134,14 +134,19 @@ describe('integration lanes', () => {
     // A /16 named for building addresses in it (`127.117.${i}.1`, '127.63', 127.117.x).
     const wide = (f: string) => new Set([...source(f).replace(/testNet\([^)]*\)/g, '').matchAll(/\b127\.([1-9]\d*)(?=\.\$\{|\.x\b|['`])/g)].map((m) => `127.${m[1]}`));
     const meets = (o: string, block: string) => blocks(o).has(block) || wide(o).has(block.split('.').slice(0, 2).join('.'));
+    // Data, not listened on: the scripted agent (databases/scripted-agent.ts) reports member k of
+    // every database at 127.80.0.k and binds nothing, so the files that read those reports may
+    // name the same addresses.
+    const data = new Set(['127.80.0']);
     for (const f of iConcurrent) {
       const others = all.filter((o) => o !== f);
+      // A file may run several agents (fork-from-store: two), each on a slot no other file uses.
       const mine = slots(f);
-      expect(mine.size, `${f} uses one agent slot`).toBeLessThanOrEqual(1);
       for (const s of mine) expect(others.filter((o) => slots(o).has(s)), `agent slot ${s} of ${f}`).toEqual([]);
-      for (const b of blocks(f)) expect(others.filter((o) => meets(o, b)), `block ${b} of ${f}`).toEqual([]);
+      for (const b of [...blocks(f)].filter((x) => !data.has(x))) expect(others.filter((o) => meets(o, b)), `block ${b} of ${f}`).toEqual([]);
       for (const w of wide(f)) expect(others.filter((o) => wide(o).has(w) || [...blocks(o)].some((b) => b.startsWith(`${w}.`))), `range ${w} of ${f}`).toEqual([]);
     }
-    expect(iConcurrent.filter((f) => slots(f).size === 1).length).toBeGreaterThan(0);
+    expect(iConcurrent.filter((f) => slots(f).size > 0).length).toBeGreaterThan(0);
+    expect(iConcurrent.filter((f) => slots(f).size > 1).length).toBeGreaterThan(0);
   });
 });
