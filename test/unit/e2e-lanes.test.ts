@@ -127,7 +127,9 @@ describe('integration lanes', () => {
 
   it('gives each concurrent file address blocks no other integration file names', () => {
     // Agent files take the 127.76/78/79.<slot> blocks of their slot (agent-fixture.ts, testNet).
-    const slots = (f: string) => new Set([...source(f).matchAll(/\bslot: (\d+)|testNet\('127\.\d+', (\d+)\)/g)].map((m) => Number(m[1] ?? m[2])));
+    // A slot named through a constant (`const SLOT = 31`) counts too: dataplane-endpoint's was
+    // missed that way and shared slot 31 with a concurrent file.
+    const slots = (f: string) => new Set([...source(f).matchAll(/\bslot: (\d+)|testNet\('127\.\d+', (\d+)\)|\bSLOT = (\d+)/g)].map((m) => Number(m[1] ?? m[2] ?? m[3])));
     // A fixed block is a /24 written out (127.a.b.c with a > 0); 127.0.x.y are client source
     // addresses and data, never listened on with a fixed port (checked above).
     const blocks = (f: string) => new Set([...source(f).matchAll(/\b127\.([1-9]\d*)\.(\d+)\.\d+/g)].map((m) => `127.${m[1]}.${m[2]}`));
