@@ -127,21 +127,28 @@ describe('integration lanes', () => {
 
   it('gives each concurrent file address blocks no other integration file names', () => {
     // Agent files take the 127.76/78/79.<slot> blocks of their slot (agent-fixture.ts, testNet).
-    const slots = (f: string) => new Set([...source(f).matchAll(/\bslot: (\d+)|testNet\('127\.\d+', (\d+)\)/g)].map((m) => Number(m[1] ?? m[2])));
+    // A slot named through a constant (`const SLOT = 31`) counts too: dataplane-endpoint's was
+    // missed that way and shared slot 31 with a concurrent file.
+    const slots = (f: string) => new Set([...source(f).matchAll(/\bslot: (\d+)|testNet\('127\.\d+', (\d+)\)|\bSLOT = (\d+)/g)].map((m) => Number(m[1] ?? m[2] ?? m[3])));
     // A fixed block is a /24 written out (127.a.b.c with a > 0); 127.0.x.y are client source
     // addresses and data, never listened on with a fixed port (checked above).
     const blocks = (f: string) => new Set([...source(f).matchAll(/\b127\.([1-9]\d*)\.(\d+)\.\d+/g)].map((m) => `127.${m[1]}.${m[2]}`));
     // A /16 named for building addresses in it (`127.117.${i}.1`, '127.63', 127.117.x).
     const wide = (f: string) => new Set([...source(f).replace(/testNet\([^)]*\)/g, '').matchAll(/\b127\.([1-9]\d*)(?=\.\$\{|\.x\b|['`])/g)].map((m) => `127.${m[1]}`));
     const meets = (o: string, block: string) => blocks(o).has(block) || wide(o).has(block.split('.').slice(0, 2).join('.'));
+    // Data, not listened on: the scripted agent (databases/scripted-agent.ts) reports member k of
+    // every database at 127.80.0.k and binds nothing, so the files that read those reports may
+    // name the same addresses.
+    const data = new Set(['127.80.0']);
     for (const f of iConcurrent) {
       const others = all.filter((o) => o !== f);
+      // A file may run several agents (fork-from-store: two), each on a slot no other file uses.
       const mine = slots(f);
-      expect(mine.size, `${f} uses one agent slot`).toBeLessThanOrEqual(1);
       for (const s of mine) expect(others.filter((o) => slots(o).has(s)), `agent slot ${s} of ${f}`).toEqual([]);
-      for (const b of blocks(f)) expect(others.filter((o) => meets(o, b)), `block ${b} of ${f}`).toEqual([]);
+      for (const b of [...blocks(f)].filter((x) => !data.has(x))) expect(others.filter((o) => meets(o, b)), `block ${b} of ${f}`).toEqual([]);
       for (const w of wide(f)) expect(others.filter((o) => wide(o).has(w) || [...blocks(o)].some((b) => b.startsWith(`${w}.`))), `range ${w} of ${f}`).toEqual([]);
     }
-    expect(iConcurrent.filter((f) => slots(f).size === 1).length).toBeGreaterThan(0);
+    expect(iConcurrent.filter((f) => slots(f).size > 0).length).toBeGreaterThan(0);
+    expect(iConcurrent.filter((f) => slots(f).size > 1).length).toBeGreaterThan(0);
   });
 });

@@ -1,4 +1,5 @@
-// e2e-lane: concurrent (startDbLab: port 0, its own 127.76/78/79 blocks, temp folders, containers named from its own agent).
+// Serial e2e lane (no marker) though it would be safe beside others (startDbLab: port 0, its own 127.76/78/79 blocks, temp folders, containers named from its own agent):
+// about a minute, moved out of the concurrent lane to even out the two lanes' lengths (docs/testing.md).
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

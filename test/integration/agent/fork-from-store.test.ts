@@ -1,4 +1,4 @@
-// Serial integration lane (no marker): two agent-fixture slots (38 and 39), one per agent, and startObjectStore on 127.83.38.1; a concurrent file may use only one slot (docs/testing.md).
+// integration-lane: concurrent (agent-fixture slots 38 and 39, one per agent: their own 127.76/78/79.38 and .39 blocks, port 0, temp folders; startObjectStore on 127.83.38.1 with free ports; client source addresses only as local ends).
 /**
  * A fork built on another agent from the shared object store (docs/databases.md, "Fork to a point
  * in time"; docs/agent.md, "Backup store"): two agents on one real S3-compatible store (Swift +

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (startApi on port 0 with a temp state folder; in-process scripted agents and scripted agent processes that bind nothing; the members' 127.80.0.x addresses only as data).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

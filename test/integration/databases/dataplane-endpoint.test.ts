@@ -16,7 +16,9 @@ import { createAgentFixture, type AgentFixture } from '../agent/agent-fixture.js
 import { connectFrom, desiredDb, type Driver } from '../agent/control-plane-driver.js';
 import type { DesiredDatabase } from '../../../proto/gen/fulcrum/v1/DesiredDatabase.js';
 
-const SLOT = 31;
+// Serial lane. Slot 29 is physical-base-writes', which runs alone after both lanes, so the two
+// never run at once; slot 31 was fork-after-failover's, a concurrent file that could run beside it.
+const SLOT = 29;
 
 describe('database endpoints on a data plane (real mariadbd, process runtime)', () => {
   let fx: AgentFixture;

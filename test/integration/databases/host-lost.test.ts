@@ -1,3 +1,4 @@
+// integration-lane: concurrent (startApi on port 0 with a temp state folder and in-process scripted agents that bind nothing; addresses only as data).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type ApiHarness } from '../../helpers/api-harness.js';
 import { X509Certificate } from 'node:crypto';

@@ -1,3 +1,4 @@
+// integration-lane: concurrent (usePgReplicas: its own PostgreSQL on a free port and temp folders, control-plane replicas on port 0, scripted agents that bind nothing; addresses only as data).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ControlPlane } from '../../../control-plane/main.js';
 import { api } from '../../helpers/lab.js';
