@@ -4,10 +4,11 @@
  * the `fulcrum dataplane` command, configured over gRPC. NodeBalancers are created through the
  * REST API, exactly as a user would.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
+import type { RunningAgent } from '../../agent/main.js';
 import { withDataplaneHeapFlags } from '../../lib/node-flags.js';
 import { silentLogger } from '../../lib/logger.js';
 import { GiveUp, startProcess, waitFor, type Spawned } from './processes.js';
@@ -108,4 +109,19 @@ export async function waitForApplied(cp: ControlPlane, api: Api, dataplaneId: st
     const want = await currentConfigVersion(cp);
     return dp?.connected && want > 0 && dp.versionApplied >= want ? (dp.versionApplied as number) : undefined;
   }, timeoutMs, 25);
+}
+
+/**
+ * Stops what a database bench part started, in the order that leaves nothing behind: the agent,
+ * then its nodes with their data (mariadbd processes in sessions of their own and containers
+ * outlive the bench otherwise), then the control plane, then the parts' folders.
+ */
+export async function stopAgentAndControlPlane(started: { cp?: ControlPlane; agent?: RunningAgent }, folders: string[]): Promise<void> {
+  const { cp, agent } = started;
+  if (agent) {
+    await agent.close();
+    for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
+  }
+  await cp?.close();
+  for (const f of folders) rmSync(f, { recursive: true, force: true, maxRetries: 3 });
 }

@@ -19,7 +19,7 @@ import { pino } from 'pino';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
 import { startAgent, type RunningAgent } from '../../agent/main.js';
 import { createLogger, silentLogger } from '../../lib/logger.js';
-import { apiClient } from '../common/fulcrum.js';
+import { apiClient, stopAgentAndControlPlane } from '../common/fulcrum.js';
 import { onStop } from '../common/stops.js';
 import { bytesAfter, PHYSICAL_REFRESH_BYTES } from '../../agent/binlog/archiver.js';
 import { gtidLe } from '../../agent/binlog/chain.js';
@@ -128,15 +128,9 @@ export async function measureForks(runtime: 'process' | 'docker', sizesMb: numbe
   // The finally below and a signal (bench/common/stops.ts) run this same stop, once: the agent's
   // mariadbd processes (sessions of their own) or containers outlive the bench otherwise.
   const stop = onStop(`the ${runtime} agent's nodes, the control plane and their folders (fork part)`, async () => {
-    const { cp, agent } = started;
+    const parts = started;
     started = {};
-    if (agent) {
-      await agent.close();
-      for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
-    }
-    await cp?.close();
-    rmSync(cpDir, { recursive: true, force: true, maxRetries: 3 });
-    rmSync(agentDir, { recursive: true, force: true, maxRetries: 3 });
+    await stopAgentAndControlPlane(parts, [cpDir, agentDir]);
     // Kept only when there is something to read.
     if (!existsSync(agentLog) || statSync(agentLog).size === 0) rmSync(logDir, { recursive: true, force: true });
     else console.log(`bench/provision fork: the agent logged warnings: ${agentLog}`);

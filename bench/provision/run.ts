@@ -18,14 +18,14 @@
  * binlog-like stream, before and after zstd and 1 MiB frames.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { startControlPlane, type ControlPlane } from '../../control-plane/main.js';
 import { startAgent, type RunningAgent } from '../../agent/main.js';
 import { silentLogger } from '../../lib/logger.js';
-import { apiClient, repoRoot } from '../common/fulcrum.js';
+import { apiClient, repoRoot, stopAgentAndControlPlane } from '../common/fulcrum.js';
 import { fmt, median, table } from '../common/stats.js';
 import { measureForks, type ForkSample } from './fork.js';
 import { measureStore, type StoreFigure } from './store.js';
@@ -78,15 +78,9 @@ async function measure(runtime: 'process' | 'docker', clusterSize: 1 | 3): Promi
   // The finally below and a signal (bench/common/stops.ts) run this same stop, once: the agent's
   // mariadbd processes (sessions of their own) or containers outlive the bench otherwise.
   const stop = onStop(`the ${runtime} agent's nodes, the control plane and their folders`, async () => {
-    const { cp, agent } = started;
+    const parts = started;
     started = {};
-    if (agent) {
-      await agent.close();
-      for (const n of await agent.runtime.list({})) await agent.runtime.remove(n.name, { withData: true });
-    }
-    await cp?.close();
-    rmSync(cpDir, { recursive: true, force: true, maxRetries: 3 });
-    rmSync(agentDir, { recursive: true, force: true, maxRetries: 3 });
+    await stopAgentAndControlPlane(parts, [cpDir, agentDir]);
   });
   const cp = (started.cp = await startControlPlane({ stateDir: cpDir, apiPort: 0, grpcPort: 0, databasePool: `127.78.${octet}.0/24`, logger: silentLogger() }));
   const joinToken = (await cp.context.fleet.createJoinToken({ role: 'agent', id: `bench-${runtime}`, region: '*' })).token;
