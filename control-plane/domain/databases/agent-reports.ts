@@ -134,7 +134,10 @@ export class AgentReports {
     const moved = (await this.d.failover?.record(agentId, r.nodes)) ?? false;
     if (moved || outcome.desired) this.d.onDesiredChanged?.();
     if (outcome.served) this.d.onServedChanged?.();
-    if (moved || outcome.desired) this.d.onStoredChanged?.();
+    // What the data planes serve is read from the store: a change of it alone (members written
+    // while `active` waits for the routes) must reach the other replicas' data planes as well, or
+    // a database waiting on a data plane connected to another replica waits the whole bound.
+    if (moved || outcome.desired || outcome.served) this.d.onStoredChanged?.();
     await this.d.onReported?.();
   }
 
@@ -146,7 +149,7 @@ export class AgentReports {
     const outcome = await this.d.observer.recheck();
     if (outcome.desired) this.d.onDesiredChanged?.();
     if (outcome.served) this.d.onServedChanged?.();
-    if (outcome.desired) this.d.onStoredChanged?.();
+    if (outcome.desired || outcome.served) this.d.onStoredChanged?.();
   }
 
   /** The runtime and engines an agent reports; a report without them keeps what was known. */

@@ -120,7 +120,8 @@ export function startScriptedAgent(target: string, opts: { id?: string; region?:
   });
   call.on('error', () => undefined);
   report();
-  const heartbeat = opts.membersAcrossHosts ? setInterval(report, opts.heartbeatMs ?? 1000) : undefined;
+  // A real agent reports every few seconds whatever its kind: a test that needs that asks for it.
+  const heartbeat = opts.membersAcrossHosts || opts.heartbeatMs !== undefined ? setInterval(report, opts.heartbeatMs ?? 1000) : undefined;
 
   return {
     desired: () => latest,

@@ -73,7 +73,10 @@ describe('control-plane replicas on one PostgreSQL store', () => {
   }, 60_000);
 
   it('a database created through replica A reaches an agent on replica B, and what B\'s agent reports reaches data planes on A', async () => {
-    const agent = startScriptedAgent(b!.grpcAddress, { id: 'harp-agent', region: 'us-east' });
+    // Reporting every 3 s as a real agent does: `active` waits for the data planes of both
+    // replicas to apply the routes (docs/databases.md, "When a database is active"), and replica B
+    // learns of replica A's data plane's ACK from the store at its agent's next report.
+    const agent = startScriptedAgent(b!.grpcAddress, { id: 'harp-agent', region: 'us-east', heartbeatMs: 3000 });
     const onA = dataplane(a!.grpcAddress, 'harp-dp-db-a');
     const onB = dataplane(b!.grpcAddress, 'harp-dp-db-b');
     try {
