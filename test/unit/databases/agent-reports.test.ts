@@ -68,10 +68,11 @@ describe('AgentReports (SQLite store)', () => {
     await reports.apply('a', report(row.id, 'active', { '127.79.1.1': 'primary' }));
     expect(calls).toEqual({ desired: 1, served: 1, stored: 1, reported: 2 });
 
-    // Only the members moved: the endpoints lead elsewhere, so the data planes get a round.
+    // Only the members moved: the endpoints lead elsewhere, so the data planes get a round, here
+    // and on the other replicas (their data planes build from the store too).
     await reports.apply('a', report(row.id, 'active', { '127.79.1.2': 'primary' }));
     expect((await repo.get(row.id))?.members).toEqual({ '127.79.1.2': 'primary' });
-    expect(calls).toEqual({ desired: 1, served: 2, stored: 1, reported: 3 });
+    expect(calls).toEqual({ desired: 1, served: 2, stored: 2, reported: 3 });
   });
 
   it('records the inventory an agent reports and keeps it when a report says none', async () => {
