@@ -42,7 +42,7 @@ export interface TakeOptions {
 }
 
 /**
- * Logical backups and restores (docs/agent.md §6). A backup is one gzip stream: the
+ * Logical backups and restores (docs/agent.md §6). A backup is one zstd stream (gzip in older ones, still read): the
  * customer's accounts (rows of the privilege tables, every value quoted by the driver:
  * customer-data.ts customerAccountsSql) followed by a
  * `mariadb-dump --single-transaction --routines --triggers --events` of every customer schema;
