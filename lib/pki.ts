@@ -60,17 +60,20 @@ export function caPin(caPem: string): string {
  * is a socket, which openssl cannot open by name, so `cat` passes the key on through a pipe.
  */
 export function openssl(args: string[], files: Record<string, string> = {}, key?: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'fulcrum-pki-'));
-  chmodSync(dir, 0o700);
+  // Without files (a host's CSR at join) no folder is made: a process killed during the call
+  // (its host stopped while joining) cannot run the finally, and left an empty folder behind.
+  const dir = Object.keys(files).length === 0 ? undefined : mkdtempSync(join(tmpdir(), 'fulcrum-pki-'));
+  if (dir) chmodSync(dir, 0o700);
+  const cwd = dir ?? '/';
   try {
-    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o600 });
-    if (key === undefined) return execFileSync('openssl', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return execFileSync('/bin/sh', ['-c', 'cat | exec openssl "$@"', 'openssl', ...args], { cwd: dir, encoding: 'utf8', input: key, stdio: ['pipe', 'pipe', 'pipe'] });
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(cwd, name), content, { mode: 0o600 });
+    if (key === undefined) return execFileSync('openssl', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('/bin/sh', ['-c', 'cat | exec openssl "$@"', 'openssl', ...args], { cwd, encoding: 'utf8', input: key, stdio: ['pipe', 'pipe', 'pipe'] });
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr ?? '';
     throw new Error(`openssl ${args[0]} failed: ${stderr.trim() || (err as Error).message}`, { cause: err });
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }
 }
 
