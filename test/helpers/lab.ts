@@ -112,8 +112,8 @@ export const testRateLimitFlags = ['--api-rate-limit', String(testRateLimits.per
   '--api-stats-rate-limit', String(testRateLimits.stats)];
 
 /**
- * Starts `fulcrum lab` in a fresh (or given) state folder and waits for lab.json: on random ports,
- * or on `apiPort` and the two after it (gRPC, bootstrap).
+ * Starts `fulcrum lab` in a fresh (or given) state folder and waits for lab.json and its banner:
+ * on random ports, or on `apiPort` and the two after it (gRPC, bootstrap).
  */
 export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 'docker'; apiPort?: number } = {}): Promise<RunningLab> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'fulcrum-lab-'));
@@ -130,6 +130,13 @@ export async function startLab(opts: { stateDir?: string; runtime?: 'process' | 
       return undefined;
     }
   }, 90_000, 100);
+  // The lab writes lab.json just before its banner, and the banner reaches us through a pipe: a
+  // test that reads the banner's export lines right after lab.json could see nothing yet (a CI run
+  // did, on a loaded host).
+  await until('the lab banner', () => {
+    if (proc.exitCode !== null) throw new Error(`lab exited early: ${out}`);
+    return out.includes('Press Ctrl-C to stop.');
+  }, 30_000, 50);
   return {
     info,
     proc,
