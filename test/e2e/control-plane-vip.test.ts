@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, runFulcrum, testRateLimitFlags, until } from '../helpers/lab.js';
-import { createHosts, leftovers, watch, type Host, type HostNet, type HostProcess } from '../helpers/hosts.js';
+import { createHosts, leftovers, printedJson, watch, type Host, type HostNet, type HostProcess } from '../helpers/hosts.js';
 import { startPgCluster, type PgCluster } from '../helpers/postgres.js';
 import { copyReplicaKeys } from '../helpers/replica-procs.js';
 
@@ -69,7 +69,7 @@ once();
 `;
 
 function probes(p: HostProcess): Probe[] {
-  return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Probe);
+  return printedJson<Probe>(p);
 }
 
 /** One API call on a new connection (a kept-alive one could still point at the old holder). */

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { api, testRateLimits, until } from '../helpers/lab.js';
-import { createHosts, leftovers, watch, type Host, type HostNet, type HostProcess } from '../helpers/hosts.js';
+import { createHosts, leftovers, printedJson, watch, type Host, type HostNet, type HostProcess } from '../helpers/hosts.js';
 
 // Data planes in pairs (docs/multi-host.md): two data planes of one region on two hosts, the
 // NodeBalancer's address held through keepalived by one of them. During a client loop that opens
@@ -43,7 +43,7 @@ require('http').createServer((req, res) => res.end('hello from ' + name)).listen
 `;
 
 function probes(p: HostProcess): Probe[] {
-  return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Probe);
+  return printedJson<Probe>(p);
 }
 
 /** A data plane's own processes: its primary and its workers, not the keepalived it started. */

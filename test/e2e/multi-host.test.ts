@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from '../helpers/lab.js';
-import { createHosts, leftovers, watch, type Host, type HostNet } from '../helpers/hosts.js';
+import { createHosts, leftovers, printedJson, watch, type Host, type HostNet } from '../helpers/hosts.js';
 import { MYSQL, engineOf, holderOf, listensOn, sixOf, startFleet, waitActive, type Fleet } from '../helpers/fleet-hosts.js';
 import { mysqlClient } from '../helpers/fleet-clients.js';
 
@@ -86,7 +86,7 @@ describe('a fleet on eight hosts', () => {
     const bodies = await until('20 requests from the client host answered', async () => {
       const p = watch(cl.spawn(process.execPath, ['-e', HTTP_CLIENT, vip, '80', '20']));
       await new Promise((ok) => p.proc.once('close', ok));
-      const lines = p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { status: number; body: string });
+      const lines = printedJson<{ status: number; body: string }>(p);
       return lines.length === 20 && lines.every((l) => l.status === 200) ? lines.map((l) => l.body) : undefined;
     }, 60_000, 1000);
     expect(new Set(bodies)).toEqual(new Set(['hello from one', 'hello from two']));

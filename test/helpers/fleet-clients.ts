@@ -4,7 +4,7 @@
  * bench/provision/replace.ts uses them under plain Node.
  */
 import { repoRoot, until } from './lab.js';
-import { watch, type Host, type HostProcess } from './hosts.js';
+import { printedJson, watch, type Host, type HostProcess } from './hosts.js';
 import type { Fleet } from './fleet-hosts.js';
 
 export const MYSQL = '/v4/databases/mysql/instances';
@@ -78,7 +78,7 @@ export function longestPause(list: Attempt[], from: number, to: number): number 
 }
 
 export function attempts(p: HostProcess): Attempt[] {
-  return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Attempt);
+  return printedJson<Attempt>(p);
 }
 
 /** The acknowledged ids of a write loop that are not in fh.t now (read through `client`). */

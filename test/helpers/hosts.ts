@@ -166,6 +166,16 @@ export async function cleanHosts(prefix: string): Promise<void> {
   }
 }
 
+/**
+ * The JSON lines (probes, attempts) a watched process has printed so far. The text after the last
+ * newline is a line still arriving through the pipe and is left for the next call: parsed now, it
+ * would throw on half an object.
+ */
+export function printedJson<T>(p: HostProcess): T[] {
+  const text = p.output();
+  return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as T);
+}
+
 /** Collects a spawned process's output and gives it kill/stop (what `fulcrum()` returns). */
 export function watch(proc: ChildProcess): HostProcess {
   let out = '';
