@@ -1,6 +1,7 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { finished } from 'node:stream/promises';
 import { systemClock } from '../../lib/clock.js';
 import { FulcrumError } from '../../lib/errors.js';
 import { ensureReplicationUser } from '../mysql/accounts.js';
@@ -232,10 +233,19 @@ async function keepErrant(db: RejoinContext, k: number): Promise<void> {
     const first = await withAdmin(await db.adminTarget(k), async (c) => String((await q(c, 'SHOW BINARY LOGS'))[0]?.Log_name ?? ''));
     if (!first) throw new Error('the node has no binlog');
     const out = createWriteStream(file, { mode: 0o600 });
-    out.write(`-- errant transactions of node ${k}: ${e.gtids.join(', ')}; the new primary was at ${e.after}\n`);
-    const from = e.after ? [`--start-position=${e.after}`] : [];
-    const r = await db.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--to-last-log', ...from, '--verbose', first], { stdout: out, env: { MYSQL_PWD: db.state.adminPassword } });
-    if (r.exitCode !== 0) throw new Error(clientError(r.stderr));
+    // Listened from the first write: a failed write (a full disk) is this save's failure, not an
+    // uncaught error that ends the agent; the file is closed however the run ends.
+    const written = finished(out).then(() => undefined, (err: Error) => err);
+    try {
+      out.write(`-- errant transactions of node ${k}: ${e.gtids.join(', ')}; the new primary was at ${e.after}\n`);
+      const from = e.after ? [`--start-position=${e.after}`] : [];
+      const r = await db.runtime.exec(name, ['mariadb-binlog', '--user=root', '--read-from-remote-server', '--to-last-log', ...from, '--verbose', first], { stdout: out, env: { MYSQL_PWD: db.state.adminPassword } });
+      if (r.exitCode !== 0) throw new Error(clientError(r.stderr));
+      const failed = await written;
+      if (failed) throw failed;
+    } finally {
+      out.destroy();
+    }
     db.log.warn({ node: k, file, errant: e.gtids }, 'errant transactions saved');
   } catch (err) {
     db.log.error({ err, node: k, errant: e.gtids }, 'errant transactions could not be saved');

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import { createWriteStream } from 'node:fs';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { frameAt } from './docker-frames.js';
 
 export interface ExecIo {
@@ -50,7 +50,7 @@ export async function dockerExec(
 
   let stdout = '';
   let stderr = '';
-  const sink = opts.stdout ?? (opts.stdoutFd !== undefined ? createWriteStream('', { fd: opts.stdoutFd, autoClose: false }) : undefined);
+  const sink: NodeJS.WritableStream | undefined = opts.stdout ?? (opts.stdoutFd !== undefined ? createWriteStream('', { fd: opts.stdoutFd, autoClose: false }) : undefined);
   const onStdout = (chunk: Buffer): boolean => {
     if (sink) return sink.write(chunk);
     stdout += chunk.toString();
@@ -67,12 +67,28 @@ export async function dockerExec(
   }
 
   const cut = () => stream.destroy();
+  // A sink that fails (a full disk) or that its owner destroyed cuts the program's output, and
+  // the run fails naming why: it would otherwise wait for a drain that never comes, and an
+  // unlistened failure is an uncaught error that ends the agent.
+  let sinkGone: string | undefined;
+  const onSinkError = (err: Error) => {
+    sinkGone = `output failed: ${err.message}`;
+    cut();
+  };
+  const onSinkClose = () => {
+    if ((sink as Writable).writableFinished) return;
+    sinkGone ??= 'output closed before the program finished';
+    cut();
+  };
+  sink?.on('error', onSinkError);
+  sink?.once('close', onSinkClose);
   opts.signal?.addEventListener('abort', cut, { once: true });
   try {
     await demux(stream, onStdout, onStderr, sink);
   } finally {
     opts.signal?.removeEventListener('abort', cut);
   }
+  if (sinkGone) return { exitCode: 1, stdout, stderr: `${stderr}${sinkGone}\n` };
   if (sink) await endSink(sink);
   if (opts.signal?.aborted) return { exitCode: 1, stdout, stderr: `${stderr}cancelled\n` };
 

@@ -305,6 +305,12 @@ export function createProcessRuntime(opts: { root: string; logger: Logger }): Co
       if (io?.stdout && output) {
         const sink = io.stdout as NodeJS.WritableStream & { writableFinished?: boolean };
         output.pipe(sink);
+        // A sink that fails (a full disk) fails the run: the program is stopped and the error
+        // named. Left unlistened, pipe() would rethrow it as an uncaught error that ends the agent.
+        sink.on('error', (err: Error) => {
+          stderr += `output failed: ${err.message}\n`;
+          if (child.exitCode === null) child.kill('SIGTERM');
+        });
         // A consumer that gave up (destroyed its stream) stops the program instead of leaving
         // it blocked on a full pipe.
         sink.once('close', () => {

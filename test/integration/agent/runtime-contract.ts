@@ -186,12 +186,40 @@ export function runtimeContract(adapter: string, makeFixture: () => Promise<Runt
     it('exec stops the program when the caller destroys the output stream', async () => {
       const { PassThrough } = await import('node:stream');
       const sink = new PassThrough();
-      sink.once('data', () => sink.destroy());
+      let outputSeen = false;
+      sink.once('data', () => {
+        outputSeen = true;
+        sink.destroy();
+      });
       const t0 = Date.now();
       // About 100 MB of output: far more than any pipe buffer.
-      const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '-e', "SELECT REPEAT('x', 1000000) FROM seq_1_to_100"], { stdout: sink });
+      const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '-e', "SELECT REPEAT('x', 1000000) FROM contract.seq_1_to_100"], { stdout: sink });
+      // The query ran and printed (a failing query would pass the checks below by itself).
+      expect(outputSeen).toBe(true);
       expect(res.exitCode).not.toBe(0);
       expect(Date.now() - t0).toBeLessThan(15_000);
+    });
+
+    it('exec whose output stream fails (a full disk) fails naming it, and leaves no uncaught error', async () => {
+      const { Writable } = await import('node:stream');
+      // No 'error' listener of the test's own, as with a caller's bare file stream: the runtime's
+      // listener is all there is, and without it the error ends the process.
+      const sink = new Writable({ write: (_c, _e, cb) => cb(Object.assign(new Error('no space left on device'), { code: 'ENOSPC' })) });
+      const t0 = Date.now();
+      const res = await fx.runtime.exec(name, ['mariadb', '--user=root', '--batch', '-e', "SELECT REPEAT('x', 1000000) FROM contract.seq_1_to_100"], { stdout: sink });
+      expect(res.exitCode).not.toBe(0);
+      expect(res.stderr, res.stderr.slice(-300)).toContain('output failed: no space left on device');
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    });
+
+    it('exec into a file that cannot be written (stdoutFd on /dev/full) fails', async () => {
+      const fd = openSync('/dev/full', 'w');
+      try {
+        const res = await fx.runtime.exec(name, ['mariadb-dump', '--user=root', 'contract', 't'], { stdoutFd: fd });
+        expect(res.exitCode).not.toBe(0);
+      } finally {
+        closeSync(fd);
+      }
     });
 
     it('exec stops the program when its signal is aborted (a delete cancelling a backup)', async () => {

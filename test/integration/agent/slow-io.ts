@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
  * be read after it finished).
  */
 export function slowSink(inner: NodeJS.WritableStream, bytesPerS: number, slowNow: () => boolean = () => true): Writable {
-  return new Writable({
+  const sink = new Writable({
     highWaterMark: 16 * 1024,
     write(chunk: Buffer, _enc, cb) {
       inner.write(chunk, (err) => (err ? cb(err) : setTimeout(() => cb(), slowNow() ? (chunk.length * 1000) / bytesPerS : 0)));
@@ -25,6 +25,11 @@ export function slowSink(inner: NodeJS.WritableStream, bytesPerS: number, slowNo
       cb(err);
     },
   });
+  // The wrapped stream's own errors are this one's: a file write still under way when the
+  // caller destroyed this sink ends in ERR_STREAM_DESTROYED on the file stream, which nothing
+  // else listens to, and was an uncaught exception in the test process once in CI.
+  inner.on('error', (err: Error) => sink.destroy(err));
+  return sink;
 }
 
 /** Processes of `program` whose command line names `path` (ours: they run on this test's folder). */
