@@ -60,6 +60,15 @@ export async function writeDump(
       input.write(read.accounts);
       const snapshot = snapshotGtidTap();
       snapshot.tap.pipe(input);
+      // A store that fails (a full disk, the object store refusing) stops the dump, whose output
+      // is then let through to nowhere: the tap would otherwise fill, and the tool (and its exit)
+      // wait on it for good.
+      const storeFailed = new AbortController();
+      sealed.done.catch((err: unknown) => {
+        snapshot.tap.unpipe(input);
+        snapshot.tap.resume();
+        storeFailed.abort(err);
+      });
       let snapshotGtid = gtid;
       let to: BinlogPoint | undefined;
       if (databases.length > 0) {
@@ -69,9 +78,10 @@ export async function writeDump(
           c.nodeName(node),
           ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
             '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
-          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal },
+          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal: signal ? AbortSignal.any([signal, storeFailed.signal]) : storeFailed.signal },
         );
         signal?.throwIfAborted();
+        storeFailed.signal.throwIfAborted();
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
       } else {
         input.end();
