@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger, errForLog, withoutStatementText } from '../../../lib/logger.js';
@@ -40,5 +43,31 @@ describe('withoutStatementText', () => {
     expect(withoutStatementText(sqlThread)).toBe("Error 'Operation ALTER USER failed' on query. Default database: 'app'. Query: '[redacted]'");
     expect(withoutStatementText(driverError().message)).not.toContain('pw-1');
     expect(withoutStatementText('connect ECONNREFUSED 127.0.0.1:3306')).toBe('connect ECONNREFUSED 127.0.0.1:3306');
+  });
+});
+
+describe('a logger whose destination fails', () => {
+  it('says so once and goes on (a full disk: a log file linked to /dev/full), never an error that ends the process', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fulcrum-logger-'));
+    try {
+      const file = join(dir, 'agent.log');
+      symlinkSync('/dev/full', file);
+      const lost: Error[] = [];
+      let said: () => void = () => undefined;
+      const saidOnce = new Promise<void>((resolve) => (said = resolve));
+      const log = createLogger('agent', { destination: file, onLost: (err) => {
+        lost.push(err);
+        said();
+      } });
+      log.info('first');
+      await saidOnce;
+      // The next lines fail too, and are not said again.
+      for (let i = 0; i < 3; i++) log.warn({ i }, 'more');
+      await new Promise<void>((resolve) => log.flush(() => resolve()));
+      expect(lost).toHaveLength(1);
+      expect((lost[0] as NodeJS.ErrnoException).code).toBe('ENOSPC');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
