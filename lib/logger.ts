@@ -72,19 +72,26 @@ export function createLogger(name: string, opts: { level?: string; destination?:
   // logging to a full disk would stop serving its databases for want of a log line.
   const dest = pino.destination(opts.destination ?? 1);
   let said = false;
-  const lost = opts.onLost ?? ((err: Error) => {
-    try {
-      writeSync(2, `${name}: log lines are being lost: ${err.message}\n`);
-    } catch {
-      // stderr fails too: nowhere is left to say it.
-    }
-  });
+  const lost = opts.onLost ?? ((err: Error) => sayOnStderr(`${name}: log lines are being lost: ${err.message}\n`));
   dest.on('error', (err: Error) => {
     if (said) return;
     said = true;
     lost(err);
   });
   return pino(options, dest);
+}
+
+/**
+ * Writes `text` to stderr for an operator, outside the logger (a daemon's stop and reload notes).
+ * A stderr that is gone (a broken pipe: the journal restarted, the lab that read it stopped)
+ * loses the text; process.stderr would emit 'error', and with nothing listening end the process.
+ */
+export function sayOnStderr(text: string): void {
+  try {
+    writeSync(2, text);
+  } catch {
+    // Nowhere is left to say it.
+  }
 }
 
 /** A logger that drops everything, for unit tests. */
