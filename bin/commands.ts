@@ -11,6 +11,7 @@ import { parseFlagsWithConfig } from '../lib/config-file.js';
 import { parseWireTime } from '../lib/clock.js';
 import { isClientIpv6Prefix } from '../lib/client-key.js';
 import { parseCidr } from '../lib/ipv4.js';
+import { sayOnStderr } from '../lib/logger.js';
 import type { ControlPlaneOptions } from '../control-plane/main.js';
 import type { DataplaneOptions } from '../dataplane/main.js';
 import type { StartAgentOptions } from '../agent/main.js';
@@ -28,7 +29,7 @@ function onShutdown(close: () => Promise<void>): void {
     close().then(
       () => process.exit(0),
       (err: Error) => {
-        process.stderr.write(`error while stopping on ${signal}: ${err.message}\n`);
+        sayOnStderr(`error while stopping on ${signal}: ${err.message}\n`);
         process.exit(1);
       },
     );
@@ -195,10 +196,10 @@ export async function runDataplaneCommand(argv: string[]): Promise<void> {
   const reload = (signal: string) => {
     if (reloading) return;
     reloading = true;
-    process.stderr.write(`${signal}: reloading the data plane's workers\n`);
+    sayOnStderr(`${signal}: reloading the data plane's workers\n`);
     dp.reload().then(
-      () => process.stderr.write('reload: new workers serve, the old ones drain\n'),
-      (err: Error) => process.stderr.write(`reload failed: ${err.message}\n`),
+      () => sayOnStderr('reload: new workers serve, the old ones drain\n'),
+      (err: Error) => sayOnStderr(`reload failed: ${err.message}\n`),
     ).finally(() => (reloading = false));
   };
   process.on('SIGHUP', () => reload('SIGHUP'));

@@ -53,15 +53,34 @@ interface Child {
 }
 
 function spawnChild(name: string, args: string[], logDir: string): Child {
-  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a', mode: 0o600 });
   const node = args[0] === 'dataplane' ? withDataplaneHeapFlags(process.execArgv) : process.execArgv;
   const proc = spawn(process.execPath, [...node, process.argv[1]!, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, FULCRUM_LAB: '1' },
   });
+  logOutput(proc, join(logDir, `${name}.log`), name);
+  return { name, proc };
+}
+
+/**
+ * Appends a lab child's stdout and stderr to `file`. A log that cannot be written (a full disk)
+ * is said once on the lab's stderr and the child's output is dropped from then on: an 'error'
+ * with no listener would end the lab, and output no longer read would block the child on a full
+ * pipe.
+ */
+export function logOutput(proc: ChildProcess, file: string, name: string): void {
+  const log = createWriteStream(file, { flags: 'a', mode: 0o600 });
   proc.stdout!.pipe(log);
   proc.stderr!.pipe(log);
-  return { name, proc };
+  // After pipe()'s own listeners (prepended), which unpipe and pause the outputs.
+  let failed = false;
+  log.on('error', (err) => {
+    if (failed) return;
+    failed = true;
+    process.stderr.write(`lab: ${name}'s log ${file} cannot be written (${err.message}); its output is dropped from now on\n`);
+    proc.stdout!.resume();
+    proc.stderr!.resume();
+  });
 }
 
 async function waitFor<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, child: Child, timeoutMs = 60_000): Promise<T> {

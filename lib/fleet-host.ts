@@ -77,6 +77,9 @@ function call<T>(o: CallOptions): Promise<T> {
     }, (res) => {
       let text = '';
       res.setEncoding('utf8');
+      // A connection lost mid-answer (the control plane stopped) ends neither the request nor
+      // the answer: without this the call would wait for the rest for good.
+      res.on('error', (err) => reject(new Error(`the control plane closed the connection mid-answer (${err.message})`)));
       res.on('data', (c: string) => (text += c));
       res.on('end', () => {
         let json: any;

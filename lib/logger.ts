@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { pino, stdSerializers, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger };
@@ -51,7 +52,7 @@ function scrubSerialized(o: Record<string, unknown>): Record<string, unknown> {
  * One root logger per process; components take `root.child({ component })`.
  * Secrets (tokens, passwords, keys) are redacted wherever they appear in a log line.
  */
-export function createLogger(name: string, opts: { level?: string; destination?: number | string | DestinationStream } = {}): Logger {
+export function createLogger(name: string, opts: { level?: string; destination?: number | string | DestinationStream; onLost?: (err: Error) => void } = {}): Logger {
   const options: LoggerOptions = {
     name,
     level: opts.level ?? process.env.FULCRUM_LOG_LEVEL ?? 'info',
@@ -66,8 +67,31 @@ export function createLogger(name: string, opts: { level?: string; destination?:
   };
   // A stream as given (e.g. pino.multistream: warnings to a file, everything to stderr).
   if (typeof opts.destination === 'object') return pino(options, opts.destination);
-  if (opts.destination !== undefined) return pino(options, pino.destination(opts.destination));
-  return pino(options);
+  // stdout unless told otherwise, as pino's default. pino listens to its stream's errors only for
+  // a broken pipe and re-emits any other, which with nothing listening ends the process: an agent
+  // logging to a full disk would stop serving its databases for want of a log line.
+  const dest = pino.destination(opts.destination ?? 1);
+  let said = false;
+  const lost = opts.onLost ?? ((err: Error) => sayOnStderr(`${name}: log lines are being lost: ${err.message}\n`));
+  dest.on('error', (err: Error) => {
+    if (said) return;
+    said = true;
+    lost(err);
+  });
+  return pino(options, dest);
+}
+
+/**
+ * Writes `text` to stderr for an operator, outside the logger (a daemon's stop and reload notes).
+ * A stderr that is gone (a broken pipe: the journal restarted, the lab that read it stopped)
+ * loses the text; process.stderr would emit 'error', and with nothing listening end the process.
+ */
+export function sayOnStderr(text: string): void {
+  try {
+    writeSync(2, text);
+  } catch {
+    // Nowhere is left to say it.
+  }
 }
 
 /** A logger that drops everything, for unit tests. */

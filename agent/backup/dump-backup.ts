@@ -52,11 +52,23 @@ export async function writeDump(
       });
       signal?.throwIfAborted();
       const { gtid, databases } = read;
-      const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await databaseKey(c) } : {}) });
+      // The key first: it may be made and saved, and a store's stream made before that wait
+      // could fail (its file not opened, the object store refusing) with nothing listening.
+      const key = encrypted ? await databaseKey(c) : undefined;
+      const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
       const input = sealed.input;
       input.write(read.accounts);
       const snapshot = snapshotGtidTap();
       snapshot.tap.pipe(input);
+      // A store that fails (a full disk, the object store refusing) stops the dump, whose output
+      // is then let through to nowhere: the tap would otherwise fill, and the tool (and its exit)
+      // wait on it for good.
+      const storeFailed = new AbortController();
+      sealed.done.catch((err: unknown) => {
+        snapshot.tap.unpipe(input);
+        snapshot.tap.resume();
+        storeFailed.abort(err);
+      });
       let snapshotGtid = gtid;
       let to: BinlogPoint | undefined;
       if (databases.length > 0) {
@@ -66,9 +78,10 @@ export async function writeDump(
           c.nodeName(node),
           ['mariadb-dump', '--user=root', '--single-transaction', '--routines', '--triggers', '--events', '--hex-blob',
             '--master-data=2', '--gtid', '--add-drop-database', '--databases', '--', ...databases],
-          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal },
+          { stdout: snapshot.tap, env: { MYSQL_PWD: s.adminPassword }, signal: signal ? AbortSignal.any([signal, storeFailed.signal]) : storeFailed.signal },
         );
         signal?.throwIfAborted();
+        storeFailed.signal.throwIfAborted();
         if (res.exitCode !== 0) throw new Error(`mariadb-dump failed (${res.exitCode}): ${clientError(res.stderr)}`);
       } else {
         input.end();

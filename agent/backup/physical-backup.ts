@@ -193,7 +193,9 @@ export async function takePhysical(
     const snapshotGtid = physicalSnapshotGtid(res.stderr);
     if (snapshotGtid === undefined) throw new Error(`mariadb-backup printed no GTID position: ${backupErrorTail(res.stderr)}`);
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
-    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: PHYSICAL_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await deps.backupKey() } : {}) });
+    // The key before the store's stream, which nothing listens to until sealedWriter (dump-backup.ts).
+    const key = encrypted ? await deps.backupKey() : undefined;
+    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: PHYSICAL_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
     // A stream on the bare descriptor: a FileHandle's own streams with autoClose off keep it
     // referenced, and its close() would then wait forever.
     await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });

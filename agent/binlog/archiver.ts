@@ -149,8 +149,10 @@ export function createArchiver(d: ArchiverDeps) {
     try {
       input = await openOwnedFile(local.path, local.uid);
       const rawBytes = (await input.stat()).size;
+      // The key before the store's stream, which nothing listens to until sealedWriter (dump-backup.ts).
+      const key = encrypted ? await databaseKey(c) : undefined;
       const out = await d.segments.writer(c.id, seq, file);
-      const sealed = sealedWriter(out, { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(encrypted ? { key: await databaseKey(c) } : {}) });
+      const sealed = sealedWriter(out, { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
       await pipeline(input.createReadStream(), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
       signal.throwIfAborted();

@@ -233,7 +233,12 @@ export async function streamBase(
   // pieces on its way to mbstream (1 GB: 5.4 s instead of 9.2 s, docs/performance.md).
   const gunzip = decompressor(o.codec, UNPACK_CHUNK);
   const feeding = (decrypt ? pipeline(src, tap, decrypt, gunzip, feed) : pipeline(src, tap, gunzip, feed)).then(() => undefined, (e: Error) => e);
-  const x = await extract(feed);
+  const x = await extract(feed).catch((err: unknown) => {
+    // A program that never ran (its node gone) reads nothing: the read stops too, or the stored
+    // object (a file, a connection to the object store) stays open behind the full pipe.
+    feed.destroy();
+    throw err;
+  });
   const readError = await feeding;
   return { sha256: hash.digest('hex'), exitCode: x.exitCode, stderr: x.stderr, ...(readError ? { readError } : {}) };
 }

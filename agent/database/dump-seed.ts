@@ -161,6 +161,9 @@ async function loadConsistentDump(o: SeedAccounts & {
     const dump = new PassThrough();
     const stop = new AbortController();
     const dumping = o.runtime.exec(o.dump.name, ['mariadb-dump', ...o.dump.args, '--single-transaction', '--master-data=1', '--gtid', '--quick', ...what], { stdout: dump, env: o.dump.env, signal: stop.signal });
+    // Awaited only once the head is read (or the load is done): a dump that fails to start (its
+    // node gone, the program missing) rejects meanwhile, which must not end the agent.
+    dumping.catch(() => undefined);
     // Stops a dump nothing reads: its output is let through to nowhere so that it ends.
     const cancel = async () => {
       dump.resume();

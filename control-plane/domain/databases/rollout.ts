@@ -160,7 +160,11 @@ export class Rollout {
       if (this.running.has(op.databaseId) || this.d.switchover.busy(op.databaseId)) continue;
       if ((this.retryAt.get(op.databaseId) ?? 0) > this.d.clock.now()) continue;
       this.running.add(op.databaseId);
-      started.push(this.step(op).catch((err: unknown) => this.stopped(op, `an internal error: ${(err as Error).message}`)).finally(() => this.running.delete(op.databaseId)));
+      // Never rejects: the round does not await its steps, and recording a failure needs the
+      // store too, which may be what failed.
+      started.push(this.step(op).catch((err: unknown) => this.stopped(op, `an internal error: ${(err as Error).message}`))
+        .catch((err: unknown) => this.log.error({ err, database: op.databaseId }, 'rollout failure not recorded'))
+        .finally(() => this.running.delete(op.databaseId)));
     }
     return started;
   }

@@ -7,6 +7,8 @@
  * starts mariadb-dump): the member must end with the accounts of its data's position, and
  * account statements after it must replicate. A copy whose source is killed midway must leave
  * a member with no position that no later copy is loaded over.
+ * A dump the runtime refuses at once fails the copy with that error, never as an unhandled
+ * rejection while the copy waits for the dump's head.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -255,6 +257,16 @@ describe('dump seeds against real servers', () => {
     } finally {
       process.kill(pid, 'SIGCONT');
     }
+    expect(await sql(t, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'app'")).toEqual([]);
+    await rt.remove(t.name, { withData: true });
+  }, 240_000);
+
+  it('a dump that cannot start (the runtime has no node by that name) fails the copy with the runtime\'s error, never an unhandled rejection while the head is awaited', async () => {
+    const t = await node('fcopyseed-t9', 2);
+    // The runtime refuses the dump at once; the copy only awaits it after the head's wait. An
+    // unhandled rejection meanwhile would end the agent (and fails this file's run).
+    await expect(seedFromPrimaryCopy({ ...seedArgs, runtime: rt, target: { name: 'fcopyseed-missing', admin: t.admin }, primary: primary(), stallMs: 2000 }))
+      .rejects.toThrow(/Not found/);
     expect(await sql(t, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'app'")).toEqual([]);
     await rt.remove(t.name, { withData: true });
   }, 240_000);

@@ -3,8 +3,12 @@
  * bases written with zstd now and with gzip before both reach mbstream's stdin as the sealed
  * input, with the SHA-256 of the stored bytes; a changed byte in an encrypted base breaks the
  * read (the caller then names the corruption from the whole object's checksum).
+ * An extractor that cannot start fails the unpack and the stored object is closed.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { newBackupKey } from '../../../agent/backup/backup-crypto.js';
@@ -64,5 +68,25 @@ describe('streamBase: one read of a stored physical base', () => {
     expect(r.readError?.message).toMatch(/failed authentication/);
     expect(r.exitCode).not.toBe(0);
     expect(r.got.equals(plain)).toBe(false);
+  });
+});
+
+describe('a base whose extractor cannot start', () => {
+  it('fails with the extractor\'s error and closes the stored object instead of holding it open behind a full pipe', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fulcrum-unpack-'));
+    try {
+      // Far more than the pipeline's buffers hold: unread, the file would stay open mid-read.
+      const file = join(dir, 'base.mbstream.zst');
+      writeFileSync(file, Buffer.concat(await Promise.all(Array.from({ length: 8 }, () => seal({ codec: 'zstd' })))));
+      const src = createReadStream(file);
+      const closed = new Promise<void>((resolve) => src.once('close', () => resolve()));
+      await expect(streamBase(src, { codec: 'zstd' }, async () => {
+        throw new Error('node gone');
+      })).rejects.toThrow('node gone');
+      await closed;
+      expect(src.destroyed).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { rolloutStep } from '../../../control-plane/domain/databases/rollout.js';
-import type { AgentRecord, DatabaseRecord, MemberReport } from '../../../control-plane/domain/databases/model.js';
+import { Rollout, rolloutStep } from '../../../control-plane/domain/databases/rollout.js';
+import type { AgentRecord, DatabaseRecord, MemberReport, OperationRecord } from '../../../control-plane/domain/databases/model.js';
+import type { DatabaseRepository } from '../../../control-plane/domain/databases/repository.js';
+import type { Switchover } from '../../../control-plane/domain/databases/switchover.js';
+import type { EventService } from '../../../control-plane/domain/events/event-service.js';
+import { ManualClock } from '../../../lib/clock.js';
+import { silentLogger, type Logger } from '../../../lib/logger.js';
 
 const NOW = 1_000_000;
 const agent = (id: string, o: Partial<AgentRecord> = {}): AgentRecord => ({
@@ -44,5 +49,26 @@ describe('a rolling change across hosts: the next step', () => {
     expect(rolloutStep(database({ deleting: true }), placed, reports(1), agents, new Set(), NOW).kind).toBe('wait');
     // A report from an agent the member is not placed on does not count.
     expect(rolloutStep(database(), placed, reports(1).map((r) => (r.member === 2 ? { ...r, agentId: 'x' } : r)), agents, new Set(), NOW).kind).toBe('wait');
+  });
+});
+
+describe('a rolling change across hosts: a round whose store fails', () => {
+  it('settles every step it started even when the step and the recording of its failure both fail (the round does not await them: a rejection would end the control plane)', async () => {
+    const op: OperationRecord = { id: 'op-1', databaseId: 7, kind: 'rollout', payload: {}, eventId: null, state: 'pending', error: null, created: NOW };
+    const down = async () => {
+      throw new Error('the store is down');
+    };
+    const logged: string[] = [];
+    const logger = { ...silentLogger(), child: () => logger, error: (_o: unknown, msg: string) => void logged.push(msg) } as unknown as Logger;
+    const rollout = new Rollout({
+      repo: { list: async () => [], pendingOperations: async () => [op], get: down, operation: down } as unknown as DatabaseRepository,
+      events: {} as EventService, clock: new ManualClock(NOW), logger, switchover: { busy: () => false } as unknown as Switchover, onChange: () => undefined,
+    });
+    const started = await rollout.tick();
+    expect(started).toHaveLength(1);
+    await expect(Promise.all(started)).resolves.toBeDefined();
+    expect(logged).toEqual(['rollout failure not recorded']);
+    // The next round may start the database's rollout again.
+    expect(rollout.busy(7)).toBe(false);
   });
 });

@@ -1,3 +1,8 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger, errForLog, withoutStatementText } from '../../../lib/logger.js';
@@ -41,4 +46,48 @@ describe('withoutStatementText', () => {
     expect(withoutStatementText(driverError().message)).not.toContain('pw-1');
     expect(withoutStatementText('connect ECONNREFUSED 127.0.0.1:3306')).toBe('connect ECONNREFUSED 127.0.0.1:3306');
   });
+});
+
+describe('a logger whose destination fails', () => {
+  it('says so once and goes on (a full disk: a log file linked to /dev/full), never an error that ends the process', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fulcrum-logger-'));
+    try {
+      const file = join(dir, 'agent.log');
+      symlinkSync('/dev/full', file);
+      const lost: Error[] = [];
+      let said: () => void = () => undefined;
+      const saidOnce = new Promise<void>((resolve) => (said = resolve));
+      const log = createLogger('agent', { destination: file, onLost: (err) => {
+        lost.push(err);
+        said();
+      } });
+      log.info('first');
+      await saidOnce;
+      // The next lines fail too, and are not said again.
+      for (let i = 0; i < 3; i++) log.warn({ i }, 'more');
+      await new Promise<void>((resolve) => log.flush(() => resolve()));
+      expect(lost).toHaveLength(1);
+      expect((lost[0] as NodeJS.ErrnoException).code).toBe('ENOSPC');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a note for the operator on stderr', () => {
+  it('is lost, never the end of the process, when stderr is a broken pipe (a daemon whose journal restarted)', async () => {
+    const logger = fileURLToPath(new URL('../../../lib/logger.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', [
+      `import { sayOnStderr } from ${JSON.stringify(logger)};`,
+      'for (let i = 0; i < 200; i++) sayOnStderr("reload: new workers serve, the old ones drain\\n");',
+      'process.stdout.write("still here\\n");',
+    ].join('\n')], { stdio: ['ignore', 'pipe', 'pipe'], cwd: fileURLToPath(new URL('../../..', import.meta.url)) });
+    // The read end closes before the child writes: every write of it meets EPIPE.
+    child.stderr.destroy();
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    expect(out).toBe('still here\n');
+    expect(code).toBe(0);
+  }, 30_000);
 });
