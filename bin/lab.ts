@@ -123,6 +123,8 @@ function postJson(url: string, bearer: string, payload: unknown, caFile?: string
       (res) => {
         let text = '';
         res.setEncoding('utf8');
+        // An answer cut midway (the control plane stopped) would otherwise wait for its end for good.
+        res.on('error', reject);
         res.on('data', (c: string) => (text += c));
         res.on('end', () => {
           let body: unknown = text;
