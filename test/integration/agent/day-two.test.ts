@@ -215,6 +215,7 @@ describe('agent: day two on real clusters', () => {
     expect((await agent.runtime.list({ 'fulcrum.database': '22' })).map((n) => n.state)).toEqual(['stopped']);
     expect((await agent.runtime.list({ 'fulcrum.database': '21' })).map((n) => n.state)).toEqual(['stopped', 'stopped', 'stopped']);
     const refused = await connectTo(one).then((c) => c.end().then(() => null), (e: Error) => e);
+    expect.soft(String(refused)).toBe('PH');
     expect(refused).toBeInstanceOf(Error);
     one = { ...one, state: 'running', generation: 4 };
     three = { ...three, state: 'running', generation: 4 };
