@@ -61,7 +61,8 @@ describe('fulcrum lab: stop and start again', () => {
     for (const pid of [first.pids.controlPlane, first.pids.dataplane, first.pids.agent]) {
       await until(`pid ${pid} gone`, () => !alive(pid), 10_000);
     }
-    await expect(ask(created.body.ipv4, 7100, 'b', { timeoutMs: 500 })).rejects.toThrow();
+    // Nothing listens there any more (refused at once), not merely slow to answer.
+    await expect(ask(created.body.ipv4, 7100, 'b', { timeoutMs: 500 })).rejects.toThrow(/ECONNREFUSED/);
 
     lab = await startLab({ stateDir, apiPort: API_PORT });
     expect(lab.info.adminToken).toBe(first.adminToken);

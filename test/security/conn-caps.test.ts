@@ -57,8 +57,10 @@ describe('connection caps and idle timeouts', () => {
 
     // Another client of the same NodeBalancer is served while the attacker sits at its cap.
     expect(await ask(nbIp, port, 'hello', { localAddress: other })).toBe('b:hello');
-    // The attacker gets nothing more.
-    await expect(ask(nbIp, port, 'more', { localAddress: attacker, timeoutMs: 2000 })).rejects.toThrow();
+    // The attacker gets nothing more: its connection is cut by the cap (counted as such), not
+    // refused by the kernel or left to time out, which a listener gone or a wrong address would give.
+    await expect(ask(nbIp, port, 'more', { localAddress: attacker, timeoutMs: 2000 })).rejects.toThrow(/ECONNRESET|closed without an answer/);
+    expect(await dp.metric('fulcrum_dataplane_connections_refused_total', 'reason="client_cap"')).toBe(101);
 
     // A session that keeps talking outlives the idle timeout; the idle ones do not.
     const talker = connect({ host: nbIp, port, localAddress: other });

@@ -113,18 +113,23 @@ describe('the gRPC channel refuses peers without the right certificate', () => {
 
   it('refuses a client without a certificate: no snapshot, no key', async () => {
     const r = await tryStream('config', addr, grpc.credentials.createInsecure(), { dataplaneId: 'x', region: '*', versionApplied: 0, responseNonce: '' });
-    expect(r.error).toBeDefined();
+    // No connection established at all (the TLS handshake refused), on the address the control
+    // case is served on: UNAVAILABLE, not an answer of the service.
+    expect(r.error?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(r.error?.details).toMatch(/No connection established/);
     expect(r.received).toBe('');
     // TLS without a client certificate fails at the handshake too.
     const anon = grpc.credentials.createSsl(Buffer.from(api.cp.context.fleet.caPem), null, null, { checkServerIdentity: () => undefined });
     const r2 = await tryStream('config', addr, anon, { dataplaneId: 'x', region: '*', versionApplied: 0, responseNonce: '' });
-    expect(r2.error).toBeDefined();
+    expect(r2.error?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(r2.error?.details).toMatch(/No connection established/);
     expect(r2.received).toBe('');
   });
 
   it('refuses a certificate from another CA even when it names a real data plane', async () => {
     const r = await tryStream('config', addr, creds(foreignPki(api.cp.context.fleet.caPem)), { dataplaneId: 'dp-real', region: 'us-east', versionApplied: 0, responseNonce: '' });
-    expect(r.error).toBeDefined();
+    expect(r.error?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(r.error?.details).toMatch(/No connection established/);
     expect(r.received).toBe('');
   });
 

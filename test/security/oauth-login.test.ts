@@ -76,6 +76,7 @@ describe('OAuth login attacks', () => {
     const forged = await postSignIn(api.url, { ...good.fields, redirect_uri: foreign[0]!, token: api.token }, good.cookie!);
     expect(forged.status).toBe(400);
     expect(forged.location).toBeNull();
+    expect(forged.html).toContain('redirect_uri is not the redirect URI registered for this client');
   });
 
   it('a missing or wrong PKCE verifier gets no token; a public client must send a S256 challenge', async () => {
@@ -89,7 +90,7 @@ describe('OAuth login attacks', () => {
     expect(wrong).toEqual({ status: 400, body: { error: 'invalid_grant', error_description: 'code_verifier does not match the code_challenge' } });
     // Refused codes are spent: the right verifier afterwards gets nothing either.
     const late = await tokenRequest(api.url, { grant_type: 'authorization_code', client_id: cm.id, code: code2, code_verifier: verifier });
-    expect(late.status).toBe(400);
+    expect(late).toEqual({ status: 400, body: { error: 'invalid_grant', error_description: 'The code has been used already' } });
 
     // Without a challenge, or with the `plain` method, the page sends the client an error and no code.
     for (const extra of [{ code_challenge: '', code_challenge_method: '' }, { code_challenge: verifier, code_challenge_method: 'plain' }]) {

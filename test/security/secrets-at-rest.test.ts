@@ -9,7 +9,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -170,7 +170,20 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
   });
 
   it('no file under the control plane, data plane or agent state folder is open to other users', () => {
-    for (const d of Object.values(dirs)) expect(openToOthers(d), d).toEqual([]);
+    // The probe finds a file open to others where there is one, and walks folders that exist and
+    // hold files: an empty answer is not the probe missing them.
+    const control = mkdtempSync(join(tmpdir(), 'negassert-open-'));
+    try {
+      writeFileSync(join(control, 'f'), 'x');
+      chmodSync(join(control, 'f'), 0o644);
+      expect(openToOthers(control)).toEqual([`${join(control, 'f')} 644`]);
+    } finally {
+      rmSync(control, { recursive: true, force: true });
+    }
+    for (const d of Object.values(dirs)) {
+      expect(readdirSync(d).length, d).toBeGreaterThan(0);
+      expect(openToOthers(d), d).toEqual([]);
+    }
   });
 
   it('a pending reset password is sealed too', async () => {
@@ -180,6 +193,7 @@ describe('security: secrets at rest (control plane, data plane and agent)', () =
       return p !== password ? p : undefined;
     }, 60_000, 200);
     const bytes = storeBytes(dirs.cp);
+    expect(bytes.includes('fkek1:')).toBe(true);
     expect(bytes.includes(next)).toBe(false);
     expect(bytes.includes(password)).toBe(false);
     password = next;
@@ -280,7 +294,11 @@ describe('security: the lab state folder is private', () => {
     expect(nb.status, JSON.stringify(nb.body)).toBe(200);
     // Let every process write what it writes (logs, persisted snapshot, desired state).
     await new Promise((r) => setTimeout(r, 1500));
+    expect(readdirSync(lab.info.stateDir).length).toBeGreaterThan(0);
     expect(openToOthers(lab.info.stateDir)).toEqual([]);
-    expect(storeBytes(join(lab.info.stateDir, 'control-plane')).includes(keyBody(pem))).toBe(false);
+    // The probe reads the lab's store (sealed values are in it): the key's absence means something.
+    const bytes = storeBytes(join(lab.info.stateDir, 'control-plane'));
+    expect(bytes.includes('fkek1:')).toBe(true);
+    expect(bytes.includes(keyBody(pem))).toBe(false);
   });
 });

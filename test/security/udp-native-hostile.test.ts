@@ -149,36 +149,38 @@ describe('udp native path under hostile datagrams', () => {
 
   it('refuses bad arguments to the addon, and every call on a destroyed relay', async () => {
     const addon = udpRelay!;
+    // Each refusal by its own message: a call that threw for another reason (a missing export,
+    // an argument check that named the wrong thing) would not pass.
     const sock = createSocket('udp4');
     await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
     cleanup.push(() => sock.close());
     const epoch = new Int32Array(1);
     const noop = () => undefined;
-    expect(() => addon.create(-1, epoch, noop, noop, noop)).toThrow();
-    expect(() => addon.create(0, new Int32Array(0), noop, noop, noop)).toThrow();
+    expect(() => addon.create(-1, epoch, noop, noop, noop)).toThrow('fd must be an integer from 0 to 2^31-1');
+    expect(() => addon.create(0, new Int32Array(0), noop, noop, noop)).toThrow('epoch must be an Int32Array');
     const fd = (sock as unknown as { _handle?: { fd: number } })._handle?.fd ?? ((): number => {
       const sym = Object.getOwnPropertySymbols(sock).find((s) => s.description === 'state symbol')!;
       return (sock as unknown as Record<symbol, { handle: { fd: number } }>)[sym].handle.fd;
     })();
     const r: UdpRelayHandle = addon.create(fd, epoch, noop, noop, noop);
-    expect(() => addon.open(r, 'x'.repeat(10_000), 1, '127.0.0.1', 9, true)).toThrow();
-    expect(() => addon.open(r, 'not-an-ip', 1, '127.0.0.1', 9, true)).toThrow();
-    expect(() => addon.open(r, '127.0.0.1', 70_000, '127.0.0.1', 9, true)).toThrow();
-    expect(() => addon.open(r, '127.0.0.1', 1, '127.0.0.1\0junk', 9, true)).toThrow();
+    expect(() => addon.open(r, 'x'.repeat(10_000), 1, '127.0.0.1', 9, true)).toThrow('bad address');
+    expect(() => addon.open(r, 'not-an-ip', 1, '127.0.0.1', 9, true)).toThrow('not an IP literal');
+    expect(() => addon.open(r, '127.0.0.1', 70_000, '127.0.0.1', 9, true)).toThrow('port must be an integer from 0 to 65535');
+    expect(() => addon.open(r, '127.0.0.1', 1, '127.0.0.1\0junk', 9, true)).toThrow('bad address');
     const id = addon.open(r, '127.0.0.1', 1, '127.0.0.1', 9, true);
     expect(id).toBeGreaterThanOrEqual(0);
     expect(addon.open(r, '127.0.0.1', 1, '127.0.0.1', 9, true)).toBeLessThan(0); // the same flow twice
-    expect(() => addon.send(r, id, 'text' as unknown as Buffer)).toThrow();
+    expect(() => addon.send(r, id, 'text' as unknown as Buffer)).toThrow('expected a Buffer');
     expect(addon.send(r, 12345, Buffer.from('x'))).toBeLessThan(0); // no such session
-    expect(() => addon.reply(r, Buffer.from('x'), '::ffff:zz', 1)).toThrow();
+    expect(() => addon.reply(r, Buffer.from('x'), '::ffff:zz', 1)).toThrow('not an IP literal');
     addon.close(r, id);
     expect(addon.send(r, id, Buffer.from('x'))).toBeLessThan(0); // closed
     addon.destroy(r);
     addon.destroy(r); // twice: harmless
-    expect(() => addon.open(r, '127.0.0.1', 2, '127.0.0.1', 9, true)).toThrow();
-    expect(() => addon.send(r, id, Buffer.from('x'))).toThrow();
-    expect(() => addon.collect(r)).toThrow();
-    expect(() => addon.destroy({} as UdpRelayHandle)).toThrow();
+    expect(() => addon.open(r, '127.0.0.1', 2, '127.0.0.1', 9, true)).toThrow('not a live udp relay');
+    expect(() => addon.send(r, id, Buffer.from('x'))).toThrow('not a live udp relay');
+    expect(() => addon.collect(r)).toThrow('not a live udp relay');
+    expect(() => addon.destroy({} as UdpRelayHandle)).toThrow('not a udp relay');
   });
 });
 

@@ -168,10 +168,10 @@ export async function waitStatus(lab: DbLab, id: number, status: string, timeout
 }
 
 /** A mysql2 connection from a chosen source address; TLS verified against `ca` when given. */
-export async function connectFrom(o: { source: string; host: string; port: number; user: string; password: string; ca?: string }): Promise<mysql.Connection> {
+export async function connectFrom(o: { source: string; host: string; port: number; user: string; password: string; ca?: string; timeoutMs?: number }): Promise<mysql.Connection> {
   const sock = netConnect({ host: o.host, port: o.port, localAddress: o.source });
   return mysql.createConnection({
-    stream: sock, host: o.host, port: o.port, user: o.user, password: o.password, connectTimeout: 3000,
+    stream: sock, host: o.host, port: o.port, user: o.user, password: o.password, connectTimeout: o.timeoutMs ?? 3000,
     ...(o.ca ? { ssl: { ca: o.ca, rejectUnauthorized: true } } : {}),
   });
 }

@@ -62,13 +62,16 @@ describe('agent: 1-node database (process runtime)', () => {
     expect((vars as any[])[0]).toEqual({ r: 1, s: 'YES' });
     await c.end();
     const err = await connect('127.0.0.2', 'Initial.Pass_01', false).then((x) => x.end().then(() => null), (e: Error) => e);
-    // MariaDB answers a plain connection under require_secure_transport with an access error.
-    expect(String(err)).toMatch(/insecure transport|Access denied/i);
+    // MariaDB answers a plain connection under require_secure_transport with its own refusal
+    // (not a wrong password's Access denied, which would say nothing about TLS).
+    expect(String(err)).toMatch(/insecure transport/i);
   });
 
   it('enforces allow_list by source address and applies a change within 5 s', async () => {
+    // Outside the allow_list the endpoint resets the connection before the server sees it; the
+    // same address and password connect once the list names it (below).
     const refused = await connect('127.0.0.3', 'Initial.Pass_01').then((x) => x.end().then(() => null), (e: Error) => e);
-    expect(refused).toBeInstanceOf(Error);
+    expect(String(refused)).toMatch(/ECONNRESET/);
     db = { ...db, allowList: ['127.0.0.3/32'], generation: 2 };
     const t0 = Date.now();
     driver.setDatabases([db]);
@@ -85,13 +88,13 @@ describe('agent: 1-node database (process runtime)', () => {
     })();
     expect(ok).toBe(true);
     const now2 = await connect('127.0.0.2', 'Initial.Pass_01').then((x) => x.end().then(() => null), (e: Error) => e);
-    expect(now2).toBeInstanceOf(Error);
+    expect(String(now2)).toMatch(/ECONNRESET/);
     db = { ...db, allowList: [], generation: 3 };
     driver.setDatabases([db]);
     await driver.waitFor(() => driver.db(1)?.convergedGeneration === 3, 5000, 'allow_list [] applied');
     for (const src of ['127.0.0.2', '127.0.0.3']) {
       const e = await connect(src, 'Initial.Pass_01').then((x) => x.end().then(() => null), (er: Error) => er);
-      expect(e).toBeInstanceOf(Error);
+      expect(String(e), src).toMatch(/ECONNRESET/);
     }
     db = { ...db, allowList: ['0.0.0.0/0'], generation: 4 };
     driver.setDatabases([db]);
@@ -106,7 +109,7 @@ describe('agent: 1-node database (process runtime)', () => {
     expect(r.ok).toBe(true);
     driver.ackOperation('reset-1');
     const old = await connect('127.0.0.4', 'Initial.Pass_01').then((x) => x.end().then(() => null), (e: Error) => e);
-    expect(String(old)).toMatch(/Access denied/);
+    expect(String(old)).toMatch(/Access denied for user 'linroot'@'127\.0\.0\.4' \(using password: YES\)/);
     const c = await connect('127.0.0.4', 'Second.Pass_02');
     const [rows] = await c.query('SELECT v FROM app.t WHERE id = 1');
     expect((rows as any[])[0].v).toBe('one');
@@ -130,6 +133,8 @@ describe('agent: 1-node database (process runtime)', () => {
 
   it('delete leaves nothing: no process, listener or data directory', async () => {
     const pids = (await agent.runtime.list({})).map((n) => n.ref);
+    // The probe below sees the endpoint while it is there.
+    expect(execFileSync('ss', ['-Hltn']).toString()).toContain(`${db.hostPrimary}:3306`);
     driver.setDatabases([]);
     await driver.waitFor(() => driver.last() && !driver.db(1), 15_000, 'database gone from reports');
     expect(await agent.runtime.list({})).toEqual([]);

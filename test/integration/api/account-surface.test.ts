@@ -98,7 +98,7 @@ describe('account surface through @linode/api-v4', () => {
     for (let i = 0; i < 40; i++) deep = { d: deep };
     expect((await apiErrors(updateUserPreferences(deep))).errors[0]!.field).toBe('preferences');
     const arr = await api.req('PUT', '/v4/profile/preferences', { rawBody: '[1,2]' });
-    expect(arr.status).toBe(400);
+    expect({ status: arr.status, body: arr.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body must be a JSON object' }] } });
     expect(await getUserPreferences()).toEqual({ theme: 'light' });
   });
 

@@ -21,7 +21,8 @@ describe('/linode/types and /images', () => {
         expect(r.body).toEqual({ data: [], page: 1, pages: 1, results: 0 });
       }
     }
-    expect((await api.req('GET', '/v4/images?page_size=1')).status).toBe(400);
+    const pageSize = await api.req('GET', '/v4/images?page_size=1');
+    expect({ status: pageSize.status, body: pageSize.body }).toEqual({ status: 400, body: { errors: [{ field: 'page_size', reason: 'page_size must be between 25 and 500' }] } });
     expect((await api.req('GET', '/v4/linode/types/g6-nanode-1')).status).toBe(404);
   });
 });

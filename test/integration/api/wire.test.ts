@@ -170,15 +170,15 @@ describe('API wire format', () => {
 
   it('malformed JSON, a non-object body, and a body on a form content type', async () => {
     const bad = await api.req('POST', '/v4/nodebalancers', { rawBody: '{"region": ' });
-    expect(bad.status).toBe(400);
+    expect({ status: bad.status, body: bad.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body is not valid JSON' }] } });
     const arr = await api.req('POST', '/v4/nodebalancers', { rawBody: '[1,2]' });
-    expect(arr.status).toBe(400);
+    expect({ status: arr.status, body: arr.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body must be a JSON object' }] } });
     const form = await api.req('POST', '/v4/nodebalancers', {
       rawBody: JSON.stringify({ region: 'us-east', label: 'form-typed' }),
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
     expect(form.status).toBe(200);
     const big = await api.req('POST', '/v4/nodebalancers', { rawBody: JSON.stringify({ region: 'us-east', tags: ['x'.repeat(2 * 1024 * 1024)] }) });
-    expect(big.status).toBe(400);
+    expect({ status: big.status, body: big.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body is too large' }] } });
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,16 @@ function keepalivedReport(conf: string, work: string): string {
   writeFileSync(out, '');
   spawnSync('keepalived', ['--config-test=' + out, '-f', file, '-p', join(work, 'k.pid'), '-r', join(work, 'v.pid'), '-c', join(work, 'c.pid')], { timeout: 30_000 });
   return readFileSync(out, 'utf8');
+}
+
+/** A child's exit code and what it wrote on stderr (curl's reason when the check fails). */
+function exitAndStderr(child: ChildProcess): Promise<{ code: number | null; stderr: string }> {
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stderr }));
+  });
 }
 
 /**
@@ -52,24 +62,27 @@ describe('the control-plane VIP (keepalived)', () => {
     writeFileSync(header, `Authorization: Bearer ${secret}\n`, { mode: 0o600 });
     const apiUrl = cp!.apiUrl;
     // Asynchronously: the replica answering it runs in this process.
-    const run = () => new Promise<number | null>((resolve) => {
-      const child = spawn('sh', [check], { env: { PATH: process.env.PATH, FULCRUM_API_URL: apiUrl, FULCRUM_CHECK_HEADER: header }, stdio: 'ignore' });
-      child.once('exit', (code) => resolve(code));
-    });
-    expect(await run()).toBe(0);
+    const run = () => exitAndStderr(spawn('sh', [check], { env: { PATH: process.env.PATH, FULCRUM_API_URL: apiUrl, FULCRUM_CHECK_HEADER: header }, stdio: ['ignore', 'ignore', 'pipe'] }));
+    expect(await run()).toEqual({ code: 0, stderr: '' });
     // As keepalived runs it: URL and header file as arguments, no variables.
     const byArgs = await new Promise<number | null>((resolve) => {
       const child = spawn('sh', [check, apiUrl, header], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
       child.once('exit', (code) => resolve(code));
     });
     expect(byArgs).toBe(0);
+    // Each failure for its own reason (curl's exit code says which): the API's refusal of the
+    // token (22, an HTTP error), then no replica listening (7, no connection).
     writeFileSync(header, 'Authorization: Bearer not-a-token\n');
-    expect(await run()).not.toBe(0);
+    const refused = await run();
+    expect(refused.code).toBe(22);
+    expect(refused.stderr).toMatch(/\b401\b/);
     writeFileSync(header, `Authorization: Bearer ${secret}\n`);
-    expect(await run()).toBe(0);
+    expect(await run()).toEqual({ code: 0, stderr: '' });
     await cp!.close();
     cp = undefined;
-    expect(await run()).not.toBe(0);
+    const down = await run();
+    expect(down.code).toBe(7);
+    expect(down.stderr).toMatch(/Failed to connect|Couldn't connect/);
   });
 
   it('checks an https API on this host by the name its certificate carries, verified against the CA given', async () => {
@@ -89,16 +102,20 @@ describe('the control-plane VIP (keepalived)', () => {
       const header = join(work, 'header-tls');
       writeFileSync(header, `Authorization: Bearer ${secret}\n`, { mode: 0o600 });
       const port = new URL(tlsCp.apiUrl).port;
-      const run = (...args: string[]) => new Promise<number | null>((resolve) => {
-        const child = spawn('sh', [check, ...args], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
-        child.once('exit', (code) => resolve(code));
-      });
-      expect(await run(`https://${name}:${port}`, header, caFile)).toBe(0);
+      const run = (...args: string[]) => exitAndStderr(spawn('sh', [check, ...args], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] }));
+      expect(await run(`https://${name}:${port}`, header, caFile)).toEqual({ code: 0, stderr: '' });
       // A certificate the check cannot verify fails it: not from the CA given, or not in the
-      // system's trust store when no CA is given, or not naming the name asked for.
-      expect(await run(`https://${name}:${port}`, header, otherCa)).not.toBe(0);
-      expect(await run(`https://${name}:${port}`, header)).not.toBe(0);
-      expect(await run(`https://other.vip-check.test:${port}`, header, caFile)).not.toBe(0);
+      // system's trust store when no CA is given, or not naming the name asked for. Each for
+      // that reason (curl's 60: the peer's certificate not verified), not a connection failure.
+      for (const [url, caArg, reason] of [
+        [`https://${name}:${port}`, [otherCa], /unable to get local issuer certificate|self[- ]signed certificate/],
+        [`https://${name}:${port}`, [], /unable to get local issuer certificate|self[- ]signed certificate/],
+        [`https://other.vip-check.test:${port}`, [caFile], /no alternative certificate subject name matches|does not match/],
+      ] as const) {
+        const failed = await run(url, header, ...caArg);
+        expect(failed.code, url).toBe(60);
+        expect(failed.stderr, url).toMatch(reason);
+      }
     } finally {
       await tlsCp.close();
     }

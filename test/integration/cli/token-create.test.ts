@@ -45,6 +45,7 @@ describe('fulcrum token create', () => {
     const r = await tokenCreate(['--state', stateDir, '--user', 'limited', '--restricted']);
     expect(r.code).toBe(0);
     const res = await api(cp.apiUrl, r.out)('POST', '/v4/nodebalancers', { region: 'us-east' });
-    expect(res.status).toBe(403);
+    // The grants' refusal (a restricted user without add_nodebalancers), not a bad token's 401.
+    expect({ status: res.status, body: res.body }).toEqual({ status: 403, body: { errors: [{ reason: 'Unauthorized' }] } });
   });
 });

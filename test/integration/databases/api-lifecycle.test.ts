@@ -176,10 +176,12 @@ describe('databases API lifecycle with a scripted agent', () => {
     expect((await api.req('POST', `${MYSQL}/${id}/suspend`)).body).toEqual({});
     await waitStatus(api, id, 'suspended');
     expect(agent.desired()!.databases[0]!.state).toBe('suspended');
-    expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { label: 'zzz-db' } })).status).toBe(400);
+    const whileSuspended = await api.req('PUT', `${MYSQL}/${id}`, { body: { label: 'zzz-db' } });
+    expect({ status: whileSuspended.status, body: whileSuspended.body }).toEqual({ status: 400, body: { errors: [{ reason: 'Your database is suspended; it can be updated only when it is active.' }] } });
     expect((await api.req('POST', `${MYSQL}/${id}/resume`)).body).toEqual({});
     await waitStatus(api, id, 'active');
-    expect((await api.req('POST', `${MYSQL}/${id}/resume`)).status).toBe(400);
+    const resumeActive = await api.req('POST', `${MYSQL}/${id}/resume`);
+    expect({ status: resumeActive.status, body: resumeActive.body }).toEqual({ status: 400, body: { errors: [{ reason: 'Your database is active; it can be resumed only when it is suspended.' }] } });
   });
 
   it('mirrors degraded and failed with events and goes back to active', async () => {

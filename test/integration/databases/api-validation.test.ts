@@ -1,7 +1,9 @@
 // integration-lane: concurrent (startApi on port 0 with a temp state folder and an in-process scripted agent that binds nothing; addresses only as data).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fieldErrors, startApi, type ApiHarness } from '../../helpers/api-harness.js';
-import { MYSQL, firstEngine, eventsFor } from './helpers.js';
+import { MYSQL, firstEngine, eventsFor, waitStatus } from './helpers.js';
+import { startScriptedAgent } from './scripted-agent.js';
+import { hostCredentials } from '../../helpers/fleet.js';
 
 /**
  * The database API without any agent: catalogue endpoints, request validation (issue 7
@@ -82,9 +84,9 @@ describe('databases API: catalogue, validation and preconditions', () => {
     const missing = await api.req('POST', MYSQL, { body: {} });
     expect(Object.keys(fieldErrors(missing.body)).sort()).toEqual(['engine', 'label', 'region', 'type']);
     const notObject = await api.req('POST', MYSQL, { rawBody: '[1,2]' });
-    expect(notObject.status).toBe(400);
+    expect({ status: notObject.status, body: notObject.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body must be a JSON object' }] } });
     const garbage = await api.req('POST', MYSQL, { rawBody: '{"label":' });
-    expect(garbage.status).toBe(400);
+    expect({ status: garbage.status, body: garbage.body }).toEqual({ status: 400, body: { errors: [{ reason: 'The request body is not valid JSON' }] } });
     expect((await api.req('GET', MYSQL)).body.results).toBe(0);
   });
 
@@ -191,16 +193,53 @@ describe('databases API: catalogue, validation and preconditions', () => {
         const r = await api.req('POST', MYSQL, { body: { ...valid(), label: `odd-${key}`, [key]: v } });
         expect(r.status, `${key}=${JSON.stringify(v)}`).toBeLessThan(500);
       }
-      for (const key of ['label', 'allow_list', 'updates', 'type']) {
-        expect((await api.req('PUT', `${MYSQL}/${id}`, { body: { [key]: v } })).status).toBe(400);
-      }
-      expect((await api.req('POST', `${MYSQL}/${id}/backups`, { body: { label: v, target: v } })).status).toBe(400);
     }
     for (const q of ['?page=0', '?page=abc', '?page_size=5', '?page_size=501']) {
-      expect((await api.req('GET', MYSQL + q)).status, q).toBe(400);
+      const r = await api.req('GET', MYSQL + q);
+      expect(r.status, q).toBe(400);
+      expect(r.body.errors.map((e: { field?: string }) => e.field), q).toEqual([q.slice(1).split('=')[0]]);
     }
-    expect((await api.req('GET', MYSQL, { headers: { 'x-filter': '{"label":' } })).status).toBe(400);
+    const filter = await api.req('GET', MYSQL, { headers: { 'x-filter': '{"label":' } });
+    expect({ status: filter.status, body: filter.body }).toEqual({ status: 400, body: { errors: [{ field: 'X-Filter', reason: 'Filter is not valid JSON' }] } });
     expect((await api.req('GET', `${MYSQL}/${id}/backups/abc`)).status).toBe(404);
     expect((await api.req('POST', `${MYSQL}/999/backups/1/restore`)).status).toBe(404);
+    // A database still provisioning refuses every update before reading it, so the odd updates
+    // go to an active one (a scripted agent makes it so; this is the file's last test).
+    const agent = startScriptedAgent(api.cp.grpcAddress, { id: 'agent-odd', region: 'us-east', credentials: await hostCredentials(api.cp, 'agent', 'agent-odd', 'us-east') });
+    try {
+      await waitStatus(api, id, 'active');
+      await oddUpdates(odd, id);
+    } finally {
+      agent.close();
+    }
   });
+
+  /**
+   * PUTs and backups of odd values on an active database: never a 500; a refusal names the field
+   * sent, and every field's validation is reached (some odd values are fine: null leaves a field
+   * as it is, [] empties the allow_list, {} changes no update setting).
+   */
+  async function oddUpdates(odd: unknown[], id: number): Promise<void> {
+    const names = (body: { errors?: { field?: string }[] }) => (body.errors ?? []).map((e) => (e.field ?? '').split(/[.[]/)[0]);
+    const refusedFor = new Map<string, number>();
+    for (const v of odd) {
+      for (const key of ['label', 'allow_list', 'updates', 'type']) {
+        const r = await api.req('PUT', `${MYSQL}/${id}`, { body: { [key]: v } });
+        const seen = `${key}=${JSON.stringify(v)} ${JSON.stringify(r.body)}`;
+        expect([200, 400], seen).toContain(r.status);
+        if (r.status === 400) {
+          expect(names(r.body), seen).toEqual([key]);
+          refusedFor.set(key, (refusedFor.get(key) ?? 0) + 1);
+        } else {
+          // An accepted change is applied by the agent; the next update waits for active again.
+          await waitStatus(api, id, 'active');
+        }
+      }
+      const backup = await api.req('POST', `${MYSQL}/${id}/backups`, { body: { label: v, target: v } });
+      expect(backup.status, JSON.stringify(backup.body)).toBe(400);
+      expect(names(backup.body).length).toBeGreaterThan(0);
+      expect(names(backup.body).every((f) => f === 'label' || f === 'target'), JSON.stringify(backup.body)).toBe(true);
+    }
+    for (const key of ['label', 'allow_list', 'updates', 'type']) expect(refusedFor.get(key) ?? 0, key).toBeGreaterThan(3);
+  }
 });

@@ -43,7 +43,8 @@ describe('a lost agent host', () => {
   });
 
   it('refuses a bad id, an unknown host and a restricted user', async () => {
-    expect((await api.req('POST', '/v4/fulcrum/agents/..bad/lost')).status).toBe(400);
+    const bad = await api.req('POST', '/v4/fulcrum/agents/..bad/lost');
+    expect({ status: bad.status, body: bad.body }).toEqual({ status: 400, body: { errors: [{ field: 'id', reason: 'Must be the id of an agent host.' }] } });
     expect((await api.req('POST', '/v4/fulcrum/agents/no-such-host/lost')).status).toBe(404);
     const restricted = await api.userToken('ops-lite', { restricted: true, scopes: 'databases:read_write' });
     expect((await api.req('POST', '/v4/fulcrum/agents/host-d/lost', { token: restricted })).status).toBe(403);

@@ -32,7 +32,7 @@ describe('PROXY protocol headers', () => {
     const h = proxyV2({ srcIp: '1.2.3.4', srcPort: 5, dstIp: '6.7.8.9', dstPort: 10 });
     expect(parseProxyHeader(h.subarray(0, 20))).toBeUndefined();
     expect(parseProxyHeader(Buffer.from('PROXY TCP4 1.2.3.4'))).toBeUndefined();
-    expect(() => parseProxyHeader(Buffer.from('GET / HTTP/1.1\r\n'))).toThrow();
-    expect(() => parseProxyHeader(Buffer.from('PROXY TCP4 1.2.3.4 5.6.7.8 01 2\r\n'))).toThrow();
+    expect(() => parseProxyHeader(Buffer.from('GET / HTTP/1.1\r\n'))).toThrow('not a PROXY header');
+    expect(() => parseProxyHeader(Buffer.from('PROXY TCP4 1.2.3.4 5.6.7.8 01 2\r\n'))).toThrow('PROXY v1: bad port 01');
   });
 });

@@ -45,7 +45,7 @@ describe('addresses a data plane serves', () => {
     const engine = createProxyEngine();
     try {
       await engine.apply({ version: 1, databaseEndpoints: [{ databaseId: 1, role: 'primary', address: epIp, port, allowList: [], targets: [] }] });
-      await expect(engine.apply({ version: 2, databaseEndpoints: [{ databaseId: 1, role: 'primary', address: 'nope', port, allowList: [], targets: [] }] })).rejects.toThrow();
+      await expect(engine.apply({ version: 2, databaseEndpoints: [{ databaseId: 1, role: 'primary', address: 'nope', port, allowList: [], targets: [] }] })).rejects.toThrow(/database_endpoints\[0\]\.address/);
       expect(engine.addresses()).toEqual([epIp]);
     } finally {
       await engine.close();
