@@ -45,6 +45,33 @@ describe.each([
     ca: Buffer.from((await ok('GET', `${MYSQL}/${id}/ssl`)).ca_certificate, 'base64').toString('utf8'),
   });
 
+  /**
+   * What a fork with the wrong rows was built from, for the failure message (one such run in CI
+   * lacked the last row stamped before T and left nothing else to read): the rows that differ
+   * with their stamps, the base and segments of the source's archive, and the agent's lines about
+   * the fork and the source.
+   */
+  const diagnosis = (forkId: number, T: number, before: any[], inFork: Set<number>): string => {
+    const expected = new Set(before.map((r) => Number(r.id)));
+    const differ = [...new Set([...expected, ...inFork])].filter((id) => expected.has(id) !== inFork.has(id)).sort((a, b) => a - b);
+    const read = (path: string) => { try { return JSON.parse(readFileSync(path, 'utf8')); } catch (err) { return `${path}: ${(err as Error).message}`; } };
+    const backups = join(lab.agentDir, 'backups', String(src.id));
+    const listed = (dir: string) => { try { return readdirSync(dir); } catch { return []; } };
+    const segments = listed(join(backups, 'binlog')).map((n) => read(join(backups, 'binlog', n, 'manifest.json')))
+      .map((m) => ({ seq: m.seq, gtidStart: m.gtidStart, gtidEnd: m.gtidEnd, closedMs: m.closedMs }));
+    const bases = listed(backups).filter((n) => /^\d+$/.test(n)).map((n) => read(join(backups, n, 'manifest.json')))
+      .map((m) => ({ id: m.id, type: m.type, snapshotGtid: m.snapshotGtid, finishedMs: m.finishedMs }));
+    const forkState = read(join(lab.agentDir, 'databases', String(forkId), 'state.json'));
+    const lines = lab.output().split('\n').filter((l) => l.includes(`"database":${forkId},`) || l.includes(`"database":${src.id},`) || l.includes(`"source":${src.id},`)).slice(-40);
+    return [
+      `T=${T} (${wire(T)}); rows in one and not the other: ${JSON.stringify(differ.map((id) => ({ id, expected: expected.has(id), ts: before.find((r) => Number(r.id) === id)?.ts })))}`,
+      `fork base: ${JSON.stringify(forkState.forkBase ?? forkState)}`,
+      `bases: ${JSON.stringify(bases)}`,
+      `segments: ${JSON.stringify(segments)}`,
+      'agent lines:', ...lines,
+    ].join('\n');
+  };
+
   beforeAll(async () => {
     lab = await startDbLab(`pitr-${runtime}-${size}${encrypted ? '-enc' : ''}${tag}`, runtime);
     await lab.startAgent();
@@ -123,7 +150,7 @@ describe.each([
     // Exactly the rows stamped before T, none of second T: ids, count and a checksum of (id, ts).
     const sum = (list: any[]) => createHash('sha256').update(list.map((r) => `${r.id}:${r.ts}`).join('\n')).digest('hex');
     const before = (all as any[]).filter((r) => Math.floor(Number(r.ts)) * 1000 < T);
-    expect([...inFork].sort((a, b) => a - b)).toEqual(before.map((r) => Number(r.id)));
+    expect([...inFork].sort((a, b) => a - b), diagnosis(forked.id, T, before, inFork)).toEqual(before.map((r) => Number(r.id)));
     expect((got as any[]).length).toBe(before.length);
     expect(sum(got as any[])).toBe(sum(before));
     // Against the client's own records: acknowledged before T -> there; sent at or after T -> not.
