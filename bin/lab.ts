@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { ensureLabTls, type LabTls } from './lab-tls.js';
 import { labIpv6Prefix, prepareLabIpv6, releaseLabIpv6 } from './lab-ipv6.js';
 import { withDataplaneHeapFlags } from '../lib/node-flags.js';
+import { sayOnStderr } from '../lib/logger.js';
 import { makePrivate, restrictUmask } from '../lib/private-files.js';
 
 /** Where the lab's data plane dials database members from (beside the 127.77/78/79 pools). */
@@ -64,11 +65,11 @@ function spawnChild(name: string, args: string[], logDir: string): Child {
 
 /**
  * Appends a lab child's stdout and stderr to `file`. A log that cannot be written (a full disk)
- * is said once on the lab's stderr and the child's output is dropped from then on: an 'error'
+ * is said once (`say`: the lab's stderr) and the child's output is dropped from then on: an 'error'
  * with no listener would end the lab, and output no longer read would block the child on a full
  * pipe.
  */
-export function logOutput(proc: ChildProcess, file: string, name: string): void {
+export function logOutput(proc: ChildProcess, file: string, name: string, say: (text: string) => void = sayOnStderr): void {
   const log = createWriteStream(file, { flags: 'a', mode: 0o600 });
   proc.stdout!.pipe(log);
   proc.stderr!.pipe(log);
@@ -77,7 +78,7 @@ export function logOutput(proc: ChildProcess, file: string, name: string): void 
   log.on('error', (err) => {
     if (failed) return;
     failed = true;
-    process.stderr.write(`lab: ${name}'s log ${file} cannot be written (${err.message}); its output is dropped from now on\n`);
+    say(`lab: ${name}'s log ${file} cannot be written (${err.message}); its output is dropped from now on\n`);
     proc.stdout!.resume();
     proc.stderr!.resume();
   });

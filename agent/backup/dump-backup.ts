@@ -55,7 +55,7 @@ export async function writeDump(
       // The key first: it may be made and saved, and a store's stream made before that wait
       // could fail (its file not opened, the object store refusing) with nothing listening.
       const key = encrypted ? await databaseKey(c) : undefined;
-      const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
+      const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: STORE_ZSTD_LEVEL, codec: 'zstd', key });
       const input = sealed.input;
       input.write(read.accounts);
       const snapshot = snapshotGtidTap();

@@ -195,7 +195,7 @@ export async function takePhysical(
     const file = encrypted ? PHYSICAL_ENCRYPTED_FILE : PHYSICAL_FILE;
     // The key before the store's stream, which nothing listens to until sealedWriter (dump-backup.ts).
     const key = encrypted ? await deps.backupKey() : undefined;
-    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: PHYSICAL_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
+    const sealed = sealedWriter(await deps.storage.writer(c.id, id, file), { level: PHYSICAL_ZSTD_LEVEL, codec: 'zstd', key });
     // A stream on the bare descriptor: a FileHandle's own streams with autoClose off keep it
     // referenced, and its close() would then wait forever.
     await pipeline(createReadStream('', { fd: spoolFile.fd, start: 0, autoClose: false }), sealed.input, { signal: deps.signal });

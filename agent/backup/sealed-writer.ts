@@ -19,7 +19,7 @@ export interface Sealed {
  * marked handled here, because callers often run the producer before awaiting it; awaiting it
  * still throws.
  */
-export function sealedWriter(out: Writable, o: { level: number; key?: string; codec?: Codec }): { input: Writable; done: Promise<Sealed> } {
+export function sealedWriter(out: Writable, o: { level: number; key?: string | undefined; codec?: Codec }): { input: Writable; done: Promise<Sealed> } {
   const hash = createHash('sha256');
   let sizeBytes = 0;
   const tap = new Transform({

@@ -152,7 +152,7 @@ export function createArchiver(d: ArchiverDeps) {
       // The key before the store's stream, which nothing listens to until sealedWriter (dump-backup.ts).
       const key = encrypted ? await databaseKey(c) : undefined;
       const out = await d.segments.writer(c.id, seq, file);
-      const sealed = sealedWriter(out, { level: STORE_ZSTD_LEVEL, codec: 'zstd', ...(key !== undefined ? { key } : {}) });
+      const sealed = sealedWriter(out, { level: STORE_ZSTD_LEVEL, codec: 'zstd', key });
       await pipeline(input.createReadStream(), sealed.input, { signal });
       const { sizeBytes, sha256 } = await sealed.done;
       signal.throwIfAborted();

@@ -232,7 +232,8 @@ export class DatabaseObserver {
     // `active` means a client is served (docs/databases.md, "When a database is active"): the
     // status stays as it was until the data planes apply the routes it will have, and this
     // observation is kept to be replayed when one of them answers.
-    const fresh = this.held.get(db.id)?.view === o ? this.held.get(db.id)!.atMs : this.d.clock.now();
+    const before = this.held.get(db.id);
+    const fresh = before?.view === o ? before.atMs : this.d.clock.now();
     this.held.delete(db.id);
     if (t.status === 'active' && db.status !== 'active' && !(await this.mayActivate(db, patch.members ?? db.members))) {
       t = { status: db.status };

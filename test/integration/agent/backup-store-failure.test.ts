@@ -15,16 +15,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalBackupStorage } from '../../../agent/backup/backup-storage.js';
 import { writeDump } from '../../../agent/backup/dump-backup.js';
-import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import type { DbState } from '../../../agent/database/state.js';
 import { q, withAdmin, type AdminTarget } from '../../../agent/mysql/admin.js';
-import { renderNodeConfig } from '../../../agent/mysql/config-render.js';
-import { renderInitSql } from '../../../agent/mysql/init-sql.js';
-import { ensureClusterTls } from '../../../agent/mysql/tls.js';
 import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { silentLogger } from '../../../lib/logger.js';
-import { freePort } from '../../helpers/tcp.js';
+import { localServers } from './local-servers.js';
 
 const ADMIN = 'Admin.Pass_01';
 const NODE = 'fstorefail-n1';
@@ -37,15 +33,7 @@ describe('a logical backup whose store fails', () => {
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'fulcrum-storefail-'));
     rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
-    const [engine] = await detectLocalCatalogue();
-    if (!engine) throw new Error('no local mariadbd found: the process runtime needs mariadb-server installed');
-    const tls = await ensureClusterTls(join(root, 'tls'), 1, ['127.0.0.1']);
-    await rt.ensure({
-      name: NODE, labels: {}, engine, dataDir: join(root, NODE, 'data'), host: '127.0.0.1', port: await freePort(), memoryMb: 256, cpus: 1,
-      config: renderNodeConfig({ databaseId: 1, index: 1, memoryMb: 256, semiSync: false, ssl: true, encrypted: false }),
-      files: { 'ca.pem': tls.caPem, 'server.pem': tls.serverCertPem, 'server-key.pem': tls.serverKeyPem, 'init.sql': renderInitSql({ adminPassword: ADMIN, replPassword: 'Repl.Pass_01' }) },
-    });
-    admin = { socketPath: (await rt.connection(NODE)).socketPath, password: ADMIN };
+    ({ admin } = await (await localServers({ rt, root, adminPassword: ADMIN, replPassword: 'Repl.Pass_01' })).start(NODE));
   }, 180_000);
 
   afterAll(async () => {

@@ -16,43 +16,33 @@ import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { detectLocalCatalogue } from '../../../agent/catalogue.js';
 import { ACCOUNT_TRIES, seedFromLocalDump, seedFromPrimaryCopy } from '../../../agent/database/dump-seed.js';
-import { q, withAdmin, type AdminTarget } from '../../../agent/mysql/admin.js';
-import { renderNodeConfig } from '../../../agent/mysql/config-render.js';
-import { renderInitSql } from '../../../agent/mysql/init-sql.js';
+import { q, withAdmin } from '../../../agent/mysql/admin.js';
 import { configureReplica, replicaStatus } from '../../../agent/mysql/replication.js';
-import { ensureClusterTls, type ClusterTls } from '../../../agent/mysql/tls.js';
-import type { ContainerRuntime, NodeSpec } from '../../../agent/runtime/container-runtime.js';
+import type { ContainerRuntime } from '../../../agent/runtime/container-runtime.js';
 import { createProcessRuntime } from '../../../agent/runtime/process-runtime.js';
 import { silentLogger } from '../../../lib/logger.js';
 import { until } from '../../helpers/lab.js';
-import { freePort } from '../../helpers/tcp.js';
+import { localServers, type LocalServer, type LocalServers } from './local-servers.js';
 
 const ADMIN = 'Admin.Pass_01';
 const REPL = 'Repl.Pass_01';
 const LINROOT = 'Linroot.Pass_01';
 const ROWS = 300_000;
 
-interface Node { name: string; admin: AdminTarget; port: number }
+type Node = LocalServer;
 
 describe('dump seeds against real servers', () => {
   let root: string;
   let rt: ContainerRuntime;
-  let engine: NodeSpec['engine'];
-  let tls: ClusterTls;
+  let servers: LocalServers;
   let src: Node;
   const made: string[] = [];
 
   async function node(name: string, index: number): Promise<Node> {
-    const port = await freePort();
-    await rt.ensure({
-      name, labels: {}, engine, dataDir: join(root, name, 'data'), host: '127.0.0.1', port, memoryMb: 256, cpus: 1,
-      config: renderNodeConfig({ databaseId: 1, index, memoryMb: 256, semiSync: false, ssl: true, encrypted: false }),
-      files: { 'ca.pem': tls.caPem, 'server.pem': tls.serverCertPem, 'server-key.pem': tls.serverKeyPem, 'init.sql': renderInitSql({ adminPassword: ADMIN, replPassword: REPL }) },
-    });
+    const n = await servers.start(name, index);
     if (!made.includes(name)) made.push(name);
-    return { name, port, admin: { socketPath: (await rt.connection(name)).socketPath, password: ADMIN } };
+    return n;
   }
   const sql = (n: Node, ...stmts: string[]) => withAdmin(n.admin, async (c) => {
     let last: any[] = [];
@@ -73,7 +63,7 @@ describe('dump seeds against real servers', () => {
     return w;
   };
   const seedArgs = { adminPassword: ADMIN, allowList: ['127.0.0.0/8'], linrootPassword: LINROOT };
-  const primary = () => ({ host: '127.0.0.1', port: src.port, password: REPL, caPem: tls.caPem });
+  const primary = () => ({ host: '127.0.0.1', port: src.port, password: REPL, caPem: servers.caPem });
   const wipe = async (t: Node) => {
     await rt.remove(t.name, { withData: true });
     return node(t.name, 2);
@@ -92,10 +82,7 @@ describe('dump seeds against real servers', () => {
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'fulcrum-copyseed-'));
     rt = createProcessRuntime({ root: join(root, 'runtime'), logger: silentLogger() });
-    const [e] = await detectLocalCatalogue();
-    if (!e) throw new Error('no local mariadbd found: the process runtime needs mariadb-server installed');
-    engine = e;
-    tls = await ensureClusterTls(join(root, 'tls'), 1, ['127.0.0.1']);
+    servers = await localServers({ rt, root, adminPassword: ADMIN, replPassword: REPL });
     src = await node('fcopyseed-src', 1);
     await sql(src, 'SET GLOBAL read_only=OFF', 'CREATE DATABASE app', 'CREATE TABLE app.t (id INT PRIMARY KEY, pad VARCHAR(100) NOT NULL)',
       `INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 3) FROM app.seq_1_to_${ROWS}`,
@@ -129,7 +116,7 @@ describe('dump seeds against real servers', () => {
     expect(await accounts(t)).toEqual(await accounts(src));
     expect(Number((await sql(t, 'SELECT COUNT(*) AS n FROM app.t'))[0].n)).toBe(ROWS + 1);
     // The customer logs in on the member with the password of the copy's moment.
-    const c = await mysql.createConnection({ host: '127.0.0.1', port: t.port, user: 'late', password: 'Late.Pass_2', ssl: { ca: tls.caPem } });
+    const c = await mysql.createConnection({ host: '127.0.0.1', port: t.port, user: 'late', password: 'Late.Pass_2', ssl: { ca: servers.caPem } });
     expect((await c.query('SELECT COUNT(*) AS n FROM app.t'))[0]).toEqual([{ n: ROWS + 1 }]);
     await c.end();
     await rt.remove(t.name, { withData: true });

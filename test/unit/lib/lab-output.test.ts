@@ -22,13 +22,12 @@ describe('the lab\'s log of a child\'s output', () => {
     const file = join(dir, 'child.log');
     symlinkSync('/dev/full', file);
     const said: string[] = [];
-    vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => said.push(String(chunk)) > 0);
     // 4 MB on each of stdout and stderr: far more than a pipe holds (64 KB), so the child ends
     // only if its output is read to the end.
     const proc = spawn(process.execPath, ['-e', 'const l = "x".repeat(1023) + "\\n"; for (let i = 0; i < 4096; i++) { process.stdout.write(l); process.stderr.write(l); }'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    logOutput(proc, file, 'child');
+    logOutput(proc, file, 'child', (text) => said.push(text));
     const code = await new Promise<number | null>((resolve) => proc.once('close', resolve));
     expect(code).toBe(0);
     expect(said).toHaveLength(1);
