@@ -88,8 +88,9 @@ export async function dockerExec(
   } finally {
     opts.signal?.removeEventListener('abort', cut);
   }
+  // The sink's last write may fail only as it is ended (a short output into a full file).
+  if (sink && !sinkGone) await endSink(sink);
   if (sinkGone) return { exitCode: 1, stdout, stderr: `${stderr}${sinkGone}\n` };
-  if (sink) await endSink(sink);
   if (opts.signal?.aborted) return { exitCode: 1, stdout, stderr: `${stderr}cancelled\n` };
 
   // The exec can report "running" for a moment after its stream closed.
